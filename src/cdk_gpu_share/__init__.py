@@ -1,0 +1,44 @@
+"""cdk-gpu-share: AWS CDK constructs for a GPU fleet shared by many ML teams.
+
+The constructs are imported lazily, so that the pure-Python core
+(:mod:`cdk_gpu_share.core`) and the ``gpu-share`` CLI can be used, and shipped
+inside Lambda functions, without loading aws-cdk-lib.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "SharedGpuQuota": "cdk_gpu_share.constructs.shared_gpu_quota",
+    "BatchQuotaBackend": "cdk_gpu_share.constructs.shared_gpu_quota",
+    "HyperPodBackend": "cdk_gpu_share.constructs.shared_gpu_quota",
+    "FairshareQueue": "cdk_gpu_share.constructs.fairshare_queue",
+    "MigInferenceEndpoint": "cdk_gpu_share.constructs.mig_endpoint",
+    "GpuShareDashboard": "cdk_gpu_share.constructs.dashboard",
+    "PlatformStack": "cdk_gpu_share.stacks.platform",
+    "TeamStack": "cdk_gpu_share.stacks.team",
+    "build_platform": "cdk_gpu_share.stacks.app",
+    "PlatformConfig": "cdk_gpu_share.core.config",
+    "TeamConfig": "cdk_gpu_share.core.config",
+    "load_config": "cdk_gpu_share.core.config",
+    "ConfigError": "cdk_gpu_share.core.errors",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'cdk_gpu_share' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(list(globals()) + __all__)
