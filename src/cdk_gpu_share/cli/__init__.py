@@ -1,0 +1,66 @@
+"""The ``gpu-share`` command line.
+
+Each subcommand lives in its own module of this package and exposes
+``register(subparsers)``, which adds its parser and sets ``func`` to a callable
+taking the parsed arguments and returning the exit code. Exit codes: 0 success,
+1 a negative answer (for example ``mig check`` on profiles that do not fit),
+2 bad input (a one-line message on standard error, never a traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import Sequence
+
+from cdk_gpu_share.core.errors import GpuShareError
+
+# Modules that register subcommands, in the order they appear in --help.
+SUBCOMMAND_MODULES = [
+    "cdk_gpu_share.cli.config_cmds",  # validate, plan, summary
+    "cdk_gpu_share.cli.reclaim_cmd",  # reclaim plan
+    "cdk_gpu_share.cli.mig_cmd",  # mig check, mig layouts
+    "cdk_gpu_share.cli.simulate_cmd",  # simulate, trace convert
+    "cdk_gpu_share.cli.status_cmd",  # status
+]
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse exits 2 on bad usage already; keep its one-line message."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="gpu-share",
+        description="Validate, plan, simulate and explain a shared GPU platform.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for name in SUBCOMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name == name:  # not written yet
+                continue
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except GpuShareError as exc:
+        print(f"gpu-share {args.command}: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,5 @@
+import sys
+
+from cdk_gpu_share.cli import main
+
+sys.exit(main())
