@@ -1,0 +1,237 @@
+"""Convert published GPU cluster traces into the simulator's job trace.
+
+The simulator (:mod:`cdk_gpu_share.core.simulate`, contract
+``shared/contracts/simulate.md``) reads a CSV with the columns
+``job_id,team,submit_time,duration_s,gpus,priority``. Public traces carry no team,
+so every converter states here, in one place, how it assigns teams and priorities.
+
+Alibaba OpenB (``alibaba/clusterdata``, ``cluster-trace-gpu-v2023``; Weng et al.,
+"Beware of Fragmentation: Scheduling GPU-Sharing Workloads with Fragmentation
+Gradient Descent", USENIX ATC 2023). The rule (``shared/data/README.md``):
+
+- keep the tasks with ``num_gpu > 0``, a ``scheduled_time`` and
+  ``deletion_time > scheduled_time``;
+- ``team`` = ``qos`` in lower case (``ls``, ``be``, ``burstable``, ``guaranteed``);
+- ``submit_time`` = ``creation_time``; ``duration_s`` = ``deletion_time - scheduled_time``;
+- ``gpus`` = ``num_gpu`` when it is above 1, otherwise ``gpu_milli / 1000``;
+- ``priority``: guaranteed 3, ls 2, burstable 1, be 0.
+
+On ``openb_pod_list_default.csv`` that keeps 6,203 of 8,152 tasks, in file order.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import IO, Iterable, Iterator, Mapping
+
+from cdk_gpu_share.core.errors import ConfigError, Problem
+
+#: Columns of the simulator's job trace, in the order the converters write them.
+TRACE_COLUMNS = ("job_id", "team", "submit_time", "duration_s", "gpus", "priority")
+
+#: Columns the OpenB pod list must have for the conversion.
+OPENB_COLUMNS = (
+    "name",
+    "num_gpu",
+    "gpu_milli",
+    "qos",
+    "creation_time",
+    "deletion_time",
+    "scheduled_time",
+)
+
+#: Priority of each OpenB QoS class (team), higher is more important.
+OPENB_PRIORITY = {"guaranteed": 3, "ls": 2, "burstable": 1, "be": 0}
+
+#: Source formats ``gpu-share trace convert --from`` accepts.
+SOURCES = ("alibaba-openb",)
+
+
+@dataclass(frozen=True)
+class TraceJob:
+    """One row of the simulator's job trace, with numbers kept exact as text."""
+
+    job_id: str
+    team: str
+    submit_time: str
+    duration_s: str
+    gpus: str
+    priority: int
+
+    def as_row(self) -> list[str]:
+        return [
+            self.job_id,
+            self.team,
+            self.submit_time,
+            self.duration_s,
+            self.gpus,
+            str(self.priority),
+        ]
+
+
+def _fmt(value: Decimal) -> str:
+    """Exact decimal text without exponent or trailing zeros (``0.46``, ``8``)."""
+    if value == value.to_integral_value():
+        return str(int(value))
+    text = format(value, "f")
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def _dec(row: Mapping[str, str], column: str, line: int, source: str) -> Decimal | None:
+    raw = (row.get(column) or "").strip()
+    if raw == "":
+        return None
+    try:
+        value = Decimal(raw)
+    except InvalidOperation:
+        value = None
+    if value is None or not value.is_finite():
+        raise ConfigError(
+            Problem(
+                field=f"line {line} ({column})",
+                value=raw,
+                message="is not a number",
+                fix="the OpenB pod list has numbers in this column; check the file is the original CSV",
+            ),
+            source=source,
+        )
+    return value
+
+
+def openb_job(row: Mapping[str, str], *, line: int = 0, source: str = "trace") -> TraceJob | None:
+    """The simulator job for one OpenB pod-list row, or ``None`` when the rule drops it.
+
+    This is the single place the OpenB conversion rule lives (see the module docstring).
+    """
+    num_gpu = _dec(row, "num_gpu", line, source)
+    scheduled = _dec(row, "scheduled_time", line, source)
+    deletion = _dec(row, "deletion_time", line, source)
+    if num_gpu is None or num_gpu <= 0 or scheduled is None or deletion is None:
+        return None
+    if not deletion > scheduled:
+        return None
+    creation = _dec(row, "creation_time", line, source)
+    if creation is None:
+        raise ConfigError(
+            Problem(
+                field=f"line {line} (creation_time)",
+                value="",
+                message="is empty on a task that was scheduled",
+                fix="the OpenB pod list gives every task a creation_time; check the file",
+            ),
+            source=source,
+        )
+    team = (row.get("qos") or "").strip().lower()
+    if team not in OPENB_PRIORITY:
+        raise ConfigError(
+            Problem(
+                field=f"line {line} (qos)",
+                value=row.get("qos"),
+                message="is not an OpenB QoS class",
+                fix="expected one of LS, BE, Burstable, Guaranteed",
+            ),
+            source=source,
+        )
+    if num_gpu > 1:
+        gpus = num_gpu
+    else:
+        milli = _dec(row, "gpu_milli", line, source)
+        if milli is None or milli <= 0:
+            raise ConfigError(
+                Problem(
+                    field=f"line {line} (gpu_milli)",
+                    value=row.get("gpu_milli"),
+                    message="must be above 0 for a task with num_gpu 1",
+                    fix="gpu_milli is the share of one GPU in thousandths (1..1000)",
+                ),
+                source=source,
+            )
+        gpus = milli / 1000
+    return TraceJob(
+        job_id=(row.get("name") or "").strip() or f"line-{line}",
+        team=team,
+        submit_time=_fmt(creation),
+        duration_s=_fmt(deletion - scheduled),
+        gpus=_fmt(gpus),
+        priority=OPENB_PRIORITY[team],
+    )
+
+
+def iter_openb(stream: IO[str], *, source: str = "trace") -> Iterator[TraceJob]:
+    """Convert an OpenB pod list read from ``stream``, yielding the kept jobs in file order."""
+    reader = csv.DictReader(stream)
+    header = reader.fieldnames or []
+    missing = [c for c in OPENB_COLUMNS if c not in header]
+    if missing:
+        raise ConfigError(
+            Problem(
+                field="line 1 (header)",
+                value=",".join(header),
+                message=f"missing column{'s' if len(missing) > 1 else ''} {', '.join(missing)}",
+                fix="pass an Alibaba OpenB pod list (openb_pod_list_*.csv) with its original header",
+            ),
+            source=source,
+        )
+    for row in reader:
+        job = openb_job(row, line=reader.line_num, source=source)
+        if job is not None:
+            yield job
+
+
+def convert_openb(
+    src: str | os.PathLike[str] | IO[str], out: IO[str] | None = None
+) -> list[TraceJob]:
+    """Convert an OpenB pod list (path or text stream) to the simulator's job trace.
+
+    Writes the CSV (header ``job_id,team,submit_time,duration_s,gpus,priority``) to
+    ``out`` when given, and returns the kept jobs. Raises :class:`ConfigError` naming
+    the line for a malformed file.
+    """
+    if isinstance(src, (str, os.PathLike)):
+        path = os.fspath(src)
+        try:
+            with open(path, newline="", encoding="utf-8") as stream:
+                jobs = list(iter_openb(stream, source=path))
+        except FileNotFoundError:
+            raise ConfigError(
+                Problem(field="FILE", value=path, message="does not exist", fix="pass the path of an OpenB pod list CSV")
+            ) from None
+        except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
+            raise ConfigError(
+                Problem(field="FILE", value=path, message=f"cannot be read ({exc.__class__.__name__})",
+                        fix="pass a readable OpenB pod list CSV")
+            ) from None
+    else:
+        jobs = list(iter_openb(src, source=getattr(src, "name", "trace")))
+    if out is not None:
+        write_trace(jobs, out)
+    return jobs
+
+
+def write_trace(jobs: Iterable[TraceJob], out: IO[str]) -> None:
+    """Write simulator trace rows with the header :data:`TRACE_COLUMNS`."""
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(TRACE_COLUMNS)
+    for job in jobs:
+        writer.writerow(job.as_row())
+
+
+def convert(source_format: str, src: str | os.PathLike[str] | IO[str], out: IO[str] | None = None) -> list[TraceJob]:
+    """Convert ``src`` from ``source_format`` (one of :data:`SOURCES`)."""
+    if source_format != "alibaba-openb":
+        raise ConfigError(
+            Problem(field="--from", value=source_format, message="is not a known trace format",
+                    fix=f"use one of: {', '.join(SOURCES)}")
+        )
+    return convert_openb(src, out)
+
+
+def trace_text(jobs: Iterable[TraceJob]) -> str:
+    """The trace CSV as a string (handy for tests and in-memory pipelines)."""
+    buf = io.StringIO()
+    write_trace(jobs, buf)
+    return buf.getvalue()
