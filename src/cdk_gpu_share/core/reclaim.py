@@ -1,0 +1,882 @@
+"""The reclaim planner: which running jobs to stop so that a team gets back what it lent.
+
+This module implements ``shared/contracts/reclaim-plan.md`` and is the *only*
+implementation of it: the reclaim Lambda, the ``gpu-share reclaim plan`` command and
+the what-if simulator all call it. It is pure Python (standard library only).
+
+Entry points
+------------
+* :func:`plan` -- validate a JSON-like state and return the plan (a JSON-like dict).
+* :func:`parse_state` / :func:`plan_state` -- the same in two steps, so that a caller
+  that builds :class:`State` objects itself (the simulator) skips JSON validation.
+* :func:`borrow_cap`, :func:`fits`, :func:`within_guarantee`, :func:`free_of`,
+  :func:`reserved_idle_of` and :data:`TOLERANCE` -- the contract's definitions, for
+  callers (the simulator's dispatch) that must apply the same rules.
+
+Definitions (per resource ``r``; all comparisons use an absolute tolerance of 1e-9)
+----------------------------------------------------------------------------------
+* ``U(t)`` usage of team ``t`` (its running, non-terminating jobs, as the plan stands),
+  ``G(t)`` its guarantee, ``B(t) = max(0, U - G)`` what it borrows.
+* ``C(t)`` the borrow cap (:func:`borrow_cap`), ``F`` the free capacity
+  (:func:`free_of`), ``RI(t)`` the idle guarantee of the *other* ``reserve`` teams
+  (:func:`reserved_idle_of`), never lent.
+* A pending job fits (:func:`fits`) when, in every resource it needs, its demand is at
+  most ``F - RI(T)`` and any borrowing it causes stays within ``C(T)``.
+
+Implementation notes
+--------------------
+Running jobs are sorted once in victim order (lower priority, then most recent
+``since``, then id descending); each team keeps its own list in that order. Usage,
+free capacity, reserved idle capacity and the set of borrowing teams per resource
+are updated incrementally. A reclaim merges only the lists of the teams that borrow
+in a resource the beneficiary lacks (eligibility can only be lost during one
+greedy pass, never gained), and a cheap upper bound skips passes that cannot
+succeed. Initial and reported usages are exact sums (:func:`math.fsum`), so the
+plan does not depend on the order of the input lists.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Iterable, Iterator
+
+from cdk_gpu_share.core.errors import ConfigError, Problem
+
+__all__ = [
+    "TOLERANCE",
+    "SHARING_VALUES",
+    "JOB_STATES",
+    "REASONS",
+    "Settings",
+    "TeamSpec",
+    "JobSpec",
+    "State",
+    "plan",
+    "parse_state",
+    "plan_state",
+    "borrow_cap",
+    "fits",
+    "within_guarantee",
+    "free_of",
+    "reserved_idle_of",
+]
+
+#: Absolute tolerance of every comparison: "a <= b" means a <= b + TOLERANCE,
+#: "a > b" means a > b + TOLERANCE.
+TOLERANCE = 1e-9
+
+#: The three sharing strategies. ``reserve`` lends and borrows nothing, ``lend``
+#: lends its idle guarantee, ``lend_and_borrow`` also borrows (within its cap).
+SHARING_VALUES = ("reserve", "lend", "lend_and_borrow")
+
+#: Job states: ``running`` (Batch STARTING or RUNNING) and ``pending`` (RUNNABLE).
+JOB_STATES = ("running", "pending")
+
+#: Reasons of a preemption, in the output.
+REASONS = ("borrow_limit", "reclaim", "in_team")
+
+_LEND_AND_BORROW = "lend_and_borrow"
+_RESERVE = "reserve"
+_INF = math.inf
+# Slack of the "cannot succeed" shortcut: only ever skips passes that fail by far more
+# than the tolerance, so rounding in the incremental sums cannot change a decision.
+_BOUND_SLACK = 1e-6
+
+
+# ---------------------------------------------------------------------------
+# The state
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """``settings`` of the state. Both default to 0."""
+
+    reclaim_after_seconds: float = 0
+    """A pending job may cause a preemption once it has waited this long."""
+    min_runtime_seconds: float = 0
+    """A running job younger than this is protected: never chosen."""
+
+
+@dataclass(frozen=True, slots=True)
+class TeamSpec:
+    """One team. ``guarantee`` and ``borrow_limit`` map resource names to amounts
+    (a missing resource is 0 in ``guarantee``; unbounded in ``borrow_limit``)."""
+
+    name: str
+    guarantee: dict
+    sharing: str = _LEND_AND_BORROW
+    """One of :data:`SHARING_VALUES`. Default ``lend_and_borrow``."""
+    borrow_limit_percent: float = -1
+    """Percent of the guarantee the team may borrow; -1 (default) is unlimited."""
+    borrow_limit: dict | None = None
+    """Absolute borrow cap per resource; None (default) is unlimited."""
+    in_team_preemption: bool = False
+    """Whether the team's pending jobs may stop its own lower-priority jobs."""
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    """One job. ``since`` is the start time (running) or the enqueue time (pending)."""
+
+    id: str
+    team: str
+    state: str
+    demand: dict
+    priority: int = 0
+    since: float = 0
+    terminating: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class State:
+    """A validated state (see :func:`parse_state`). ``capacity`` names the resources."""
+
+    now: float
+    capacity: dict
+    settings: Settings
+    teams: tuple
+    jobs: tuple
+
+
+# ---------------------------------------------------------------------------
+# The contract's definitions, shared by the planner and the simulator
+
+
+def borrow_cap(team: TeamSpec, resource: str) -> float | None:
+    """C(t) in ``resource``: None when unbounded.
+
+    0 unless the team's sharing is ``lend_and_borrow``; otherwise the smaller of
+    ``guarantee * borrow_limit_percent / 100`` (unbounded when the percent is -1) and
+    ``borrow_limit[resource]`` (unbounded when absent).
+    """
+    if team.sharing != _LEND_AND_BORROW:
+        return 0
+    cap = None
+    percent = team.borrow_limit_percent
+    if percent != -1:
+        cap = team.guarantee.get(resource, 0) * percent / 100
+    limits = team.borrow_limit
+    if limits is not None and resource in limits:
+        limit = limits[resource]
+        cap = limit if cap is None or limit < cap else cap
+    return cap
+
+
+def fits(demand: Mapping, team: TeamSpec, usage: Mapping, free: Mapping, reserved_idle: Mapping) -> bool:
+    """Whether a pending job with ``demand`` of ``team`` fits.
+
+    ``usage`` is U(team), ``free`` is F and ``reserved_idle`` is RI(team), each a
+    mapping from resource to amount (missing keys are 0). In every resource the job
+    needs (demand > 0): demand <= F - RI(team), and where U + demand > G, also
+    U + demand - G <= C(team).
+    """
+    tol = TOLERANCE
+    guarantee = team.guarantee
+    for r, d in demand.items():
+        if d > tol:
+            if d > free.get(r, 0) - reserved_idle.get(r, 0) + tol:
+                return False
+            over = usage.get(r, 0) + d - guarantee.get(r, 0)
+            if over > tol:
+                cap = borrow_cap(team, r)
+                if cap is not None and over > cap + tol:
+                    return False
+    return True
+
+
+def within_guarantee(demand: Mapping, team: TeamSpec, usage: Mapping) -> bool:
+    """Whether U(team) + demand <= G(team) in every resource the job needs."""
+    tol = TOLERANCE
+    guarantee = team.guarantee
+    for r, d in demand.items():
+        if d > tol and usage.get(r, 0) + d > guarantee.get(r, 0) + tol:
+            return False
+    return True
+
+
+def free_of(capacity: Mapping, usage_by_team: Mapping) -> dict:
+    """F: capacity minus the summed usage of all teams (``usage_by_team``: name -> amounts)."""
+    return {
+        r: c - math.fsum(u.get(r, 0) for u in usage_by_team.values()) for r, c in capacity.items()
+    }
+
+
+def reserved_idle_of(team_name: str, teams: Iterable[TeamSpec], usage_by_team: Mapping) -> dict:
+    """RI(team): the idle guarantee max(0, G - U) of every *other* ``reserve`` team, summed."""
+    out: dict = {}
+    for t in teams:
+        if t.sharing != _RESERVE or t.name == team_name:
+            continue
+        usage = usage_by_team.get(t.name, {})
+        for r, g in t.guarantee.items():
+            idle = g - usage.get(r, 0)
+            if idle > 0:
+                out[r] = out.get(r, 0) + idle
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Validation
+
+
+class _Missing:
+    def __repr__(self) -> str:  # pragma: no cover - never shown
+        return "<missing>"
+
+
+_MISSING = _Missing()
+
+
+def _is_number(value: Any) -> bool:
+    t = type(value)
+    if t is int:
+        return True
+    if t is float:
+        return math.isfinite(value)
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, Mapping):
+        return "an object"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    return type(value).__name__
+
+
+class _Checker:
+    """Collects every problem of one state."""
+
+    def __init__(self) -> None:
+        self.problems: list[Problem] = []
+
+    def add(self, field: str, value: Any, message: str, fix: str) -> None:
+        self.problems.append(Problem(field=field, value=value, message=message, fix=fix))
+
+    def missing(self, field: str, fix: str) -> None:
+        self.add(field, None, "is missing", fix)
+
+    def number(self, obj: Mapping, key: str, path: str, *, default: Any = _MISSING, minimum=None, fix: str):
+        value = obj.get(key, _MISSING)
+        if value is _MISSING:
+            if default is _MISSING:
+                self.missing(path, fix)
+            return default
+        if not _is_number(value):
+            self.add(path, value, f"must be a number, not {_kind(value)}", fix)
+            return default if default is not _MISSING else None
+        if minimum is not None and value < minimum:
+            self.add(path, value, f"must not be below {minimum}", fix)
+            return default if default is not _MISSING else None
+        return value
+
+    def boolean(self, obj: Mapping, key: str, path: str, default: bool) -> bool:
+        value = obj.get(key, default)
+        if type(value) is not bool:
+            self.add(path, value, f"must be true or false, not {_kind(value)}", "write true or false")
+            return default
+        return value
+
+    def amounts(self, value: Any, path: str, resources: Mapping | None, what: str) -> dict:
+        """A mapping of resource name to non-negative number."""
+        if not isinstance(value, Mapping):
+            self.add(path, value, f"must be an object of resource amounts, not {_kind(value)}",
+                     f'write {what} such as {{"gpu": 1}}')
+            return {}
+        out = {}
+        for r, amount in value.items():
+            where = f"{path}.{r}"
+            if not isinstance(r, str):
+                self.add(where, r, "resource names must be strings", 'write a name such as "gpu"')
+                continue
+            if not _is_number(amount):
+                self.add(where, amount, f"must be a number, not {_kind(amount)}",
+                         "write a non-negative number such as 1 or 0.5")
+                continue
+            if amount < 0:
+                self.add(where, amount, "is a negative amount", "use 0 or more")
+                continue
+            if resources is not None and r not in resources:
+                names = ", ".join(resources) or "none"
+                self.add(where, amount, f"names resource {r!r}, which capacity does not name",
+                         f"use a resource of capacity ({names}) or add {r!r} to capacity")
+                continue
+            out[r] = amount
+        return out
+
+
+def _one_of(values: Iterable[str], limit: int = 8) -> str:
+    values = list(values)
+    shown = ", ".join(repr(v) for v in values[:limit])
+    if len(values) > limit:
+        shown += f", ... ({len(values)} in all)"
+    return shown or "none"
+
+
+def parse_state(state: Mapping) -> State:
+    """Validate a JSON-like state and return it as a :class:`State`.
+
+    Raises :class:`ConfigError` listing every problem, each naming the field (a
+    dotted path such as ``teams[1].borrow_limit_percent``), the value and the fix.
+    """
+    check = _Checker()
+    if not isinstance(state, Mapping):
+        raise ConfigError(Problem("state", _kind(state), "must be a JSON object",
+                                  "pass an object with now, capacity, teams and jobs"))
+    now = check.number(state, "now", "now", fix="write the current time in seconds, such as 10000")
+
+    raw_capacity = state.get("capacity", _MISSING)
+    if raw_capacity is _MISSING:
+        check.missing("capacity", 'add the pool\'s capacity per resource, such as {"gpu": 16}')
+        capacity = {}
+    else:
+        capacity = check.amounts(raw_capacity, "capacity", None, "the capacity")
+
+    raw_settings = state.get("settings", None)
+    settings = Settings()
+    if raw_settings is not None:
+        if not isinstance(raw_settings, Mapping):
+            check.add("settings", raw_settings, f"must be an object, not {_kind(raw_settings)}",
+                      "write {\"reclaim_after_seconds\": 0, \"min_runtime_seconds\": 0} or leave it out")
+        else:
+            settings = Settings(
+                reclaim_after_seconds=check.number(
+                    raw_settings, "reclaim_after_seconds", "settings.reclaim_after_seconds",
+                    default=0, minimum=0, fix="use a number of seconds, 0 or more"),
+                min_runtime_seconds=check.number(
+                    raw_settings, "min_runtime_seconds", "settings.min_runtime_seconds",
+                    default=0, minimum=0, fix="use a number of seconds, 0 or more"),
+            )
+
+    teams = _parse_teams(state, capacity, check)
+    team_names = {t.name for t in teams}
+    jobs = _parse_jobs(state, capacity, team_names, check)
+
+    if check.problems:
+        raise ConfigError(check.problems)
+    return State(now=now, capacity=capacity, settings=settings, teams=tuple(teams), jobs=tuple(jobs))
+
+
+def _parse_teams(state: Mapping, capacity: dict, check: _Checker) -> list[TeamSpec]:
+    raw_teams = state.get("teams", _MISSING)
+    if raw_teams is _MISSING:
+        check.missing("teams", 'add a list of teams, such as [{"name": "alpha", "guarantee": {"gpu": 1}}]')
+        return []
+    if not isinstance(raw_teams, (list, tuple)):
+        check.add("teams", raw_teams, f"must be a list of team objects, not {_kind(raw_teams)}",
+                  'write [{"name": "alpha", "guarantee": {"gpu": 1}}]')
+        return []
+    teams: list[TeamSpec] = []
+    seen: dict[str, int] = {}
+    totals: dict[str, list] = {r: [] for r in capacity}
+    for i, raw in enumerate(raw_teams):
+        where = f"teams[{i}]"
+        if not isinstance(raw, Mapping):
+            check.add(where, raw, f"must be a team object, not {_kind(raw)}",
+                      'write {"name": "alpha", "guarantee": {"gpu": 1}}')
+            continue
+        ok = True
+        name = raw.get("name", _MISSING)
+        if name is _MISSING:
+            check.missing(f"{where}.name", "give the team a name")
+            ok = False
+        elif not isinstance(name, str):
+            check.add(f"{where}.name", name, f"must be a string, not {_kind(name)}", "write the team's name")
+            ok = False
+        elif name in seen:
+            check.add(f"{where}.name", name, f"is a duplicate team name (also teams[{seen[name]}].name)",
+                      "give every team a unique name")
+            ok = False
+        else:
+            seen[name] = i
+        raw_guarantee = raw.get("guarantee", _MISSING)
+        if raw_guarantee is _MISSING:
+            check.missing(f"{where}.guarantee", 'add the team\'s guarantee, such as {"gpu": 1} ({} for none)')
+            guarantee = {}
+            ok = False
+        else:
+            n = len(check.problems)
+            guarantee = check.amounts(raw_guarantee, f"{where}.guarantee", capacity, "the guarantee")
+            ok = ok and len(check.problems) == n
+        for r, g in guarantee.items():
+            totals[r].append(g)
+        sharing = raw.get("sharing", _LEND_AND_BORROW)
+        if sharing not in SHARING_VALUES or not isinstance(sharing, str):
+            check.add(f"{where}.sharing", sharing, "is not a sharing strategy",
+                      "use reserve, lend or lend_and_borrow")
+            ok = False
+        percent = raw.get("borrow_limit_percent", -1)
+        if not _is_number(percent):
+            check.add(f"{where}.borrow_limit_percent", percent, f"must be a number, not {_kind(percent)}",
+                      "use -1 for unlimited, or a percentage >= 0")
+            ok = False
+        elif percent < -1:
+            check.add(f"{where}.borrow_limit_percent", percent, "is below -1",
+                      "use -1 for unlimited, or a percentage >= 0")
+            ok = False
+        elif -1 < percent < 0:
+            check.add(f"{where}.borrow_limit_percent", percent,
+                      "is negative but not -1 (the only negative value, meaning unlimited)",
+                      "use -1 for unlimited, or a percentage >= 0")
+            ok = False
+        raw_limit = raw.get("borrow_limit", None)
+        borrow_limit = None
+        if raw_limit is not None:
+            n = len(check.problems)
+            borrow_limit = check.amounts(raw_limit, f"{where}.borrow_limit", capacity, "the borrow limit")
+            ok = ok and len(check.problems) == n
+        preempt = check.boolean(raw, "in_team_preemption", f"{where}.in_team_preemption", False)
+        if ok:
+            teams.append(TeamSpec(name=name, guarantee=guarantee, sharing=sharing,
+                                  borrow_limit_percent=percent, borrow_limit=borrow_limit,
+                                  in_team_preemption=preempt))
+    for r, values in totals.items():
+        total = math.fsum(values)
+        if total > capacity[r] + TOLERANCE:
+            check.add(f"teams[*].guarantee.{r}", total,
+                      f"the guarantees sum to more than capacity.{r} ({capacity[r]})",
+                      f"lower the guarantees or raise capacity.{r}")
+    return teams
+
+
+def _parse_jobs(state: Mapping, capacity: dict, team_names: set, check: _Checker) -> list[JobSpec]:
+    raw_jobs = state.get("jobs", _MISSING)
+    if raw_jobs is _MISSING:
+        check.missing("jobs", "add the list of jobs ([] for none)")
+        return []
+    if not isinstance(raw_jobs, (list, tuple)):
+        check.add("jobs", raw_jobs, f"must be a list of job objects, not {_kind(raw_jobs)}",
+                  "write a list of jobs ([] for none)")
+        return []
+    jobs: list[JobSpec] = []
+    seen: dict[str, int] = {}
+    is_number = _is_number
+    for i, raw in enumerate(raw_jobs):
+        where = f"jobs[{i}]"
+        if not isinstance(raw, Mapping):
+            check.add(where, raw, f"must be a job object, not {_kind(raw)}",
+                      'write {"id": "j1", "team": "alpha", "state": "running", "demand": {"gpu": 1}, "since": 0}')
+            continue
+        get = raw.get
+        n = len(check.problems)
+        job_id = get("id", _MISSING)
+        if type(job_id) is not str:
+            if job_id is _MISSING:
+                check.missing(f"{where}.id", "give the job its id")
+            else:
+                check.add(f"{where}.id", job_id, f"must be a string, not {_kind(job_id)}",
+                          'write the job id as a string, such as "j1"')
+        elif job_id in seen:
+            check.add(f"{where}.id", job_id, f"is a duplicate job id (also jobs[{seen[job_id]}].id)",
+                      "list every job once, with a unique id")
+        else:
+            seen[job_id] = i
+        team = get("team", _MISSING)
+        if type(team) is not str or team not in team_names:
+            if team is _MISSING:
+                check.missing(f"{where}.team", "name the job's team")
+            elif not isinstance(team, str):
+                check.add(f"{where}.team", team, f"must be a string, not {_kind(team)}", "write the team's name")
+            else:
+                check.add(f"{where}.team", team, "is not a team of this state",
+                          f"use one of the teams ({_one_of(sorted(team_names))}) or add the team")
+        job_state = get("state", _MISSING)
+        if job_state != "running" and job_state != "pending":
+            if job_state is _MISSING:
+                check.missing(f"{where}.state", "add state: running or pending")
+            else:
+                check.add(f"{where}.state", job_state, "is not a job state",
+                          "use running (Batch STARTING or RUNNING) or pending (RUNNABLE)")
+        raw_demand = get("demand", _MISSING)
+        demand = None
+        if raw_demand is _MISSING:
+            check.missing(f"{where}.demand", 'add the job\'s demand, such as {"gpu": 1}')
+        elif type(raw_demand) is dict and all(
+            type(a) in (int, float) and a >= 0 and r in capacity and a != _INF for r, a in raw_demand.items()
+        ):
+            demand = raw_demand  # fast path: already valid
+        else:
+            demand = check.amounts(raw_demand, f"{where}.demand", capacity, "the demand")
+        priority = get("priority", 0)
+        if type(priority) is not int:
+            if type(priority) is float and priority.is_integer():
+                priority = int(priority)
+            else:
+                check.add(f"{where}.priority", priority, f"must be an integer, not {_kind(priority)}",
+                          "write a whole number (higher is more important; negative allowed)")
+        since = get("since", _MISSING)
+        if not is_number(since):
+            if since is _MISSING:
+                check.missing(f"{where}.since", "add the start time (running) or enqueue time (pending) in seconds")
+            else:
+                check.add(f"{where}.since", since, f"must be a number, not {_kind(since)}",
+                          "write the start time (running) or enqueue time (pending) in seconds")
+        terminating = get("terminating", False)
+        if type(terminating) is not bool:
+            check.add(f"{where}.terminating", terminating, f"must be true or false, not {_kind(terminating)}",
+                      "write true or false")
+        if len(check.problems) == n:
+            jobs.append(JobSpec(job_id, team, job_state, demand, priority, since, terminating))
+    return jobs
+
+
+# ---------------------------------------------------------------------------
+# The planner
+
+
+def plan(state: Mapping) -> dict:
+    """Validate ``state`` (see the contract) and return the plan.
+
+    Raises :class:`ConfigError` on invalid input. The same input always gives the
+    same output, byte for byte under ``json.dumps``.
+    """
+    return plan_state(parse_state(state))
+
+
+def _num(value: float) -> float | int:
+    """A JSON number: integral floats become ints, -0.0 becomes 0."""
+    if type(value) is float and value.is_integer() and abs(value) < 2**53:
+        return int(value)
+    return value
+
+
+def plan_state(state: State) -> dict:
+    """Plan for an already valid :class:`State` (no validation)."""
+    tol = TOLERANCE
+    now = state.now
+    capacity = state.capacity
+    resources = list(capacity)
+    min_runtime = state.settings.min_runtime_seconds
+    reclaim_after = state.settings.reclaim_after_seconds
+
+    teams = state.teams
+    nt = len(teams)
+    t_index = {t.name: i for i, t in enumerate(teams)}
+    G = [{r: t.guarantee.get(r, 0) for r in resources} for t in teams]
+    CAP = [{r: borrow_cap(t, r) for r in resources} for t in teams]
+    is_reserve = [t.sharing == _RESERVE for t in teams]
+
+    # Running (non-terminating) jobs, as parallel lists indexed by a job number.
+    r_id: list[str] = []
+    r_team: list[int] = []
+    r_demand: list[dict] = []
+    r_prio: list[int] = []
+    r_since: list[float] = []
+    pending: list[JobSpec] = []
+    sums: list[dict] = [{r: [] for r in resources} for _ in range(nt)]
+    for job in state.jobs:
+        if job.terminating:
+            continue
+        if job.state == "running":
+            ti = t_index[job.team]
+            r_id.append(job.id)
+            r_team.append(ti)
+            r_demand.append(job.demand)
+            r_prio.append(job.priority)
+            r_since.append(job.since)
+            acc = sums[ti]
+            for r, d in job.demand.items():
+                if d:
+                    acc[r].append(d)
+        else:
+            pending.append(job)
+    n_running = len(r_id)
+
+    # Incremental state: U per team, F, RI_total (sum over reserve teams), the
+    # reserve teams' own idle part, the borrowing teams per resource.
+    U = [{r: math.fsum(acc[r]) for r in resources} for acc in sums]
+    F = {r: capacity[r] - math.fsum(U[ti][r] for ti in range(nt)) for r in resources}
+    idle = [{r: (max(0.0, G[ti][r] - U[ti][r]) if is_reserve[ti] else 0.0) for r in resources} for ti in range(nt)]
+    RI_total = {r: math.fsum(idle[ti][r] for ti in range(nt)) for r in resources}
+    borrowers: dict[str, set] = {r: {ti for ti in range(nt) if U[ti][r] - G[ti][r] > tol} for r in resources}
+
+    # Victim order: lower priority first, then most recent since, then id descending.
+    order = sorted(range(n_running), key=r_id.__getitem__, reverse=True)
+    order.sort(key=lambda j: (r_prio[j], -r_since[j]))
+    rank = [0] * n_running
+    for k, j in enumerate(order):
+        rank[j] = k
+    # Per-team lists of unprotected running jobs in victim order, with the amounts
+    # they could give back (for the "cannot succeed" shortcut).
+    victims_of: list[list[int]] = [[] for _ in range(nt)]
+    avail = [{r: 0.0 for r in resources} for _ in range(nt)]
+    for j in order:
+        age = now - r_since[j]
+        if age < 0:
+            age = 0
+        if min_runtime > age + tol:
+            continue  # protected
+        ti = r_team[j]
+        victims_of[ti].append(j)
+        a = avail[ti]
+        for r, d in r_demand[j].items():
+            if d:
+                a[r] += d
+    head = [0] * nt  # victims_of[ti][:head[ti]] are all chosen for good
+    chosen = bytearray(n_running)
+
+    def apply(ti: int, demand: dict, sign: int) -> None:
+        """Add (sign 1) or remove (sign -1) a demand to team ti's usage."""
+        u = U[ti]
+        g = G[ti]
+        reserve = is_reserve[ti]
+        for r, d in demand.items():
+            if not d:
+                continue
+            d = sign * d
+            nu = u[r] + d
+            u[r] = nu
+            F[r] -= d
+            if nu - g[r] > tol:
+                borrowers[r].add(ti)
+            else:
+                borrowers[r].discard(ti)
+            if reserve:
+                new_idle = g[r] - nu
+                if new_idle < 0:
+                    new_idle = 0.0
+                RI_total[r] += new_idle - idle[ti][r]
+                idle[ti][r] = new_idle
+
+    def take(j: int) -> None:
+        chosen[j] = 1
+        ti = r_team[j]
+        demand = r_demand[j]
+        apply(ti, demand, -1)
+        a = avail[ti]
+        for r, d in demand.items():
+            if d:
+                a[r] -= d
+
+    def give_back(j: int) -> None:
+        chosen[j] = 0
+        ti = r_team[j]
+        demand = r_demand[j]
+        apply(ti, demand, 1)
+        a = avail[ti]
+        for r, d in demand.items():
+            if d:
+                a[r] += d
+
+    def reserved_idle(ti: int) -> dict:
+        if is_reserve[ti]:
+            own = idle[ti]
+            return {r: RI_total[r] - own[r] for r in resources}
+        return RI_total
+
+    def fits_now(ti: int, demand: dict) -> bool:
+        return fits(demand, teams[ti], U[ti], F, reserved_idle(ti))
+
+    def lacking(ti: int, demand: dict) -> list:
+        """Resources the job needs in which it lacks room: demand > F - RI(T)."""
+        ri = reserved_idle(ti)
+        return [r for r, d in demand.items() if d > tol and d > F[r] - ri[r] + tol]
+
+    def over_cap(ti: int) -> bool:
+        u = U[ti]
+        g = G[ti]
+        caps = CAP[ti]
+        for r in resources:
+            c = caps[r]
+            if c is not None and u[r] - g[r] > c + tol:
+                return True
+        return False
+
+    preemptions: list[dict] = []
+
+    # Rule 1: borrow caps.
+    for ti in sorted(range(nt), key=lambda i: teams[i].name):
+        if not over_cap(ti):
+            continue
+        u, g, caps = U[ti], G[ti], CAP[ti]
+        taken: list[int] = []
+        for j in victims_of[ti]:
+            exceeding = [r for r in resources if caps[r] is not None and u[r] - g[r] > caps[r] + tol]
+            if not exceeding:
+                break
+            demand = r_demand[j]
+            if any(demand.get(r, 0) > tol for r in exceeding):
+                take(j)
+                taken.append(j)
+        if not over_cap(ti):
+            for k in range(len(taken) - 1, -1, -1):
+                j = taken[k]
+                give_back(j)
+                if over_cap(ti):
+                    take(j)
+                else:
+                    del taken[k]
+        name = teams[ti].name
+        for j in taken:
+            preemptions.append({"job": r_id[j], "team": name, "reason": "borrow_limit"})
+
+    # Rule 2: pending jobs, those within their team's guarantee (now) first.
+    first: list[JobSpec] = []
+    rest: list[JobSpec] = []
+    for p in pending:
+        ti = t_index[p.team]
+        (first if within_guarantee(p.demand, teams[ti], U[ti]) else rest).append(p)
+
+    def pending_key(p: JobSpec):
+        return (-p.priority, p.since, p.id)
+
+    first.sort(key=pending_key)
+    rest.sort(key=pending_key)
+
+    def others_in_victim_order(ti: int, demand: dict) -> Iterator[int]:
+        """Other teams' unprotected running jobs in victim order, each yielded only if
+        eligible for reclaim by the job (team ti, ``demand``) when it is reached."""
+        lack = lacking(ti, demand)
+        if not lack:
+            return
+        candidates = set()
+        for r in lack:
+            candidates |= borrowers[r]
+        candidates.discard(ti)
+        if not candidates:
+            return
+        # Shortcut: even taking every candidate job cannot make room.
+        ri = reserved_idle(ti)
+        for r in lack:
+            room = F[r] - ri[r] + math.fsum(avail[v][r] for v in candidates)
+            if demand[r] > room + tol + _BOUND_SLACK:
+                return
+        heap = []
+        for v in candidates:
+            lst = victims_of[v]
+            pos = head[v]
+            while pos < len(lst) and chosen[lst[pos]]:
+                pos += 1
+            head[v] = pos
+            if pos < len(lst):
+                heap.append((rank[lst[pos]], v, pos))
+        heapq.heapify(heap)
+        while heap:
+            _, v, pos = heapq.heappop(heap)
+            lst = victims_of[v]
+            j = lst[pos]
+            # Eligibility now: V borrows in a resource where p lacks room ...
+            lack = lacking(ti, demand)
+            uv, gv = U[v], G[v]
+            such = [r for r in lack if uv[r] - gv[r] > tol]
+            if not such:
+                continue  # V is no longer eligible, and cannot become so again in this pass
+            # ... and the job has demand in such a resource.
+            jd = r_demand[j]
+            if any(jd.get(r, 0) > tol for r in such):
+                yield j
+            pos += 1
+            while pos < len(lst) and chosen[lst[pos]]:
+                pos += 1
+            if pos < len(lst):
+                heapq.heappush(heap, (rank[lst[pos]], v, pos))
+
+    def greedy(ti: int, p: JobSpec, own: bool) -> list[int] | None:
+        """Rules 2b (own=False) and 2c (own=True): the victims for p, or None."""
+        demand = p.demand
+        taken: list[int] = []
+        done = False
+        if own:
+            prio = p.priority
+            for j in victims_of[ti]:
+                if r_prio[j] >= prio:
+                    break
+                if chosen[j]:
+                    continue
+                take(j)
+                taken.append(j)
+                if fits_now(ti, demand):
+                    done = True
+                    break
+        if not done and within_guarantee(demand, teams[ti], U[ti]):
+            for j in others_in_victim_order(ti, demand):
+                take(j)
+                taken.append(j)
+                if fits_now(ti, demand):
+                    done = True
+                    break
+        if not done:
+            for j in reversed(taken):
+                give_back(j)
+            return None
+        for k in range(len(taken) - 1, -1, -1):
+            j = taken[k]
+            give_back(j)
+            if fits_now(ti, demand):
+                del taken[k]
+            else:
+                take(j)
+        return taken
+
+    served: list[str] = []
+    waiting: list[str] = []
+    for p in first + rest:
+        ti = t_index[p.team]
+        team = teams[ti]
+        demand = p.demand
+        victims = None
+        if fits_now(ti, demand):
+            victims = []
+        else:
+            age = now - p.since
+            if age < 0:
+                age = 0
+            if reclaim_after <= age + tol:  # p has waited
+                if within_guarantee(demand, team, U[ti]):
+                    victims = greedy(ti, p, own=False)
+                if victims is None and team.in_team_preemption:
+                    victims = greedy(ti, p, own=True)
+        if victims is None:
+            waiting.append(p.id)
+            continue
+        for j in victims:
+            vt = r_team[j]
+            preemptions.append({
+                "job": r_id[j],
+                "team": teams[vt].name,
+                "reason": "in_team" if vt == ti else "reclaim",
+                "beneficiary": p.id,
+            })
+        apply(ti, demand, 1)
+        served.append(p.id)
+
+    # Report: exact sums after the plan, every team (by name) and every resource.
+    final: list[dict] = [{r: [] for r in resources} for _ in range(nt)]
+    for j in range(n_running):
+        if not chosen[j]:
+            acc = final[r_team[j]]
+            for r, d in r_demand[j].items():
+                if d:
+                    acc[r].append(d)
+    served_set = set(served)
+    for p in pending:
+        if p.id in served_set:
+            acc = final[t_index[p.team]]
+            for r, d in p.demand.items():
+                if d:
+                    acc[r].append(d)
+    report = {}
+    for ti in sorted(range(nt), key=lambda i: teams[i].name):
+        usage = {r: math.fsum(final[ti][r]) for r in resources}
+        borrowed = {}
+        for r in resources:
+            b = usage[r] - G[ti][r]
+            borrowed[r] = _num(b) if b > tol else 0
+        report[teams[ti].name] = {
+            "usage": {r: _num(usage[r]) for r in resources},
+            "guarantee": {r: _num(G[ti][r]) for r in resources},
+            "borrowed": borrowed,
+            "borrow_cap": {r: (None if CAP[ti][r] is None else _num(CAP[ti][r])) for r in resources},
+        }
+    return {"preemptions": preemptions, "served": served, "waiting": waiting, "teams": report}
