@@ -337,11 +337,16 @@ def parse_state(state: Mapping) -> State:
     now = check.number(state, "now", "now", fix="write the current time in seconds, such as 10000")
 
     raw_capacity = state.get("capacity", _MISSING)
+    names = None  # unknown: do not report resources as unnamed by capacity
     if raw_capacity is _MISSING:
         check.missing("capacity", 'add the pool\'s capacity per resource, such as {"gpu": 16}')
         capacity = {}
     else:
         capacity = check.amounts(raw_capacity, "capacity", None, "the capacity")
+        # Resource names for the "capacity does not name" check: also those whose amount
+        # is itself invalid (already reported), so that one mistake gives one message.
+        if isinstance(raw_capacity, Mapping):
+            names = dict.fromkeys(k for k in raw_capacity if isinstance(k, str))
 
     raw_settings = state.get("settings", None)
     settings = Settings()
@@ -359,24 +364,23 @@ def parse_state(state: Mapping) -> State:
                     default=0, minimum=0, fix="use a number of seconds, 0 or more"),
             )
 
-    teams = _parse_teams(state, capacity, check)
-    team_names = {t.name for t in teams}
-    jobs = _parse_jobs(state, capacity, team_names, check)
+    teams, team_names = _parse_teams(state, capacity, names, check)
+    jobs = _parse_jobs(state, names, team_names, check)
 
     if check.problems:
         raise ConfigError(check.problems)
     return State(now=now, capacity=capacity, settings=settings, teams=tuple(teams), jobs=tuple(jobs))
 
 
-def _parse_teams(state: Mapping, capacity: dict, check: _Checker) -> list[TeamSpec]:
+def _parse_teams(state: Mapping, capacity: dict, names: dict | None, check: _Checker) -> tuple[list[TeamSpec], set | None]:
     raw_teams = state.get("teams", _MISSING)
     if raw_teams is _MISSING:
         check.missing("teams", 'add a list of teams, such as [{"name": "alpha", "guarantee": {"gpu": 1}}]')
-        return []
+        return [], None
     if not isinstance(raw_teams, (list, tuple)):
         check.add("teams", raw_teams, f"must be a list of team objects, not {_kind(raw_teams)}",
                   'write [{"name": "alpha", "guarantee": {"gpu": 1}}]')
-        return []
+        return [], None
     teams: list[TeamSpec] = []
     seen: dict[str, int] = {}
     totals: dict[str, list] = {r: [] for r in capacity}
@@ -407,10 +411,11 @@ def _parse_teams(state: Mapping, capacity: dict, check: _Checker) -> list[TeamSp
             ok = False
         else:
             n = len(check.problems)
-            guarantee = check.amounts(raw_guarantee, f"{where}.guarantee", capacity, "the guarantee")
+            guarantee = check.amounts(raw_guarantee, f"{where}.guarantee", names, "the guarantee")
             ok = ok and len(check.problems) == n
         for r, g in guarantee.items():
-            totals[r].append(g)
+            if r in totals:
+                totals[r].append(g)
         sharing = raw.get("sharing", _LEND_AND_BORROW)
         if sharing not in SHARING_VALUES or not isinstance(sharing, str):
             check.add(f"{where}.sharing", sharing, "is not a sharing strategy",
@@ -434,7 +439,7 @@ def _parse_teams(state: Mapping, capacity: dict, check: _Checker) -> list[TeamSp
         borrow_limit = None
         if raw_limit is not None:
             n = len(check.problems)
-            borrow_limit = check.amounts(raw_limit, f"{where}.borrow_limit", capacity, "the borrow limit")
+            borrow_limit = check.amounts(raw_limit, f"{where}.borrow_limit", names, "the borrow limit")
             ok = ok and len(check.problems) == n
         preempt = check.boolean(raw, "in_team_preemption", f"{where}.in_team_preemption", False)
         if ok:
@@ -447,10 +452,12 @@ def _parse_teams(state: Mapping, capacity: dict, check: _Checker) -> list[TeamSp
             check.add(f"teams[*].guarantee.{r}", total,
                       f"the guarantees sum to more than capacity.{r} ({capacity[r]})",
                       f"lower the guarantees or raise capacity.{r}")
-    return teams
+    # Names of all teams, also those with other problems, so that their jobs are not
+    # reported as jobs of an unknown team.
+    return teams, set(seen)
 
 
-def _parse_jobs(state: Mapping, capacity: dict, team_names: set, check: _Checker) -> list[JobSpec]:
+def _parse_jobs(state: Mapping, capacity: Mapping | None, team_names: set | None, check: _Checker) -> list[JobSpec]:
     raw_jobs = state.get("jobs", _MISSING)
     if raw_jobs is _MISSING:
         check.missing("jobs", "add the list of jobs ([] for none)")
@@ -483,7 +490,7 @@ def _parse_jobs(state: Mapping, capacity: dict, team_names: set, check: _Checker
         else:
             seen[job_id] = i
         team = get("team", _MISSING)
-        if type(team) is not str or team not in team_names:
+        if type(team) is not str or (team_names is not None and team not in team_names):
             if team is _MISSING:
                 check.missing(f"{where}.team", "name the job's team")
             elif not isinstance(team, str):
@@ -502,7 +509,7 @@ def _parse_jobs(state: Mapping, capacity: dict, team_names: set, check: _Checker
         demand = None
         if raw_demand is _MISSING:
             check.missing(f"{where}.demand", 'add the job\'s demand, such as {"gpu": 1}')
-        elif type(raw_demand) is dict and all(
+        elif type(raw_demand) is dict and capacity is not None and all(
             type(a) in (int, float) and a >= 0 and r in capacity and a != _INF for r, a in raw_demand.items()
         ):
             demand = raw_demand  # fast path: already valid
