@@ -1,0 +1,936 @@
+"""The what-if simulator: replay a job trace against a quota policy.
+
+Contract: ``shared/contracts/simulate.md``. The simulator answers "how much would
+borrowing buy us, how often would our jobs be interrupted?" for three modes:
+
+- ``static``: a team never runs beyond its guarantee;
+- ``share``: teams borrow idle capacity within their caps; nothing is preempted;
+- ``share+reclaim``: as ``share``, and the reclaim planner
+  (:func:`cdk_gpu_share.core.reclaim.plan_state`, the same function the Lambda
+  calls) runs every ``poll_seconds``; the jobs it chooses go back to the queue.
+
+Whether a job *fits* and what a team's borrow cap is come from
+:mod:`cdk_gpu_share.core.reclaim` (:func:`~cdk_gpu_share.core.reclaim.fits`,
+:func:`~cdk_gpu_share.core.reclaim.borrow_cap`): there is no second copy of those
+rules here. This module owns the event loop, the dispatch order and the accounting.
+
+Entry points: :func:`load_scenario` / :func:`parse_scenario`, :func:`load_jobs` /
+:func:`parse_jobs`, :func:`simulate` (returns a :class:`SimResult`, whose
+:meth:`SimResult.to_dict` is the contract's JSON), :func:`demand_excess` (the fluid
+limits the benchmark prints).
+
+Dispatch runs in time proportional to the number of distinct job sizes, not the
+number of pending jobs: each team keeps one heap per job size, ordered by
+(priority descending, submit time, trace position). Usage is summed exactly
+(:class:`fractions.Fraction`) so that thousands of starts and stops never drift
+past the planner's tolerance.
+"""
+
+from __future__ import annotations
+
+import csv
+import heapq
+import io
+import json
+import math
+import os
+import time
+from bisect import bisect_right, insort
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import IO, Any, Callable, Iterable, Mapping, Sequence
+
+from cdk_gpu_share.core import reclaim
+from cdk_gpu_share.core.errors import ConfigError, Problem
+
+MODES = ("static", "share", "share+reclaim")
+STATIC, SHARE, RECLAIM = MODES
+RESOURCE = "gpu"
+REQUIRED_COLUMNS = ("job_id", "team", "submit_time", "duration_s", "gpus")
+OPTIONAL_COLUMNS = ("priority",)
+DEFAULT_POLL_SECONDS = 60.0
+TOL = reclaim.TOLERANCE
+
+_INF = math.inf
+_COMPLETE, _ARRIVE = 0, 1  # event phases at equal times: completions, then arrivals
+
+
+# ---------------------------------------------------------------------------
+# Input
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """The ``capacity``, ``settings`` and ``teams`` of a reclaim-plan input.
+
+    ``state`` is the planner's parsed :class:`~cdk_gpu_share.core.reclaim.State`
+    with ``now`` 0 and no jobs; ``capacity`` is its ``gpu`` capacity.
+    """
+
+    state: Any
+    capacity: float
+    source: str = "scenario"
+
+    @property
+    def teams(self) -> tuple:
+        return tuple(self.state.teams)
+
+    @property
+    def team_names(self) -> tuple[str, ...]:
+        return tuple(t.name for t in self.state.teams)
+
+    def team(self, name: str):
+        for t in self.state.teams:
+            if t.name == name:
+                return t
+        raise KeyError(name)
+
+    def guarantee(self, name: str) -> float:
+        return float(self.team(name).guarantee.get(RESOURCE, 0) or 0)
+
+
+@dataclass(frozen=True)
+class Job:
+    """One row of the job trace. ``position`` is its 0-based place in the trace,
+    ``line`` its line in the CSV file (0 when built in code)."""
+
+    id: str
+    team: str
+    submit_time: float
+    duration_s: float
+    gpus: float
+    priority: int = 0
+    position: int = 0
+    line: int = 0
+    gpus_exact: Fraction | None = None
+
+    @property
+    def exact_gpus(self) -> Fraction:
+        return self.gpus_exact if self.gpus_exact is not None else Fraction(self.gpus)
+
+    def where(self) -> str:
+        place = f"line {self.line}" if self.line else f"row {self.position + 1}"
+        return f"{place} (job {self.id!r})"
+
+
+def parse_scenario(obj: Any, *, source: str = "scenario") -> Scenario:
+    """Validate a scenario mapping (the planner's validation) and return a :class:`Scenario`."""
+    if not isinstance(obj, Mapping):
+        raise ConfigError(
+            Problem(field="scenario", value=type(obj).__name__, message="must be a JSON object",
+                    fix='give {"capacity": {...}, "settings": {...}, "teams": [...]}'),
+            source=source,
+        )
+    for key in ("now", "jobs"):
+        if key in obj:
+            raise ConfigError(
+                Problem(field=key, value=obj[key] if key == "now" else f"{len(obj[key]) if isinstance(obj[key], list) else obj[key]!r} jobs",
+                        message="does not belong in a scenario",
+                        fix="remove it: the simulator takes the time and the jobs from the trace"),
+                source=source,
+            )
+    state_in = {k: v for k, v in obj.items()}
+    state_in["now"] = 0
+    state_in["jobs"] = []
+    try:
+        state = reclaim.parse_state(state_in)
+    except ConfigError as exc:
+        raise ConfigError(exc.problems, source=source) from None
+    cap = state.capacity.get(RESOURCE)
+    if cap is None:
+        raise ConfigError(
+            Problem(field="capacity", value=dict(state.capacity), message=f"has no {RESOURCE!r}",
+                    fix=f'the simulator replays GPU jobs: add "{RESOURCE}": <pool size>'),
+            source=source,
+        )
+    if not state.teams:
+        raise ConfigError(
+            Problem(field="teams", value=[], message="is empty", fix="declare at least one team"),
+            source=source,
+        )
+    return Scenario(state=state, capacity=float(cap), source=source)
+
+
+def load_scenario(path: str | os.PathLike[str]) -> Scenario:
+    """Read and validate a scenario JSON file."""
+    path = os.fspath(path)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except FileNotFoundError:
+        raise ConfigError(Problem(field="--scenario", value=path, message="does not exist",
+                                  fix="pass the path of a scenario JSON file")) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(Problem(field="--scenario", value=path,
+                                  message=f"cannot be read ({exc.__class__.__name__})",
+                                  fix="pass a readable scenario JSON file")) from None
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            Problem(field=f"line {exc.lineno} column {exc.colno}", value=text.splitlines()[exc.lineno - 1][:60]
+                    if text.splitlines() else "", message=f"is not valid JSON ({exc.msg})",
+                    fix="fix the JSON syntax"),
+            source=path,
+        ) from None
+    return parse_scenario(obj, source=path)
+
+
+def _row_error(source: str, where: str, column: str, value: Any, message: str, fix: str) -> ConfigError:
+    return ConfigError(Problem(field=f"{where}, {column}", value=value, message=message, fix=fix), source=source)
+
+
+def _number(raw: str, *, source: str, where: str, column: str) -> Fraction:
+    try:
+        return Fraction(raw.strip())
+    except (ValueError, ZeroDivisionError):
+        raise _row_error(source, where, column, raw, "is not a number",
+                         "write a plain decimal number (seconds or GPUs)") from None
+
+
+def parse_jobs(stream: IO[str] | Iterable[str], scenario: Scenario, *, source: str = "trace") -> list[Job]:
+    """Read a job trace CSV (``job_id,team,submit_time,duration_s,gpus[,priority]``).
+
+    Raises :class:`ConfigError` naming the first bad row: a missing column, an unknown
+    team, a number that is not a number, a negative time or duration, a non-positive
+    or non-integer amount, a duplicate id, or a job larger than the whole pool.
+    """
+    reader = csv.reader(stream)
+    try:
+        header = next(reader)
+    except StopIteration:
+        raise ConfigError(Problem(field="line 1 (header)", value="", message="the file is empty",
+                                  fix=f"start with the header {','.join(REQUIRED_COLUMNS)},priority"),
+                          source=source) from None
+    names = [h.strip() for h in header]
+    missing = [c for c in REQUIRED_COLUMNS if c not in names]
+    if missing:
+        raise ConfigError(
+            Problem(field="line 1 (header)", value=",".join(names),
+                    message=f"missing column{'s' if len(missing) > 1 else ''} {', '.join(missing)}",
+                    fix=f"the header must name {','.join(REQUIRED_COLUMNS)} (priority is optional)"),
+            source=source,
+        )
+    col = {c: names.index(c) for c in REQUIRED_COLUMNS + OPTIONAL_COLUMNS if c in names}
+    team_names = set(scenario.team_names)
+    seen: dict[str, int] = {}
+    jobs: list[Job] = []
+    for row in reader:
+        if not row or all(not cell.strip() for cell in row):
+            continue
+        line = reader.line_num
+        job_id = row[col["job_id"]].strip() if col["job_id"] < len(row) else ""
+        where = f"line {line}" + (f" (job {job_id!r})" if job_id else "")
+
+        def cell(name: str) -> str:
+            i = col[name]
+            if i >= len(row) or row[i].strip() == "":
+                raise _row_error(source, where, name, "", "is empty",
+                                 f"give every row a value for {name}")
+            return row[i].strip()
+
+        job_id = cell("job_id")
+        if job_id in seen:
+            raise _row_error(source, where, "job_id", job_id, f"repeats the id of line {seen[job_id]}",
+                             "give every job a unique id")
+        team = cell("team")
+        if team not in team_names:
+            raise _row_error(source, where, "team", team, "is not a team of the scenario",
+                             f"use one of {', '.join(sorted(team_names))}, or add the team to the scenario")
+        submit = _number(cell("submit_time"), source=source, where=where, column="submit_time")
+        if submit < 0:
+            raise _row_error(source, where, "submit_time", cell("submit_time"), "is negative",
+                             "times are seconds from the start of the trace (>= 0)")
+        duration = _number(cell("duration_s"), source=source, where=where, column="duration_s")
+        if duration < 0:
+            raise _row_error(source, where, "duration_s", cell("duration_s"), "is negative",
+                             "a duration is the job's running time in seconds (>= 0)")
+        gpus = _number(cell("gpus"), source=source, where=where, column="gpus")
+        if gpus <= 0:
+            raise _row_error(source, where, "gpus", cell("gpus"), "must be above 0",
+                             "give the GPUs the job holds (fractions allowed, e.g. 0.5)")
+        if float(gpus) > scenario.capacity + TOL:
+            raise _row_error(source, where, "gpus", cell("gpus"),
+                             f"is larger than the whole pool ({_num(scenario.capacity)} GPUs), so the job could never start",
+                             "split the job or enlarge capacity.gpu in the scenario")
+        priority = 0
+        if "priority" in col and col["priority"] < len(row) and row[col["priority"]].strip():
+            raw = row[col["priority"]].strip()
+            try:
+                priority = int(raw)
+            except ValueError:
+                raise _row_error(source, where, "priority", raw, "is not an integer",
+                                 "write a whole number; higher is more important") from None
+        seen[job_id] = line
+        jobs.append(Job(id=job_id, team=team, submit_time=float(submit), duration_s=float(duration),
+                        gpus=float(gpus), priority=priority, position=len(jobs), line=line,
+                        gpus_exact=gpus))
+    return jobs
+
+
+def load_jobs(path: str | os.PathLike[str], scenario: Scenario) -> list[Job]:
+    """Read a job trace CSV file (see :func:`parse_jobs`)."""
+    path = os.fspath(path)
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            return parse_jobs(fh, scenario, source=path)
+    except FileNotFoundError:
+        raise ConfigError(Problem(field="--trace", value=path, message="does not exist",
+                                  fix="pass the path of a job trace CSV")) from None
+    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
+        raise ConfigError(Problem(field="--trace", value=path, message=f"cannot be read ({exc.__class__.__name__})",
+                                  fix="pass a readable job trace CSV")) from None
+
+
+def check_jobs(scenario: Scenario, jobs: Sequence[Job], mode: str) -> None:
+    """Reject a job that could never start in ``mode`` (naming its row).
+
+    A job could never start when it does not fit even in an empty pool (larger than
+    the pool, above its team's guarantee plus borrow cap, or needing capacity
+    reserved by other teams) or, in ``static`` mode, when it is larger than its
+    team's guarantee.
+    """
+    teams = {t.name: t for t in scenario.teams}
+    reserve_g = {t.name: float(t.guarantee.get(RESOURCE, 0) or 0) if t.sharing == "reserve" else 0.0
+                 for t in scenario.teams}
+    total_reserve = sum(reserve_g.values())
+    source = "trace"
+    for job in jobs:
+        spec = teams.get(job.team)
+        if spec is None:
+            raise _row_error(source, job.where(), "team", job.team, "is not a team of the scenario",
+                             f"use one of {', '.join(sorted(teams))}, or add the team to the scenario")
+        if job.gpus > scenario.capacity + TOL:
+            raise _row_error(source, job.where(), "gpus", _num(job.gpus),
+                             f"is larger than the whole pool ({_num(scenario.capacity)} GPUs), so the job could never start",
+                             "split the job or enlarge capacity.gpu in the scenario")
+        g = float(spec.guarantee.get(RESOURCE, 0) or 0)
+        if mode == STATIC and job.gpus > g + TOL:
+            raise _row_error(source, job.where(), "gpus", _num(job.gpus),
+                             f"is larger than team {job.team!r}'s guarantee ({_num(g)} GPUs), so in static mode the job could never start",
+                             "raise the team's guarantee, split the job, or simulate a sharing mode")
+        if mode != STATIC:
+            ri = total_reserve - reserve_g[job.team]
+            if not reclaim.fits({RESOURCE: job.gpus}, spec, {RESOURCE: 0.0}, {RESOURCE: scenario.capacity},
+                                {RESOURCE: ri}):
+                cap = reclaim.borrow_cap(spec, RESOURCE)
+                raise _row_error(
+                    source, job.where(), "gpus", _num(job.gpus),
+                    f"could never start: even in an empty pool team {job.team!r} may hold at most "
+                    f"{_num(min(g + (math.inf if cap is None else cap), scenario.capacity - ri))} GPUs "
+                    f"(guarantee {_num(g)}, borrow cap {'unbounded' if cap is None else _num(cap)}, "
+                    f"{_num(ri)} GPUs reserved by other teams)",
+                    "split the job, raise the team's guarantee or borrow limit, or change its sharing")
+
+
+# ---------------------------------------------------------------------------
+# Result
+
+
+def _num(x: float) -> float | int:
+    """A JSON number: an int when the value is whole (4 rather than 4.0)."""
+    if isinstance(x, Fraction):
+        x = float(x)
+    if isinstance(x, float) and math.isfinite(x) and x.is_integer() and abs(x) < 2**53:
+        return int(x)
+    return x
+
+
+def nearest_rank(values: Sequence[float], percent: int) -> float:
+    """The nearest-rank percentile: the value at 1-based position ceil(percent/100 * n)
+    of the values in ascending order; 0 when there are none."""
+    n = len(values)
+    if n == 0:
+        return 0
+    ordered = sorted(values)
+    rank = max(1, -(-percent * n // 100))
+    return ordered[rank - 1]
+
+
+@dataclass
+class TeamResult:
+    name: str
+    guarantee: float
+    jobs: int = 0
+    waits: list[float] = field(default_factory=list)
+    reclaim_waits: list[float] = field(default_factory=list)
+    gpu_seconds: float = 0.0
+    borrowed_gpu_seconds: float = 0.0
+    preempted: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "jobs": self.jobs,
+            "wait_p50_s": _num(nearest_rank(self.waits, 50)),
+            "wait_p95_s": _num(nearest_rank(self.waits, 95)),
+            "wait_p99_s": _num(nearest_rank(self.waits, 99)),
+            "gpu_seconds": _num(self.gpu_seconds),
+            "borrowed_gpu_seconds": _num(self.borrowed_gpu_seconds),
+            "preempted": self.preempted,
+            "reclaim_wait_p99_s": _num(nearest_rank(self.reclaim_waits, 99)),
+        }
+
+
+@dataclass
+class JobOutcome:
+    """What happened to one job: its final start, completion, number of stops."""
+
+    id: str
+    team: str
+    submit_time: float
+    final_start: float
+    completion: float
+    stops: int
+    entitled: bool
+    busy_gpu_seconds: float
+
+
+@dataclass
+class SimResult:
+    """The outcome of :func:`simulate`. :meth:`to_dict` is the contract's JSON.
+
+    ``series_t`` and ``series_usage`` are a step function of each team's GPU usage
+    (``series_usage[i][k]`` is team ``team_names[k]`` from ``series_t[i]`` on), for plots.
+    """
+
+    mode: str
+    capacity: float
+    team_names: tuple[str, ...]
+    guarantees: tuple[float, ...]
+    jobs: int
+    completed: int
+    window: tuple[float, float]
+    busy_gpu_seconds: float
+    preemptions: int
+    lost_gpu_seconds: float
+    wait_gpu_seconds: float
+    sim_seconds: float
+    teams: dict[str, TeamResult]
+    outcomes: list[JobOutcome]
+    series_t: list[float]
+    series_usage: list[tuple[float, ...]]
+    planner_calls: int = 0
+    max_total_usage: float = 0.0
+
+    @property
+    def utilization(self) -> float:
+        span = self.window[1] - self.window[0]
+        if span <= 0 or self.capacity <= 0:
+            return 0.0
+        return self.busy_gpu_seconds / (self.capacity * span)
+
+    @property
+    def wait_gpu_hours(self) -> float:
+        return self.wait_gpu_seconds / 3600.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "mode": self.mode,
+            "jobs": self.jobs,
+            "completed": self.completed,
+            "window_s": [_num(self.window[0]), _num(self.window[1])],
+            "utilization": self.utilization,
+            "preemptions": self.preemptions,
+            "lost_gpu_seconds": _num(self.lost_gpu_seconds),
+            "wait_gpu_hours": _num(self.wait_gpu_hours),
+            "sim_seconds": round(self.sim_seconds, 3),
+            "teams": {name: self.teams[name].to_dict() for name in self.team_names},
+        }
+
+
+# ---------------------------------------------------------------------------
+# The simulation
+
+
+class _Run:
+    """Mutable per-job state during a simulation."""
+
+    __slots__ = ("job", "t", "g", "q", "key", "progress", "start", "run", "stops", "first_start",
+                 "done", "entitled", "completion", "busy", "pending_spec", "running_spec", "arrived")
+
+    def __init__(self, job: Job, t: "_Team"):
+        self.job = job
+        self.t = t
+        self.g = job.gpus
+        self.q = job.exact_gpus
+        self.key = (-job.priority, job.submit_time, job.position)
+        self.progress = 0.0  # seconds of work saved (restart point)
+        self.start = -1.0
+        self.run = 0
+        self.stops = 0
+        self.first_start: float | None = None
+        self.done = False
+        self.entitled = False
+        self.completion = 0.0
+        self.busy = 0.0
+        self.pending_spec = None
+        self.running_spec = None
+        self.arrived = False
+
+
+class _Team:
+    __slots__ = ("spec", "name", "idx", "G", "Gq", "cap", "reserve", "in_team", "Uq", "U", "buckets", "keys",
+                 "npending", "last_t", "result")
+
+    def __init__(self, spec: Any, idx: int, result: TeamResult):
+        self.spec = spec
+        self.name = spec.name
+        self.idx = idx
+        self.G = float(spec.guarantee.get(RESOURCE, 0) or 0)
+        self.Gq = Fraction(self.G)
+        cap = reclaim.borrow_cap(spec, RESOURCE)
+        self.cap = math.inf if cap is None else float(cap)
+        self.reserve = spec.sharing == "reserve"
+        self.in_team = bool(spec.in_team_preemption)
+        self.Uq = Fraction(0)
+        self.U = 0.0
+        self.buckets: dict[float, list] = {}
+        self.keys: list[float] = []  # sizes with a non-empty bucket, ascending
+        self.npending = 0
+        self.last_t = 0.0
+        self.result = result
+
+
+class _Sim:
+    def __init__(self, scenario: Scenario, jobs: Sequence[Job], mode: str, poll: float,
+                 checkpoint: float | None, progress: Callable[[float], None] | None):
+        self.scenario = scenario
+        self.mode = mode
+        self.poll = poll
+        self.ckpt = checkpoint
+        self.progress_cb = progress
+        self.capq = Fraction(scenario.capacity)
+        self.cap = scenario.capacity
+        self.results = {t.name: TeamResult(name=t.name, guarantee=float(t.guarantee.get(RESOURCE, 0) or 0))
+                        for t in scenario.teams}
+        self.teams = [_Team(spec, i, self.results[spec.name]) for i, spec in enumerate(scenario.teams)]
+        self.by_name = {t.name: t for t in self.teams}
+        self.runs = [_Run(j, self.by_name[j.team]) for j in jobs]
+        self.by_id = {r.job.id: r for r in self.runs}
+        self.running: dict[int, _Run] = {}
+        self.usedq = Fraction(0)
+        self.heap: list[tuple] = []
+        self.busy = 0.0
+        self.lost = 0.0
+        self.preemptions = 0
+        self.completed = 0
+        self.last_completion: float | None = None
+        self.series_t: list[float] = []
+        self.series_u: list[tuple[float, ...]] = []
+        self.planner_calls = 0
+        self.max_total = 0.0
+        self.now = 0.0
+
+    # -- usage bookkeeping -------------------------------------------------
+
+    def _set_usage(self, team: _Team, t: float, delta: Fraction) -> None:
+        if team.U > team.G:
+            team.result.borrowed_gpu_seconds += (team.U - team.G) * (t - team.last_t)
+        team.last_t = t
+        team.Uq += delta
+        team.U = float(team.Uq)
+        self.usedq += delta
+        snapshot = tuple(x.U for x in self.teams)
+        if self.series_t and self.series_t[-1] == t:
+            self.series_u[-1] = snapshot
+        else:
+            self.series_t.append(t)
+            self.series_u.append(snapshot)
+        total = float(self.usedq)
+        if total > self.max_total:
+            self.max_total = total
+
+    def _push_pending(self, r: _Run) -> None:
+        team = r.t
+        bucket = team.buckets.get(r.g)
+        if bucket is None:
+            bucket = team.buckets[r.g] = []
+        if not bucket:
+            insort(team.keys, r.g)
+        heapq.heappush(bucket, (r.key, r))
+        team.npending += 1
+
+    def _pop_pending(self, team: _Team, g: float) -> _Run:
+        bucket = team.buckets[g]
+        _, r = heapq.heappop(bucket)
+        if not bucket:
+            del team.keys[bisect_right(team.keys, g) - 1]
+        team.npending -= 1
+        return r
+
+    # -- events --------------------------------------------------------------
+
+    def _start(self, r: _Run, t: float) -> None:
+        team = r.t
+        r.start = t
+        r.run += 1
+        if r.first_start is None:
+            r.first_start = t
+        r.running_spec = None
+        self.running[r.job.position] = r
+        self._set_usage(team, t, r.q)
+        heapq.heappush(self.heap, (t + (r.job.duration_s - r.progress), _COMPLETE, r.job.position, r.run, r))
+
+    def _complete(self, r: _Run, t: float) -> None:
+        team = r.t
+        del self.running[r.job.position]
+        self._set_usage(team, t, -r.q)
+        ran = (t - r.start) * r.g
+        self.busy += ran
+        r.busy += ran
+        team.result.gpu_seconds += ran
+        r.done = True
+        r.completion = t
+        self.completed += 1
+        self.last_completion = t if self.last_completion is None else max(self.last_completion, t)
+
+    def _stop(self, r: _Run, t: float) -> None:
+        team = r.t
+        del self.running[r.job.position]
+        self._set_usage(team, t, -r.q)
+        elapsed = t - r.start
+        ran = elapsed * r.g
+        self.busy += ran
+        r.busy += ran
+        team.result.gpu_seconds += ran
+        reached = r.progress + elapsed
+        saved = r.progress
+        if self.ckpt:
+            saved = max(saved, math.floor(reached / self.ckpt) * self.ckpt)
+            saved = min(saved, r.job.duration_s)
+        self.lost += (reached - saved) * r.g
+        r.progress = saved
+        r.run += 1  # its completion event is now stale
+        r.stops += 1
+        team.result.preempted += 1
+        self.preemptions += 1
+        self._push_pending(r)
+
+    # -- dispatch ------------------------------------------------------------
+
+    def _free(self) -> float:
+        return float(self.capq - self.usedq)
+
+    def _reserved_idle(self) -> list[float]:
+        """RI(t) for every team: the idle guarantee of every *other* reserve team."""
+        idle = [max(0.0, t.G - t.U) if t.reserve else 0.0 for t in self.teams]
+        total = sum(idle)
+        return [total - x for x in idle]
+
+    def _largest_fit(self, team: _Team, free: float, ri: float) -> int:
+        """Index into team.keys of the largest size that fits (-1: none). fits() is
+        monotone in the demand, so a binary search finds it."""
+        keys = team.keys
+        usage = {RESOURCE: team.U}
+        fr = {RESOURCE: free}
+        rid = {RESOURCE: ri}
+        spec = team.spec
+        lo, hi = 0, len(keys) - 1
+        found = -1
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            if reclaim.fits({RESOURCE: keys[mid]}, spec, usage, fr, rid):
+                found = mid
+                lo = mid + 1
+            else:
+                hi = mid - 1
+        return found
+
+    def _dispatch(self, t: float) -> None:
+        static = self.mode == STATIC
+        while True:
+            free = self._free()
+            ri = self._reserved_idle()
+            best_key = None
+            best = None
+            for team in self.teams:
+                if not team.npending:
+                    continue
+                keys = team.keys
+                i_fit = self._largest_fit(team, free, ri[team.idx])
+                if i_fit < 0:
+                    continue
+                # within its guarantee: U + g <= G (the contract's tolerance)
+                i_within = bisect_right(keys, team.G - team.U + TOL) - 1
+                top = min(i_fit, i_within)
+                buckets = team.buckets
+                for i in range(top + 1):
+                    head = buckets[keys[i]][0][0]
+                    cand = (0, 0.0, head)
+                    if best_key is None or cand < best_key:
+                        best_key, best = cand, (team, keys[i])
+                if static or i_fit <= i_within:
+                    continue
+                ratio = team.U / team.G if team.G > TOL else math.inf
+                for i in range(max(0, i_within + 1), i_fit + 1):
+                    head = buckets[keys[i]][0][0]
+                    cand = (1, ratio, head)
+                    if best_key is None or cand < best_key:
+                        best_key, best = cand, (team, keys[i])
+            if best is None:
+                return
+            team, g = best
+            self._start(self._pop_pending(team, g), t)
+
+    # -- planner ticks -------------------------------------------------------
+
+    def _tick_needed(self) -> bool:
+        for team in self.teams:
+            if team.U - team.G > team.cap + TOL:
+                return True
+            if not team.npending:
+                continue
+            if team.in_team:
+                return True
+            if team.U + team.keys[0] <= team.G + TOL:
+                return True
+        return False
+
+    def _planner_state(self, t: float):
+        specs = []
+        for r in self.runs:
+            if r.done:
+                continue
+            if r.job.position in self.running:
+                if r.running_spec is None:
+                    r.running_spec = reclaim.JobSpec(
+                        id=r.job.id, team=r.job.team, state="running", demand={RESOURCE: r.g},
+                        priority=r.job.priority, since=r.start, terminating=False)
+                specs.append(r.running_spec)
+            elif r.arrived:
+                if r.pending_spec is None:
+                    r.pending_spec = reclaim.JobSpec(
+                        id=r.job.id, team=r.job.team, state="pending", demand={RESOURCE: r.g},
+                        priority=r.job.priority, since=r.job.submit_time, terminating=False)
+                specs.append(r.pending_spec)
+        base = self.scenario.state
+        return reclaim.State(now=t, capacity=base.capacity, settings=base.settings, teams=base.teams,
+                             jobs=tuple(specs))
+
+    def _tick(self, t: float) -> None:
+        self.planner_calls += 1
+        result = reclaim.plan_state(self._planner_state(t))
+        for p in result.get("preemptions", ()):
+            r = self.by_id[p["job"]]
+            if r.job.position in self.running:
+                self._stop(r, t)
+        self._dispatch(t)
+
+    # -- main loop -----------------------------------------------------------
+
+    def run(self) -> None:
+        heap = self.heap
+        for r in self.runs:
+            heap.append((r.job.submit_time, _ARRIVE, r.job.position, 0, r))
+        heapq.heapify(heap)
+        pending = self._pending_count
+        total = len(self.runs)
+        report_every = max(1, total // 200)
+        last_k = 0
+        reclaiming = self.mode == RECLAIM
+        poll = self.poll
+        while True:
+            t_ev = heap[0][0] if heap else _INF
+            t_tick = _INF
+            if reclaiming and (heap or self.running) and pending() and self._tick_needed():
+                k = max(last_k + 1, math.ceil(self.now / poll))
+                t_tick = k * poll
+            if t_tick < t_ev:
+                last_k = k
+                self.now = t_tick
+                self._tick(t_tick)
+                continue
+            if t_ev == _INF:
+                break
+            t, phase, _, run, r = heapq.heappop(heap)
+            self.now = t
+            if phase == _COMPLETE:
+                if run != r.run or r.done:
+                    continue  # stale: the job was stopped after this was scheduled
+                self._complete(r, t)
+                if self.progress_cb is not None and self.completed % report_every == 0:
+                    self.progress_cb(self.completed / total)
+            else:
+                team = r.t
+                r.arrived = True
+                r.entitled = team.U + r.g <= team.G + TOL
+                self._push_pending(r)
+            self._dispatch(t)
+        # close the borrowed-capacity integrals
+        end = self.now
+        for team in self.teams:
+            if team.U > team.G:
+                team.result.borrowed_gpu_seconds += (team.U - team.G) * (end - team.last_t)
+            team.last_t = end
+
+    def _pending_count(self) -> int:
+        return sum(t.npending for t in self.teams)
+
+
+def check_mode(mode: str) -> None:
+    """Raise :class:`ConfigError` unless ``mode`` is one of :data:`MODES`."""
+    if mode not in MODES:
+        raise ConfigError(Problem(field="--mode", value=mode, message="is not a simulation mode",
+                                  fix=f"use one of {', '.join(MODES)}"))
+
+
+def simulate(
+    scenario: Scenario,
+    jobs: Sequence[Job],
+    mode: str,
+    *,
+    poll_seconds: float = DEFAULT_POLL_SECONDS,
+    checkpoint_seconds: float | None = None,
+    progress: Callable[[float], None] | None = None,
+) -> SimResult:
+    """Replay ``jobs`` against ``scenario`` in ``mode`` (one of :data:`MODES`).
+
+    ``poll_seconds``: the planner's period in ``share+reclaim`` (default 60).
+    ``checkpoint_seconds``: a stopped job restarts from its last multiple of this many
+    seconds of its own running time (default ``None``: from zero).
+    ``progress``: called now and then with the fraction of jobs completed.
+
+    Raises :class:`ConfigError` for an unknown mode, a non-positive period, or a job
+    that could never start (see :func:`check_jobs`).
+    """
+    check_mode(mode)
+    if not (isinstance(poll_seconds, (int, float)) and math.isfinite(poll_seconds) and poll_seconds > 0):
+        raise ConfigError(Problem(field="--poll-seconds", value=poll_seconds, message="must be above 0",
+                                  fix="give the planner's period in seconds, e.g. 60"))
+    if checkpoint_seconds is not None and not (
+        isinstance(checkpoint_seconds, (int, float)) and math.isfinite(checkpoint_seconds) and checkpoint_seconds > 0
+    ):
+        raise ConfigError(Problem(field="--checkpoint-seconds", value=checkpoint_seconds, message="must be above 0",
+                                  fix="give the checkpoint period in seconds, or leave it out for no checkpoints"))
+    ids: dict[str, Job] = {}
+    for j in jobs:
+        if j.id in ids:
+            raise _row_error("trace", j.where(), "job_id", j.id, "repeats the id of another job",
+                             "give every job a unique id")
+        ids[j.id] = j
+    jobs = [j if j.position == i else _replace_position(j, i) for i, j in enumerate(jobs)]
+    check_jobs(scenario, jobs, mode)
+
+    started = time.perf_counter()
+    sim = _Sim(scenario, jobs, mode, float(poll_seconds),
+               float(checkpoint_seconds) if checkpoint_seconds else None, progress)
+    sim.run()
+    elapsed = time.perf_counter() - started
+
+    outcomes: list[JobOutcome] = []
+    wait_gs = 0.0
+    for r in sim.runs:
+        res = r.t.result
+        res.jobs += 1
+        if not r.done:
+            continue
+        wait = r.start - r.job.submit_time
+        res.waits.append(wait)
+        wait_gs += wait * r.g
+        if r.entitled and r.first_start is not None and r.first_start > r.job.submit_time:
+            res.reclaim_waits.append(wait)
+        outcomes.append(JobOutcome(id=r.job.id, team=r.job.team, submit_time=r.job.submit_time,
+                                   final_start=r.start, completion=r.completion, stops=r.stops,
+                                   entitled=r.entitled, busy_gpu_seconds=r.busy))
+    if jobs:
+        first = min(j.submit_time for j in jobs)
+        last = sim.last_completion if sim.last_completion is not None else first
+        window = (first, max(first, last))
+    else:
+        window = (0.0, 0.0)
+    return SimResult(
+        mode=mode,
+        capacity=scenario.capacity,
+        team_names=scenario.team_names,
+        guarantees=tuple(t.G for t in sim.teams),
+        jobs=len(jobs),
+        completed=sim.completed,
+        window=window,
+        busy_gpu_seconds=sim.busy,
+        preemptions=sim.preemptions,
+        lost_gpu_seconds=sim.lost,
+        wait_gpu_seconds=wait_gs,
+        sim_seconds=elapsed,
+        teams=sim.results,
+        outcomes=outcomes,
+        series_t=sim.series_t,
+        series_usage=sim.series_u,
+        planner_calls=sim.planner_calls,
+        max_total_usage=sim.max_total,
+    )
+
+
+def _replace_position(job: Job, position: int) -> Job:
+    from dataclasses import replace
+
+    return replace(job, position=position)
+
+
+# ---------------------------------------------------------------------------
+# Limits (for the benchmark)
+
+
+def demand_excess(scenario: Scenario, jobs: Sequence[Job]) -> dict[str, Any]:
+    """GPU-hours of demand above capacity, in the fluid model (every job runs from its
+    submit time for its duration, no queueing):
+
+    - ``shared``: the excess of the total demand over the whole pool, integrated;
+    - ``partitioned``: per team, the excess of its demand over its guarantee, integrated
+      (``partitioned_by_team``), and their sum (``partitioned``).
+
+    Lower bounds of the wait GPU-hours a perfectly shared pool and strict partitions
+    would need to absorb that demand.
+    """
+    names = scenario.team_names
+    idx = {n: i for i, n in enumerate(names)}
+    g = [scenario.guarantee(n) for n in names]
+    events: list[tuple[float, int, float]] = []
+    for j in jobs:
+        if j.duration_s <= 0:
+            continue
+        events.append((j.submit_time, idx[j.team], j.gpus))
+        events.append((j.submit_time + j.duration_s, idx[j.team], -j.gpus))
+    events.sort(key=lambda e: e[0])
+    demand = [Fraction(0)] * len(names)
+    exact = {}
+    shared = 0.0
+    per_team = [0.0] * len(names)
+    last_t = events[0][0] if events else 0.0
+    i = 0
+    while i < len(events):
+        t = events[i][0]
+        dt = t - last_t
+        if dt > 0:
+            d = [float(x) for x in demand]
+            shared += max(0.0, sum(d) - scenario.capacity) * dt
+            for k in range(len(names)):
+                per_team[k] += max(0.0, d[k] - g[k]) * dt
+        while i < len(events) and events[i][0] == t:
+            _, k, amount = events[i]
+            q = exact.get(amount)
+            if q is None:
+                q = exact[amount] = Fraction(amount)
+            demand[k] += q
+            i += 1
+        last_t = t
+    return {
+        "shared_gpu_hours": shared / 3600.0,
+        "partitioned_gpu_hours": sum(per_team) / 3600.0,
+        "partitioned_by_team_gpu_hours": {n: per_team[k] / 3600.0 for k, n in enumerate(names)},
+    }
+
+
+def result_json(result: SimResult) -> str:
+    """The contract's JSON object as text."""
+    return json.dumps(result.to_dict())
+
+
+def trace_from_rows(rows: Iterable[Sequence[Any]], scenario: Scenario, *, header: Sequence[str] | None = None) -> list[Job]:
+    """Build jobs from in-memory rows (tests, notebooks) through the CSV validation."""
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(header or ("job_id", "team", "submit_time", "duration_s", "gpus", "priority"))
+    for row in rows:
+        writer.writerow(row)
+    buf.seek(0)
+    return parse_jobs(buf, scenario, source="rows")
