@@ -636,6 +636,23 @@ class _Sim:
                 hi = mid - 1
         return found
 
+    def _largest_within(self, team: _Team) -> int:
+        """Index into team.keys of the largest size within the team's guarantee
+        (U + g <= G), -1 when none; monotone in the size, so a binary search."""
+        keys = team.keys
+        usage = {RESOURCE: team.U}
+        spec = team.spec
+        lo, hi = 0, len(keys) - 1
+        found = -1
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            if reclaim.within_guarantee({RESOURCE: keys[mid]}, spec, usage):
+                found = mid
+                lo = mid + 1
+            else:
+                hi = mid - 1
+        return found
+
     def _dispatch(self, t: float) -> None:
         static = self.mode == STATIC
         while True:
@@ -650,8 +667,7 @@ class _Sim:
                 i_fit = self._largest_fit(team, free, ri[team.idx])
                 if i_fit < 0:
                     continue
-                # within its guarantee: U + g <= G (the contract's tolerance)
-                i_within = bisect_right(keys, team.G - team.U + TOL) - 1
+                i_within = self._largest_within(team)
                 top = min(i_fit, i_within)
                 buckets = team.buckets
                 for i in range(top + 1):
@@ -682,7 +698,7 @@ class _Sim:
                 continue
             if team.in_team:
                 return True
-            if team.U + team.keys[0] <= team.G + TOL:
+            if reclaim.within_guarantee({RESOURCE: team.keys[0]}, team.spec, {RESOURCE: team.U}):
                 return True
         return False
 
@@ -753,7 +769,7 @@ class _Sim:
             else:
                 team = r.t
                 r.arrived = True
-                r.entitled = team.U + r.g <= team.G + TOL
+                r.entitled = reclaim.within_guarantee({RESOURCE: r.g}, team.spec, {RESOURCE: team.U})
                 self._push_pending(r)
             self._dispatch(t)
         # close the borrowed-capacity integrals
