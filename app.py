@@ -1,0 +1,25 @@
+#!/usr/bin/env python3
+"""The default platform app: `cdk synth` (or `make synth`) reads one config file.
+
+    cdk synth                               # platform.yaml
+    cdk synth -c config=examples/hyperpod.yaml
+"""
+
+import sys
+from pathlib import Path
+
+import aws_cdk as cdk
+
+from cdk_gpu_share.core.config import load_config
+from cdk_gpu_share.core.errors import ConfigError
+from cdk_gpu_share.stacks.app import build_platform
+
+app = cdk.App()
+config_path = app.node.try_get_context("config") or "platform.yaml"
+try:
+    config = load_config(Path(config_path))
+except ConfigError as exc:
+    print(exc, file=sys.stderr)
+    sys.exit(2)
+build_platform(app, config)
+app.synth()

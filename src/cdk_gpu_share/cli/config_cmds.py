@@ -1,0 +1,85 @@
+"""`gpu-share validate`, `gpu-share plan` and `gpu-share summary`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from cdk_gpu_share.core.config import BACKENDS, load_config
+from cdk_gpu_share.core.errors import ConfigError, Problem
+from cdk_gpu_share.core.plan import fleet_plan, format_plan, summarize
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("validate", help="check a platform config; list every problem")
+    p.add_argument("config", help="platform config (YAML)")
+    p.set_defaults(func=_validate)
+
+    p = sub.add_parser("plan", help="each team's guarantee, strategy, borrow limit and most it could use")
+    p.add_argument("config", help="platform config (YAML)")
+    p.add_argument("--json", action="store_true", help="one JSON object instead of tables")
+    p.set_defaults(func=_plan)
+
+    p = sub.add_parser("summary", help="summarize a synthesized cloud assembly (cdk.out)")
+    p.add_argument("assembly", nargs="?", default="cdk.out", help="cdk.out folder (default: cdk.out)")
+    p.set_defaults(func=_summary)
+
+
+def _validate(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    print(summarize(config))
+    return 0
+
+
+def _plan(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    plan = fleet_plan(config)
+    if args.json:
+        print(json.dumps(plan, indent=2))
+    else:
+        print(format_plan(plan))
+    return 0
+
+
+def _summary(args: argparse.Namespace) -> int:
+    out = Path(args.assembly)
+    manifest = out / "manifest.json"
+    if not manifest.exists():
+        raise ConfigError(Problem("assembly", str(out), "holds no manifest.json", "run `make synth` first"))
+    data = json.loads(manifest.read_text())
+    counts: dict[str, int] = {}
+    stacks = []
+    for name, art in sorted(data.get("artifacts", {}).items()):
+        if art.get("type") != "aws:cloudformation:stack":
+            continue
+        template = json.loads((out / art["properties"]["templateFile"]).read_text())
+        resources = template.get("Resources", {})
+        stacks.append((name, len(resources)))
+        for res in resources.values():
+            counts[res["Type"]] = counts.get(res["Type"], 0) + 1
+    print(f"{len(stacks)} stacks in {out}/:")
+    for name, n in stacks:
+        print(f"  {name:<40} {n:>3} resources")
+    interesting = [
+        ("AWS::Batch::ServiceEnvironment", "service environments"),
+        ("AWS::Batch::JobQueue", "job queues"),
+        ("AWS::Batch::SchedulingPolicy", "scheduling policies"),
+        ("AWS::Batch::QuotaShare", "quota shares"),
+        ("AWS::SageMaker::ClusterSchedulerConfig", "HyperPod cluster policies"),
+        ("AWS::SageMaker::ComputeQuota", "HyperPod compute quotas"),
+        ("AWS::Batch::ComputeEnvironment", "compute environments"),
+        ("AWS::Batch::JobDefinition", "job definitions"),
+        ("AWS::Batch::ConsumableResource", "consumable resources"),
+        ("AWS::Lambda::Function", "Lambda functions"),
+        ("AWS::SageMaker::Endpoint", "SageMaker endpoints"),
+        ("AWS::SageMaker::InferenceComponent", "inference components"),
+        ("AWS::CloudWatch::Dashboard", "dashboards"),
+    ]
+    shown = [f"{counts[t]} {label}" for t, label in interesting if counts.get(t)]
+    if shown:
+        print("  " + ", ".join(shown))
+    return 0
+
+
+__all__ = ["register", "BACKENDS"]

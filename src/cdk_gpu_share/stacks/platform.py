@@ -1,0 +1,62 @@
+"""PlatformStack: the resources every team shares."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import aws_cdk as cdk
+from constructs import Construct
+
+from cdk_gpu_share.core.config import PlatformConfig
+from cdk_gpu_share.constructs.shared_gpu_quota import SharedGpuQuota
+
+
+def _optional(module: str, name: str) -> Any:
+    """A construct class shipped by a later part of the library, or None when absent."""
+    try:
+        return getattr(importlib.import_module(module), name)
+    except ModuleNotFoundError as exc:
+        if exc.name == module:
+            return None
+        raise
+
+
+class PlatformStack(cdk.Stack):
+    """The shared fleet: queues, scheduling policies, cluster policy, reclaimer, endpoints.
+
+    Team-owned parts (quota shares, compute quotas, job definitions, roles) live
+    in each :class:`~cdk_gpu_share.stacks.team.TeamStack`.
+    """
+
+    def __init__(self, scope: Construct, id: str, *, config: PlatformConfig, **kwargs: Any) -> None:
+        """
+        :param config: the validated platform config.
+        :param kwargs: passed to :class:`aws_cdk.Stack` (``env`` stays unset: environment-agnostic).
+        """
+        super().__init__(scope, id, description=f"cdk-gpu-share: shared GPU platform {config.name}", **kwargs)
+        self.config = config
+        cdk.Tags.of(self).add("gpu-share:platform", config.name)
+        self.quota: SharedGpuQuota | None = None
+        if config.batch_quota or config.hyperpod:
+            self.quota = SharedGpuQuota(
+                self,
+                "SharedGpuQuota",
+                batch_quota=config.batch_quota,
+                hyperpod=config.hyperpod,
+                queue_name=(config.batch_quota.queue_name or f"{config.name}-training") if config.batch_quota else None,
+            )
+        self.fairshare = None
+        if config.fairshare is not None:
+            cls = _optional("cdk_gpu_share.constructs.fairshare_queue", "FairshareQueue")
+            if cls is not None:
+                self.fairshare = cls.from_config(self, "FairshareQueue", config=config)
+        self.endpoints: list[Any] = []
+        if config.inference is not None:
+            build = _optional("cdk_gpu_share.constructs.mig_endpoint", "endpoints_from_config")
+            if build is not None:
+                self.endpoints = list(build(self, config))
+        self.dashboard = None
+        dash = _optional("cdk_gpu_share.constructs.dashboard", "GpuShareDashboard")
+        if dash is not None and (self.fairshare is not None):
+            self.dashboard = dash.from_platform(self, "Dashboard", platform=self)
