@@ -36,3 +36,19 @@ def acknowledge_cfn_rule(scope: IConstruct, rule: str, reason: str) -> None:
     if len(reason) < MIN_REASON_LENGTH:
         raise ValueError(f"acknowledgement of {rule} needs a real reason (got {reason!r})")
     cdk.Validations.of(scope).acknowledge(cdk.Acknowledgment(id=f"{CFN_VALIDATE}::{rule}", reason=reason))
+
+
+def nag_arn(stack: cdk.Stack, service: str, resource: str) -> str:
+    """An ARN of ``stack`` as cdk-nag spells it in a granular finding id.
+
+    cdk-nag writes pseudo parameters as ``<AWS::Region>``; an environment-bound
+    stack has literal values instead.
+    """
+
+    def part(value: str, pseudo: str) -> str:
+        return f"<{pseudo}>" if cdk.Token.is_unresolved(value) else value
+
+    return (
+        f"arn:{part(stack.partition, 'AWS::Partition')}:{service}:{part(stack.region, 'AWS::Region')}:"
+        f"{part(stack.account, 'AWS::AccountId')}:{resource}"
+    )

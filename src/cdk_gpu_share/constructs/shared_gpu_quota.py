@@ -39,7 +39,7 @@ from cdk_gpu_share.core.config import (
     check_backend,
 )
 from cdk_gpu_share.core.errors import ConfigError, Problem
-from cdk_gpu_share.constructs._checks import acknowledge_cfn_rule
+from cdk_gpu_share.constructs._checks import acknowledge_cfn_rule, acknowledge_nag, nag_arn
 
 #: The IAM actions a team needs to submit, inspect and stop its own service jobs.
 SUBMIT_ACTIONS = ["batch:SubmitServiceJob"]
@@ -173,7 +173,7 @@ class BatchQuotaBackend(Construct):
         )
         if scope is None or cdk.Stack.of(scope) is cdk.Stack.of(self):
             # A share can only be attached to a VALID queue: create it after the queue.
-            share.add_dependency(self.job_queue)
+            share.add_resource_dependency(self.job_queue)
         quota = TeamQuota(team=team, name=team.name, resource=share, arn=share.attr_quota_share_arn)
         self._teams[team.name] = quota
         return quota
@@ -212,6 +212,15 @@ class BatchQuotaBackend(Construct):
             resource_arns=[self.job_queue_arn, quota.arn, service_jobs],
         )
         iam.Grant.add_to_principal(grantee=grantee, actions=READ_ACTIONS, resource_arns=["*"])
+        if isinstance(grantee, Construct):
+            acknowledge_nag(
+                grantee,
+                "AwsSolutions-IAM5",
+                "Batch's DescribeServiceJob and ListServiceJobs authorize only on '*', and a service job's ARN is"
+                " unknown before submission (Service Authorization Reference for AWS Batch); submission itself is"
+                " limited to this team's quota share",
+                findings=["Resource::*", f"Resource::{nag_arn(stack, 'batch', 'service-job/*')}"],
+            )
         return grant
 
 

@@ -573,8 +573,7 @@ def _hyperpod(raw: Any, problems: _Problems) -> HyperPodConfig | None:
             f"{where}.name",
             problems,
             hp.PRIORITY_CLASS_NAME_PATTERN,
-            "use lower-case letters, digits and hyphens, starting and ending with a letter or digit"
-            " (at most 41 characters)",
+            "use lower-case letters, digits and hyphens, starting and ending with a letter or digit",
         )
         weight = _int(item.get("weight"), f"{where}.weight", problems, minimum=0, maximum=100)
         if name and name in seen:
@@ -802,13 +801,13 @@ def _check_backend(
     if backend == HYPERPOD:
         for team in members:
             where = f"teams ({team.name})"
-            if not re.match(hp.TEAM_NAME_PATTERN, team.name):
+            if not re.match(hp.TEAM_NAME_PATTERN, team.name) or len(team.name) > hp.MAX_TEAM_NAME_LENGTH:
                 problems.add(
                     f"{where}.name",
                     team.name,
-                    "is not valid on HyperPod, where a team becomes a Kubernetes namespace",
-                    "use at most 41 lower-case letters, digits and hyphens, starting and ending with a letter or"
-                    " digit",
+                    "is not valid on HyperPod, where a team becomes the Kubernetes namespace hyperpod-ns-<name>",
+                    f"use at most {hp.MAX_TEAM_NAME_LENGTH} lower-case letters, digits and hyphens, starting and"
+                    " ending with a letter or digit",
                 )
             g = team.guarantee_for(section.capacity)
             entries = sum(1 + (len(a.mig) - 1 if len(a.mig) > 1 else 0) for a in g.values())

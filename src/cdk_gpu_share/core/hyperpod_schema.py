@@ -256,5 +256,8 @@ CLUSTER_ARN_PATTERN = r"^arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:cluster
 TEAM_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9]){0,39}?$"
 PRIORITY_CLASS_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9]){0,39}?$"
 RESOURCE_NAME_PATTERN = r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$"
+# A team becomes the namespace "hyperpod-ns-<team>", and a namespace is an RFC 1123
+# label of at most 63 characters: the schema's pattern alone does not bound the length.
+MAX_TEAM_NAME_LENGTH = 63 - len("hyperpod-ns-")
 MAX_PRIORITY_CLASSES = 10
 MAX_COMPUTE_QUOTA_RESOURCES = 15

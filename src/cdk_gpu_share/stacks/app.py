@@ -46,7 +46,6 @@ def build_platform(app: cdk.App, config: PlatformConfig, *, checks: bool = True)
             if platform.quota.batch is not None and team.name in platform.quota.batch.teams:
                 platform.quota.grant_submit(team.name, stack.submit_role)
                 granted = True
-                wildcards.append("Resource::arn:<AWS::Partition>:batch:<AWS::Region>:<AWS::AccountId>:service-job/*")
                 stack.output("TrainingQueueName", platform.quota.job_queue_name, "Batch job queue for SageMaker Training")
                 stack.output("QuotaShareName", platform.quota.quota_share_name(team.name), "the team's quota share")
             if platform.quota.hyperpod is not None and team.name in platform.quota.hyperpod.teams:

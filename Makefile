@@ -1,0 +1,45 @@
+# The two commands a newcomer runs (see README.md):
+#   make synth   synthesize the default platform into cdk.out/ (no AWS account needed)
+#   make test    run every test and quality gate
+# Both install what they need on first run: a virtual environment in .venv,
+# and the CDK CLI with Node 22 in node_modules (from the npm registry).
+
+PYTHON ?= python3
+CONFIG ?= platform.yaml
+VENV := .venv
+BIN := $(CURDIR)/$(VENV)/bin
+NODE_BIN := $(CURDIR)/node_modules/.bin
+export PATH := $(NODE_BIN):$(BIN):$(PATH)
+export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
+PYTEST_ARGS ?=
+
+.PHONY: synth test install benchmarks clean
+
+synth: install
+	rm -rf cdk.out
+	cdk synth --quiet -c config=$(CONFIG) > /dev/null
+	gpu-share summary cdk.out
+
+test: install
+	python -m pytest -n 2 $(PYTEST_ARGS)
+
+install: $(VENV)/.installed node_modules/.installed
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $@
+
+node_modules/.installed: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	@node --version | grep -q '^v22\.' || { echo "node_modules/.bin/node is not Node 22; remove node_modules and retry" >&2; exit 1; }
+	touch $@
+
+benchmarks: install
+	python benchmarks/synth.py
+	python benchmarks/planner.py
+	python benchmarks/policy.py
+
+clean:
+	rm -rf cdk.out .pytest_cache
