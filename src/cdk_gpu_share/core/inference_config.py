@@ -1,0 +1,745 @@
+"""The ``inference`` section of the platform config: MIG-partitioned SageMaker endpoints.
+
+Pure Python. :func:`parse_inference` reads the section (called by
+:func:`cdk_gpu_share.core.config.parse_config`); :func:`check_endpoint` holds every
+synth-time rule of a partitioned endpoint and is used by the config parser and by
+the :class:`~cdk_gpu_share.constructs.mig_endpoint.MigInferenceEndpoint` construct
+alike, so a rule exists once.
+
+Schema::
+
+    inference:
+      kms_key_arn: arn:aws:kms:...     # optional: key of the model data in S3 (decrypt is granted)
+      vpc:                             # optional: run the models in these subnets
+        subnet_ids: [subnet-0123456789abcdef0]
+        security_group_ids: [sg-0123456789abcdef0]
+      endpoints:
+        - name: small-models           # lower-case letters, digits, hyphens
+          instance_type: ml.p4d.24xlarge
+          instance_count: 1            # default 1
+          layout: half                 # a preset (gpu-share mig layouts) or a list of profiles
+          whole_gpu:                   # optional: a second endpoint, without partitions,
+            instance_type: ml.p4d.24xlarge   # for the models that give `gpus` instead of `profile`
+            instance_count: 1
+          models:
+            - name: summarizer
+              image: 763104351884.dkr.ecr.us-east-1.amazonaws.com/djl-inference:0.33.0-lmi15.0.0-cu128
+              model_data_url: s3://my-models/summarizer/model.tar.gz   # optional
+              environment: {OPTION_MAX_MODEL_LEN: "4096"}
+              profile: mig-3g.20gb     # the partition one copy occupies
+              copies: {initial: 2, min: 1, max: 4}   # or a number: fixed copies
+              memory_mb: 16384         # host memory one copy needs (required)
+              cpus: 4                  # host CPU cores one copy needs (optional)
+              team: team-a             # optional: the owning team (config teams)
+              invocations_per_copy: 10 # autoscaling target when max > min (default 10)
+              network_isolation: true  # default true: the container gets no network
+            - name: big-model
+              image: ...
+              gpus: 2                  # whole GPUs: placed on the whole_gpu endpoint
+              memory_mb: 65536
+
+The rules (contract ``mig.md``, "In the construct"): the layout must fit the
+instance type's GPU; a model's profile must be in the layout; the copies of a
+profile (sum of the models' ``copies.max``) may not exceed the partitions that
+exist (its count in the layout x GPUs per instance x instances); a model that needs
+whole GPUs cannot sit on a partitioned variant. Host memory and CPU are shared by
+all partitions of an instance (MIG isolates the GPU only), so their sums are
+checked against the instance too.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from cdk_gpu_share.core import instances, mig
+from cdk_gpu_share.core.errors import ConfigError, Problem
+
+__all__ = [
+    "Copies",
+    "InferenceModelConfig",
+    "WholeGpuConfig",
+    "InferenceVpcConfig",
+    "InferenceEndpointConfig",
+    "InferenceConfig",
+    "parse_inference",
+    "check_endpoint",
+    "endpoint_layout",
+    "model_profile",
+    "partitioned_models",
+    "whole_gpu_models",
+    "teams_sharing",
+    "NAME_PATTERN",
+    "MAX_NAME_LENGTH",
+    "DEFAULT_INVOCATIONS_PER_COPY",
+]
+
+#: Endpoint and model names: they become parts of SageMaker resource names.
+NAME_PATTERN = r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$"
+#: SageMaker names take 63 characters; the construct adds ``-`` and a 6-character
+#: generation suffix to endpoint and component names, so endpoint + model <= 55.
+MAX_NAME_LENGTH = 55
+MAX_ENDPOINT_NAME_LENGTH = 40
+DEFAULT_INVOCATIONS_PER_COPY = 10.0
+MAX_ENVIRONMENT_ENTRIES = 16
+MIN_MEMORY_MB = 128
+MIN_CPUS = 0.25
+
+
+@dataclass(frozen=True)
+class Copies:
+    """Copies of a model: ``initial`` at deploy, autoscaled between ``min`` and ``max``."""
+
+    initial: int = 1
+    min: int = 1
+    max: int = 1
+
+    @property
+    def autoscaled(self) -> bool:
+        return self.max > self.min
+
+
+@dataclass(frozen=True)
+class InferenceModelConfig:
+    """One model served by inference components.
+
+    Give ``profile`` (a MIG partition per copy) or ``gpus`` (whole GPUs per copy, on
+    the endpoint's ``whole_gpu`` variant), not both.
+    """
+
+    name: str
+    image: str
+    memory_mb: int
+    model_data_url: str | None = None
+    environment: Mapping[str, str] = field(default_factory=dict)
+    profile: str | None = None
+    gpus: int | None = None
+    copies: Copies = field(default_factory=Copies)
+    cpus: float | None = None
+    team: str | None = None
+    invocations_per_copy: float = DEFAULT_INVOCATIONS_PER_COPY
+    network_isolation: bool = True
+
+    @property
+    def partitioned(self) -> bool:
+        return self.gpus is None
+
+
+@dataclass(frozen=True)
+class WholeGpuConfig:
+    """The endpoint without a partition layout, for models that need whole GPUs."""
+
+    instance_type: str
+    instance_count: int = 1
+
+
+@dataclass(frozen=True)
+class InferenceVpcConfig:
+    subnet_ids: tuple[str, ...]
+    security_group_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class InferenceEndpointConfig:
+    """One partitioned endpoint and the models on it."""
+
+    name: str
+    instance_type: str
+    layout: str | tuple[str, ...]
+    models: tuple[InferenceModelConfig, ...]
+    instance_count: int = 1
+    whole_gpu: WholeGpuConfig | None = None
+
+
+@dataclass(frozen=True)
+class InferenceConfig:
+    """The validated ``inference`` section."""
+
+    endpoints: tuple[InferenceEndpointConfig, ...]
+    vpc: InferenceVpcConfig | None = None
+    kms_key_arn: str | None = None
+
+    def endpoint(self, name: str) -> InferenceEndpointConfig:
+        for e in self.endpoints:
+            if e.name == name:
+                return e
+        raise KeyError(name)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def endpoint_layout(endpoint: InferenceEndpointConfig, *, field: str = "layout") -> list[str]:
+    """The canonical profile names of the endpoint's layout (raises ``MigError``)."""
+    gpu = mig.resolve_gpu(instance_type=endpoint.instance_type)
+    layout = endpoint.layout if isinstance(endpoint.layout, str) else list(endpoint.layout)
+    return mig.resolve_layout(gpu, layout, field=field)
+
+
+def model_profile(endpoint: InferenceEndpointConfig, model: InferenceModelConfig) -> str:
+    """The canonical MIG profile of a partitioned model (raises ``MigError``)."""
+    gpu = mig.resolve_gpu(instance_type=endpoint.instance_type)
+    return mig.profile(gpu, model.profile or "", field="profile").name
+
+
+def partitioned_models(endpoint: InferenceEndpointConfig) -> list[InferenceModelConfig]:
+    return [m for m in endpoint.models if m.partitioned]
+
+
+def whole_gpu_models(endpoint: InferenceEndpointConfig) -> list[InferenceModelConfig]:
+    return [m for m in endpoint.models if not m.partitioned]
+
+
+def teams_sharing(models: Sequence[InferenceModelConfig]) -> list[str]:
+    """The distinct teams of ``models``, when more than one team shares their instances."""
+    teams = sorted({m.team for m in models if m.team})
+    return teams if len(teams) > 1 else []
+
+
+def _layout_text(endpoint: InferenceEndpointConfig, layout: list[str] | None) -> str:
+    if layout:
+        return " ".join(layout)
+    return endpoint.layout if isinstance(endpoint.layout, str) else " ".join(endpoint.layout)
+
+
+def _plural(n: float, word: str) -> str:
+    return f"{n:g} {word}{'' if n == 1 else 's'}"
+
+
+# --------------------------------------------------------------------------- rules
+
+
+def check_endpoint(endpoint: InferenceEndpointConfig, *, where: str = "") -> list[Problem]:
+    """Every synth-time problem of ``endpoint``; each names the model, the profile and the numbers.
+
+    ``where`` prefixes the field paths (``inference.endpoints[0]``).
+    """
+    pre = f"{where}." if where else ""
+    problems: list[Problem] = []
+
+    def add(field_: str, value: object, message: str, fix: str = "") -> None:
+        problems.append(Problem(f"{pre}{field_}", value, message, fix))
+
+    # names
+    if not isinstance(endpoint.name, str) or not re.match(NAME_PATTERN, endpoint.name):
+        add("name", endpoint.name, "is not a valid endpoint name", "use lower-case letters, digits and hyphens")
+    elif len(endpoint.name) > MAX_ENDPOINT_NAME_LENGTH:
+        add(
+            "name",
+            endpoint.name,
+            f"is {len(endpoint.name)} characters long; endpoint names take at most {MAX_ENDPOINT_NAME_LENGTH}",
+            "shorten it (a generation suffix is appended to the SageMaker endpoint name)",
+        )
+    if isinstance(endpoint.instance_count, bool) or not isinstance(endpoint.instance_count, int) or endpoint.instance_count < 1:
+        add("instance_count", endpoint.instance_count, "must be a whole number of at least 1", "use 1 or more")
+        count = 1
+    else:
+        count = endpoint.instance_count
+    seen: dict[str, int] = {}
+    for i, m in enumerate(endpoint.models):
+        mwhere = f"models[{i}] ({m.name})"
+        if m.name in seen:
+            add(f"{mwhere}.name", m.name, f"duplicates the name of models[{seen[m.name]}]", "give every model a unique name")
+        seen.setdefault(m.name, i)
+        if not isinstance(m.name, str) or not re.match(NAME_PATTERN, m.name):
+            add(f"{mwhere}.name", m.name, "is not a valid model name", "use lower-case letters, digits and hyphens")
+        elif isinstance(endpoint.name, str) and len(endpoint.name) + 1 + len(m.name) > MAX_NAME_LENGTH:
+            add(
+                f"{mwhere}.name",
+                m.name,
+                f"endpoint and model names together take {len(endpoint.name) + 1 + len(m.name)} characters,"
+                f" above the {MAX_NAME_LENGTH} an inference component name leaves",
+                "shorten the model or the endpoint name",
+            )
+        c = m.copies
+        if not (1 <= c.min <= c.initial <= c.max):
+            add(
+                f"{mwhere}.copies",
+                {"initial": c.initial, "min": c.min, "max": c.max},
+                "needs 1 <= min <= initial <= max (SageMaker needs at least one copy at creation)",
+                "for example copies: {initial: 1, min: 1, max: 2}",
+            )
+        if m.memory_mb < MIN_MEMORY_MB:
+            add(f"{mwhere}.memory_mb", m.memory_mb, f"must be at least {MIN_MEMORY_MB}", "give the host memory one copy needs, in MB")
+        if m.cpus is not None and m.cpus < MIN_CPUS:
+            add(f"{mwhere}.cpus", m.cpus, f"must be at least {MIN_CPUS}", "give the CPU cores one copy needs, or leave it out")
+        if m.invocations_per_copy <= 0:
+            add(f"{mwhere}.invocations_per_copy", m.invocations_per_copy, "must be positive", "use the invocations per copy per minute to scale at, such as 10")
+        if len(m.environment) > MAX_ENVIRONMENT_ENTRIES:
+            add(f"{mwhere}.environment", len(m.environment), f"SageMaker takes at most {MAX_ENVIRONMENT_ENTRIES} variables", "drop some")
+        if m.model_data_url is not None and not re.match(r"^s3://[a-z0-9.\-]{3,63}/.+", m.model_data_url):
+            add(f"{mwhere}.model_data_url", m.model_data_url, "is not an S3 URL of a model archive", "write s3://bucket/path/model.tar.gz")
+
+    # the layout and the GPU
+    try:
+        gpu = mig.resolve_gpu(instance_type=endpoint.instance_type)
+        info = mig.INSTANCE_TYPES[endpoint.instance_type.strip().lower()]
+    except mig.MigError as exc:
+        problems.extend(Problem(f"{pre}{p.field}", p.value, p.message, p.fix) for p in exc.problems)
+        return problems
+    try:
+        layout = endpoint_layout(endpoint)
+    except mig.MigError as exc:
+        problems.extend(Problem(f"{pre}{p.field}", p.value, p.message, p.fix) for p in exc.problems)
+        layout = None
+
+    partitions = Counter(layout or [])
+    wanted: dict[str, list[tuple[str, int]]] = {}
+    for i, m in enumerate(endpoint.models):
+        mwhere = f"models[{i}] ({m.name})"
+        if m.profile is not None and m.gpus is not None:
+            add(
+                f"{mwhere}.gpus",
+                m.gpus,
+                "is set together with profile",
+                "give profile (a MIG partition per copy) or gpus (whole GPUs per copy, on the whole_gpu endpoint), not both",
+            )
+            continue
+        if m.profile is None and m.gpus is None:
+            add(
+                f"{mwhere}.profile",
+                None,
+                "is required: a copy on this endpoint occupies one MIG partition",
+                f"set profile to one of the layout's profiles ({', '.join(sorted(partitions)) or 'see gpu-share mig layouts'}),"
+                " or gpus for a model that needs whole GPUs",
+            )
+            continue
+        if m.gpus is not None:
+            if isinstance(m.gpus, bool) or not isinstance(m.gpus, int) or m.gpus < 1:
+                add(f"{mwhere}.gpus", m.gpus, "must be a whole number of at least 1", "give the GPUs one copy needs")
+                continue
+            if endpoint.whole_gpu is None:
+                add(
+                    f"{mwhere}.gpus",
+                    m.gpus,
+                    f"model {m.name} needs {_plural(m.gpus, 'whole GPU')} per copy; a partitioned variant gives each copy"
+                    f" one MIG partition of one GPU ({endpoint.instance_type}, layout {_layout_text(endpoint, layout)})",
+                    "add whole_gpu: {instance_type: ..., instance_count: ...} to the endpoint for models that need whole"
+                    " GPUs, or give the model a profile that holds it",
+                )
+            continue
+        try:
+            name = mig.profile(gpu, m.profile, field=f"{pre}{mwhere}.profile").name
+        except mig.MigError as exc:
+            problems.extend(exc.problems)
+            continue
+        if layout is not None and name not in partitions:
+            add(
+                f"{mwhere}.profile",
+                m.profile,
+                f"model {m.name} wants {name}, which layout {' '.join(layout)} does not have",
+                f"use one of {', '.join(sorted(partitions))}, or add {name} to the layout",
+            )
+            continue
+        wanted.setdefault(name, []).append((m.name, m.copies.max))
+
+    if layout is not None:
+        for name, users in sorted(wanted.items()):
+            total = sum(n for _, n in users)
+            available = partitions[name] * info.gpu_count * count
+            if total > available:
+                who = ", ".join(f"{model} max {n}" for model, n in users)
+                add(
+                    "models",
+                    who,
+                    f"{total} {'copy' if total == 1 else 'copies'} of {name} wanted ({who}) but only {available} exist:"
+                    f" {partitions[name]} per GPU x {info.gpu_count} GPUs x {_plural(count, 'instance')}",
+                    "lower copies.max, raise instance_count, or put more of this profile in the layout",
+                )
+
+    # Host memory and CPU are shared by every partition of an instance.
+    host = instances.lookup(endpoint.instance_type)
+    parts = partitioned_models(endpoint)
+    if host is not None and parts:
+        mem = sum(m.memory_mb * m.copies.max for m in parts)
+        cap = host.memory_gib * 1024 * count
+        if mem > cap:
+            add(
+                "models",
+                f"{mem} MB",
+                f"the models' memory_mb x copies.max sum to {mem} MB, above the {cap} MB of host memory of"
+                f" {_plural(count, 'instance')} of {endpoint.instance_type} (MIG isolates the GPU only; host memory is shared)",
+                "lower memory_mb or copies.max, or raise instance_count",
+            )
+        cpus = sum((m.cpus or 0) * m.copies.max for m in parts)
+        vcap = host.vcpus * count
+        if cpus > vcap:
+            add(
+                "models",
+                f"{cpus:g} cpus",
+                f"the models' cpus x copies.max sum to {cpus:g}, above the {vcap} vCPUs of {_plural(count, 'instance')}"
+                f" of {endpoint.instance_type} (host CPUs are shared by all partitions)",
+                "lower cpus or copies.max, or raise instance_count",
+            )
+
+    # The endpoint without a layout.
+    whole = whole_gpu_models(endpoint)
+    if endpoint.whole_gpu is not None:
+        wg = endpoint.whole_gpu
+        winfo = instances.lookup(wg.instance_type) if isinstance(wg.instance_type, str) else None
+        if not isinstance(wg.instance_type, str) or not wg.instance_type.startswith("ml.") or winfo is None:
+            known = ", ".join(t for t in instances.known_types("ml.") if t.startswith("ml.p") or t.startswith("ml.g"))
+            add("whole_gpu.instance_type", wg.instance_type, "is not a known SageMaker GPU instance type", f"use one of {known}")
+        elif not whole:
+            add(
+                "whole_gpu",
+                wg.instance_type,
+                "is declared but no model gives gpus",
+                "remove whole_gpu, or give gpus (instead of profile) to the models that need whole GPUs",
+            )
+        else:
+            wcount = wg.instance_count if isinstance(wg.instance_count, int) and wg.instance_count >= 1 else 1
+            if wcount != wg.instance_count:
+                add("whole_gpu.instance_count", wg.instance_count, "must be a whole number of at least 1", "use 1 or more")
+            for i, m in enumerate(endpoint.models):
+                if m.partitioned or not isinstance(m.gpus, int) or m.gpus < 1:
+                    continue
+                if m.gpus > winfo.gpus:
+                    add(
+                        f"models[{i}] ({m.name}).gpus",
+                        m.gpus,
+                        f"model {m.name} needs {_plural(m.gpus, 'GPU')} per copy; {wg.instance_type} has {winfo.gpus}",
+                        "choose a larger whole_gpu.instance_type",
+                    )
+            need = sum(m.gpus * m.copies.max for m in whole if isinstance(m.gpus, int) and m.gpus >= 1)
+            have = winfo.gpus * wcount
+            if need > have:
+                who = ", ".join(f"{m.name} {m.gpus} x max {m.copies.max}" for m in whole)
+                add(
+                    "whole_gpu.instance_count",
+                    wg.instance_count,
+                    f"the whole-GPU models want {need} GPUs ({who}) but {_plural(wcount, 'instance')} of {wg.instance_type}"
+                    f" have {have}",
+                    "raise whole_gpu.instance_count or lower copies.max",
+                )
+    return problems
+
+
+# --------------------------------------------------------------------------- parsing
+
+_TOP_KEYS = {"endpoints", "vpc", "kms_key_arn"}
+_ENDPOINT_KEYS = {"name", "instance_type", "instance_count", "layout", "models", "whole_gpu"}
+_MODEL_KEYS = {
+    "name",
+    "image",
+    "model_data_url",
+    "environment",
+    "profile",
+    "gpus",
+    "copies",
+    "memory_mb",
+    "cpus",
+    "team",
+    "invocations_per_copy",
+    "network_isolation",
+}
+_IMAGE_PATTERN = r"^[\w.\-]+(:\d+)?(/[\w.\-]+)+(:[\w.\-]+|@sha256:[0-9a-f]{64})?$"
+_KMS_PATTERN = r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/[A-Za-z0-9-]+$"
+
+AddProblem = Callable[[str, object, str, str], None]
+
+
+class _Reader:
+    def __init__(self, add_problem: AddProblem) -> None:
+        self.add = add_problem
+
+    def keys(self, raw: Mapping, allowed: set[str], where: str) -> None:
+        import difflib
+
+        for key in raw:
+            if key not in allowed:
+                close = difflib.get_close_matches(str(key), sorted(allowed), n=1)
+                fix = f"did you mean '{close[0]}'?" if close else f"allowed keys: {', '.join(sorted(allowed))}"
+                self.add(f"{where}.{key}", raw[key], "unknown key", fix)
+
+    def mapping(self, value: Any, where: str, *, required: bool = False) -> Mapping | None:
+        if value is None:
+            if required:
+                self.add(where, None, "is required", "add it (see examples/inference.yaml)")
+            return None
+        if not isinstance(value, Mapping):
+            self.add(where, value, f"must be a mapping, not {type(value).__name__}", "write key: value pairs")
+            return None
+        return value
+
+    def string(self, value: Any, where: str, fix: str, *, pattern: str | None = None, message: str = "") -> str | None:
+        if not isinstance(value, str) or not value.strip():
+            self.add(where, value, "must be a non-empty string", fix)
+            return None
+        if pattern and not re.match(pattern, value):
+            self.add(where, value, message or f"does not match {pattern}", fix)
+            return None
+        return value
+
+    def integer(self, value: Any, where: str, *, minimum: int, fix: str) -> int | None:
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int):
+            self.add(where, value, "must be a whole number", fix)
+            return None
+        if value < minimum:
+            self.add(where, value, f"must be at least {minimum}", fix)
+            return None
+        return value
+
+    def number(self, value: Any, where: str, *, minimum: float, fix: str) -> float | None:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+            self.add(where, value, "must be a number", fix)
+            return None
+        if value < minimum:
+            self.add(where, value, f"must be at least {minimum:g}", fix)
+            return None
+        return float(value)
+
+
+def _copies(value: Any, where: str, r: _Reader) -> Copies | None:
+    if value is None:
+        return Copies()
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        n = r.integer(value, where, minimum=1, fix="give at least 1 copy, or {initial, min, max}")
+        return None if n is None else Copies(n, n, n)
+    data = r.mapping(value, where)
+    if data is None:
+        return None
+    r.keys(data, {"initial", "min", "max"}, where)
+    vals: dict[str, int] = {}
+    for key in ("initial", "min", "max"):
+        if key in data:
+            n = r.integer(data[key], f"{where}.{key}", minimum=1, fix="SageMaker needs at least one copy; use 1 or more")
+            if n is None:
+                return None
+            vals[key] = n
+    lo = vals.get("min", min(vals.get("initial", 1), vals.get("max", 1)))
+    initial = vals.get("initial", lo)
+    hi = vals.get("max", max(initial, lo))
+    return Copies(initial=initial, min=lo, max=hi)
+
+
+def _model(raw: Any, where: str, team_names: set[str], r: _Reader) -> InferenceModelConfig | None:
+    data = r.mapping(raw, where)
+    if data is None:
+        return None
+    r.keys(data, _MODEL_KEYS, where)
+    name = r.string(data.get("name"), f"{where}.name", "name the model, such as summarizer")
+    if name:
+        where = f"{where} ({name})"
+    ok = name is not None
+    image = r.string(
+        data.get("image"),
+        f"{where}.image",
+        "give the container image URI, such as 111122223333.dkr.ecr.us-east-1.amazonaws.com/repo:tag",
+        pattern=_IMAGE_PATTERN,
+        message="is not a container image URI",
+    )
+    ok &= image is not None
+    url = None
+    if data.get("model_data_url") is not None:
+        url = r.string(
+            data["model_data_url"],
+            f"{where}.model_data_url",
+            "write s3://bucket/path/model.tar.gz",
+            pattern=r"^s3://[a-z0-9.\-]{3,63}/.+",
+            message="is not an S3 URL of a model archive",
+        )
+        ok &= url is not None
+    env: dict[str, str] = {}
+    env_raw = r.mapping(data.get("environment"), f"{where}.environment")
+    for key, value in (env_raw or {}).items():
+        if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+            env[str(key)] = str(value)
+        elif isinstance(value, bool):
+            r.add(f"{where}.environment.{key}", value, "is a YAML boolean", f'quote it: "{str(value).lower()}"')
+            ok = False
+        else:
+            r.add(f"{where}.environment.{key}", value, "must be a string", "environment values are strings")
+            ok = False
+    profile = None
+    if data.get("profile") is not None:
+        profile = r.string(data["profile"], f"{where}.profile", "name a MIG profile such as mig-3g.20gb")
+        ok &= profile is not None
+    gpus = None
+    if data.get("gpus") is not None:
+        gpus = r.integer(data["gpus"], f"{where}.gpus", minimum=1, fix="give the whole GPUs one copy needs")
+        ok &= gpus is not None
+    copies = _copies(data.get("copies"), f"{where}.copies", r)
+    ok &= copies is not None
+    memory = r.integer(
+        data.get("memory_mb"),
+        f"{where}.memory_mb",
+        minimum=MIN_MEMORY_MB,
+        fix="give the host memory one copy needs, in MB, such as 16384",
+    )
+    ok &= memory is not None
+    cpus = None
+    if data.get("cpus") is not None:
+        cpus = r.number(data["cpus"], f"{where}.cpus", minimum=MIN_CPUS, fix="give the CPU cores one copy needs, such as 4")
+        ok &= cpus is not None
+    team = None
+    if data.get("team") is not None:
+        team = r.string(data["team"], f"{where}.team", "name one of the config's teams")
+        if team is not None and team not in team_names:
+            r.add(f"{where}.team", team, "is not a team of this config", f"use one of {', '.join(sorted(team_names)) or '(no teams)'}")
+            ok = False
+    target = DEFAULT_INVOCATIONS_PER_COPY
+    if data.get("invocations_per_copy") is not None:
+        t = r.number(data["invocations_per_copy"], f"{where}.invocations_per_copy", minimum=1e-9, fix="use a positive number such as 10")
+        ok &= t is not None
+        target = t if t is not None else target
+    isolation = True
+    if "network_isolation" in data:
+        if isinstance(data["network_isolation"], bool):
+            isolation = data["network_isolation"]
+        else:
+            r.add(f"{where}.network_isolation", data["network_isolation"], "must be true or false", "write true or false")
+            ok = False
+    if not ok:
+        return None
+    return InferenceModelConfig(
+        name=name,
+        image=image,
+        model_data_url=url,
+        environment=env,
+        profile=profile,
+        gpus=gpus,
+        copies=copies,
+        memory_mb=memory,
+        cpus=cpus,
+        team=team,
+        invocations_per_copy=target,
+        network_isolation=isolation,
+    )
+
+
+def _endpoint(raw: Any, where: str, team_names: set[str], r: _Reader) -> InferenceEndpointConfig | None:
+    data = r.mapping(raw, where)
+    if data is None:
+        return None
+    r.keys(data, _ENDPOINT_KEYS, where)
+    name = r.string(
+        data.get("name"),
+        f"{where}.name",
+        "use lower-case letters, digits and hyphens",
+        pattern=NAME_PATTERN,
+        message="is not a valid endpoint name",
+    )
+    if name:
+        where = f"{where} ({name})"
+    instance_type = r.string(
+        data.get("instance_type"),
+        f"{where}.instance_type",
+        f"use a MIG instance type: {', '.join(mig.INSTANCE_TYPES)}",
+    )
+    count = 1
+    if "instance_count" in data:
+        count = r.integer(data["instance_count"], f"{where}.instance_count", minimum=1, fix="use 1 or more")
+    layout_raw = data.get("layout")
+    layout: str | tuple[str, ...] | None = None
+    if isinstance(layout_raw, str) and layout_raw.strip():
+        layout = layout_raw
+    elif isinstance(layout_raw, list) and layout_raw and all(isinstance(p, str) for p in layout_raw):
+        layout = tuple(layout_raw)
+    else:
+        r.add(
+            f"{where}.layout",
+            layout_raw,
+            "is required: a preset name or a list of MIG profiles",
+            f"for example layout: half, or layout: [mig-3g.20gb, mig-3g.20gb]; presets: {', '.join(mig.PRESETS)}",
+        )
+    whole = None
+    wraw = r.mapping(data.get("whole_gpu"), f"{where}.whole_gpu")
+    if wraw is not None:
+        r.keys(wraw, {"instance_type", "instance_count"}, f"{where}.whole_gpu")
+        wtype = r.string(wraw.get("instance_type"), f"{where}.whole_gpu.instance_type", "give an ml. GPU instance type such as ml.p4d.24xlarge")
+        wcount = 1
+        if "instance_count" in wraw:
+            wcount = r.integer(wraw["instance_count"], f"{where}.whole_gpu.instance_count", minimum=1, fix="use 1 or more")
+        if wtype is not None and wcount is not None:
+            whole = WholeGpuConfig(wtype, wcount)
+    models: list[InferenceModelConfig] = []
+    mraw = data.get("models")
+    if not isinstance(mraw, list) or not mraw:
+        r.add(f"{where}.models", mraw, "must be a non-empty list", "list the models this endpoint serves")
+        mraw = []
+    for i, entry in enumerate(mraw):
+        m = _model(entry, f"{where}.models[{i}]", team_names, r)
+        if m is not None:
+            models.append(m)
+    if name is None or instance_type is None or count is None or layout is None or len(models) != len(mraw):
+        return None
+    if wraw is not None and whole is None:
+        return None
+    endpoint = InferenceEndpointConfig(
+        name=name, instance_type=instance_type, instance_count=count, layout=layout, models=tuple(models), whole_gpu=whole
+    )
+    for p in check_endpoint(endpoint, where=where):
+        r.add(p.field, p.value, p.message, p.fix)
+    return endpoint
+
+
+def parse_inference(raw: Any, teams: Sequence[Any], add_problem: AddProblem) -> InferenceConfig | None:
+    """Parse the ``inference`` section; record every problem with ``add_problem``.
+
+    ``teams`` are the config's parsed teams (``TeamConfig``): a model's ``team`` must
+    name one. Returns ``None`` when the section is unusable (problems recorded).
+    """
+    r = _Reader(add_problem)
+    data = r.mapping(raw, "inference", required=True)
+    if data is None:
+        return None
+    r.keys(data, _TOP_KEYS, "inference")
+    team_names = {getattr(t, "name", t) for t in teams}
+    endpoints: list[InferenceEndpointConfig] = []
+    eraw = data.get("endpoints")
+    if not isinstance(eraw, list) or not eraw:
+        r.add("inference.endpoints", eraw, "must be a non-empty list", "declare at least one endpoint (see examples/inference.yaml)")
+        eraw = []
+    seen: dict[str, int] = {}
+    for i, entry in enumerate(eraw):
+        e = _endpoint(entry, f"inference.endpoints[{i}]", team_names, r)
+        if e is None:
+            continue
+        if e.name in seen:
+            r.add(
+                f"inference.endpoints[{i}].name",
+                e.name,
+                f"duplicates the name of inference.endpoints[{seen[e.name]}]",
+                "give every endpoint a unique name",
+            )
+            continue
+        seen[e.name] = i
+        endpoints.append(e)
+    vpc = None
+    vraw = r.mapping(data.get("vpc"), "inference.vpc")
+    if vraw is not None:
+        r.keys(vraw, {"subnet_ids", "security_group_ids"}, "inference.vpc")
+        lists: dict[str, tuple[str, ...]] = {}
+        for key, prefix in (("subnet_ids", "subnet-"), ("security_group_ids", "sg-")):
+            value = vraw.get(key)
+            if not isinstance(value, list) or not value or not all(isinstance(v, str) and v.startswith(prefix) for v in value):
+                r.add(f"inference.vpc.{key}", value, f"must be a non-empty list of {prefix}... ids", f"for example [{prefix}0123456789abcdef0]")
+            else:
+                lists[key] = tuple(value)
+        if len(lists) == 2:
+            vpc = InferenceVpcConfig(lists["subnet_ids"], lists["security_group_ids"])
+    kms = None
+    if data.get("kms_key_arn") is not None:
+        kms = r.string(
+            data["kms_key_arn"],
+            "inference.kms_key_arn",
+            "give a KMS key ARN: arn:aws:kms:REGION:ACCOUNT:key/ID",
+            pattern=_KMS_PATTERN,
+            message="is not a KMS key ARN",
+        )
+    if len(endpoints) != len(eraw):
+        return None
+    return InferenceConfig(endpoints=tuple(endpoints), vpc=vpc, kms_key_arn=kms)
+
+
+def check_or_raise(endpoint: InferenceEndpointConfig, *, source: str | None = None) -> None:
+    """Raise one ``ConfigError`` listing every problem of ``endpoint``."""
+    problems = check_endpoint(endpoint)
+    if problems:
+        raise ConfigError(problems, source=source)
