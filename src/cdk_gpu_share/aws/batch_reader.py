@@ -1,0 +1,436 @@
+"""Read an AWS Batch fair-share job queue into the reclaim planner's state.
+
+Used by the reclaim Lambda (every cycle) and by ``gpu-share status``. The caller
+passes a boto3 ``batch`` client; nothing here imports boto3 or aws-cdk-lib.
+
+The fleet is one pool of GPUs (resource ``"gpu"``): Batch places a GPU job on any
+instance of the queue's compute environments, so the planner's fungible pool is
+the right model. Teams are told apart by their fair-share identifier.
+
+API
+---
+* :func:`share_identifier` -- the fair-share identifier of a team name
+  (``team-a`` -> ``teama``); :func:`share_identifier_problems` lists collisions.
+* :func:`fleet_gpus`, :func:`team_settings`, :func:`settings_from_config` -- the
+  *reclaim settings*, a JSON document baked into the Lambda at synth::
+
+      {"queue": "gpu-share-fairshare", "capacity": {"gpu": 3},
+       "settings": {"reclaim_after_seconds": 60, "min_runtime_seconds": 0},
+       "dry_run": false,
+       "teams": [{"name": "team-a", "share_identifier": "teama",
+                  "guarantee": {"gpu": 1}, ...contract team fields...}]}
+
+  :func:`encode_settings` / :func:`decode_settings` pack it for an environment
+  variable (zlib + base64 when long).
+* :func:`read_queue` -- ``ListJobs`` (RUNNABLE, STARTING, RUNNING; paginated,
+  1,000 a page) and ``DescribeJobs`` (100 a call) into a :class:`QueueSnapshot`
+  whose ``state`` is the contract's input state (``reclaim.plan(snapshot.state)``).
+  :func:`read_queue_state` returns only that state.
+* :func:`call_with_retry` -- one Batch call, retried with exponential backoff on
+  throttling and server errors.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import random
+import time
+import zlib
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping
+
+from cdk_gpu_share.core import instances
+from cdk_gpu_share.core.errors import Problem
+
+__all__ = [
+    "RESOURCE",
+    "TAG_QUEUE",
+    "TAG_TEAM",
+    "TAG_REQUEUED_FROM",
+    "RECLAIM_REASON_PREFIX",
+    "LIST_PAGE_SIZE",
+    "DESCRIBE_BATCH",
+    "share_identifier",
+    "share_identifier_problems",
+    "fleet_gpus",
+    "team_settings",
+    "settings_from_config",
+    "encode_settings",
+    "decode_settings",
+    "gpus_of",
+    "QueueSnapshot",
+    "read_queue",
+    "read_queue_state",
+    "call_with_retry",
+    "is_retryable",
+    "minimum_calls",
+]
+
+#: The planner's one resource: GPUs of the fleet.
+RESOURCE = "gpu"
+#: Tags every job of the queue carries (required by ``FairshareQueue.grant_submit``).
+TAG_QUEUE = "gpu-share:queue"
+TAG_TEAM = "gpu-share:team"
+#: Tag of a job the reclaimer resubmitted: the id of the job it stopped.
+TAG_REQUEUED_FROM = "gpu-share:requeued-from"
+#: Start of every reason the reclaimer writes on a job it stops. Letters and spaces
+#: only, so that a job definition's ``evaluateOnExit.onStatusReason`` (letters,
+#: digits, periods, colons, white space) and an EventBridge prefix filter match it.
+RECLAIM_REASON_PREFIX = "GpuShare reclaim"
+
+#: ListJobs returns at most 1,000 jobs a page when filtered by status.
+LIST_PAGE_SIZE = 1000
+#: DescribeJobs takes at most 100 job ids.
+DESCRIBE_BATCH = 100
+#: Batch job statuses read, and the contract state each maps to.
+STATUSES = (("RUNNABLE", "pending"), ("STARTING", "running"), ("RUNNING", "running"))
+#: Fair-share identifiers: up to 255 alphanumeric characters (Batch API reference).
+SHARE_IDENTIFIER_MAX = 255
+#: Name prefix of the stand-in team of a share identifier no configured team has.
+UNKNOWN_SHARE_PREFIX = "share:"
+
+
+# ---------------------------------------------------------------------------
+# Share identifiers
+
+
+def share_identifier(team_name: str) -> str:
+    """The fair-share identifier of a team: its letters and digits (``team-a`` -> ``teama``).
+
+    Batch documents share identifiers as alphanumeric (optionally ending with ``*``,
+    which this library never uses), so hyphens, underscores and dots are dropped.
+    """
+    return "".join(c for c in team_name if c.isascii() and c.isalnum())[:SHARE_IDENTIFIER_MAX]
+
+
+def share_identifier_problems(team_names: Iterable[str], where: str = "teams") -> list[Problem]:
+    """Teams whose share identifiers collide or are empty, each naming both teams."""
+    problems: list[Problem] = []
+    seen: dict[str, str] = {}
+    for name in team_names:
+        sid = share_identifier(name)
+        if not sid:
+            problems.append(Problem(
+                f"{where} ({name}).name", name,
+                "has no letter or digit, so it gives an empty fair-share identifier",
+                "use a team name with letters or digits, such as team-a",
+            ))
+            continue
+        if sid in seen:
+            problems.append(Problem(
+                f"{where} ({name}).name", name,
+                f"gives the fair-share identifier {sid!r}, as team {seen[sid]!r} does"
+                " (identifiers keep only letters and digits)",
+                f"rename {name!r} or {seen[sid]!r} so that their letters and digits differ",
+            ))
+            continue
+        seen[sid] = name
+    return problems
+
+
+# ---------------------------------------------------------------------------
+# Reclaim settings (baked into the Lambda at synth)
+
+
+def fleet_gpus(amounts: Mapping[str, Any]) -> float:
+    """GPUs of ``{instance_type: count or Amount}`` on catalogued GPU instance types."""
+    total = 0.0
+    for it, amount in amounts.items():
+        if hasattr(amount, "gpus"):
+            g = amount.gpus(it)
+            total += g or 0.0
+        else:
+            info = instances.lookup(it)
+            total += float(amount) * (info.gpus if info else 0)
+    return total
+
+
+def _num(value: float) -> int | float:
+    return int(value) if float(value).is_integer() else value
+
+
+def team_settings(team: Any, capacity: Mapping[str, int]) -> dict:
+    """The contract's team entry (GPUs) for a :class:`~cdk_gpu_share.core.config.TeamConfig`
+    on a fleet of ``capacity``, plus its ``share_identifier``. Defaults are left out."""
+    entry: dict[str, Any] = {
+        "name": team.name,
+        "share_identifier": share_identifier(team.name),
+        "guarantee": {RESOURCE: _num(fleet_gpus(team.guarantee_for(capacity)))},
+    }
+    sharing = getattr(team.sharing, "value", team.sharing)
+    if sharing != "lend_and_borrow":
+        entry["sharing"] = sharing
+    elif team.borrow_limit_percent is not None and team.borrow_limit_percent != -1:
+        entry["borrow_limit_percent"] = team.borrow_limit_percent
+    limits = {it: a for it, a in team.borrow_limit.items() if it in capacity}
+    if limits and sharing == "lend_and_borrow":
+        entry["borrow_limit"] = {RESOURCE: _num(fleet_gpus(limits))}
+    if team.in_team_preemption:
+        entry["in_team_preemption"] = True
+    return entry
+
+
+def settings_from_config(config: Any, *, queue: str | None = None) -> dict:
+    """The reclaim settings of a :class:`~cdk_gpu_share.core.config.PlatformConfig`'s fair-share queue."""
+    section = config.fairshare
+    if section is None:
+        raise ValueError("the config has no fairshare section")
+    reclaim = section.reclaim
+    return {
+        "queue": queue or section.queue_name or f"{config.name}-fairshare",
+        "capacity": {RESOURCE: _num(fleet_gpus(section.capacity))},
+        "settings": {
+            "reclaim_after_seconds": reclaim.reclaim_after_seconds,
+            "min_runtime_seconds": reclaim.min_runtime_seconds,
+        },
+        "dry_run": reclaim.dry_run,
+        "teams": [team_settings(t, section.capacity) for t in config.teams_for("fairshare")],
+    }
+
+
+_PACKED = "z:"
+
+
+def encode_settings(settings: Mapping, *, pack_above: int = 2048) -> str:
+    """Compact JSON; zlib + base64 (prefixed ``z:``) when longer than ``pack_above`` characters."""
+    text = json.dumps(settings, separators=(",", ":"), sort_keys=True)
+    if len(text) <= pack_above:
+        return text
+    return _PACKED + base64.b64encode(zlib.compress(text.encode(), 9)).decode()
+
+
+def decode_settings(text: str) -> dict:
+    """The inverse of :func:`encode_settings`."""
+    if text.startswith(_PACKED):
+        text = zlib.decompress(base64.b64decode(text[len(_PACKED):])).decode()
+    return json.loads(text)
+
+
+# ---------------------------------------------------------------------------
+# Calls with retry
+
+
+_THROTTLE_CODES = {
+    "Throttling", "ThrottlingException", "ThrottledException", "TooManyRequestsException",
+    "RequestLimitExceeded", "SlowDown", "RequestThrottled", "RequestThrottledException",
+}
+
+
+def is_retryable(error: Exception) -> bool:
+    """Throttling (any throttling code, or HTTP 429) and server errors (HTTP 5xx, ``ServerException``)."""
+    response = getattr(error, "response", None)
+    if not isinstance(response, Mapping):
+        return False
+    code = response.get("Error", {}).get("Code", "")
+    status = response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0
+    return code in _THROTTLE_CODES or code == "ServerException" or status == 429 or status >= 500
+
+
+def call_with_retry(
+    client: Any,
+    operation: str,
+    *,
+    max_attempts: int = 6,
+    base_delay: float = 0.2,
+    max_delay: float = 5.0,
+    sleep: Callable[[float], None] = time.sleep,
+    counter: dict | None = None,
+    **params: Any,
+) -> dict:
+    """``client.<operation>(**params)``, retried on throttling and server errors.
+
+    Full-jitter exponential backoff (``base_delay * 2**attempt``, capped at
+    ``max_delay``), at most ``max_attempts`` calls; other errors are raised at once.
+    ``counter`` (operation -> calls) counts every request sent.
+    """
+    method = getattr(client, _snake(operation))
+    attempt = 0
+    while True:
+        if counter is not None:
+            counter[operation] = counter.get(operation, 0) + 1
+        try:
+            return method(**params)
+        except Exception as exc:  # botocore ClientError; anything else is not retryable
+            attempt += 1
+            if attempt >= max_attempts or not is_retryable(exc):
+                raise
+            sleep(random.uniform(0, min(max_delay, base_delay * 2 ** attempt)))
+
+
+def _snake(operation: str) -> str:
+    out = []
+    for i, c in enumerate(operation):
+        if c.isupper() and i:
+            out.append("_")
+        out.append(c.lower())
+    return "".join(out)
+
+
+# ---------------------------------------------------------------------------
+# Reading the queue
+
+
+def gpus_of(job: Mapping) -> float:
+    """GPUs a job (a ``DescribeJobs`` detail) requires: its containers' ``GPU`` requirements.
+
+    Single-container jobs (``container``) and ECS task jobs
+    (``ecsProperties.taskProperties[].containers[]``) are counted; other job
+    kinds (EKS, multi-node) count 0.
+    """
+    def of(requirements: Iterable[Mapping] | None) -> float:
+        total = 0.0
+        for r in requirements or ():
+            if r.get("type") == "GPU":
+                try:
+                    total += float(r.get("value", 0))
+                except (TypeError, ValueError):
+                    pass
+        return total
+
+    container = job.get("container")
+    if container:
+        return of(container.get("resourceRequirements"))
+    total = 0.0
+    for task in (job.get("ecsProperties") or {}).get("taskProperties") or ():
+        for c in task.get("containers") or ():
+            total += of(c.get("resourceRequirements"))
+    return total
+
+
+@dataclass
+class QueueSnapshot:
+    """One read of the queue.
+
+    :ivar state: the reclaim planner's input state (the contract's JSON).
+    :ivar jobs: job id -> the job's ``DescribeJobs`` detail, for every job in ``state``.
+    :ivar team_of_share: share identifier -> team name (configured teams).
+    :ivar unknown_shares: share identifiers no configured team has (their jobs go to a
+        stand-in team ``share:<id>`` with no guarantee, which lends and borrows).
+    :ivar calls: API operation -> requests sent (retries included).
+    """
+
+    state: dict
+    jobs: dict = field(default_factory=dict)
+    team_of_share: dict = field(default_factory=dict)
+    unknown_shares: list = field(default_factory=list)
+    calls: dict = field(default_factory=dict)
+
+
+def read_queue(
+    client: Any,
+    queue: str,
+    settings: Mapping,
+    now: float,
+    *,
+    sleep: Callable[[float], None] = time.sleep,
+) -> QueueSnapshot:
+    """Read ``queue`` (name or ARN) and build the planner's state.
+
+    :param client: a boto3 ``batch`` client.
+    :param settings: the reclaim settings (:func:`settings_from_config`); ``queue``
+        there is ignored in favour of the argument.
+    :param now: the time in seconds since the epoch (the state's ``now``).
+    :param sleep: used between retries (tests pass a no-op).
+
+    ``ListJobs`` is called per status (RUNNABLE, STARTING, RUNNING) with 1,000 jobs
+    a page; ``DescribeJobs`` in batches of 100 gives each job's GPUs, share
+    identifier and scheduling priority. A job's state is its *described* status (the
+    fresher one); a listed job that ``DescribeJobs`` no longer returns, or that has
+    left those statuses meanwhile, is dropped. A job already being terminated or
+    cancelled (``isTerminated``, ``isCancelled``) is marked ``terminating``.
+    Times: a running job's ``since`` is ``startedAt`` (``now`` while STARTING), a
+    pending job's is ``createdAt``.
+    """
+    calls: dict = {}
+    listed: list[str] = []
+    seen: set[str] = set()
+    for status, _ in STATUSES:
+        token = None
+        while True:
+            params: dict[str, Any] = {"jobQueue": queue, "jobStatus": status, "maxResults": LIST_PAGE_SIZE}
+            if token:
+                params["nextToken"] = token
+            page = call_with_retry(client, "ListJobs", sleep=sleep, counter=calls, **params)
+            for summary in page.get("jobSummaryList", ()):
+                jid = summary["jobId"]
+                if jid not in seen:
+                    seen.add(jid)
+                    listed.append(jid)
+            token = page.get("nextToken")
+            if not token:
+                break
+
+    details: dict[str, dict] = {}
+    for i in range(0, len(listed), DESCRIBE_BATCH):
+        batch = listed[i:i + DESCRIBE_BATCH]
+        response = call_with_retry(client, "DescribeJobs", sleep=sleep, counter=calls, jobs=batch)
+        for job in response.get("jobs", ()):
+            details[job["jobId"]] = job
+
+    teams = [dict(t) for t in settings.get("teams", ())]
+    team_of_share = {t.get("share_identifier") or share_identifier(t["name"]): t["name"] for t in teams}
+    state_of = dict(STATUSES)
+    jobs_out: list[dict] = []
+    kept: dict[str, dict] = {}
+    unknown: dict[str, str] = {}
+    for jid in listed:
+        job = details.get(jid)
+        if job is None:
+            continue  # finished (and aged out) between the listing and the describe
+        job_state = state_of.get(job.get("status", ""))
+        if job_state is None:
+            continue  # left RUNNABLE/STARTING/RUNNING meanwhile
+        sid = job.get("shareIdentifier") or ""
+        team = team_of_share.get(sid)
+        if team is None:
+            team = unknown.setdefault(sid, UNKNOWN_SHARE_PREFIX + sid)
+        if job_state == "running":
+            started = job.get("startedAt")
+            since = started / 1000.0 if started else now
+        else:
+            created = job.get("createdAt")
+            since = created / 1000.0 if created else now
+        priority = job.get("schedulingPriority", 0)
+        jobs_out.append({
+            "id": jid,
+            "team": team,
+            "state": job_state,
+            "demand": {RESOURCE: gpus_of(job)},
+            "priority": int(priority) if isinstance(priority, (int, float)) else 0,
+            "since": since,
+            "terminating": bool(job.get("isTerminated") or job.get("isCancelled")),
+        })
+        kept[jid] = job
+
+    for sid, name in unknown.items():
+        teams.append({"name": name, "guarantee": {RESOURCE: 0}})
+    planner_teams = [{k: v for k, v in t.items() if k != "share_identifier"} for t in teams]
+    state = {
+        "now": now,
+        "capacity": dict(settings.get("capacity") or {RESOURCE: 0}),
+        "settings": dict(settings.get("settings") or {}),
+        "teams": planner_teams,
+        "jobs": jobs_out,
+    }
+    return QueueSnapshot(
+        state=state,
+        jobs=kept,
+        team_of_share=team_of_share,
+        unknown_shares=sorted(unknown),
+        calls=calls,
+    )
+
+
+def read_queue_state(client: Any, queue: str, settings: Mapping, now: float, **kwargs: Any) -> dict:
+    """The planner's input state of ``queue`` (see :func:`read_queue`)."""
+    return read_queue(client, queue, settings, now, **kwargs).state
+
+
+def minimum_calls(jobs_by_status: Mapping[str, int], victims: int) -> int:
+    """The fewest requests one reclaim cycle can make: a ListJobs page per 1,000 jobs of
+    each status (at least one), a DescribeJobs per 100 jobs and a TerminateJobs per 50 victims."""
+    pages = sum(max(1, math.ceil(jobs_by_status.get(s, 0) / LIST_PAGE_SIZE)) for s, _ in STATUSES)
+    total = sum(jobs_by_status.get(s, 0) for s, _ in STATUSES)
+    return pages + math.ceil(total / DESCRIBE_BATCH) + math.ceil(victims / 50)

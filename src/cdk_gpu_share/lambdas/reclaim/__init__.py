@@ -1,0 +1,1 @@
+"""The reclaim Lambda (handler: ``cdk_gpu_share.lambdas.reclaim.handler.handler``)."""
