@@ -1,0 +1,558 @@
+"""The MIG endpoint custom-resource handler against botocore's Stubber.
+
+Every request is validated against a real SageMaker service model: the one vendored
+into the Lambda asset (what the function runs with) and the installed botocore's.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import os
+import datetime as dt
+import json
+from pathlib import Path
+
+import botocore.session
+import pytest
+from botocore.stub import ANY, Stubber
+
+from cdk_gpu_share.lambdas.mig_endpoint import _vendor
+from cdk_gpu_share.lambdas.mig_endpoint import index as h
+
+DATA = Path(h.__file__).resolve().parent / "data"
+ROLE = "arn:aws:iam::111122223333:role/gpu-share-mig-exec"
+NOW = dt.datetime(2026, 11, 30, tzinfo=dt.timezone.utc)
+
+
+@functools.lru_cache(maxsize=None)
+def _client(data_path: str | None):
+    session = botocore.session.get_session()
+    if data_path:
+        session.set_config_variable("data_path", data_path)
+    return session.create_client(
+        "sagemaker", region_name="us-east-1", aws_access_key_id="test", aws_secret_access_key="test"
+    )
+
+
+@pytest.fixture(params=["vendored", "installed"])
+def sm(request):
+    client = _client(str(DATA) if request.param == "vendored" else None)
+    with Stubber(client) as stubber:
+        client.stubber = stubber
+        yield client
+        stubber.assert_no_pending_responses()
+
+
+ENDPOINT_PROPS = {
+    "Kind": "Endpoint",
+    "EndpointBaseName": "small-models",
+    "InstanceType": "ml.p4d.24xlarge",
+    "InstanceCount": "1",  # CloudFormation passes numbers as strings
+    "Layout": ["mig-3g.20gb", "mig-3g.20gb"],
+    "ExecutionRoleArn": ROLE,
+    "VariantName": "AllTraffic",
+    "Tags": [{"Key": "gpu-share:platform", "Value": "demo"}],
+}
+COMPONENT_PROPS = {
+    "Kind": "InferenceComponent",
+    "ComponentBaseName": "small-models-summarizer",
+    "EndpointName": "small-models-abc123",
+    "VariantName": "AllTraffic",
+    "ModelName": "Model-summarizer-XYZ",
+    "AcceleratorPartitionType": "mig-3g.20gb",
+    "NumberOfAcceleratorDevicesRequired": "1",
+    "MinMemoryRequiredInMb": "16384",
+    "NumberOfCpuCoresRequired": "4",
+    "CopyCount": "2",
+    "MinCopyCount": "1",
+    "MaxCopyCount": "4",
+}
+
+
+def event(request_type, props, *, old=None, physical=None):
+    e = {
+        "RequestType": request_type,
+        "ResourceType": "Custom::GpuShareMigEndpoint",
+        "LogicalResourceId": "Endpoint",
+        "StackId": "arn:aws:cloudformation:us-east-1:111122223333:stack/demo/1",
+        "RequestId": "req-1",
+        "ResourceProperties": copy.deepcopy(props),
+    }
+    if old is not None:
+        e["OldResourceProperties"] = copy.deepcopy(old)
+    if physical is not None:
+        e["PhysicalResourceId"] = physical
+    return e
+
+
+def endpoint_arn(name):
+    return f"arn:aws:sagemaker:us-east-1:111122223333:endpoint/{name}"
+
+
+def ic_arn(name):
+    return f"arn:aws:sagemaker:us-east-1:111122223333:inference-component/{name}"
+
+
+def describe_endpoint(name, status, config, reason=None):
+    out = {
+        "EndpointName": name,
+        "EndpointArn": endpoint_arn(name),
+        "EndpointConfigName": config,
+        "EndpointStatus": status,
+        "CreationTime": NOW,
+        "LastModifiedTime": NOW,
+    }
+    if reason:
+        out["FailureReason"] = reason
+    return out
+
+
+def not_found(stubber, method, message, expected=None):
+    stubber.add_client_error(
+        method, service_error_code="ValidationException", service_message=message, http_status_code=400,
+        expected_params=expected,
+    )
+
+
+# --------------------------------------------------------------------------- endpoint
+
+
+def test_create_endpoint_sends_the_layout_without_model_name(sm):
+    name = h.endpoint_name(ENDPOINT_PROPS)
+    cfg = h.config_name(ENDPOINT_PROPS)
+    sm.stubber.add_response(
+        "create_endpoint_config",
+        {"EndpointConfigArn": f"arn:aws:sagemaker:us-east-1:111122223333:endpoint-config/{cfg}"},
+        {
+            "EndpointConfigName": cfg,
+            "ProductionVariants": [
+                {
+                    "VariantName": "AllTraffic",
+                    "InstanceType": "ml.p4d.24xlarge",
+                    "InitialInstanceCount": 1,
+                    "AcceleratorPartitionLayouts": [{"AcceleratorPartitionTypes": ["mig-3g.20gb", "mig-3g.20gb"]}],
+                }
+            ],
+            "ExecutionRoleArn": ROLE,
+            "Tags": [{"Key": "gpu-share:platform", "Value": "demo"}],
+        },
+    )
+    sm.stubber.add_response(
+        "create_endpoint",
+        {"EndpointArn": endpoint_arn(name)},
+        {"EndpointName": name, "EndpointConfigName": cfg, "Tags": ANY},
+    )
+    result = h.handle_on_event(event("Create", ENDPOINT_PROPS), sm)
+    assert result["PhysicalResourceId"] == name
+    assert name.startswith("small-models-") and len(name) == len("small-models-") + 6
+    assert result["Data"]["EndpointArn"] == endpoint_arn(name)
+    assert result["Data"]["EndpointConfigName"] == cfg
+
+
+def test_create_endpoint_with_vpc_config(sm):
+    props = {**ENDPOINT_PROPS, "VpcConfig": {"SecurityGroupIds": ["sg-0123456789abcdef0"], "Subnets": ["subnet-0123456789abcdef0"]}}
+    sm.stubber.add_response(
+        "create_endpoint_config",
+        {"EndpointConfigArn": "arn:aws:sagemaker:us-east-1:111122223333:endpoint-config/x"},
+        {
+            "EndpointConfigName": h.config_name(props),
+            "ProductionVariants": ANY,
+            "ExecutionRoleArn": ROLE,
+            "VpcConfig": {"SecurityGroupIds": ["sg-0123456789abcdef0"], "Subnets": ["subnet-0123456789abcdef0"]},
+            "Tags": ANY,
+        },
+    )
+    sm.stubber.add_response("create_endpoint", {"EndpointArn": endpoint_arn("x")}, None)
+    h.handle_on_event(event("Create", props), sm)
+
+
+def test_create_retry_tolerates_existing_config_and_endpoint(sm):
+    not_found_msg = "Cannot create already existing endpoint configuration"
+    sm.stubber.add_client_error("create_endpoint_config", "ValidationException", not_found_msg, 400)
+    sm.stubber.add_client_error("create_endpoint", "ValidationException", "Cannot create already existing endpoint", 400)
+    result = h.handle_on_event(event("Create", ENDPOINT_PROPS), sm)
+    assert result["PhysicalResourceId"] == h.endpoint_name(ENDPOINT_PROPS)
+
+
+def test_endpoint_is_complete_waits_then_reports_in_service(sm):
+    name = h.endpoint_name(ENDPOINT_PROPS)
+    cfg = h.config_name(ENDPOINT_PROPS)
+    sm.stubber.add_response("describe_endpoint", describe_endpoint(name, "Creating", cfg), {"EndpointName": name})
+    sm.stubber.add_response("describe_endpoint", describe_endpoint(name, "InService", cfg), {"EndpointName": name})
+    e = event("Create", ENDPOINT_PROPS, physical=name)
+    assert h.handle_is_complete(e, sm) == {"IsComplete": False}
+    done = h.handle_is_complete(e, sm)
+    assert done["IsComplete"] is True
+    assert done["Data"]["EndpointName"] == name
+    assert done["Data"]["EndpointArn"] == endpoint_arn(name)
+
+
+def test_endpoint_failure_reports_the_reason(sm):
+    name = h.endpoint_name(ENDPOINT_PROPS)
+    sm.stubber.add_response(
+        "describe_endpoint",
+        describe_endpoint(name, "Failed", h.config_name(ENDPOINT_PROPS), "insufficient capacity for ml.p4d.24xlarge"),
+    )
+    with pytest.raises(h.HandlerError, match="insufficient capacity for ml.p4d.24xlarge"):
+        h.handle_is_complete(event("Create", ENDPOINT_PROPS, physical=name), sm)
+
+
+def test_layout_change_creates_a_new_endpoint_never_updates_in_place(sm):
+    old_name = h.endpoint_name(ENDPOINT_PROPS)
+    new = {**ENDPOINT_PROPS, "Layout": ["mig-4g.20gb", "mig-3g.20gb"]}
+    new_name = h.endpoint_name(new)
+    assert new_name != old_name
+    sm.stubber.add_response(
+        "create_endpoint_config",
+        {"EndpointConfigArn": "arn:aws:sagemaker:us-east-1:111122223333:endpoint-config/x"},
+        {
+            "EndpointConfigName": h.config_name(new),
+            "ProductionVariants": [
+                {
+                    "VariantName": "AllTraffic",
+                    "InstanceType": "ml.p4d.24xlarge",
+                    "InitialInstanceCount": 1,
+                    "AcceleratorPartitionLayouts": [{"AcceleratorPartitionTypes": ["mig-4g.20gb", "mig-3g.20gb"]}],
+                }
+            ],
+            "ExecutionRoleArn": ROLE,
+            "Tags": ANY,
+        },
+    )
+    sm.stubber.add_response(
+        "create_endpoint", {"EndpointArn": endpoint_arn(new_name)}, {"EndpointName": new_name, "EndpointConfigName": h.config_name(new), "Tags": ANY}
+    )
+    # no update_endpoint, no delete: CloudFormation deletes the old endpoint after the update
+    result = h.handle_on_event(event("Update", new, old=ENDPOINT_PROPS, physical=old_name), sm)
+    assert result["PhysicalResourceId"] == new_name
+
+
+def test_layout_order_counts_as_a_change():
+    reordered = {**ENDPOINT_PROPS, "Layout": ["mig-3g.20gb", "mig-2g.10gb", "mig-1g.5gb", "mig-1g.5gb"]}
+    other = {**ENDPOINT_PROPS, "Layout": ["mig-2g.10gb", "mig-3g.20gb", "mig-1g.5gb", "mig-1g.5gb"]}
+    assert h.endpoint_name(reordered) != h.endpoint_name(other)
+
+
+def test_instance_count_change_uses_a_new_config_and_update_endpoint(sm):
+    name = h.endpoint_name(ENDPOINT_PROPS)
+    new = {**ENDPOINT_PROPS, "InstanceCount": "2"}
+    assert h.endpoint_name(new) == name
+    old_cfg, new_cfg = h.config_name(ENDPOINT_PROPS), h.config_name(new)
+    assert old_cfg != new_cfg
+    sm.stubber.add_response("describe_endpoint", describe_endpoint(name, "InService", old_cfg), {"EndpointName": name})
+    sm.stubber.add_response(
+        "create_endpoint_config",
+        {"EndpointConfigArn": "arn:aws:sagemaker:us-east-1:111122223333:endpoint-config/x"},
+        {
+            "EndpointConfigName": new_cfg,
+            "ProductionVariants": [
+                {
+                    "VariantName": "AllTraffic",
+                    "InstanceType": "ml.p4d.24xlarge",
+                    "InitialInstanceCount": 2,
+                    "AcceleratorPartitionLayouts": [{"AcceleratorPartitionTypes": ["mig-3g.20gb", "mig-3g.20gb"]}],
+                }
+            ],
+            "ExecutionRoleArn": ROLE,
+            "Tags": ANY,
+        },
+    )
+    sm.stubber.add_response("update_endpoint", {"EndpointArn": endpoint_arn(name)}, {"EndpointName": name, "EndpointConfigName": new_cfg})
+    result = h.handle_on_event(event("Update", new, old=ENDPOINT_PROPS, physical=name), sm)
+    assert result["PhysicalResourceId"] == name
+    # complete on the new config; the old config is deleted then
+    sm.stubber.add_response("describe_endpoint", describe_endpoint(name, "Updating", old_cfg))
+    sm.stubber.add_response("describe_endpoint", describe_endpoint(name, "InService", new_cfg))
+    sm.stubber.add_response("delete_endpoint_config", {}, {"EndpointConfigName": old_cfg})
+    e = event("Update", new, old=ENDPOINT_PROPS, physical=name)
+    assert h.handle_is_complete(e, sm)["IsComplete"] is False
+    assert h.handle_is_complete(e, sm)["IsComplete"] is True
+
+
+def test_rolled_back_update_fails(sm):
+    name = h.endpoint_name(ENDPOINT_PROPS)
+    new = {**ENDPOINT_PROPS, "InstanceCount": "2"}
+    sm.stubber.add_response(
+        "describe_endpoint", describe_endpoint(name, "InService", h.config_name(ENDPOINT_PROPS), "capacity error")
+    )
+    with pytest.raises(h.HandlerError, match="rolled back"):
+        h.handle_is_complete(event("Update", new, old=ENDPOINT_PROPS, physical=name), sm)
+
+
+def test_unchanged_endpoint_update_calls_nothing(sm):
+    name = h.endpoint_name(ENDPOINT_PROPS)
+    tagged = {**ENDPOINT_PROPS, "Tags": [{"Key": "owner", "Value": "platform"}]}
+    result = h.handle_on_event(event("Update", tagged, old=ENDPOINT_PROPS, physical=name), sm)
+    assert result["PhysicalResourceId"] == name
+
+
+def test_delete_removes_components_then_endpoint_then_config(sm):
+    name = h.endpoint_name(ENDPOINT_PROPS)
+    cfg = h.config_name(ENDPOINT_PROPS)
+    ic = {
+        "InferenceComponentName": "small-models-summarizer-aaaaaa",
+        "InferenceComponentArn": ic_arn("small-models-summarizer-aaaaaa"),
+        "EndpointName": name,
+        "EndpointArn": endpoint_arn(name),
+        "VariantName": "AllTraffic",
+        "CreationTime": NOW,
+        "LastModifiedTime": NOW,
+        "InferenceComponentStatus": "InService",
+    }
+    listing = {"EndpointNameEquals": name, "MaxResults": 100}
+    # on_event: the leftover component is deleted
+    sm.stubber.add_response("list_inference_components", {"InferenceComponents": [ic]}, listing)
+    sm.stubber.add_response("delete_inference_component", {}, {"InferenceComponentName": ic["InferenceComponentName"]})
+    e = event("Delete", ENDPOINT_PROPS, physical=name)
+    assert h.handle_on_event(e, sm)["PhysicalResourceId"] == name
+    # is_complete: still deleting
+    sm.stubber.add_response("list_inference_components", {"InferenceComponents": [{**ic, "InferenceComponentStatus": "Deleting"}]}, listing)
+    assert h.handle_is_complete(e, sm) == {"IsComplete": False}
+    # components gone: the endpoint is deleted
+    sm.stubber.add_response("list_inference_components", {"InferenceComponents": []}, listing)
+    sm.stubber.add_response("describe_endpoint", describe_endpoint(name, "InService", cfg))
+    sm.stubber.add_response("delete_endpoint", {}, {"EndpointName": name})
+    assert h.handle_is_complete(e, sm) == {"IsComplete": False}
+    # endpoint gone: its config is deleted and nothing is left
+    sm.stubber.add_response("list_inference_components", {"InferenceComponents": []}, listing)
+    not_found(sm.stubber, "describe_endpoint", f'Could not find endpoint "{endpoint_arn(name)}".')
+    sm.stubber.add_response("delete_endpoint_config", {}, {"EndpointConfigName": cfg})
+    assert h.handle_is_complete(e, sm) == {"IsComplete": True}
+
+
+def test_delete_of_an_already_deleted_endpoint_succeeds(sm):
+    name = h.endpoint_name(ENDPOINT_PROPS)
+    e = event("Delete", ENDPOINT_PROPS, physical=name)
+    sm.stubber.add_response("list_inference_components", {"InferenceComponents": []})
+    h.handle_on_event(e, sm)
+    sm.stubber.add_response("list_inference_components", {"InferenceComponents": []})
+    not_found(sm.stubber, "describe_endpoint", f'Could not find endpoint "{endpoint_arn(name)}".')
+    not_found(sm.stubber, "delete_endpoint_config", "Could not find endpoint configuration")
+    assert h.handle_is_complete(e, sm) == {"IsComplete": True}
+
+
+def test_delete_reraises_other_errors(sm):
+    name = h.endpoint_name(ENDPOINT_PROPS)
+    sm.stubber.add_client_error("list_inference_components", "AccessDeniedException", "not authorized", 400)
+    with pytest.raises(Exception, match="not authorized"):
+        h.handle_on_event(event("Delete", ENDPOINT_PROPS, physical=name), sm)
+
+
+# --------------------------------------------------------------------------- components
+
+
+def test_create_component_on_a_partition(sm):
+    name = h.component_name(COMPONENT_PROPS)
+    sm.stubber.add_response(
+        "create_inference_component",
+        {"InferenceComponentArn": ic_arn(name)},
+        {
+            "InferenceComponentName": name,
+            "EndpointName": "small-models-abc123",
+            "VariantName": "AllTraffic",
+            "Specification": {
+                "ModelName": "Model-summarizer-XYZ",
+                "ComputeResourceRequirements": {
+                    "AcceleratorPartitionType": "mig-3g.20gb",
+                    "NumberOfAcceleratorDevicesRequired": 1.0,
+                    "MinMemoryRequiredInMb": 16384,
+                    "NumberOfCpuCoresRequired": 4.0,
+                },
+            },
+            "RuntimeConfig": {"CopyCount": 2},
+            "Tags": [],
+        },
+    )
+    result = h.handle_on_event(event("Create", COMPONENT_PROPS), sm)
+    assert result["PhysicalResourceId"] == name
+    assert result["Data"]["InferenceComponentArn"] == ic_arn(name)
+
+
+def describe_ic(name, status, reason=None):
+    out = {
+        "InferenceComponentName": name,
+        "InferenceComponentArn": ic_arn(name),
+        "EndpointName": "small-models-abc123",
+        "EndpointArn": endpoint_arn("small-models-abc123"),
+        "CreationTime": NOW,
+        "LastModifiedTime": NOW,
+        "InferenceComponentStatus": status,
+    }
+    if reason:
+        out["FailureReason"] = reason
+    return out
+
+
+def test_component_is_complete_and_failure(sm):
+    name = h.component_name(COMPONENT_PROPS)
+    e = event("Create", COMPONENT_PROPS, physical=name)
+    sm.stubber.add_response("describe_inference_component", describe_ic(name, "Creating"), {"InferenceComponentName": name})
+    sm.stubber.add_response("describe_inference_component", describe_ic(name, "InService"))
+    assert h.handle_is_complete(e, sm) == {"IsComplete": False}
+    done = h.handle_is_complete(e, sm)
+    assert done["IsComplete"] is True and done["Data"]["InferenceComponentName"] == name
+    sm.stubber.add_response("describe_inference_component", describe_ic(name, "Failed", "no free mig-3g.20gb partition"))
+    with pytest.raises(h.HandlerError, match="no free mig-3g.20gb partition"):
+        h.handle_is_complete(e, sm)
+
+
+def test_copy_count_change_updates_the_runtime_config(sm):
+    name = h.component_name(COMPONENT_PROPS)
+    new = {**COMPONENT_PROPS, "CopyCount": "3"}
+    sm.stubber.add_response(
+        "update_inference_component_runtime_config",
+        {"InferenceComponentArn": ic_arn(name)},
+        {"InferenceComponentName": name, "DesiredRuntimeConfig": {"CopyCount": 3}},
+    )
+    result = h.handle_on_event(event("Update", new, old=COMPONENT_PROPS, physical=name), sm)
+    assert result["PhysicalResourceId"] == name
+
+
+def test_copy_count_is_clamped_to_min_and_max(sm):
+    assert h._copies({**COMPONENT_PROPS, "CopyCount": "9"}) == 4
+    assert h._copies({**COMPONENT_PROPS, "CopyCount": "1", "MinCopyCount": "2"}) == 2
+
+
+def test_model_change_updates_the_specification(sm):
+    name = h.component_name(COMPONENT_PROPS)
+    new = {**COMPONENT_PROPS, "ModelName": "Model-summarizer-NEW", "CopyCount": "3"}
+    sm.stubber.add_response(
+        "update_inference_component",
+        {"InferenceComponentArn": ic_arn(name)},
+        {
+            "InferenceComponentName": name,
+            "Specification": {
+                "ModelName": "Model-summarizer-NEW",
+                "ComputeResourceRequirements": {
+                    "AcceleratorPartitionType": "mig-3g.20gb",
+                    "NumberOfAcceleratorDevicesRequired": 1.0,
+                    "MinMemoryRequiredInMb": 16384,
+                    "NumberOfCpuCoresRequired": 4.0,
+                },
+            },
+            "RuntimeConfig": {"CopyCount": 3},
+        },
+    )
+    assert h.handle_on_event(event("Update", new, old=COMPONENT_PROPS, physical=name), sm)["PhysicalResourceId"] == name
+
+
+def test_partition_type_change_creates_a_new_component(sm):
+    old_name = h.component_name(COMPONENT_PROPS)
+    new = {**COMPONENT_PROPS, "AcceleratorPartitionType": "mig-4g.20gb"}
+    new_name = h.component_name(new)
+    assert new_name != old_name
+    sm.stubber.add_response(
+        "create_inference_component",
+        {"InferenceComponentArn": ic_arn(new_name)},
+        {
+            "InferenceComponentName": new_name,
+            "EndpointName": ANY,
+            "VariantName": ANY,
+            "Specification": {
+                "ModelName": ANY,
+                "ComputeResourceRequirements": {
+                    "AcceleratorPartitionType": "mig-4g.20gb",
+                    "NumberOfAcceleratorDevicesRequired": 1.0,
+                    "MinMemoryRequiredInMb": 16384,
+                    "NumberOfCpuCoresRequired": 4.0,
+                },
+            },
+            "RuntimeConfig": {"CopyCount": 2},
+            "Tags": ANY,
+        },
+    )
+    assert h.handle_on_event(event("Update", new, old=COMPONENT_PROPS, physical=old_name), sm)["PhysicalResourceId"] == new_name
+
+
+def test_endpoint_replacement_moves_the_component(sm):
+    old_name = h.component_name(COMPONENT_PROPS)
+    new = {**COMPONENT_PROPS, "EndpointName": "small-models-def456"}
+    sm.stubber.add_response(
+        "create_inference_component", {"InferenceComponentArn": ic_arn("x")}, {
+            "InferenceComponentName": h.component_name(new),
+            "EndpointName": "small-models-def456",
+            "VariantName": ANY, "Specification": ANY, "RuntimeConfig": ANY, "Tags": ANY,
+        }
+    )
+    assert h.handle_on_event(event("Update", new, old=COMPONENT_PROPS, physical=old_name), sm)["PhysicalResourceId"] != old_name
+
+
+def test_component_delete_and_already_deleted(sm):
+    name = h.component_name(COMPONENT_PROPS)
+    e = event("Delete", COMPONENT_PROPS, physical=name)
+    sm.stubber.add_response("delete_inference_component", {}, {"InferenceComponentName": name})
+    h.handle_on_event(e, sm)
+    sm.stubber.add_response("describe_inference_component", describe_ic(name, "Deleting"))
+    assert h.handle_is_complete(e, sm) == {"IsComplete": False}
+    not_found(sm.stubber, "describe_inference_component", f"Could not find inference component {name}")
+    assert h.handle_is_complete(e, sm) == {"IsComplete": True}
+    # deleted outside CloudFormation before the stack was deleted
+    not_found(sm.stubber, "delete_inference_component", f"Could not find inference component {name}")
+    h.handle_on_event(e, sm)
+    not_found(sm.stubber, "describe_inference_component", f"Could not find inference component {name}")
+    assert h.handle_is_complete(e, sm) == {"IsComplete": True}
+
+
+def test_unknown_kind_is_refused(sm):
+    with pytest.raises(h.HandlerError, match="unknown resource Kind"):
+        h.handle_on_event(event("Create", {"Kind": "Bucket"}), sm)
+
+
+# --------------------------------------------------------------------------- runtime botocore
+
+
+def _old_model_dir(tmp_path: Path) -> Path:
+    """A SageMaker model as a botocore from before MIG partitions ships it."""
+    api_version, model = _vendor.trimmed_model()
+    del model["shapes"]["ProductionVariant"]["members"]["AcceleratorPartitionLayouts"]
+    del model["shapes"]["InferenceComponentComputeResourceRequirements"]["members"]["AcceleratorPartitionType"]
+    path = tmp_path / "old" / "sagemaker" / api_version / "service-2.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(model))
+    return tmp_path / "old"
+
+
+def test_an_old_runtime_model_is_refused_with_the_reason(tmp_path):
+    client = _client(str(_old_model_dir(tmp_path)))
+    with pytest.raises(h.HandlerError, match="lacks ProductionVariant.AcceleratorPartitionLayouts.*AWS_DATA_PATH"):
+        h.require_partition_support(client)
+    # and that is why: such a client cannot even send the layout
+    with Stubber(client) as stubber:
+        stubber.add_response("create_endpoint_config", {"EndpointConfigArn": "arn:aws:sagemaker:us-east-1:111122223333:endpoint-config/x"})
+        with pytest.raises(Exception, match="AcceleratorPartitionLayouts"):
+            client.create_endpoint_config(
+                EndpointConfigName="x",
+                ProductionVariants=[
+                    {"VariantName": "v", "InstanceType": "ml.p4d.24xlarge", "InitialInstanceCount": 1,
+                     "AcceleratorPartitionLayouts": [{"AcceleratorPartitionTypes": ["mig-3g.20gb"]}]}
+                ],
+            )
+
+
+def test_the_vendored_model_overrides_an_old_runtime_model(tmp_path, monkeypatch):
+    """AWS_DATA_PATH, as the function sets it, wins over a model that lacks the fields."""
+    old = _old_model_dir(tmp_path)
+
+    def client():
+        session = botocore.session.get_session()  # reads AWS_DATA_PATH like boto3 in Lambda
+        return session.create_client("sagemaker", region_name="us-east-1", aws_access_key_id="t", aws_secret_access_key="t")
+
+    monkeypatch.setenv("AWS_DATA_PATH", str(old))
+    with pytest.raises(h.HandlerError):
+        h.require_partition_support(client())
+    monkeypatch.setenv("AWS_DATA_PATH", f"{DATA}{os.pathsep}{old}")
+    h.require_partition_support(client())  # does not raise
+
+
+def test_the_vendored_model_matches_the_installed_botocore():
+    api_version, fresh = _vendor.trimmed_model()
+    path = _vendor.model_path(api_version)
+    assert path.exists(), f"missing {path}: run python -m cdk_gpu_share.lambdas.mig_endpoint._vendor"
+    vendored = json.loads(path.read_text())
+    for shape in ("ProductionVariant", "AcceleratorPartitionLayout", "InferenceComponentComputeResourceRequirements"):
+        assert vendored["shapes"][shape] == json.loads(json.dumps(fresh["shapes"][shape])), (
+            f"{shape} differs from botocore's: run python -m cdk_gpu_share.lambdas.mig_endpoint._vendor"
+        )
+    assert set(vendored["operations"]) == set(_vendor.OPERATIONS)
+    assert path.stat().st_size < 200_000
