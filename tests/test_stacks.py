@@ -1,0 +1,142 @@
+"""The composed platform: a platform stack and one stack per team, from one config."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import aws_cdk as cdk
+import pytest
+from aws_cdk.assertions import Match, Template
+
+from cdk_gpu_share.core.config import load_config
+from cdk_gpu_share.stacks.app import build_platform
+from tests.helpers import ROOT, assert_cfn_lint_clean, assert_nag_clean, new_app, scrub, synth
+
+
+def _build(config_path):
+    app = new_app()
+    # new_app() already carries the cdk-nag plugin; build_platform must not add a second one.
+    platform = build_platform(app, load_config(config_path), checks=False)
+    report = synth(app)
+    return platform, report
+
+
+@pytest.fixture(scope="module")
+def default_platform():
+    return _build(ROOT / "platform.yaml")
+
+
+@pytest.fixture(scope="module")
+def hyperpod_platform():
+    return _build(ROOT / "examples" / "hyperpod.yaml")
+
+
+def test_default_platform_has_a_platform_stack_and_one_stack_per_team(default_platform):
+    platform, _ = default_platform
+    assert [s.stack_name for s in platform.stacks] == [
+        "gpu-share-platform",
+        "gpu-share-team-team-a",
+        "gpu-share-team-team-b",
+        "gpu-share-team-team-c",
+    ]
+
+
+def test_stacks_are_environment_agnostic(default_platform):
+    platform, _ = default_platform
+    for stack in platform.stacks:
+        assert cdk.Token.is_unresolved(stack.account) and cdk.Token.is_unresolved(stack.region)
+
+
+def test_platform_stack_holds_the_shared_quota_resources(default_platform):
+    platform, _ = default_platform
+    t = Template.from_stack(platform.platform)
+    t.resource_count_is("AWS::Batch::ServiceEnvironment", 1)
+    t.has_resource_properties("AWS::Batch::SchedulingPolicy", {"QuotaSharePolicy": {"IdleResourceAssignmentStrategy": "FIFO"}})
+    t.has_resource_properties("AWS::Batch::JobQueue", {"JobQueueName": "gpu-share-training", "JobQueueType": "SAGEMAKER_TRAINING"})
+    t.resource_count_is("AWS::Batch::QuotaShare", 0)
+
+
+def test_quota_shares_total_three_across_team_stacks(default_platform):
+    platform, _ = default_platform
+    counts = [len(Template.from_stack(s).find_resources("AWS::Batch::QuotaShare")) for s in platform.teams.values()]
+    assert counts == [1, 1, 1]
+
+
+def test_team_stack_holds_its_share_submit_role_and_outputs(default_platform):
+    platform, _ = default_platform
+    t = Template.from_stack(platform.teams["team-b"])
+    t.has_resource_properties(
+        "AWS::Batch::QuotaShare",
+        {
+            "QuotaShareName": "team-b",
+            "CapacityLimits": [{"CapacityUnit": "ml.g5.xlarge", "MaxCapacity": 1}],
+            "ResourceSharingConfiguration": {"Strategy": "LEND_AND_BORROW", "BorrowLimit": -1},
+            "JobQueue": {"Fn::ImportValue": Match.string_like_regexp("gpu-share-platform:.*JobQueueArn")},
+        },
+    )
+    outputs = t.find_outputs("*")
+    assert outputs["TrainingQueueName"]["Value"] == "gpu-share-training"
+    assert outputs["QuotaShareName"]["Value"] == "team-b"
+    assert "SubmitRoleArn" in outputs
+
+
+def test_team_submit_role_may_submit_only_into_its_own_share(default_platform):
+    platform, _ = default_platform
+    t = Template.from_stack(platform.teams["team-a"])
+    share_id = t.find_resources("AWS::Batch::QuotaShare").popitem()[0]
+    policies = t.find_resources("AWS::IAM::Policy", {"Properties": {"Roles": [{"Ref": Match.string_like_regexp("SubmitRole")}]}})
+    statements = [s for p in policies.values() for s in p["Properties"]["PolicyDocument"]["Statement"]]
+    submit = [s for s in statements if s["Action"] == "batch:SubmitServiceJob"]
+    assert len(submit) == 1
+    assert {"Fn::GetAtt": [share_id, "QuotaShareArn"]} in submit[0]["Resource"]
+
+
+def test_team_stacks_depend_on_the_platform_stack(default_platform):
+    platform, _ = default_platform
+    for stack in platform.teams.values():
+        assert platform.platform in stack.dependencies
+
+
+def test_default_platform_is_nag_clean(default_platform):
+    assert_nag_clean(default_platform[1])
+
+
+def test_default_platform_templates_are_cfn_lint_clean(default_platform):
+    platform, _ = default_platform
+    for stack in platform.stacks:
+        assert_cfn_lint_clean(Template.from_stack(stack))
+
+
+def test_hyperpod_platform_puts_compute_quotas_in_team_stacks(hyperpod_platform):
+    platform, _ = hyperpod_platform
+    p = Template.from_stack(platform.platform)
+    p.resource_count_is("AWS::SageMaker::ClusterSchedulerConfig", 1)
+    p.resource_count_is("AWS::SageMaker::ComputeQuota", 0)
+    t = Template.from_stack(platform.teams["research"])
+    t.has_resource_properties("AWS::SageMaker::ComputeQuota", {"ComputeQuotaTarget": {"TeamName": "research", "FairShareWeight": 60}})
+    assert t.find_outputs("HyperPodNamespace")["HyperPodNamespace"]["Value"] == "hyperpod-ns-research"
+
+
+def test_hyperpod_platform_is_nag_and_cfn_lint_clean(hyperpod_platform):
+    platform, report = hyperpod_platform
+    assert_nag_clean(report)
+    for stack in platform.stacks:
+        assert_cfn_lint_clean(Template.from_stack(stack))
+
+
+@pytest.mark.parametrize("which", ["default", "hyperpod"])
+def test_platform_snapshots(which, default_platform, hyperpod_platform, template_snapshot):
+    platform, _ = default_platform if which == "default" else hyperpod_platform
+    templates = {s.stack_name: scrub(Template.from_stack(s).to_json()) for s in platform.stacks}
+    assert templates == template_snapshot
+
+
+def test_app_py_with_a_bad_config_exits_2_naming_the_problem(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("teams:\n  - name: a\n    guarantee: {ml.g5.xlarge: 5}\nbatch_quota: {capacity: {ml.g5.xlarge: 1}}\n")
+    env = dict(os.environ, CDK_CONTEXT_JSON='{"config": "%s"}' % bad, CDK_OUTDIR=str(tmp_path / "out"))
+    result = subprocess.run([sys.executable, "app.py"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2
+    assert "batch_quota.capacity.ml.g5.xlarge" in result.stderr and "Traceback" not in result.stderr
