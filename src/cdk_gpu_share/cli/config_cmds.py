@@ -50,6 +50,7 @@ def _summary(args: argparse.Namespace) -> int:
     data = json.loads(manifest.read_text())
     counts: dict[str, int] = {}
     stacks = []
+    quotas: list[str] = []
     for name, art in sorted(data.get("artifacts", {}).items()):
         if art.get("type") != "aws:cloudformation:stack":
             continue
@@ -58,6 +59,7 @@ def _summary(args: argparse.Namespace) -> int:
         stacks.append((name, len(resources)))
         for res in resources.values():
             counts[res["Type"]] = counts.get(res["Type"], 0) + 1
+            quotas.extend(_describe_quota(res))
     print(f"{len(stacks)} stacks in {out}/:")
     for name, n in stacks:
         print(f"  {name:<40} {n:>3} resources")
@@ -79,7 +81,33 @@ def _summary(args: argparse.Namespace) -> int:
     shown = [f"{counts[t]} {label}" for t, label in interesting if counts.get(t)]
     if shown:
         print("  " + ", ".join(shown))
+    if quotas:
+        print("quotas:")
+        for line in quotas:
+            print(f"  {line}")
     return 0
+
+
+def _describe_quota(resource: dict) -> list[str]:
+    """One line per team quota found in a template resource."""
+    props = resource.get("Properties", {})
+    if resource["Type"] == "AWS::Batch::QuotaShare":
+        limits = ", ".join(f"{c['MaxCapacity']} {c['CapacityUnit']}" for c in props.get("CapacityLimits", []))
+        sharing = props.get("ResourceSharingConfiguration", {})
+        borrow = sharing.get("BorrowLimit")
+        extra = "" if borrow is None else f", borrow limit {'unlimited' if borrow == -1 else f'{borrow}%'}"
+        return [f"{props.get('QuotaShareName')}: batch quota share, {limits}, {sharing.get('Strategy')}{extra}"]
+    if resource["Type"] == "AWS::SageMaker::ComputeQuota":
+        cfg = props.get("ComputeQuotaConfig", {})
+        parts = []
+        for r in cfg.get("ComputeQuotaResources", []):
+            amounts = [f"{r[k]} {k.lower()}" for k in ("Count", "Accelerators", "VCpu", "MemoryInGiB") if k in r]
+            if "AcceleratorPartition" in r:
+                amounts.append(f"{r['AcceleratorPartition']['Count']}x {r['AcceleratorPartition']['Type']}")
+            parts.append(f"{r['InstanceType']} {' '.join(amounts)}")
+        strategy = cfg.get("ResourceSharingConfig", {}).get("Strategy")
+        return [f"{props.get('ComputeQuotaTarget', {}).get('TeamName')}: HyperPod compute quota, {'; '.join(parts)}, {strategy}"]
+    return []
 
 
 __all__ = ["register", "BACKENDS"]
