@@ -325,7 +325,7 @@ class GpuShareDashboard(Construct):
         return cw.Alarm(
             self,
             f"LenderWaitAlarm-{team}",
-            metric=self.metric_lender_wait(team),
+            metric=self.metric_lender_wait(team, label=None),
             threshold=seconds,
             comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
             evaluation_periods=1,
@@ -338,7 +338,7 @@ class GpuShareDashboard(Construct):
         )
 
     def _error_alarm(self) -> cw.Alarm:
-        cycle_errors = self.metric_reclaim_errors()
+        cycle_errors = self.metric_reclaim_errors(label=None)
         if self.reclaim_function is not None:
             metric: cw.IMetric = cw.MathExpression(
                 expression="FILL(cycleErrors, 0) + FILL(lambdaErrors, 0)",
