@@ -420,3 +420,49 @@ def test_classic_access_denied_names_the_classic_permissions(stub, capsys):
 
 def test_fmt_duration():
     assert [status_cmd.fmt_duration(s) for s in (None, 5, 125, 3725, 90000)] == ["-", "5s", "2m 05s", "1h 02m", "1d 01h"]
+
+
+def test_the_region_of_a_queue_arn_is_used_without_region(monkeypatch, client, capsys):
+    regions = []
+
+    def make(region):
+        regions.append(region)
+        return client
+
+    monkeypatch.setattr(status_cmd, "make_client", make)
+    monkeypatch.setattr(status_cmd, "_now", lambda: NOW)
+    arn = "arn:aws:batch:eu-west-1:111122223333:job-queue/q"
+    with Stubber(client) as stub:
+        stub.add_response("describe_job_queues", {"jobQueues": []}, {"jobQueues": [arn]})
+        assert main(["status", "--queue", arn]) == 2
+    assert regions == ["eu-west-1"]
+    with Stubber(client) as stub:
+        stub.add_response("describe_job_queues", {"jobQueues": []}, {"jobQueues": [arn]})
+        assert main(["status", "--queue", arn, "--region", "us-west-2"]) == 2
+    assert regions[-1] == "us-west-2"
+
+
+def _client_error(code: str, message: str = "boom", op: str = "ListJobs"):
+    from botocore.exceptions import ClientError
+
+    return ClientError({"Error": {"Code": code, "Message": message}}, op)
+
+
+@pytest.mark.parametrize(
+    "exc, expected",
+    [
+        (lambda: _client_error("ExpiredTokenException"), "credentials expired while reading job queue 'q'"),
+        (lambda: _client_error("UnrecognizedClientException"), "rejected the credentials used to read job queue 'q'"),
+        (lambda: _client_error("ThrottlingException"), "throttled the reads of job queue 'q' in region r (ListJobs); retry"),
+        (lambda: _client_error("SomethingNew", "odd\nthing"), "AWS error SomethingNew in ListJobs reading job queue 'q' in region r: odd thing"),
+        (lambda: __import__("botocore.exceptions").exceptions.EndpointConnectionError(endpoint_url="https://batch.r.amazonaws.com"),
+         "cannot reach AWS Batch in region r to read job queue 'q'"),
+    ],
+)
+def test_aws_errors_become_one_line(exc, expected):
+    err = status_cmd.aws_error(exc(), "q", "r")
+    assert expected in str(err) and "\n" not in str(err)
+
+
+def test_other_exceptions_are_not_aws_errors():
+    assert status_cmd.aws_error(ValueError("bug"), "q", "r") is None

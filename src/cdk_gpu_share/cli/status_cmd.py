@@ -66,6 +66,14 @@ def make_client(region: str | None) -> Any:
     return boto3.client("batch", region_name=region)
 
 
+def region_of_arn(queue: str) -> str | None:
+    """The region of a job queue ARN (``arn:aws:batch:REGION:ACCOUNT:job-queue/NAME``), else None."""
+    parts = queue.split(":")
+    if len(parts) >= 6 and parts[0] == "arn" and parts[2] == "batch" and parts[3]:
+        return parts[3]
+    return None
+
+
 def _region_of(client: Any, region: str | None) -> str | None:
     return region or getattr(getattr(client, "meta", None), "region_name", None)
 
@@ -127,10 +135,11 @@ def run_status(args: argparse.Namespace) -> int:
 
         config = load_config(args.config)  # ConfigError: exit 2 before any AWS call
     queue = args.queue
+    region = args.region or region_of_arn(queue)
     client = None
     actions = QUOTA_ACTIONS
     try:
-        client = make_client(args.region)
+        client = make_client(region)
         from cdk_gpu_share.aws import quota_reader
 
         detail = quota_reader.describe_queue(client, queue)
@@ -142,7 +151,7 @@ def run_status(args: argparse.Namespace) -> int:
     except GpuShareError:
         raise
     except Exception as exc:  # botocore errors become one line; anything else is a bug
-        err = aws_error(exc, queue, _region_of(client, args.region), actions)
+        err = aws_error(exc, queue, _region_of(client, region), actions)
         if err is None:
             raise
         raise err from None
