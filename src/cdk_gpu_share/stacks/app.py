@@ -52,11 +52,22 @@ def build_platform(app: cdk.App, config: PlatformConfig, *, checks: bool = True)
                 stack.output("HyperPodNamespace", f"hyperpod-ns-{team.name}", "Kubernetes namespace of the team")
             del shares
         if platform.fairshare is not None and team in config.teams_for("fairshare"):
-            platform.fairshare.add_team(team, scope=stack)
+            member = platform.fairshare.add_team(team, scope=stack)
             platform.fairshare.grant_submit(team.name, stack.submit_role)
             granted = True
+            wildcards += platform.fairshare.submit_wildcard_findings(team.name)
             stack.output("FairshareQueueName", platform.fairshare.job_queue_name, "classic Batch GPU queue")
             stack.output("ShareIdentifier", platform.fairshare.share_identifier(team.name), "fair-share identifier")
+            stack.output(
+                "FairshareJobDefinitions",
+                ",".join(member.job_definition_name(n) for n in sorted(member.job_definitions)),
+                "job definitions of the team (one per GPU count)",
+            )
+            stack.output(
+                "FairshareJobTags",
+                ",".join(f"{k}={v}" for k, v in platform.fairshare.job_tags(team.name).items()),
+                "tags every job must carry (submissions without them are denied)",
+            )
         if granted:
             stack.acknowledge_submit_wildcards(*wildcards)
     return result

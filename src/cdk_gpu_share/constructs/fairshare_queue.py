@@ -1,0 +1,708 @@
+"""FairshareQueue: a classic AWS Batch GPU fleet whose team guarantees are real.
+
+Classic AWS Batch orders queued jobs by fair share but never stops a running job,
+so a team that lent its idle GPUs waits for the borrowers' jobs to end. This
+construct builds the fleet and a *reclaim Lambda* that stops borrowers' jobs when
+a lender needs its guarantee back, then resubmits them.
+
+What it creates
+---------------
+* A managed EC2 compute environment of the config's GPU instance types (ECS
+  AL2023 NVIDIA AMI, the config's allocation strategy, ``maxvCpus`` = the vCPUs of
+  the declared instances, ``minvCpus`` = ``min_instances`` of the smallest type), in
+  the VPC passed in or a new one (2 AZs, 1 NAT gateway, flow logs; no lookups).
+* A job queue (the ``Resource`` child) with a fair-share scheduling policy: one
+  share identifier per team (:func:`~cdk_gpu_share.aws.batch_reader.share_identifier`:
+  the team name's letters and digits) and
+
+      weightFactor(team) = G_max / G(team)        (rounded to 4 decimals, within 0.0001..999.9999)
+
+  where G is the team's guarantee in GPUs and G_max the largest guarantee. Batch
+  gives *more* to a *lower* weight factor, in proportion to 1/weightFactor, so a
+  team's share of the fleet is proportional to its guarantee (a team without
+  guarantee gets 999.9999). Fair share is computed on vCPUs; the job definitions
+  ask for vCPUs in proportion to GPUs, so the two agree.
+* Per team (:meth:`add_team`, created in ``scope``, e.g. the team's stack): an
+  ``AWS::Batch::ConsumableResource`` of guarantee + borrow cap GPUs (the fleet's
+  GPUs when the cap is unbounded), and one job definition per GPU count that fits
+  both the cap and an instance (1, 2, 4, 8), named ``<queue>-<share>-gpu<N>``,
+  requiring N of that consumable resource, so that Batch itself never dispatches a
+  team beyond its cap. Their retry strategy: a job stopped by the reclaimer EXITs
+  (Batch never retries terminated jobs anyway; the reclaimer resubmits it), a job
+  whose instance was lost (``Host EC2*``) is retried up to ``job_attempts``, other
+  errors fail at once unless ``retry_on_error``.
+* The reclaimer (unless ``reclaim.enabled`` is false): a Python Lambda with
+  reserved concurrency 1, run every ``schedule_minutes`` and on every "Batch Job
+  State Change" event that makes a job of the queue RUNNABLE, plus a rule that
+  hands it each job that FAILED with the reclaimer's reason, to resubmit. Failures
+  go to an SQS on-failure destination; alarms on the function's errors and on that
+  queue. See :mod:`cdk_gpu_share.lambdas.reclaim.handler`.
+
+Jobs must carry two tags
+------------------------
+``batch:TerminateJob`` authorizes only on ``job/*`` with ``aws:ResourceTag``
+conditions: no resource type or condition key ties a job to its queue (Service
+Authorization Reference for AWS Batch; ``TerminateJobs`` has no IAM action of its
+own and needs ``batch:TerminateJob`` per job). To keep the reclaimer from stopping
+jobs of other queues, :meth:`grant_submit` requires every submission to carry the
+tags ``gpu-share:queue=<queue name>`` and ``gpu-share:team=<team name>``
+(``aws:RequestTag``), and the reclaimer may terminate only jobs tagged with its
+queue (``aws:ResourceTag``). Submit with, e.g.::
+
+    batch.submit_job(jobName="train", jobQueue=queue, jobDefinition="gpu-share-fairshare-teama-gpu1",
+                     shareIdentifier="teama", tags={"gpu-share:queue": queue, "gpu-share:team": "team-a"})
+
+Example::
+
+    fleet = FairshareQueue(self, "Fleet", config=FairshareConfig(capacity={"g5.xlarge": 3}))
+    for team in teams:
+        fleet.add_team(team)
+    fleet.grant_submit("team-a", role)
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import aws_cdk as cdk
+import jsii
+from aws_cdk import aws_batch as batch
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_destinations as destinations
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct, IValidation
+
+import cdk_gpu_share
+from cdk_gpu_share.aws import batch_reader as br
+from cdk_gpu_share.constructs._checks import acknowledge_nag
+from cdk_gpu_share.core import instances, metrics, reclaim
+from cdk_gpu_share.core.config import (
+    BATCH_NAME_PATTERN,
+    FAIRSHARE,
+    FairshareConfig,
+    PlatformConfig,
+    TeamConfig,
+    check_backend,
+)
+from cdk_gpu_share.core.errors import ConfigError, Problem
+
+__all__ = ["FairshareQueue", "FairshareTeam", "weight_factors", "job_definition_sizes", "LAMBDA_ENV_LIMIT"]
+
+#: Lambda's limit on the total size of a function's environment variables.
+LAMBDA_ENV_LIMIT = 4096
+MIN_WEIGHT = 0.0001
+MAX_WEIGHT = 999.9999
+#: Share of an instance's memory a job definition asks for (the rest is the OS and the ECS agent's).
+MEMORY_FRACTION = 0.9
+DEFAULT_IMAGE = "public.ecr.aws/amazonlinux/amazonlinux:2023"
+SUBMIT_ACTIONS = ["batch:SubmitJob"]
+READ_ACTIONS = ["batch:DescribeJobs", "batch:ListJobs"]
+HANDLER = "cdk_gpu_share.lambdas.reclaim.handler.handler"
+_WILDCARD_PREFIX = "Resource::arn:<AWS::Partition>:batch:<AWS::Region>:<AWS::AccountId>:"
+
+
+def weight_factors(guarantees: dict[str, float]) -> dict[str, float]:
+    """Fair-share weight factor per share identifier: ``G_max / G``, rounded, within Batch's range."""
+    top = max(guarantees.values(), default=0)
+    out = {}
+    for sid, g in guarantees.items():
+        w = MAX_WEIGHT if g <= 0 or top <= 0 else round(top / g, 4)
+        out[sid] = min(MAX_WEIGHT, max(MIN_WEIGHT, w))
+    return out
+
+
+def job_definition_sizes(capacity: dict[str, int], cap_gpus: float) -> list[int]:
+    """GPU counts of a team's job definitions: 1, 2, 4, 8... up to the largest instance and the cap."""
+    largest = max((instances.lookup(it).gpus for it in capacity if instances.lookup(it)), default=0)
+    sizes = []
+    n = 1
+    while n <= largest and n <= cap_gpus + reclaim.TOLERANCE:
+        sizes.append(n)
+        n *= 2
+    if largest and largest not in sizes and largest <= cap_gpus + reclaim.TOLERANCE:
+        sizes.append(largest)
+    return sizes
+
+
+@dataclass
+class FairshareTeam:
+    """What one team got from the queue."""
+
+    team: TeamConfig
+    share_identifier: str
+    guarantee_gpus: float
+    cap_gpus: float
+    consumable_resource: batch.ConsumableResource
+    job_definitions: dict[int, batch.CfnJobDefinition] = field(default_factory=dict)
+
+    def job_definition_name(self, gpus: int) -> str:
+        return self.job_definitions[gpus].job_definition_name
+
+
+@jsii.implements(cdk.ILocalBundling)
+class _PackageBundler:
+    """Copies the parts of ``cdk_gpu_share`` the reclaim Lambda imports (``core``, ``aws``,
+    ``lambdas/reclaim``) into the asset, under the package's own name. No Docker, no
+    pip: the handler needs only the standard library and the runtime's boto3."""
+
+    PARTS = ("core", "aws", "lambdas/reclaim")
+
+    def try_bundle(self, output_dir: str, *, image: Any = None, **_: Any) -> bool:
+        src = Path(cdk_gpu_share.__file__).resolve().parent
+        dst = Path(output_dir) / "cdk_gpu_share"
+        dst.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src / "__init__.py", dst / "__init__.py")
+        (dst / "lambdas").mkdir(exist_ok=True)
+        shutil.copyfile(src / "lambdas" / "__init__.py", dst / "lambdas" / "__init__.py")
+        ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo")
+        for part in self.PARTS:
+            target = dst / part
+            if target.exists():
+                shutil.rmtree(target)
+            shutil.copytree(src / part, target, ignore=ignore)
+        return True
+
+
+def reclaim_code() -> lambda_.Code:
+    """The reclaim Lambda's code: locally bundled, hashed by its output (never Docker)."""
+    return lambda_.Code.from_asset(
+        str(Path(__file__).resolve().parent.parent / "lambdas" / "reclaim"),
+        asset_hash_type=cdk.AssetHashType.OUTPUT,
+        bundling=cdk.BundlingOptions(
+            image=cdk.DockerImage.from_registry("local-bundling-only-docker-is-never-used"),
+            local=_PackageBundler(),
+        ),
+    )
+
+
+@jsii.implements(cdk.IResolvable)
+class _Lazy:
+    """A value computed at synthesis, after every add_team() call."""
+
+    def __init__(self, produce) -> None:
+        self._produce = produce
+        self.creation_stack: list[str] = []
+
+    def resolve(self, context: cdk.IResolveContext) -> Any:
+        return self._produce()
+
+    def to_string(self) -> str:
+        return cdk.Token.as_string(self)
+
+
+class FairshareQueue(Construct):
+    """A classic AWS Batch fair-share GPU queue with a reclaimer (see the module docstring)."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        config: FairshareConfig,
+        platform_name: str = "gpu-share",
+        queue_name: str | None = None,
+        vpc: ec2.IVpc | None = None,
+        image: str = DEFAULT_IMAGE,
+        retry_on_error: bool = False,
+        log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
+        teams: Sequence[TeamConfig] = (),
+    ) -> None:
+        """
+        :param config: the fleet (``capacity`` per EC2 GPU type), fair-share and reclaim settings.
+        :param platform_name: prefix of generated names. Default: ``gpu-share``.
+        :param queue_name: the job queue's name. Default: ``config.queue_name``, else ``<platform_name>-fairshare``.
+        :param vpc: where the instances run (private subnets with egress). Default: a new VPC with
+            2 AZs, public and private subnets, one NAT gateway and flow logs.
+        :param image: container image of the teams' job definitions (jobs override the command).
+            Default: Amazon Linux 2023 from ECR Public.
+        :param retry_on_error: retry jobs that fail with an error of their own, up to
+            ``config.job_attempts``. Default: False (only lost instances are retried).
+        :param log_retention: retention of the reclaimer's logs. Default: one month.
+        :param teams: teams added at once; more can follow with :meth:`add_team`. Default: none.
+        """
+        super().__init__(scope, id)
+        self.config = config
+        self.image = image
+        self.retry_on_error = retry_on_error
+        self._teams: dict[str, FairshareTeam] = {}
+        problems = []
+        for it in config.capacity:
+            if instances.lookup(it) is None:
+                problems.append(Problem(f"{FAIRSHARE}.capacity.{it}", it, "is not a GPU instance type this library knows",
+                                        f"use one of {', '.join(instances.known_types())}"))
+            elif it.startswith("ml."):
+                problems.append(Problem(f"{FAIRSHARE}.capacity.{it}", it, "is a SageMaker type; this fleet runs EC2",
+                                        f"write {it[3:]}"))
+        name = queue_name or config.queue_name or f"{platform_name}-fairshare"
+        if cdk.Token.is_unresolved(name) or not re.match(BATCH_NAME_PATTERN, name):
+            problems.append(Problem("queue_name", name, "is not a valid job queue name",
+                                    "use up to 128 letters, digits, hyphens and underscores (no tokens)"))
+        if problems:
+            raise ConfigError(problems, source=self.node.path)
+        self.queue_name = name
+        #: Job definitions are named ``<prefix><share>-gpu<N>``.
+        self.job_definition_prefix = f"{name[:96]}-"
+        self.fleet_gpus = br.fleet_gpus(config.capacity)
+        stack = cdk.Stack.of(self)
+
+        # --- network and compute environment
+        self.vpc = vpc or self._default_vpc()
+        types = sorted(config.capacity, key=lambda t: (instances.lookup(t).vcpus, t))
+        max_vcpus = sum(instances.lookup(t).vcpus * n for t, n in config.capacity.items())
+        min_vcpus = min(max_vcpus, config.min_instances * instances.lookup(types[0]).vcpus)
+        self.compute_environment = batch.ManagedEc2EcsComputeEnvironment(
+            self,
+            "ComputeEnvironment",
+            vpc=self.vpc,
+            vpc_subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS),
+            instance_types=[ec2.InstanceType(t) for t in types],
+            use_optimal_instance_classes=False,
+            images=[batch.EcsMachineImage(image_type=batch.EcsMachineImageType.ECS_AL2023_NVIDIA)],
+            allocation_strategy=getattr(batch.AllocationStrategy, config.allocation_strategy),
+            spot=config.spot,
+            minv_cpus=min_vcpus,
+            maxv_cpus=max_vcpus,
+            update_to_latest_image_version=True,
+        )
+        acknowledge_nag(
+            self.compute_environment,
+            "AwsSolutions-IAM4",
+            "the ECS container instance role needs AmazonEC2ContainerServiceforEC2Role, the AWS managed policy"
+            " the ECS agent's API calls require (Batch user guide, Amazon ECS instance role)",
+            findings=["Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AmazonEC2ContainerServiceforEC2Role"],
+        )
+
+        # --- fair-share scheduling policy and job queue
+        self.scheduling_policy = batch.CfnSchedulingPolicy(
+            self,
+            "SchedulingPolicy",
+            name=f"{name[:120]}-policy",
+            fairshare_policy=batch.CfnSchedulingPolicy.FairsharePolicyProperty(
+                share_decay_seconds=config.share_decay_seconds,
+                compute_reservation=config.compute_reservation,
+                share_distribution=_Lazy(self._share_distribution),
+            ),
+        )
+        self.job_queue = batch.CfnJobQueue(
+            self,
+            "Resource",
+            job_queue_name=name,
+            priority=1,
+            state="ENABLED",
+            scheduling_policy_arn=self.scheduling_policy.attr_arn,
+            compute_environment_order=[
+                batch.CfnJobQueue.ComputeEnvironmentOrderProperty(
+                    order=1, compute_environment=self.compute_environment.compute_environment_arn
+                )
+            ],
+        )
+
+        # --- the reclaimer
+        self.reclaimer: lambda_.Function | None = None
+        self.failure_queue: sqs.Queue | None = None
+        self.alarms: list[cloudwatch.Alarm] = []
+        if config.reclaim.enabled:
+            self._reclaimer(stack, log_retention)
+
+        self.node.add_validation(_FairshareValidation(self))
+        for team in teams:
+            self.add_team(team)
+
+    # ------------------------------------------------------------------ factory
+
+    @classmethod
+    def from_config(cls, scope: Construct, id: str, *, config: PlatformConfig, **kwargs: Any) -> "FairshareQueue":
+        """The queue of ``config.fairshare``; teams are added with :meth:`add_team` (the app does,
+        in each team's stack). Share-identifier collisions among the config's teams fail here."""
+        if config.fairshare is None:
+            raise ConfigError(Problem(FAIRSHARE, None, "the config has no fairshare section",
+                                      "add fairshare: {capacity: {g5.xlarge: 3}}"), source=config.source)
+        problems = br.share_identifier_problems(t.name for t in config.teams_for(FAIRSHARE))
+        if problems:
+            raise ConfigError(problems, source=config.source)
+        kwargs.setdefault("platform_name", config.name)
+        return cls(scope, id, config=config.fairshare, **kwargs)
+
+    def _default_vpc(self) -> ec2.Vpc:
+        vpc = ec2.Vpc(
+            self,
+            "Vpc",
+            max_azs=2,
+            nat_gateways=1,
+            restrict_default_security_group=False,
+            subnet_configuration=[
+                ec2.SubnetConfiguration(name="public", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=24),
+                ec2.SubnetConfiguration(name="compute", subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS, cidr_mask=20),
+            ],
+        )
+        vpc.add_flow_log("FlowLog")
+        return vpc
+
+    # ------------------------------------------------------------------ teams
+
+    @property
+    def teams(self) -> dict[str, FairshareTeam]:
+        return dict(self._teams)
+
+    def add_team(self, team: TeamConfig, *, scope: Construct | None = None, image: str | None = None) -> FairshareTeam:
+        """Give ``team`` its share, its consumable GPU resource and its job definitions.
+
+        :param scope: where to create the team's resources (its stack). Default: this construct.
+        :param image: container image of the team's job definitions. Default: the queue's ``image``.
+        """
+        problems = check_backend(FAIRSHARE, self.config, [team])
+        if not team.guarantee_for(self.config.capacity):
+            problems.append(Problem(f"teams ({team.name}).guarantee", sorted(team.guarantee),
+                                    "names no instance type of this fair-share fleet",
+                                    f"guarantee one of {', '.join(self.config.capacity)}"))
+        if team.name in self._teams:
+            problems.append(Problem("team.name", team.name, "is already on this queue", "add each team once"))
+        sid = br.share_identifier(team.name)
+        taken = {t.share_identifier: name for name, t in self._teams.items()}
+        problems += [p for p in br.share_identifier_problems([*taken.values(), team.name]) if team.name in p.field]
+        settings = br.team_settings(team, self.config.capacity)
+        spec = reclaim.TeamSpec(
+            name=team.name,
+            guarantee=settings["guarantee"],
+            sharing=settings.get("sharing", "lend_and_borrow"),
+            borrow_limit_percent=settings.get("borrow_limit_percent", -1),
+            borrow_limit=settings.get("borrow_limit"),
+        )
+        guarantee = float(settings["guarantee"][br.RESOURCE])
+        cap = reclaim.borrow_cap(spec, br.RESOURCE)
+        total = self.fleet_gpus if cap is None else min(self.fleet_gpus, guarantee + cap)
+        quantity = int(math.floor(total + reclaim.TOLERANCE))
+        if not problems and quantity < 1:
+            problems.append(Problem(f"teams ({team.name}).guarantee", guarantee,
+                                    "gives the team less than one GPU (guarantee plus borrow cap), so it could never run a job",
+                                    "guarantee at least one GPU, or let the team borrow (sharing: lend_and_borrow)"))
+        if problems:
+            raise ConfigError(problems, source=self.node.path)
+
+        where = scope or self
+        prefix = "Fairshare" if scope is not None else f"Team-{team.name}-"
+        tags = {br.TAG_QUEUE: self.queue_name, br.TAG_TEAM: team.name}
+        resource = batch.ConsumableResource(
+            where, f"{prefix}GpuQuota", total_quantity=quantity,
+            resource_type=batch.ConsumableResourceType.REPLENISHABLE, tags=tags,
+        )
+        member = FairshareTeam(team=team, share_identifier=sid, guarantee_gpus=guarantee, cap_gpus=float(quantity),
+                               consumable_resource=resource)
+        for n in job_definition_sizes(dict(self.config.capacity), quantity):
+            member.job_definitions[n] = self._job_definition(where, f"{prefix}JobDefinitionGpu{n}", sid, n,
+                                                             resource, image or self.image, tags)
+        self._teams[team.name] = member
+        return member
+
+    def _job_definition(self, scope: Construct, id: str, sid: str, gpus: int, resource: batch.ConsumableResource,
+                        image: str, tags: dict) -> batch.CfnJobDefinition:
+        # The smallest instance type with enough GPUs sets the job's share of vCPUs and memory.
+        fitting = sorted((instances.lookup(t) for t in self.config.capacity if instances.lookup(t).gpus >= gpus),
+                         key=lambda i: (i.gpus, i.vcpus))
+        info = fitting[0]
+        vcpus = max(1, info.vcpus * gpus // info.gpus)
+        memory = int(info.memory_gib * 1024 * gpus / info.gpus * MEMORY_FRACTION) // 256 * 256
+        evaluate = [
+            batch.CfnJobDefinition.EvaluateOnExitProperty(
+                action="EXIT", on_status_reason=f"{br.RECLAIM_REASON_PREFIX}*"),
+            batch.CfnJobDefinition.EvaluateOnExitProperty(action="RETRY", on_status_reason="Host EC2*"),
+        ]
+        if not self.retry_on_error:
+            evaluate.append(batch.CfnJobDefinition.EvaluateOnExitProperty(action="EXIT", on_reason="*"))
+        return batch.CfnJobDefinition(
+            scope,
+            id,
+            type="container",
+            job_definition_name=f"{self.job_definition_prefix}{sid}-gpu{gpus}",
+            platform_capabilities=["EC2"],
+            propagate_tags=True,
+            tags=tags,
+            container_properties=batch.CfnJobDefinition.ContainerPropertiesProperty(
+                image=image,
+                command=["nvidia-smi"],
+                resource_requirements=[
+                    batch.CfnJobDefinition.ResourceRequirementProperty(type="VCPU", value=str(vcpus)),
+                    batch.CfnJobDefinition.ResourceRequirementProperty(type="MEMORY", value=str(memory)),
+                    batch.CfnJobDefinition.ResourceRequirementProperty(type="GPU", value=str(gpus)),
+                ],
+            ),
+            consumable_resource_properties=batch.CfnJobDefinition.ConsumableResourcePropertiesProperty(
+                consumable_resource_list=[
+                    batch.CfnJobDefinition.ConsumableResourceRequirementProperty(
+                        consumable_resource=resource.consumable_resource_arn, quantity=gpus)
+                ]
+            ),
+            retry_strategy=batch.CfnJobDefinition.RetryStrategyProperty(
+                attempts=self.config.job_attempts, evaluate_on_exit=evaluate),
+        )
+
+    def _team(self, team: str) -> FairshareTeam:
+        try:
+            return self._teams[team]
+        except KeyError:
+            raise ConfigError(
+                Problem("team", team, "is not on this fair-share queue",
+                        f"use one of {', '.join(self._teams) or '(none: call add_team first)'}"),
+                source=self.node.path,
+            ) from None
+
+    def share_identifier(self, team: str) -> str:
+        """The fair-share identifier ``team``'s jobs are submitted with."""
+        return self._team(team).share_identifier
+
+    def weight_factor(self, team: str) -> float:
+        return weight_factors({t.share_identifier: t.guarantee_gpus for t in self._teams.values()})[
+            self._team(team).share_identifier]
+
+    def _share_distribution(self) -> list[dict]:
+        weights = weight_factors({t.share_identifier: t.guarantee_gpus for t in self._teams.values()})
+        return [{"ShareIdentifier": sid, "WeightFactor": w} for sid, w in sorted(weights.items())]
+
+    # ------------------------------------------------------------------ attributes
+
+    @property
+    def job_queue_arn(self) -> str:
+        return self.job_queue.attr_job_queue_arn
+
+    @property
+    def job_queue_name(self) -> str:
+        return self.queue_name
+
+    def job_tags(self, team: str) -> dict[str, str]:
+        """The tags every job of ``team`` must carry (see :meth:`grant_submit`)."""
+        self._team(team)
+        return {br.TAG_QUEUE: self.queue_name, br.TAG_TEAM: team}
+
+    def reclaim_settings(self) -> dict:
+        """The reclaim settings baked into the Lambda (:mod:`cdk_gpu_share.aws.batch_reader`)."""
+        return {
+            "queue": self.queue_name,
+            "capacity": {br.RESOURCE: br._num(self.fleet_gpus)},
+            "settings": {
+                "reclaim_after_seconds": self.config.reclaim.reclaim_after_seconds,
+                "min_runtime_seconds": self.config.reclaim.min_runtime_seconds,
+            },
+            "dry_run": self.config.reclaim.dry_run,
+            "teams": [br.team_settings(t.team, self.config.capacity) for t in self._teams.values()],
+        }
+
+    # ------------------------------------------------------------------ grants
+
+    def _arn(self, resource: str, name: str) -> str:
+        return cdk.Stack.of(self).format_arn(service="batch", resource=resource, resource_name=name)
+
+    def grant_submit(self, team: str, grantee: iam.IGrantable) -> iam.Grant:
+        """Let ``grantee`` submit into ``team``'s share only, with ``team``'s job definitions only.
+
+        ``batch:SubmitJob`` authorizes on the job queue, the job definition (any revision)
+        and the new job, whose ``batch:ShareIdentifier`` condition key must be the team's
+        and whose tags (``aws:RequestTag``) must name this queue and the team (the
+        reclaimer may only terminate jobs tagged with its queue). Tagging on creation
+        also needs ``batch:TagResource`` on the new job. The team may cancel and
+        terminate its own jobs (``aws:ResourceTag/gpu-share:team``). ``ListJobs`` and
+        ``DescribeJobs`` support no resource-level permission and are granted on ``*``.
+        The new job's ARN is unknown before submission, hence ``job/*``.
+        """
+        member = self._team(team)
+        jobs = self._arn("job", "*")
+        grant = iam.Grant.add_to_principal(
+            grantee=grantee,
+            actions=SUBMIT_ACTIONS,
+            resource_arns=[
+                self.job_queue_arn,
+                self._arn("job-definition", f"{self.job_definition_prefix}{member.share_identifier}-*"),
+                jobs,
+            ],
+            conditions={"StringEquals": {
+                "batch:ShareIdentifier": member.share_identifier,
+                f"aws:RequestTag/{br.TAG_QUEUE}": self.queue_name,
+                f"aws:RequestTag/{br.TAG_TEAM}": team,
+            }},
+        )
+        iam.Grant.add_to_principal(
+            grantee=grantee, actions=["batch:TagResource"], resource_arns=[jobs],
+            conditions={"StringEquals": {f"aws:RequestTag/{br.TAG_QUEUE}": self.queue_name,
+                                         f"aws:RequestTag/{br.TAG_TEAM}": team}},
+        )
+        iam.Grant.add_to_principal(
+            grantee=grantee, actions=["batch:CancelJob", "batch:TerminateJob"], resource_arns=[jobs],
+            conditions={"StringEquals": {f"aws:ResourceTag/{br.TAG_TEAM}": team,
+                                         f"aws:ResourceTag/{br.TAG_QUEUE}": self.queue_name}},
+        )
+        iam.Grant.add_to_principal(grantee=grantee, actions=READ_ACTIONS, resource_arns=["*"])
+        return grant
+
+    def submit_wildcard_findings(self, team: str) -> list[str]:
+        """The granular cdk-nag IAM5 findings :meth:`grant_submit` causes besides ``Resource::*``."""
+        member = self._team(team)
+        return [
+            f"{_WILDCARD_PREFIX}job/*",
+            f"{_WILDCARD_PREFIX}job-definition/{self.job_definition_prefix}{member.share_identifier}-*",
+        ]
+
+    # ------------------------------------------------------------------ metrics
+
+    def metric(self, name: str, team: str | None = None, *, statistic: str = "Maximum",
+               period: cdk.Duration | None = None) -> cloudwatch.Metric:
+        """A reclaimer metric (names in :mod:`cdk_gpu_share.core.metrics`), per team when ``team`` is given."""
+        dims = {metrics.DIM_QUEUE: self.queue_name}
+        if team is not None:
+            self._team(team)
+            dims[metrics.DIM_TEAM] = team
+        return cloudwatch.Metric(namespace=metrics.NAMESPACE, metric_name=name, dimensions_map=dims,
+                                 statistic=statistic, period=period or cdk.Duration.minutes(1))
+
+    def metric_usage(self, team: str) -> cloudwatch.Metric:
+        return self.metric(metrics.USAGE, team)
+
+    def metric_borrowed(self, team: str) -> cloudwatch.Metric:
+        return self.metric(metrics.BORROWED, team)
+
+    def metric_preemptions(self, team: str) -> cloudwatch.Metric:
+        return self.metric(metrics.PREEMPTIONS, team, statistic="Sum")
+
+    def metric_lender_wait(self, team: str) -> cloudwatch.Metric:
+        return self.metric(metrics.LENDER_WAIT_SECONDS, team)
+
+    def metric_reclaim_errors(self) -> cloudwatch.Metric:
+        return self.metric(metrics.CYCLE_ERRORS, statistic="Sum")
+
+    # ------------------------------------------------------------------ the reclaimer
+
+    def _reclaimer(self, stack: cdk.Stack, retention: logs.RetentionDays) -> None:
+        reclaim_cfg = self.config.reclaim
+        log_group = logs.LogGroup(self, "ReclaimerLogs", retention=retention)
+        role = iam.Role(self, "ReclaimerRole", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+                        description=f"Reclaim Lambda of Batch queue {self.queue_name}")
+        log_group.grant_write(role)
+        self.failure_queue = sqs.Queue(
+            self, "ReclaimerFailures", encryption=sqs.QueueEncryption.SQS_MANAGED, enforce_ssl=True,
+            retention_period=cdk.Duration.days(14),
+        )
+        acknowledge_nag(self.failure_queue, "AwsSolutions-SQS3",
+                        "this queue is itself the on-failure destination (dead letters) of the reclaim Lambda")
+        settings = _Lazy(lambda: br.encode_settings(self.reclaim_settings()))
+        fn = lambda_.Function(
+            self,
+            "Reclaimer",
+            description=f"Takes lent GPUs back on Batch queue {self.queue_name} (cdk-gpu-share)",
+            runtime=lambda_.Runtime.PYTHON_3_14,
+            architecture=lambda_.Architecture.ARM_64,
+            handler=HANDLER,
+            code=reclaim_code(),
+            timeout=cdk.Duration.minutes(2),
+            memory_size=512,
+            role=role,
+            log_group=log_group,
+            reserved_concurrent_executions=1,
+            environment={
+                "GPU_SHARE_QUEUE": self.job_queue_arn,
+                "GPU_SHARE_SETTINGS": cdk.Token.as_string(settings),
+                "GPU_SHARE_DRY_RUN": "true" if reclaim_cfg.dry_run else "false",
+            },
+            on_failure=destinations.SqsDestination(self.failure_queue),
+            retry_attempts=2,
+            max_event_age=cdk.Duration.hours(1),
+        )
+        self.reclaimer = fn
+        # Read: no resource-level permission exists for ListJobs/DescribeJobs.
+        role.add_to_policy(iam.PolicyStatement(actions=READ_ACTIONS, resources=["*"]))
+        jobs = self._arn("job", "*")
+        tagged = {"StringEquals": {f"aws:ResourceTag/{br.TAG_QUEUE}": self.queue_name}}
+        # Stop: TerminateJob(s) authorizes on job/* only; the queue tag keeps it to this queue.
+        role.add_to_policy(iam.PolicyStatement(actions=["batch:TerminateJob"], resources=[jobs], conditions=tagged))
+        # Requeue: resubmit into this queue with the platform's job definitions, tags kept.
+        request_tag = {"StringEquals": {f"aws:RequestTag/{br.TAG_QUEUE}": self.queue_name}}
+        role.add_to_policy(iam.PolicyStatement(
+            actions=["batch:SubmitJob"],
+            resources=[self.job_queue_arn, self._arn("job-definition", f"{self.job_definition_prefix}*"), jobs],
+            conditions=request_tag,
+        ))
+        role.add_to_policy(iam.PolicyStatement(actions=["batch:TagResource"], resources=[jobs], conditions=request_tag))
+        acknowledge_nag(
+            role,
+            "AwsSolutions-IAM5",
+            "ListJobs/DescribeJobs authorize only on '*'; TerminateJob authorizes only on job/* (limited to this"
+            " queue's jobs by the aws:ResourceTag condition); a resubmitted job's ARN is unknown before"
+            " submission; the platform's job definitions share the queue's name prefix",
+            findings=[
+                "Resource::*",
+                f"{_WILDCARD_PREFIX}job/*",
+                f"{_WILDCARD_PREFIX}job-definition/{self.job_definition_prefix}*",
+            ],
+        )
+
+        batch_event = {"source": ["aws.batch"], "detail_type": ["Batch Job State Change"]}
+        runnable = events.Rule(
+            self, "RunnableRule",
+            description=f"Reclaim when a job of {self.queue_name} becomes RUNNABLE",
+            event_pattern=events.EventPattern(**batch_event,
+                                              detail={"jobQueue": [self.job_queue_arn], "status": ["RUNNABLE"]}),
+        )
+        stopped = events.Rule(
+            self, "ReclaimedRule",
+            description=f"Resubmit jobs of {self.queue_name} the reclaimer stopped",
+            event_pattern=events.EventPattern(**batch_event, detail={
+                "jobQueue": [self.job_queue_arn], "status": ["FAILED"],
+                "statusReason": events.Match.prefix(br.RECLAIM_REASON_PREFIX),
+            }),
+        )
+        schedule = events.Rule(
+            self, "Schedule",
+            description=f"Reclaim cycle of {self.queue_name}",
+            schedule=events.Schedule.rate(cdk.Duration.minutes(reclaim_cfg.schedule_minutes)),
+        )
+        for rule in (runnable, stopped, schedule):
+            rule.add_target(targets.LambdaFunction(fn))
+
+        self.alarms.append(cloudwatch.Alarm(
+            self, "ReclaimerErrorsAlarm",
+            alarm_description=f"The reclaim Lambda of {self.queue_name} failed (see its logs and failure queue)",
+            metric=fn.metric_errors(period=cdk.Duration.minutes(5), statistic="Sum"),
+            threshold=1, evaluation_periods=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        ))
+        self.alarms.append(cloudwatch.Alarm(
+            self, "ReclaimerFailuresAlarm",
+            alarm_description=f"Events the reclaim Lambda of {self.queue_name} could not process"
+                              " (a stopped job may need resubmitting by hand)",
+            metric=self.failure_queue.metric_approximate_number_of_messages_visible(period=cdk.Duration.minutes(5)),
+            threshold=1, evaluation_periods=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        ))
+
+
+@jsii.implements(IValidation)
+class _FairshareValidation:
+    """Deferred rules: at least one team; guarantees within capacity; settings fit Lambda's environment."""
+
+    def __init__(self, queue: FairshareQueue) -> None:
+        self.queue = queue
+
+    def validate(self) -> list[str]:
+        q = self.queue
+        if not q._teams:
+            return [f"fair-share queue {q.queue_name} has no team: call add_team() for at least one team"]
+        errors = [str(p) for p in check_backend(FAIRSHARE, q.config, [t.team for t in q._teams.values()])]
+        if q.reclaimer is not None:
+            size = len(br.encode_settings(q.reclaim_settings())) + 200
+            if size > LAMBDA_ENV_LIMIT:
+                errors.append(
+                    f"the reclaimer's settings for {len(q._teams)} teams take {size} bytes, above the"
+                    f" {LAMBDA_ENV_LIMIT} bytes Lambda allows for environment variables: use shorter team names"
+                    " or split the teams over two queues"
+                )
+        return errors
