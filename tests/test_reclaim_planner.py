@@ -1,0 +1,776 @@
+"""Hand-written scenarios of the reclaim planner, one behaviour per test.
+
+Each test names the rule of shared/contracts/reclaim-plan.md it pins down.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cdk_gpu_share.core import reclaim
+from cdk_gpu_share.core.errors import ConfigError
+from cdk_gpu_share.core.reclaim import (
+    JobSpec,
+    Settings,
+    State,
+    TeamSpec,
+    borrow_cap,
+    fits,
+    plan,
+)
+
+NOW = 1000
+
+
+def team(name, gpu=None, **kw):
+    guarantee = kw.pop("guarantee", None)
+    if guarantee is None:
+        guarantee = {} if gpu is None else {"gpu": gpu}
+    return {"name": name, "guarantee": guarantee, **kw}
+
+
+def run(id, team, gpu=1, *, since=0, priority=0, demand=None, **kw):
+    return {"id": id, "team": team, "state": "running", "demand": demand or {"gpu": gpu},
+            "since": since, "priority": priority, **kw}
+
+
+def pend(id, team, gpu=1, *, since=0, priority=0, demand=None, **kw):
+    return {"id": id, "team": team, "state": "pending", "demand": demand or {"gpu": gpu},
+            "since": since, "priority": priority, **kw}
+
+
+def state(capacity, teams, jobs, *, now=NOW, **settings):
+    if not isinstance(capacity, dict):
+        capacity = {"gpu": capacity}
+    s = {"now": now, "capacity": capacity, "teams": teams, "jobs": jobs}
+    if settings:
+        s["settings"] = settings
+    return s
+
+
+def victims(out, reason=None):
+    return [p["job"] for p in out["preemptions"] if reason is None or p["reason"] == reason]
+
+
+# ---------------------------------------------------------------------------
+# The AWS example
+
+
+def test_aws_example_three_teams_one_gpu_each_exactly_one_reclaim():
+    # Three teams each guaranteed 1 GPU of a 3-GPU pool; alpha borrows the other two,
+    # then beta needs its GPU back: exactly one of alpha's jobs is stopped.
+    s = state(3, [team("alpha", 1), team("beta", 1), team("gamma", 1)], [
+        run("a1", "alpha", since=10), run("a2", "alpha", since=20), run("a3", "alpha", since=30),
+        pend("b1", "beta", since=900),
+    ])
+    out = plan(s)
+    assert out["preemptions"] == [{"job": "a3", "team": "alpha", "reason": "reclaim", "beneficiary": "b1"}]
+    assert out["served"] == ["b1"]
+    assert out["waiting"] == []
+    assert out["teams"]["alpha"]["usage"] == {"gpu": 2}
+    assert out["teams"]["alpha"]["borrowed"] == {"gpu": 1}
+    assert out["teams"]["beta"]["usage"] == {"gpu": 1}
+
+
+# ---------------------------------------------------------------------------
+# 2a: fits, served without preemption
+
+
+def test_pending_job_that_fits_in_idle_capacity_is_served_without_preemption():
+    s = state(4, [team("a", 2), team("b", 2)], [run("a1", "a", 2), pend("a2", "a", 2)])
+    out = plan(s)
+    assert out["served"] == ["a2"] and out["preemptions"] == []
+    assert out["teams"]["a"]["borrowed"] == {"gpu": 2}
+
+
+def test_served_pending_job_counts_in_usage_for_the_next_one():
+    # Cap 1 GPU of borrowing: the first job borrows it, the second must wait.
+    s = state(4, [team("a", 1, borrow_limit={"gpu": 1}), team("b", 3)], [
+        pend("a1", "a", 1, since=1), pend("a2", "a", 1, since=2), pend("a3", "a", 1, since=3),
+    ])
+    out = plan(s)
+    assert out["served"] == ["a1", "a2"]
+    assert out["waiting"] == ["a3"]
+
+
+def test_pending_job_with_no_demand_is_always_served():
+    s = state(1, [team("a", 0, sharing="reserve")], [pend("z", "a", demand={"gpu": 0})])
+    assert plan(s)["served"] == ["z"]
+
+
+def test_pending_job_larger_than_the_pool_waits_without_preemption():
+    s = state(2, [team("a", 1), team("b", 1)], [run("b1", "b", 1), run("b2", "b", 1), pend("a1", "a", 3)])
+    out = plan(s)
+    assert out["waiting"] == ["a1"] and out["preemptions"] == []
+
+
+# ---------------------------------------------------------------------------
+# Rule 1: borrow caps
+
+
+def test_team_over_its_percent_cap_loses_lowest_priority_jobs():
+    # G=2, 50% => C=1; usage 4 => B=2: one 1-GPU job must go, the lowest priority one.
+    s = state(8, [team("a", 2, borrow_limit_percent=50), team("b", 6)], [
+        run("hi", "a", 1, priority=5), run("lo", "a", 1, priority=-1),
+        run("mid1", "a", 1, priority=1), run("mid2", "a", 1, priority=1),
+    ])
+    out = plan(s)
+    assert out["preemptions"] == [{"job": "lo", "team": "a", "reason": "borrow_limit"}]
+    assert out["teams"]["a"]["borrowed"] == {"gpu": 1}
+
+
+def test_borrow_limit_victims_have_no_beneficiary_key():
+    s = state(4, [team("a", 1, borrow_limit={"gpu": 0}), team("b", 3)], [run("a1", "a"), run("a2", "a", since=5)])
+    (pre,) = plan(s)["preemptions"]
+    assert "beneficiary" not in pre and pre["reason"] == "borrow_limit"
+
+
+def test_borrow_cap_put_back_returns_jobs_not_needed_after_a_bigger_one():
+    # B=3, C=1. Victim order x1 (1 GPU), then x2 (3 GPUs): after x2 the cap holds;
+    # walking back, x2 is still needed but x1 is put back.
+    s = state(6, [team("a", 2, borrow_limit={"gpu": 1}), team("b", 4)], [
+        run("x1", "a", 1, priority=0), run("x2", "a", 3, priority=1), run("x3", "a", 1, priority=2),
+    ])
+    assert victims(plan(s)) == ["x2"]
+
+
+def test_borrow_cap_not_reachable_because_of_protected_jobs_keeps_every_chosen_job():
+    # B=3, C=0; the 3-GPU job is protected, so the cap cannot be reached: the
+    # unprotected jobs are all chosen and none is put back.
+    s = state(8, [team("a", 1, sharing="lend"), team("b", 7)], [
+        run("big", "a", 3, since=NOW - 5), run("s1", "a", 1, since=0), run("s2", "a", 1, since=1),
+        run("g", "a", 0.5, since=2, priority=9),
+    ], min_runtime_seconds=60)
+    out = plan(s)
+    assert sorted(victims(out, "borrow_limit")) == ["g", "s1", "s2"]
+    assert "big" not in victims(out)
+
+
+def test_borrow_cap_skips_jobs_without_demand_in_the_exceeding_resource():
+    # a may not borrow gpu; a protected 2-GPU job keeps it over the cap, so every
+    # chosen job stays chosen -- but the cpu-only job is never chosen.
+    s = state({"gpu": 4, "cpu": 8}, [
+        team("a", guarantee={"gpu": 1, "cpu": 4}, borrow_limit={"gpu": 0}),
+        team("b", guarantee={"gpu": 3, "cpu": 4}),
+    ], [
+        run("cpu_only", "a", demand={"cpu": 2}, priority=-5),
+        run("g1", "a", demand={"gpu": 1, "cpu": 1}, priority=0, since=1),
+        run("g2", "a", demand={"gpu": 1}, priority=0, since=2),
+        run("big", "a", demand={"gpu": 2}, since=NOW - 1),
+    ], min_runtime_seconds=60)
+    assert victims(plan(s)) == ["g2", "g1"]
+
+
+def test_borrow_cap_is_applied_to_teams_in_name_order():
+    s = state(8, [team("b", 1, sharing="reserve"), team("a", 1, sharing="lend"), team("c", 6)], [
+        run("b1", "b"), run("b2", "b", since=1), run("a1", "a"), run("a2", "a", since=1),
+    ])
+    assert victims(plan(s)) == ["a2", "b2"]
+
+
+def test_reserve_and_lend_teams_may_not_borrow_at_all():
+    s = state(8, [team("r", 1, sharing="reserve"), team("l", 1, sharing="lend"), team("o", 6)], [
+        pend("r1", "r", 2), pend("l1", "l", 2), pend("o1", "o", 0.5),
+    ])
+    out = plan(s)
+    assert out["waiting"] == ["l1", "r1"]
+    assert out["served"] == ["o1"]
+
+
+# ---------------------------------------------------------------------------
+# Protected jobs
+
+
+def test_protected_running_job_is_never_chosen_for_reclaim():
+    # b's most recent job would be the victim, but it started 10 s ago (< 60 s).
+    s = state(2, [team("a", 1), team("b", 1)], [
+        run("old", "b", since=0), run("new", "b", since=NOW - 10), pend("a1", "a", since=0),
+    ], min_runtime_seconds=60)
+    assert victims(plan(s)) == ["old"]
+
+
+def test_job_exactly_min_runtime_old_is_no_longer_protected():
+    s = state(2, [team("a", 1), team("b", 1)], [
+        run("old", "b", since=0), run("new", "b", since=NOW - 60), pend("a1", "a"),
+    ], min_runtime_seconds=60)
+    assert victims(plan(s)) == ["new"]
+
+
+def test_pending_job_waits_when_all_candidates_are_protected():
+    s = state(2, [team("a", 1), team("b", 1)], [
+        run("b1", "b", since=NOW - 1), run("b2", "b", since=NOW - 2), pend("a1", "a"),
+    ], min_runtime_seconds=60)
+    out = plan(s)
+    assert out["preemptions"] == [] and out["waiting"] == ["a1"]
+
+
+def test_job_served_earlier_in_the_plan_is_not_a_victim_later():
+    # a's two pending jobs are both within its guarantee when rule 2 starts and come
+    # first by priority; the second borrows b's GPU. b's job then finds no victim: the
+    # served job is not a running job and is protected.
+    s = state(2, [team("a", 1), team("b", 1)], [
+        pend("a1", "a", priority=5, since=1), pend("a2", "a", priority=5, since=2),
+        pend("b1", "b", priority=0),
+    ])
+    out = plan(s)
+    assert out["served"] == ["a1", "a2"]
+    assert out["waiting"] == ["b1"]
+    assert out["preemptions"] == []
+
+
+# ---------------------------------------------------------------------------
+# Rule 2: order of the pending jobs
+
+
+def test_jobs_within_guarantee_come_before_higher_priority_jobs_beyond_it():
+    s = state(2, [team("a", 1), team("b", 0)], [pend("b1", "b", 2, priority=10), pend("a1", "a", 1)])
+    out = plan(s)
+    assert out["served"] == ["a1"] and out["waiting"] == ["b1"]
+
+
+def test_within_each_group_priority_then_since_then_id():
+    s = state(10, [team("a", 10)], [
+        pend("z", "a", 1, priority=0, since=5), pend("y", "a", 1, priority=0, since=5),
+        pend("x", "a", 1, priority=0, since=9), pend("w", "a", 1, priority=3, since=50),
+    ])
+    assert plan(s)["served"] == ["w", "y", "z", "x"]
+
+
+def test_groups_are_decided_once_when_rule_2_starts():
+    # a2 is within a's guarantee at the start; once a1 is served it no longer is, but
+    # it stays in the first group, ahead of the higher-priority c1.
+    s = state(4, [team("a", 2), team("c", 0), team("d", 2)], [
+        pend("a1", "a", 1, since=1), pend("a2", "a", 1, since=2), pend("c1", "c", 1, priority=9),
+    ])
+    assert plan(s)["served"] == ["a1", "a2", "c1"]
+
+
+def test_served_and_waiting_follow_the_order_of_consideration():
+    s = state(2, [team("a", 1), team("b", 1, sharing="lend")], [
+        pend("b_big", "b", 2, priority=1), pend("a_ok", "a", 1), pend("b_ok", "b", 1, priority=-1),
+        pend("a_big", "a", 3, priority=2),
+    ])
+    out = plan(s)
+    # group 1: a_ok, b_ok (by priority: a_ok 0, b_ok -1); group 2: a_big (2), b_big (1).
+    assert out["served"] == ["a_ok", "b_ok"]
+    assert out["waiting"] == ["a_big", "b_big"]
+
+
+# ---------------------------------------------------------------------------
+# Rule 2b: reclaim
+
+
+def test_job_that_has_not_waited_causes_no_preemption():
+    s = state(2, [team("a", 1), team("b", 1)], [run("b1", "b"), run("b2", "b"), pend("a1", "a", since=NOW - 10)],
+              reclaim_after_seconds=60)
+    out = plan(s)
+    assert out["preemptions"] == [] and out["waiting"] == ["a1"]
+
+
+def test_job_that_waited_exactly_reclaim_after_seconds_reclaims():
+    s = state(2, [team("a", 1), team("b", 1)], [run("b1", "b"), run("b2", "b"), pend("a1", "a", since=NOW - 60)],
+              reclaim_after_seconds=60)
+    assert victims(plan(s), "reclaim") == ["b2"]
+
+
+def test_pending_job_beyond_its_guarantee_does_not_reclaim():
+    s = state(3, [team("a", 1), team("b", 2)], [run("b1", "b", 3), pend("a1", "a", 2)])
+    out = plan(s)
+    assert out["preemptions"] == [] and out["waiting"] == ["a1"]
+
+
+def test_only_teams_that_borrow_are_reclaimed_from():
+    # c runs within its guarantee with the lowest-priority job of all; b borrows.
+    s = state(4, [team("a", 1), team("b", 1), team("c", 2)], [
+        run("c1", "c", 2, priority=-9), run("b1", "b", 1), run("b2", "b", 1, since=5), pend("a1", "a"),
+    ])
+    assert victims(plan(s)) == ["b2"]
+
+
+def test_victim_order_lower_priority_first():
+    s = state(3, [team("a", 1), team("b", 1)], [
+        run("b_hi", "b", priority=2, since=50), run("b_lo", "b", priority=1, since=10),
+        run("b_mid", "b", priority=1, since=5, demand={"gpu": 1}), pend("a1", "a"),
+    ])
+    # capacity 3, b uses 3 (borrows 2): the first in victim order is b_lo.
+    assert victims(plan(s)) == ["b_lo"]
+
+
+def test_victim_order_most_recent_since_first_at_equal_priority():
+    s = state(3, [team("a", 1), team("b", 1)], [
+        run("b1", "b", since=10), run("b2", "b", since=30), run("b3", "b", since=20), pend("a1", "a"),
+    ])
+    assert victims(plan(s)) == ["b2"]
+
+
+def test_victim_order_id_descending_at_equal_priority_and_since():
+    s = state(3, [team("a", 1), team("b", 1)], [
+        run("b10", "b"), run("b9", "b"), run("B9", "b"), pend("a1", "a"),
+    ])
+    # Code-point order: "B9" < "b10" < "b9"; descending picks "b9".
+    assert victims(plan(s)) == ["b9"]
+
+
+def test_victim_order_merges_all_lending_teams():
+    s = state(5, [team("a", 1), team("b", 1), team("c", 1)], [
+        run("b1", "b", priority=1, since=0), run("b2", "b", priority=1, since=1),
+        run("c1", "c", priority=0, since=0), run("c2", "c", priority=1, since=5),
+        run("c3", "c", priority=1, since=0),
+        pend("a1", "a"),
+    ])
+    assert victims(plan(s)) == ["c1"]
+
+
+def test_reclaim_puts_back_small_victims_made_unnecessary_by_a_larger_one():
+    # a needs 2 GPUs; b's victims in order: v1 (1 GPU), then v2 (2 GPUs). With v2
+    # chosen, v1 is not needed and goes back.
+    s = state(3, [team("a", 2), team("b", 1)], [
+        run("v1", "b", 1, priority=0), run("v2", "b", 2, priority=1), pend("a1", "a", 2),
+    ])
+    out = plan(s)
+    assert victims(out) == ["v2"]
+    assert out["teams"]["b"]["usage"] == {"gpu": 1}
+
+
+def test_reclaim_takes_several_victims_when_one_is_not_enough():
+    s = state(4, [team("a", 2), team("b", 2)], [
+        run("b1", "b", since=1), run("b2", "b", since=2), run("b3", "b", since=3), run("b4", "b", since=4),
+        pend("a1", "a", 2),
+    ])
+    out = plan(s)
+    assert victims(out) == ["b4", "b3"]
+    assert [p["beneficiary"] for p in out["preemptions"]] == ["a1", "a1"]
+
+
+def test_reclaim_stops_taking_from_a_team_once_it_no_longer_borrows():
+    # b borrows only 1 GPU; a needs 2: after b3 goes, b is within its guarantee and its
+    # other jobs are not eligible; nothing else can help, so nothing is chosen.
+    s = state(4, [team("a", 2), team("b", 2)], [
+        run("b1", "b", since=1), run("b2", "b", since=2), run("b3", "b", since=3), pend("a1", "a", 2),
+        run("a0", "a", 0.5, since=0),
+    ])
+    out = plan(s)
+    assert out["preemptions"] == [] and out["waiting"] == ["a1"]
+
+
+def test_reclaim_eligibility_needs_the_victim_to_use_a_resource_its_team_borrows_and_p_lacks():
+    # p lacks gpu and cpu. v borrows gpu only, w borrows cpu only. v_cpu (first in
+    # victim order) uses only cpu, where v does not borrow: not eligible. w1 frees cpu,
+    # v_gpu frees gpu.
+    caps = {"gpu": 3, "cpu": 3}
+    g = {"gpu": 1, "cpu": 1}
+    s = state(caps, [team("p", guarantee=g), team("v", guarantee=g), team("w", guarantee=g)], [
+        run("v_cpu", "v", demand={"cpu": 1}, priority=0),
+        run("v_gpu", "v", demand={"gpu": 1}, priority=1, since=10),
+        run("v_gpu2", "v", demand={"gpu": 1}, priority=2),
+        run("w1", "w", demand={"cpu": 1}, priority=1, since=20),
+        run("w2", "w", demand={"cpu": 1}, priority=2),
+        run("w_gpu", "w", demand={"gpu": 1}, priority=2),
+        pend("p1", "p", demand={"gpu": 1, "cpu": 1}),
+    ])
+    out = plan(s)
+    assert victims(out) == ["w1", "v_gpu"]
+
+
+def test_team_borrowing_a_resource_the_job_does_not_lack_is_not_reclaimed_from():
+    # b borrows cpu; a lacks only gpu, which c borrows.
+    s = state({"gpu": 2, "cpu": 4}, [
+        team("a", guarantee={"gpu": 1, "cpu": 1}), team("b", guarantee={"gpu": 0, "cpu": 2}),
+        team("c", guarantee={"gpu": 1, "cpu": 1}),
+    ], [
+        run("b1", "b", demand={"gpu": 0, "cpu": 3}, priority=-5),
+        run("c1", "c", demand={"gpu": 1}), run("c2", "c", demand={"gpu": 1}, since=5),
+        pend("a1", "a", demand={"gpu": 1, "cpu": 1}),
+    ])
+    assert victims(plan(s)) == ["c2"]
+
+
+def test_failed_reclaim_chooses_nothing():
+    # a needs 2 GPUs, 0.5 are free. b borrows 1.5 but only b3 (0.5) is unprotected:
+    # taking it is not enough, so it is not chosen either.
+    s = state(4, [team("a", 2), team("b", 1), team("c", 1)], [
+        run("b1", "b", since=NOW - 1), run("b2", "b", since=NOW - 1), run("b3", "b", 0.5, since=0),
+        run("c1", "c"), pend("a1", "a", 2),
+    ], min_runtime_seconds=60)
+    out = plan(s)
+    assert out["preemptions"] == [] and out["waiting"] == ["a1"]
+    assert out["teams"]["b"]["usage"] == {"gpu": 2.5}
+
+
+def test_two_pending_jobs_each_get_their_own_victims():
+    s = state(3, [team("a", 2), team("b", 1)], [
+        run("b1", "b", since=1), run("b2", "b", since=2), run("b3", "b", since=3),
+        pend("a1", "a", since=1), pend("a2", "a", since=2),
+    ])
+    out = plan(s)
+    assert [(p["job"], p["beneficiary"]) for p in out["preemptions"]] == [("b3", "a1"), ("b2", "a2")]
+
+
+# ---------------------------------------------------------------------------
+# Rule 2c: in-team preemption
+
+
+def test_in_team_preemption_stops_a_lower_priority_job_of_the_same_team():
+    s = state(2, [team("a", 2, sharing="lend", in_team_preemption=True)], [
+        run("lo", "a", 2, priority=0), pend("hi", "a", 2, priority=5),
+    ])
+    out = plan(s)
+    assert out["preemptions"] == [{"job": "lo", "team": "a", "reason": "in_team", "beneficiary": "hi"}]
+    assert out["served"] == ["hi"]
+
+
+def test_in_team_preemption_never_stops_equal_priority_jobs():
+    s = state(2, [team("a", 2, in_team_preemption=True)], [run("same", "a", 2, priority=5), pend("p", "a", 2, priority=5)])
+    out = plan(s)
+    assert out["preemptions"] == [] and out["waiting"] == ["p"]
+
+
+def test_without_in_team_preemption_the_high_priority_job_waits():
+    s = state(2, [team("a", 2)], [run("lo", "a", 2, priority=0), pend("hi", "a", 2, priority=5)])
+    out = plan(s)
+    assert out["preemptions"] == [] and out["waiting"] == ["hi"]
+
+
+def test_in_team_preemption_waits_for_reclaim_after_seconds():
+    s = state(2, [team("a", 2, in_team_preemption=True)], [
+        run("lo", "a", 2, priority=0), pend("hi", "a", 2, priority=5, since=NOW - 5),
+    ], reclaim_after_seconds=30)
+    assert plan(s)["preemptions"] == []
+
+
+def test_in_team_preemption_gets_back_under_guarantee_and_reclaims_in_one_step():
+    # a (G=2) runs lo (1 GPU); hi (2 GPUs) is beyond a's guarantee, so no reclaim in
+    # 2b. In 2c, stopping lo brings hi within the guarantee, then b's job is reclaimed.
+    s = state(4, [team("a", 2, in_team_preemption=True), team("b", 2)], [
+        run("lo", "a", 1, priority=0), run("b1", "b", since=1), run("b2", "b", since=2), run("b3", "b", since=3),
+        pend("hi", "a", 2, priority=5),
+    ])
+    out = plan(s)
+    assert out["preemptions"] == [
+        {"job": "lo", "team": "a", "reason": "in_team", "beneficiary": "hi"},
+        {"job": "b3", "team": "b", "reason": "reclaim", "beneficiary": "hi"},
+    ]
+
+
+def test_in_team_does_not_reclaim_from_others_while_beyond_guarantee():
+    # a (G=1) runs lo (0.5); hi needs 2: even without lo it is beyond a's guarantee,
+    # so b's borrowed GPU is not taken and nothing is chosen.
+    s = state(3, [team("a", 1, in_team_preemption=True), team("b", 2)], [
+        run("lo", "a", 0.5, priority=0), run("b1", "b", 1), run("b2", "b", 1), run("b3", "b", 0.5, since=3),
+        pend("hi", "a", 2, priority=5),
+    ])
+    out = plan(s)
+    assert out["preemptions"] == [] and out["waiting"] == ["hi"]
+
+
+def test_in_team_puts_back_own_jobs_made_unnecessary():
+    s = state(3, [team("a", 3, in_team_preemption=True)], [
+        run("lo1", "a", 1, priority=0), run("lo2", "a", 2, priority=1), pend("hi", "a", 2, priority=5),
+    ])
+    assert victims(plan(s)) == ["lo2"]
+
+
+def test_in_team_is_tried_after_a_failed_reclaim():
+    # a is within its guarantee but b's running jobs are protected: 2b fails; 2c
+    # stops a's own lower-priority job.
+    s = state(3, [team("a", 2, in_team_preemption=True), team("b", 1)], [
+        run("b1", "b", since=NOW - 1), run("b2", "b", since=NOW - 1), run("lo", "a", 1, priority=-1),
+        pend("hi", "a", 1, priority=3),
+    ], min_runtime_seconds=30)
+    out = plan(s)
+    assert out["preemptions"] == [{"job": "lo", "team": "a", "reason": "in_team", "beneficiary": "hi"}]
+
+
+# ---------------------------------------------------------------------------
+# Reserve teams: idle guarantee is never lent
+
+
+def test_reserve_teams_idle_guarantee_is_not_lent():
+    s = state(4, [team("r", 2, sharing="reserve"), team("a", 2)], [run("a1", "a", 2), pend("a2", "a", 1)])
+    out = plan(s)
+    assert out["waiting"] == ["a2"] and out["served"] == []
+
+
+def test_reserve_team_uses_its_own_idle_guarantee():
+    s = state(4, [team("r", 2, sharing="reserve"), team("a", 2)], [run("a1", "a", 2), pend("r1", "r", 2)])
+    assert plan(s)["served"] == ["r1"]
+
+
+def test_reserve_idle_is_not_reclaimed_for_a_lender_either():
+    # The pool's only free GPU is r's idle guarantee; a lacks room; b borrows 1 and is
+    # reclaimed, never r's idle GPU handed out.
+    s = state(4, [team("r", 1, sharing="reserve"), team("a", 1), team("b", 2)], [
+        run("b1", "b"), run("b2", "b"), run("b3", "b", since=5), pend("a1", "a"),
+    ])
+    out = plan(s)
+    assert victims(out) == ["b3"]
+
+
+def test_lend_team_lends_its_idle_guarantee():
+    s = state(4, [team("l", 2, sharing="lend"), team("a", 2)], [run("a1", "a", 2), pend("a2", "a", 2)])
+    assert plan(s)["served"] == ["a2"]
+
+
+# ---------------------------------------------------------------------------
+# Terminating jobs
+
+
+def test_terminating_running_job_holds_no_capacity():
+    s = state(2, [team("a", 1), team("b", 1)], [
+        run("b1", "b"), run("b2", "b", terminating=True), pend("a1", "a"),
+    ])
+    out = plan(s)
+    assert out["preemptions"] == [] and out["served"] == ["a1"]
+    assert out["teams"]["b"]["usage"] == {"gpu": 1}
+
+
+def test_terminating_jobs_appear_in_no_output_list():
+    s = state(2, [team("a", 1), team("b", 1)], [
+        run("b1", "b"), run("b2", "b"), run("b3", "b", terminating=True, priority=-9),
+        pend("a1", "a"), pend("gone", "a", terminating=True, priority=99),
+    ])
+    out = plan(s)
+    text = json.dumps(out)
+    assert "b3" not in text and "gone" not in text
+
+
+# ---------------------------------------------------------------------------
+# Tolerance
+
+
+def test_fractions_that_sum_inexactly_still_fit():
+    # 0.1 + 0.2 is not exactly 0.3 in binary floating point.
+    s = state(0.3, [team("a", 0.3)], [run("x", "a", 0.1), pend("y", "a", 0.2)])
+    assert plan(s)["served"] == ["y"]
+
+
+def test_excess_within_tolerance_fits_beyond_does_not():
+    ok = state(1, [team("a", 1)], [pend("p", "a", 1 + 5e-10)])
+    assert plan(ok)["served"] == ["p"]
+    too_big = state(1, [team("a", 1)], [pend("p", "a", 1 + 5e-9)])
+    assert plan(too_big)["waiting"] == ["p"]
+
+
+def test_borrowing_within_tolerance_of_the_cap_is_not_over_it():
+    s = state(2, [team("a", 1, borrow_limit={"gpu": 0.3}), team("b", 1)], [
+        run("x", "a", 1.1), run("y", "a", 0.2),
+    ])
+    assert plan(s)["preemptions"] == []
+
+
+# ---------------------------------------------------------------------------
+# Output format
+
+
+def test_output_reports_every_team_and_resource_with_null_for_unbounded_caps():
+    s = state({"gpu": 8, "cpu": 64}, [
+        team("z", guarantee={"gpu": 4}, borrow_limit_percent=50),
+        team("m", guarantee={"gpu": 2, "cpu": 10}, borrow_limit={"cpu": 4}),
+        team("r", guarantee={"gpu": 1}, sharing="reserve"),
+    ], [run("z1", "z", demand={"gpu": 5})])
+    out = plan(s)
+    assert list(out) == ["preemptions", "served", "waiting", "teams"]
+    assert list(out["teams"]) == ["m", "r", "z"]
+    assert out["teams"]["z"] == {
+        "usage": {"gpu": 5, "cpu": 0},
+        "guarantee": {"gpu": 4, "cpu": 0},
+        "borrowed": {"gpu": 1, "cpu": 0},
+        "borrow_cap": {"gpu": 2, "cpu": 0},
+    }
+    assert out["teams"]["m"]["borrow_cap"] == {"gpu": None, "cpu": 4}
+    assert out["teams"]["r"]["borrow_cap"] == {"gpu": 0, "cpu": 0}
+    assert '"borrow_cap": {"gpu": null, "cpu": 4}' in json.dumps(out)
+
+
+def test_preemption_entries_have_keys_in_contract_order():
+    s = state(2, [team("a", 1), team("b", 1)], [run("b1", "b"), run("b2", "b"), pend("a1", "a")])
+    (pre,) = plan(s)["preemptions"]
+    assert list(pre) == ["job", "team", "reason", "beneficiary"]
+
+
+def test_contract_input_example_gives_a_plan():
+    s = {
+        "now": 10000, "capacity": {"gpu": 16},
+        "settings": {"reclaim_after_seconds": 0, "min_runtime_seconds": 0},
+        "teams": [{"name": "alpha", "guarantee": {"gpu": 8}, "sharing": "lend_and_borrow",
+                   "borrow_limit_percent": -1, "borrow_limit": {"gpu": 4}, "in_team_preemption": False}],
+        "jobs": [{"id": "j1", "team": "alpha", "state": "running", "demand": {"gpu": 4},
+                  "priority": 0, "since": 100, "terminating": False}],
+    }
+    assert plan(s) == {
+        "preemptions": [], "served": [], "waiting": [],
+        "teams": {"alpha": {"usage": {"gpu": 4}, "guarantee": {"gpu": 8}, "borrowed": {"gpu": 0},
+                            "borrow_cap": {"gpu": 4}}},
+    }
+
+
+def test_optional_fields_take_their_defaults():
+    s = {"now": 0, "capacity": {"gpu": 2}, "teams": [{"name": "a", "guarantee": {"gpu": 1}}],
+         "jobs": [{"id": "j", "team": "a", "state": "pending", "demand": {"gpu": 2}, "since": 0}]}
+    out = plan(s)
+    assert out["served"] == ["j"]  # lend_and_borrow, unlimited: borrows the free GPU
+    assert out["teams"]["a"]["borrow_cap"] == {"gpu": None}
+
+
+def test_future_since_counts_as_age_zero():
+    s = state(2, [team("a", 1), team("b", 1)], [run("b1", "b"), run("b2", "b"), pend("a1", "a", since=NOW + 500)],
+              reclaim_after_seconds=0)
+    assert victims(plan(s)) == ["b2"]
+
+
+def test_same_input_same_bytes():
+    s = state(3, [team("alpha", 1), team("beta", 1), team("gamma", 1)], [
+        run("a1", "alpha", since=10), run("a2", "alpha", since=20), run("a3", "alpha", since=30),
+        pend("b1", "beta", since=900),
+    ])
+    assert json.dumps(plan(s)) == json.dumps(plan(json.loads(json.dumps(s))))
+
+
+# ---------------------------------------------------------------------------
+# Public helpers shared with the simulator
+
+
+def _t(**kw):
+    return TeamSpec(name="t", guarantee={"gpu": 4}, **kw)
+
+
+def test_borrow_cap_percent_and_absolute_take_the_smaller():
+    assert borrow_cap(_t(borrow_limit_percent=50), "gpu") == 2
+    assert borrow_cap(_t(borrow_limit_percent=50, borrow_limit={"gpu": 1}), "gpu") == 1
+    assert borrow_cap(_t(borrow_limit_percent=200, borrow_limit={"gpu": 3}), "gpu") == 3
+
+
+def test_borrow_cap_unbounded_is_none_and_non_borrowers_are_zero():
+    assert borrow_cap(_t(), "gpu") is None
+    assert borrow_cap(_t(borrow_limit={"cpu": 1}), "gpu") is None
+    assert borrow_cap(_t(sharing="lend"), "gpu") == 0
+    assert borrow_cap(_t(sharing="reserve", borrow_limit_percent=100), "gpu") == 0
+
+
+def test_fits_checks_room_after_reserved_idle_and_the_cap():
+    t = _t(borrow_limit={"gpu": 1})
+    assert fits({"gpu": 2}, t, {"gpu": 3}, {"gpu": 2}, {})  # borrows 1 = cap
+    assert not fits({"gpu": 2}, t, {"gpu": 4}, {"gpu": 2}, {})  # would borrow 2 > 1
+    assert not fits({"gpu": 2}, t, {"gpu": 0}, {"gpu": 2}, {"gpu": 1})  # reserved idle
+    assert fits({"gpu": 0, "cpu": 5}, _t(), {}, {"gpu": 0}, {}) is False  # cpu has no room
+    assert fits({"gpu": 0}, t, {}, {}, {})  # needs nothing
+    assert reclaim.TOLERANCE == 1e-9
+
+
+def test_plan_state_accepts_dataclasses_built_directly():
+    st = State(
+        now=100, capacity={"gpu": 2}, settings=Settings(),
+        teams=(TeamSpec("a", {"gpu": 1}), TeamSpec("b", {"gpu": 1})),
+        jobs=(JobSpec("b1", "b", "running", {"gpu": 1}, 0, 0), JobSpec("b2", "b", "running", {"gpu": 1}, 0, 5),
+              JobSpec("a1", "a", "pending", {"gpu": 1}, 0, 50)),
+    )
+    assert [p["job"] for p in reclaim.plan_state(st)["preemptions"]] == ["b2"]
+
+
+# ---------------------------------------------------------------------------
+# Invalid input: every case of the contract names the field
+
+
+def _valid():
+    return state(4, [team("a", 2), team("b", 2)], [run("j1", "a", 1), pend("j2", "b", 1)])
+
+
+def _set(path, value):
+    def mutate(s):
+        obj = s
+        for key in path[:-1]:
+            obj = obj[key]
+        if value is _DELETE:
+            del obj[path[-1]]
+        else:
+            obj[path[-1]] = value
+        return s
+    return mutate
+
+
+_DELETE = object()
+
+INVALID = [
+    ("missing now", _set(["now"], _DELETE), "now"),
+    ("mistyped now", _set(["now"], "soon"), "now"),
+    ("missing capacity", _set(["capacity"], _DELETE), "capacity"),
+    ("mistyped capacity", _set(["capacity"], [4]), "capacity"),
+    ("missing teams", _set(["teams"], _DELETE), "teams"),
+    ("missing jobs", _set(["jobs"], _DELETE), "jobs"),
+    ("mistyped jobs", _set(["jobs"], {"j1": {}}), "jobs"),
+    ("missing team name", _set(["teams", 0, "name"], _DELETE), "teams[0].name"),
+    ("missing guarantee", _set(["teams", 0, "guarantee"], _DELETE), "teams[0].guarantee"),
+    ("mistyped guarantee amount", _set(["teams", 0, "guarantee", "gpu"], "two"), "teams[0].guarantee.gpu"),
+    ("boolean amount", _set(["teams", 0, "guarantee", "gpu"], True), "teams[0].guarantee.gpu"),
+    ("mistyped in_team_preemption", _set(["teams", 1, "in_team_preemption"], "yes"), "teams[1].in_team_preemption"),
+    ("mistyped borrow_limit_percent", _set(["teams", 1, "borrow_limit_percent"], "50%"), "teams[1].borrow_limit_percent"),
+    ("missing job id", _set(["jobs", 0, "id"], _DELETE), "jobs[0].id"),
+    ("numeric job id", _set(["jobs", 0, "id"], 7), "jobs[0].id"),
+    ("missing demand", _set(["jobs", 0, "demand"], _DELETE), "jobs[0].demand"),
+    ("missing since", _set(["jobs", 1, "since"], _DELETE), "jobs[1].since"),
+    ("mistyped since", _set(["jobs", 1, "since"], "yesterday"), "jobs[1].since"),
+    ("fractional priority", _set(["jobs", 1, "priority"], 1.5), "jobs[1].priority"),
+    ("mistyped terminating", _set(["jobs", 1, "terminating"], "no"), "jobs[1].terminating"),
+    ("mistyped settings", _set(["settings"], 5), "settings"),
+    ("mistyped reclaim_after_seconds", _set(["settings"], {"reclaim_after_seconds": "1m"}),
+     "settings.reclaim_after_seconds"),
+    ("negative capacity", _set(["capacity", "gpu"], -1), "capacity.gpu"),
+    ("negative guarantee", _set(["teams", 0, "guarantee", "gpu"], -1), "teams[0].guarantee.gpu"),
+    ("negative borrow_limit", _set(["teams", 0, "borrow_limit"], {"gpu": -2}), "teams[0].borrow_limit.gpu"),
+    ("negative demand", _set(["jobs", 0, "demand"], {"gpu": -0.5}), "jobs[0].demand.gpu"),
+    ("non-finite demand", _set(["jobs", 0, "demand"], {"gpu": float("nan")}), "jobs[0].demand.gpu"),
+    ("unknown resource in guarantee", _set(["teams", 0, "guarantee", "tpu"], 1), "teams[0].guarantee.tpu"),
+    ("unknown resource in borrow_limit", _set(["teams", 0, "borrow_limit"], {"tpu": 1}), "teams[0].borrow_limit.tpu"),
+    ("unknown resource in demand", _set(["jobs", 1, "demand"], {"tpu": 1}), "jobs[1].demand.tpu"),
+    ("guarantees above capacity", _set(["capacity", "gpu"], 3), "teams[*].guarantee.gpu"),
+    ("duplicate team name", _set(["teams", 1, "name"], "a"), "teams[1].name"),
+    ("duplicate job id", _set(["jobs", 1, "id"], "j1"), "jobs[1].id"),
+    ("job of unknown team", _set(["jobs", 1, "team"], "zeta"), "jobs[1].team"),
+    ("bad state", _set(["jobs", 1, "state"], "RUNNABLE"), "jobs[1].state"),
+    ("bad sharing", _set(["teams", 0, "sharing"], "share"), "teams[0].sharing"),
+    ("borrow_limit_percent below -1", _set(["teams", 0, "borrow_limit_percent"], -2), "teams[0].borrow_limit_percent"),
+    ("state not an object", lambda s: [s], "state"),
+]
+
+
+@pytest.mark.parametrize(("case", "mutate", "field"), INVALID, ids=[c[0] for c in INVALID])
+def test_invalid_input_raises_config_error_naming_the_field(case, mutate, field):
+    s = mutate(_valid())
+    with pytest.raises(ConfigError) as info:
+        plan(s)
+    fields = [p.field for p in info.value.problems]
+    assert field in fields, (case, fields)
+    problem = info.value.problems[fields.index(field)]
+    assert problem.fix, "every problem says how to fix it"
+    assert field in str(info.value)
+
+
+def test_every_problem_is_reported_at_once():
+    s = _valid()
+    s["teams"][0]["sharing"] = "share"
+    s["jobs"][1]["state"] = "queued"
+    with pytest.raises(ConfigError) as info:
+        plan(s)
+    assert {p.field for p in info.value.problems} == {"teams[0].sharing", "jobs[1].state"}
+
+
+def test_borrow_limit_percent_of_minus_one_and_zero_are_valid():
+    for pct in (-1, 0, 250.5):
+        s = _valid()
+        s["teams"][0]["borrow_limit_percent"] = pct
+        plan(s)
+
+
+def test_negative_percent_other_than_minus_one_is_rejected():
+    s = _valid()
+    s["teams"][0]["borrow_limit_percent"] = -0.5
+    with pytest.raises(ConfigError, match="use -1 for unlimited"):
+        plan(s)
+
+
+def test_integral_float_priority_is_accepted():
+    s = _valid()
+    s["jobs"][0]["priority"] = 2.0
+    plan(s)
