@@ -293,3 +293,122 @@ def test_emails_cannot_be_subscribed_to_an_imported_topic():
     topic = sns.Topic.from_topic_arn(stack, "T", "arn:aws:sns:us-east-1:111122223333:t")
     with pytest.raises(ConfigError, match=r"alarm_emails: cannot be subscribed to an imported alarm_topic"):
         GpuShareDashboard(stack, "D", queue_name="q", teams=["a"], alarm_topic=topic, alarm_emails=["a@example.com"])
+
+
+# ---------------------------------------------------------------------------
+# In the platform stack (from_platform), by default
+
+
+from cdk_gpu_share.core.config import load_config, parse_config  # noqa: E402
+from cdk_gpu_share.stacks.app import build_platform  # noqa: E402
+from cdk_gpu_share.stacks.platform import PlatformStack  # noqa: E402
+from tests.helpers import ROOT  # noqa: E402
+
+
+def _fairshare_config(**reclaim) -> dict:
+    return {
+        "platform": {"name": "demo"},
+        "teams": [
+            {"name": "red", "guarantee": {"g5.xlarge": 1}},
+            {"name": "blue", "guarantee": {"g5.xlarge": 1}},
+            {"name": "quota-only", "guarantee": {"ml.g5.xlarge": 1}},
+        ],
+        "batch_quota": {"capacity": {"ml.g5.xlarge": 1}},
+        "fairshare": {"capacity": {"g5.xlarge": 2}, "reclaim": reclaim},
+    }
+
+
+@pytest.fixture(scope="module")
+def default_platform():
+    """platform.yaml, composed as `make synth` does, with every gate on."""
+    app = new_app()
+    platform = build_platform(app, load_config(ROOT / "platform.yaml"), checks=False)
+    report = synth(app)
+    return platform, Template.from_stack(platform.platform), report
+
+
+def test_the_platform_stack_has_the_dashboard_by_default(default_platform):
+    platform, t, report = default_platform
+    dash = platform.platform.dashboard
+    assert isinstance(dash, GpuShareDashboard)
+    assert dash.queue_name == "gpu-share-fairshare" == platform.platform.fairshare.job_queue_name
+    assert dash.teams == ("team-a", "team-b", "team-c")
+    t.resource_count_is("AWS::CloudWatch::Dashboard", 1)
+    titles = set(_widgets(t))
+    assert {f"{team}: GPUs used vs guarantee" for team in dash.teams} <= titles
+    assert_nag_clean(report)
+
+
+def test_platform_dashboard_uses_the_queue_name_the_reclaimer_emits(default_platform):
+    platform, t, _ = default_platform
+    assert platform.platform.fairshare.reclaim_settings()["queue"] == platform.platform.dashboard.queue_name
+    rows = _metric_rows(_widgets(t)["team-a: GPUs used vs guarantee"])
+    assert rows[0][2:4] == [m.DIM_QUEUE, "gpu-share-fairshare"]
+
+
+def test_platform_threshold_covers_the_reclaimer_poll_and_delay(default_platform):
+    platform, t, _ = default_platform
+    # platform.yaml: 1-minute poll, reclaim after 60 s: 60 + 2 x 60 + 300 s < 15 minutes.
+    dash = platform.platform.dashboard
+    assert dash.lender_wait_threshold.to_seconds() == 900
+    assert dash.period.to_seconds() == 300
+    waits = [a for a in _alarms(t).values() if a.get("MetricName") == m.LENDER_WAIT_SECONDS]
+    assert len(waits) == 3 and {a["Threshold"] for a in waits} == {900}
+
+
+def test_platform_dashboard_shows_the_queue_alarms_and_does_not_page_twice(default_platform):
+    platform, t, _ = default_platform
+    dash = platform.platform.dashboard
+    queue_alarms = platform.platform.fairshare.alarms
+    assert queue_alarms and dash.related_alarms == tuple(queue_alarms)
+    widget = _widgets(t)["Alarms"]
+    assert len(widget["properties"]["alarms"]) == 3 + 1 + len(queue_alarms)
+    # FairshareQueue alarms on the Lambda's errors: the dashboard's error alarm watches ReclaimErrors only.
+    (err,) = [a for a in _alarms(t).values() if a.get("MetricName") == m.CYCLE_ERRORS]
+    assert err["Dimensions"] == [{"Name": m.DIM_QUEUE, "Value": "gpu-share-fairshare"}]
+    # ... while the health graph still shows the Lambda's errors and throttles.
+    rows = _metric_rows(_widgets(t)["Reclaimer health"])
+    assert [r[1] for r in rows if r[0] == "AWS/Lambda"] == ["Errors", "Throttles"]
+
+
+def test_platform_stack_passes_cfn_lint_with_the_dashboard(default_platform):
+    _, t, _ = default_platform
+    assert_cfn_lint_clean(t)
+
+
+def _platform(raw: dict) -> PlatformStack:
+    return PlatformStack(cdk.App(), "P", config=parse_config(raw))
+
+
+def test_from_platform_raises_the_default_threshold_above_a_slow_reclaimer():
+    stack = _platform(_fairshare_config(schedule_minutes=10, reclaim_after_seconds=1200))
+    dash = stack.dashboard
+    # 1200 + 2 x 600 + 300 s = 45 minutes; the period follows the 10-minute poll.
+    assert dash.lender_wait_threshold.to_minutes() == 45
+    assert dash.period.to_minutes() == 10
+    assert dash.teams == ("red", "blue")  # only the fair-share teams
+
+
+def test_from_platform_rejects_a_threshold_the_reclaimer_always_exceeds():
+    stack = _platform(_fairshare_config(schedule_minutes=5, reclaim_after_seconds=600))
+    with pytest.raises(ConfigError, match=r"lender_wait_threshold: is not above what the reclaimer allows \(900 s"):
+        GpuShareDashboard.from_platform(stack, "Again", platform=stack, lender_wait_threshold=cdk.Duration.minutes(15))
+    ok = GpuShareDashboard.from_platform(stack, "Ok", platform=stack, lender_wait_threshold=cdk.Duration.minutes(20))
+    assert ok.lender_wait_threshold.to_minutes() == 20
+
+
+def test_no_dashboard_without_a_reclaimer_and_a_clear_error_when_asked_for():
+    stack = _platform(_fairshare_config(enabled=False))
+    assert stack.fairshare is not None and stack.dashboard is None
+    with pytest.raises(ConfigError, match=r"fairshare.reclaim.enabled: turns the reclaimer off"):
+        GpuShareDashboard.from_platform(stack, "Dash", platform=stack)
+
+
+def test_no_dashboard_without_a_fairshare_queue():
+    raw = _fairshare_config()
+    del raw["fairshare"]
+    raw["teams"] = [raw["teams"][2]]
+    stack = _platform(raw)
+    assert stack.dashboard is None
+    with pytest.raises(ConfigError, match=r"platform.fairshare: has no fair-share queue"):
+        GpuShareDashboard.from_platform(stack, "Dash", platform=stack)

@@ -93,6 +93,8 @@ class GpuShareDashboard(Construct):
         lender_wait_threshold: cdk.Duration | None = None,
         period: cdk.Duration | None = None,
         reclaimer_error_threshold: int = 1,
+        watch_function_errors: bool = True,
+        related_alarms: Sequence[cw.Alarm] = (),
         alarm_topic: sns.ITopic | None = None,
         alarm_emails: Sequence[str] = (),
     ) -> None:
@@ -113,6 +115,12 @@ class GpuShareDashboard(Construct):
             Default: 5 minutes.
         :param reclaimer_error_threshold: errors per period that raise the reclaimer-error
             alarm. Default: 1.
+        :param watch_function_errors: count ``reclaim_function``'s own ``Errors`` (crashes,
+            timeouts) in the reclaimer-error alarm. Default: True. Set it to False when
+            another alarm already watches them (:meth:`from_platform` does: FairshareQueue
+            alarms on its reclaimer's errors).
+        :param related_alarms: more alarms to show in the dashboard's alarm widget and to
+            notify ``alarm_topic`` of (for example ``FairshareQueue.alarms``). Default: none.
         :param alarm_topic: SNS topic every alarm notifies (ALARM and OK). Default: a new
             encrypted topic when ``alarm_emails`` is given, else no action.
         :param alarm_emails: e-mail addresses subscribed to the alarm topic. Default: none.
@@ -122,6 +130,8 @@ class GpuShareDashboard(Construct):
         self.queue_name = queue_name
         self.teams: tuple[str, ...] = self._check_teams(teams, path)
         self.reclaim_function = reclaim_function
+        self.watch_function_errors = bool(watch_function_errors)
+        self.related_alarms: tuple[cw.Alarm, ...] = tuple(related_alarms)
         self.period = self._check_period(period or DEFAULT_PERIOD, path)
         threshold = lender_wait_threshold or DEFAULT_LENDER_WAIT_THRESHOLD
         if not isinstance(threshold, cdk.Duration) or threshold.to_seconds() < 60:
@@ -178,7 +188,7 @@ class GpuShareDashboard(Construct):
         self.reclaimer_error_alarm = self._error_alarm()
         if self.alarm_topic is not None:
             action = cw_actions.SnsAction(self.alarm_topic)
-            for alarm in self.alarms:
+            for alarm in self.all_alarms:
                 alarm.add_alarm_action(action)
                 alarm.add_ok_action(action)
 
@@ -197,7 +207,8 @@ class GpuShareDashboard(Construct):
     def from_platform(cls, scope: Construct, id: str, *, platform: Any, **overrides: Any) -> "GpuShareDashboard":
         """The dashboard of a :class:`~cdk_gpu_share.stacks.platform.PlatformStack`'s fair-share queue.
 
-        Reads ``platform.fairshare`` (its ``job_queue_name`` and ``reclaimer``) and
+        Reads ``platform.fairshare`` (its ``job_queue_name``, ``reclaimer`` and ``alarms``,
+        which the dashboard shows and notifies too) and
         ``platform.config`` (the fair-share teams, the reclaim poll interval and
         ``reclaim_after_seconds``). The default ``lender_wait_threshold`` is the larger of
         15 minutes and what the reclaimer itself allows (``reclaim_after_seconds`` + two
@@ -218,6 +229,17 @@ class GpuShareDashboard(Construct):
                     "add a fairshare section to the platform config",
                 ),
                 source=scope.node.path,
+            )
+        reclaimer = getattr(queue, "reclaimer", None)
+        if reclaimer is None and "reclaim_function" not in overrides:
+            raise ConfigError(
+                Problem(
+                    "fairshare.reclaim.enabled",
+                    False,
+                    "turns the reclaimer off, and with it every metric the dashboard shows",
+                    "set fairshare.reclaim.enabled: true (dry_run: true keeps the metrics and stops nothing)",
+                ),
+                source=config.source or scope.node.path,
             )
         teams = [t.name for t in config.teams_for(FAIRSHARE)]
         reclaim = config.fairshare.reclaim
@@ -244,12 +266,16 @@ class GpuShareDashboard(Construct):
         period = overrides.pop("period", None)
         if period is None:
             period = cdk.Duration.minutes(max(DEFAULT_PERIOD.to_minutes(), reclaim.schedule_minutes))
+        related = list(getattr(queue, "alarms", ()) or ())
+        overrides.setdefault("related_alarms", related)
+        # FairshareQueue already alarms on its reclaimer's own errors: do not page twice.
+        overrides.setdefault("watch_function_errors", not related)
         return cls(
             scope,
             id,
             queue_name=queue.job_queue_name,
             teams=teams,
-            reclaim_function=overrides.pop("reclaim_function", getattr(queue, "reclaimer", None)),
+            reclaim_function=overrides.pop("reclaim_function", reclaimer),
             lender_wait_threshold=threshold,
             period=period,
             **overrides,
@@ -312,12 +338,17 @@ class GpuShareDashboard(Construct):
 
     @property
     def alarms(self) -> list[cw.Alarm]:
-        """Every alarm of this construct: the teams' wait alarms, then the error alarm."""
+        """The alarms this construct creates: the teams' wait alarms, then the error alarm."""
         return [*self.lender_wait_alarms.values(), self.reclaimer_error_alarm]
 
+    @property
+    def all_alarms(self) -> list[cw.Alarm]:
+        """:attr:`alarms` and ``related_alarms``: the alarm widget's list."""
+        return [*self.alarms, *self.related_alarms]
+
     def add_alarm_action(self, *actions: cw.IAlarmAction) -> None:
-        """Add ``actions`` to every alarm's ALARM state."""
-        for alarm in self.alarms:
+        """Add ``actions`` to the ALARM state of every alarm of :attr:`all_alarms`."""
+        for alarm in self.all_alarms:
             alarm.add_alarm_action(*actions)
 
     def _lender_wait_alarm(self, team: str) -> cw.Alarm:
@@ -339,7 +370,7 @@ class GpuShareDashboard(Construct):
 
     def _error_alarm(self) -> cw.Alarm:
         cycle_errors = self.metric_reclaim_errors(label=None)
-        if self.reclaim_function is not None:
+        if self.reclaim_function is not None and self.watch_function_errors:
             metric: cw.IMetric = cw.MathExpression(
                 expression="FILL(cycleErrors, 0) + FILL(lambdaErrors, 0)",
                 using_metrics={
@@ -384,7 +415,7 @@ class GpuShareDashboard(Construct):
                     width=12,
                     height=5,
                 ),
-                cw.AlarmStatusWidget(alarms=self.alarms, title="Alarms", width=12, height=5),
+                cw.AlarmStatusWidget(alarms=self.all_alarms, title="Alarms", width=12, height=5),
             ]
         )
         per_team: list[cw.IWidget] = []

@@ -56,7 +56,8 @@ class PlatformStack(cdk.Stack):
             build = _optional("cdk_gpu_share.constructs.mig_endpoint", "endpoints_from_config")
             if build is not None:
                 self.endpoints = list(build(self, config))
+        # The GPU-sharing dashboard and alarms, by default whenever a reclaimer emits their metrics.
         self.dashboard = None
         dash = _optional("cdk_gpu_share.constructs.dashboard", "GpuShareDashboard")
-        if dash is not None and (self.fairshare is not None):
+        if dash is not None and getattr(self.fairshare, "reclaimer", None) is not None:
             self.dashboard = dash.from_platform(self, "Dashboard", platform=self)
