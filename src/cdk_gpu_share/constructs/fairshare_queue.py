@@ -467,7 +467,7 @@ class FairshareQueue(Construct):
 
     def _share_distribution(self) -> list[dict]:
         weights = weight_factors({t.share_identifier: t.guarantee_gpus for t in self._teams.values()})
-        return [{"ShareIdentifier": sid, "WeightFactor": w} for sid, w in sorted(weights.items())]
+        return [{"shareIdentifier": sid, "weightFactor": w} for sid, w in sorted(weights.items())]
 
     # ------------------------------------------------------------------ attributes
 
