@@ -143,7 +143,8 @@ class GpuShareDashboard(Construct):
                 path,
             )
         self.lender_wait_threshold = threshold
-        if isinstance(reclaimer_error_threshold, bool) or not isinstance(reclaimer_error_threshold, int) or reclaimer_error_threshold < 1:
+        n = reclaimer_error_threshold
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise _problem(
                 "reclaimer_error_threshold",
                 reclaimer_error_threshold,
