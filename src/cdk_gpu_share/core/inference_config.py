@@ -512,7 +512,13 @@ def _copies(value: Any, where: str, r: _Reader) -> Copies | None:
             if n is None:
                 return None
             vals[key] = n
-    lo = vals.get("min", min(vals.get("initial", 1), vals.get("max", 1)))
+    # {initial: 2} is fixed at 2; {max: 4} scales from 1 to 4; {initial: 2, max: 4} from 1.
+    if "min" in vals:
+        lo = vals["min"]
+    elif "max" in vals:
+        lo = 1
+    else:
+        lo = vals.get("initial", 1)
     initial = vals.get("initial", lo)
     hi = vals.get("max", max(initial, lo))
     return Copies(initial=initial, min=lo, max=hi)
@@ -522,10 +528,10 @@ def _model(raw: Any, where: str, team_names: set[str], r: _Reader) -> InferenceM
     data = r.mapping(raw, where)
     if data is None:
         return None
-    r.keys(data, _MODEL_KEYS, where)
     name = r.string(data.get("name"), f"{where}.name", "name the model, such as summarizer")
     if name:
         where = f"{where} ({name})"
+    r.keys(data, _MODEL_KEYS, where)
     ok = name is not None
     image = r.string(
         data.get("image"),
@@ -617,7 +623,6 @@ def _endpoint(raw: Any, where: str, team_names: set[str], r: _Reader) -> Inferen
     data = r.mapping(raw, where)
     if data is None:
         return None
-    r.keys(data, _ENDPOINT_KEYS, where)
     name = r.string(
         data.get("name"),
         f"{where}.name",
@@ -627,6 +632,7 @@ def _endpoint(raw: Any, where: str, team_names: set[str], r: _Reader) -> Inferen
     )
     if name:
         where = f"{where} ({name})"
+    r.keys(data, _ENDPOINT_KEYS, where)
     instance_type = r.string(
         data.get("instance_type"),
         f"{where}.instance_type",
