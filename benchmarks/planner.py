@@ -1,0 +1,231 @@
+"""Reclaim planner speed: one plan for 1,000 and for 10,000 running jobs.
+
+Each state has 100 teams and 1,000 pending jobs, random but seeded: a full pool in
+which some teams borrow what others lent, some teams are ``reserve`` or ``lend``, some
+have borrow caps or in-team preemption, some running jobs are protected. Prints the
+median time per plan (``plan``: validation + planning, as the Lambda and the CLI call
+it; ``plan_state``: planning alone, as the simulator calls it) and the 10k/1k ratio.
+
+Targets (measured, never asserted): a 10k plan under 100 ms; 10k/1k ratio <= 15.
+
+    python benchmarks/planner.py [--repeat N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import time
+
+from cdk_gpu_share.core import reclaim
+
+N_TEAMS = 100
+N_PENDING = 1_000
+NOW = 100_000
+
+
+def make_state(n_running: int, seed: int = 7) -> dict:
+    rnd = random.Random(seed)
+    sizes = (1, 1, 1, 1, 2, 2, 4, 8)
+    # Skewed activity: a quarter of the teams run most of the jobs (they borrow).
+    weights = [rnd.choice((1, 1, 1, 6)) for _ in range(N_TEAMS)]
+    names = [f"team-{i:03d}" for i in range(N_TEAMS)]
+    running = []
+    for i in range(n_running):
+        t = rnd.choices(range(N_TEAMS), weights)[0]
+        gpu = rnd.choice(sizes)
+        running.append({
+            "id": f"r{i:06d}", "team": names[t], "state": "running",
+            "demand": {"gpu": gpu, "cpu": gpu * 8},
+            "priority": rnd.randint(-1, 2), "since": rnd.uniform(0, NOW),
+            "terminating": rnd.random() < 0.01,
+        })
+    total_gpu = sum(j["demand"]["gpu"] for j in running if not j["terminating"])
+    # Guarantees: roughly even shares of a pool the running jobs fill completely.
+    raw = [rnd.uniform(0.5, 1.5) for _ in range(N_TEAMS)]
+    scale = total_gpu / sum(raw)
+    guarantees = [int(r * scale) for r in raw]
+    capacity_gpu = max(total_gpu, sum(guarantees))
+    teams = []
+    for i, name in enumerate(names):
+        team = {"name": name, "guarantee": {"gpu": guarantees[i], "cpu": guarantees[i] * 8}}
+        kind = rnd.random()
+        if kind < 0.1:
+            team["sharing"] = "reserve"
+        elif kind < 0.2:
+            team["sharing"] = "lend"
+        elif kind < 0.35:
+            team["borrow_limit_percent"] = rnd.choice((50, 100, 200))
+        if rnd.random() < 0.2:
+            team["in_team_preemption"] = True
+        teams.append(team)
+    pending = []
+    for i in range(N_PENDING):
+        t = rnd.randrange(N_TEAMS)
+        gpu = rnd.choice(sizes)
+        pending.append({
+            "id": f"p{i:05d}", "team": names[t], "state": "pending",
+            "demand": {"gpu": gpu, "cpu": gpu * 8},
+            "priority": rnd.randint(-1, 3), "since": rnd.uniform(NOW - 3_600, NOW),
+        })
+    return {
+        "now": NOW,
+        "capacity": {"gpu": capacity_gpu, "cpu": capacity_gpu * 8},
+        "settings": {"reclaim_after_seconds": 300, "min_runtime_seconds": 600},
+        "teams": teams,
+        "jobs": running + pending,
+    }
+
+
+def median_seconds(fn, repeat: int) -> float:
+    fn()  # warm up
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def planner_section(repeat: int) -> None:
+    print(f"Reclaim planner: {N_TEAMS} teams, {N_PENDING} pending jobs, 2 resources "
+          f"(median of {repeat} runs)")
+    results = {}
+    for n in (1_000, 10_000):
+        state = json.loads(json.dumps(make_state(n)))  # as the Lambda and the CLI see it
+        parsed = reclaim.parse_state(state)
+        out = reclaim.plan(state)
+        t_plan = median_seconds(lambda: reclaim.plan(state), repeat)
+        t_state = median_seconds(lambda: reclaim.plan_state(parsed), repeat)
+        t_parse = median_seconds(lambda: reclaim.parse_state(state), repeat)
+        results[n] = (t_plan, t_state)
+        reasons = {}
+        for p in out["preemptions"]:
+            reasons[p["reason"]] = reasons.get(p["reason"], 0) + 1
+        print(f"  {n:>6} running: plan {t_plan * 1e3:7.1f} ms  (parse_state {t_parse * 1e3:6.1f} ms, "
+              f"plan_state {t_state * 1e3:6.1f} ms)  served {len(out['served'])}, "
+              f"waiting {len(out['waiting'])}, preemptions {reasons}")
+    r_plan = results[10_000][0] / results[1_000][0]
+    r_state = results[10_000][1] / results[1_000][1]
+    print(f"  10k/1k ratio: plan {r_plan:.1f}x, plan_state {r_state:.1f}x  "
+          f"(targets: 10k plan < 100 ms, ratio <= 15)")
+
+
+def _batch_queue(state: dict) -> tuple[list[dict], dict]:
+    """The planner benchmark's state as an AWS Batch queue: DescribeJobs details and the
+    reclaim settings (GPUs only: the Lambda plans one resource, the fleet's GPUs)."""
+    from cdk_gpu_share.aws import batch_reader as br
+
+    queue = "arn:aws:batch:us-east-1:111122223333:job-queue/bench"
+    jobs = []
+    for j in state["jobs"]:
+        running = j["state"] == "running"
+        since_ms = int(j["since"] * 1000)
+        jobs.append({
+            "jobId": j["id"], "jobName": j["id"], "jobQueue": queue,
+            "jobDefinition": "arn:aws:batch:us-east-1:111122223333:job-definition/bench-gpu:1",
+            "status": "RUNNING" if running else "RUNNABLE",
+            "shareIdentifier": br.share_identifier(j["team"]),
+            "schedulingPriority": j.get("priority", 0),
+            "createdAt": since_ms, "startedAt": since_ms,
+            "isTerminated": bool(j.get("terminating")),
+            "container": {"resourceRequirements": [{"type": "GPU", "value": str(j["demand"]["gpu"])}]},
+        })
+    teams = []
+    for t in state["teams"]:
+        entry = {"name": t["name"], "share_identifier": br.share_identifier(t["name"]),
+                 "guarantee": {"gpu": t["guarantee"]["gpu"]}}
+        for key in ("sharing", "borrow_limit_percent", "in_team_preemption"):
+            if key in t:
+                entry[key] = t[key]
+        teams.append(entry)
+    settings = {"queue": "bench", "capacity": {"gpu": state["capacity"]["gpu"]},
+                "settings": state["settings"], "teams": teams}
+    return jobs, settings
+
+
+def _stub_cycle(jobs: list[dict], n_terminates: int):
+    """A botocore Batch client whose Stubber answers one cycle over ``jobs``."""
+    import botocore.session
+    from botocore.stub import Stubber
+
+    from cdk_gpu_share.aws import batch_reader as br
+
+    client = botocore.session.get_session().create_client(
+        "batch", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    stub = Stubber(client)
+    order = []
+    for status, _ in br.STATUSES:
+        of_status = [j for j in jobs if j["status"] == status]
+        pages = [of_status[i:i + br.LIST_PAGE_SIZE] for i in range(0, len(of_status), br.LIST_PAGE_SIZE)] or [[]]
+        for k, page in enumerate(pages):
+            response = {"jobSummaryList": [{"jobId": j["jobId"], "jobName": j["jobName"]} for j in page]}
+            if k < len(pages) - 1:
+                response["nextToken"] = f"{status}{k + 1}"
+            stub.add_response("list_jobs", response)
+            order += page
+    for i in range(0, len(order), br.DESCRIBE_BATCH):
+        stub.add_response("describe_jobs", {"jobs": order[i:i + br.DESCRIBE_BATCH]})
+    for _ in range(n_terminates):
+        stub.add_response("terminate_jobs", {"successful": [], "errors": []})
+    stub.activate()
+    return client, stub
+
+
+def aws_calls_section(n_running: int = 10_000) -> None:
+    """AWS calls one reclaim cycle makes on a 10,000-job queue, next to the minimum.
+
+    The real handler (``run_cycle``: read, plan, stop) runs against botocore's Stubber,
+    which validates every request against the Batch model and counts them. Minimum:
+    a ListJobs page per 1,000 jobs of each status read (at least one each), a
+    DescribeJobs per 100 jobs, a TerminateJobs per 50 victims. Not counted: the
+    resubmission of each stopped job (one SubmitJob per victim, later, on its FAILED
+    event), which Batch requires because it never retries terminated jobs.
+    """
+    import contextlib
+    import io
+    import math
+
+    from cdk_gpu_share.aws import batch_reader as br
+    from cdk_gpu_share.lambdas.reclaim import handler
+
+    state = make_state(n_running)
+    jobs, settings = _batch_queue(state)
+    queue = jobs[0]["jobQueue"]
+    # The plan tells how many victims (hence TerminateJobs calls) the cycle will have.
+    client, _ = _stub_cycle(jobs, 0)
+    victims = len(reclaim.plan(br.read_queue(client, queue, settings, NOW).state)["preemptions"])
+    client, stub = _stub_cycle(jobs, math.ceil(victims / 50))
+    t0 = time.perf_counter()
+    with contextlib.redirect_stdout(io.StringIO()):
+        result = handler.run_cycle(client, queue, settings, now=NOW, emit=lambda line: None)
+    elapsed = time.perf_counter() - t0
+    stub.assert_no_pending_responses()
+    by_status = {}
+    for j in jobs:
+        by_status[j["status"]] = by_status.get(j["status"], 0) + 1
+    calls = result["calls"]
+    total = sum(calls.values())
+    minimum = br.minimum_calls(by_status, victims)
+    print(f"AWS calls of one reclaim cycle: {len(jobs)} jobs ({by_status.get('RUNNING', 0)} running, "
+          f"{by_status.get('RUNNABLE', 0)} pending), {len(settings['teams'])} teams, {victims} victims")
+    print("  " + ", ".join(f"{op} {n}" for op, n in calls.items()) + f"  = {total} calls")
+    print(f"  minimum: {minimum} (list pages + ceil(jobs/100) describes + ceil(victims/50) terminates)"
+          f"  -> {'equal' if total == minimum else f'{total - minimum:+d}'}")
+    print(f"  cycle time against the stub (reading, planning, stopping; no network): {elapsed * 1e3:.0f} ms")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=15, help="runs per measurement (default 15)")
+    args = parser.parse_args(argv)
+    planner_section(args.repeat)
+    aws_calls_section()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
