@@ -469,7 +469,39 @@ def _parse_jobs(state: Mapping, capacity: Mapping | None, team_names: set | None
     jobs: list[JobSpec] = []
     seen: dict[str, int] = {}
     is_number = _is_number
+    append = jobs.append
+    fast_teams = team_names if team_names is not None else ()
+    fast_resources = capacity if capacity is not None else ()
     for i, raw in enumerate(raw_jobs):
+        # Fast path for a job without any problem (the common case; the Lambda plans
+        # for thousands of jobs): the same checks as below, without building messages.
+        if type(raw) is dict:
+            get = raw.get
+            job_id = get("id")
+            team = get("team")
+            job_state = get("state")
+            demand = get("demand")
+            priority = get("priority", 0)
+            since = get("since")
+            terminating = get("terminating", False)
+            ts = type(since)
+            if (
+                type(job_id) is str and job_id not in seen
+                and type(team) is str and team in fast_teams
+                and (job_state == "running" or job_state == "pending")
+                and type(priority) is int
+                and (ts is int or (ts is float and since - since == 0))
+                and (terminating is False or terminating is True)
+                and type(demand) is dict
+            ):
+                for r, a in demand.items():
+                    ta = type(a)
+                    if not ((ta is int or (ta is float and a - a == 0)) and a >= 0 and r in fast_resources):
+                        break
+                else:
+                    seen[job_id] = i
+                    append(JobSpec(job_id, team, job_state, demand, priority, since, terminating))
+                    continue
         where = f"jobs[{i}]"
         if not isinstance(raw, Mapping):
             check.add(where, raw, f"must be a job object, not {_kind(raw)}",
@@ -575,30 +607,22 @@ def plan_state(state: State) -> dict:
     is_reserve = [t.sharing == _RESERVE for t in teams]
 
     # Running (non-terminating) jobs, as parallel lists indexed by a job number.
-    r_id: list[str] = []
-    r_team: list[int] = []
-    r_demand: list[dict] = []
-    r_prio: list[int] = []
-    r_since: list[float] = []
-    pending: list[JobSpec] = []
+    live = [job for job in state.jobs if not job.terminating]
+    running = [job for job in live if job.state == "running"]
+    pending = [job for job in live if job.state != "running"]
+    r_id = [job.id for job in running]
+    r_team = [t_index[job.team] for job in running]
+    r_demand = [job.demand for job in running]
+    r_prio = [job.priority for job in running]
+    r_since = [job.since for job in running]
+    n_running = len(running)
+    # The amounts summed per team and resource, kept for exact (fsum) sums.
     sums: list[dict] = [{r: [] for r in resources} for _ in range(nt)]
-    for job in state.jobs:
-        if job.terminating:
-            continue
-        if job.state == "running":
-            ti = t_index[job.team]
-            r_id.append(job.id)
-            r_team.append(ti)
-            r_demand.append(job.demand)
-            r_prio.append(job.priority)
-            r_since.append(job.since)
-            acc = sums[ti]
-            for r, d in job.demand.items():
-                if d:
-                    acc[r].append(d)
-        else:
-            pending.append(job)
-    n_running = len(r_id)
+    for ti, demand in zip(r_team, r_demand):
+        acc = sums[ti]
+        for r, d in demand.items():
+            if d:
+                acc[r].append(d)
 
     # Incremental state: U per team, F, RI_total (sum over reserve teams), the
     # reserve teams' own idle part, the borrowing teams per resource.
@@ -608,28 +632,40 @@ def plan_state(state: State) -> dict:
     RI_total = {r: math.fsum(idle[ti][r] for ti in range(nt)) for r in resources}
     borrowers: dict[str, set] = {r: {ti for ti in range(nt) if U[ti][r] - G[ti][r] > tol} for r in resources}
 
-    # Victim order: lower priority first, then most recent since, then id descending.
+    # Victim order: lower priority first, then most recent since, then id descending
+    # (two stable sorts).
     order = sorted(range(n_running), key=r_id.__getitem__, reverse=True)
-    order.sort(key=lambda j: (r_prio[j], -r_since[j]))
+    keys = list(zip(r_prio, [-since for since in r_since]))
+    order.sort(key=keys.__getitem__)
     rank = [0] * n_running
     for k, j in enumerate(order):
         rank[j] = k
-    # Per-team lists of unprotected running jobs in victim order, with the amounts
-    # they could give back (for the "cannot succeed" shortcut).
+    # Protected: age < min_runtime_seconds, with age = max(0, now - since).
+    if min_runtime > tol:
+        unprotected = [min_runtime <= (now - since if since < now else 0) + tol for since in r_since]
+    else:
+        unprotected = [True] * n_running
+    # Per-team lists of the unprotected running jobs, in victim order.
     victims_of: list[list[int]] = [[] for _ in range(nt)]
-    avail = [{r: 0.0 for r in resources} for _ in range(nt)]
     for j in order:
-        age = now - r_since[j]
-        if age < 0:
-            age = 0
-        if min_runtime > age + tol:
-            continue  # protected
-        ti = r_team[j]
-        victims_of[ti].append(j)
+        if unprotected[j]:
+            victims_of[r_team[j]].append(j)
+    # What each team's unchosen unprotected jobs could give back (for the "cannot
+    # succeed" shortcut); computed for a team when first needed, then kept up to date.
+    avail: list[dict | None] = [None] * nt
+
+    def avail_of(ti: int) -> dict:
         a = avail[ti]
-        for r, d in r_demand[j].items():
-            if d:
-                a[r] += d
+        if a is None:
+            parts: dict = {r: [] for r in resources}
+            for j in victims_of[ti]:
+                if not chosen[j]:
+                    for r, d in r_demand[j].items():
+                        if d:
+                            parts[r].append(d)
+            a = avail[ti] = {r: math.fsum(parts[r]) for r in resources}
+        return a
+
     head = [0] * nt  # victims_of[ti][:head[ti]] are all chosen for good
     chosen = bytearray(n_running)
 
@@ -662,9 +698,10 @@ def plan_state(state: State) -> dict:
         demand = r_demand[j]
         apply(ti, demand, -1)
         a = avail[ti]
-        for r, d in demand.items():
-            if d:
-                a[r] -= d
+        if a is not None:
+            for r, d in demand.items():
+                if d:
+                    a[r] -= d
 
     def give_back(j: int) -> None:
         chosen[j] = 0
@@ -672,9 +709,10 @@ def plan_state(state: State) -> dict:
         demand = r_demand[j]
         apply(ti, demand, 1)
         a = avail[ti]
-        for r, d in demand.items():
-            if d:
-                a[r] += d
+        if a is not None:
+            for r, d in demand.items():
+                if d:
+                    a[r] += d
 
     def reserved_idle(ti: int) -> dict:
         if is_reserve[ti]:
@@ -756,7 +794,7 @@ def plan_state(state: State) -> dict:
         # Shortcut: even taking every candidate job cannot make room.
         ri = reserved_idle(ti)
         for r in lack:
-            room = F[r] - ri[r] + math.fsum(avail[v][r] for v in candidates)
+            room = F[r] - ri[r] + math.fsum(avail_of(v)[r] for v in candidates)
             if demand[r] > room + tol + _BOUND_SLACK:
                 return
         heap = []
@@ -859,23 +897,23 @@ def plan_state(state: State) -> dict:
         served.append(p.id)
 
     # Report: exact sums after the plan, every team (by name) and every resource.
-    final: list[dict] = [{r: [] for r in resources} for _ in range(nt)]
+    # fsum is exact, so adding the negated victims gives the sum of the others.
     for j in range(n_running):
-        if not chosen[j]:
-            acc = final[r_team[j]]
+        if chosen[j]:
+            acc = sums[r_team[j]]
             for r, d in r_demand[j].items():
                 if d:
-                    acc[r].append(d)
+                    acc[r].append(-d)
     served_set = set(served)
     for p in pending:
         if p.id in served_set:
-            acc = final[t_index[p.team]]
+            acc = sums[t_index[p.team]]
             for r, d in p.demand.items():
                 if d:
                     acc[r].append(d)
     report = {}
     for ti in sorted(range(nt), key=lambda i: teams[i].name):
-        usage = {r: math.fsum(final[ti][r]) for r in resources}
+        usage = {r: math.fsum(sums[ti][r]) for r in resources}
         borrowed = {}
         for r in resources:
             b = usage[r] - G[ti][r]
