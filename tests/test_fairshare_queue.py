@@ -443,6 +443,7 @@ def test_bundle_holds_only_what_the_handler_needs(asset_dir):
     top = sorted(p.name for p in (asset_dir / "cdk_gpu_share").iterdir())
     assert top == ["__init__.py", "aws", "core", "lambdas"]
     assert sorted(p.name for p in (asset_dir / "cdk_gpu_share" / "lambdas").iterdir()) == ["__init__.py", "reclaim"]
+    assert sorted(p.name for p in (asset_dir / "cdk_gpu_share" / "aws").iterdir()) == ["__init__.py", "batch_reader.py"]
     assert not list(asset_dir.rglob("__pycache__")) and not list(asset_dir.rglob("*.pyc"))
 
 

@@ -11,6 +11,7 @@ import gzip
 import json
 import os
 import shutil
+from datetime import datetime, timezone
 from pathlib import Path
 
 import botocore
@@ -565,6 +566,19 @@ def test_handler_skips_a_runnable_event_an_earlier_cycle_already_saw(lambda_env,
              "detail": {"jobId": "p1", "status": "RUNNABLE", "jobQueue": QUEUE}}
     with Stubber(lambda_env):
         assert h.handler(event) == {"skipped": True}
+
+
+def test_handler_runs_a_cycle_for_a_runnable_event_newer_than_the_last_cycle(lambda_env, monkeypatch):
+    event_time = 1_900_000_000.0
+    monkeypatch.setattr(h, "_last_cycle_started", event_time + 1)  # within the margin: may not have seen it
+    event = {"source": "aws.batch", "detail-type": "Batch Job State Change",
+             "time": datetime.fromtimestamp(event_time, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+             "detail": {"jobId": "p1", "status": "RUNNABLE", "jobQueue": QUEUE}}
+    with Stubber(lambda_env) as stub:
+        expect_listing(stub, [job("p1", "teama", "RUNNABLE")])
+        assert "skipped" not in h.handler(event)
+        stub.assert_no_pending_responses()
+    assert h._last_cycle_started == NOW
 
 
 def test_handler_requeues_on_a_failed_event(lambda_env):

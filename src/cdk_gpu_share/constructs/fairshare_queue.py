@@ -152,11 +152,13 @@ class FairshareTeam:
 
 @jsii.implements(cdk.ILocalBundling)
 class _PackageBundler:
-    """Copies the parts of ``cdk_gpu_share`` the reclaim Lambda imports (``core``, ``aws``,
-    ``lambdas/reclaim``) into the asset, under the package's own name. No Docker, no
+    """Copies the parts of ``cdk_gpu_share`` the reclaim Lambda imports (``core``,
+    ``aws/batch_reader.py``, ``lambdas/reclaim``) into the asset, under the package's own name. No Docker, no
     pip: the handler needs only the standard library and the runtime's boto3."""
 
-    PARTS = ("core", "aws", "lambdas/reclaim")
+    PARTS = ("core", "lambdas/reclaim")
+    #: From ``aws``, only the reader (other readers there are for the CLI).
+    AWS_FILES = ("__init__.py", "batch_reader.py")
 
     def try_bundle(self, output_dir: str, *, image: Any = None, **_: Any) -> bool:
         src = Path(cdk_gpu_share.__file__).resolve().parent
@@ -171,6 +173,9 @@ class _PackageBundler:
             if target.exists():
                 shutil.rmtree(target)
             shutil.copytree(src / part, target, ignore=ignore)
+        (dst / "aws").mkdir(exist_ok=True)
+        for name in self.AWS_FILES:
+            shutil.copyfile(src / "aws" / name, dst / "aws" / name)
         return True
 
 

@@ -55,6 +55,9 @@ from cdk_gpu_share.core import metrics, reclaim
 TERMINATE_BATCH = 50
 #: Longest reason written on a stopped job; longer lists of beneficiaries are cut with "+N more".
 MAX_REASON = 1024
+#: A RUNNABLE event is skipped when a cycle started at least this long after it (event
+#: times have whole seconds, and ListJobs may trail the event by a moment).
+EVENT_MARGIN_SECONDS = 2.0
 #: Environment variable names Batch reserves (never copied into a resubmission).
 _RESERVED_ENV_PREFIX = "AWS_BATCH"
 
@@ -83,7 +86,7 @@ def handler(event: Mapping, context: Any = None) -> dict:
         return requeue(client, detail, queue=queue, dry_run=dry_run)
     if isinstance(detail, Mapping) and detail.get("status") == "RUNNABLE":
         happened = _event_time(event)
-        if happened is not None and happened < _last_cycle_started:
+        if happened is not None and happened + EVENT_MARGIN_SECONDS <= _last_cycle_started:
             log("cycle_skipped", reason="a cycle that started after this event already ran",
                 job=detail.get("jobId"))
             return {"skipped": True}
