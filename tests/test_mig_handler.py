@@ -332,6 +332,18 @@ def test_delete_of_an_already_deleted_endpoint_succeeds(sm):
     assert h.handle_is_complete(e, sm) == {"IsComplete": True}
 
 
+def test_delete_waits_for_a_busy_endpoint_before_deleting_it(sm):
+    name = h.endpoint_name(ENDPOINT_PROPS)
+    e = event("Delete", ENDPOINT_PROPS, physical=name)
+    sm.stubber.add_response("list_inference_components", {"InferenceComponents": []})
+    sm.stubber.add_response("describe_endpoint", describe_endpoint(name, "Creating", h.config_name(ENDPOINT_PROPS)))
+    assert h.handle_is_complete(e, sm) == {"IsComplete": False}  # no delete_endpoint call while Creating
+    sm.stubber.add_response("list_inference_components", {"InferenceComponents": []})
+    sm.stubber.add_response("describe_endpoint", describe_endpoint(name, "Failed", h.config_name(ENDPOINT_PROPS), "boom"))
+    sm.stubber.add_response("delete_endpoint", {}, {"EndpointName": name})
+    assert h.handle_is_complete(e, sm) == {"IsComplete": False}
+
+
 def test_delete_reraises_other_errors(sm):
     name = h.endpoint_name(ENDPOINT_PROPS)
     sm.stubber.add_client_error("list_inference_components", "AccessDeniedException", "not authorized", 400)

@@ -38,7 +38,9 @@ What is plain CloudFormation and what is not
   (SageMaker rejects a layout change on a running endpoint) and CloudFormation deletes
   the old one after the components moved; other variant changes make a new endpoint
   config and call ``UpdateEndpoint``; a changed ``copies.initial`` calls
-  ``UpdateInferenceComponentRuntimeConfig``. Delete removes components, endpoint and
+  ``UpdateInferenceComponentRuntimeConfig``; a changed ``profile`` creates a new component
+  before CloudFormation deletes the old one, so the layout needs free partitions of the
+  new profile for its copies meanwhile. Delete removes components, endpoint and
   endpoint configs and tolerates what is already gone. The handler ships the SageMaker
   service model it needs (``AWS_DATA_PATH``), since the Lambda runtime's boto3 may not
   know the partition fields.

@@ -54,6 +54,8 @@ LOG.setLevel(logging.INFO)
 ENDPOINT = "Endpoint"
 COMPONENT = "InferenceComponent"
 DEFAULT_VARIANT = "AllTraffic"
+#: Endpoint states in which SageMaker is still working; a delete waits for them to end.
+_BUSY = ("Creating", "Updating", "SystemUpdating", "RollingBack")
 _GONE = re.compile(r"could not find|not found|does not exist", re.IGNORECASE)
 _EXISTS = re.compile(r"already exist", re.IGNORECASE)
 
@@ -297,7 +299,10 @@ def endpoint_is_complete(event: dict, sm: Any) -> dict:
             for cfg in sorted(configs):
                 _delete_config(sm, cfg)
             return {"IsComplete": True}
-        if described["EndpointStatus"] != "Deleting":
+        status = described["EndpointStatus"]
+        if status in _BUSY:
+            LOG.info("endpoint %s is %s: deleting it once that ends", name, status)
+        elif status != "Deleting":
             sm.delete_endpoint(EndpointName=name)
             LOG.info("deleting endpoint %s", name)
         return {"IsComplete": False}
