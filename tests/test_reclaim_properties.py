@@ -345,7 +345,7 @@ def FAST(max_examples: int):
 # Differential
 
 
-@FAST(1500)
+@FAST(1200)
 @given(states())
 def test_planner_matches_the_naive_transcription_of_the_contract(state):
     _same_plan(reclaim.plan(state), reference_plan(state))
@@ -556,7 +556,7 @@ def check_invariants(state: dict, out: dict) -> None:
     assert sorted(out["teams"]) == sorted(rp.teams)
 
 
-@FAST(800)
+@FAST(600)
 @given(states())
 def test_every_plan_satisfies_the_contract_invariants(state):
     check_invariants(state, reclaim.plan(state))
@@ -568,7 +568,7 @@ def test_invariants_hold_on_larger_states(state):
     check_invariants(state, reclaim.plan(state))
 
 
-@FAST(800)
+@FAST(600)
 @given(states(contended=True))
 def test_invariants_hold_when_lenders_want_capacity_back(state):
     check_invariants(state, reclaim.plan(state))
