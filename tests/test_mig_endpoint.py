@@ -184,6 +184,25 @@ def test_example_handler_runs_with_the_vendored_service_model(example):
     assert "AcceleratorPartitionType" in model["shapes"]["InferenceComponentComputeResourceRequirements"]["members"]
 
 
+def test_the_asset_runs_on_its_own_like_in_lambda(example):
+    """index.py imported from the asset alone, with AWS_DATA_PATH as the function sets it."""
+    import os
+    import subprocess
+    import sys
+
+    (asset,) = [p for p in Path(example["app"].outdir).glob("asset.*") if (p / "index.py").exists()]
+    env = {
+        **os.environ,
+        "AWS_DATA_PATH": str(asset / "data"),
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "test",
+        "AWS_SECRET_ACCESS_KEY": "test",
+    }
+    code = "import index; c = index.sagemaker_client(); print(c.meta.service_model.operation_names.__len__())"
+    out = subprocess.run([sys.executable, "-c", code], cwd=asset, env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "13"  # the vendored model's operations: AWS_DATA_PATH won
+
+
 def test_example_handler_may_touch_only_its_own_endpoint(example):
     t = example["template"]
     policies = t.find_resources("AWS::IAM::Policy", {"Properties": {"Roles": [{"Ref": Match.string_like_regexp("HandlerRole")}]}})
