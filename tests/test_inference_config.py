@@ -230,6 +230,14 @@ def test_every_problem_is_reported_at_once():
     assert any(f.endswith(".layout") for f in got)
 
 
+def test_layout_problems_are_reported_with_the_model_problems():
+    got = fields({"endpoints": [endpoint(layout=["mig-4g.20gb", "mig-4g.20gb"], models=[{**MODEL, "memory_mb": 1}])]})
+    assert got == [
+        "inference.endpoints[0] (small).models[0] (summarizer).memory_mb",
+        "inference.endpoints[0] (small).layout",
+    ]
+
+
 def test_unknown_key_suggests_the_closest():
     p = one({"endpoints": [endpoint(models=[{**MODEL, "memory": 1}])]})
     assert p.field.endswith("models[0] (summarizer).memory") and p.fix == "did you mean 'memory_mb'?"

@@ -673,16 +673,20 @@ def _endpoint(raw: Any, where: str, team_names: set[str], r: _Reader) -> Inferen
         m = _model(entry, f"{where}.models[{i}]", team_names, r)
         if m is not None:
             models.append(m)
-    if name is None or instance_type is None or count is None or layout is None or len(models) != len(mraw):
+    if name is None or instance_type is None or count is None or layout is None:
         return None
     if wraw is not None and whole is None:
         return None
     endpoint = InferenceEndpointConfig(
         name=name, instance_type=instance_type, instance_count=count, layout=layout, models=tuple(models), whole_gpu=whole
     )
+    # Check what parsed, so the layout's problems show up together with the models'.
+    complete = len(models) == len(mraw)
     for p in check_endpoint(endpoint, where=where):
+        if not complete and p.field.endswith(".whole_gpu") and "no model gives gpus" in p.message:
+            continue  # the model that gives gpus may be one that did not parse
         r.add(p.field, p.value, p.message, p.fix)
-    return endpoint
+    return endpoint if complete else None
 
 
 def parse_inference(raw: Any, teams: Sequence[Any], add_problem: AddProblem) -> InferenceConfig | None:
