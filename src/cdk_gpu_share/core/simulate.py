@@ -508,6 +508,7 @@ class _Sim:
         self.runs = [_Run(j, self.by_name[j.team]) for j in jobs]
         self.by_id = {r.job.id: r for r in self.runs}
         self.running: dict[int, _Run] = {}
+        self.live: dict[int, _Run] = {}  # arrived and not completed, in arrival order
         self.usedq = Fraction(0)
         self.heap: list[tuple] = []
         self.busy = 0.0
@@ -520,6 +521,7 @@ class _Sim:
         self.planner_calls = 0
         self.max_total = 0.0
         self.now = 0.0
+        self.skip_idle_ticks = True
 
     # -- usage bookkeeping -------------------------------------------------
 
@@ -549,6 +551,15 @@ class _Sim:
             insort(team.keys, r.g)
         heapq.heappush(bucket, (r.key, r))
         team.npending += 1
+
+    def _remove_pending(self, r: _Run) -> None:
+        team = r.t
+        bucket = team.buckets[r.g]
+        bucket.remove((r.key, r))
+        heapq.heapify(bucket)
+        if not bucket:
+            del team.keys[bisect_right(team.keys, r.g) - 1]
+        team.npending -= 1
 
     def _pop_pending(self, team: _Team, g: float) -> _Run:
         bucket = team.buckets[g]
@@ -581,6 +592,7 @@ class _Sim:
         team.result.gpu_seconds += ran
         r.done = True
         r.completion = t
+        del self.live[r.job.position]
         self.completed += 1
         self.last_completion = t if self.last_completion is None else max(self.last_completion, t)
 
@@ -704,16 +716,15 @@ class _Sim:
 
     def _planner_state(self, t: float):
         specs = []
-        for r in self.runs:
-            if r.done:
-                continue
-            if r.job.position in self.running:
+        running = self.running
+        for r in self.live.values():
+            if r.job.position in running:
                 if r.running_spec is None:
                     r.running_spec = reclaim.JobSpec(
                         id=r.job.id, team=r.job.team, state="running", demand={RESOURCE: r.g},
                         priority=r.job.priority, since=r.start, terminating=False)
                 specs.append(r.running_spec)
-            elif r.arrived:
+            else:
                 if r.pending_spec is None:
                     r.pending_spec = reclaim.JobSpec(
                         id=r.job.id, team=r.job.team, state="pending", demand={RESOURCE: r.g},
@@ -726,11 +737,36 @@ class _Sim:
     def _tick(self, t: float) -> None:
         self.planner_calls += 1
         result = reclaim.plan_state(self._planner_state(t))
-        for p in result.get("preemptions", ()):
+        preemptions = result.get("preemptions", ())
+        beneficiaries: list[_Run] = []
+        for p in preemptions:
             r = self.by_id[p["job"]]
             if r.job.position in self.running:
                 self._stop(r, t)
+            b = self.by_id.get(p.get("beneficiary")) if p.get("beneficiary") is not None else None
+            if b is not None and b not in beneficiaries:
+                beneficiaries.append(b)
+        # The room just made goes to the jobs it was made for (in the plan's order),
+        # then dispatch runs. Without this, dispatch could hand it to the victims
+        # themselves (for example a team's own lower-priority jobs stopped by
+        # in_team_preemption for a job beyond its guarantee) and the planner would stop
+        # them again at the next tick, forever.
+        for b in beneficiaries:
+            self._start_if_fits(b, t)
         self._dispatch(t)
+
+    def _start_if_fits(self, r: _Run, t: float) -> bool:
+        if r.done or r.job.position in self.running or not r.arrived:
+            return False
+        team = r.t
+        if not reclaim.fits({RESOURCE: r.g}, team.spec, {RESOURCE: team.U}, {RESOURCE: self._free()},
+                            {RESOURCE: self._reserved_idle()[team.idx]}):
+            return False
+        if self.mode == STATIC and not reclaim.within_guarantee({RESOURCE: r.g}, team.spec, {RESOURCE: team.U}):
+            return False
+        self._remove_pending(r)
+        self._start(r, t)
+        return True
 
     # -- main loop -----------------------------------------------------------
 
@@ -748,7 +784,9 @@ class _Sim:
         while True:
             t_ev = heap[0][0] if heap else _INF
             t_tick = _INF
-            if reclaiming and (heap or self.running) and pending() and self._tick_needed():
+            if reclaiming and (heap or self.running) and pending() and (
+                not self.skip_idle_ticks or self._tick_needed()
+            ):
                 k = max(last_k + 1, math.ceil(self.now / poll))
                 t_tick = k * poll
             if t_tick < t_ev:
@@ -769,6 +807,7 @@ class _Sim:
             else:
                 team = r.t
                 r.arrived = True
+                self.live[r.job.position] = r
                 r.entitled = reclaim.within_guarantee({RESOURCE: r.g}, team.spec, {RESOURCE: team.U})
                 self._push_pending(r)
             self._dispatch(t)
@@ -798,6 +837,7 @@ def simulate(
     poll_seconds: float = DEFAULT_POLL_SECONDS,
     checkpoint_seconds: float | None = None,
     progress: Callable[[float], None] | None = None,
+    skip_idle_ticks: bool = True,
 ) -> SimResult:
     """Replay ``jobs`` against ``scenario`` in ``mode`` (one of :data:`MODES`).
 
@@ -805,6 +845,9 @@ def simulate(
     ``checkpoint_seconds``: a stopped job restarts from its last multiple of this many
     seconds of its own running time (default ``None``: from zero).
     ``progress``: called now and then with the fraction of jobs completed.
+    ``skip_idle_ticks``: skip the planner calls whose result cannot change (the
+    contract's rule; default). ``False`` calls the planner at every tick while a job
+    is pending: the same result, slower (for tests).
 
     Raises :class:`ConfigError` for an unknown mode, a non-positive period, or a job
     that could never start (see :func:`check_jobs`).
@@ -830,6 +873,7 @@ def simulate(
     started = time.perf_counter()
     sim = _Sim(scenario, jobs, mode, float(poll_seconds),
                float(checkpoint_seconds) if checkpoint_seconds else None, progress)
+    sim.skip_idle_ticks = skip_idle_ticks
     sim.run()
     elapsed = time.perf_counter() - started
 

@@ -1,0 +1,440 @@
+"""The what-if simulator (shared/contracts/simulate.md): hand-worked traces per mode,
+dispatch order, conservation properties, checkpoints, bad input and the CLI."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cdk_gpu_share.cli import main
+from cdk_gpu_share.core import simulate as sim
+from cdk_gpu_share.core.errors import ConfigError
+
+TOL = 1e-6
+
+
+def scenario(capacity=8, teams=None, reclaim_after=0, min_runtime=0):
+    teams = teams if teams is not None else [
+        {"name": "a", "guarantee": {"gpu": 4}},
+        {"name": "b", "guarantee": {"gpu": 4}},
+    ]
+    return sim.parse_scenario({
+        "capacity": {"gpu": capacity},
+        "settings": {"reclaim_after_seconds": reclaim_after, "min_runtime_seconds": min_runtime},
+        "teams": teams,
+    })
+
+
+def jobs_of(sc, rows):
+    return sim.trace_from_rows(rows, sc)
+
+
+def outcome(result, job_id):
+    return next(o for o in result.outcomes if o.id == job_id)
+
+
+# A lender comes back while a borrower runs: b runs two 4-GPU jobs on a pool of 8
+# (borrowing a's 4 GPUs); a submits a 4-GPU job at t=100.
+LENDER_RETURNS = [
+    ("B1", "b", 0, 1000, 4, 0),
+    ("B2", "b", 0, 1000, 4, 0),
+    ("A1", "a", 100, 50, 4, 0),
+]
+
+
+def test_static_keeps_every_team_within_its_guarantee():
+    sc = scenario()
+    r = sim.simulate(sc, jobs_of(sc, LENDER_RETURNS), "static")
+    assert outcome(r, "B1").final_start == 0
+    assert outcome(r, "A1").final_start == 100  # a's guarantee is idle: starts at once
+    assert outcome(r, "B2").final_start == 1000  # b may not borrow: waits for B1
+    d = r.to_dict()
+    assert d["window_s"] == [0, 2000]
+    assert d["wait_gpu_hours"] == pytest.approx(4 * 1000 / 3600)
+    assert d["preemptions"] == 0 and d["lost_gpu_seconds"] == 0
+    assert d["teams"]["b"]["borrowed_gpu_seconds"] == 0
+    assert d["utilization"] == pytest.approx((4000 + 200 + 4000) / (8 * 2000))
+
+
+def test_share_makes_the_lender_wait_for_the_borrower_to_end():
+    sc = scenario()
+    r = sim.simulate(sc, jobs_of(sc, LENDER_RETURNS), "share")
+    assert outcome(r, "B2").final_start == 0  # borrows a's idle guarantee
+    assert outcome(r, "A1").final_start == 1000  # nothing is preempted
+    d = r.to_dict()
+    assert d["preemptions"] == 0
+    assert d["teams"]["a"]["reclaim_wait_p99_s"] == 900
+    assert d["teams"]["a"]["wait_p99_s"] == 900
+    assert d["teams"]["b"]["borrowed_gpu_seconds"] == 4 * 1000
+    assert d["window_s"] == [0, 1050]
+
+
+def test_share_reclaim_gives_the_lender_its_capacity_within_one_poll():
+    sc = scenario()
+    r = sim.simulate(sc, jobs_of(sc, LENDER_RETURNS), "share+reclaim", poll_seconds=60)
+    # first tick with A1 pending: t=120; victim order: same priority and since, id descending
+    a1, b2 = outcome(r, "A1"), outcome(r, "B2")
+    assert a1.final_start == 120
+    assert b2.stops == 1
+    assert b2.final_start == 170  # restarts when A1 ends, from zero
+    assert b2.completion == 1170
+    d = r.to_dict()
+    assert d["preemptions"] == 1
+    assert d["lost_gpu_seconds"] == 4 * 120
+    assert d["teams"]["b"]["preempted"] == 1
+    assert d["teams"]["a"]["reclaim_wait_p99_s"] == 20
+    assert d["teams"]["a"]["reclaim_wait_p99_s"] <= 60
+    assert d["teams"]["b"]["wait_p99_s"] == 170  # from the original submit to the final start
+    busy = 4 * 1000 + 4 * 120 + 4 * 50 + 4 * 1000
+    assert d["utilization"] == pytest.approx(busy / (8 * 1170))
+
+
+def test_reclaim_waits_for_reclaim_after_seconds():
+    sc = scenario(reclaim_after=60)
+    r = sim.simulate(sc, jobs_of(sc, LENDER_RETURNS), "share+reclaim", poll_seconds=60)
+    assert outcome(r, "A1").final_start == 180  # at 120 it has waited 20 s only
+
+
+def test_min_runtime_protects_young_jobs():
+    sc = scenario(min_runtime=500)
+    r = sim.simulate(sc, jobs_of(sc, LENDER_RETURNS), "share+reclaim", poll_seconds=60)
+    assert outcome(r, "A1").final_start == 540  # first tick once B1/B2 are 500 s old
+
+
+def test_checkpoints_reduce_lost_work():
+    sc = scenario()
+    jobs = jobs_of(sc, LENDER_RETURNS)
+    plain = sim.simulate(sc, jobs, "share+reclaim")
+    ckpt = sim.simulate(sc, jobs, "share+reclaim", checkpoint_seconds=100)
+    assert plain.lost_gpu_seconds == 4 * 120
+    assert ckpt.lost_gpu_seconds == 4 * 20  # 100 of the 120 s were saved
+    assert outcome(ckpt, "B2").completion == 170 + 900
+
+
+def test_completions_come_before_arrivals_at_the_same_instant():
+    sc = scenario(capacity=4, teams=[{"name": "a", "guarantee": {"gpu": 4}}])
+    r = sim.simulate(sc, jobs_of(sc, [("J1", "a", 0, 100, 4, 0), ("J2", "a", 100, 10, 4, 0)]), "share")
+    assert outcome(r, "J2").final_start == 100
+    assert r.to_dict()["teams"]["a"]["reclaim_wait_p99_s"] == 0  # started at its arrival instant
+
+
+def test_within_guarantee_jobs_dispatch_before_higher_priority_borrowers():
+    sc = scenario(capacity=4, teams=[{"name": "a", "guarantee": {"gpu": 2}},
+                                     {"name": "b", "guarantee": {"gpu": 2}}])
+    rows = [
+        ("X", "b", 0, 100, 4, 0),
+        ("A_big", "a", 1, 10, 3, 5),  # would borrow: after the within-guarantee jobs
+        ("B1", "b", 1, 10, 1, 0),
+        ("A1", "a", 1, 10, 1, 0),
+    ]
+    r = sim.simulate(sc, jobs_of(sc, rows), "share")
+    assert outcome(r, "B1").final_start == 100
+    assert outcome(r, "A1").final_start == 100
+    assert outcome(r, "A_big").final_start == 110  # needs 3; only 2 free until B1/A1 end
+
+
+def test_borrowers_are_ordered_by_their_team_usage_over_guarantee():
+    sc = scenario(capacity=6, teams=[{"name": "a", "guarantee": {"gpu": 2}},
+                                     {"name": "b", "guarantee": {"gpu": 2}},
+                                     {"name": "c", "guarantee": {"gpu": 2}}])
+    rows = [
+        ("A0", "a", 0, 1000, 3, 0),  # a at 3/2
+        ("B0", "b", 0, 1000, 2, 0),  # b at 2/2
+        ("C0", "c", 0, 10, 1, 0),
+        ("A1", "a", 1, 10, 1, 9),  # higher priority, but a's U/G is higher
+        ("B1", "b", 1, 10, 1, 0),
+    ]
+    r = sim.simulate(sc, jobs_of(sc, rows), "share")
+    assert outcome(r, "B1").final_start == 10
+    assert outcome(r, "A1").final_start == 20
+
+
+def test_priority_then_submit_time_then_trace_position():
+    sc = scenario(capacity=1, teams=[{"name": "a", "guarantee": {"gpu": 1}}])
+    rows = [
+        ("X", "a", 0, 10, 1, 0),
+        ("late_hi", "a", 5, 1, 1, 1),
+        ("early", "a", 1, 1, 1, 0),
+        ("first", "a", 2, 1, 1, 0),
+        ("second", "a", 2, 1, 1, 0),
+    ]
+    r = sim.simulate(sc, jobs_of(sc, rows), "share")
+    starts = {o.id: o.final_start for o in r.outcomes}
+    assert [k for k, _ in sorted(starts.items(), key=lambda kv: kv[1])] == [
+        "X", "late_hi", "early", "first", "second"]
+
+
+def test_backfill_starts_a_smaller_job_behind_one_that_does_not_fit():
+    sc = scenario(capacity=4, teams=[{"name": "a", "guarantee": {"gpu": 4}}])
+    rows = [("X", "a", 0, 100, 2, 0), ("big", "a", 1, 10, 4, 5), ("small", "a", 2, 10, 1, 0)]
+    r = sim.simulate(sc, jobs_of(sc, rows), "share")
+    assert outcome(r, "small").final_start == 2
+    assert outcome(r, "big").final_start == 100
+
+
+def test_reserve_team_idle_guarantee_is_never_lent():
+    sc = scenario(capacity=8, teams=[{"name": "a", "guarantee": {"gpu": 4}, "sharing": "reserve"},
+                                     {"name": "b", "guarantee": {"gpu": 4}}])
+    rows = [("B1", "b", 0, 100, 4, 0), ("B2", "b", 0, 100, 2, 0)]
+    r = sim.simulate(sc, jobs_of(sc, rows), "share")
+    assert outcome(r, "B2").final_start == 100
+
+
+def test_fractional_gpus_share_the_pool_exactly():
+    sc = scenario(capacity=1, teams=[{"name": "a", "guarantee": {"gpu": 1}}])
+    rows = [(f"j{i}", "a", 0, 10, "0.1", 0) for i in range(10)] + [("k", "a", 0, 10, "0.1", 0)]
+    r = sim.simulate(sc, jobs_of(sc, rows), "static")
+    assert sorted(o.final_start for o in r.outcomes) == [0] * 10 + [10]
+
+
+def test_nearest_rank_percentiles():
+    assert sim.nearest_rank([], 99) == 0
+    assert sim.nearest_rank([5], 50) == 5
+    values = list(range(1, 101))
+    assert sim.nearest_rank(values, 50) == 50
+    assert sim.nearest_rank(values, 95) == 95
+    assert sim.nearest_rank(values, 99) == 99
+    assert sim.nearest_rank([3, 1, 2], 50) == 2  # ceil(1.5) = 2nd
+
+
+def test_same_input_gives_the_same_result():
+    sc = scenario()
+    jobs = jobs_of(sc, LENDER_RETURNS)
+    a = sim.simulate(sc, jobs, "share+reclaim").to_dict()
+    b = sim.simulate(sc, jobs, "share+reclaim").to_dict()
+    a.pop("sim_seconds"), b.pop("sim_seconds")
+    assert a == b
+
+
+# ---------------------------------------------------------------------------
+# Properties over small random traces
+
+SIZES = ["0.25", "0.5", "1", "1.5", "2", "3", "4"]
+
+
+@st.composite
+def cases(draw):
+    n_teams = draw(st.integers(1, 3))
+    capacity = draw(st.sampled_from([4, 6, 8]))
+    guarantees = []
+    left = capacity
+    for _ in range(n_teams):
+        g = draw(st.integers(0, left))
+        guarantees.append(g)
+        left -= g
+    teams = []
+    for i, g in enumerate(guarantees):
+        team = {"name": f"t{i}", "guarantee": {"gpu": g},
+                "sharing": draw(st.sampled_from(["lend_and_borrow", "lend_and_borrow", "lend", "reserve"])),
+                "in_team_preemption": draw(st.booleans())}
+        if draw(st.booleans()):
+            team["borrow_limit"] = {"gpu": draw(st.sampled_from([0, 1, 2, 8]))}
+        teams.append(team)
+    sc = scenario(capacity=capacity, teams=teams, reclaim_after=draw(st.sampled_from([0, 30, 120])),
+                  min_runtime=draw(st.sampled_from([0, 0, 100])))
+    mode = draw(st.sampled_from(sim.MODES + ("share+reclaim",)))
+    rows = []
+    n_jobs = draw(st.integers(0, 14))
+    for k in range(n_jobs):
+        ti = draw(st.integers(0, n_teams - 1))
+        g = draw(st.sampled_from(SIZES))
+        submit = draw(st.sampled_from([0, 0, 5, 60, 100, 130, 300]) | st.integers(0, 600))
+        duration = draw(st.sampled_from([0, 40, 250, 1000, 3000]) | st.integers(0, 1000))
+        rows.append((f"j{k}", f"t{ti}", submit, duration, g, draw(st.integers(-1, 2))))
+    jobs = jobs_of(sc, rows)
+    try:
+        sim.check_jobs(sc, jobs, mode)
+    except ConfigError:
+        # drop the jobs that could never start in this mode
+        kept = []
+        for j in jobs:
+            try:
+                sim.check_jobs(sc, [j], mode)
+                kept.append(j)
+            except ConfigError:
+                pass
+        jobs = [sim._replace_position(j, i) for i, j in enumerate(kept)]
+    ckpt = draw(st.sampled_from([None, None, 50]))
+    return sc, jobs, mode, ckpt
+
+
+def _check_conservation(sc, jobs, mode, r):
+    assert r.completed == len(jobs)
+    assert sorted(o.id for o in r.outcomes) == sorted(j.id for j in jobs)  # each exactly once
+    work = sum(j.duration_s * j.gpus for j in jobs)
+    assert r.busy_gpu_seconds == pytest.approx(work + r.lost_gpu_seconds, abs=1e-6)
+    assert sum(o.busy_gpu_seconds for o in r.outcomes) == pytest.approx(r.busy_gpu_seconds, abs=1e-6)
+    assert sum(t.gpu_seconds for t in r.teams.values()) == pytest.approx(r.busy_gpu_seconds, abs=1e-6)
+    if mode != "share+reclaim":
+        assert r.preemptions == 0 and r.lost_gpu_seconds == 0
+    assert r.lost_gpu_seconds >= 0
+    by_id = {j.id: j for j in jobs}
+    for o in r.outcomes:
+        j = by_id[o.id]
+        assert o.final_start >= j.submit_time
+        if o.stops == 0:
+            assert o.completion == pytest.approx(o.final_start + j.duration_s)
+    specs = {t.name: t for t in sc.teams}
+    reserve = [k for k, n in enumerate(r.team_names) if specs[n].sharing == "reserve"]
+    for usage in r.series_usage:
+        assert sum(usage) <= sc.capacity + TOL  # capacity never exceeded
+        idle_reserved = sum(max(0.0, r.guarantees[k] - usage[k]) for k in reserve)
+        assert sc.capacity - sum(usage) >= idle_reserved - TOL  # reserve idle never lent
+        for k, name in enumerate(r.team_names):
+            g = r.guarantees[k]
+            cap = sim.reclaim.borrow_cap(specs[name], "gpu")
+            limit = g if mode == "static" else g + (math.inf if cap is None else cap)
+            assert usage[k] <= limit + TOL  # no team beyond guarantee + cap
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cases())
+def test_conservation_over_random_traces(case):
+    sc, jobs, mode, ckpt = case
+    r = sim.simulate(sc, jobs, mode, poll_seconds=60, checkpoint_seconds=ckpt)
+    _check_conservation(sc, jobs, mode, r)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cases())
+def test_skipped_ticks_could_not_have_changed_anything(case):
+    sc, jobs, _, ckpt = case
+    fast = sim.simulate(sc, jobs, "share+reclaim", poll_seconds=60, checkpoint_seconds=ckpt).to_dict()
+    slow = sim.simulate(sc, jobs, "share+reclaim", poll_seconds=60, checkpoint_seconds=ckpt,
+                        skip_idle_ticks=False).to_dict()
+    fast.pop("sim_seconds"), slow.pop("sim_seconds")
+    assert fast == slow
+
+
+# ---------------------------------------------------------------------------
+# Bad input and the CLI
+
+SCENARIO = {
+    "capacity": {"gpu": 8},
+    "settings": {"reclaim_after_seconds": 0, "min_runtime_seconds": 0},
+    "teams": [{"name": "a", "guarantee": {"gpu": 4}}, {"name": "b", "guarantee": {"gpu": 4}}],
+}
+
+
+@pytest.fixture
+def files(tmp_path):
+    def make(trace_text, scenario=SCENARIO):
+        s = tmp_path / "scenario.json"
+        s.write_text(json.dumps(scenario))
+        t = tmp_path / "jobs.csv"
+        t.write_text(trace_text)
+        return str(s), str(t)
+
+    return make
+
+
+GOOD = "job_id,team,submit_time,duration_s,gpus,priority\n" + "".join(
+    f"{i},{t},{s},{d},{g},{p}\n" for i, t, s, d, g, p in LENDER_RETURNS)
+
+
+@pytest.mark.parametrize(
+    "trace, mode, expected",
+    [
+        ("job_id,team,submit_time,duration_s,gpus\nj1,gamma,0,10,1\n", "share", ["line 2", "'j1'", "team", "gamma"]),
+        ("job_id,team,submit_time,gpus\nj1,a,0,1\n", "share", ["line 1", "duration_s"]),
+        ("job_id,team,submit_time,duration_s,gpus\nj1,a,0,10,1\nj2,a,0,-5,1\n", "share",
+         ["line 3", "'j2'", "duration_s", "negative"]),
+        ("job_id,team,submit_time,duration_s,gpus\nj1,a,0,10,9\n", "share", ["line 2", "'j1'", "whole pool"]),
+        ("job_id,team,submit_time,duration_s,gpus\nj1,a,0,10,1\nj2,a,0,10,5\n", "static",
+         ["line 3", "'j2'", "guarantee", "static"]),
+        ("job_id,team,submit_time,duration_s,gpus\nj1,a,0,ten,1\n", "share", ["line 2", "duration_s", "not a number"]),
+        ("job_id,team,submit_time,duration_s,gpus\nj1,a,0,10,1\nj1,b,0,10,1\n", "share", ["line 3", "unique"]),
+        ("job_id,team,submit_time,duration_s,gpus,priority\nj1,a,0,10,1,high\n", "share", ["line 2", "priority"]),
+    ],
+)
+def test_bad_rows_exit_2_naming_the_row(files, capsys, trace, mode, expected):
+    s, t = files(trace)
+    assert main(["simulate", "--scenario", s, "--trace", t, "--mode", mode]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1
+    assert "Traceback" not in err
+    for word in expected:
+        assert word in err
+
+
+def test_job_that_could_never_start_in_share_mode_is_rejected(files, capsys):
+    scen = dict(SCENARIO, teams=[{"name": "a", "guarantee": {"gpu": 4}, "sharing": "lend"},
+                                 {"name": "b", "guarantee": {"gpu": 4}}])
+    s, t = files("job_id,team,submit_time,duration_s,gpus\nj1,a,0,10,6\n", scen)
+    assert main(["simulate", "--scenario", s, "--trace", t, "--mode", "share"]) == 2
+    err = capsys.readouterr().err
+    assert "line 2" in err and "never start" in err
+
+
+@pytest.mark.parametrize(
+    "scenario, expected",
+    [
+        ({**SCENARIO, "jobs": []}, "jobs"),
+        ({**SCENARIO, "capacity": {"cpu": 8}}, "gpu"),
+        ({**SCENARIO, "teams": [{"name": "a", "guarantee": {"gpu": 40}}]}, "guarantee"),
+    ],
+)
+def test_bad_scenario_exits_2(files, capsys, scenario, expected):
+    s, t = files(GOOD, scenario)
+    assert main(["simulate", "--scenario", s, "--trace", t, "--mode", "share"]) == 2
+    err = capsys.readouterr().err
+    assert expected in err and "Traceback" not in err
+
+
+def test_unknown_mode_and_missing_files_exit_2(files, capsys):
+    s, t = files(GOOD)
+    assert main(["simulate", "--scenario", s, "--trace", t, "--mode", "borrow"]) == 2
+    assert "share+reclaim" in capsys.readouterr().err
+    assert main(["simulate", "--scenario", s, "--trace", t + ".nope", "--mode", "share"]) == 2
+    assert "--trace" in capsys.readouterr().err
+    assert main(["simulate", "--scenario", s, "--trace", t, "--mode", "share", "--poll-seconds", "0"]) == 2
+
+
+def test_cli_json_output_follows_the_contract(files, capsys):
+    s, t = files(GOOD)
+    assert main(["simulate", "--scenario", s, "--trace", t, "--mode", "share+reclaim", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert set(d) == {"mode", "jobs", "completed", "window_s", "utilization", "preemptions",
+                      "lost_gpu_seconds", "wait_gpu_hours", "sim_seconds", "teams"}
+    assert set(d["teams"]["a"]) == {"jobs", "wait_p50_s", "wait_p95_s", "wait_p99_s", "gpu_seconds",
+                                    "borrowed_gpu_seconds", "preempted", "reclaim_wait_p99_s"}
+    assert d["mode"] == "share+reclaim" and d["jobs"] == 3 and d["completed"] == 3
+    assert d["preemptions"] == 1 and d["lost_gpu_seconds"] == 480
+
+
+def test_cli_checkpoint_flag_reaches_the_simulator(files, capsys):
+    s, t = files(GOOD)
+    assert main(["simulate", "--scenario", s, "--trace", t, "--mode", "share+reclaim", "--json",
+                 "--checkpoint-seconds", "100"]) == 0
+    assert json.loads(capsys.readouterr().out)["lost_gpu_seconds"] == 80
+
+
+def test_cli_table_and_plot(files, capsys, tmp_path):
+    s, t = files(GOOD)
+    out = tmp_path / "usage.png"
+    assert main(["simulate", "--scenario", s, "--trace", t, "--mode", "share", "--plot", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "utilization" in text and "reclaim p99" in text
+    assert any(line.startswith("a ") for line in text.splitlines())
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_cli_plot_into_missing_folder_exits_2(files, capsys, tmp_path):
+    s, t = files(GOOD)
+    bad = tmp_path / "no" / "such" / "plot.png"
+    assert main(["simulate", "--scenario", s, "--trace", t, "--mode", "share", "--plot", str(bad)]) == 2
+    assert "--plot" in capsys.readouterr().err
+
+
+def test_demand_excess_fluid_limits():
+    sc = scenario()
+    ex = sim.demand_excess(sc, jobs_of(sc, LENDER_RETURNS))
+    # demand 8 on [0,100), 12 on [100,150), 8 on [150,1000): excess 4 GPUs for 50 s
+    assert ex["shared_gpu_hours"] == pytest.approx(4 * 50 / 3600)
+    # b: 8 against 4 for 1000 s; a: 4 against 4
+    assert ex["partitioned_by_team_gpu_hours"] == {"a": 0, "b": pytest.approx(4 * 1000 / 3600)}
