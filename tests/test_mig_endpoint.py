@@ -190,7 +190,7 @@ def test_the_asset_runs_on_its_own_like_in_lambda(example):
     import subprocess
     import sys
 
-    (asset,) = [p for p in Path(example["app"].outdir).glob("asset.*") if (p / "index.py").exists()]
+    (asset,) = [p for p in Path(example["app"].outdir).glob("asset.*") if (p / "data" / "sagemaker").is_dir()]
     env = {
         **os.environ,
         "AWS_DATA_PATH": str(asset / "data"),
