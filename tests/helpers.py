@@ -70,7 +70,14 @@ def acknowledged(report: dict) -> list[dict]:
 
 def assert_nag_clean(report: dict) -> None:
     """No unacknowledged finding, and every acknowledgement carries a real reason."""
-    violations = [v for r in report.get("pluginReports", []) for v in r.get("violations", [])]
+    violations = [
+        v
+        for r in report.get("pluginReports", [])
+        for v in r.get("violations", [])
+        # Construct annotations of severity warning are advice to the user (asserted by the tests
+        # that expect them), not findings of a rule pack.
+        if not (r.get("pluginName") == "Construct Annotations" and v.get("severity") == "warning")
+    ]
     assert not violations, _render(violations)
     for v in acknowledged(report):
         assert len(v.get("reason", "")) >= 20, f"acknowledgement of {v['ruleName']} has no real reason"

@@ -15,6 +15,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "SharedGpuQuota": "cdk_gpu_share.constructs.shared_gpu_quota",
     "BatchQuotaBackend": "cdk_gpu_share.constructs.shared_gpu_quota",
+    "CfnComputeQuota": "cdk_gpu_share.constructs.shared_gpu_quota",
     "HyperPodBackend": "cdk_gpu_share.constructs.shared_gpu_quota",
     "FairshareQueue": "cdk_gpu_share.constructs.fairshare_queue",
     "MigInferenceEndpoint": "cdk_gpu_share.constructs.mig_endpoint",
@@ -26,6 +27,14 @@ _LAZY = {
     "TeamConfig": "cdk_gpu_share.core.config",
     "load_config": "cdk_gpu_share.core.config",
     "ConfigError": "cdk_gpu_share.core.errors",
+    "Amount": "cdk_gpu_share.core.config",
+    "Sharing": "cdk_gpu_share.core.config",
+    "BatchQuotaConfig": "cdk_gpu_share.core.config",
+    "HyperPodConfig": "cdk_gpu_share.core.config",
+    "FairshareConfig": "cdk_gpu_share.core.config",
+    "InferenceModelConfig": "cdk_gpu_share.core.inference_config",
+    "Copies": "cdk_gpu_share.core.inference_config",
+    "InferenceVpcConfig": "cdk_gpu_share.core.inference_config",
 }
 
 __all__ = sorted(_LAZY)

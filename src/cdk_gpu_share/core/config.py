@@ -402,7 +402,7 @@ _TEAM_KEYS = {
 }
 
 
-def _team(raw: Any, index: int, problems: _Problems) -> TeamConfig | None:
+def _team(raw: Any, index: int, problems: _Problems, *, guarantee_required: bool = True) -> TeamConfig | None:
     where = f"teams[{index}]"
     data = _mapping(raw, where, problems)
     if data is None:
@@ -412,12 +412,12 @@ def _team(raw: Any, index: int, problems: _Problems) -> TeamConfig | None:
     if name:
         where = f"teams[{index}] ({name})"
     guarantee: dict[str, Amount] = {}
-    graw = _mapping(data.get("guarantee", _MISSING), f"{where}.guarantee", problems, required=True)
+    graw = _mapping(data.get("guarantee", _MISSING), f"{where}.guarantee", problems, required=guarantee_required)
     for it, amount in (graw or {}).items():
         a = _amount(amount, f"{where}.guarantee.{it}", problems)
         if a is not None:
             guarantee[str(it)] = a
-    if graw is not None and not graw:
+    if graw is not None and not graw and guarantee_required:
         problems.add(f"{where}.guarantee", {}, "is empty", "guarantee at least one instance type, such as ml.g5.xlarge: 1")
     sharing = Sharing.LEND_AND_BORROW
     if "sharing" in data:
@@ -897,7 +897,8 @@ def parse_config(raw: Any, *, source: str | None = None) -> PlatformConfig:
         raw_teams = []
     seen: dict[str, int] = {}
     for i, entry in enumerate(raw_teams):
-        team = _team(entry, i, problems)
+        # Inference-only platforms have teams (for endpoint ownership) without guarantees.
+        team = _team(entry, i, problems, guarantee_required=any(data.get(k) is not None for k in BACKENDS))
         if team is None:
             continue
         if team.name in seen:
