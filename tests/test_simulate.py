@@ -438,3 +438,22 @@ def test_demand_excess_fluid_limits():
     assert ex["shared_gpu_hours"] == pytest.approx(4 * 50 / 3600)
     # b: 8 against 4 for 1000 s; a: 4 against 4
     assert ex["partitioned_by_team_gpu_hours"] == {"a": 0, "b": pytest.approx(4 * 1000 / 3600)}
+
+
+@pytest.mark.parametrize("capacity, team", [
+    (8, {"name": "t", "guarantee": {"gpu": 3}, "borrow_limit": {"gpu": 1}, "in_team_preemption": True}),
+    (4, {"name": "t", "guarantee": {"gpu": 3}, "in_team_preemption": True}),
+])
+def test_in_team_preemption_room_goes_to_the_job_it_was_made_for(capacity, team):
+    # H needs 4 GPUs, beyond the guarantee of 3: it fits only once L is stopped (the
+    # borrow cap of 1, or the pool of 4, leave no room while L runs); the planner stops the team's own
+    # lower-priority L for it. H must get that room: if dispatch gave it back to L
+    # (within the guarantee, so first in dispatch order), the next tick would stop L
+    # again, forever.
+    sc = scenario(capacity=capacity, teams=[team])
+    rows = [("L", "t", 0, 1000, "0.5", 0), ("H", "t", 10, 40, 4, 2)]
+    r = sim.simulate(sc, jobs_of(sc, rows), "share+reclaim", poll_seconds=60)
+    assert outcome(r, "H").final_start == 60
+    assert outcome(r, "L").stops == 1
+    assert outcome(r, "L").completion == 1100
+    assert r.lost_gpu_seconds == 0.5 * 60
