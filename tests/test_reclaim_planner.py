@@ -472,6 +472,16 @@ def test_in_team_puts_back_own_jobs_made_unnecessary():
     assert victims(plan(s)) == ["lo2"]
 
 
+def test_in_team_preemption_can_bring_a_job_back_within_the_borrow_cap():
+    # a borrows 1 GPU, its cap. hi (1 GPU) would borrow 2; stopping a's low-priority
+    # job brings it back to 1, within the cap, though still beyond the guarantee.
+    s = state(6, [team("a", 2, borrow_limit={"gpu": 1}, in_team_preemption=True), team("o", 4)], [
+        run("lo", "a", 1, priority=0), run("mid", "a", 2, priority=9), pend("hi", "a", 1, priority=5),
+    ])
+    out = plan(s)
+    assert out["preemptions"] == [{"job": "lo", "team": "a", "reason": "in_team", "beneficiary": "hi"}]
+
+
 def test_in_team_is_tried_after_a_failed_reclaim():
     # a is within its guarantee but b's running jobs are protected: 2b fails; 2c
     # stops a's own lower-priority job.

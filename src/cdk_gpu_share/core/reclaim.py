@@ -827,6 +827,30 @@ def plan_state(state: State) -> dict:
             if pos < len(lst):
                 heapq.heappush(heap, (rank[lst[pos]], v, pos))
 
+    def own_phase_hopeless(ti: int, demand: dict, own_jobs: list) -> bool:
+        """Shortcut for rule 2c: True when p cannot fit even with every one of its own
+        team's candidates stopped and, then still beyond its guarantee, may reclaim
+        nothing from the others. (Own candidates only lower U(T) and raise F, and
+        RI(T) does not depend on T, so "all taken" is the best the phase can do.)"""
+        needed = [(r, d) for r, d in demand.items() if d > tol]
+        gain = {r: 0.0 for r, _ in needed}
+        for j in own_jobs:
+            jd = r_demand[j]
+            for r in gain:
+                gain[r] += jd.get(r, 0)
+        u, g, caps = U[ti], G[ti], CAP[ti]
+        if all(u[r] - gain[r] + d <= g[r] + tol for r, d in needed):
+            return False  # within its guarantee then: reclaiming from others may help
+        ri = reserved_idle(ti)
+        slack = tol + _BOUND_SLACK
+        for r, d in needed:
+            if d > F[r] - ri[r] + gain[r] + slack:
+                return True
+            over = u[r] - gain[r] + d - g[r]
+            if caps[r] is not None and over > caps[r] + slack:
+                return True
+        return False
+
     def greedy(ti: int, p: JobSpec, own: bool) -> list[int] | None:
         """Rules 2b (own=False) and 2c (own=True): the victims for p, or None."""
         demand = p.demand
@@ -834,11 +858,15 @@ def plan_state(state: State) -> dict:
         done = False
         if own:
             prio = p.priority
+            own_jobs = []
             for j in victims_of[ti]:
                 if r_prio[j] >= prio:
                     break
-                if chosen[j]:
-                    continue
+                if not chosen[j]:
+                    own_jobs.append(j)
+            if own_phase_hopeless(ti, demand, own_jobs):
+                return None
+            for j in own_jobs:
                 take(j)
                 taken.append(j)
                 if fits_now(ti, demand):
