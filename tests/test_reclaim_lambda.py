@@ -345,6 +345,17 @@ def test_partial_terminate_failure_is_logged_and_the_rest_proceeds(capsys):
     assert "terminate_partial" in events and events[-1] == "cycle_done"
 
 
+def test_a_job_denied_in_a_bulk_terminate_raises_after_the_rest():
+    client = new_client()
+    settings, jobs = borrowing_queue(2)
+    with Stubber(client) as stub:
+        expect_listing(stub, jobs)
+        stub.add_response("terminate_jobs", {"successful": ["b003"], "errors": [
+            {"job": "b002", "code": "AccessDeniedException", "message": "not authorized to perform batch:TerminateJob"}]})
+        with pytest.raises(h.ReclaimError, match="1 of 2 victims could not be stopped: b002: AccessDenied"):
+            h.run_cycle(client, QUEUE, settings, now=NOW, emit=Lines())
+
+
 def test_a_failed_terminate_call_raises_after_the_rest_with_a_log_of_what_was_stopped(capsys):
     client = new_client()
     settings, jobs = borrowing_queue(60)

@@ -222,9 +222,10 @@ def terminate(
 
     Uses ``TerminateJobs`` (50 a call) when the client's service model has it, else one
     ``TerminateJob`` per victim. Each entry of *not stopped* is ``{"job", "error"}``,
-    with ``"fatal": True`` when a whole call failed after its retries (the cycle then
-    raises once every other victim was tried). Per-job errors (a job already gone)
-    are logged, not fatal.
+    with ``"fatal": True`` when a whole call failed after its retries or a job was
+    denied (say, a job without the ``gpu-share:queue`` tag); the cycle then raises
+    once every other victim was tried. Other per-job errors (a job already gone) are
+    logged, not fatal.
     """
     counter = counter if counter is not None else {}
     victims = [dict(v) for v in victims]
@@ -249,7 +250,10 @@ def terminate(
             for j in ids:
                 if j in errors:
                     e = errors[j]
-                    not_stopped.append({"job": j, "error": f"{e.get('code', '')}: {e.get('message', '')}".strip()})
+                    entry = {"job": j, "error": f"{e.get('code', '')}: {e.get('message', '')}".strip()}
+                    if _denied_text(entry["error"]):
+                        entry["fatal"] = True  # e.g. a job without the queue tag: operators must know
+                    not_stopped.append(entry)
                 else:
                     stopped.append(j)
             if errors:
@@ -272,6 +276,11 @@ def terminate(
                 continue
             stopped.append(v["job"])
     return stopped, not_stopped
+
+
+def _denied_text(text: str) -> bool:
+    lowered = text.lower()
+    return "accessdenied" in lowered or "not authorized" in lowered or "unauthorized" in lowered
 
 
 def _denied(exc: Exception) -> bool:
