@@ -124,7 +124,7 @@ def parse_scenario(obj: Any, *, source: str = "scenario") -> Scenario:
     for key in ("now", "jobs"):
         if key in obj:
             raise ConfigError(
-                Problem(field=key, value=obj[key] if key == "now" else f"{len(obj[key]) if isinstance(obj[key], list) else obj[key]!r} jobs",
+                Problem(field=key, value=obj[key] if key == "now" else "[...]",
                         message="does not belong in a scenario",
                         fix="remove it: the simulator takes the time and the jobs from the trace"),
                 source=source,
@@ -182,10 +182,13 @@ def _row_error(source: str, where: str, column: str, value: Any, message: str, f
 
 def _number(raw: str, *, source: str, where: str, column: str) -> Fraction:
     try:
-        return Fraction(raw.strip())
-    except (ValueError, ZeroDivisionError):
-        raise _row_error(source, where, column, raw, "is not a number",
-                         "write a plain decimal number (seconds or GPUs)") from None
+        value = Fraction(raw.strip())
+        if math.isfinite(float(value)):
+            return value
+    except (ValueError, ZeroDivisionError, OverflowError):
+        pass
+    raise _row_error(source, where, column, raw, "is not a finite number",
+                     "write a plain decimal number (seconds or GPUs)")
 
 
 def parse_jobs(stream: IO[str] | Iterable[str], scenario: Scenario, *, source: str = "trace") -> list[Job]:
