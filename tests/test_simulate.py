@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -347,7 +346,7 @@ GOOD = "job_id,team,submit_time,duration_s,gpus,priority\n" + "".join(
         ("job_id,team,submit_time,duration_s,gpus\nj1,a,0,10,9\n", "share", ["line 2", "'j1'", "whole pool"]),
         ("job_id,team,submit_time,duration_s,gpus\nj1,a,0,10,1\nj2,a,0,10,5\n", "static",
          ["line 3", "'j2'", "guarantee", "static"]),
-        ("job_id,team,submit_time,duration_s,gpus\nj1,a,0,ten,1\n", "share", ["line 2", "duration_s", "not a number"]),
+        ("job_id,team,submit_time,duration_s,gpus\nj1,a,0,ten,1\n", "share", ["line 2", "duration_s", "finite number"]),
         ("job_id,team,submit_time,duration_s,gpus\nj1,a,0,10,1\nj1,b,0,10,1\n", "share", ["line 3", "unique"]),
         ("job_id,team,submit_time,duration_s,gpus,priority\nj1,a,0,10,1,high\n", "share", ["line 2", "priority"]),
     ],

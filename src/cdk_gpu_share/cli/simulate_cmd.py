@@ -121,7 +121,7 @@ def run_simulate(args: argparse.Namespace) -> int:
     bar = _ProgressBar(sys.stderr, f"simulating {args.mode}") if _isatty(sys.stderr) else None
     try:
         result = sim.simulate(scenario, jobs, args.mode, poll_seconds=args.poll_seconds,
-                              checkpoint_seconds=args.checkpoint_seconds, progress=bar)
+                              checkpoint_seconds=args.checkpoint_seconds, progress=bar, source=args.trace)
     finally:
         if bar is not None:
             bar.close()

@@ -285,7 +285,7 @@ def load_jobs(path: str | os.PathLike[str], scenario: Scenario) -> list[Job]:
                                   fix="pass a readable job trace CSV")) from None
 
 
-def check_jobs(scenario: Scenario, jobs: Sequence[Job], mode: str) -> None:
+def check_jobs(scenario: Scenario, jobs: Sequence[Job], mode: str, *, source: str = "trace") -> None:
     """Reject a job that could never start in ``mode`` (naming its row).
 
     A job could never start when it does not fit even in an empty pool (larger than
@@ -297,7 +297,6 @@ def check_jobs(scenario: Scenario, jobs: Sequence[Job], mode: str) -> None:
     reserve_g = {t.name: float(t.guarantee.get(RESOURCE, 0) or 0) if t.sharing == "reserve" else 0.0
                  for t in scenario.teams}
     total_reserve = sum(reserve_g.values())
-    source = "trace"
     for job in jobs:
         spec = teams.get(job.team)
         if spec is None:
@@ -841,6 +840,7 @@ def simulate(
     checkpoint_seconds: float | None = None,
     progress: Callable[[float], None] | None = None,
     skip_idle_ticks: bool = True,
+    source: str = "trace",
 ) -> SimResult:
     """Replay ``jobs`` against ``scenario`` in ``mode`` (one of :data:`MODES`).
 
@@ -851,6 +851,7 @@ def simulate(
     ``skip_idle_ticks``: skip the planner calls whose result cannot change (the
     contract's rule; default). ``False`` calls the planner at every tick while a job
     is pending: the same result, slower (for tests).
+    ``source``: the trace's name in error messages.
 
     Raises :class:`ConfigError` for an unknown mode, a non-positive period, or a job
     that could never start (see :func:`check_jobs`).
@@ -867,11 +868,11 @@ def simulate(
     ids: dict[str, Job] = {}
     for j in jobs:
         if j.id in ids:
-            raise _row_error("trace", j.where(), "job_id", j.id, "repeats the id of another job",
+            raise _row_error(source, j.where(), "job_id", j.id, "repeats the id of another job",
                              "give every job a unique id")
         ids[j.id] = j
     jobs = [j if j.position == i else _replace_position(j, i) for i, j in enumerate(jobs)]
-    check_jobs(scenario, jobs, mode)
+    check_jobs(scenario, jobs, mode, source=source)
 
     started = time.perf_counter()
     sim = _Sim(scenario, jobs, mode, float(poll_seconds),
