@@ -464,3 +464,10 @@ def test_the_wheel_ships_the_reclaimer_packages():
 
     packages = find_packages(str(ROOT / "src"))
     assert {"cdk_gpu_share.aws", "cdk_gpu_share.lambdas.reclaim", "cdk_gpu_share.core"} <= set(packages)
+
+
+def test_the_lambda_settings_equal_what_the_cli_derives_from_the_config(platform):
+    """`gpu-share status` reads the queue with batch_reader.settings_from_config: same settings."""
+    fleet = platform["built"].platform.fairshare
+    config = load_config(ROOT / "platform.yaml")
+    assert fleet.reclaim_settings() == br.settings_from_config(config)

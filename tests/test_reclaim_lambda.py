@@ -598,3 +598,12 @@ def test_handler_requeues_on_a_failed_event(lambda_env):
     with Stubber(lambda_env) as stub:
         stub.add_response("submit_job", {"jobName": "job-b002", "jobId": "new2"})
         assert h.handler(event)["requeued"] == "new2"
+
+
+def test_gpus_of_counts_container_and_ecs_task_jobs():
+    assert br.gpus_of({"container": {"resourceRequirements": [{"type": "GPU", "value": "2"}]}}) == 2
+    assert br.gpus_of({"ecsProperties": {"taskProperties": [{"containers": [
+        {"resourceRequirements": [{"type": "GPU", "value": "1"}]},
+        {"resourceRequirements": [{"type": "MEMORY", "value": "100"}, {"type": "GPU", "value": "3"}]},
+    ]}]}}) == 4
+    assert br.gpus_of({"eksProperties": {}}) == 0
