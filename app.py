@@ -18,8 +18,8 @@ app = cdk.App()
 config_path = app.node.try_get_context("config") or "platform.yaml"
 try:
     config = load_config(Path(config_path))
+    build_platform(app, config)
 except ConfigError as exc:
     print(exc, file=sys.stderr)
     sys.exit(2)
-build_platform(app, config)
 app.synth()

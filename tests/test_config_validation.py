@@ -423,3 +423,15 @@ def test_cli_validate_missing_file_exits_2_without_traceback(tmp_path):
 def test_yaml_round_trip_of_platform_yaml_keeps_three_teams():
     raw = yaml.safe_load((ROOT / "platform.yaml").read_text())
     assert len(parse_config(raw).teams) == 3
+
+
+def test_fair_share_identifiers_must_not_collide():
+    raw = {
+        "teams": [
+            {"name": "team-a", "guarantee": {"g5.xlarge": 1}},
+            {"name": "team_a", "guarantee": {"g5.xlarge": 1}},
+        ],
+        "fairshare": {"capacity": {"g5.xlarge": 2}},
+    }
+    p = one_problem(raw, r"teams \(team_a\)\.name")
+    assert "'teama'" in p.message and "team-a" in p.message and "rename" in p.fix

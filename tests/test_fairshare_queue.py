@@ -20,6 +20,7 @@ from aws_cdk.assertions import Match, Template
 from cdk_gpu_share.aws import batch_reader as br
 from cdk_gpu_share.constructs.fairshare_queue import FairshareQueue, job_definition_sizes, weight_factors
 from cdk_gpu_share.core.config import (
+    PlatformConfig,
     Amount,
     FairshareConfig,
     ReclaimConfig,
@@ -368,10 +369,12 @@ def test_disabled_reclaim_creates_no_lambda():
 
 
 def test_colliding_share_identifiers_fail_naming_both_teams():
-    config = parse_config({
-        "teams": [{"name": "team-a", "guarantee": {"g5.xlarge": 1}}, {"name": "teama", "guarantee": {"g5.xlarge": 1}}],
-        "fairshare": {"capacity": {"g5.xlarge": 2}},
-    })
+    # parse_config refuses this config too; a PlatformConfig built in code reaches the construct.
+    config = PlatformConfig(
+        name="p",
+        teams=(team("team-a", {"g5.xlarge": 1}), team("teama", {"g5.xlarge": 1})),
+        fairshare=FairshareConfig(capacity={"g5.xlarge": 2}),
+    )
     with pytest.raises(ConfigError) as err:
         FairshareQueue.from_config(cdk.Stack(cdk.App(), "S"), "Fleet", config=config)
     assert "'teama'" in str(err.value) and "'team-a'" in str(err.value) and "rename" in str(err.value)

@@ -43,6 +43,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from cdk_gpu_share.core import instances
 from cdk_gpu_share.core.errors import Problem
+from cdk_gpu_share.core.fairshare import SHARE_IDENTIFIER_MAX, share_identifier, share_identifier_problems  # noqa: F401
 
 __all__ = [
     "RESOURCE",
@@ -87,47 +88,12 @@ DESCRIBE_BATCH = 100
 #: Batch job statuses read, and the contract state each maps to.
 STATUSES = (("RUNNABLE", "pending"), ("STARTING", "running"), ("RUNNING", "running"))
 #: Fair-share identifiers: up to 255 alphanumeric characters (Batch API reference).
-SHARE_IDENTIFIER_MAX = 255
 #: Name prefix of the stand-in team of a share identifier no configured team has.
 UNKNOWN_SHARE_PREFIX = "share:"
 
 
 # ---------------------------------------------------------------------------
 # Share identifiers
-
-
-def share_identifier(team_name: str) -> str:
-    """The fair-share identifier of a team: its letters and digits (``team-a`` -> ``teama``).
-
-    Batch documents share identifiers as alphanumeric (optionally ending with ``*``,
-    which this library never uses), so hyphens, underscores and dots are dropped.
-    """
-    return "".join(c for c in team_name if c.isascii() and c.isalnum())[:SHARE_IDENTIFIER_MAX]
-
-
-def share_identifier_problems(team_names: Iterable[str], where: str = "teams") -> list[Problem]:
-    """Teams whose share identifiers collide or are empty, each naming both teams."""
-    problems: list[Problem] = []
-    seen: dict[str, str] = {}
-    for name in team_names:
-        sid = share_identifier(name)
-        if not sid:
-            problems.append(Problem(
-                f"{where} ({name}).name", name,
-                "has no letter or digit, so it gives an empty fair-share identifier",
-                "use a team name with letters or digits, such as team-a",
-            ))
-            continue
-        if sid in seen:
-            problems.append(Problem(
-                f"{where} ({name}).name", name,
-                f"gives the fair-share identifier {sid!r}, as team {seen[sid]!r} does"
-                " (identifiers keep only letters and digits)",
-                f"rename {name!r} or {seen[sid]!r} so that their letters and digits differ",
-            ))
-            continue
-        seen[sid] = name
-    return problems
 
 
 # ---------------------------------------------------------------------------

@@ -798,6 +798,11 @@ def _check_backend(
                         "Batch quota shares take only a percentage borrow limit",
                         "use borrow_limit_percent for batch_quota instance types",
                     )
+    if backend == FAIRSHARE:
+        from cdk_gpu_share.core.fairshare import share_identifier_problems
+
+        for problem in share_identifier_problems(t.name for t in members):
+            problems.items.append(problem)
     if backend == HYPERPOD:
         for team in members:
             where = f"teams ({team.name})"
