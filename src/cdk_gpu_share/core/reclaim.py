@@ -645,11 +645,22 @@ def plan_state(state: State) -> dict:
         unprotected = [min_runtime <= (now - since if since < now else 0) + tol for since in r_since]
     else:
         unprotected = [True] * n_running
-    # Per-team lists of the unprotected running jobs, in victim order.
+    # Per-team lists of the unprotected running jobs, in victim order; and per team
+    # and resource, those with demand in that resource (reclaim candidates).
     victims_of: list[list[int]] = [[] for _ in range(nt)]
+    victims_in: list[dict] = [{r: [] for r in resources} for _ in range(nt)]
     for j in order:
         if unprotected[j]:
-            victims_of[r_team[j]].append(j)
+            ti = r_team[j]
+            victims_of[ti].append(j)
+            lists = victims_in[ti]
+            for r, d in r_demand[j].items():
+                if d > tol:
+                    lists[r].append(j)
+    # heads[ti][r]: victims_in[ti][r][:heads[ti][r]] are all chosen for good.
+    heads: list[dict] = [{r: 0 for r in resources} for _ in range(nt)]
+    # Bumped whenever one of the team's jobs is chosen or put back.
+    version = [0] * nt
     # What each team's unchosen unprotected jobs could give back (for the "cannot
     # succeed" shortcut); computed for a team when first needed, then kept up to date.
     avail: list[dict | None] = [None] * nt
@@ -666,7 +677,6 @@ def plan_state(state: State) -> dict:
             a = avail[ti] = {r: math.fsum(parts[r]) for r in resources}
         return a
 
-    head = [0] * nt  # victims_of[ti][:head[ti]] are all chosen for good
     chosen = bytearray(n_running)
 
     def apply(ti: int, demand: dict, sign: int) -> None:
@@ -695,6 +705,7 @@ def plan_state(state: State) -> dict:
     def take(j: int) -> None:
         chosen[j] = 1
         ti = r_team[j]
+        version[ti] += 1
         demand = r_demand[j]
         apply(ti, demand, -1)
         a = avail[ti]
@@ -706,6 +717,7 @@ def plan_state(state: State) -> dict:
     def give_back(j: int) -> None:
         chosen[j] = 0
         ti = r_team[j]
+        version[ti] += 1
         demand = r_demand[j]
         apply(ti, demand, 1)
         a = avail[ti]
@@ -797,47 +809,72 @@ def plan_state(state: State) -> dict:
             room = F[r] - ri[r] + math.fsum(avail_of(v)[r] for v in candidates)
             if demand[r] > room + tol + _BOUND_SLACK:
                 return
+        # Merge, in victim order, the lists (V, r) of each candidate team V and each
+        # resource r where p lacks room and V borrows. A job is eligible when it is
+        # reached from a list whose (V, r) still qualifies; once a list no longer
+        # does, it never will again in this pass (p's lack and V's borrowing only
+        # shrink), and its jobs that are still eligible sit in another live list.
         heap = []
         for v in candidates:
-            lst = victims_of[v]
-            pos = head[v]
-            while pos < len(lst) and chosen[lst[pos]]:
-                pos += 1
-            head[v] = pos
-            if pos < len(lst):
-                heap.append((rank[lst[pos]], v, pos))
-        heapq.heapify(heap)
-        while heap:
-            _, v, pos = heapq.heappop(heap)
-            lst = victims_of[v]
-            j = lst[pos]
-            # Eligibility now: V borrows in a resource where p lacks room ...
-            lack = lacking(ti, demand)
             uv, gv = U[v], G[v]
-            such = [r for r in lack if uv[r] - gv[r] > tol]
-            if not such:
-                continue  # V is no longer eligible, and cannot become so again in this pass
-            # ... and the job has demand in such a resource.
-            jd = r_demand[j]
-            if any(jd.get(r, 0) > tol for r in such):
+            hv, lv = heads[v], victims_in[v]
+            for r in lack:
+                if uv[r] - gv[r] > tol:
+                    lst = lv[r]
+                    pos = hv[r]
+                    n = len(lst)
+                    while pos < n and chosen[lst[pos]]:
+                        pos += 1
+                    hv[r] = pos
+                    if pos < n:
+                        heap.append((rank[lst[pos]], v, r, pos))
+        heapq.heapify(heap)
+        own_idle = idle[ti] if is_reserve[ti] else None
+        while heap:
+            _, v, r, pos = heapq.heappop(heap)
+            lst = victims_in[v][r]
+            j = lst[pos]
+            if not chosen[j]:
+                ri_r = RI_total[r] - own_idle[r] if own_idle is not None else RI_total[r]
+                if not (demand[r] > F[r] - ri_r + tol and U[v][r] - G[v][r] > tol):
+                    continue  # drop the list (V, r) for this pass
                 yield j
             pos += 1
-            while pos < len(lst) and chosen[lst[pos]]:
+            n = len(lst)
+            while pos < n and chosen[lst[pos]]:
                 pos += 1
-            if pos < len(lst):
-                heapq.heappush(heap, (rank[lst[pos]], v, pos))
+            if pos < n:
+                heapq.heappush(heap, (rank[lst[pos]], v, r, pos))
 
-    def own_phase_hopeless(ti: int, demand: dict, own_jobs: list) -> bool:
+    own_cache: dict = {}
+
+    def own_candidates(ti: int, prio: int) -> tuple[list, dict]:
+        """Team ti's unchosen unprotected jobs of priority below prio, in victim
+        order, and the sum of their demand (cached until one of ti's jobs changes)."""
+        key = (ti, prio)
+        hit = own_cache.get(key)
+        if hit is not None and hit[0] == version[ti]:
+            return hit[1], hit[2]
+        jobs = []
+        parts: dict = {r: [] for r in resources}
+        for j in victims_of[ti]:
+            if r_prio[j] >= prio:
+                break
+            if not chosen[j]:
+                jobs.append(j)
+                for r, d in r_demand[j].items():
+                    if d:
+                        parts[r].append(d)
+        gain = {r: math.fsum(parts[r]) for r in resources}
+        own_cache[key] = (version[ti], jobs, gain)
+        return jobs, gain
+
+    def own_phase_hopeless(ti: int, demand: dict, gain: dict) -> bool:
         """Shortcut for rule 2c: True when p cannot fit even with every one of its own
         team's candidates stopped and, then still beyond its guarantee, may reclaim
         nothing from the others. (Own candidates only lower U(T) and raise F, and
         RI(T) does not depend on T, so "all taken" is the best the phase can do.)"""
         needed = [(r, d) for r, d in demand.items() if d > tol]
-        gain = {r: 0.0 for r, _ in needed}
-        for j in own_jobs:
-            jd = r_demand[j]
-            for r in gain:
-                gain[r] += jd.get(r, 0)
         u, g, caps = U[ti], G[ti], CAP[ti]
         if all(u[r] - gain[r] + d <= g[r] + tol for r, d in needed):
             return False  # within its guarantee then: reclaiming from others may help
@@ -857,14 +894,8 @@ def plan_state(state: State) -> dict:
         taken: list[int] = []
         done = False
         if own:
-            prio = p.priority
-            own_jobs = []
-            for j in victims_of[ti]:
-                if r_prio[j] >= prio:
-                    break
-                if not chosen[j]:
-                    own_jobs.append(j)
-            if own_phase_hopeless(ti, demand, own_jobs):
+            own_jobs, gain = own_candidates(ti, p.priority)
+            if own_phase_hopeless(ti, demand, gain):
                 return None
             for j in own_jobs:
                 take(j)
