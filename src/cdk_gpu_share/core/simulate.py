@@ -745,14 +745,16 @@ class _Sim:
             r = self.by_id[p["job"]]
             if r.job.position in self.running:
                 self._stop(r, t)
-            b = self.by_id.get(p.get("beneficiary")) if p.get("beneficiary") is not None else None
-            if b is not None and b not in beneficiaries:
-                beneficiaries.append(b)
-        # The room just made goes to the jobs it was made for (in the plan's order),
-        # then dispatch runs. Without this, dispatch could hand it to the victims
-        # themselves (for example a team's own lower-priority jobs stopped by
-        # in_team_preemption for a job beyond its guarantee) and the planner would stop
-        # them again at the next tick, forever.
+            if p.get("reason") == "in_team":
+                b = self.by_id.get(p.get("beneficiary"))
+                if b is not None and b not in beneficiaries:
+                    beneficiaries.append(b)
+        # Room made by stopping a team's own jobs (reason in_team) goes to the job it
+        # was made for, then dispatch runs. Without this, dispatch would hand it back
+        # to the victims whenever the beneficiary is beyond its team's guarantee
+        # (within-guarantee jobs dispatch first) and the planner would stop them again
+        # at the next tick, forever. Room made by reclaim goes to dispatch as the
+        # contract says (its beneficiary is within its guarantee, so dispatched early).
         for b in beneficiaries:
             self._start_if_fits(b, t)
         self._dispatch(t)
