@@ -114,6 +114,53 @@ def planner_section(repeat: int) -> None:
           f"(targets: 10k plan < 100 ms, ratio <= 15)")
 
 
+def _adversarial_states() -> dict:
+    """States built to defeat a naive planner (each ~10,000 running, 1,000 pending)."""
+    out = {}
+    many_lenders = [{"name": f"l{i}", "guarantee": {"gpu": 2}} for i in range(50)]
+    tiny = [{"id": f"v{i}", "team": "v", "state": "running", "demand": {"gpu": 0.1}, "since": i}
+            for i in range(10_000)]
+    out["one borrower, 10k tiny jobs; lenders needing more than reclaimable"] = {
+        "now": NOW, "capacity": {"gpu": 1000}, "teams": [{"name": "v", "guarantee": {"gpu": 900}}] + many_lenders,
+        "jobs": tiny + [{"id": f"p{i}", "team": f"l{i % 50}", "state": "pending", "demand": {"gpu": 50},
+                         "since": i} for i in range(N_PENDING)],
+    }
+    out["one borrower, 10k tiny jobs; 1,000 successful reclaims"] = {
+        "now": NOW, "capacity": {"gpu": 1000}, "teams": [{"name": "v", "guarantee": {"gpu": 900}}] + many_lenders,
+        "jobs": tiny + [{"id": f"p{i}", "team": f"l{i % 50}", "state": "pending", "demand": {"gpu": 2},
+                         "since": i} for i in range(N_PENDING)],
+    }
+    out["in-team: 5k low-priority own jobs, hopeless high-priority jobs"] = {
+        "now": NOW, "capacity": {"gpu": 5100},
+        "teams": [{"name": "a", "guarantee": {"gpu": 100}, "in_team_preemption": True},
+                  {"name": "o", "guarantee": {"gpu": 5000}}],
+        "jobs": [{"id": f"a{i}", "team": "a", "state": "running", "demand": {"gpu": 0.01}, "since": i}
+                 for i in range(5000)]
+        + [{"id": f"o{i}", "team": "o", "state": "running", "demand": {"gpu": 1}, "since": i} for i in range(5000)]
+        + [{"id": f"p{i}", "team": "a", "state": "pending", "demand": {"gpu": 200}, "priority": 5, "since": i}
+           for i in range(N_PENDING)],
+    }
+    out["2 resources: 9k ineligible (cpu-only) jobs first in victim order"] = {
+        "now": NOW, "capacity": {"gpu": 1000, "cpu": 1500},
+        "teams": [{"name": "v", "guarantee": {"gpu": 500, "cpu": 1000}}]
+        + [{"name": f"l{i}", "guarantee": {"gpu": 10, "cpu": 10}} for i in range(50)],
+        "jobs": [{"id": f"c{i}", "team": "v", "state": "running", "demand": {"cpu": 0.1}, "priority": -1,
+                  "since": i} for i in range(9000)]
+        + [{"id": f"g{i}", "team": "v", "state": "running", "demand": {"gpu": 1}, "since": i} for i in range(1000)]
+        + [{"id": f"p{i}", "team": f"l{i % 50}", "state": "pending", "demand": {"gpu": 1}, "since": i}
+           for i in range(N_PENDING)],
+    }
+    return out
+
+
+def adversarial_section(repeat: int) -> None:
+    print("Reclaim planner on adversarial states (plan_state, median):")
+    for name, state in _adversarial_states().items():
+        parsed = reclaim.parse_state(state)
+        t = median_seconds(lambda: reclaim.plan_state(parsed), max(3, repeat // 3))
+        print(f"  {t * 1e3:7.1f} ms  {name}")
+
+
 def _batch_queue(state: dict) -> tuple[list[dict], dict]:
     """The planner benchmark's state as an AWS Batch queue: DescribeJobs details and the
     reclaim settings (GPUs only: the Lambda plans one resource, the fleet's GPUs)."""
@@ -223,6 +270,7 @@ def main(argv=None) -> int:
     parser.add_argument("--repeat", type=int, default=15, help="runs per measurement (default 15)")
     args = parser.parse_args(argv)
     planner_section(args.repeat)
+    adversarial_section(args.repeat)
     aws_calls_section()
     return 0
 
