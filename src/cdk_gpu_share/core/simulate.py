@@ -19,6 +19,17 @@ Entry points: :func:`load_scenario` / :func:`parse_scenario`, :func:`load_jobs` 
 :meth:`SimResult.to_dict` is the contract's JSON), :func:`demand_excess` (the fluid
 limits the benchmark prints).
 
+One addition to the contract's tick: when the plan stops a team's own jobs
+(reason ``in_team``) for a job, that job is started first (if it fits), then
+dispatch runs. Otherwise a job beyond its team's guarantee would see its room handed
+back to the lower-priority victims (within-guarantee jobs dispatch first) and the
+planner would stop them again at every tick, forever. Room made by ``reclaim`` goes to
+dispatch unchanged.
+
+A job that could never start (larger than the pool, or than what its team may hold in
+an empty pool in the mode simulated) is rejected up front, naming its row, so every
+simulation ends with every job completed.
+
 Dispatch runs in time proportional to the number of distinct job sizes, not the
 number of pending jobs: each team keeps one heap per job size, ordered by
 (priority descending, submit time, trace position). Usage is summed exactly
