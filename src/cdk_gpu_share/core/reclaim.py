@@ -26,13 +26,17 @@ Definitions (per resource ``r``; all comparisons use an absolute tolerance of 1e
 Implementation notes
 --------------------
 Running jobs are sorted once in victim order (lower priority, then most recent
-``since``, then id descending); each team keeps its own list in that order. Usage,
-free capacity, reserved idle capacity and the set of borrowing teams per resource
-are updated incrementally. A reclaim merges only the lists of the teams that borrow
-in a resource the beneficiary lacks (eligibility can only be lost during one
-greedy pass, never gained), and a cheap upper bound skips passes that cannot
-succeed. Initial and reported usages are exact sums (:func:`math.fsum`), so the
-plan does not depend on the order of the input lists.
+``since``, then id descending); each team keeps its unprotected jobs in that order,
+in one list and in one list per resource the job uses. Usage, free capacity, reserved
+idle capacity and the set of borrowing teams per resource are updated incrementally.
+A reclaim (2b, and the second phase of 2c) merges only the lists (V, r) of the teams V
+that borrow in a resource r the beneficiary lacks: eligibility can only be lost during
+one greedy pass, never gained, so a list that stops qualifying is dropped for the
+pass. Two exact-or-conservative shortcuts skip passes that cannot succeed (taking
+every candidate would not make room; in 2c, stopping every own candidate would leave
+the job beyond its guarantee and still not fitting). Initial and reported usages are
+exact sums (:func:`math.fsum`), so the plan does not depend on the order of the input
+lists. ``benchmarks/planner.py`` measures it (10,000 running jobs: tens of ms).
 """
 
 from __future__ import annotations
