@@ -47,6 +47,7 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subs
 from constructs import Construct
 
+from cdk_gpu_share.constructs._metrics import reclaimer_metric
 from cdk_gpu_share.core import metrics as m
 from cdk_gpu_share.core.config import FAIRSHARE
 from cdk_gpu_share.core.errors import ConfigError, Problem
@@ -291,48 +292,46 @@ class GpuShareDashboard(Construct):
         :param options: passed to :class:`aws_cdk.aws_cloudwatch.Metric` (``statistic``,
             ``period``, ``label``, ``color``...). Default period: the construct's ``period``.
         """
-        dims = {m.DIM_QUEUE: self.queue_name}
         if team is not None:
             self._check_team(team)
-            dims[m.DIM_TEAM] = team
         options.setdefault("period", self.period)
-        return cw.Metric(namespace=m.NAMESPACE, metric_name=metric_name, dimensions_map=dims, **options)
+        return reclaimer_metric(self.queue_name, metric_name, team, **options)
 
     def metric_usage(self, team: str, **options: Any) -> cw.Metric:
         """GPUs held by ``team``'s running jobs. Default statistic: Maximum."""
-        return self.metric(m.USAGE, team, **{"statistic": "Maximum", "label": f"{team} used", **options})
+        return self.metric(m.USAGE, team, **{"label": f"{team} used", **options})
 
     def metric_guarantee(self, team: str, **options: Any) -> cw.Metric:
         """GPUs guaranteed to ``team``. Default statistic: Maximum."""
-        return self.metric(m.GUARANTEE, team, **{"statistic": "Maximum", "label": f"{team} guarantee", **options})
+        return self.metric(m.GUARANTEE, team, **{"label": f"{team} guarantee", **options})
 
     def metric_borrowed(self, team: str, **options: Any) -> cw.Metric:
         """GPUs ``team`` uses beyond its guarantee (lent by others). Default statistic: Maximum."""
-        return self.metric(m.BORROWED, team, **{"statistic": "Maximum", "label": f"{team} borrowed", **options})
+        return self.metric(m.BORROWED, team, **{"label": f"{team} borrowed", **options})
 
     def metric_pending_jobs(self, team: str, **options: Any) -> cw.Metric:
         """Jobs of ``team`` waiting in the queue (RUNNABLE). Default statistic: Maximum."""
-        return self.metric(m.PENDING, team, **{"statistic": "Maximum", "label": f"{team} pending", **options})
+        return self.metric(m.PENDING, team, **{"label": f"{team} pending", **options})
 
     def metric_preemptions(self, team: str, **options: Any) -> cw.Metric:
         """Jobs of ``team`` stopped by the reclaimer. Default statistic: Sum."""
-        return self.metric(m.PREEMPTIONS, team, **{"statistic": "Sum", "label": f"{team} preempted", **options})
+        return self.metric(m.PREEMPTIONS, team, **{"label": f"{team} preempted", **options})
 
     def metric_reclaims(self, team: str, **options: Any) -> cw.Metric:
         """Jobs of ``team`` that got lent capacity back by a reclaim. Default statistic: Sum."""
-        return self.metric(m.RECLAIMS, team, **{"statistic": "Sum", "label": f"{team} reclaimed", **options})
+        return self.metric(m.RECLAIMS, team, **{"label": f"{team} reclaimed", **options})
 
     def metric_lender_wait(self, team: str, **options: Any) -> cw.Metric:
         """The longest a job of ``team`` within its guarantee has waited (seconds). Default: Maximum."""
-        return self.metric(m.LENDER_WAIT_SECONDS, team, **{"statistic": "Maximum", "label": f"{team} wait", **options})
+        return self.metric(m.LENDER_WAIT_SECONDS, team, **{"label": f"{team} wait", **options})
 
     def metric_reclaim_errors(self, **options: Any) -> cw.Metric:
         """Reclaim cycles of this queue that failed. Default statistic: Sum."""
-        return self.metric(m.CYCLE_ERRORS, **{"statistic": "Sum", "label": "reclaim errors", **options})
+        return self.metric(m.CYCLE_ERRORS, **{"label": "reclaim errors", **options})
 
     def metric_cycle_duration(self, **options: Any) -> cw.Metric:
         """Duration of a reclaim cycle (milliseconds). Default statistic: Maximum."""
-        return self.metric(m.CYCLE_DURATION_MS, **{"statistic": "Maximum", "label": "cycle ms (max)", **options})
+        return self.metric(m.CYCLE_DURATION_MS, **{"label": "cycle ms (max)", **options})
 
     # ------------------------------------------------------------------
     # Alarms

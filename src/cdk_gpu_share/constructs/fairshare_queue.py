@@ -86,6 +86,7 @@ from constructs import Construct, IValidation
 import cdk_gpu_share
 from cdk_gpu_share.aws import batch_reader as br
 from cdk_gpu_share.constructs._checks import acknowledge_nag
+from cdk_gpu_share.constructs._metrics import reclaimer_metric
 from cdk_gpu_share.core import instances, metrics, reclaim
 from cdk_gpu_share.core.config import (
     BATCH_NAME_PATTERN,
@@ -558,30 +559,36 @@ class FairshareQueue(Construct):
 
     # ------------------------------------------------------------------ metrics
 
-    def metric(self, name: str, team: str | None = None, *, statistic: str = "Maximum",
-               period: cdk.Duration | None = None) -> cloudwatch.Metric:
-        """A reclaimer metric (names in :mod:`cdk_gpu_share.core.metrics`), per team when ``team`` is given."""
-        dims = {metrics.DIM_QUEUE: self.queue_name}
+    def metric(self, name: str, team: str | None = None, **options: Any) -> cloudwatch.Metric:
+        """A reclaimer metric (names in :mod:`cdk_gpu_share.core.metrics`), per team when ``team`` is given.
+
+        :param options: passed to :class:`aws_cdk.aws_cloudwatch.Metric`. Default period: 1 minute;
+            default statistic: the metric's own (Maximum for gauges, Sum for counts).
+        """
         if team is not None:
             self._team(team)
-            dims[metrics.DIM_TEAM] = team
-        return cloudwatch.Metric(namespace=metrics.NAMESPACE, metric_name=name, dimensions_map=dims,
-                                 statistic=statistic, period=period or cdk.Duration.minutes(1))
+        options.setdefault("period", cdk.Duration.minutes(1))
+        return reclaimer_metric(self.queue_name, name, team, **options)
 
-    def metric_usage(self, team: str) -> cloudwatch.Metric:
-        return self.metric(metrics.USAGE, team)
+    def metric_usage(self, team: str, **options: Any) -> cloudwatch.Metric:
+        """GPUs held by ``team``'s running jobs (Maximum)."""
+        return self.metric(metrics.USAGE, team, **options)
 
-    def metric_borrowed(self, team: str) -> cloudwatch.Metric:
-        return self.metric(metrics.BORROWED, team)
+    def metric_borrowed(self, team: str, **options: Any) -> cloudwatch.Metric:
+        """GPUs ``team`` uses beyond its guarantee (Maximum)."""
+        return self.metric(metrics.BORROWED, team, **options)
 
-    def metric_preemptions(self, team: str) -> cloudwatch.Metric:
-        return self.metric(metrics.PREEMPTIONS, team, statistic="Sum")
+    def metric_preemptions(self, team: str, **options: Any) -> cloudwatch.Metric:
+        """Jobs of ``team`` stopped by the reclaimer (Sum)."""
+        return self.metric(metrics.PREEMPTIONS, team, **options)
 
-    def metric_lender_wait(self, team: str) -> cloudwatch.Metric:
-        return self.metric(metrics.LENDER_WAIT_SECONDS, team)
+    def metric_lender_wait(self, team: str, **options: Any) -> cloudwatch.Metric:
+        """The longest a job of ``team`` within its guarantee has waited, in seconds (Maximum)."""
+        return self.metric(metrics.LENDER_WAIT_SECONDS, team, **options)
 
-    def metric_reclaim_errors(self) -> cloudwatch.Metric:
-        return self.metric(metrics.CYCLE_ERRORS, statistic="Sum")
+    def metric_reclaim_errors(self, **options: Any) -> cloudwatch.Metric:
+        """Failed reclaim cycles of this queue (Sum)."""
+        return self.metric(metrics.CYCLE_ERRORS, **options)
 
     # ------------------------------------------------------------------ the reclaimer
 

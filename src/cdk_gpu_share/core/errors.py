@@ -19,7 +19,9 @@ class Problem:
     fix: str = ""
 
     def __str__(self) -> str:
-        text = f"{self.field}: {self.message} (got {self.value!r})"
+        text = f"{self.field}: {self.message}"
+        if self.value is not None:
+            text += f" (got {self.value!r})"
         if self.fix:
             text += f"; {self.fix}"
         return text

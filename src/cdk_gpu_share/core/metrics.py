@@ -23,3 +23,16 @@ LENDER_WAIT_SECONDS = "LenderWaitSeconds"
 #: Per queue (no team dimension): reclaimer health.
 CYCLE_ERRORS = "ReclaimErrors"
 CYCLE_DURATION_MS = "ReclaimCycleMs"
+
+#: The statistic that reads each metric correctly: gauges by their maximum, counts summed.
+STATISTIC = {
+    USAGE: "Maximum",
+    GUARANTEE: "Maximum",
+    BORROWED: "Maximum",
+    PENDING: "Maximum",
+    LENDER_WAIT_SECONDS: "Maximum",
+    CYCLE_DURATION_MS: "Maximum",
+    PREEMPTIONS: "Sum",
+    RECLAIMS: "Sum",
+    CYCLE_ERRORS: "Sum",
+}
