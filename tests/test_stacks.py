@@ -140,3 +140,21 @@ def test_app_py_with_a_bad_config_exits_2_naming_the_problem(tmp_path):
     result = subprocess.run([sys.executable, "app.py"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 2
     assert "batch_quota.capacity.ml.g5.xlarge" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_summary_of_the_synthesized_default_platform(default_platform, capsys):
+    from cdk_gpu_share.cli import main
+
+    platform, _ = default_platform
+    assert main(["summary", platform.platform.node.root.outdir]) == 0
+    out = capsys.readouterr().out
+    assert "4 stacks" in out
+    assert "1 service environments" in out and "3 quota shares" in out
+    assert "team-a: batch quota share, 1 ml.g5.xlarge, LEND_AND_BORROW, borrow limit unlimited" in out
+
+
+def test_summary_without_an_assembly_exits_2(tmp_path, capsys):
+    from cdk_gpu_share.cli import main
+
+    assert main(["summary", str(tmp_path)]) == 2
+    assert "run `make synth` first" in capsys.readouterr().err

@@ -74,7 +74,9 @@ def _summary(args: argparse.Namespace) -> int:
         ("AWS::Batch::JobDefinition", "job definitions"),
         ("AWS::Batch::ConsumableResource", "consumable resources"),
         ("AWS::Lambda::Function", "Lambda functions"),
-        ("AWS::SageMaker::Endpoint", "SageMaker endpoints"),
+        ("Custom::GpuShareMigEndpoint", "MIG-partitioned endpoints"),
+        ("Custom::GpuShareMigInferenceComponent", "inference components on MIG partitions"),
+        ("AWS::SageMaker::Endpoint", "whole-GPU SageMaker endpoints"),
         ("AWS::SageMaker::InferenceComponent", "inference components"),
         ("AWS::CloudWatch::Dashboard", "dashboards"),
     ]
@@ -82,7 +84,7 @@ def _summary(args: argparse.Namespace) -> int:
     if shown:
         print("  " + ", ".join(shown))
     if quotas:
-        print("quotas:")
+        print("quotas and endpoints:")
         for line in quotas:
             print(f"  {line}")
     return 0
@@ -97,6 +99,11 @@ def _describe_quota(resource: dict) -> list[str]:
         borrow = sharing.get("BorrowLimit")
         extra = "" if borrow is None else f", borrow limit {'unlimited' if borrow == -1 else f'{borrow}%'}"
         return [f"{props.get('QuotaShareName')}: batch quota share, {limits}, {sharing.get('Strategy')}{extra}"]
+    if resource["Type"] == "Custom::GpuShareMigEndpoint":
+        return [
+            f"endpoint {props.get('EndpointBaseName')}: {props.get('InstanceCount')} x {props.get('InstanceType')},"
+            f" every GPU split {' + '.join(props.get('Layout', []))}"
+        ]
     if resource["Type"] == "AWS::SageMaker::ComputeQuota":
         cfg = props.get("ComputeQuotaConfig", {})
         parts = []
