@@ -60,6 +60,12 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="bench-synth-"))
     (work / "empty.py").write_text(EMPTY_APP)
     (work / "fifty.yaml").write_text(yaml.safe_dump(fifty_teams()))
+    # The default platform without its classic fair-share fleet: the quota-management part alone.
+    quota_only = yaml.safe_load((ROOT / "platform.yaml").read_text())
+    quota_only.pop("fairshare")
+    for team in quota_only["teams"]:
+        team["guarantee"] = {k: v for k, v in team["guarantee"].items() if k.startswith("ml.")}
+    (work / "quota-only.yaml").write_text(yaml.safe_dump(quota_only))
     node_bin = ROOT / "node_modules" / ".bin"
     base_env = dict(os.environ, PATH=f"{node_bin}{os.pathsep}{os.environ['PATH']}")
     # The context `cdk synth` would pass: cdk.json's feature flags, for every app alike.
@@ -67,6 +73,7 @@ def main() -> int:
     cases = {
         "empty app": ([sys.executable, str(work / "empty.py")], None),
         "default platform (3 teams)": ([sys.executable, "app.py"], str(ROOT / "platform.yaml")),
+        "default, quota shares only": ([sys.executable, "app.py"], str(work / "quota-only.yaml")),
         "50-team platform": ([sys.executable, "app.py"], str(work / "fifty.yaml")),
     }
     times: dict[str, list[float]] = {name: [] for name in cases}
@@ -77,7 +84,7 @@ def main() -> int:
             times[name].append(run(cmd, env))
     empty = statistics.median(times["empty app"])
     print(f"synth, median of {REPEAT} fresh processes each (interleaved):")
-    targets = {"default platform (3 teams)": 1.5, "50-team platform": 2.5}
+    targets = {"default platform (3 teams)": 1.5, "default, quota shares only": 1.5, "50-team platform": 2.5}
     for name, samples in times.items():
         med = statistics.median(samples)
         ratio = med / empty

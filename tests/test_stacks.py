@@ -158,3 +158,15 @@ def test_summary_without_an_assembly_exits_2(tmp_path, capsys):
 
     assert main(["summary", str(tmp_path)]) == 2
     assert "run `make synth` first" in capsys.readouterr().err
+
+
+def test_training_role_only_for_teams_that_submit_sagemaker_training(default_platform, hyperpod_platform):
+    batch_team = Template.from_stack(default_platform[0].teams["team-a"])
+    batch_team.has_resource_properties(
+        "AWS::IAM::Role",
+        {"AssumeRolePolicyDocument": {"Statement": [Match.object_like({"Principal": {"Service": "sagemaker.amazonaws.com"}})]}},
+    )
+    assert "TrainingExecutionRoleArn" in batch_team.find_outputs("*")
+    hyperpod_team = Template.from_stack(hyperpod_platform[0].teams["research"])
+    hyperpod_team.resource_count_is("AWS::IAM::Role", 1)
+    assert "TrainingExecutionRoleArn" not in hyperpod_team.find_outputs("*")

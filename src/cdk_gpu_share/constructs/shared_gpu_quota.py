@@ -441,17 +441,19 @@ class SharedGpuQuota(Construct):
         for team in teams:
             self.add_team(team)
 
-    def _backends(self) -> list[BatchQuotaBackend | HyperPodBackend]:
+    @property
+    def backends(self) -> list[BatchQuotaBackend | HyperPodBackend]:
+        """The backends this construct has (Batch first)."""
         return [b for b in (self.batch, self.hyperpod) if b is not None]
 
     def add_team(self, team: TeamConfig, *, scope: Construct | None = None) -> list[TeamQuota]:
         """Give ``team`` its share on every backend whose capacity its guarantee names."""
         added = []
-        for backend in self._backends():
+        for backend in self.backends:
             if team.guarantee_for(backend.config.capacity):
                 added.append(backend.add_team(team, scope=scope))
         if not added:
-            declared = sorted({it for b in self._backends() for it in b.config.capacity})
+            declared = sorted({it for b in self.backends for it in b.config.capacity})
             raise ConfigError(
                 Problem(
                     f"teams ({team.name}).guarantee",

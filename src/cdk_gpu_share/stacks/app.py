@@ -39,25 +39,24 @@ def build_platform(app: cdk.App, config: PlatformConfig, *, checks: bool = True)
         stack = TeamStack(app, stack_name(config, team.name), team=team)
         stack.add_stack_dependency(platform)
         result.teams[team.name] = stack
-        granted = False
         wildcards: list[str] = []
-        if platform.quota is not None:
-            shares = platform.quota.add_team(team, scope=stack) if _reaches_quota(config, team) else []
-            if platform.quota.batch is not None and team.name in platform.quota.batch.teams:
-                platform.quota.grant_submit(team.name, stack.submit_role)
-                granted = True
-                stack.output("TrainingQueueName", platform.quota.job_queue_name, "Batch job queue for SageMaker Training")
-                stack.output("QuotaShareName", platform.quota.quota_share_name(team.name), "the team's quota share")
-            if platform.quota.hyperpod is not None and team.name in platform.quota.hyperpod.teams:
+        quota = platform.quota
+        if quota is not None and any(b.config.capacity.keys() & team.guarantee.keys() for b in quota.backends):
+            quota.add_team(team, scope=stack)
+            if quota.batch is not None and team.name in quota.batch.teams:
+                stack.add_training_role()
+                quota.grant_submit(team.name, stack.submit_role)
+                stack.output("TrainingQueueName", quota.job_queue_name, "Batch job queue for SageMaker Training")
+                stack.output("QuotaShareName", quota.quota_share_name(team.name), "the team's quota share")
+            if quota.hyperpod is not None and team.name in quota.hyperpod.teams:
                 stack.output("HyperPodNamespace", f"hyperpod-ns-{team.name}", "Kubernetes namespace of the team")
-            del shares
-        if platform.fairshare is not None and team in config.teams_for("fairshare"):
-            member = platform.fairshare.add_team(team, scope=stack)
-            platform.fairshare.grant_submit(team.name, stack.submit_role)
-            granted = True
-            wildcards += platform.fairshare.submit_wildcard_findings(team.name)
-            stack.output("FairshareQueueName", platform.fairshare.job_queue_name, "classic Batch GPU queue")
-            stack.output("ShareIdentifier", platform.fairshare.share_identifier(team.name), "fair-share identifier")
+        fairshare = platform.fairshare
+        if fairshare is not None and team in config.teams_for("fairshare"):
+            member = fairshare.add_team(team, scope=stack)
+            fairshare.grant_submit(team.name, stack.submit_role)
+            wildcards += fairshare.submit_wildcard_findings(team.name)
+            stack.output("FairshareQueueName", fairshare.job_queue_name, "classic Batch GPU queue")
+            stack.output("ShareIdentifier", fairshare.share_identifier(team.name), "fair-share identifier")
             stack.output(
                 "FairshareJobDefinitions",
                 ",".join(member.job_definition_name(n) for n in sorted(member.job_definitions)),
@@ -65,15 +64,8 @@ def build_platform(app: cdk.App, config: PlatformConfig, *, checks: bool = True)
             )
             stack.output(
                 "FairshareJobTags",
-                ",".join(f"{k}={v}" for k, v in platform.fairshare.job_tags(team.name).items()),
+                ",".join(f"{k}={v}" for k, v in fairshare.job_tags(team.name).items()),
                 "tags every job must carry (submissions without them are denied)",
             )
-        if granted:
             stack.acknowledge_submit_wildcards(*wildcards)
     return result
-
-
-def _reaches_quota(config: PlatformConfig, team) -> bool:
-    return bool(config.teams_for("batch_quota") and team in config.teams_for("batch_quota")) or bool(
-        config.hyperpod and team in config.teams_for("hyperpod")
-    )

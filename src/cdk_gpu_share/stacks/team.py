@@ -9,7 +9,7 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from cdk_gpu_share.core.config import TeamConfig
-from cdk_gpu_share.constructs._checks import acknowledge_nag
+from cdk_gpu_share.constructs._checks import acknowledge_nag, nag_arn
 
 
 class TeamStack(cdk.Stack):
@@ -37,10 +37,20 @@ class TeamStack(cdk.Stack):
             assumed_by=iam.AccountRootPrincipal(),
             max_session_duration=cdk.Duration.hours(4),
         )
+        self.output("SubmitRoleArn", self.submit_role.role_arn, "Role to assume to submit jobs")
+        self.training_role: iam.Role | None = None
+
+    def add_training_role(self) -> iam.Role:
+        """The role the team's SageMaker training jobs run as, which its SubmitRole may pass.
+
+        Created only for teams on Batch quota management: SageMaker Training needs it.
+        """
+        if self.training_role is not None:
+            return self.training_role
         self.training_role = iam.Role(
             self,
             "TrainingExecutionRole",
-            description=f"Run as by team {team.name}'s SageMaker training jobs",
+            description=f"Run as by team {self.team.name}'s SageMaker training jobs",
             assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
         )
         self.training_role.add_to_policy(
@@ -70,13 +80,12 @@ class TeamStack(cdk.Stack):
             " PutMetricData takes no resource (it is limited to the SageMaker namespaces by condition)",
             findings=[
                 "Resource::*",
-                "Resource::arn:<AWS::Partition>:logs:<AWS::Region>:<AWS::AccountId>:log-group:"
-                "/aws/sagemaker/TrainingJobs:*",
+                f"Resource::{nag_arn(self, 'logs', 'log-group:/aws/sagemaker/TrainingJobs:*')}",
             ],
         )
         self.training_role.grant_pass_role(self.submit_role)
-        self.output("SubmitRoleArn", self.submit_role.role_arn, "Role to assume to submit jobs")
         self.output("TrainingExecutionRoleArn", self.training_role.role_arn, "Role the team's training jobs run as")
+        return self.training_role
 
     def output(self, name: str, value: str, description: str) -> cdk.CfnOutput:
         return cdk.CfnOutput(self, name, value=value, description=f"{self.team.name}: {description}")
