@@ -3,6 +3,7 @@
 
     cdk synth                               # platform.yaml
     cdk synth -c config=examples/hyperpod.yaml
+    cdk synth -c nag=false                  # skip cdk-nag (the tests always run it)
 """
 
 import sys
@@ -18,7 +19,8 @@ app = cdk.App()
 config_path = app.node.try_get_context("config") or "platform.yaml"
 try:
     config = load_config(Path(config_path))
-    build_platform(app, config)
+    nag = str(app.node.try_get_context("nag")).lower() not in ("false", "0", "no", "off")
+    build_platform(app, config, checks=nag)
 except ConfigError as exc:
     print(exc, file=sys.stderr)
     sys.exit(2)

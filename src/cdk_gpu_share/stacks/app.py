@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import aws_cdk as cdk
-from cdk_nag import AwsSolutionsChecks
 
 from cdk_gpu_share.core.config import PlatformConfig
 from cdk_gpu_share.stacks.platform import PlatformStack
@@ -32,6 +31,8 @@ def build_platform(app: cdk.App, config: PlatformConfig, *, checks: bool = True)
     :param checks: add cdk-nag's AwsSolutions pack to the app's policy validation. Default: True.
     """
     if checks:
+        from cdk_nag import AwsSolutionsChecks  # loading its jsii assembly costs ~0.4 s: only when used
+
         cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
     platform = PlatformStack(app, stack_name(config), config=config)
     result = Platform(platform=platform)
