@@ -383,6 +383,31 @@ def test_an_exception_while_reading_logs_what_was_and_was_not_stopped(capsys):
     assert errors[0][metrics.CYCLE_ERRORS] == 1
 
 
+def test_an_exception_mid_terminate_logs_the_jobs_already_stopped(capsys, monkeypatch):
+    client = new_client()
+    settings, jobs = borrowing_queue(60)
+    real_log = h.log
+
+    def log(event, *args, **fields):
+        if event == "terminate_partial":
+            raise RuntimeError("boom")
+        real_log(event, *args, **fields)
+
+    monkeypatch.setattr(h, "log", log)
+    with Stubber(client) as stub:
+        expect_listing(stub, jobs)
+        stub.add_response("terminate_jobs", {"successful": [], "errors": [
+            {"job": "b061", "code": "ClientException", "message": "job in terminal state"}]})
+        with pytest.raises(RuntimeError, match="boom"):
+            h.run_cycle(client, QUEUE, settings, now=NOW, emit=Lines())
+        stub.assert_no_pending_responses()
+    failed = [r for r in logged(capsys) if r["event"] == "cycle_failed"][0]
+    assert len(failed["stopped"]) == 49 and "b061" not in failed["stopped"]
+    errors = {n["job"]: n["error"] for n in failed["not_stopped"]}
+    assert errors.pop("b061") == "ClientException: job in terminal state"
+    assert len(errors) == 10 and set(errors.values()) == {"not attempted"}
+
+
 def test_dry_run_logs_the_plan_and_stops_nothing(capsys):
     client = new_client()
     settings, jobs = borrowing_queue(3)

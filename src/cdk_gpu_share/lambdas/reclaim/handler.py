@@ -159,7 +159,9 @@ def run_cycle(
             preemptions=victims, served=len(plan["served"]), waiting=len(plan["waiting"]))
         if victims and not dry_run:
             team_of = {j["id"]: j["team"] for j in snapshot.state["jobs"]}
-            stopped, not_stopped = terminate(client, victims, sleep=sleep, counter=calls, beneficiary_team=team_of)
+            # The lists fill as calls return, so a failure mid-way still logs what was stopped.
+            terminate(client, victims, sleep=sleep, counter=calls, beneficiary_team=team_of,
+                      stopped=stopped, not_stopped=not_stopped)
     except Exception as exc:
         done = set(stopped) | {n["job"] for n in not_stopped}
         log("cycle_failed", "ERROR", queue=queue_name, error=f"{type(exc).__name__}: {exc}",
@@ -217,8 +219,13 @@ def terminate(
     sleep: Callable[[float], None] = time.sleep,
     counter: dict | None = None,
     beneficiary_team: Mapping[str, str] | None = None,
+    stopped: list[str] | None = None,
+    not_stopped: list[dict] | None = None,
 ) -> tuple[list[str], list[dict]]:
     """Stop ``victims`` (the plan's preemptions). Returns (stopped ids, not stopped).
+
+    ``stopped`` / ``not_stopped``, when given, are filled in place as each call returns
+    (and returned), so that a caller sees the progress made before an exception.
 
     Uses ``TerminateJobs`` (50 a call) when the client's service model has it, else one
     ``TerminateJob`` per victim. Each entry of *not stopped* is ``{"job", "error"}``,
@@ -232,8 +239,8 @@ def terminate(
     for v in victims:
         if v.get("beneficiary") is not None and "beneficiary_team" not in v:
             v["beneficiary_team"] = (beneficiary_team or {}).get(v["beneficiary"], "?")
-    stopped: list[str] = []
-    not_stopped: list[dict] = []
+    stopped = stopped if stopped is not None else []
+    not_stopped = not_stopped if not_stopped is not None else []
     if "TerminateJobs" in client.meta.service_model.operation_names:
         for i in range(0, len(victims), TERMINATE_BATCH):
             chunk = victims[i:i + TERMINATE_BATCH]
