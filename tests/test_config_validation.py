@@ -435,3 +435,92 @@ def test_fair_share_identifiers_must_not_collide():
     }
     p = one_problem(raw, r"teams \(team_a\)\.name")
     assert "'teama'" in p.message and "team-a" in p.message and "rename" in p.fix
+
+
+# --- regressions found by fuzzing parse_config ---------------------------------
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        ("teams", 0, "guarantee", "ml.g5.xlarge"),
+        ("teams", 0, "borrow_limit_percent"),
+        ("batch_quota", "capacity", "ml.g5.xlarge"),
+    ],
+)
+def test_huge_numbers_are_config_errors_not_overflows(path):
+    raw = copy.deepcopy(BATCH)
+    node = raw
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = 10**400
+    p = one_problem(raw, re.escape(path[-1]))
+    assert "too large" in p.message and p.value == 10**400
+
+
+def test_huge_vcpu_is_a_config_error_not_an_overflow():
+    raw = edit(HYPERPOD, lambda r: r["teams"][0].update(guarantee={"ml.p5.48xlarge": {"vcpu": 10**400}}))
+    assert "too large" in one_problem(raw, r"guarantee\.ml\.p5\.48xlarge\.vcpu").message
+
+
+def test_non_string_top_level_keys_are_reported_not_sorted_into_a_crash():
+    problems = problems_of({1: 2, "x": 3})
+    assert any(p.field == "1" and p.message == "unknown key" for p in problems)
+    assert any(p.message == "declares no backend" for p in problems)
+
+
+@pytest.mark.parametrize(
+    "where, value",
+    [
+        (lambda r: r["teams"][0], "team-a\n"),
+        (lambda r: r["platform"], "gpu-share\n"),
+    ],
+)
+def test_a_trailing_newline_does_not_slip_past_a_name_pattern(where, value):
+    raw = copy.deepcopy(BATCH)
+    where(raw)["name"] = value
+    assert any(p.value == value for p in problems_of(raw))
+
+
+def test_a_trailing_newline_does_not_slip_past_the_hyperpod_patterns():
+    raw = copy.deepcopy(HYPERPOD)
+    raw["teams"][0]["name"] = "research\n"
+    raw["hyperpod"]["cluster_arn"] += "\n"
+    raw["hyperpod"]["priority_classes"] = [{"name": "training\n", "weight": 1}]
+    fields = {p.field for p in problems_of(raw)}
+    assert "hyperpod.cluster_arn" in fields and "hyperpod.priority_classes[0].name" in fields
+    assert any(f.endswith(".name") and f.startswith("teams") for f in fields)
+
+
+def test_batch_queue_priority_zero_is_kept():
+    raw = edit(BATCH, lambda r: r["batch_quota"].update(priority=0))
+    assert parse_config(raw).batch_quota.priority == 0
+
+
+def test_multi_line_description_is_refused():
+    raw = edit(HYPERPOD, lambda r: r["teams"][0].update(description="line one\nline two"))
+    assert "control characters" in one_problem(raw, r"\.description").message
+
+
+def test_borrow_limit_mig_profile_of_another_gpu_is_refused():
+    raw = edit(
+        HYPERPOD,
+        lambda r: r["teams"][0].update(borrow_limit={"ml.p5.48xlarge": {"mig": {"mig-3g.20gb": 1}}}),
+    )
+    p = one_problem(raw, r"borrow_limit\.ml\.p5\.48xlarge\.mig\.mig-3g\.20gb")
+    assert p.value == "mig-3g.20gb"
+
+
+def test_non_utf8_file_is_a_config_error(tmp_path):
+    path = tmp_path / "bin.yaml"
+    path.write_bytes(b"\xff\xfe\x00")
+    result = run_cli("validate", str(path))
+    assert result.returncode == 2 and "UTF-8" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_plan_uses_the_hyperpod_default_borrow_limit_of_50_percent():
+    from cdk_gpu_share.core.plan import fleet_plan
+
+    raw = edit(HYPERPOD, lambda r: r["teams"][0].pop("fair_share_weight"))
+    (row,) = fleet_plan(parse_config(raw))["backends"]["hyperpod"]["teams"]
+    assert row["borrow_cap"] == 1 and row["max_usage"] == 3  # the service default, not unlimited

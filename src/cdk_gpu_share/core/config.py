@@ -40,6 +40,7 @@ import difflib
 import importlib
 import math
 import re
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
@@ -58,6 +59,9 @@ MAX_CAPACITY_LIMITS_PER_SHARE = 5
 BATCH_NAME_PATTERN = r"^[A-Za-z0-9_-]{1,128}$"
 PLATFORM_NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9-]{0,39}$"
 HYPERPOD_MAX_BORROW_PERCENT = 500
+# AWS APIs take 32-bit integers; larger values would also overflow float arithmetic.
+MAX_INT = 2**31 - 1
+MAX_NUMBER = 10_000_000  # the largest VCpu / MemoryInGiB a HyperPod compute quota takes
 BATCH = "batch_quota"
 HYPERPOD = "hyperpod"
 FAIRSHARE = "fairshare"
@@ -294,6 +298,9 @@ def _int(
     if minimum is not None and value < minimum:
         problems.add(where, value, f"must be at least {minimum}", fix or f"use a value >= {minimum}")
         return None
+    if maximum is None and value > MAX_INT:
+        problems.add(where, value, f"is too large (at most {MAX_INT})", fix or f"use a value <= {MAX_INT}")
+        return None
     if maximum is not None and value > maximum:
         problems.add(where, value, f"must be at most {maximum}", fix or f"use a value <= {maximum}")
         return None
@@ -301,11 +308,18 @@ def _int(
 
 
 def _number(value: Any, where: str, problems: _Problems) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or (isinstance(value, float) and not math.isfinite(value))  # isfinite overflows on huge ints
+    ):
         problems.add(where, value, "must be a number", "write a number such as 96")
         return None
     if value < 0:
         problems.add(where, value, "must not be negative", "use 0 or more")
+        return None
+    if value > MAX_NUMBER:
+        problems.add(where, value, f"is too large (at most {MAX_NUMBER:,})", f"use a value <= {MAX_NUMBER}")
         return None
     return float(value)
 
@@ -321,7 +335,7 @@ def _str(value: Any, where: str, problems: _Problems, pattern: str | None = None
     if not isinstance(value, str) or not value:
         problems.add(where, value, "must be a non-empty string", fix or "write a name")
         return None
-    if pattern and not re.match(pattern, value):
+    if pattern and not re.fullmatch(pattern, value):
         problems.add(where, value, f"does not match {pattern}", fix)
         return None
     return value
@@ -476,6 +490,15 @@ def _team(raw: Any, index: int, problems: _Problems, *, guarantee_required: bool
     if not isinstance(description, str):
         problems.add(f"{where}.description", description, "must be a string", "quote it")
         description = ""
+    elif len(description) > 1024 or any(unicodedata.category(c).startswith("C") for c in description):
+        # A HyperPod compute quota's Description takes up to 1024 printable characters.
+        problems.add(
+            f"{where}.description",
+            description,
+            "must be at most 1024 characters on one line, without control characters",
+            "shorten it, and write it on one line (no `|` block)",
+        )
+        description = ""
     if name is None:
         return None
     return TeamConfig(
@@ -508,7 +531,8 @@ def _batch(raw: Any, problems: _Problems) -> BatchQuotaConfig | None:
             )
     priority = 1
     if "priority" in data:
-        priority = _int(data["priority"], f"{BATCH}.priority", problems, minimum=0, maximum=1000) or 1
+        value = _int(data["priority"], f"{BATCH}.priority", problems, minimum=0, maximum=1000)
+        priority = 1 if value is None else value
     return BatchQuotaConfig(capacity=capacity, priority=priority, **names)
 
 
@@ -523,7 +547,7 @@ def _hyperpod(raw: Any, problems: _Problems) -> HyperPodConfig | None:
         problems,
     )
     arn = data.get("cluster_arn")
-    if not isinstance(arn, str) or not re.match(hp.CLUSTER_ARN_PATTERN, arn):
+    if not isinstance(arn, str) or not re.fullmatch(hp.CLUSTER_ARN_PATTERN, arn):
         problems.add(
             f"{HYPERPOD}.cluster_arn",
             arn,
@@ -783,7 +807,7 @@ def _check_backend(
                         "a quota share's capacity limit must be at least 1 instance",
                         "guarantee at least 1, or remove the instance type",
                     )
-            if not re.match(BATCH_NAME_PATTERN, team.name):
+            if not re.fullmatch(BATCH_NAME_PATTERN, team.name):
                 problems.add(
                     f"{where}.name",
                     team.name,
@@ -806,7 +830,7 @@ def _check_backend(
     if backend == HYPERPOD:
         for team in members:
             where = f"teams ({team.name})"
-            if not re.match(hp.TEAM_NAME_PATTERN, team.name) or len(team.name) > hp.MAX_TEAM_NAME_LENGTH:
+            if not re.fullmatch(hp.TEAM_NAME_PATTERN, team.name) or len(team.name) > hp.MAX_TEAM_NAME_LENGTH:
                 problems.add(
                     f"{where}.name",
                     team.name,
@@ -839,17 +863,19 @@ def _check_backend(
                         "names an instance type the hyperpod capacity does not declare",
                         f"declare it in hyperpod.capacity or remove it; declared: {', '.join(section.capacity)}",
                     )
-            for it, a in g.items():
-                info = instances.lookup(it)
-                for profile, _ in a.mig:
-                    if info is None or not _mig_fits_gpu(profile, info.gpu_model):
-                        problems.add(
-                            f"{where}.guarantee.{it}.mig.{profile}",
-                            profile,
-                            f"is not a MIG profile of {it}"
-                            + (f" ({info.gpu_model})" if info else " (no MIG support known)"),
-                            "run `gpu-share mig layouts --instance-type " + it + "` for the profiles it has",
-                        )
+            limits = {it: a for it, a in team.borrow_limit.items() if it in section.capacity}
+            for part, amounts in (("guarantee", g), ("borrow_limit", limits)):
+                for it, a in amounts.items():
+                    info = instances.lookup(it)
+                    for profile, _ in a.mig:
+                        if info is None or not _mig_fits_gpu(profile, info.gpu_model):
+                            problems.add(
+                                f"{where}.{part}.{it}.mig.{profile}",
+                                profile,
+                                f"is not a MIG profile of {it}"
+                                + (f" ({info.gpu_model})" if info else " (no MIG support known)"),
+                                "run `gpu-share mig layouts --instance-type " + it + "` for the profiles it has",
+                            )
 
 
 def check_backend(backend: str, section: Any, teams: list[TeamConfig]) -> list[Problem]:
@@ -924,7 +950,7 @@ def parse_config(raw: Any, *, source: str | None = None) -> PlatformConfig:
     if not any(sections.values()) and "inference" not in data:
         problems.add(
             "config",
-            sorted(data) if isinstance(data, Mapping) else data,
+            sorted(str(k) for k in data),
             "declares no backend",
             f"add one of {', '.join(BACKENDS)} (see platform.yaml)",
         )
@@ -991,6 +1017,10 @@ def load_config(path: str | Path) -> PlatformConfig:
         ) from None
     except OSError as exc:
         raise ConfigError(Problem("config", str(p), f"cannot be read: {exc.strerror}", "check the path")) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            Problem("config", str(p), f"is not UTF-8 text (byte {exc.start})", "save the file as UTF-8 YAML"),
+        ) from None
     try:
         raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:

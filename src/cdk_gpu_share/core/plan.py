@@ -12,9 +12,11 @@ import math
 from typing import Any
 
 from cdk_gpu_share.core import instances
-from cdk_gpu_share.core.config import BACKENDS, Amount, PlatformConfig, TeamConfig
+from cdk_gpu_share.core.config import BACKENDS, HYPERPOD, Amount, PlatformConfig, TeamConfig
 
 UNLIMITED = None
+#: A HyperPod compute quota without BorrowLimit gets the service default of 50 percent.
+HYPERPOD_DEFAULT_BORROW_PERCENT = 50
 
 
 def instance_equivalent(instance_type: str, amount: Amount) -> float:
@@ -36,12 +38,17 @@ def instance_equivalent(instance_type: str, amount: Amount) -> float:
     return max(parts)
 
 
-def borrow_cap(team: TeamConfig, instance_type: str, guarantee: float) -> float | None:
-    """The most ``team`` may borrow on ``instance_type`` (None: unbounded)."""
+def borrow_cap(team: TeamConfig, instance_type: str, guarantee: float, backend: str | None = None) -> float | None:
+    """The most ``team`` may borrow on ``instance_type`` (None: unbounded).
+
+    On HyperPod a team without ``borrow_limit_percent`` gets the service default (50).
+    """
     if not team.sharing.borrows:
         return 0.0
     caps = []
     pct = team.borrow_limit_percent
+    if pct is None and backend == HYPERPOD:
+        pct = HYPERPOD_DEFAULT_BORROW_PERCENT
     if pct is not None and pct >= 0:
         caps.append(guarantee * pct / 100)
     if instance_type in team.borrow_limit:
@@ -65,7 +72,7 @@ def fleet_plan(config: PlatformConfig) -> dict[str, Any]:
         for team in teams:
             for it, amount in sorted(team.guarantee_for(section.capacity).items()):
                 g = instance_equivalent(it, amount)
-                cap = borrow_cap(team, it, g)
+                cap = borrow_cap(team, it, g, backend)
                 # Reserved idle guarantees of other teams are never lent.
                 reserved = sum(
                     instance_equivalent(it, o.guarantee[it])
