@@ -24,7 +24,10 @@ reason, and resubmits it (same name, queue, job definition revision, share
 identifier, scheduling priority, parameters, container overrides, retry strategy,
 timeout and tags, plus ``gpu-share:requeued-from``). A job the reclaimer stopped is
 therefore never lost; a job that ends on its own before the stop takes effect
-(SUCCEEDED, or failed for another reason) is not resubmitted. A job that cannot be
+(SUCCEEDED, or failed for another reason) is not resubmitted. Requeue is idempotent
+(an event delivered twice, or retried by Lambda, finds the job tagged
+``gpu-share:requeued-from`` and submits nothing) and ignores dry run (resubmitting
+stops nothing, and skipping it would lose the job). A job that cannot be
 resubmitted (array child, multi-node, EKS) raises, so the event, which holds the
 whole job, lands in the on-failure destination and raises the alarm.
 
@@ -302,7 +305,15 @@ def _denied(exc: Exception) -> bool:
 
 def requeue(client: Any, detail: Mapping, *, queue: str, dry_run: bool = False,
             sleep: Callable[[float], None] = time.sleep) -> dict:
-    """Resubmit a job the reclaimer stopped (``detail``: the event's job detail)."""
+    """Resubmit a job the reclaimer stopped (``detail``: the event's job detail).
+
+    Idempotent: EventBridge delivers an event at least once and Lambda retries a
+    failed invocation, so a job this queue already holds with the tag
+    ``gpu-share:requeued-from=<job id>`` (:func:`find_requeued`) means the job was
+    resubmitted and nothing is submitted again. Dry run does not apply: a job the
+    reclaimer stopped (before dry run was switched on) is resubmitted all the same,
+    or it would be lost.
+    """
     job_id = detail.get("jobId")
     reason = detail.get("statusReason") or ""
     if not reason.startswith(br.RECLAIM_REASON_PREFIX):
@@ -316,17 +327,64 @@ def requeue(client: Any, detail: Mapping, *, queue: str, dry_run: bool = False,
     except ValueError as exc:
         log("requeue_failed", "ERROR", job=job_id, error=str(exc), detail=detail)
         raise ReclaimError(f"job {job_id} was stopped by the reclaimer but cannot be resubmitted: {exc}") from None
-    if dry_run:
-        log("requeue_planned", job=job_id, dry_run=True, submit=params)
-        return {"requeued": None, "dry_run": True}
+    try:
+        existing = find_requeued(client, detail, sleep=sleep)
+    except Exception as exc:
+        log("requeue_failed", "ERROR", job=job_id, error=f"{type(exc).__name__}: {exc}", submit=params,
+            step="looking for an earlier resubmission")
+        raise
+    if existing is not None:
+        log("requeue_skipped", job=job_id, reason="already resubmitted", new_job=existing)
+        return {"requeued": existing, "from": job_id, "duplicate": True}
     try:
         response = br.call_with_retry(client, "SubmitJob", sleep=sleep, **params)
     except Exception as exc:
         log("requeue_failed", "ERROR", job=job_id, error=f"{type(exc).__name__}: {exc}", submit=params)
         raise
     new_id = response.get("jobId")
-    log("requeued", job=job_id, new_job=new_id, job_name=params["jobName"], share=params.get("shareIdentifier"))
+    log("requeued", job=job_id, new_job=new_id, job_name=params["jobName"], share=params.get("shareIdentifier"),
+        dry_run=dry_run)
     return {"requeued": new_id, "from": job_id}
+
+
+#: How far before the stopped job's ``stoppedAt`` a resubmission is looked for (clock slack).
+REQUEUE_LOOKBACK_MS = 60_000
+
+
+def find_requeued(client: Any, detail: Mapping, *, sleep: Callable[[float], None] = time.sleep) -> str | None:
+    """The id of a job of the queue resubmitted from ``detail``'s job, if there is one.
+
+    ``ListJobs`` filtered by the job's name (newest first, so the listing stops at
+    the first job created before the stopped one stopped), then ``DescribeJobs`` of
+    the candidates for the tag ``gpu-share:requeued-from``.
+    """
+    job_id = detail["jobId"]
+    name = detail["jobName"]
+    stopped_at = detail.get("stoppedAt")
+    since = stopped_at - REQUEUE_LOOKBACK_MS if stopped_at else detail.get("createdAt") or 0
+    candidates: list[str] = []
+    token = None
+    while True:
+        params: dict[str, Any] = {"jobQueue": detail["jobQueue"], "maxResults": br.DESCRIBE_BATCH,
+                                  "filters": [{"name": "JOB_NAME", "values": [name]}]}
+        if token:
+            params["nextToken"] = token
+        page = br.call_with_retry(client, "ListJobs", sleep=sleep, **params)
+        older = False
+        for s in page.get("jobSummaryList", ()):
+            if (s.get("createdAt") or 0) < since:
+                older = True
+            elif s["jobId"] != job_id and s.get("jobName") == name:
+                candidates.append(s["jobId"])
+        token = page.get("nextToken")
+        if older or not token:
+            break
+    for i in range(0, len(candidates), br.DESCRIBE_BATCH):
+        response = br.call_with_retry(client, "DescribeJobs", sleep=sleep, jobs=candidates[i:i + br.DESCRIBE_BATCH])
+        for job in response.get("jobs", ()):
+            if (job.get("tags") or {}).get(br.TAG_REQUEUED_FROM) == job_id:
+                return job["jobId"]
+    return None
 
 
 def _same_queue(a: str, b: str) -> bool:
@@ -375,6 +433,7 @@ def submit_params(detail: Mapping) -> dict:
     if consumable:
         params["consumableResourcePropertiesOverride"] = consumable
     tags = {k: v for k, v in (detail.get("tags") or {}).items() if not k.startswith("aws:")}
+    tags.setdefault(br.TAG_QUEUE, detail["jobQueue"].rsplit("/", 1)[-1])
     tags[br.TAG_REQUEUED_FROM] = detail["jobId"]
     params["tags"] = tags
     return params
