@@ -696,3 +696,31 @@ def test_gpus_of_counts_container_and_ecs_task_jobs():
         {"resourceRequirements": [{"type": "MEMORY", "value": "100"}, {"type": "GPU", "value": "3"}]},
     ]}]}}) == 4
     assert br.gpus_of({"eksProperties": {}}) == 0
+
+
+def test_gpus_of_counts_every_node_of_a_multi_node_job():
+    """A multi-node job has no ``container``: its GPUs are per node range, times the nodes."""
+    detail = {"nodeProperties": {"numNodes": 5, "mainNode": 0, "nodeRangeProperties": [
+        {"targetNodes": "0", "container": {"resourceRequirements": [{"type": "GPU", "value": "1"}]}},
+        {"targetNodes": "1:", "container": {"resourceRequirements": [
+            {"type": "VCPU", "value": "8"}, {"type": "GPU", "value": "4"}]}},
+    ]}}
+    assert br.gpus_of(detail) == 1 + 4 * 4
+    assert br.gpus_of({"nodeProperties": {"numNodes": 4, "nodeRangeProperties": [
+        {"targetNodes": ":1", "container": {"resourceRequirements": [{"type": "GPU", "value": "2"}]}},
+        {"targetNodes": "2:3", "ecsProperties": {"taskProperties": [{"containers": [
+            {"resourceRequirements": [{"type": "GPU", "value": "1"}]},
+            {"resourceRequirements": [{"type": "GPU", "value": "1"}]}]}]}},
+    ]}}) == 2 * 2 + 2 * 2
+
+
+def test_a_running_multi_node_job_holds_its_gpus_in_the_state():
+    client = new_client()
+    mnp = job("m1", "teamb", "RUNNING")
+    del mnp["container"]
+    mnp["nodeProperties"] = {"numNodes": 2, "mainNode": 0, "nodeRangeProperties": [
+        {"targetNodes": "0:1", "container": {"resourceRequirements": [{"type": "GPU", "value": "1"}]}}]}
+    with Stubber(client) as stub:
+        expect_listing(stub, [mnp])
+        state = br.read_queue_state(client, QUEUE, SETTINGS, NOW)
+    assert state["jobs"][0]["demand"] == {"gpu": 2.0}
