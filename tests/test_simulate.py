@@ -404,6 +404,14 @@ def test_cli_json_output_follows_the_contract(files, capsys):
                                     "borrowed_gpu_seconds", "preempted", "reclaim_wait_p99_s"}
     assert d["mode"] == "share+reclaim" and d["jobs"] == 3 and d["completed"] == 3
     assert d["preemptions"] == 1 and d["lost_gpu_seconds"] == 480
+    # types as the contract shows them: counts ints, GPU-seconds and hours floats even when whole
+    assert all(type(d[k]) is int for k in ("jobs", "completed", "preemptions"))
+    assert all(type(d[k]) is float for k in ("utilization", "lost_gpu_seconds", "wait_gpu_hours", "sim_seconds"))
+    for team in d["teams"].values():
+        assert all(type(team[k]) is int for k in ("jobs", "preempted"))
+        assert all(type(team[k]) is float for k in ("gpu_seconds", "borrowed_gpu_seconds"))
+        assert all(type(team[k]) in (int, float) for k in ("wait_p50_s", "wait_p95_s", "wait_p99_s",
+                                                            "reclaim_wait_p99_s"))
 
 
 def test_cli_checkpoint_flag_reaches_the_simulator(files, capsys):

@@ -377,8 +377,9 @@ class TeamResult:
             "wait_p50_s": _num(nearest_rank(self.waits, 50)),
             "wait_p95_s": _num(nearest_rank(self.waits, 95)),
             "wait_p99_s": _num(nearest_rank(self.waits, 99)),
-            "gpu_seconds": _num(self.gpu_seconds),
-            "borrowed_gpu_seconds": _num(self.borrowed_gpu_seconds),
+            # GPU-seconds are JSON floats (1.0e6 in the contract), waits and counts ints.
+            "gpu_seconds": float(self.gpu_seconds),
+            "borrowed_gpu_seconds": float(self.borrowed_gpu_seconds),
             "preempted": self.preempted,
             "reclaim_wait_p99_s": _num(nearest_rank(self.reclaim_waits, 99)),
         }
@@ -442,11 +443,12 @@ class SimResult:
             "jobs": self.jobs,
             "completed": self.completed,
             "window_s": [_num(self.window[0]), _num(self.window[1])],
-            "utilization": self.utilization,
+            "utilization": float(self.utilization),
             "preemptions": self.preemptions,
-            "lost_gpu_seconds": _num(self.lost_gpu_seconds),
-            "wait_gpu_hours": _num(self.wait_gpu_hours),
-            "sim_seconds": round(self.sim_seconds, 3),
+            # floats as the contract shows them (12345.0, 812.5), also when whole
+            "lost_gpu_seconds": float(self.lost_gpu_seconds),
+            "wait_gpu_hours": float(self.wait_gpu_hours),
+            "sim_seconds": float(round(self.sim_seconds, 3)),
             "teams": {name: self.teams[name].to_dict() for name in self.team_names},
         }
 
