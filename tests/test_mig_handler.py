@@ -304,8 +304,12 @@ def test_delete_removes_components_then_endpoint_then_config(sm):
     # on_event: the leftover component is deleted
     sm.stubber.add_response("list_inference_components", {"InferenceComponents": [ic]}, listing)
     sm.stubber.add_response("delete_inference_component", {}, {"InferenceComponentName": ic["InferenceComponentName"]})
+    sm.stubber.add_response("describe_endpoint", describe_endpoint(name, "InService", cfg), {"EndpointName": name})
     e = event("Delete", ENDPOINT_PROPS, physical=name)
-    assert h.handle_on_event(e, sm)["PhysicalResourceId"] == name
+    result = h.handle_on_event(e, sm)
+    assert result["PhysicalResourceId"] == name
+    assert result["Data"] == {"EndpointConfigName": cfg}
+    e = {**e, **result}  # the provider framework hands on_event's result to is_complete
     # is_complete: still deleting
     sm.stubber.add_response("list_inference_components", {"InferenceComponents": [{**ic, "InferenceComponentStatus": "Deleting"}]}, listing)
     assert h.handle_is_complete(e, sm) == {"IsComplete": False}
@@ -325,11 +329,42 @@ def test_delete_of_an_already_deleted_endpoint_succeeds(sm):
     name = h.endpoint_name(ENDPOINT_PROPS)
     e = event("Delete", ENDPOINT_PROPS, physical=name)
     sm.stubber.add_response("list_inference_components", {"InferenceComponents": []})
-    h.handle_on_event(e, sm)
+    not_found(sm.stubber, "describe_endpoint", f'Could not find endpoint "{endpoint_arn(name)}".')
+    result = h.handle_on_event(e, sm)
+    assert result["Data"] == {}
+    e = {**e, **result}
     sm.stubber.add_response("list_inference_components", {"InferenceComponents": []})
     not_found(sm.stubber, "describe_endpoint", f'Could not find endpoint "{endpoint_arn(name)}".')
     not_found(sm.stubber, "delete_endpoint_config", "Could not find endpoint configuration")
     assert h.handle_is_complete(e, sm) == {"IsComplete": True}
+
+
+def test_delete_of_a_replaced_endpoint_never_deletes_the_live_config(sm):
+    """The cleanup Delete of the old generation may carry the new generation's properties."""
+    old_name = h.endpoint_name(ENDPOINT_PROPS)
+    old_cfg = h.config_name(ENDPOINT_PROPS)
+    new = {**ENDPOINT_PROPS, "Layout": ["mig-4g.20gb", "mig-3g.20gb"]}
+    live_cfg = h.config_name(new)
+    assert not live_cfg.startswith(old_name)
+    e = event("Delete", new, physical=old_name)
+    sm.stubber.add_response("list_inference_components", {"InferenceComponents": []})
+    sm.stubber.add_response("describe_endpoint", describe_endpoint(old_name, "InService", old_cfg), {"EndpointName": old_name})
+    e = {**e, **h.handle_on_event(e, sm)}
+    sm.stubber.add_response("list_inference_components", {"InferenceComponents": []})
+    not_found(sm.stubber, "describe_endpoint", "Could not find endpoint")
+    # only the old endpoint's own config; the live one (live_cfg) is left alone
+    sm.stubber.add_response("delete_endpoint_config", {}, {"EndpointConfigName": old_cfg})
+    assert h.handle_is_complete(e, sm) == {"IsComplete": True}
+
+
+def test_update_rollback_failed_fails_at_once(sm):
+    name = h.endpoint_name(ENDPOINT_PROPS)
+    new = {**ENDPOINT_PROPS, "InstanceCount": "2"}
+    sm.stubber.add_response(
+        "describe_endpoint", describe_endpoint(name, "UpdateRollbackFailed", h.config_name(new), "rollback failed")
+    )
+    with pytest.raises(h.HandlerError, match="UpdateRollbackFailed: rollback failed"):
+        h.handle_is_complete(event("Update", new, old=ENDPOINT_PROPS, physical=name), sm)
 
 
 def test_delete_waits_for_a_busy_endpoint_before_deleting_it(sm):
@@ -475,6 +510,15 @@ def test_partition_type_change_creates_a_new_component(sm):
         },
     )
     assert h.handle_on_event(event("Update", new, old=COMPONENT_PROPS, physical=old_name), sm)["PhysicalResourceId"] == new_name
+
+
+def test_rollback_after_a_failed_replacement_leaves_the_live_component_alone(sm):
+    """A failed create of the replacement keeps the old physical id; the rollback Update must not redeploy it."""
+    name = h.component_name(COMPONENT_PROPS)
+    failed = {**COMPONENT_PROPS, "AcceleratorPartitionType": "mig-4g.20gb", "CopyCount": "3"}
+    # no request at all: the live component already runs COMPONENT_PROPS
+    result = h.handle_on_event(event("Update", COMPONENT_PROPS, old=failed, physical=name), sm)
+    assert result["PhysicalResourceId"] == name
 
 
 def test_endpoint_replacement_moves_the_component(sm):

@@ -20,7 +20,9 @@ SageMaker is done). Two kinds of resource, told apart by the ``Kind`` property:
       config (a rollback to the old one is reported as a failure); the old config is
       then deleted.
     * Delete: inference components still on the endpoint, the endpoint, then its
-      endpoint configs; anything already gone is skipped.
+      endpoint configs; anything already gone is skipped. Only configs named after the
+      deleted endpoint (``<physical id>-...``) are deleted: the properties of a cleanup
+      Delete may be another generation's, whose config is live.
 
 ``Kind: InferenceComponent``
     Physical id: the component name, ``<base>-<hash of endpoint and partition type>``.
@@ -29,6 +31,8 @@ SageMaker is done). Two kinds of resource, told apart by the ``Kind`` property:
     * Update, endpoint or partition type changed: a new component (SageMaker rejects a
       change of ``AcceleratorPartitionType``); CloudFormation deletes the old one.
     * Update, copy count only: ``UpdateInferenceComponentRuntimeConfig``.
+    * Update whose old properties name another component (the rollback after a failed
+      replacement): nothing to do, the physical component still runs the properties.
     * Update, model or host resources: ``UpdateInferenceComponent`` (rolling).
     * Delete: ``DeleteInferenceComponent``; complete when gone; already gone is fine.
 
@@ -56,6 +60,8 @@ COMPONENT = "InferenceComponent"
 DEFAULT_VARIANT = "AllTraffic"
 #: Endpoint states in which SageMaker is still working; a delete waits for them to end.
 _BUSY = ("Creating", "Updating", "SystemUpdating", "RollingBack")
+#: Endpoint states that end a create or update: waiting longer cannot help.
+_FAILED = ("Failed", "UpdateRollbackFailed")
 _GONE = re.compile(r"could not find|not found|does not exist", re.IGNORECASE)
 _EXISTS = re.compile(r"already exist", re.IGNORECASE)
 
@@ -282,8 +288,27 @@ def endpoint_on_event(event: dict, sm: Any) -> dict:
     if kind == "Delete":
         name = event["PhysicalResourceId"]
         _delete_components_on(sm, name)
-        return {"PhysicalResourceId": name}
+        described = _describe_endpoint(sm, name)
+        # The config the endpoint really runs, for is_complete to delete once the endpoint
+        # is gone (the provider framework hands on_event's Data to is_complete).
+        data = {"EndpointConfigName": described["EndpointConfigName"]} if described and described.get("EndpointConfigName") else {}
+        return {"PhysicalResourceId": name, "Data": data}
     raise HandlerError(f"unknown request type {kind!r}")
+
+
+def _configs_of(name: str, props: dict, event: dict) -> list[str]:
+    """The endpoint configs that belong to endpoint ``name``: never another endpoint's.
+
+    ``ResourceProperties`` of a Delete need not describe ``name`` (the cleanup of a
+    replacement or of a rolled-back update may carry the other generation's properties,
+    whose config is live), so only configs named ``<name>-...`` are deleted.
+    """
+    candidates = {(event.get("Data") or {}).get("EndpointConfigName")}
+    try:
+        candidates.add(config_name(props))
+    except (KeyError, TypeError):
+        pass
+    return sorted(c for c in candidates if c and c.startswith(f"{name}-"))
 
 
 def endpoint_is_complete(event: dict, sm: Any) -> dict:
@@ -295,8 +320,7 @@ def endpoint_is_complete(event: dict, sm: Any) -> dict:
             return {"IsComplete": False}
         described = _describe_endpoint(sm, name)
         if described is None:
-            configs = {config_name(props)}
-            for cfg in sorted(configs):
+            for cfg in _configs_of(name, props, event):
                 _delete_config(sm, cfg)
             return {"IsComplete": True}
         status = described["EndpointStatus"]
@@ -311,8 +335,8 @@ def endpoint_is_complete(event: dict, sm: Any) -> dict:
         raise HandlerError(f"endpoint {name} disappeared while it was being {'created' if kind == 'Create' else 'updated'}")
     status = described["EndpointStatus"]
     expected = config_name(props)
-    if status == "Failed":
-        raise HandlerError(f"endpoint {name} failed: {described.get('FailureReason', 'no reason given')}")
+    if status in _FAILED:
+        raise HandlerError(f"endpoint {name} is {status}: {described.get('FailureReason', 'no reason given')}")
     if status != "InService":
         return {"IsComplete": False}
     if described.get("EndpointConfigName") != expected:
@@ -395,6 +419,12 @@ def component_on_event(event: dict, sm: Any) -> dict:
         if name != event["PhysicalResourceId"]:
             LOG.info("endpoint or partition type changed: new component %s replaces %s", name, event["PhysicalResourceId"])
             return _create_component(sm, props)
+        if component_name(old) != name:
+            # CloudFormation rolls back to this component after a replacement failed:
+            # ``old`` describes the failed new component, not this one, which still
+            # runs ``props``. Updating it would redeploy a live component for nothing.
+            LOG.info("inference component %s: rollback after a failed replacement, nothing to change", name)
+            return {"PhysicalResourceId": name, "Data": _component_data(props, name)}
         spec_changed = _specification(props) != _specification(old)
         copies_changed = _copies(props) != _copies(old)
         if spec_changed:
