@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -41,8 +42,14 @@ print("IMPORTED_FROM", cdk_gpu_share.__file__)
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("dist")
+    # Build from a copy: building in the checkout leaves build/ and *.egg-info there, a stale
+    # build/lib can put deleted modules into the wheel, and two xdist workers would race on it.
+    src = tmp_path_factory.mktemp("src")
+    shutil.copytree(ROOT / "src", src / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(ROOT / name, src / name)
     subprocess.run(
-        [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(out), str(ROOT)],
+        [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(out), str(src)],
         check=True,
         capture_output=True,
         timeout=600,
