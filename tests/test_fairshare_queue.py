@@ -318,6 +318,14 @@ def test_reclaimer_runs_on_runnable_events_on_failed_reclaims_and_on_a_schedule(
     assert runnable["detail-type"] == ["Batch Job State Change"] and runnable["source"] == ["aws.batch"]
     failed = [p for p in patterns if p and p["detail"]["status"] == ["FAILED"]][0]
     assert failed["detail"]["statusReason"] == [{"prefix": br.RECLAIM_REASON_PREFIX}]
+    assert failed["detail-type"] == ["Batch Job State Change"] and failed["source"] == ["aws.batch"]
+    # Batch's event names the queue by ARN in detail.jobQueue: only this queue's events match.
+    queue_id = next(iter(resources(fleet_template.to_json(), "AWS::Batch::JobQueue")))
+    for pattern in (runnable, failed):
+        assert pattern["detail"]["jobQueue"] == [{"Fn::GetAtt": [queue_id, "JobQueueArn"]}]
+    fn_id = next(iter(resources(fleet_template.to_json(), "AWS::Lambda::Function")))
+    for rule in rules.values():
+        assert [t["Arn"] for t in rule["Properties"]["Targets"]] == [{"Fn::GetAtt": [fn_id, "Arn"]}]
     assert [r["Properties"]["ScheduleExpression"] for r in rules.values() if "ScheduleExpression" in r["Properties"]] \
         == ["rate(5 minutes)"]
 
