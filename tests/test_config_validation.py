@@ -524,3 +524,15 @@ def test_plan_uses_the_hyperpod_default_borrow_limit_of_50_percent():
     raw = edit(HYPERPOD, lambda r: r["teams"][0].pop("fair_share_weight"))
     (row,) = fleet_plan(parse_config(raw))["backends"]["hyperpod"]["teams"]
     assert row["borrow_cap"] == 1 and row["max_usage"] == 3  # the service default, not unlimited
+
+
+def test_bad_capacity_count_is_reported_once_not_on_every_team():
+    raw = edit(BATCH, lambda r: r["batch_quota"].update(capacity={"ml.g5.xlarge": "3"}))
+    problems = problems_of(raw)
+    assert [p.field for p in problems] == ["batch_quota.capacity.ml.g5.xlarge"], [str(p) for p in problems]
+
+
+def test_priority_classes_that_are_not_a_list_are_refused():
+    raw = edit(HYPERPOD, lambda r: r["hyperpod"].update(priority_classes=0))
+    p = one_problem(raw, r"hyperpod\.priority_classes$")
+    assert p.value == 0 and "must be a list" in p.message

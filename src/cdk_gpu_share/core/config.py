@@ -574,7 +574,9 @@ def _hyperpod(raw: Any, problems: _Problems) -> HyperPodConfig | None:
             if value is not None:
                 flags[key] = value
     classes: list[PriorityClass] = []
-    raw_classes = data.get("priority_classes") or []
+    raw_classes = data.get("priority_classes")
+    if raw_classes is None:
+        raw_classes = []
     if not isinstance(raw_classes, list):
         problems.add(f"{HYPERPOD}.priority_classes", raw_classes, "must be a list", "write - {name: x, weight: 50}")
         raw_classes = []
@@ -966,6 +968,11 @@ def parse_config(raw: Any, *, source: str | None = None) -> PlatformConfig:
             )
 
     declared = {it for s in sections.values() if s is not None for it in s.capacity}
+    # Types declared with a bad count are reported there; don't report every team's guarantee too.
+    for key in BACKENDS:
+        section_raw = data.get(key)
+        if isinstance(section_raw, Mapping) and isinstance(section_raw.get("capacity"), Mapping):
+            declared |= {str(k) for k in section_raw["capacity"]}
     for team in teams:
         for it in team.guarantee:
             if it not in declared:
