@@ -212,6 +212,16 @@ def test_example_handler_may_touch_only_its_own_endpoint(example):
     assert "iam:PassRole" in text
 
 
+def test_example_handler_may_pass_the_execution_role_to_sagemaker_only(example):
+    t = example["template"]
+    policies = t.find_resources("AWS::IAM::Policy", {"Properties": {"Roles": [{"Ref": Match.string_like_regexp("HandlerRole")}]}})
+    statements = [s for p in policies.values() for s in p["Properties"]["PolicyDocument"]["Statement"]]
+    passes = [s for s in statements if s["Action"] == "iam:PassRole"]
+    assert passes and all(
+        s["Condition"] == {"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}} for s in passes
+    )
+
+
 def test_example_outputs_name_the_endpoint_and_each_component(example):
     outputs = example["template"].to_json()["Outputs"]
     assert "SmallModelsEndpointName" in outputs

@@ -79,7 +79,7 @@ from aws_cdk import aws_sagemaker as sagemaker
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
-from cdk_gpu_share.constructs._checks import acknowledge_nag
+from cdk_gpu_share.constructs._checks import acknowledge_nag, nag_arn
 from cdk_gpu_share.core import instances
 from cdk_gpu_share.core.errors import ConfigError, Problem
 from cdk_gpu_share.core.inference_config import (
@@ -247,7 +247,6 @@ class _Provider(Construct):
             iam.PolicyStatement(
                 actions=[
                     "sagemaker:CreateEndpointConfig",
-                    "sagemaker:DescribeEndpointConfig",
                     "sagemaker:DeleteEndpointConfig",
                     "sagemaker:CreateEndpoint",
                     "sagemaker:DescribeEndpoint",
@@ -263,14 +262,20 @@ class _Provider(Construct):
                 resources=arns,
             )
         )
-        role.grant_pass_role(self.role)
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["iam:PassRole"],
+                resources=[role.role_arn],
+                conditions={"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}},
+            )
+        )
         acknowledge_nag(
             self.role,
             "AwsSolutions-IAM5",
             "SageMaker resource names end in a generation suffix (a new endpoint or component replaces the old"
             " one when the layout or partition type changes); the wildcard covers that suffix only",
             findings=[
-                f"Resource::arn:<AWS::Partition>:sagemaker:<AWS::Region>:<AWS::AccountId>:{kind}/{base}-*"
+                f"Resource::{nag_arn(stack, 'sagemaker', f'{kind}/{base}-*')}"
                 for kind in ("endpoint", "endpoint-config", "inference-component", "model")
             ],
         )
