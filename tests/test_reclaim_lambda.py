@@ -724,3 +724,18 @@ def test_a_running_multi_node_job_holds_its_gpus_in_the_state():
         expect_listing(stub, [mnp])
         state = br.read_queue_state(client, QUEUE, SETTINGS, NOW)
     assert state["jobs"][0]["demand"] == {"gpu": 2.0}
+
+
+def test_a_cycle_near_the_lambda_timeout_stops_cleanly_and_logs_what_it_did_not_attempt(capsys):
+    client = new_client()
+    settings, jobs = borrowing_queue(70)
+    seconds_left = iter([100.0, 5.0])
+    with Stubber(client) as stub:
+        expect_listing(stub, jobs)
+        stub.add_response("terminate_jobs", {"successful": [f"b{i:03}" for i in range(71, 21, -1)], "errors": []})
+        result = h.run_cycle(client, QUEUE, settings, now=NOW, emit=Lines(), time_left=lambda: next(seconds_left))
+        stub.assert_no_pending_responses()
+    assert len(result["stopped"]) == 50
+    assert len(result["not_stopped"]) == 20
+    assert all(n["error"] == "not attempted: the Lambda's time ran out" for n in result["not_stopped"])
+    assert '"deadline"' in capsys.readouterr().out

@@ -56,6 +56,8 @@ from cdk_gpu_share.core import metrics, reclaim
 
 #: TerminateJobs takes at most 50 jobs.
 TERMINATE_BATCH = 50
+#: Stop starting calls when fewer seconds than this are left before the Lambda times out.
+DEADLINE_MARGIN_SECONDS = 15
 #: Longest reason written on a stopped job; longer lists of beneficiaries are cut with "+N more".
 MAX_REASON = 1024
 #: A RUNNABLE event is skipped when a cycle started at least this long after it (event
@@ -94,7 +96,8 @@ def handler(event: Mapping, context: Any = None) -> dict:
                 job=detail.get("jobId"))
             return {"skipped": True}
     started = time.time()
-    result = run_cycle(client, queue, settings, now=started, dry_run=dry_run)
+    time_left = (lambda: context.get_remaining_time_in_millis() / 1000) if context is not None else None
+    result = run_cycle(client, queue, settings, now=started, dry_run=dry_run, time_left=time_left)
     _last_cycle_started = started
     return result
 
@@ -140,8 +143,14 @@ def run_cycle(
     dry_run: bool = False,
     sleep: Callable[[float], None] = time.sleep,
     emit: Callable[[str], None] | None = None,
+    time_left: Callable[[], float] | None = None,
 ) -> dict:
-    """Read, plan, stop, report. Returns a summary (also logged)."""
+    """Read, plan, stop, report. Returns a summary (also logged).
+
+    ``time_left`` (seconds left before the Lambda's timeout) stops the cycle cleanly
+    before the timeout would kill it mid-way: the victims not attempted are logged,
+    and the next cycle plans again from the queue as it then is.
+    """
     t0 = time.monotonic()
     queue_name = settings.get("queue") or queue.rsplit("/", 1)[-1]
     stopped: list[str] = []
@@ -164,7 +173,7 @@ def run_cycle(
             team_of = {j["id"]: j["team"] for j in snapshot.state["jobs"]}
             # The lists fill as calls return, so a failure mid-way still logs what was stopped.
             terminate(client, victims, sleep=sleep, counter=calls, beneficiary_team=team_of,
-                      stopped=stopped, not_stopped=not_stopped)
+                      stopped=stopped, not_stopped=not_stopped, time_left=time_left)
     except Exception as exc:
         done = set(stopped) | {n["job"] for n in not_stopped}
         log("cycle_failed", "ERROR", queue=queue_name, error=f"{type(exc).__name__}: {exc}",
@@ -224,6 +233,7 @@ def terminate(
     beneficiary_team: Mapping[str, str] | None = None,
     stopped: list[str] | None = None,
     not_stopped: list[dict] | None = None,
+    time_left: Callable[[], float] | None = None,
 ) -> tuple[list[str], list[dict]]:
     """Stop ``victims`` (the plan's preemptions). Returns (stopped ids, not stopped).
 
@@ -244,8 +254,19 @@ def terminate(
             v["beneficiary_team"] = (beneficiary_team or {}).get(v["beneficiary"], "?")
     stopped = stopped if stopped is not None else []
     not_stopped = not_stopped if not_stopped is not None else []
+
+    def out_of_time(rest: Sequence[Mapping]) -> bool:
+        if time_left is None or time_left() >= DEADLINE_MARGIN_SECONDS:
+            return False
+        log("deadline", "WARNING", reason="the Lambda's time is nearly up; the next cycle plans again",
+            not_attempted=[v["job"] for v in rest])
+        not_stopped.extend({"job": v["job"], "error": "not attempted: the Lambda's time ran out"} for v in rest)
+        return True
+
     if "TerminateJobs" in client.meta.service_model.operation_names:
         for i in range(0, len(victims), TERMINATE_BATCH):
+            if out_of_time(victims[i:]):
+                break
             chunk = victims[i:i + TERMINATE_BATCH]
             ids = [v["job"] for v in chunk]
             try:
@@ -271,7 +292,9 @@ def terminate(
     else:
         log("terminate_fallback", reason="this botocore has no TerminateJobs; one TerminateJob per victim",
             victims=len(victims))
-        for v in victims:
+        for k, v in enumerate(victims):
+            if out_of_time(victims[k:]):
+                break
             try:
                 br.call_with_retry(client, "TerminateJob", sleep=sleep, counter=counter,
                                    jobId=v["job"], reason=reason_for([v]))
