@@ -639,10 +639,10 @@ class _Sim:
         return float(self.capq - self.usedq)
 
     def _reserved_idle(self) -> list[float]:
-        """RI(t) for every team: the idle guarantee of every *other* reserve team."""
-        idle = [max(0.0, t.G - t.U) if t.reserve else 0.0 for t in self.teams]
-        total = sum(idle)
-        return [total - x for x in idle]
+        """RI(t) for every team (the planner's rule: the idle guarantee of every *other* reserve team)."""
+        specs = [t.spec for t in self.teams]
+        usage = {t.name: {RESOURCE: t.U} for t in self.teams}
+        return [reclaim.reserved_idle_of(t.name, specs, usage).get(RESOURCE, 0.0) for t in self.teams]
 
     def _largest_fit(self, team: _Team, free: float, ri: float) -> int:
         """Index into team.keys of the largest size that fits (-1: none). fits() is
