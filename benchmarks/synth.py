@@ -9,7 +9,7 @@ Targets (printed, never asserted): default platform <= 1.5x the empty app,
 50 teams <= 2.5x.
 
 Where the time goes (a Node CPU profile of the default platform, NODE_OPTIONS=--cpu-prof):
-every app, the empty one included, pays ~1.9 s to start CloudFormation's rule engine
+every app, the empty one included, pays 1.3-1.9 s to start CloudFormation's rule engine
 (WebAssembly) that @aws-cdk/core:validateAgainstDefaultRules turns on. Beyond that, the
 default platform spends ~1.2 s in Node loading the aws-cdk-lib modules it uses (batch, ec2,
 lambda, events, cloudwatch, sqs, logs, iam...), ~0.6 s running the rules on its templates,
