@@ -640,6 +640,17 @@ _FAIRSHARE_KEYS = {
 ALLOCATION_STRATEGIES = ("BEST_FIT_PROGRESSIVE", "SPOT_CAPACITY_OPTIMIZED", "SPOT_PRICE_CAPACITY_OPTIMIZED")
 
 
+def _take_ints(
+    raw: Mapping, where: str, specs: tuple[tuple[str, int, int], ...], problems: _Problems, into: dict[str, Any]
+) -> None:
+    """Copy the bounded whole numbers ``(key, minimum, maximum)`` that ``raw`` gives into ``into``."""
+    for key, lo, hi in specs:
+        if key in raw:
+            value = _int(raw[key], f"{where}.{key}", problems, minimum=lo, maximum=hi)
+            if value is not None:
+                into[key] = value
+
+
 def _fairshare(raw: Any, problems: _Problems) -> FairshareConfig | None:
     data = _mapping(raw, FAIRSHARE, problems)
     if data is None:
@@ -661,16 +672,13 @@ def _fairshare(raw: Any, problems: _Problems) -> FairshareConfig | None:
         kwargs["queue_name"] = _str(
             data["queue_name"], f"{FAIRSHARE}.queue_name", problems, BATCH_NAME_PATTERN, "use up to 128 letters, digits, - and _"
         )
-    for key, lo, hi in (
-        ("share_decay_seconds", 0, 604800),
-        ("compute_reservation", 0, 99),
-        ("min_instances", 0, 10000),
-        ("job_attempts", 1, 10),
-    ):
-        if key in data:
-            value = _int(data[key], f"{FAIRSHARE}.{key}", problems, minimum=lo, maximum=hi)
-            if value is not None:
-                kwargs[key] = value
+    _take_ints(
+        data,
+        FAIRSHARE,
+        (("share_decay_seconds", 0, 604800), ("compute_reservation", 0, 99), ("min_instances", 0, 10000), ("job_attempts", 1, 10)),
+        problems,
+        kwargs,
+    )
     if "allocation_strategy" in data:
         if data["allocation_strategy"] in ALLOCATION_STRATEGIES:
             kwargs["allocation_strategy"] = data["allocation_strategy"]
@@ -707,15 +715,13 @@ def _fairshare(raw: Any, problems: _Problems) -> FairshareConfig | None:
                 value = _bool(reclaim[key], f"{where}.{key}", problems)
                 if value is not None:
                     rk[key] = value
-        for key, lo, hi in (
-            ("schedule_minutes", 1, 1440),
-            ("reclaim_after_seconds", 0, 86400),
-            ("min_runtime_seconds", 0, 86400),
-        ):
-            if key in reclaim:
-                value = _int(reclaim[key], f"{where}.{key}", problems, minimum=lo, maximum=hi)
-                if value is not None:
-                    rk[key] = value
+        _take_ints(
+            reclaim,
+            where,
+            (("schedule_minutes", 1, 1440), ("reclaim_after_seconds", 0, 86400), ("min_runtime_seconds", 0, 86400)),
+            problems,
+            rk,
+        )
         kwargs["reclaim"] = ReclaimConfig(**rk)
     return FairshareConfig(capacity=capacity, **kwargs)
 
