@@ -239,7 +239,7 @@ def call_with_retry(
     max_attempts: int = 6,
     base_delay: float = 0.2,
     max_delay: float = 5.0,
-    sleep: Callable[[float], None] = time.sleep,
+    sleep: Callable[[float], None] | None = None,
     counter: dict | None = None,
     before_retry: Callable[[Exception, dict], dict | None] | None = None,
     **params: Any,
@@ -257,6 +257,7 @@ def call_with_retry(
     raises (the caller cannot tell, and must not retry blindly).
     """
     method = getattr(client, _snake(operation))
+    sleep = sleep or time.sleep  # looked up at call time (tests replace it)
     attempt = 0
     while True:
         if counter is not None:
@@ -475,7 +476,7 @@ def read_queue(
     settings: Mapping,
     now: float,
     *,
-    sleep: Callable[[float], None] = time.sleep,
+    sleep: Callable[[float], None] | None = None,
     cache: DescribeCache | None = None,
 ) -> QueueSnapshot:
     """Read ``queue`` (name or ARN) and build the planner's state.

@@ -178,7 +178,7 @@ def run_cycle(
     *,
     now: float,
     dry_run: bool = False,
-    sleep: Callable[[float], None] = time.sleep,
+    sleep: Callable[[float], None] | None = None,
     emit: Callable[[str], None] | None = None,
     time_left: Callable[[], float] | None = None,
     cache: br.DescribeCache | None = None,
@@ -284,7 +284,7 @@ def terminate(
     client: Any,
     victims: Sequence[Mapping],
     *,
-    sleep: Callable[[float], None] = time.sleep,
+    sleep: Callable[[float], None] | None = None,
     counter: dict | None = None,
     beneficiary_team: Mapping[str, str] | None = None,
     stopped: list[str] | None = None,
@@ -419,7 +419,7 @@ class Ledger:
     CLAIMED = "claimed"
     SUBMITTED = "submitted"
 
-    def __init__(self, client: Any, table: str, *, sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(self, client: Any, table: str, *, sleep: Callable[[float], None] | None = None) -> None:
         self.client = client
         self.table = table
         self.sleep = sleep
@@ -508,7 +508,7 @@ def _error_code(exc: Exception) -> str:
 
 
 def requeue(client: Any, detail: Mapping, *, queue: str, dry_run: bool = False,
-            sleep: Callable[[float], None] = time.sleep, ledger: Ledger | None = None,
+            sleep: Callable[[float], None] | None = None, ledger: Ledger | None = None,
             clock: Callable[[], float] = time.time, time_left: Callable[[], float] | None = None) -> dict:
     """Resubmit a job the reclaimer stopped (``detail``: the event's job detail).
 
@@ -630,7 +630,7 @@ REQUEUE_LOOKBACK_MS = 60_000
 
 
 def find_requeued(client: Any, job: Mapping, attempt: str, *,
-                  sleep: Callable[[float], None] = time.sleep) -> str | None:
+                  sleep: Callable[[float], None] | None = None) -> str | None:
     """The id of the job requeue ``attempt`` submitted for ``job`` (a ``DescribeJobs``
     detail), if ``ListJobs`` shows it.
 

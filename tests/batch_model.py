@@ -1,0 +1,403 @@
+"""An in-memory AWS Batch job queue (and the requeue ledger's DynamoDB table) behind real
+boto3 clients.
+
+The model answers from botocore's ``before-send`` event, so botocore still validates
+every request against the service model and serializes it (rest-json for Batch, json
+for DynamoDB), and parses every answer as it would AWS's. Faults are injected per
+request: throttling, server errors before or after the change is applied, lost answers
+(read timeouts after the change), refused connections. The model also lags the listing
+behind submissions, repeats pages, ends and removes jobs, and emits the "Batch Job State
+Change" FAILED events of the jobs it stops.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import botocore.session
+from botocore.awsrequest import AWSResponse
+from botocore.exceptions import ConnectTimeoutError, EndpointConnectionError, ReadTimeoutError
+
+REGION = "us-east-1"
+ACCOUNT = "111122223333"
+QUEUE_NAME = "gpu-share-fairshare"
+QUEUE = f"arn:aws:batch:{REGION}:{ACCOUNT}:job-queue/{QUEUE_NAME}"
+ACTIVE = ("SUBMITTED", "PENDING", "RUNNABLE", "STARTING", "RUNNING")
+
+#: Fault kinds. "applied": the change is made, the answer is lost.
+NOT_APPLIED = ("throttle", "error", "connect", "connect_timeout")
+APPLIED = ("error_after", "timeout_after")
+MUTATING = {"TerminateJobs", "TerminateJob", "SubmitJob", "PutItem", "UpdateItem"}
+
+
+class _Raw:
+    def __init__(self, body: bytes) -> None:
+        self._body = body
+
+    def stream(self, **_: Any):
+        yield self._body
+
+
+def _response(request, status: int, body: dict, headers: dict | None = None) -> AWSResponse:
+    data = json.dumps(body).encode()
+    return AWSResponse(request.url, status, {"Content-Type": "application/json", **(headers or {})}, _Raw(data))
+
+
+_SESSION = None
+
+
+def new_client(service: str):
+    """A client configured as the Lambda's (botocore makes one attempt; retries are the handler's)."""
+    from botocore.config import Config
+
+    global _SESSION
+    if _SESSION is None:
+        _SESSION = botocore.session.get_session()  # one loader: the service models are read once
+    return _SESSION.create_client(
+        service, region_name=REGION, aws_access_key_id="test", aws_secret_access_key="test",
+        config=Config(retries={"total_max_attempts": 1, "mode": "standard"}))
+
+
+@dataclass
+class Clock:
+    t: float = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+@dataclass
+class Faults:
+    """Seeded random faults: each request of an operation draws one, at these rates."""
+
+    rng: random.Random
+    throttle: float = 0.0
+    error: float = 0.0
+    error_after: float = 0.0
+    timeout_after: float = 0.0
+    connect: float = 0.0
+    repeat_page: float = 0.0
+    #: scripted faults, operation -> kinds for its next requests (None: answer normally)
+    script: dict = field(default_factory=dict)
+
+    def draw(self, op: str) -> str | None:
+        queued = self.script.get(op)
+        if queued:
+            return queued.pop(0)
+        r = self.rng.random()
+        for kind in ("throttle", "error", "connect"):
+            rate = getattr(self, kind)
+            if r < rate:
+                return kind
+            r -= rate
+        if op in MUTATING:
+            for kind in ("error_after", "timeout_after"):
+                rate = getattr(self, kind)
+                if r < rate:
+                    return kind
+                r -= rate
+        else:
+            if r < self.error_after + self.timeout_after:  # a read that timed out changes nothing
+                return "timeout_after"
+        return None
+
+
+class BatchModel:
+    """A job queue, its jobs, a listing that lags, stops that take effect later, events."""
+
+    def __init__(self, *, clock: Clock | None = None, faults: Faults | None = None, seed: int = 0,
+                 page_limit: int = 1000, listing_lag: tuple[float, float] = (0.0, 0.0),
+                 stop_delay: tuple[float, float] = (0.0, 0.0), summary_terminated: bool = False) -> None:
+        self.clock = clock or Clock()
+        self.rng = random.Random(seed)
+        self.faults = faults or Faults(random.Random(seed))
+        self.page_limit = page_limit
+        self.listing_lag = listing_lag
+        self.stop_delay = stop_delay
+        self.summary_terminated = summary_terminated
+        self.jobs: dict[str, dict] = {}
+        self.visible_at: dict[str, float] = {}
+        self.fail_at: dict[str, float] = {}
+        self.vanished: set[str] = set()
+        self.ended_by_itself: set[str] = set()
+        self.stops: dict[str, int] = {}      # job -> stops applied by TerminateJob(s)
+        self.stops_log: list[tuple[float, str, str]] = []
+        self.submissions: list[dict] = []    # SubmitJob parameters applied, with "jobId"
+        self.events: list[dict] = []         # FAILED events not yet delivered
+        self.requests: list[tuple[str, dict, str | None]] = []
+        self.listed_responses: list[dict] = []  # every ListJobs summary answered (with the request status)
+        self.table: dict[str, dict] = {}
+        self._ids = 0
+        self.batch = new_client("batch")
+        self.dynamodb = new_client("dynamodb")
+        self.batch.meta.events.register("before-send.batch", self._on_send)
+        self.dynamodb.meta.events.register("before-send.dynamodb", self._on_send)
+
+    # ------------------------------------------------------------------ jobs
+
+    def now_ms(self) -> int:
+        return int(self.clock() * 1000)
+
+    def add_job(self, share: str, status: str = "RUNNING", gpus: float = 1, *, job_id: str | None = None,
+                name: str | None = None, priority: int = 0, started: float | None = None,
+                created: float | None = None, tags: dict | None = None, **extra: Any) -> dict:
+        self._ids += 1
+        jid = job_id or f"job{self._ids:05d}"
+        created_ms = int((created if created is not None else self.clock() - 600) * 1000)
+        detail = {
+            "jobArn": f"arn:aws:batch:{REGION}:{ACCOUNT}:job/{jid}",
+            "jobId": jid, "jobName": name or f"train-{jid}", "jobQueue": QUEUE,
+            "jobDefinition": f"arn:aws:batch:{REGION}:{ACCOUNT}:job-definition/{QUEUE_NAME}-{share}-gpu{int(gpus)}:1",
+            "status": status, "shareIdentifier": share, "schedulingPriority": priority,
+            "createdAt": created_ms, "dependsOn": [],
+            "container": {"command": ["python", "train.py", jid],
+                          "environment": [{"name": "LR", "value": "0.1"}, {"name": "AWS_BATCH_JOB_ID", "value": jid}],
+                          "resourceRequirements": [{"type": "GPU", "value": str(gpus)}]},
+            "parameters": {"epochs": "3"},
+            "retryStrategy": {"attempts": 2},
+            "timeout": {"attemptDurationSeconds": 86_400},
+            "propagateTags": True,
+            "tags": {"gpu-share:queue": QUEUE_NAME, "gpu-share:team": share, "owner": f"{share}-ml", **(tags or {})},
+            "isTerminated": False, "isCancelled": False,
+        }
+        if status in ("STARTING", "RUNNING"):
+            detail["startedAt"] = int((started if started is not None else self.clock() - 300) * 1000)
+            if status == "STARTING":
+                detail.pop("startedAt")
+        detail.update(extra)
+        self.jobs[jid] = detail
+        self.visible_at[jid] = 0.0
+        return detail
+
+    def start(self, jid: str) -> None:
+        job = self.jobs[jid]
+        if job["status"] == "RUNNABLE":
+            job["status"] = "RUNNING"
+            job["startedAt"] = self.now_ms()
+
+    def end(self, jid: str, status: str = "SUCCEEDED") -> None:
+        """A job ends by itself."""
+        job = self.jobs.get(jid)
+        if job is not None and job["status"] in ACTIVE:
+            job["status"] = status
+            job["statusReason"] = "Essential container in task exited"
+            job["stoppedAt"] = self.now_ms()
+            self.ended_by_itself.add(jid)
+
+    def vanish(self, jid: str) -> None:
+        """A job gone from both the listing and DescribeJobs (aged out)."""
+        self.jobs.pop(jid, None)
+        self.vanished.add(jid)
+
+    def tick(self, seconds: float) -> None:
+        """Time passes: stopped jobs reach FAILED (and their events are emitted)."""
+        self.clock.t += seconds
+        for jid, at in sorted(self.fail_at.items(), key=lambda kv: kv[1]):
+            if at <= self.clock():
+                del self.fail_at[jid]
+                job = self.jobs.get(jid)
+                if job is not None and job["status"] in ACTIVE:
+                    job["status"] = "FAILED"
+                    job["stoppedAt"] = self.now_ms()
+                    self._emit_failed(job)
+
+    def _emit_failed(self, job: dict) -> None:
+        detail = {k: v for k, v in json.loads(json.dumps(job)).items()}
+        self.events.append({
+            "version": "0", "id": f"ev-{job['jobId']}", "detail-type": "Batch Job State Change",
+            "source": "aws.batch", "account": ACCOUNT, "region": REGION,
+            "time": "2027-01-15T08:00:00Z", "resources": [job["jobArn"]], "detail": detail,
+        })
+
+    def requeued_from(self, jid: str) -> list[dict]:
+        return [s for s in self.submissions if s.get("tags", {}).get("gpu-share:requeued-from") == jid]
+
+    # ------------------------------------------------------------------ transport
+
+    def _on_send(self, request, event_name: str, **_: Any):
+        op = event_name.rsplit(".", 1)[-1]
+        params = json.loads(request.body or b"{}")
+        fault = self.faults.draw(op)
+        self.requests.append((op, params, fault))
+        if fault == "throttle":
+            return _response(request, 429, {"__type": "TooManyRequestsException", "message": "Too many requests"},
+                             {"x-amzn-ErrorType": "TooManyRequestsException"})
+        if fault == "error":
+            return self._server_error(request, op)
+        if fault == "connect":
+            raise (EndpointConnectionError if self.rng.random() < 0.5 else ConnectTimeoutError)(
+                endpoint_url=request.url)
+        try:
+            status, body = getattr(self, "_" + op)(params)
+        except _ClientError as exc:
+            status, body = exc.status, {"__type": exc.code, "message": exc.message}
+            return _response(request, status, body, {"x-amzn-ErrorType": exc.code})
+        if fault == "error_after":
+            return self._server_error(request, op)
+        if fault == "timeout_after":
+            raise ReadTimeoutError(endpoint_url=request.url)
+        return _response(request, status, body)
+
+    @staticmethod
+    def _server_error(request, op: str) -> AWSResponse:
+        code = "InternalServerError" if op in ("PutItem", "UpdateItem", "GetItem") else "ServerException"
+        return _response(request, 500, {"__type": code, "message": "internal error"}, {"x-amzn-ErrorType": code})
+
+    # ------------------------------------------------------------------ Batch
+
+    def _summary(self, job: dict, status: str | None = None) -> dict:
+        keys = ("jobArn", "jobId", "jobName", "createdAt", "status", "statusReason", "startedAt", "stoppedAt",
+                "shareIdentifier", "jobDefinition")
+        out = {k: job[k] for k in keys if k in job}
+        if self.summary_terminated:
+            out["isTerminated"] = job["isTerminated"]
+        return out
+
+    def _ListJobs(self, p: dict):
+        filters = p.get("filters") or []
+        visible = [j for jid, j in self.jobs.items() if self.visible_at.get(jid, 0) <= self.clock()
+                   and j["jobQueue"] in (p["jobQueue"], QUEUE_NAME) or False]
+        if filters:
+            name = filters[0]["values"][0]
+            items = sorted((j for j in visible if j["jobName"] == name), key=lambda j: -j["createdAt"])
+        else:
+            status = p.get("jobStatus", "RUNNING")
+            items = sorted((j for j in visible if j["status"] == status), key=lambda j: (j["createdAt"], j["jobId"]))
+        limit = min(p.get("maxResults") or 100, self.page_limit)
+        offset = int(p["nextToken"].split(":", 1)[1]) if p.get("nextToken") else 0
+        start = offset
+        if offset and self.faults.rng.random() < self.faults.repeat_page:
+            start = max(0, offset - limit)  # the previous page again (progress still made)
+        page = items[start:offset + limit] if start != offset else items[offset:offset + limit]
+        body: dict[str, Any] = {"jobSummaryList": [self._summary(j) for j in page]}
+        for j in page:
+            self.listed_responses.append({"jobId": j["jobId"], "status": j["status"], "at": self.clock()})
+        if offset + limit < len(items):
+            body["nextToken"] = f"o:{offset + limit}"
+        return 200, body
+
+    def _DescribeJobs(self, p: dict):
+        return 200, {"jobs": [json.loads(json.dumps(self.jobs[j])) for j in p["jobs"] if j in self.jobs]}
+
+    def _stop(self, jid: str, reason: str) -> str | None:
+        job = self.jobs.get(jid)
+        if job is None:
+            return "ClientException"
+        if job["status"] not in ACTIVE:
+            return None  # ended meanwhile: nothing to do, reported successful
+        self.stops[jid] = self.stops.get(jid, 0) + 1
+        self.stops_log.append((self.clock(), jid, reason))
+        job["isTerminated"] = True
+        job["statusReason"] = reason
+        if job["status"] in ("SUBMITTED", "PENDING", "RUNNABLE"):
+            self.fail_at[jid] = self.clock()
+        else:
+            self.fail_at[jid] = self.clock() + self.rng.uniform(*self.stop_delay)
+        return None
+
+    def _TerminateJobs(self, p: dict):
+        ok, errors = [], []
+        for jid in p["jobs"]:
+            code = self._stop(jid, p["reason"])
+            if code:
+                errors.append({"job": jid, "code": code, "message": f"Job {jid} not found"})
+            else:
+                ok.append(jid)
+        return 200, {"successful": ok, "errors": errors}
+
+    def _TerminateJob(self, p: dict):
+        if self._stop(p["jobId"], p["reason"]):
+            raise _ClientError(400, "ClientException", f"Job {p['jobId']} not found")
+        return 200, {}
+
+    def _SubmitJob(self, p: dict):
+        self._ids += 1
+        jid = f"new{self._ids:05d}"
+        overrides = p.get("containerOverrides") or {}
+        detail = {
+            "jobArn": f"arn:aws:batch:{REGION}:{ACCOUNT}:job/{jid}",
+            "jobId": jid, "jobName": p["jobName"], "jobQueue": p["jobQueue"], "jobDefinition": p["jobDefinition"],
+            "status": "RUNNABLE", "shareIdentifier": p.get("shareIdentifier", ""),
+            "schedulingPriority": p.get("schedulingPriorityOverride", 0), "createdAt": self.now_ms(),
+            "dependsOn": [],
+            "container": {"command": overrides.get("command", []),
+                          "environment": list(overrides.get("environment", []))
+                          + [{"name": "AWS_BATCH_JOB_ID", "value": jid}],
+                          "resourceRequirements": overrides.get("resourceRequirements", [])},
+            "parameters": p.get("parameters", {}),
+            "tags": dict(p.get("tags") or {}),
+            "isTerminated": False, "isCancelled": False,
+        }
+        for key in ("retryStrategy", "timeout", "propagateTags"):
+            if key in p:
+                detail[key] = p[key]
+        self.jobs[jid] = detail
+        self.visible_at[jid] = self.clock() + self.rng.uniform(*self.listing_lag)
+        self.submissions.append({**p, "jobId": jid})
+        return 200, {"jobName": p["jobName"], "jobId": jid, "jobArn": detail["jobArn"]}
+
+    # ------------------------------------------------------------------ DynamoDB (the ledger)
+
+    def _GetItem(self, p: dict):
+        item = self.table.get(p["Key"]["jobId"]["S"])
+        return 200, ({"Item": json.loads(json.dumps(item))} if item else {})
+
+    def _PutItem(self, p: dict):
+        key = p["Item"]["jobId"]["S"]
+        cond = p.get("ConditionExpression")
+        if cond == "attribute_not_exists(jobId)":
+            if key in self.table:
+                raise _ClientError(400, "ConditionalCheckFailedException", "The conditional request failed")
+        elif cond is not None:
+            raise AssertionError(f"the model does not know the condition {cond!r}")
+        self.table[key] = json.loads(json.dumps(p["Item"]))
+        return 200, {}
+
+    def _UpdateItem(self, p: dict):
+        key = p["Key"]["jobId"]["S"]
+        item = self.table.get(key)
+        values = p.get("ExpressionAttributeValues", {})
+        names = p.get("ExpressionAttributeNames", {})
+
+        def attr(name: str) -> str:
+            return names.get(name, name)
+
+        ok = item is not None
+        for clause in p.get("ConditionExpression", "").split(" AND "):
+            if not clause:
+                continue
+            left, right = (x.strip() for x in clause.split("="))
+            ok = ok and item.get(attr(left)) == values[right]
+        if not ok:
+            raise _ClientError(400, "ConditionalCheckFailedException", "The conditional request failed")
+        expression = p["UpdateExpression"]
+        assert expression.startswith("SET "), expression
+        for assignment in expression[4:].split(","):
+            left, right = (x.strip() for x in assignment.split("="))
+            item[attr(left)] = values[right]
+        return 200, {}
+
+
+class _ClientError(Exception):
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message = status, code, message
+
+
+def add_fault(model: BatchModel, op: str, *kinds: str | None) -> None:
+    """Script the next requests of ``op``: each a fault kind, or None (answered normally)."""
+    model.faults.script.setdefault(op, []).extend(kinds)
+
+
+def lambda_context(seconds: float = 120.0) -> Any:
+    class Context:
+        def get_remaining_time_in_millis(self) -> int:
+            return int(seconds * 1000)
+    return Context()
+
+
+def quiet(fn: Callable, *args: Any, **kwargs: Any):
+    return fn(*args, **kwargs)
