@@ -73,6 +73,7 @@ import aws_cdk as cdk
 import jsii
 from aws_cdk import aws_batch as batch
 from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
@@ -604,6 +605,18 @@ class FairshareQueue(Construct):
         )
         acknowledge_nag(self.failure_queue, "AwsSolutions-SQS3",
                         "this queue is itself the on-failure destination (dead letters) of the reclaim Lambda")
+        # The requeue ledger: one item per job the reclaimer stopped, so that each is
+        # resubmitted exactly once (SubmitJob has no client token; ListJobs lags).
+        # Items expire (TTL) after 30 days; the table holds nothing a redeploy needs.
+        self.requeue_table = dynamodb.Table(
+            self, "RequeueLedger",
+            partition_key=dynamodb.Attribute(name="jobId", type=dynamodb.AttributeType.STRING),
+            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
+            time_to_live_attribute="expiresAt",
+            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
+                point_in_time_recovery_enabled=True),
+            removal_policy=cdk.RemovalPolicy.DESTROY,
+        )
         settings = _Lazy(lambda: br.encode_settings(self.reclaim_settings()))
         fn = lambda_.Function(
             self,
@@ -622,6 +635,7 @@ class FairshareQueue(Construct):
                 "GPU_SHARE_QUEUE": self.job_queue_arn,
                 "GPU_SHARE_SETTINGS": cdk.Token.as_string(settings),
                 "GPU_SHARE_DRY_RUN": "true" if reclaim_cfg.dry_run else "false",
+                "GPU_SHARE_REQUEUE_TABLE": self.requeue_table.table_name,
             },
             on_failure=destinations.SqsDestination(self.failure_queue),
             retry_attempts=2,
@@ -713,7 +727,9 @@ class _FairshareValidation:
             return [f"fair-share queue {q.queue_name} has no team: call add_team() for at least one team"]
         errors = [str(p) for p in check_backend(FAIRSHARE, q.config, [t.team for t in q._teams.values()])]
         if q.reclaimer is not None:
-            size = len(br.encode_settings(q.reclaim_settings())) + 200
+            # The other variables: the queue's ARN, dry run, and the ledger table's name
+            # (CloudFormation generates it: up to 255 characters).
+            size = len(br.encode_settings(q.reclaim_settings())) + 200 + 256
             if size > LAMBDA_ENV_LIMIT:
                 errors.append(
                     f"the reclaimer's settings for {len(q._teams)} teams take {size} bytes, above the"
