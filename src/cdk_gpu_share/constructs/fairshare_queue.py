@@ -659,6 +659,11 @@ class FairshareQueue(Construct):
             conditions=request_tag,
         ))
         role.add_to_policy(iam.PolicyStatement(actions=["batch:TagResource"], resources=[jobs], conditions=request_tag))
+        # Requeue exactly once: claim, read and record in the ledger (no Scan, Query or DeleteItem).
+        role.add_to_policy(iam.PolicyStatement(
+            actions=["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"],
+            resources=[self.requeue_table.table_arn],
+        ))
         acknowledge_nag(
             role,
             "AwsSolutions-IAM5",
