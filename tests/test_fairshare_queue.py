@@ -357,7 +357,27 @@ def test_reclaimer_iam_is_least_privilege(standalone):
     assert not any(a.endswith("*") for a in by_action)
     assert set(by_action) <= {"batch:ListJobs", "batch:DescribeJobs", "batch:TerminateJob", "batch:SubmitJob",
                               "batch:TagResource", "logs:CreateLogStream", "logs:PutLogEvents",
-                              "sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl"}
+                              "sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl",
+                              "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"}
+    table_id = next(iter(resources(standalone["template"], "AWS::DynamoDB::Table")))
+    ledger = by_action["dynamodb:PutItem"]
+    assert ledger["Resource"] == {"Fn::GetAtt": [table_id, "Arn"]} and "Condition" not in ledger
+    assert sorted(ledger["Action"]) == ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"]
+
+
+def test_requeue_ledger_is_one_small_table_with_ttl_named_to_the_reclaimer(standalone):
+    tables = resources(standalone["template"], "AWS::DynamoDB::Table")
+    assert len(tables) == 1
+    table_id, table = next(iter(tables.items()))
+    props = table["Properties"]
+    assert props["KeySchema"] == [{"AttributeName": "jobId", "KeyType": "HASH"}]
+    assert props["AttributeDefinitions"] == [{"AttributeName": "jobId", "AttributeType": "S"}]
+    assert props["BillingMode"] == "PAY_PER_REQUEST" and "ProvisionedThroughput" not in props
+    assert props["TimeToLiveSpecification"] == {"AttributeName": "expiresAt", "Enabled": True}
+    assert props["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
+    assert table["DeletionPolicy"] == "Delete"
+    fn = next(iter(resources(standalone["template"], "AWS::Lambda::Function").values()))
+    assert fn["Properties"]["Environment"]["Variables"]["GPU_SHARE_REQUEUE_TABLE"] == {"Ref": table_id}
 
 
 def test_disabled_reclaim_creates_no_lambda():
@@ -370,6 +390,7 @@ def test_disabled_reclaim_creates_no_lambda():
     template = Template.from_stack(stack)
     template.resource_count_is("AWS::Lambda::Function", 0)
     template.resource_count_is("AWS::Events::Rule", 0)
+    template.resource_count_is("AWS::DynamoDB::Table", 0)
 
 
 # ---------------------------------------------------------------------------
