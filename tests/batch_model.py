@@ -110,7 +110,8 @@ class BatchModel:
 
     def __init__(self, *, clock: Clock | None = None, faults: Faults | None = None, seed: int = 0,
                  page_limit: int = 1000, listing_lag: tuple[float, float] = (0.0, 0.0),
-                 stop_delay: tuple[float, float] = (0.0, 0.0), summary_terminated: bool = False) -> None:
+                 stop_delay: tuple[float, float] = (0.0, 0.0), summary_terminated: bool = False,
+                 end_rate: float = 0.0, capacity: float = 0.0) -> None:
         self.clock = clock or Clock()
         self.rng = random.Random(seed)
         self.faults = faults or Faults(random.Random(seed))
@@ -118,6 +119,10 @@ class BatchModel:
         self.listing_lag = listing_lag
         self.stop_delay = stop_delay
         self.summary_terminated = summary_terminated
+        self.end_rate = end_rate      # per request: a running job ends by itself (jobs ending mid-cycle)
+        self.capacity = capacity      # GPUs the scheduler starts RUNNABLE jobs on at each tick (0: never)
+        self.described_responses: list[dict] = []
+        self.originals: dict[str, dict] = {}  # job -> its detail when created (immutable facts)
         self.jobs: dict[str, dict] = {}
         self.visible_at: dict[str, float] = {}
         self.fail_at: dict[str, float] = {}
@@ -170,6 +175,7 @@ class BatchModel:
         detail.update(extra)
         self.jobs[jid] = detail
         self.visible_at[jid] = 0.0
+        self.originals[jid] = json.loads(json.dumps(detail))
         return detail
 
     def start(self, jid: str) -> None:
@@ -192,8 +198,19 @@ class BatchModel:
         self.jobs.pop(jid, None)
         self.vanished.add(jid)
 
+    def gpus(self, job: dict) -> float:
+        return sum(float(r["value"]) for r in job["container"]["resourceRequirements"] if r["type"] == "GPU")
+
+    def schedule(self) -> None:
+        """Start RUNNABLE jobs, oldest first, on the GPUs running jobs leave free."""
+        used = sum(self.gpus(j) for j in self.jobs.values() if j["status"] in ("STARTING", "RUNNING"))
+        for job in sorted((j for j in self.jobs.values() if j["status"] == "RUNNABLE"), key=lambda j: j["createdAt"]):
+            if used + self.gpus(job) <= self.capacity:
+                used += self.gpus(job)
+                self.start(job["jobId"])
+
     def tick(self, seconds: float) -> None:
-        """Time passes: stopped jobs reach FAILED (and their events are emitted)."""
+        """Time passes: stopped jobs reach FAILED (and their events are emitted); jobs start."""
         self.clock.t += seconds
         for jid, at in sorted(self.fail_at.items(), key=lambda kv: kv[1]):
             if at <= self.clock():
@@ -203,6 +220,8 @@ class BatchModel:
                     job["status"] = "FAILED"
                     job["stoppedAt"] = self.now_ms()
                     self._emit_failed(job)
+        if self.capacity:
+            self.schedule()
 
     def _emit_failed(self, job: dict) -> None:
         detail = {k: v for k, v in json.loads(json.dumps(job)).items()}
@@ -222,6 +241,10 @@ class BatchModel:
         params = json.loads(request.body or b"{}")
         fault = self.faults.draw(op)
         self.requests.append((op, params, fault))
+        if self.end_rate and self.rng.random() < self.end_rate:
+            running = [jid for jid, j in self.jobs.items() if j["status"] == "RUNNING"]
+            if running:
+                self.end(self.rng.choice(sorted(running)))
         if fault == "throttle":
             return _response(request, 429, {"__type": "TooManyRequestsException", "message": "Too many requests"},
                              {"x-amzn-ErrorType": "TooManyRequestsException"})
@@ -280,6 +303,9 @@ class BatchModel:
         return 200, body
 
     def _DescribeJobs(self, p: dict):
+        for j in p["jobs"]:
+            if j in self.jobs:
+                self.described_responses.append({"jobId": j, "status": self.jobs[j]["status"]})
         return 200, {"jobs": [json.loads(json.dumps(self.jobs[j])) for j in p["jobs"] if j in self.jobs]}
 
     def _stop(self, jid: str, reason: str) -> str | None:
@@ -337,6 +363,7 @@ class BatchModel:
         self.jobs[jid] = detail
         self.visible_at[jid] = self.clock() + self.rng.uniform(*self.listing_lag)
         self.submissions.append({**p, "jobId": jid})
+        self.originals[jid] = json.loads(json.dumps(detail))
         return 200, {"jobName": p["jobName"], "jobId": jid, "jobArn": detail["jobArn"]}
 
     # ------------------------------------------------------------------ DynamoDB (the ledger)
