@@ -6,7 +6,11 @@ have borrow caps or in-team preemption, some running jobs are protected. Prints 
 median time per plan (``plan``: validation + planning, as the Lambda and the CLI call
 it; ``plan_state``: planning alone, as the simulator calls it) and the 10k/1k ratio.
 
-Targets (measured, never asserted): a 10k plan under 100 ms; 10k/1k ratio <= 15.
+Then the AWS calls of one reclaim cycle on a 10,000-job queue, cold and in steady state
+(warm function, 1% new jobs a minute), next to their minimum.
+
+Targets (measured, never asserted): a 10k plan under 100 ms; 10k/1k ratio <= 15; calls at
+the minimum (list pages + ceil(new jobs / 100) + ceil(victims / 50)).
 
     python benchmarks/planner.py [--repeat N]
 """
@@ -194,81 +198,115 @@ def _batch_queue(state: dict) -> tuple[list[dict], dict]:
     return jobs, settings
 
 
-def _stub_cycle(jobs: list[dict], n_terminates: int):
-    """A botocore Batch client whose Stubber answers one cycle over ``jobs``."""
-    import botocore.session
-    from botocore.stub import Stubber
+class _Queue:
+    """A Batch queue answering a real botocore client from ``before-send`` (requests are
+    validated and serialized by botocore; answers parsed as AWS's)."""
 
-    from cdk_gpu_share.aws import batch_reader as br
+    def __init__(self, jobs: list[dict]) -> None:
+        import botocore.session
+        from botocore.config import Config
 
-    client = botocore.session.get_session().create_client(
-        "batch", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
-    stub = Stubber(client)
-    order = []
-    for status, _ in br.STATUSES:
-        of_status = [j for j in jobs if j["status"] == status]
-        pages = [of_status[i:i + br.LIST_PAGE_SIZE] for i in range(0, len(of_status), br.LIST_PAGE_SIZE)] or [[]]
-        for k, page in enumerate(pages):
-            response = {"jobSummaryList": [{"jobId": j["jobId"], "jobName": j["jobName"]} for j in page]}
-            if k < len(pages) - 1:
-                response["nextToken"] = f"{status}{k + 1}"
-            stub.add_response("list_jobs", response)
-            order += page
-    for i in range(0, len(order), br.DESCRIBE_BATCH):
-        stub.add_response("describe_jobs", {"jobs": order[i:i + br.DESCRIBE_BATCH]})
-    for _ in range(n_terminates):
-        stub.add_response("terminate_jobs", {"successful": [], "errors": []})
-    stub.activate()
-    return client, stub
+        self.jobs = {j["jobId"]: dict(j) for j in jobs}
+        self.client = botocore.session.get_session().create_client(
+            "batch", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x",
+            config=Config(retries={"total_max_attempts": 1, "mode": "standard"}))
+        self.client.meta.events.register("before-send.batch", self._send)
+
+    def _send(self, request, event_name, **_):
+        from botocore.awsrequest import AWSResponse
+
+        op = event_name.rsplit(".", 1)[-1]
+        p = json.loads(request.body or b"{}")
+        if op == "ListJobs":
+            of_status = [j for j in self.jobs.values() if j["status"] == p["jobStatus"]]
+            offset = int(p.get("nextToken") or 0)
+            page = of_status[offset:offset + p["maxResults"]]
+            body = {"jobSummaryList": [{k: j[k] for k in ("jobId", "jobName", "status", "createdAt", "startedAt")
+                                        if k in j} for j in page]}
+            if offset + len(page) < len(of_status):
+                body["nextToken"] = str(offset + len(page))
+        elif op == "DescribeJobs":
+            body = {"jobs": [self.jobs[j] for j in p["jobs"] if j in self.jobs]}
+        elif op == "TerminateJobs":
+            for j in p["jobs"]:
+                self.jobs[j]["isTerminated"] = True
+            body = {"successful": p["jobs"], "errors": []}
+        else:
+            raise AssertionError(op)
+
+        class Raw:
+            def stream(self, **_):
+                yield json.dumps(body).encode()
+
+        return AWSResponse(request.url, 200, {}, Raw())
 
 
-def aws_calls_section(n_running: int = 10_000) -> None:
+def aws_calls_section(n_running: int = 10_000, new_share: float = 0.01) -> None:
     """AWS calls one reclaim cycle makes on a 10,000-job queue, next to the minimum.
 
-    The real handler (``run_cycle``: read, plan, stop) runs against botocore's Stubber,
-    which validates every request against the Batch model and counts them. Minimum:
+    The real handler (``run_cycle``: read, plan, stop) runs against a real botocore
+    client answered from ``before-send``, which counts the requests. *Cold*: the first
+    cycle of a function (every job described). *Steady*: the next minute on the warm
+    function, after 1% of the jobs ended and as many new ones were submitted. Minimum:
     a ListJobs page per 1,000 jobs of each status read (at least one each), a
-    DescribeJobs per 100 jobs, a TerminateJobs per 50 victims. Not counted: the
-    resubmission of each stopped job (one SubmitJob per victim, later, on its FAILED
+    DescribeJobs per 100 jobs not described before (all of them cold), a TerminateJobs
+    per 50 victims. Not counted: the resubmission of each stopped job (on its FAILED
     event), which Batch requires because it never retries terminated jobs.
     """
     import contextlib
     import io
-    import math
 
     from cdk_gpu_share.aws import batch_reader as br
     from cdk_gpu_share.lambdas.reclaim import handler
 
     state = make_state(n_running)
     jobs, settings = _batch_queue(state)
-    queue = jobs[0]["jobQueue"]
-    # The plan tells how many victims (hence TerminateJobs calls) the cycle will have.
-    client, _ = _stub_cycle(jobs, 0)
-    victims = len(reclaim.plan(br.read_queue(client, queue, settings, NOW).state)["preemptions"])
-    client, stub = _stub_cycle(jobs, math.ceil(victims / 50))
-    t0 = time.perf_counter()
-    with contextlib.redirect_stdout(io.StringIO()):
-        result = handler.run_cycle(client, queue, settings, now=NOW, emit=lambda line: None)
-    elapsed = time.perf_counter() - t0
-    stub.assert_no_pending_responses()
-    by_status = {}
-    for j in jobs:
-        by_status[j["status"]] = by_status.get(j["status"], 0) + 1
-    calls = result["calls"]
-    total = sum(calls.values())
-    minimum = br.minimum_calls(by_status, victims)
-    print(f"AWS calls of one reclaim cycle: {len(jobs)} jobs ({by_status.get('RUNNING', 0)} running, "
-          f"{by_status.get('RUNNABLE', 0)} pending), {len(settings['teams'])} teams, {victims} victims")
-    print("  " + ", ".join(f"{op} {n}" for op, n in calls.items()) + f"  = {total} calls")
-    print(f"  minimum: {minimum} (list pages + ceil(jobs/100) describes + ceil(victims/50) terminates)"
-          f"  -> {'equal' if total == minimum else f'{total - minimum:+d}'}")
-    print(f"  cycle time against the stub (reading, planning, stopping; no network): {elapsed * 1e3:.0f} ms")
+    queue_arn = jobs[0]["jobQueue"]
+    queue = _Queue(jobs)
+    cache = br.DescribeCache()
+    rnd = random.Random(11)
+
+    def cycle(label: str, new_jobs: int) -> None:
+        by_status: dict[str, int] = {}
+        for j in queue.jobs.values():
+            by_status[j["status"]] = by_status.get(j["status"], 0) + 1
+        t0 = time.perf_counter()
+        with contextlib.redirect_stdout(io.StringIO()):
+            result = handler.run_cycle(queue.client, queue_arn, settings, now=NOW, emit=lambda line: None,
+                                       cache=cache)
+        elapsed = time.perf_counter() - t0
+        calls = result["calls"]
+        total = sum(calls.values())
+        victims = len(result["planned"])
+        minimum = br.minimum_calls(by_status, victims, new_jobs=new_jobs)
+        print(f"  {label:>6}: " + ", ".join(f"{op} {n}" for op, n in calls.items()) + f" = {total} calls;"
+              f" minimum {minimum} (list pages + ceil({new_jobs} new/100) + ceil({victims} victims/50))"
+              f" -> {'equal' if total == minimum else f'{total - minimum:+d}'}; {elapsed * 1e3:.0f} ms")
+
+    print(f"AWS calls of one reclaim cycle: {len(jobs)} jobs, {len(settings['teams'])} teams "
+          f"(target: steady state at the minimum with {new_share:.0%} new jobs a minute; cold describes all)")
+    cycle("cold", len(queue.jobs))
+    # A minute later: 1% of the jobs ended, as many new ones submitted.
+    n_new = int(len(jobs) * new_share)
+    for jid in rnd.sample(sorted(j for j, d in queue.jobs.items() if d["status"] == "RUNNING"), n_new):
+        del queue.jobs[jid]
+    template = jobs[-1]
+    for i in range(n_new):
+        jid = f"n{i:05d}"
+        queue.jobs[jid] = dict(template, jobId=jid, jobName=jid, status="RUNNABLE",
+                               shareIdentifier=rnd.choice(settings["teams"])["share_identifier"])
+    cycle("steady", n_new)
+    print(f"  cache: {len(cache)} jobs held (bound {cache.max_jobs})")
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=15, help="runs per measurement (default 15)")
+    parser.add_argument("--calls-only", action="store_true", help="only the AWS calls of a reclaim cycle")
     args = parser.parse_args(argv)
+    if args.calls_only:
+        aws_calls_section()
+        return 0
     planner_section(args.repeat)
     adversarial_section(args.repeat)
     aws_calls_section()
