@@ -24,21 +24,32 @@ reason, and resubmits it (same name, queue, job definition revision, share
 identifier, scheduling priority, parameters, container overrides, retry strategy,
 timeout and tags, plus ``gpu-share:requeued-from``). A job the reclaimer stopped is
 therefore never lost; a job that ends on its own before the stop takes effect
-(SUCCEEDED, or failed for another reason) is not resubmitted. Requeue is idempotent
-(an event delivered twice, or retried by Lambda, finds the job tagged
-``gpu-share:requeued-from`` and submits nothing) and ignores dry run (resubmitting
-stops nothing, and skipping it would lose the job). A job that cannot be
-resubmitted (array child, multi-node, EKS) raises, so the event, which holds the
-whole job, lands in the on-failure destination and raises the alarm.
+(SUCCEEDED, or failed for another reason) is not resubmitted. What is resubmitted is
+read from ``DescribeJobs`` (an event may carry no ``tags``). Requeue is exactly-once
+through the requeue ledger (:class:`Ledger`, a DynamoDB table only this function
+writes): an event delivered twice, or retried by Lambda, finds the job's record and
+submits nothing, however far ``ListJobs`` lags; a ``SubmitJob`` whose answer was lost
+is looked for before anything is retried. Requeue ignores dry run (resubmitting stops
+nothing, and skipping it would lose the job). A job that cannot be resubmitted (array
+child, multi-node, EKS) raises, so the event, which holds the whole job, lands in the
+on-failure destination and raises the alarm.
 
-Faults: throttling and 5xx are retried with backoff; a job that finished between
-the listing and the stop is no error (``TerminateJobs`` reports it successful; a
-per-job ``TerminateJob`` error is logged); a partial ``TerminateJobs`` failure is
-logged and the rest proceeds; any exception is raised only after a log line that
-lists what was and was not stopped.
+Faults: throttling, 5xx and network errors (timeouts, refused or closed connections)
+are retried with backoff; a stop that may have been applied (a 5xx or a lost answer)
+is re-read with ``DescribeJobs`` and retried only for jobs neither stopping nor ended;
+a job that finished between the listing and the stop is no error (``TerminateJobs``
+reports it successful; a per-job ``TerminateJob`` error is logged); a partial
+``TerminateJobs`` failure is logged and the rest proceeds; any exception is raised only
+after a log line that lists what was and was not stopped.
+
+Warm cycles: the immutable facts of every job described (GPUs, share, priority,
+definition, tags at submission) stay in a bounded module-level cache
+(:class:`~cdk_gpu_share.aws.batch_reader.DescribeCache`), so a cycle describes only
+new jobs; status and times always come from the cycle's listing.
 
 Environment: ``GPU_SHARE_QUEUE`` (the queue's ARN), ``GPU_SHARE_SETTINGS`` (the reclaim
-settings, :func:`cdk_gpu_share.aws.batch_reader.encode_settings`), optional
+settings, :func:`cdk_gpu_share.aws.batch_reader.encode_settings`), ``GPU_SHARE_REQUEUE_TABLE``
+(the requeue ledger), optional
 ``GPU_SHARE_DRY_RUN`` (``true``: log the plan, stop nothing; overrides the settings).
 """
 
