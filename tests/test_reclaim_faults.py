@@ -158,6 +158,9 @@ def test_a_stopped_job_is_resubmitted_from_describe_jobs_when_the_event_has_no_t
     assert sub["jobDefinition"] == job["jobDefinition"]
     assert sub["containerOverrides"]["environment"] == [{"name": "LR", "value": "0.1"}]
     assert sub["parameters"] == {"epochs": "3"} and sub["retryStrategy"] == {"attempts": 2}
+    assert sub["timeout"] == {"attemptDurationSeconds": 86_400} and sub["propagateTags"] is True
+    assert sub["containerOverrides"]["command"] == job["container"]["command"]
+    assert sub["jobName"] == job["jobName"] and sub["jobQueue"] == QUEUE
 
 
 def test_a_submit_applied_but_answered_500_is_not_submitted_twice(model, capsys):
