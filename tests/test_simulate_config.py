@@ -195,7 +195,7 @@ def test_cli_compare_from_the_platform_config(tmp_path, capsys):
     out = capsys.readouterr().out
     assert code == 0
     assert "backend fairshare (3 GPUs)" in out
-    assert "team team-a: guarantee 1 GPUs" in out and "team team-c: guarantee 1 GPUs" in out
+    assert "team team-a: guarantee 1 GPU" in out and "team team-c: guarantee 1 GPU" in out
     assert "share+reclaim, checkpoints 30s" in out
     assert "reclaim planner runs every 60 s" in out  # the fair-share schedule, 1 minute
     lines = {line.split("  ")[1].strip(): line for line in out.splitlines() if line.startswith("  wait for own")}

@@ -339,12 +339,16 @@ def format_value(value: float | None, unit: str) -> str:
     return f"{value:,.1f}"
 
 
+def _gpus(n: float) -> str:
+    return f"{n:.3g} GPU" + ("" if n == 1 else "s")
+
+
 def comparison_tables(cmp: Any) -> list[tuple[str, list[str], list[list[str]], set[tuple[int, int]]]]:
     """(title, headers, rows, best cells) of the pool and of each team: the text and the HTML alike."""
     headers = ["", *cmp.modes]
     out = []
-    groups = [("pool", f"pool: {cmp.capacity:g} GPUs", cmp.pool)]
-    groups += [(name, f"team {name}: guarantee {cmp.guarantees[name]:g} GPUs", rows)
+    groups = [("pool", f"pool: {_gpus(cmp.capacity)}", cmp.pool)]
+    groups += [(name, f"team {name}: guarantee {_gpus(cmp.guarantees[name])}", rows)
                for name, rows in cmp.teams.items()]
     for _, title, rows in groups:
         cells, best = [], set()
