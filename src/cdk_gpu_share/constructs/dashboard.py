@@ -47,7 +47,7 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subs
 from constructs import Construct
 
-from cdk_gpu_share.constructs._metrics import reclaimer_metric
+from cdk_gpu_share.constructs._metrics import ReclaimerMetrics
 from cdk_gpu_share.core import metrics as m
 from cdk_gpu_share.core.config import FAIRSHARE
 from cdk_gpu_share.core.errors import ConfigError, Problem
@@ -286,52 +286,54 @@ class GpuShareDashboard(Construct):
     # ------------------------------------------------------------------
     # Metrics
 
+    @property
+    def metrics(self) -> ReclaimerMetrics:
+        """The reclaimer's metric factory (the construct's period, labelled per team), as FairshareQueue's."""
+        return ReclaimerMetrics(self.queue_name, period=self.period, check_team=self._check_team, labels=True)
+
     def metric(self, metric_name: str, team: str | None = None, **options: Any) -> cw.Metric:
         """A metric of the reclaimer for this queue (and ``team`` when given).
 
         :param options: passed to :class:`aws_cdk.aws_cloudwatch.Metric` (``statistic``,
             ``period``, ``label``, ``color``...). Default period: the construct's ``period``.
         """
-        if team is not None:
-            self._check_team(team)
-        options.setdefault("period", self.period)
-        return reclaimer_metric(self.queue_name, metric_name, team, **options)
+        return self.metrics.metric(metric_name, team, **options)
 
     def metric_usage(self, team: str, **options: Any) -> cw.Metric:
         """GPUs held by ``team``'s running jobs. Default statistic: Maximum."""
-        return self.metric(m.USAGE, team, **{"label": f"{team} used", **options})
+        return self.metrics.metric_usage(team, **options)
 
     def metric_guarantee(self, team: str, **options: Any) -> cw.Metric:
         """GPUs guaranteed to ``team``. Default statistic: Maximum."""
-        return self.metric(m.GUARANTEE, team, **{"label": f"{team} guarantee", **options})
+        return self.metrics.metric_guarantee(team, **options)
 
     def metric_borrowed(self, team: str, **options: Any) -> cw.Metric:
         """GPUs ``team`` uses beyond its guarantee (lent by others). Default statistic: Maximum."""
-        return self.metric(m.BORROWED, team, **{"label": f"{team} borrowed", **options})
+        return self.metrics.metric_borrowed(team, **options)
 
     def metric_pending_jobs(self, team: str, **options: Any) -> cw.Metric:
         """Jobs of ``team`` waiting in the queue (RUNNABLE). Default statistic: Maximum."""
-        return self.metric(m.PENDING, team, **{"label": f"{team} pending", **options})
+        return self.metrics.metric_pending_jobs(team, **options)
 
     def metric_preemptions(self, team: str, **options: Any) -> cw.Metric:
         """Jobs of ``team`` stopped by the reclaimer. Default statistic: Sum."""
-        return self.metric(m.PREEMPTIONS, team, **{"label": f"{team} preempted", **options})
+        return self.metrics.metric_preemptions(team, **options)
 
     def metric_reclaims(self, team: str, **options: Any) -> cw.Metric:
         """Jobs of ``team`` that got lent capacity back by a reclaim. Default statistic: Sum."""
-        return self.metric(m.RECLAIMS, team, **{"label": f"{team} reclaimed", **options})
+        return self.metrics.metric_reclaims(team, **options)
 
     def metric_lender_wait(self, team: str, **options: Any) -> cw.Metric:
         """The longest a job of ``team`` within its guarantee has waited (seconds). Default: Maximum."""
-        return self.metric(m.LENDER_WAIT_SECONDS, team, **{"label": f"{team} wait", **options})
+        return self.metrics.metric_lender_wait(team, **options)
 
     def metric_reclaim_errors(self, **options: Any) -> cw.Metric:
         """Reclaim cycles of this queue that failed. Default statistic: Sum."""
-        return self.metric(m.CYCLE_ERRORS, **{"label": "reclaim errors", **options})
+        return self.metrics.metric_reclaim_errors(**options)
 
     def metric_cycle_duration(self, **options: Any) -> cw.Metric:
         """Duration of a reclaim cycle (milliseconds). Default statistic: Maximum."""
-        return self.metric(m.CYCLE_DURATION_MS, **{"label": "cycle ms (max)", **options})
+        return self.metrics.metric_cycle_duration(**options)
 
     # ------------------------------------------------------------------
     # Alarms
