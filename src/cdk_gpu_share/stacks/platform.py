@@ -64,6 +64,12 @@ class PlatformStack(cdk.Stack):
             build = _optional("cdk_gpu_share.constructs.mig_endpoint", "endpoints_from_config")
             if build is not None:
                 self.endpoints = list(build(self, config))
+        # Requests, latency, errors and copies per model of every inference endpoint.
+        self.inference_dashboard = None
+        if self.endpoints:
+            inference_dash = _optional("cdk_gpu_share.constructs.dashboard", "InferenceDashboard")
+            if inference_dash is not None:
+                self.inference_dashboard = inference_dash(self, "InferenceDashboard", endpoints=self.endpoints)
         # The GPU-sharing dashboard and alarms, by default whenever a reclaimer emits their metrics.
         self.dashboard = None
         dash = _optional("cdk_gpu_share.constructs.dashboard", "GpuShareDashboard")
