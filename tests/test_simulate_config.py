@@ -261,3 +261,33 @@ def test_scenario_and_config_are_exclusive(tmp_path, capsys):
         main(["simulate", "--scenario", "s.json", "--config", "p.yaml", "--trace", "t.csv", "--mode", "share"])
     assert exc.value.code == 2
     assert "not allowed with argument" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------
+# the plot
+
+
+def test_plot_shares_one_scale_keeps_the_legend_off_the_data_and_shows_waits_and_preemptions():
+    from cdk_gpu_share.cli.simulate_cmd import usage_figure, waiting_series
+
+    runs, jobs = two_team_runs()
+    result = dict(runs)["share+reclaim"]
+    assert result.preemption_events == [(120.0, 1)]  # B2 of team b, stopped at the first tick
+    t, v = waiting_series(result, jobs)
+    # A1 waits from its submit (100) to the tick (120); B2, stopped at 120 and restarted at 170, counts
+    # from its submit to its final start (the simulator reports final starts only).
+    assert list(zip(t, v)) == [(0.0, (0.0, 4.0)), (100.0, (4.0, 4.0)), (120.0, (0.0, 4.0)), (170.0, (0.0, 0.0))]
+    fig = usage_figure(result, jobs)
+    try:
+        team_axes = fig.axes[:2]
+        assert team_axes[0].get_ylim() == team_axes[1].get_ylim()  # one GPU scale for every team
+        assert fig.legends and not any(ax.get_legend() for ax in fig.axes)  # the legend is the figure's
+        legend_box = fig.legends[0].get_window_extent(fig.canvas.get_renderer())
+        for ax in fig.axes:
+            assert not legend_box.overlaps(ax.get_window_extent(fig.canvas.get_renderer()))
+        labels = [text.get_text() for text in fig.legends[0].get_texts()]
+        assert "waiting: GPUs of jobs not yet started for good" in labels and "preemption of the team's job" in labels
+    finally:
+        import matplotlib.pyplot as plt
+
+        plt.close(fig)

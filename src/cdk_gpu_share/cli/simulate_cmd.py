@@ -461,7 +461,7 @@ def usage_figure(result: Any, jobs: Any = (), *, label: str | None = None) -> An
         ax = team_axes[k]
         if wdays:
             h = ax.fill_between(wdays, [v[k] for v in wv], step="post", color="tab:orange", alpha=0.35,
-                                linewidth=0, label="waiting (GPUs of queued jobs)")
+                                linewidth=0, label="waiting: GPUs of jobs not yet started for good")
             handles.setdefault("waiting", h)
         (h,) = ax.step(days, [u[k] for u in usage], where="post", linewidth=0.8, color="tab:blue",
                        label="usage (GPUs)")
