@@ -119,6 +119,9 @@ def test_summary_spells_strategies_as_the_config_and_lists_idle_costs(tmp_path, 
         "E": {"Type": "Custom::GpuShareMigEndpoint", "Properties": {
             "EndpointBaseName": "small", "InstanceCount": 1, "InstanceType": "ml.p4d.24xlarge",
             "Layout": ["mig-3g.20gb", "mig-3g.20gb"]}},
+        "I": {"Type": "Custom::GpuShareMigInferenceComponent", "Properties": {
+            "ComponentBaseName": "small-q", "AcceleratorPartitionType": "mig-3g.20gb", "CopyCount": 3,
+            "MinCopyCount": 1, "MaxCopyCount": 8}},
     })
     assert main(["summary", str(out)]) == 0
     text = capsys.readouterr().out
@@ -126,6 +129,8 @@ def test_summary_spells_strategies_as_the_config_and_lists_idle_costs(tmp_path, 
     assert ("research: HyperPod compute quota, ml.p4d.24xlarge: 4 MIG partitions mig-3g.20gb; "
             "ml.p5.48xlarge: 1 instance, 64 GiB, lend_and_borrow") in text
     assert "LendAndBorrow" not in text and "LEND_AND_BORROW" not in text
-    assert "endpoint small: 1 instance of ml.p4d.24xlarge, every GPU split mig-3g.20gb + mig-3g.20gb (2 MIG partitions per GPU)" in text
+    assert ("endpoint small: 1 instance of ml.p4d.24xlarge, every GPU split mig-3g.20gb + mig-3g.20gb "
+            "(2 MIG partitions per GPU, 16 MIG partitions on 8 GPUs)") in text
+    assert "model small-q: 3 copies on mig-3g.20gb MIG partitions (one each), autoscaled 1..8" in text
     idle = text.split("costs money while idle:")[1]
     assert "a NAT gateway" in idle and "8 min vCPUs of g5.xlarge" in idle and "endpoint small" in idle

@@ -206,12 +206,25 @@ def _describe_quota(resource: dict) -> list[str]:
         extra = "" if borrow is None else f", borrow limit {'unlimited' if borrow == -1 else f'{borrow}% of the guarantee'}"
         return [f"{props.get('QuotaShareName')}: Batch quota share, {limits}, {strategy}{extra}"]
     if kind == "Custom::GpuShareMigEndpoint":
+        from cdk_gpu_share.core import instances
+
         layout = props.get("Layout", [])
+        info = instances.lookup(str(props.get("InstanceType")))
+        count = props.get("InstanceCount")
+        total = ""
+        if info is not None and isinstance(count, int):
+            total = f", {_plural(count * info.gpus * len(layout), 'MIG partition')} on {_plural(count * info.gpus, 'GPU')}"
         return [
-            f"endpoint {props.get('EndpointBaseName')}: {_plural(props.get('InstanceCount'), 'instance')} of"
+            f"endpoint {props.get('EndpointBaseName')}: {_plural(count, 'instance')} of"
             f" {props.get('InstanceType')}, every GPU split {' + '.join(layout)}"
-            f" ({_plural(len(layout), 'MIG partition')} per GPU)"
+            f" ({_plural(len(layout), 'MIG partition')} per GPU{total})"
         ]
+    if kind == "Custom::GpuShareMigInferenceComponent":
+        copies = props.get("CopyCount")
+        low, high = props.get("MinCopyCount"), props.get("MaxCopyCount")
+        scale = f", autoscaled {low}..{high}" if low is not None and high is not None and low != high else ""
+        return [f"model {props.get('ComponentBaseName')}: {_plural(copies, 'copy')} on "
+                f"{props.get('AcceleratorPartitionType')} MIG partitions (one each){scale}"]
     if kind == "AWS::SageMaker::ComputeQuota":
         cfg = props.get("ComputeQuotaConfig", {})
         parts = []
