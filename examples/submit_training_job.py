@@ -2,7 +2,13 @@
 """Submit a SageMaker training job into a team's quota share (SageMaker Python SDK v3).
 
     pip install 'cdk-gpu-share[sagemaker]'     # the SDK is an optional extra
-    python examples/submit_training_job.py --team team-a --source-dir ./train --entry-script train.py
+    python examples/submit_training_job.py --team team-a --source-dir ./train \
+        --image-uri 763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.5-gpu-py311 \
+        [--entry-script train.py] [--region us-east-1]
+
+Required: --team, --source-dir and --image-uri. The region comes from --region or the
+usual AWS configuration (AWS_REGION, ~/.aws/config); missing region or credentials end
+with one line saying which, not a traceback.
 
 The team's stack (`gpu-share-team-<team>`) outputs everything needed: the queue
 name, the quota share name and the execution role. Assume the team's SubmitRole
@@ -15,16 +21,41 @@ import argparse
 import sys
 
 
-def stack_outputs(stack_name: str, region: str | None) -> dict[str, str]:
-    import boto3
+class SetupError(Exception):
+    """A problem the user fixes outside this script (region, credentials, stack): one line."""
 
-    cfn = boto3.client("cloudformation", region_name=region)
-    stack = cfn.describe_stacks(StackName=stack_name)["Stacks"][0]
+
+def stack_outputs(stack_name: str, region: str | None) -> dict[str, str]:
+    """The outputs of the team's stack, or :class:`SetupError` naming what is missing."""
+    import boto3
+    from botocore.exceptions import (BotoCoreError, ClientError, NoCredentialsError, NoRegionError,
+                                     PartialCredentialsError)
+
+    try:
+        cfn = boto3.client("cloudformation", region_name=region)
+        stack = cfn.describe_stacks(StackName=stack_name)["Stacks"][0]
+    except NoRegionError:
+        raise SetupError("no AWS region: pass --region us-east-1 (or set AWS_REGION)") from None
+    except (NoCredentialsError, PartialCredentialsError):
+        raise SetupError("no AWS credentials: run `aws configure` or `aws sso login`, or set AWS_PROFILE") from None
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        if error.get("Code") == "ValidationError" and "does not exist" in error.get("Message", ""):
+            raise SetupError(f"stack {stack_name} does not exist in {cfn.meta.region_name}: deploy the platform "
+                             "(cdk deploy --all) or check --team, --platform and --region") from None
+        raise SetupError(f"cannot read stack {stack_name}: {error.get('Code')}: {error.get('Message')}") from None
+    except BotoCoreError as exc:
+        raise SetupError(f"cannot reach AWS: {exc}") from None
     return {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="submit_training_job.py",
+        usage="%(prog)s --team TEAM --source-dir DIR --image-uri IMAGE [options]",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--team", required=True, help="team name, as in platform.yaml")
     parser.add_argument("--platform", default="gpu-share", help="platform.name of the config (default: gpu-share)")
     parser.add_argument("--source-dir", required=True, help="folder with the training code")
@@ -47,7 +78,17 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
 
-    outputs = stack_outputs(f"{args.platform}-team-{args.team}", args.region)
+    stack_name = f"{args.platform}-team-{args.team}"
+    try:
+        outputs = stack_outputs(stack_name, args.region)
+    except SetupError as exc:
+        print(f"submit_training_job.py: {exc}", file=sys.stderr)
+        return 2
+    missing = [k for k in ("TrainingQueueName", "QuotaShareName", "TrainingExecutionRoleArn") if k not in outputs]
+    if missing:
+        print(f"submit_training_job.py: stack {stack_name} has no output {', '.join(missing)}: is team "
+              f"{args.team} on the batch_quota backend?", file=sys.stderr)
+        return 2
     queue_name = outputs["TrainingQueueName"]
     quota_share = outputs["QuotaShareName"]
 

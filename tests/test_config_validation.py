@@ -400,8 +400,9 @@ def test_cli_plan_shows_guarantee_strategy_borrow_and_most_usable():
     out = result.stdout
     assert "batch_quota:" in out and "fairshare:" in out
     row = next(line for line in out.splitlines() if line.strip().startswith("team-a") and "ml.g5.xlarge" in line)
-    assert "lend_and_borrow" in row and "unlimited" in row and row.rstrip().endswith("3")
-    assert "fleet ml.g5.xlarge: capacity 3, guaranteed 3, unguaranteed 0" in out
+    assert "lend_and_borrow" in row and "unlimited" in row and row.rstrip().endswith("3 instances (3 GPUs)")
+    assert ("fleet ml.g5.xlarge: capacity 3 instances (3 GPUs), guaranteed 3 instances (3 GPUs),"
+            " unguaranteed nothing") in out
 
 
 def test_cli_plan_json_caps_borrowing_by_percent():

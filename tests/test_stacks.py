@@ -149,8 +149,11 @@ def test_summary_of_the_synthesized_default_platform(default_platform, capsys):
     assert main(["summary", platform.platform.node.root.outdir]) == 0
     out = capsys.readouterr().out
     assert "4 stacks" in out
-    assert "1 service environments" in out and "3 quota shares" in out
-    assert "team-a: batch quota share, 1 ml.g5.xlarge, LEND_AND_BORROW, borrow limit unlimited" in out
+    assert "1 service environment," in out and "3 quota shares" in out
+    assert "team-a: Batch quota share, 1 instance of ml.g5.xlarge, lend_and_borrow, borrow limit unlimited" in out
+    assert "team-a: fair-share GPU quota, at most 3 GPUs at once" in out  # every backend, with units
+    idle = out.split("costs money while idle:")[1]
+    assert "a NAT gateway" in idle
 
 
 def test_summary_without_an_assembly_exits_2(tmp_path, capsys):

@@ -14,6 +14,8 @@ from cdk_gpu_share.core.plan import fleet_plan, format_plan, summarize
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("validate", help="check a platform config; list every problem")
     p.add_argument("config", help="platform config (YAML)")
+    p.add_argument("--json", action="store_true",
+                   help='one JSON object: {"valid": true, ...} or {"valid": false, "problems": [...]} (exit 2)')
     p.set_defaults(func=_validate)
 
     p = sub.add_parser("plan", help="each team's guarantee, strategy, borrow limit and most it could use")
@@ -27,9 +29,43 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    config = load_config(args.config)
-    print(summarize(config))
+    if not args.json:
+        print(summarize(config := load_config(args.config)))
+        return 0
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        print(json.dumps({
+            "valid": False,
+            "source": exc.source or args.config,
+            "problems": [{"field": p.field, "value": _jsonable(p.value), "message": p.message, "fix": p.fix}
+                         for p in exc.problems],
+        }, indent=2))
+        return 2
+    plan = fleet_plan(config)
+    print(json.dumps({
+        "valid": True,
+        "source": args.config,
+        "platform": config.name,
+        "teams": [t.name for t in config.teams],
+        "backends": {b: {"strategy": d["strategy"], "teams": sorted({r["team"] for r in d["teams"]}),
+                         "capacity": {it: {"instances": t["capacity"], "gpus": t["capacity_gpus"]}
+                                      for it, t in d["totals"].items()}}
+                     for b, d in plan["backends"].items()},
+        "inference_endpoints": [e["endpoint"] for e in plan["inference"]],
+        "alerts": None if config.alerts is None else {"emails": list(config.alerts.emails),
+                                                      "topic_arn": config.alerts.topic_arn},
+        "idle_costs": plan["idle_costs"],
+    }, indent=2))
     return 0
+
+
+def _jsonable(value: object) -> object:
+    try:
+        json.dumps(value)
+        return value
+    except (TypeError, ValueError):
+        return str(value)
 
 
 def _plan(args: argparse.Namespace) -> int:
@@ -80,40 +116,141 @@ def _summary(args: argparse.Namespace) -> int:
         ("AWS::SageMaker::InferenceComponent", "inference components"),
         ("AWS::CloudWatch::Dashboard", "dashboards"),
     ]
-    shown = [f"{counts[t]} {label}" for t, label in interesting if counts.get(t)]
+    shown = [f"{counts[t]} {_singular(label) if counts[t] == 1 else label}" for t, label in interesting if counts.get(t)]
     if shown:
         print("  " + ", ".join(shown))
     if quotas:
-        print("quotas and endpoints:")
+        print("quotas, shares and endpoints:")
         for line in quotas:
             print(f"  {line}")
+    idle = _idle_costs(out, data)
+    print("costs money while idle:" if idle else "costs money while idle: nothing found in the templates")
+    for line in idle:
+        print(f"  - {line}")
     return 0
 
 
+#: CloudFormation's spellings of a sharing strategy, printed as the config spells it.
+_STRATEGY = {"RESERVE": "reserve", "LEND": "lend", "LEND_AND_BORROW": "lend_and_borrow",
+             "DontLend": "reserve", "Lend": "lend", "LendAndBorrow": "lend_and_borrow"}
+#: Units of a HyperPod compute quota resource.
+_UNITS = {"Count": "instance", "Accelerators": "accelerator", "VCpu": "vCPU", "MemoryInGiB": "GiB"}
+
+
+def _plural(n: object, unit: str) -> str:
+    if unit in ("GiB", "vCPU"):
+        return f"{n} {unit}"
+    if str(n) == "1":
+        return f"{n} {unit}"
+    return f"{n} {unit[:-1]}ies" if unit.endswith("y") else f"{n} {unit}s"
+
+
+def _singular(label: str) -> str:
+    """'compute environments' -> 'compute environment'; 'inference components on MIG partitions' likewise."""
+    head, sep, tail = label.partition(" on ")
+    if head.endswith("ies"):
+        head = head[:-3] + "y"
+    elif head.endswith("s") and not head.endswith("ss"):
+        head = head[:-1]
+    return head + sep + tail
+
+
+def _templates(out: Path, data: dict) -> list[tuple[str, dict]]:
+    found = []
+    for name, art in sorted(data.get("artifacts", {}).items()):
+        if art.get("type") == "aws:cloudformation:stack":
+            found.append((name, json.loads((out / art["properties"]["templateFile"]).read_text())))
+    return found
+
+
+def _idle_costs(out: Path, data: dict) -> list[str]:
+    """What the synthesized templates bill while no job runs."""
+    lines = []
+    for name, template in _templates(out, data):
+        resources = list(template.get("Resources", {}).values())
+        for res in resources:
+            props = res.get("Properties", {})
+            kind = res["Type"]
+            if kind == "AWS::EC2::NatGateway":
+                lines.append(f"{name}: a NAT gateway (billed per hour and per GB processed)")
+            elif kind == "AWS::Batch::ComputeEnvironment":
+                compute = props.get("ComputeResources", {})
+                minv = compute.get("MinvCpus", 0)
+                if isinstance(minv, int) and minv > 0:
+                    types = ", ".join(compute.get("InstanceTypes", []))
+                    lines.append(f"{name}: a compute environment keeps {minv} min vCPUs of {types} running")
+            elif kind == "Custom::GpuShareMigEndpoint":
+                lines.append(f"{name}: endpoint {props.get('EndpointBaseName')}: "
+                             f"{_plural(props.get('InstanceCount'), 'instance')} of {props.get('InstanceType')}, always on")
+            elif kind == "AWS::SageMaker::EndpointConfig":
+                for v in props.get("ProductionVariants", []):
+                    if "InitialInstanceCount" in v:
+                        lines.append(f"{name}: endpoint variant {v.get('VariantName')}: "
+                                     f"{_plural(v['InitialInstanceCount'], 'instance')} of {v.get('InstanceType')}, always on")
+        keys = sum(1 for r in resources if r["Type"] == "AWS::KMS::Key")
+        if keys:
+            lines.append(f"{name}: {_plural(keys, 'customer-managed KMS key')} (billed monthly)")
+    return lines
+
+
 def _describe_quota(resource: dict) -> list[str]:
-    """One line per team quota found in a template resource."""
+    """One line per team quota, share or endpoint found in a template resource, amounts with units."""
     props = resource.get("Properties", {})
-    if resource["Type"] == "AWS::Batch::QuotaShare":
-        limits = ", ".join(f"{c['MaxCapacity']} {c['CapacityUnit']}" for c in props.get("CapacityLimits", []))
+    kind = resource["Type"]
+    if kind == "AWS::Batch::QuotaShare":
+        limits = ", ".join(f"{_plural(c['MaxCapacity'], 'instance')} of {c['CapacityUnit']}"
+                           for c in props.get("CapacityLimits", []))
         sharing = props.get("ResourceSharingConfiguration", {})
         borrow = sharing.get("BorrowLimit")
-        extra = "" if borrow is None else f", borrow limit {'unlimited' if borrow == -1 else f'{borrow}%'}"
-        return [f"{props.get('QuotaShareName')}: batch quota share, {limits}, {sharing.get('Strategy')}{extra}"]
-    if resource["Type"] == "Custom::GpuShareMigEndpoint":
+        strategy = _STRATEGY.get(sharing.get("Strategy"), sharing.get("Strategy"))
+        extra = "" if borrow is None else f", borrow limit {'unlimited' if borrow == -1 else f'{borrow}% of the guarantee'}"
+        return [f"{props.get('QuotaShareName')}: Batch quota share, {limits}, {strategy}{extra}"]
+    if kind == "Custom::GpuShareMigEndpoint":
+        from cdk_gpu_share.core import instances
+
+        layout = props.get("Layout", [])
+        info = instances.lookup(str(props.get("InstanceType")))
+        count = props.get("InstanceCount")
+        total = ""
+        if info is not None and isinstance(count, int):
+            total = f", {_plural(count * info.gpus * len(layout), 'MIG partition')} on {_plural(count * info.gpus, 'GPU')}"
         return [
-            f"endpoint {props.get('EndpointBaseName')}: {props.get('InstanceCount')} x {props.get('InstanceType')},"
-            f" every GPU split {' + '.join(props.get('Layout', []))}"
+            f"endpoint {props.get('EndpointBaseName')}: {_plural(count, 'instance')} of"
+            f" {props.get('InstanceType')}, every GPU split {' + '.join(layout)}"
+            f" ({_plural(len(layout), 'MIG partition')} per GPU{total})"
         ]
-    if resource["Type"] == "AWS::SageMaker::ComputeQuota":
+    if kind == "Custom::GpuShareMigInferenceComponent":
+        copies = props.get("CopyCount")
+        low, high = props.get("MinCopyCount"), props.get("MaxCopyCount")
+        scale = f", autoscaled {low}..{high}" if low is not None and high is not None and low != high else ""
+        return [f"model {props.get('ComponentBaseName')}: {_plural(copies, 'copy')} on "
+                f"{props.get('AcceleratorPartitionType')} MIG partitions (one each){scale}"]
+    if kind == "AWS::SageMaker::ComputeQuota":
         cfg = props.get("ComputeQuotaConfig", {})
         parts = []
         for r in cfg.get("ComputeQuotaResources", []):
-            amounts = [f"{r[k]} {k.lower()}" for k in ("Count", "Accelerators", "VCpu", "MemoryInGiB") if k in r]
+            amounts = [_plural(r[k], unit) for k, unit in _UNITS.items() if k in r]
             if "AcceleratorPartition" in r:
-                amounts.append(f"{r['AcceleratorPartition']['Count']}x {r['AcceleratorPartition']['Type']}")
-            parts.append(f"{r['InstanceType']} {' '.join(amounts)}")
-        strategy = cfg.get("ResourceSharingConfig", {}).get("Strategy")
-        return [f"{props.get('ComputeQuotaTarget', {}).get('TeamName')}: HyperPod compute quota, {'; '.join(parts)}, {strategy}"]
+                part = r["AcceleratorPartition"]
+                amounts.append(f"{_plural(part['Count'], 'MIG partition')} {part['Type']}")
+            parts.append(f"{r['InstanceType']}: {', '.join(amounts)}")
+        sharing = cfg.get("ResourceSharingConfig", {})
+        strategy = _STRATEGY.get(sharing.get("Strategy"), sharing.get("Strategy"))
+        borrow = sharing.get("BorrowLimit")
+        extra = f", borrow limit {borrow}% of the guarantee" if borrow is not None else ""
+        team = props.get("ComputeQuotaTarget", {}).get("TeamName")
+        return [f"{team}: HyperPod compute quota, {'; '.join(parts)}, {strategy}{extra}"]
+    if kind == "AWS::Batch::SchedulingPolicy":
+        shares = props.get("FairsharePolicy", {}).get("ShareDistribution", [])
+        if not shares:
+            return []
+        text = ", ".join(f"{s['ShareIdentifier']} weight {s.get('WeightFactor', 1):g}" for s in shares)
+        return [f"fair-share scheduling policy: {text} (a lower weight gets more)"]
+    if kind == "AWS::Batch::ConsumableResource":
+        tags = props.get("Tags", {}) or {}
+        team = tags.get("gpu-share:team") if isinstance(tags, dict) else None
+        return [f"{team or 'a team'}: fair-share GPU quota, at most {_plural(props.get('TotalQuantity'), 'GPU')} "
+                "at once (guarantee plus borrow cap)"]
     return []
 
 

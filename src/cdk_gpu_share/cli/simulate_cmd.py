@@ -1,7 +1,8 @@
 """``gpu-share simulate`` and ``gpu-share trace convert``.
 
-    gpu-share simulate --scenario S.json --trace JOBS.csv --mode static|share|share+reclaim
-                       [--poll-seconds 60] [--checkpoint-seconds N] [--json] [--plot OUT.png]
+    gpu-share simulate (--config PLATFORM.yaml [--backend B] | --scenario S.json) --trace JOBS.csv
+                       (--mode static|share|share+reclaim | --compare) [--poll-seconds S]
+                       [--checkpoint-seconds N] [--json] [--plot OUT.png] [--report OUT.html]
     gpu-share trace convert --from alibaba-openb FILE [-o OUT.csv]
 
 The rules live in :mod:`cdk_gpu_share.core.simulate` and :mod:`cdk_gpu_share.core.trace`;
@@ -18,6 +19,7 @@ import sys
 import time
 from typing import Any
 
+from cdk_gpu_share.cli._table import format_table, html_table
 from cdk_gpu_share.core.errors import ConfigError, GpuShareError, Problem
 
 
@@ -30,25 +32,39 @@ def register(subparsers: Any) -> None:
         "simulate",
         help="replay a job trace against the quota policy (what-if)",
         description=(
-            "Replay a job trace against a scenario's quotas in one of three modes: static "
-            "(no lending), share (borrow idle capacity, never preempt) or share+reclaim "
-            "(the reclaim planner stops borrowers every --poll-seconds). Prints waits, "
-            "utilization, preemptions and lost work."
+            "Replay a job trace against the platform config's quotas (--config) or a scenario JSON "
+            "(--scenario) in one mode (--mode static, share or share+reclaim), or in all of them side by "
+            "side (--compare). Prints waits, utilization, preemptions and lost work; --report writes the "
+            "comparison as one HTML page with usage plots."
         ),
     )
-    p.add_argument("--scenario", required=True, metavar="SCENARIO.json",
-                   help="capacity, settings and teams of a reclaim-plan input (no now, no jobs)")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--config", metavar="PLATFORM.yaml",
+                        help="build the scenario from the platform config (teams, guarantees, sharing, limits)")
+    source.add_argument("--scenario", metavar="SCENARIO.json",
+                        help="capacity, settings and teams of a reclaim-plan input (no now, no jobs)")
+    p.add_argument("--backend", metavar="BACKEND",
+                   help="with --config: batch_quota, hyperpod or fairshare (default: the config's only backend)")
     p.add_argument("--trace", required=True, metavar="JOBS.csv",
-                   help="job_id,team,submit_time,duration_s,gpus[,priority]; times in seconds")
-    p.add_argument("--mode", required=True, metavar="MODE",
-                   help="static, share or share+reclaim")
-    p.add_argument("--poll-seconds", type=float, default=60.0, metavar="S",
-                   help="reclaim planner period in share+reclaim (default: %(default)g)")
+                   help="job_id,team,submit_time,duration_s,gpus[,priority]; times in seconds "
+                        "(convert public traces with `gpu-share trace convert`)")
+    what = p.add_mutually_exclusive_group()
+    what.add_argument("--mode", metavar="MODE", help="static, share or share+reclaim")
+    what.add_argument("--compare", action="store_true",
+                      help="run static, share and share+reclaim (and, with --checkpoint-seconds, share+reclaim "
+                           "with checkpoints) and print one table per team, best value per row marked (*)")
+    p.add_argument("--poll-seconds", type=float, default=None, metavar="S",
+                   help="reclaim planner period in share+reclaim (default: the fair-share reclaim schedule "
+                        "with --config --backend fairshare, else 60)")
     p.add_argument("--checkpoint-seconds", type=float, default=None, metavar="N",
                    help="a stopped job restarts from its last N-second checkpoint (default: from zero)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     p.add_argument("--plot", metavar="OUT.png",
-                   help="write a PNG of each team's usage against its guarantee (needs matplotlib)")
+                   help="write a PNG of each team's usage, waiting demand and preemptions (needs matplotlib); "
+                        "with --compare one file per mode, OUT-<mode>.png")
+    p.add_argument("--report", metavar="OUT.html",
+                   help="write the comparison as one self-contained HTML page with the usage plots "
+                        "(implies --compare unless --mode is given; needs matplotlib)")
     p.set_defaults(func=run_simulate)
 
     t = subparsers.add_parser(
@@ -101,40 +117,155 @@ class _ProgressBar:
             self.stream.flush()
 
 
+def _check_period(flag: str, value: float | None, fix: str) -> None:
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise ConfigError(Problem(field=flag, value=value, message="must be above 0", fix=fix))
+
+
+#: Columns of the pod lists of Alibaba's cluster-trace-gpu-v2023 that a job trace never has.
+_ALIBABA_COLUMNS = {"num_gpu", "gpu_milli", "qos", "creation_time"}
+
+
+def _check_not_raw_trace(path: str) -> None:
+    """A raw public trace given as --trace gets the command that converts it, not a missing-column error."""
+    try:
+        with open(path, encoding="utf-8", newline="") as fh:
+            header = fh.readline()
+    except (OSError, UnicodeDecodeError):
+        return  # load_jobs reports it
+    columns = {c.strip().lower() for c in header.split(",")}
+    if _ALIBABA_COLUMNS <= columns:
+        raise ConfigError(Problem(
+            field="--trace", value=path,
+            message="is an Alibaba OpenB pod list, not a job trace (job_id,team,submit_time,duration_s,gpus)",
+            fix=f"convert it first: gpu-share trace convert --from alibaba-openb {path} -o jobs.csv, "
+                "then pass --trace jobs.csv"))
+
+
+def _load_scenario(args: argparse.Namespace) -> tuple[Any, float, str]:
+    """The scenario, the planner period and a one-line description of where it came from."""
+    from cdk_gpu_share.core import simulate as sim
+
+    poll = args.poll_seconds
+    if args.config is None:
+        if args.backend is not None:
+            raise ConfigError(Problem(field="--backend", value=args.backend, message="needs --config",
+                                      fix="drop --backend, or pass --config PLATFORM.yaml instead of --scenario"))
+        return sim.load_scenario(args.scenario), poll or sim.DEFAULT_POLL_SECONDS, args.scenario
+    from cdk_gpu_share.core import scenario as sc
+    from cdk_gpu_share.core.config import load_config
+
+    config = load_config(args.config)
+    backend = sc.choose_backend(config, args.backend)
+    scenario = sim.parse_scenario(sc.scenario_from_config(config, backend), source=f"{args.config} ({backend})")
+    if poll is None:
+        poll = sc.poll_seconds_of(config, backend) or sim.DEFAULT_POLL_SECONDS
+    return scenario, poll, f"{args.config}, backend {backend} ({scenario.capacity:g} GPUs)"
+
+
+def _slug(label: str) -> str:
+    return "".join(c if c.isalnum() else "-" for c in label).strip("-")
+
+
 def run_simulate(args: argparse.Namespace) -> int:
     from cdk_gpu_share.core import simulate as sim
 
-    sim.check_mode(args.mode)
-    if not (math.isfinite(args.poll_seconds) and args.poll_seconds > 0):
-        raise ConfigError(Problem(field="--poll-seconds", value=args.poll_seconds, message="must be above 0",
-                                  fix="give the planner's period in seconds, e.g. 60"))
-    if args.checkpoint_seconds is not None and not (
-        math.isfinite(args.checkpoint_seconds) and args.checkpoint_seconds > 0
-    ):
-        raise ConfigError(Problem(field="--checkpoint-seconds", value=args.checkpoint_seconds,
-                                  message="must be above 0",
-                                  fix="give the checkpoint period in seconds, or leave it out for no checkpoints"))
+    compare = args.compare or (args.report is not None and args.mode is None)
+    if not compare and args.mode is None:
+        raise ConfigError(Problem(field="--mode", value=None, message="is missing",
+                                  fix=f"give --mode {' | '.join(sim.MODES)}, or --compare to run them all"))
+    if args.mode is not None:
+        sim.check_mode(args.mode)
+    _check_period("--poll-seconds", args.poll_seconds, "give the planner's period in seconds, e.g. 60")
+    _check_period("--checkpoint-seconds", args.checkpoint_seconds,
+                  "give the checkpoint period in seconds, or leave it out for no checkpoints")
     if args.plot:
-        _check_plot_target(args.plot)
-    scenario = sim.load_scenario(args.scenario)
+        _check_target("--plot", args.plot, ".png")
+    if args.report:
+        _check_target("--report", args.report, ".html")
+    _check_not_raw_trace(args.trace)
+    scenario, poll, described = _load_scenario(args)
     jobs = sim.load_jobs(args.trace, scenario)
-    bar = _ProgressBar(sys.stderr, f"simulating {args.mode}") if _isatty(sys.stderr) else None
+
+    if not compare:
+        result = _run_one(scenario, jobs, args.mode, poll, args.checkpoint_seconds, args.trace)
+        if args.json:
+            print(json.dumps(result.to_dict()))
+        else:
+            print(render_table(result.to_dict(), poll_seconds=poll, checkpoint_seconds=args.checkpoint_seconds))
+        runs = [(args.mode, result)]
+        notes: list[str] = []
+    else:
+        runs, notes = _run_compare(scenario, jobs, poll, args.checkpoint_seconds, args.trace)
+        from cdk_gpu_share.core.compare import compare as build
+
+        cmp = build(runs, jobs, notes=notes)
+        if args.json:
+            print(json.dumps({"scenario": described, "trace": args.trace, "poll_seconds": poll,
+                              "comparison": cmp.to_dict(),
+                              "results": {label: (r.to_dict() if r else None) for label, r in runs}}))
+        else:
+            print(render_compare(cmp, described=described, trace=args.trace))
+    written = []
+    if args.plot:
+        ran = [(label, r) for label, r in runs if r is not None]
+        for label, r in ran:
+            path = args.plot if len(ran) == 1 else f"{args.plot[:-4]}-{_slug(label)}.png"
+            write_plot(r, path, jobs=jobs, label=label)
+            written.append(f"plot written to {path}")
+    if args.report:
+        from cdk_gpu_share.core.compare import compare as build
+
+        cmp = build(runs, jobs, notes=notes)
+        write_report(cmp, runs, jobs, args.report, described=described, trace=args.trace, poll_seconds=poll)
+        written.append(f"report written to {args.report}")
+    for line in written:
+        print(line, file=sys.stderr if args.json else sys.stdout)
+    return 0
+
+
+def _run_one(scenario: Any, jobs: Any, mode: str, poll: float, checkpoint: float | None, source: str,
+             label: str | None = None) -> Any:
+    from cdk_gpu_share.core import simulate as sim
+
+    bar = _ProgressBar(sys.stderr, f"simulating {label or mode}") if _isatty(sys.stderr) else None
     try:
-        result = sim.simulate(scenario, jobs, args.mode, poll_seconds=args.poll_seconds,
-                              checkpoint_seconds=args.checkpoint_seconds, progress=bar, source=args.trace)
+        return sim.simulate(scenario, jobs, mode, poll_seconds=poll, checkpoint_seconds=checkpoint,
+                            progress=bar, source=source)
     finally:
         if bar is not None:
             bar.close()
-    if args.json:
-        print(json.dumps(result.to_dict()))
-    else:
-        print(render_table(result.to_dict(), poll_seconds=args.poll_seconds,
-                           checkpoint_seconds=args.checkpoint_seconds))
-    if args.plot:
-        write_plot(result, args.plot)
-        if not args.json:
-            print(f"plot written to {args.plot}")
-    return 0
+
+
+def compare_modes(checkpoint_seconds: float | None) -> list[tuple[str, str, float | None]]:
+    """(column label, mode, checkpoint period) of ``--compare``, in column order."""
+    modes = [("static", "static", None), ("share", "share", None), ("share+reclaim", "share+reclaim", None)]
+    if checkpoint_seconds:
+        modes.append((f"share+reclaim, checkpoints {human_seconds(checkpoint_seconds)}", "share+reclaim",
+                      checkpoint_seconds))
+    return modes
+
+
+def _run_compare(scenario: Any, jobs: Any, poll: float, checkpoint: float | None,
+                 source: str) -> tuple[list[tuple[str, Any]], list[str]]:
+    from cdk_gpu_share.core import simulate as sim
+
+    # A job no sharing mode could run is bad input for the whole comparison: say so first.
+    sim.check_jobs(scenario, jobs, "share", source=source)
+    runs: list[tuple[str, Any]] = []
+    notes: list[str] = []
+    for label, mode, ckpt in compare_modes(checkpoint):
+        try:
+            runs.append((label, _run_one(scenario, jobs, mode, poll, ckpt, source, label)))
+        except ConfigError as exc:
+            if mode != "static":
+                raise
+            # static cannot run a job larger than its team's guarantee: that is an answer too.
+            runs.append((label, None))
+            notes.append(f"static: not possible, {exc}")
+    if any(mode == "share+reclaim" for _, mode, _ in compare_modes(checkpoint)):
+        notes.append(f"share+reclaim: the reclaim planner runs every {poll:g} s")
+    return runs, notes
 
 
 def _isatty(stream: Any) -> bool:
@@ -174,7 +305,7 @@ def render_table(d: dict[str, Any], *, poll_seconds: float | None = None,
         "",
     ]
     header = ("team", "jobs", "wait p50", "p95", "p99", "GPU-hours", "borrowed", "preempted", "reclaim p99")
-    rows = [header]
+    rows = []
     for name, t in d["teams"].items():
         rows.append((
             name,
@@ -187,30 +318,76 @@ def render_table(d: dict[str, Any], *, poll_seconds: float | None = None,
             str(t["preempted"]),
             human_seconds(t["reclaim_wait_p99_s"]),
         ))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    for k, r in enumerate(rows):
-        cells = [r[0].ljust(widths[0])] + [r[i].rjust(widths[i]) for i in range(1, len(r))]
-        lines.append("  ".join(cells).rstrip())
-        if k == 0:
-            lines.append("  ".join("-" * w for w in widths))
+    lines += format_table(header, rows)
     return "\n".join(lines)
 
 
-def _check_plot_target(path: str) -> None:
+# ---------------------------------------------------------------------------
+# --compare and --report
+
+
+def format_value(value: float | None, unit: str) -> str:
+    """One cell of the comparison: ``-`` for a mode that did not run."""
+    if value is None:
+        return "-"
+    if unit == "s":
+        return human_seconds(value)
+    if unit == "%":
+        return f"{value:.1f}%"
+    if unit == "count":
+        return f"{int(round(value)):,}"
+    return f"{value:,.1f}"
+
+
+def _gpus(n: float) -> str:
+    return f"{n:.3g} GPU" + ("" if n == 1 else "s")
+
+
+def comparison_tables(cmp: Any) -> list[tuple[str, list[str], list[list[str]], set[tuple[int, int]]]]:
+    """(title, headers, rows, best cells) of the pool and of each team: the text and the HTML alike."""
+    headers = ["", *cmp.modes]
+    out = []
+    groups = [("pool", f"pool: {_gpus(cmp.capacity)}", cmp.pool)]
+    groups += [(name, f"team {name}: guarantee {_gpus(cmp.guarantees[name])}", rows)
+               for name, rows in cmp.teams.items()]
+    for _, title, rows in groups:
+        cells, best = [], set()
+        for i, row in enumerate(rows):
+            cells.append([row.label, *(format_value(v, row.unit) for v in row.values)])
+            best |= {(i, j + 1) for j in row.best}
+        out.append((title, headers, cells, best))
+    return out
+
+
+def render_compare(cmp: Any, *, described: str = "", trace: str = "") -> str:
+    """The comparison as text: one table for the pool, one per team; * marks the best value of a row."""
+    lines = []
+    if described:
+        lines.append(f"scenario  {described}")
+    if trace:
+        lines.append(f"trace     {trace}")
+    for title, headers, rows, best in comparison_tables(cmp):
+        marked = [[c + ("*" if (i, j) in best else (" " if j else "")) for j, c in enumerate(r)]
+                  for i, r in enumerate(rows)]
+        lines += ["", title, *format_table([h + (" " if j else "") for j, h in enumerate(headers)], marked,
+                                           indent="  ")]
+    lines += ["", "* best value of the row (lowest; highest for utilization and GPU-hours borrowed)"]
+    lines += [f"note: {n}" for n in cmp.notes]
+    return "\n".join(lines)
+
+
+def _check_target(flag: str, path: str, suffix: str) -> None:
     parent = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(parent):
-        raise ConfigError(Problem(field="--plot", value=path, message="names a folder that does not exist",
-                                  fix=f"create {parent} first or write the PNG elsewhere"))
-    if not path.lower().endswith(".png"):
-        raise ConfigError(Problem(field="--plot", value=path, message="is not a .png file name",
-                                  fix="give a path ending in .png"))
+        raise ConfigError(Problem(field=flag, value=path, message="names a folder that does not exist",
+                                  fix=f"create {parent} first or write the file elsewhere"))
+    if not path.lower().endswith(suffix):
+        raise ConfigError(Problem(field=flag, value=path, message=f"is not a {suffix} file name",
+                                  fix=f"give a path ending in {suffix}"))
 
 
-def write_plot(result: Any, path: str) -> None:
-    """A PNG of each team's usage against its guarantee over time, plus pool utilization.
-
-    matplotlib is imported here, with the Agg backend, so the CLI does not need it otherwise.
-    """
+def _pyplot(flag: str) -> Any:
+    """matplotlib's pyplot on the Agg backend (headless), imported only when a plot is asked for."""
     try:
         import matplotlib
 
@@ -218,8 +395,43 @@ def write_plot(result: Any, path: str) -> None:
         import matplotlib.pyplot as plt
     except ImportError:
         raise GpuShareError(
-            "--plot needs matplotlib: install it with  pip install 'cdk-gpu-share[plot]'"
+            f"{flag} needs matplotlib: install it with  pip install 'cdk-gpu-share[plot]'"
         ) from None
+    return plt
+
+
+def waiting_series(result: Any, jobs: Any) -> tuple[list[float], list[tuple[float, ...]]]:
+    """Per team, the GPUs of jobs submitted and not yet started for the last time, as a step function.
+
+    A job stopped by a preemption stays counted from its submit time to its final start
+    (its running time in between included): the simulator reports final starts only.
+    """
+    idx = {name: k for k, name in enumerate(result.team_names)}
+    gpus = {j.id: j.gpus for j in jobs}
+    events: list[tuple[float, int, float]] = []
+    for o in result.outcomes:
+        if o.final_start > o.submit_time:
+            g = gpus.get(o.id, 0.0)
+            events.append((o.submit_time, idx[o.team], g))
+            events.append((o.final_start, idx[o.team], -g))
+    events.sort(key=lambda e: (e[0], e[2]))
+    level = [0.0] * len(idx)
+    times: list[float] = []
+    values: list[tuple[float, ...]] = []
+    for t, k, delta in events:
+        level[k] = max(0.0, level[k] + delta)
+        if times and times[-1] == t:
+            values[-1] = tuple(level)
+        else:
+            times.append(t)
+            values.append(tuple(level))
+    return times, values
+
+
+def usage_figure(result: Any, jobs: Any = (), *, label: str | None = None) -> Any:
+    """Each team's usage against its guarantee on one shared GPU scale, its waiting demand and its
+    preemptions over time, then the pool's busy share. The legend sits above the data."""
+    plt = _pyplot("--plot")
     names = result.team_names
     n = len(names)
     times = list(result.series_t)
@@ -231,24 +443,63 @@ def write_plot(result: Any, path: str) -> None:
         times.append(w1)
         usage.append(usage[-1])
     days = [t / 86400.0 for t in times]
-    fig, axes = plt.subplots(n + 1, 1, sharex=True, figsize=(10, 1.8 * (n + 1) + 0.6), squeeze=False)
+    wt, wv = waiting_series(result, jobs) if jobs else ([], [])
+    wdays = [t / 86400.0 for t in wt]
+    if wt and wt[-1] < w1:
+        wdays.append(w1 / 86400.0)
+        wv.append(wv[-1])
+    fig, axes = plt.subplots(n + 1, 1, sharex=True, figsize=(10, 1.7 * (n + 1) + 1.2), squeeze=False)
+    team_axes = [axes[k][0] for k in range(n)]
+    # One scale for every team, the pool's size: usage and guarantees compare at a glance.
+    # Waiting demand can exceed the pool many times over; it is clipped and its peak written.
+    top = max([result.capacity, *result.guarantees, *(max(u) for u in usage if u)] or [1.0]) or 1.0
+    preempt_days: list[list[float]] = [[] for _ in names]
+    for t, k in getattr(result, "preemption_events", ()):
+        preempt_days[k].append(t / 86400.0)
+    handles = {}
     for k, name in enumerate(names):
-        ax = axes[k][0]
-        ax.step(days, [u[k] for u in usage], where="post", linewidth=0.8, label="usage")
-        ax.axhline(result.guarantees[k], color="tab:red", linestyle="--", linewidth=0.9, label="guarantee")
+        ax = team_axes[k]
+        if wdays:
+            h = ax.fill_between(wdays, [v[k] for v in wv], step="post", color="tab:orange", alpha=0.35,
+                                linewidth=0, label="waiting: GPUs of jobs not yet started for good")
+            handles.setdefault("waiting", h)
+        (h,) = ax.step(days, [u[k] for u in usage], where="post", linewidth=0.8, color="tab:blue",
+                       label="usage (GPUs)")
+        handles.setdefault("usage", h)
+        h = ax.axhline(result.guarantees[k], color="tab:red", linestyle="--", linewidth=0.9, label="guarantee")
+        handles.setdefault("guarantee", h)
+        if preempt_days[k]:
+            (h,) = ax.plot(preempt_days[k], [top * 1.02] * len(preempt_days[k]), linestyle="none", marker="v",
+                           markersize=3, color="black", label="preemption of the team's job")
+            handles.setdefault("preemption", h)
+        peak = max((v[k] for v in wv), default=0.0)
+        if peak > top:
+            ax.text(0.005, 0.95, f"waiting peaks at {peak:,.0f} GPUs", transform=ax.transAxes,
+                    fontsize="x-small", va="top", color="tab:orange")
         ax.set_ylabel(f"{name}\nGPUs")
-        ax.set_ylim(bottom=0)
-        if k == 0:
-            ax.legend(loc="upper right", fontsize="small")
+        ax.set_ylim(0, top * 1.08)
+        ax.grid(axis="y", linewidth=0.3, alpha=0.5)
     ax = axes[n][0]
-    ax.step(days, [100.0 * sum(u) / result.capacity if result.capacity else 0.0 for u in usage],
-            where="post", linewidth=0.8, color="tab:green")
+    (h,) = ax.step(days, [100.0 * sum(u) / result.capacity if result.capacity else 0.0 for u in usage],
+                   where="post", linewidth=0.8, color="tab:green", label="pool busy (%)")
+    handles["pool"] = h
     ax.set_ylabel("pool\n% busy")
     ax.set_ylim(0, 105)
     ax.set_xlabel("days since the first submit" if w0 == 0 else "days")
-    fig.suptitle(f"gpu-share simulate --mode {result.mode}: utilization {result.utilization * 100:.1f}%, "
-                 f"wait {result.wait_gpu_hours:,.0f} GPU-h, {result.preemptions} preemptions", fontsize="medium")
-    fig.tight_layout()
+    fig.suptitle(f"{label or result.mode}: utilization {result.utilization * 100:.1f}%, "
+                 f"queued {result.wait_gpu_hours:,.0f} GPU-h, {result.preemptions} preemptions",
+                 fontsize="medium", y=0.995)
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.6 / fig.get_figheight()))
+    fig.legend(list(handles.values()), [h.get_label() for h in handles.values()], loc="upper center",
+               ncol=len(handles), fontsize="small", frameon=False,
+               bbox_to_anchor=(0.5, 1 - 0.25 / fig.get_figheight()))
+    return fig
+
+
+def write_plot(result: Any, path: str, *, jobs: Any = (), label: str | None = None) -> None:
+    """A PNG of :func:`usage_figure`. matplotlib is imported here, with the Agg backend."""
+    plt = _pyplot("--plot")
+    fig = usage_figure(result, jobs, label=label)
     try:
         fig.savefig(path, dpi=110)
     except OSError as exc:
@@ -256,6 +507,85 @@ def write_plot(result: Any, path: str) -> None:
                                   fix="choose a writable path")) from None
     finally:
         plt.close(fig)
+
+
+_REPORT_CSS = """
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:2rem auto;max-width:1100px;
+color:#1b1f24;padding:0 1rem}
+h1{font-size:1.5rem}h2{font-size:1.15rem;margin-top:2rem}
+table{border-collapse:collapse;margin:0.6rem 0 1.2rem;font-variant-numeric:tabular-nums}
+caption{text-align:left;font-weight:600;padding:0.3rem 0}
+th,td{border:1px solid #d0d7de;padding:0.3rem 0.7rem;text-align:right}
+thead th{background:#f6f8fa}tbody th{text-align:left;font-weight:normal}
+td.best{background:#dafbe1;font-weight:600}td.best::after{content:" \\2605";color:#1a7f37}
+.meta{color:#57606a}.tables{display:flex;flex-wrap:wrap;gap:0 2rem}
+img{max-width:100%;border:1px solid #d0d7de;margin:0.5rem 0}
+"""
+
+
+def render_report(cmp: Any, runs: Any, jobs: Any, *, described: str = "", trace: str = "",
+                  poll_seconds: float | None = None, plots: bool = True) -> str:
+    """The comparison as one self-contained HTML page: tables, then each mode's usage plot as an
+    embedded PNG (no scripts, no external resources)."""
+    import base64
+    import datetime
+    import html
+    import io
+
+    e = html.escape
+    parts = [
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">",
+        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">",
+        "<title>gpu-share simulate: policies side by side</title>",
+        f"<style>{_REPORT_CSS}</style></head><body>",
+        "<h1>What would each policy do to our teams?</h1>",
+        f"<p class=\"meta\">Scenario {e(described)}; trace {e(trace)} ({len(jobs):,} jobs); "
+        f"written {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC by gpu-share simulate.</p>",
+        "<p>Modes: <b>static</b> (no team runs beyond its guarantee), <b>share</b> (teams borrow idle "
+        "capacity within their limits; nothing is preempted), <b>share+reclaim</b> (the reclaim planner "
+        "stops borrowers so lenders get their guarantee back"
+        + (f", every {poll_seconds:g} s" if poll_seconds else "") + "). "
+        "&#9733; marks the best value of a row: the lowest, or the highest for utilization and "
+        "GPU-hours borrowed. <i>Wait for own guarantee</i> is the p99 wait of jobs that fitted in their "
+        "team's guarantee when submitted and still had to wait.</p>",
+    ]
+    tables = comparison_tables(cmp)
+    parts.append("<h2>Pool</h2>")
+    title, headers, rows, best = tables[0]
+    parts.append(html_table(headers, rows, best=best, caption=title))
+    parts.append("<h2>Teams</h2><div class=\"tables\">")
+    for title, headers, rows, best in tables[1:]:
+        parts.append(html_table(headers, rows, best=best, caption=title))
+    parts.append("</div>")
+    if cmp.notes:
+        parts.append("<ul>" + "".join(f"<li>{e(n)}</li>" for n in cmp.notes) + "</ul>")
+    if plots:
+        plt = _pyplot("--report")
+        parts.append("<h2>Usage over time</h2>")
+        for label, result in runs:
+            if result is None:
+                continue
+            fig = usage_figure(result, jobs, label=label)
+            buf = io.BytesIO()
+            try:
+                fig.savefig(buf, format="png", dpi=90)
+            finally:
+                plt.close(fig)
+            data = base64.b64encode(buf.getvalue()).decode("ascii")
+            parts.append(f"<figure><img alt=\"usage per team, {e(label)}\" src=\"data:image/png;base64,{data}\">"
+                         f"<figcaption>{e(label)}</figcaption></figure>")
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def write_report(cmp: Any, runs: Any, jobs: Any, path: str, **kwargs: Any) -> None:
+    text = render_report(cmp, runs, jobs, **kwargs)
+    try:
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(text)
+    except OSError as exc:
+        raise ConfigError(Problem(field="--report", value=path, message=f"cannot be written ({exc.strerror})",
+                                  fix="choose a writable path")) from None
 
 
 # ---------------------------------------------------------------------------

@@ -346,12 +346,9 @@ def fmt_duration(seconds: float | None) -> str:
 
 
 def _table(headers: list[str], rows: list[list[str]], right: set[int]) -> list[str]:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    from cdk_gpu_share.cli._table import format_table  # the CLI's one table printer
 
-    def line(cells: list[str]) -> str:
-        return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
-
-    return [line(headers), *(line(r) for r in rows)]
+    return format_table(headers, rows, right=right, rule=False)
 
 
 def _stamp(epoch: float | None) -> str:

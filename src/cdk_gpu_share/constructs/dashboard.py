@@ -47,12 +47,12 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subs
 from constructs import Construct
 
-from cdk_gpu_share.constructs._metrics import reclaimer_metric
+from cdk_gpu_share.constructs._metrics import ReclaimerMetrics
 from cdk_gpu_share.core import metrics as m
 from cdk_gpu_share.core.config import FAIRSHARE
 from cdk_gpu_share.core.errors import ConfigError, Problem
 
-__all__ = ["GpuShareDashboard", "DEFAULT_LENDER_WAIT_THRESHOLD", "DEFAULT_PERIOD"]
+__all__ = ["GpuShareDashboard", "InferenceDashboard", "DEFAULT_LENDER_WAIT_THRESHOLD", "DEFAULT_PERIOD"]
 
 #: Default of ``lender_wait_threshold``: a reclaim poll (1 minute by default) plus a wide margin.
 DEFAULT_LENDER_WAIT_THRESHOLD = cdk.Duration.minutes(15)
@@ -286,52 +286,54 @@ class GpuShareDashboard(Construct):
     # ------------------------------------------------------------------
     # Metrics
 
+    @property
+    def metrics(self) -> ReclaimerMetrics:
+        """The reclaimer's metric factory (the construct's period, labelled per team), as FairshareQueue's."""
+        return ReclaimerMetrics(self.queue_name, period=self.period, check_team=self._check_team, labels=True)
+
     def metric(self, metric_name: str, team: str | None = None, **options: Any) -> cw.Metric:
         """A metric of the reclaimer for this queue (and ``team`` when given).
 
         :param options: passed to :class:`aws_cdk.aws_cloudwatch.Metric` (``statistic``,
             ``period``, ``label``, ``color``...). Default period: the construct's ``period``.
         """
-        if team is not None:
-            self._check_team(team)
-        options.setdefault("period", self.period)
-        return reclaimer_metric(self.queue_name, metric_name, team, **options)
+        return self.metrics.metric(metric_name, team, **options)
 
     def metric_usage(self, team: str, **options: Any) -> cw.Metric:
         """GPUs held by ``team``'s running jobs. Default statistic: Maximum."""
-        return self.metric(m.USAGE, team, **{"label": f"{team} used", **options})
+        return self.metrics.metric_usage(team, **options)
 
     def metric_guarantee(self, team: str, **options: Any) -> cw.Metric:
         """GPUs guaranteed to ``team``. Default statistic: Maximum."""
-        return self.metric(m.GUARANTEE, team, **{"label": f"{team} guarantee", **options})
+        return self.metrics.metric_guarantee(team, **options)
 
     def metric_borrowed(self, team: str, **options: Any) -> cw.Metric:
         """GPUs ``team`` uses beyond its guarantee (lent by others). Default statistic: Maximum."""
-        return self.metric(m.BORROWED, team, **{"label": f"{team} borrowed", **options})
+        return self.metrics.metric_borrowed(team, **options)
 
     def metric_pending_jobs(self, team: str, **options: Any) -> cw.Metric:
         """Jobs of ``team`` waiting in the queue (RUNNABLE). Default statistic: Maximum."""
-        return self.metric(m.PENDING, team, **{"label": f"{team} pending", **options})
+        return self.metrics.metric_pending_jobs(team, **options)
 
     def metric_preemptions(self, team: str, **options: Any) -> cw.Metric:
         """Jobs of ``team`` stopped by the reclaimer. Default statistic: Sum."""
-        return self.metric(m.PREEMPTIONS, team, **{"label": f"{team} preempted", **options})
+        return self.metrics.metric_preemptions(team, **options)
 
     def metric_reclaims(self, team: str, **options: Any) -> cw.Metric:
         """Jobs of ``team`` that got lent capacity back by a reclaim. Default statistic: Sum."""
-        return self.metric(m.RECLAIMS, team, **{"label": f"{team} reclaimed", **options})
+        return self.metrics.metric_reclaims(team, **options)
 
     def metric_lender_wait(self, team: str, **options: Any) -> cw.Metric:
         """The longest a job of ``team`` within its guarantee has waited (seconds). Default: Maximum."""
-        return self.metric(m.LENDER_WAIT_SECONDS, team, **{"label": f"{team} wait", **options})
+        return self.metrics.metric_lender_wait(team, **options)
 
     def metric_reclaim_errors(self, **options: Any) -> cw.Metric:
         """Reclaim cycles of this queue that failed. Default statistic: Sum."""
-        return self.metric(m.CYCLE_ERRORS, **{"label": "reclaim errors", **options})
+        return self.metrics.metric_reclaim_errors(**options)
 
     def metric_cycle_duration(self, **options: Any) -> cw.Metric:
         """Duration of a reclaim cycle (milliseconds). Default statistic: Maximum."""
-        return self.metric(m.CYCLE_DURATION_MS, **{"label": "cycle ms (max)", **options})
+        return self.metrics.metric_cycle_duration(**options)
 
     # ------------------------------------------------------------------
     # Alarms
@@ -561,3 +563,74 @@ class GpuShareDashboard(Construct):
             master_key=key,
             enforce_ssl=True,
         )
+
+
+class InferenceDashboard(Construct):
+    """A CloudWatch dashboard of inference endpoints: per model (inference component), its
+    requests, latency, errors and the copies serving it.
+
+    Metrics come from each endpoint's factory
+    (:attr:`~cdk_gpu_share.constructs.mig_endpoint.MigInferenceEndpoint.metrics`), the same
+    one its ``metric_*`` methods use. The dashboard is the ``Resource`` child.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        endpoints: Sequence[Any],
+        dashboard_name: str | None = None,
+        period: cdk.Duration | None = None,
+    ) -> None:
+        """
+        :param endpoints: :class:`~cdk_gpu_share.constructs.mig_endpoint.MigInferenceEndpoint` s to show.
+        :param dashboard_name: name of the dashboard. Default: generated by CloudFormation.
+        :param period: period of the graphs. Default: 5 minutes.
+        """
+        super().__init__(scope, id)
+        path = self.node.path
+        self.endpoints = tuple(endpoints)
+        if not self.endpoints:
+            raise _problem("endpoints", [], "is empty", "pass at least one MigInferenceEndpoint", path)
+        models = sum(len(e.models) for e in self.endpoints)
+        if models > _MAX_TEAMS:
+            raise _problem("endpoints", f"{models} models", f"show more than {_MAX_TEAMS} models",
+                           "split them over several InferenceDashboards", path)
+        if dashboard_name is not None and not cdk.Token.is_unresolved(dashboard_name) \
+                and not _DASHBOARD_NAME.match(dashboard_name):
+            raise _problem("dashboard_name", dashboard_name, "is not a valid CloudWatch dashboard name",
+                           "use up to 255 letters, digits, - and _ (or leave it unset)", path)
+        self.period = period or cdk.Duration.minutes(5)
+        self.dashboard = cw.Dashboard(self, "Resource", dashboard_name=dashboard_name,
+                                      default_interval=cdk.Duration.hours(6), widgets=self._widgets())
+
+    def _widgets(self) -> list[list[cw.IWidget]]:
+        p = self.period
+        rows: list[list[cw.IWidget]] = [[cw.TextWidget(
+            markdown=("# Inference endpoints\nPer model (inference component): requests, model latency "
+                      "(p50 and p90), errors, and the copies serving it (Invocations / InvocationsPerCopy, "
+                      "empty while a model gets no requests: SageMaker publishes no copy-count metric)."),
+            width=24, height=3)]]
+        for endpoint in self.endpoints:
+            for model in endpoint.models:
+                f = endpoint.metrics
+                title = f"{getattr(endpoint, 'base_name', endpoint.node.id)} / {model}"
+                rows.append([
+                    cw.GraphWidget(title=f"{title}: requests", width=6, height=6,
+                                   left=[f.metric_invocations(model, period=p, label="requests")],
+                                   left_y_axis=cw.YAxisProps(min=0, show_units=False)),
+                    cw.GraphWidget(title=f"{title}: model latency (µs)", width=6, height=6,
+                                   left=[f.metric_model_latency(model, period=p, statistic="p50", label="p50"),
+                                         f.metric_model_latency(model, period=p, label="p90")],
+                                   left_y_axis=cw.YAxisProps(min=0, show_units=False)),
+                    cw.GraphWidget(title=f"{title}: errors", width=6, height=6, stacked=True,
+                                   left=[f.metric_invocation_4xx_errors(model, period=p, label="4xx"),
+                                         f.metric_invocation_5xx_errors(model, period=p, label="5xx"),
+                                         f.metric_model_errors(model, period=p, label="model errors")],
+                                   left_y_axis=cw.YAxisProps(min=0, show_units=False)),
+                    cw.GraphWidget(title=f"{title}: copies", width=6, height=6,
+                                   left=[f.metric_copies(model, period=p, label="copies")],
+                                   left_y_axis=cw.YAxisProps(min=0, show_units=False)),
+                ])
+        return rows

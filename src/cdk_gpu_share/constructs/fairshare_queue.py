@@ -87,7 +87,7 @@ from constructs import Construct, IValidation
 import cdk_gpu_share
 from cdk_gpu_share.aws import batch_reader as br
 from cdk_gpu_share.constructs._checks import acknowledge_nag
-from cdk_gpu_share.constructs._metrics import reclaimer_metric
+from cdk_gpu_share.constructs._metrics import ReclaimerMetrics
 from cdk_gpu_share.core import instances, metrics, reclaim
 from cdk_gpu_share.core.config import (
     BATCH_NAME_PATTERN,
@@ -560,36 +560,38 @@ class FairshareQueue(Construct):
 
     # ------------------------------------------------------------------ metrics
 
+    @property
+    def metrics(self) -> ReclaimerMetrics:
+        """The reclaimer's metric factory for this queue (1-minute period), shared with the dashboard."""
+        return ReclaimerMetrics(self.queue_name, period=cdk.Duration.minutes(1), check_team=self._team)
+
     def metric(self, name: str, team: str | None = None, **options: Any) -> cloudwatch.Metric:
         """A reclaimer metric (names in :mod:`cdk_gpu_share.core.metrics`), per team when ``team`` is given.
 
         :param options: passed to :class:`aws_cdk.aws_cloudwatch.Metric`. Default period: 1 minute;
             default statistic: the metric's own (Maximum for gauges, Sum for counts).
         """
-        if team is not None:
-            self._team(team)
-        options.setdefault("period", cdk.Duration.minutes(1))
-        return reclaimer_metric(self.queue_name, name, team, **options)
+        return self.metrics.metric(name, team, **options)
 
     def metric_usage(self, team: str, **options: Any) -> cloudwatch.Metric:
         """GPUs held by ``team``'s running jobs (Maximum)."""
-        return self.metric(metrics.USAGE, team, **options)
+        return self.metrics.metric_usage(team, **options)
 
     def metric_borrowed(self, team: str, **options: Any) -> cloudwatch.Metric:
         """GPUs ``team`` uses beyond its guarantee (Maximum)."""
-        return self.metric(metrics.BORROWED, team, **options)
+        return self.metrics.metric_borrowed(team, **options)
 
     def metric_preemptions(self, team: str, **options: Any) -> cloudwatch.Metric:
         """Jobs of ``team`` stopped by the reclaimer (Sum)."""
-        return self.metric(metrics.PREEMPTIONS, team, **options)
+        return self.metrics.metric_preemptions(team, **options)
 
     def metric_lender_wait(self, team: str, **options: Any) -> cloudwatch.Metric:
         """The longest a job of ``team`` within its guarantee has waited, in seconds (Maximum)."""
-        return self.metric(metrics.LENDER_WAIT_SECONDS, team, **options)
+        return self.metrics.metric_lender_wait(team, **options)
 
     def metric_reclaim_errors(self, **options: Any) -> cloudwatch.Metric:
         """Failed reclaim cycles of this queue (Sum)."""
-        return self.metric(metrics.CYCLE_ERRORS, **options)
+        return self.metrics.metric_reclaim_errors(**options)
 
     # ------------------------------------------------------------------ the reclaimer
 

@@ -727,40 +727,45 @@ class MigInferenceEndpoint(Construct):
             arns.append(self.whole_gpu_endpoint.ref)
         return iam.Grant.add_to_principal(grantee=grantee, actions=INVOKE_ACTIONS, resource_arns=arns)
 
+    @property
+    def metrics(self) -> "InferenceComponentMetrics":
+        """SageMaker's per-inference-component metric factory (1-minute period), shared with
+        :class:`~cdk_gpu_share.constructs.dashboard.InferenceDashboard`."""
+        from cdk_gpu_share.constructs._metrics import InferenceComponentMetrics
+
+        return InferenceComponentMetrics(self.inference_component_name)
+
     def metric(self, model: str, metric_name: str, **props: Any) -> cloudwatch.Metric:
         """A CloudWatch metric of ``model``'s inference component (``AWS/SageMaker``)."""
-        defaults: dict[str, Any] = {"period": cdk.Duration.minutes(1), "statistic": "Sum"}
-        defaults.update(props)
-        return cloudwatch.Metric(
-            namespace="AWS/SageMaker",
-            metric_name=metric_name,
-            dimensions_map={"InferenceComponentName": self.inference_component_name(model)},
-            **defaults,
-        )
+        return self.metrics.metric(model, metric_name, **props)
 
     def metric_invocations(self, model: str, **props: Any) -> cloudwatch.Metric:
         """Requests sent to ``model``. Default: sum over 1 minute."""
-        return self.metric(model, "Invocations", **props)
+        return self.metrics.metric_invocations(model, **props)
 
     def metric_invocations_per_copy(self, model: str, **props: Any) -> cloudwatch.Metric:
         """Requests per copy: what the autoscaling policy tracks. Default: sum over 1 minute."""
-        return self.metric(model, "InvocationsPerCopy", **props)
+        return self.metrics.metric_invocations_per_copy(model, **props)
 
     def metric_model_latency(self, model: str, **props: Any) -> cloudwatch.Metric:
         """Time the model took to answer, in microseconds. Default: p90 over 1 minute."""
-        return self.metric(model, "ModelLatency", **{"statistic": "p90", "unit": cloudwatch.Unit.MICROSECONDS, **props})
+        return self.metrics.metric_model_latency(model, **props)
 
     def metric_invocation_4xx_errors(self, model: str, **props: Any) -> cloudwatch.Metric:
         """Requests of ``model`` answered with a 4xx. Default: sum over 1 minute."""
-        return self.metric(model, "Invocation4XXErrors", **props)
+        return self.metrics.metric_invocation_4xx_errors(model, **props)
 
     def metric_invocation_5xx_errors(self, model: str, **props: Any) -> cloudwatch.Metric:
         """Requests of ``model`` answered with a 5xx. Default: sum over 1 minute."""
-        return self.metric(model, "Invocation5XXErrors", **props)
+        return self.metrics.metric_invocation_5xx_errors(model, **props)
 
     def metric_model_errors(self, model: str, **props: Any) -> cloudwatch.Metric:
         """Requests the model container failed (``InvocationModelErrors``). Default: sum over 1 minute."""
-        return self.metric(model, "InvocationModelErrors", **props)
+        return self.metrics.metric_model_errors(model, **props)
+
+    def metric_copies(self, model: str, **props: Any) -> cloudwatch.MathExpression:
+        """Copies serving ``model`` (Invocations / InvocationsPerCopy; empty without requests)."""
+        return self.metrics.metric_copies(model, **props)
 
 
 def endpoints_from_config(scope: Construct, config: Any) -> list[MigInferenceEndpoint]:

@@ -225,6 +225,8 @@ class PlatformConfig:
     fairshare: FairshareConfig | None = None
     inference: Any = None
     source: str | None = None
+    #: Where every alarm goes (:class:`cdk_gpu_share.core.alerts_config.AlertsConfig`), or None.
+    alerts: Any = None
 
     def team(self, name: str) -> TeamConfig:
         for team in self.teams:
@@ -731,6 +733,7 @@ def _fairshare(raw: Any, problems: _Problems) -> FairshareConfig | None:
 # add_problem(field, value, message, fix) records a problem.
 EXTRA_SECTIONS: dict[str, str] = {
     "inference": "cdk_gpu_share.core.inference_config:parse_inference",
+    "alerts": "cdk_gpu_share.core.alerts_config:parse_alerts",
 }
 
 _TOP_KEYS = {"platform", "teams", BATCH, HYPERPOD, FAIRSHARE, *EXTRA_SECTIONS}
@@ -992,7 +995,7 @@ def parse_config(raw: Any, *, source: str | None = None) -> PlatformConfig:
         if section is not None:
             _check_backend(backend, section, teams, problems)
 
-    inference = None
+    extras: dict[str, Any] = {}
     for key, target in EXTRA_SECTIONS.items():
         if data.get(key) is None:
             continue
@@ -1002,7 +1005,8 @@ def parse_config(raw: Any, *, source: str | None = None) -> PlatformConfig:
         except ModuleNotFoundError:
             problems.add(key, "...", "is not supported by this version of cdk-gpu-share", "remove the section")
             continue
-        inference = parser(data[key], teams, problems.add)
+        extras[key] = parser(data[key], teams, problems.add)
+    inference = extras.get("inference")
 
     if problems.items:
         raise ConfigError(problems.items, source=source)
@@ -1014,6 +1018,7 @@ def parse_config(raw: Any, *, source: str | None = None) -> PlatformConfig:
         fairshare=fairshare,
         inference=inference,
         source=source,
+        alerts=extras.get("alerts"),
     )
 
 

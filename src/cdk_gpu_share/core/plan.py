@@ -1,9 +1,15 @@
 """What a platform config promises each team: `gpu-share plan` and `validate`'s summary.
 
-Amounts are in instances of each type. A HyperPod guarantee given in
-accelerators, vCPU, memory or MIG partitions is converted to the fraction of an
-instance it stands for (the largest of its dimensions), using the instance
-catalog.
+Every backend of the config is covered: Batch quota shares, HyperPod compute quotas,
+fair-share queue shares and the inference endpoints; and so is what costs money
+while nothing runs (:func:`idle_costs`).
+
+Amounts carry units. The JSON keeps ``guarantee``, ``borrow_cap`` and ``max_usage``
+in instances of each type (a HyperPod guarantee given in accelerators, vCPU, memory or
+MIG partitions is the fraction of an instance it stands for, the largest of its
+dimensions) and adds the same in GPUs (``*_gpus``, MIG partitions counted as the
+fraction of a GPU they are, see :mod:`cdk_gpu_share.core.scenario`); the text shows
+whole instances as instances and anything else in GPUs.
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ import math
 from typing import Any
 
 from cdk_gpu_share.core import instances
-from cdk_gpu_share.core.config import BACKENDS, HYPERPOD, Amount, PlatformConfig, TeamConfig
+from cdk_gpu_share.core.config import BACKENDS, FAIRSHARE, HYPERPOD, Amount, PlatformConfig, TeamConfig
 
 UNLIMITED = None
 #: A HyperPod compute quota without BorrowLimit gets the service default of 50 percent.
@@ -81,21 +87,162 @@ def fleet_plan(config: PlatformConfig) -> dict[str, Any]:
                 )
                 pool = section.capacity[it] - reserved
                 most = min(pool, g + cap) if cap is not None else pool
+                per = _gpus_per_instance(it)
                 rows.append(
                     {
                         "team": team.name,
                         "instance_type": it,
                         "guarantee": g,
                         "guarantee_text": amount.describe(),
+                        "guarantee_gpus": _gpus_of(it, amount),
                         "sharing": team.sharing.value,
                         "borrow_cap": cap,
+                        "borrow_cap_gpus": None if cap is None else cap * per,
                         "max_usage": max(g, most),
+                        "max_usage_gpus": max(g, most) * per,
                         "in_team_preemption": team.in_team_preemption,
                     }
                 )
-        for t in totals.values():
+        for it, t in totals.items():
             t["unguaranteed"] = t["capacity"] - t["guaranteed"]
-        out["backends"][backend] = {"teams": rows, "totals": totals}
+            per = _gpus_per_instance(it)
+            t["capacity_gpus"] = t["capacity"] * per
+            t["guaranteed_gpus"] = t["guaranteed"] * per
+            t["unguaranteed_gpus"] = t["unguaranteed"] * per
+        out["backends"][backend] = {"teams": rows, "totals": totals, "strategy": STRATEGY[backend]}
+    out["inference"] = inference_plan(config)
+    out["idle_costs"] = idle_costs(config)
+    return out
+
+
+#: One name per backend's scheduling strategy, used by plan, validate and summary alike.
+STRATEGY = {
+    "batch_quota": "AWS Batch quota management (SageMaker Training)",
+    HYPERPOD: "SageMaker HyperPod task governance",
+    FAIRSHARE: "AWS Batch fair-share scheduling (EC2) with the reclaim Lambda",
+}
+
+
+def _gpus_per_instance(instance_type: str) -> int:
+    info = instances.lookup(instance_type)
+    return info.gpus if info is not None else 0
+
+
+def _gpus_of(instance_type: str, amount: Amount) -> float:
+    from cdk_gpu_share.core.scenario import amount_gpus
+
+    return float(amount_gpus(instance_type, amount))
+
+
+def _plural(n: float, word: str) -> str:
+    text = _num(n)
+    return f"{text} {word}" + ("" if text == "1" else "s")
+
+
+def amount_text(instances_: float | None, instance_type: str) -> str:
+    """``3 instances (3 GPUs)`` for whole instances; ``4.57 GPUs`` for a part of an instance."""
+    if instances_ is None:
+        return "unlimited"
+    if math.isclose(instances_, 0, abs_tol=1e-9):
+        return "nothing"
+    gpus = instances_ * _gpus_per_instance(instance_type)
+    if math.isclose(instances_, round(instances_), abs_tol=1e-9):
+        return f"{_plural(round(instances_), 'instance')} ({_plural(gpus, 'GPU')})"
+    return _plural(round(gpus, 2), "GPU")
+
+
+def _guarantee_text(row: dict[str, Any]) -> str:
+    text = row["guarantee_text"]
+    if text.endswith(("instance", "instances")):
+        return text
+    extra = []
+    if "mig-" in text:
+        partitions = sum(int(part.split("x ", 1)[0]) for part in text.split(", ") if "x mig-" in part)
+        extra.append(_plural(partitions, "MIG partition"))
+    extra.append(_plural(round(row["guarantee_gpus"], 2), "GPU"))
+    return f"{text} ({', '.join(extra)})"
+
+
+def inference_plan(config: PlatformConfig) -> list[dict[str, Any]]:
+    """Each inference endpoint: instances, GPUs, its MIG layout and partitions, and its models."""
+    if config.inference is None:
+        return []
+    from cdk_gpu_share.core.inference_config import endpoint_layout
+
+    out = []
+    for e in config.inference.endpoints:
+        layout = endpoint_layout(e)
+        gpus = _gpus_per_instance(e.instance_type) * e.instance_count
+        models = []
+        for m in e.models:
+            models.append({
+                "model": m.name,
+                "team": m.team,
+                "per_copy": m.profile if m.profile else f"{m.gpus} whole GPU" + ("" if m.gpus == 1 else "s"),
+                "copies": {"initial": m.copies.initial, "min": m.copies.min, "max": m.copies.max},
+            })
+        entry: dict[str, Any] = {
+            "endpoint": e.name,
+            "instance_type": e.instance_type,
+            "instances": e.instance_count,
+            "gpus": gpus,
+            "layout": list(layout),
+            "mig_partitions": len(layout) * gpus,
+            "models": models,
+        }
+        if e.whole_gpu is not None:
+            entry["whole_gpu"] = {"instance_type": e.whole_gpu.instance_type, "instances": e.whole_gpu.instance_count,
+                                  "gpus": _gpus_per_instance(e.whole_gpu.instance_type) * e.whole_gpu.instance_count}
+        out.append(entry)
+    return out
+
+
+def idle_costs(config: PlatformConfig) -> list[dict[str, str]]:
+    """What the config's platform costs while no job runs: one entry per billed resource."""
+    out: list[dict[str, str]] = []
+    fs = config.fairshare
+    if fs is not None:
+        out.append({
+            "backend": FAIRSHARE,
+            "resource": "NAT gateway",
+            "what": "1 NAT gateway in the VPC created for the fair-share fleet (billed per hour and per GB); "
+                    "pass an existing VPC (FairshareQueue(vpc=...)) to avoid it",
+        })
+        if fs.min_instances > 0:
+            it = sorted(fs.capacity, key=lambda t: (_gpus_per_instance(t), t))[0]
+            info = instances.lookup(it)
+            out.append({
+                "backend": FAIRSHARE,
+                "resource": "compute environment minimum",
+                "what": f"min_instances {fs.min_instances}: {_plural(fs.min_instances, 'instance')} of {it} "
+                        f"({fs.min_instances * (info.vcpus if info else 0)} min vCPUs) always running",
+            })
+        if fs.reclaim.enabled:
+            out.append({"backend": FAIRSHARE, "resource": "reclaim Lambda",
+                        "what": f"the reclaim Lambda runs every {fs.reclaim.schedule_minutes} min (Lambda and CloudWatch metrics; cents a month)"})
+    if config.hyperpod is not None:
+        out.append({"backend": HYPERPOD, "resource": "HyperPod cluster (not created here)",
+                    "what": f"the cluster {config.hyperpod.cluster_arn.rsplit('/', 1)[-1]} bills its instances whether "
+                            "or not a team uses its quota; this platform adds only policies, which cost nothing"})
+    for e in inference_plan(config):
+        out.append({
+            "backend": "inference",
+            "resource": "always-on endpoint",
+            "what": f"endpoint {e['endpoint']}: {_plural(e['instances'], 'instance')} of {e['instance_type']} "
+                    f"({_plural(e['gpus'], 'GPU')}) billed every hour, whether or not a model gets requests",
+        })
+        if "whole_gpu" in e:
+            w = e["whole_gpu"]
+            out.append({
+                "backend": "inference",
+                "resource": "always-on endpoint",
+                "what": f"endpoint {e['endpoint']}-whole: {_plural(w['instances'], 'instance')} of "
+                        f"{w['instance_type']} ({_plural(w['gpus'], 'GPU')}) billed every hour",
+            })
+    alerts = getattr(config, "alerts", None)
+    if alerts is not None and not alerts.topic_arn:
+        out.append({"backend": "alerts", "resource": "KMS key",
+                    "what": "1 customer-managed KMS key encrypting the alarm topic (billed monthly)"})
     return out
 
 
@@ -106,33 +253,46 @@ def _num(x: float | None) -> str:
 
 
 def format_plan(plan: dict[str, Any]) -> str:
-    """The plan as tables a person can read."""
+    """The plan as tables a person can read (the CLI's one table printer)."""
+    from cdk_gpu_share.cli._table import format_table
+
     lines = [f"platform {plan['platform']}"]
     headers = ["team", "instance type", "guarantee", "sharing", "may borrow", "most it could use"]
     for backend, data in plan["backends"].items():
-        lines.append("")
-        lines.append(f"{backend}:")
+        lines += ["", f"{backend}: {data.get('strategy', backend)}"]
         rows = [
             [
                 r["team"],
                 r["instance_type"],
-                r["guarantee_text"],
+                _guarantee_text(r),
                 r["sharing"],
-                _num(r["borrow_cap"]),
-                _num(r["max_usage"]),
+                amount_text(r["borrow_cap"], r["instance_type"]),
+                amount_text(r["max_usage"], r["instance_type"]),
             ]
             for r in data["teams"]
         ]
-        widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h) for i, h in enumerate(headers)]
-        lines.append("  " + "  ".join(h.ljust(w) for h, w in zip(headers, widths)))
-        lines.append("  " + "  ".join("-" * w for w in widths))
-        for row in rows:
-            lines.append("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths)))
+        lines += format_table(headers, rows, right=set(), indent="  ")
         for it, t in data["totals"].items():
             lines.append(
-                f"  fleet {it}: capacity {_num(t['capacity'])}, guaranteed {_num(t['guaranteed'])},"
-                f" unguaranteed {_num(t['unguaranteed'])}"
+                f"  fleet {it}: capacity {amount_text(t['capacity'], it)}, guaranteed {amount_text(t['guaranteed'], it)},"
+                f" unguaranteed {amount_text(t['unguaranteed'], it)}"
             )
+    for e in plan.get("inference", []):
+        lines += ["", f"inference endpoint {e['endpoint']}: {_plural(e['instances'], 'instance')} of {e['instance_type']} "
+                      f"({_plural(e['gpus'], 'GPU')}), every GPU split {' + '.join(e['layout'])} = "
+                      f"{_plural(e['mig_partitions'], 'MIG partition')}"]
+        if "whole_gpu" in e:
+            w = e["whole_gpu"]
+            lines.append(f"  whole-GPU variant: {_plural(w['instances'], 'instance')} of {w['instance_type']} "
+                         f"({_plural(w['gpus'], 'GPU')})")
+        rows = [[m["model"], m["team"] or "-", m["per_copy"],
+                 str(m["copies"]["initial"]) if m["copies"]["min"] == m["copies"]["max"]
+                 else f"{m['copies']['min']}..{m['copies']['max']} (starts {m['copies']['initial']})"]
+                for m in e["models"]]
+        lines += format_table(["model", "team", "each copy on", "copies"], rows, right=set(), indent="  ")
+    costs = plan.get("idle_costs", [])
+    lines += ["", "costs money while idle:" if costs else "costs money while idle: nothing"]
+    lines += [f"  - {c['what']}" for c in costs]
     return "\n".join(lines)
 
 

@@ -425,6 +425,8 @@ class SimResult:
     series_usage: list[tuple[float, ...]]
     planner_calls: int = 0
     max_total_usage: float = 0.0
+    #: (time, index in team_names) of every preemption, in time order (for plots).
+    preemption_events: list[tuple[float, int]] = field(default_factory=list)
 
     @property
     def utilization(self) -> float:
@@ -529,6 +531,7 @@ class _Sim:
         self.busy = 0.0
         self.lost = 0.0
         self.preemptions = 0
+        self.preemption_events: list[tuple[float, int]] = []  # (time, team index), for plots
         self.completed = 0
         self.last_completion: float | None = None
         self.series_t: list[float] = []
@@ -631,6 +634,7 @@ class _Sim:
         r.stops += 1
         team.result.preempted += 1
         self.preemptions += 1
+        self.preemption_events.append((t, team.idx))
         self._push_pending(r)
 
     # -- dispatch ------------------------------------------------------------
@@ -936,6 +940,7 @@ def simulate(
         series_usage=sim.series_u,
         planner_calls=sim.planner_calls,
         max_total_usage=sim.max_total,
+        preemption_events=sim.preemption_events,
     )
 
 

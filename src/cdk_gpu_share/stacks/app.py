@@ -39,6 +39,8 @@ def build_platform(app: cdk.App, config: PlatformConfig, *, checks: bool = True)
     for team in config.teams:
         stack = TeamStack(app, stack_name(config, team.name), team=team)
         stack.add_stack_dependency(platform)
+        if platform.alerts is not None:
+            platform.alerts.route(stack)
         result.teams[team.name] = stack
         wildcards: list[str] = []
         quota = platform.quota

@@ -37,6 +37,14 @@ class PlatformStack(cdk.Stack):
         super().__init__(scope, id, description=f"cdk-gpu-share: shared GPU platform {config.name}", **kwargs)
         self.config = config
         cdk.Tags.of(self).add("gpu-share:platform", config.name)
+        # Every alarm of the stack (and of the team stacks, see build_platform) notifies the
+        # topic of the config's alerts section; the routing is an aspect, so order does not matter.
+        self.alerts = None
+        if getattr(config, "alerts", None) is not None:
+            from cdk_gpu_share.constructs.alerts import AlarmRouting
+
+            self.alerts = AlarmRouting.from_config(self, "Alerts", alerts=config.alerts)
+            self.alerts.route(self)
         self.quota: SharedGpuQuota | None = None
         if config.batch_quota or config.hyperpod:
             self.quota = SharedGpuQuota(
@@ -56,6 +64,12 @@ class PlatformStack(cdk.Stack):
             build = _optional("cdk_gpu_share.constructs.mig_endpoint", "endpoints_from_config")
             if build is not None:
                 self.endpoints = list(build(self, config))
+        # Requests, latency, errors and copies per model of every inference endpoint.
+        self.inference_dashboard = None
+        if self.endpoints:
+            inference_dash = _optional("cdk_gpu_share.constructs.dashboard", "InferenceDashboard")
+            if inference_dash is not None:
+                self.inference_dashboard = inference_dash(self, "InferenceDashboard", endpoints=self.endpoints)
         # The GPU-sharing dashboard and alarms, by default whenever a reclaimer emits their metrics.
         self.dashboard = None
         dash = _optional("cdk_gpu_share.constructs.dashboard", "GpuShareDashboard")

@@ -1,0 +1,116 @@
+"""The policy answer side by side: ``gpu-share simulate --compare``.
+
+:func:`compare` turns the results of the same trace simulated in several modes into
+one table per team and one for the pool, with the best value of each row marked.
+It only reads :class:`~cdk_gpu_share.core.simulate.SimResult` (no second simulator).
+
+Which value is best: the lowest for waits, preemptions, lost and queued GPU-hours;
+the highest for utilization and for GPU-hours borrowed (capacity a team got from
+others' idle guarantees is what sharing buys). A row whose values are all equal
+has no best value; a mode that could not run (``static`` with a job larger than its
+team's guarantee) shows no value and does not compete.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+LOWER, HIGHER = "lower", "higher"
+TOL = 1e-9
+
+
+@dataclass(frozen=True)
+class Row:
+    """One metric across the modes; ``values[i]`` is None when mode i did not run."""
+
+    key: str
+    label: str
+    unit: str  # "s", "GPU-h", "count", "%"
+    better: str
+    values: tuple[float | None, ...]
+
+    @property
+    def best(self) -> tuple[int, ...]:
+        """Indexes of the best values; empty when there is nothing to choose between."""
+        present = [(i, v) for i, v in enumerate(self.values) if v is not None]
+        if len(present) < 2:
+            return ()
+        pick = min if self.better == LOWER else max
+        target = pick(v for _, v in present)
+        if all(abs(v - target) <= TOL for _, v in present):
+            return ()
+        return tuple(i for i, v in present if abs(v - target) <= TOL)
+
+
+@dataclass
+class Comparison:
+    modes: tuple[str, ...]
+    pool: list[Row]
+    teams: dict[str, list[Row]]
+    guarantees: dict[str, float]
+    capacity: float
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        def rows(rs: list[Row]) -> dict[str, Any]:
+            return {r.key: {"values": dict(zip(self.modes, r.values)), "unit": r.unit, "better": r.better,
+                            "best": [self.modes[i] for i in r.best]} for r in rs}
+
+        return {
+            "modes": list(self.modes),
+            "capacity_gpus": self.capacity,
+            "pool": rows(self.pool),
+            "teams": {name: {"guarantee_gpus": self.guarantees[name], **rows(rs)} for name, rs in self.teams.items()},
+            "notes": list(self.notes),
+        }
+
+
+def lost_by_team(result: Any, jobs: Sequence[Any]) -> dict[str, float]:
+    """GPU-seconds of work thrown away per team: what the team's jobs ran beyond their own work."""
+    work = {j.id: j.duration_s * j.gpus for j in jobs}
+    lost = {name: 0.0 for name in result.team_names}
+    for o in result.outcomes:
+        lost[o.team] += max(0.0, o.busy_gpu_seconds - work.get(o.id, 0.0))
+    return lost
+
+
+def compare(runs: Sequence[tuple[str, Any | None]], jobs: Sequence[Any], *, notes: Sequence[str] = ()) -> Comparison:
+    """``runs``: (mode label, SimResult or None when the mode could not run), in column order."""
+    modes = tuple(label for label, _ in runs)
+    results = [r for _, r in runs]
+    first = next((r for r in results if r is not None), None)
+    if first is None:
+        raise ValueError("no mode ran")
+    names = first.team_names
+
+    def per(fn) -> tuple[float | None, ...]:
+        return tuple(None if r is None else float(fn(r)) for r in results)
+
+    pool = [
+        Row("utilization", "pool utilization", "%", HIGHER, per(lambda r: 100.0 * r.utilization)),
+        Row("queued_gpu_hours", "queued GPU-hours", "GPU-h", LOWER, per(lambda r: r.wait_gpu_hours)),
+        Row("preemptions", "preemptions", "count", LOWER, per(lambda r: r.preemptions)),
+        Row("lost_gpu_hours", "lost GPU-hours", "GPU-h", LOWER, per(lambda r: r.lost_gpu_seconds / 3600.0)),
+    ]
+    lost = [None if r is None else lost_by_team(r, jobs) for r in results]
+    teams: dict[str, list[Row]] = {}
+    for name in names:
+        def team_value(key: str):
+            def get(r: Any) -> float:
+                return r.teams[name].to_dict()[key]
+            return get
+
+        teams[name] = [
+            Row("wait_p50_s", "wait p50", "s", LOWER, per(team_value("wait_p50_s"))),
+            Row("wait_p99_s", "wait p99", "s", LOWER, per(team_value("wait_p99_s"))),
+            Row("lender_wait_p99_s", "wait for own guarantee p99", "s", LOWER, per(team_value("reclaim_wait_p99_s"))),
+            Row("borrowed_gpu_hours", "GPU-hours borrowed", "GPU-h", HIGHER,
+                per(lambda r: r.teams[name].borrowed_gpu_seconds / 3600.0)),
+            Row("preemptions", "preemptions", "count", LOWER, per(lambda r: r.teams[name].preempted)),
+            Row("lost_gpu_hours", "lost GPU-hours", "GPU-h", LOWER,
+                tuple(None if d is None else d[name] / 3600.0 for d in lost)),
+        ]
+    guarantees = dict(zip(names, (float(g) for g in first.guarantees)))
+    return Comparison(modes=modes, pool=pool, teams=teams, guarantees=guarantees, capacity=float(first.capacity),
+                      notes=list(notes))

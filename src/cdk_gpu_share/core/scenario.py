@@ -1,0 +1,161 @@
+"""The simulator's scenario, built from the platform config (``gpu-share simulate --config``).
+
+One pure function, :func:`scenario_from_config`, maps a validated
+:class:`~cdk_gpu_share.core.config.PlatformConfig` and one of its backends to the
+``capacity``, ``settings`` and ``teams`` of a reclaim-plan input
+(shared/contracts/simulate.md), so nobody hand-writes a scenario JSON.
+
+The simulator's pool is fungible GPUs. Amounts are therefore counted in GPUs:
+
+- whole instances: instances x the type's GPUs (from :mod:`cdk_gpu_share.core.instances`);
+- ``accelerators``: that many GPUs;
+- MIG partitions: the fraction of a GPU each profile is, in compute slices of seven
+  (``mig-3g.40gb`` is 3/7 of a GPU);
+- a guarantee of ``vcpu``/``memory_gib`` only: the GPUs of the share of an instance
+  it stands for (the larger of the two fractions).
+
+A team's GPUs are summed over the backend's instance types; placement across types is
+not modelled (the simulator's pool is one pool). Per backend, the defaults the
+service applies are applied here too: a HyperPod compute quota without
+``borrow_limit_percent`` borrows at most 50 % of its guarantee; Batch and the
+fair-share queue default to unlimited. The fair-share queue's reclaim settings
+(``reclaim_after_seconds``, ``min_runtime_seconds``) become the scenario's settings
+and its ``schedule_minutes`` the planner's period (:func:`poll_seconds_of`).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any, Mapping
+
+from cdk_gpu_share.core import instances
+from cdk_gpu_share.core.config import BACKENDS, FAIRSHARE, HYPERPOD, Amount, PlatformConfig, TeamConfig
+from cdk_gpu_share.core.errors import ConfigError, Problem
+
+RESOURCE = "gpu"
+#: Compute slices of a MIG-capable GPU: a ``mig-<k>g.*`` profile is k/7 of one GPU.
+MIG_COMPUTE_SLICES = 7
+#: A HyperPod compute quota without BorrowLimit gets the service default of 50 percent.
+HYPERPOD_DEFAULT_BORROW_PERCENT = 50
+
+
+def mig_fraction(profile: str) -> Fraction:
+    """The fraction of one GPU a MIG profile is: ``mig-3g.40gb`` -> 3/7."""
+    slices = int(profile.split("-", 1)[1].split("g", 1)[0])
+    return Fraction(slices, MIG_COMPUTE_SLICES)
+
+
+def amount_gpus(instance_type: str, amount: Amount | int) -> Fraction:
+    """GPUs an amount of ``instance_type`` stands for (see the module docstring).
+
+    An integer is a number of whole instances (a backend's ``capacity``).
+    """
+    info = instances.lookup(instance_type)
+    per_instance = info.gpus if info is not None else 0
+    if not isinstance(amount, Amount):
+        return Fraction(int(amount) * per_instance)
+    if amount.accelerators is not None:
+        return Fraction(amount.accelerators)
+    total = Fraction(0)
+    if amount.instances is not None:
+        total += amount.instances * per_instance
+    for profile, count in amount.mig:
+        total += mig_fraction(profile) * count
+    if amount.instances is None and not amount.mig and info is not None:
+        shares = [Fraction(0)]
+        if amount.vcpu is not None:
+            shares.append(Fraction(amount.vcpu) / info.vcpus)
+        if amount.memory_gib is not None:
+            shares.append(Fraction(amount.memory_gib) / info.memory_gib)
+        total += max(shares) * per_instance
+    return total
+
+
+def _number(x: Fraction) -> int | float:
+    return int(x) if x.denominator == 1 else float(x)
+
+
+def simulated_backends(config: PlatformConfig) -> list[str]:
+    """The backends of ``config`` with at least one team: what ``--backend`` may name."""
+    return [b for b in BACKENDS if config.backend(b) is not None and config.teams_for(b)]
+
+
+def choose_backend(config: PlatformConfig, backend: str | None) -> str:
+    """``backend``, checked against the config; or the config's only backend when None."""
+    present = simulated_backends(config)
+    if backend is None:
+        if len(present) == 1:
+            return present[0]
+        if not present:
+            raise ConfigError(Problem("--config", config.source or config.name,
+                                      "declares no backend with teams, so there is nothing to simulate",
+                                      "add batch_quota, hyperpod or fairshare with a capacity the teams guarantee"))
+        raise ConfigError(Problem("--backend", None,
+                                  f"is needed: the config declares {len(present)} backends ({', '.join(present)})",
+                                  f"add --backend {present[0]} (or one of {', '.join(present)})"))
+    if backend not in BACKENDS:
+        raise ConfigError(Problem("--backend", backend, "is not a backend",
+                                  f"use one of {', '.join(BACKENDS)}"))
+    if backend not in present:
+        raise ConfigError(Problem("--backend", backend,
+                                  "is not declared by the config (or no team guarantees its capacity)",
+                                  f"use one of {', '.join(present)}" if present else "add that section to the config"))
+    return backend
+
+
+def _team_entry(team: TeamConfig, capacity: Mapping[str, int], backend: str) -> dict[str, Any]:
+    guarantee = sum((amount_gpus(it, a) for it, a in team.guarantee_for(capacity).items()), Fraction(0))
+    entry: dict[str, Any] = {
+        "name": team.name,
+        "guarantee": {RESOURCE: _number(guarantee)},
+        "sharing": team.sharing.value,
+        "in_team_preemption": bool(team.in_team_preemption),
+    }
+    if team.sharing.borrows:
+        percent = team.borrow_limit_percent
+        if percent is None:
+            percent = HYPERPOD_DEFAULT_BORROW_PERCENT if backend == HYPERPOD else -1
+        entry["borrow_limit_percent"] = percent
+        limits = {it: a for it, a in team.borrow_limit.items() if it in capacity}
+        if limits:
+            entry["borrow_limit"] = {RESOURCE: _number(sum((amount_gpus(it, a) for it, a in limits.items()),
+                                                           Fraction(0)))}
+    return entry
+
+
+def scenario_from_config(config: PlatformConfig, backend: str | None = None) -> dict[str, Any]:
+    """The scenario (``capacity``, ``settings``, ``teams``) of ``backend`` in ``config``.
+
+    ``backend`` may be left out when the config has exactly one. Raises
+    :class:`ConfigError` naming ``--backend`` when it is missing or not in the config.
+    The result is plain JSON data: :func:`cdk_gpu_share.core.simulate.parse_scenario`
+    validates it as it validates a scenario file.
+    """
+    backend = choose_backend(config, backend)
+    section = config.backend(backend)
+    capacity = sum((amount_gpus(it, n) for it, n in section.capacity.items()), Fraction(0))
+    settings = {"reclaim_after_seconds": 0, "min_runtime_seconds": 0}
+    if backend == FAIRSHARE:
+        settings = {
+            "reclaim_after_seconds": section.reclaim.reclaim_after_seconds,
+            "min_runtime_seconds": section.reclaim.min_runtime_seconds,
+        }
+    return {
+        "capacity": {RESOURCE: _number(capacity)},
+        "settings": settings,
+        "teams": [_team_entry(t, section.capacity, backend) for t in config.teams_for(backend)],
+    }
+
+
+def poll_seconds_of(config: PlatformConfig, backend: str) -> float | None:
+    """The planner's period the deployed backend uses (fair share: its reclaim schedule), or None."""
+    if backend == FAIRSHARE and config.fairshare is not None:
+        return float(config.fairshare.reclaim.schedule_minutes * 60)
+    return None
+
+
+def describe_source(config: PlatformConfig, backend: str) -> str:
+    """How the scenario was built, for the report's header: ``platform.yaml (fairshare, 3 GPUs)``."""
+    scenario = scenario_from_config(config, backend)
+    gpus = scenario["capacity"][RESOURCE]
+    return f"{config.source or config.name} ({backend}, {gpus:g} GPUs)"

@@ -1,0 +1,136 @@
+"""`gpu-share plan`, `validate --json` and `summary`: every backend, amounts with units, one spelling
+per strategy, and what costs money while idle."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from cdk_gpu_share.cli import main
+from cdk_gpu_share.core.config import load_config, parse_config
+from cdk_gpu_share.core.plan import amount_text, fleet_plan, format_plan, idle_costs
+
+ROOT = Path(__file__).resolve().parents[1]
+BARE_FRACTION = re.compile(r"(?<![\w.])0\.\d+(?![\w.]| GPU)")  # a fraction with no unit after it
+
+
+def test_plan_covers_every_backend_with_units():
+    text = format_plan(fleet_plan(load_config(ROOT / "examples" / "hyperpod.yaml")))
+    assert "hyperpod: SageMaker HyperPod task governance" in text
+    assert "8x mig-1g.5gb, 8x mig-3g.20gb (16 MIG partitions, 4.57 GPUs)" in text
+    assert "1 instance (8 GPUs)" in text  # research may borrow half its 2 instances
+    assert "guaranteed 4.57 GPUs, unguaranteed 3.43 GPUs" in text  # never 0.571429 of an instance
+    assert not BARE_FRACTION.search(text), BARE_FRACTION.search(text)
+
+
+def test_plan_shows_inference_endpoints_and_their_partitions():
+    plan = fleet_plan(load_config(ROOT / "examples" / "inference.yaml"))
+    (e,) = plan["inference"]
+    assert e["gpus"] == 8 and e["mig_partitions"] == 16
+    text = format_plan(plan)
+    assert ("inference endpoint small-models: 1 instance of ml.p4d.24xlarge (8 GPUs), every GPU split "
+            "mig-3g.20gb + mig-3g.20gb = 16 MIG partitions") in text
+    assert re.search(r"query-rewriter\s+search\s+mig-3g.20gb\s+1..8 \(starts 2\)", text)
+    assert "billed every hour, whether or not a model gets requests" in text
+
+
+def test_idle_costs_name_the_nat_gateway_min_instances_and_endpoints():
+    raw = yaml.safe_load((ROOT / "platform.yaml").read_text())
+    costs = [c["what"] for c in idle_costs(parse_config(raw))]
+    assert any("NAT gateway" in c for c in costs)
+    assert not any("always running" in c for c in costs)  # min_instances 0
+    raw2 = copy.deepcopy(raw)
+    raw2["fairshare"]["min_instances"] = 2
+    raw2["alerts"] = {"emails": ["a@example.com"]}
+    costs = [c["what"] for c in idle_costs(parse_config(raw2))]
+    assert any("min_instances 2: 2 instances of g5.xlarge (8 min vCPUs) always running" in c for c in costs)
+    assert any("KMS key" in c for c in costs)
+    hp = [c["what"] for c in idle_costs(load_config(ROOT / "examples" / "hyperpod.yaml"))]
+    assert len(hp) == 1 and "bills its instances" in hp[0]
+
+
+@pytest.mark.parametrize("instances, itype, text", [
+    (3, "g5.xlarge", "3 instances (3 GPUs)"),
+    (1, "ml.p5.48xlarge", "1 instance (8 GPUs)"),
+    (0.5, "ml.p5.48xlarge", "4 GPUs"),
+    (4 / 7 / 8 * 8, "ml.p4d.24xlarge", "4.57 GPUs"),
+    (0, "g5.xlarge", "nothing"),
+    (None, "g5.xlarge", "unlimited"),
+])
+def test_amount_text(instances, itype, text):
+    assert amount_text(instances, itype) == text
+
+
+def test_plan_json_keeps_instances_and_adds_gpus(capsys):
+    assert main(["plan", "--json", str(ROOT / "examples" / "hyperpod.yaml")]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    rows = {r["team"]: r for r in plan["backends"]["hyperpod"]["teams"]}
+    assert rows["research"]["borrow_cap"] == 1 and rows["research"]["borrow_cap_gpus"] == 8
+    assert rows["inference"]["guarantee_gpus"] == pytest.approx(32 / 7)
+    assert plan["backends"]["hyperpod"]["strategy"] == "SageMaker HyperPod task governance"
+    assert plan["idle_costs"]
+
+
+def test_validate_json_valid_and_invalid(tmp_path, capsys):
+    assert main(["validate", "--json", str(ROOT / "platform.yaml")]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["valid"] is True and d["teams"] == ["team-a", "team-b", "team-c"]
+    assert set(d["backends"]) == {"batch_quota", "fairshare"}
+    assert d["backends"]["fairshare"]["capacity"] == {"g5.xlarge": {"instances": 3, "gpus": 3}}
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("teams: []\nbatch_quota: {capacity: {ml.g5.xlarge: x}}\n")
+    assert main(["validate", "--json", str(bad)]) == 2
+    out = capsys.readouterr()
+    d = json.loads(out.out)
+    assert d["valid"] is False
+    fields = {p["field"]: p for p in d["problems"]}
+    assert fields["batch_quota.capacity.ml.g5.xlarge"]["value"] == "x"
+    assert fields["teams"]["fix"]
+    assert main(["validate", "--json", str(tmp_path / "missing.yaml")]) == 2
+    assert json.loads(capsys.readouterr().out)["problems"][0]["message"] == "file not found"
+
+
+def _assembly(tmp_path, resources):
+    (tmp_path / "manifest.json").write_text(json.dumps({"artifacts": {"s": {
+        "type": "aws:cloudformation:stack", "properties": {"templateFile": "s.template.json"}}}}))
+    (tmp_path / "s.template.json").write_text(json.dumps({"Resources": resources}))
+    return tmp_path
+
+
+def test_summary_spells_strategies_as_the_config_and_lists_idle_costs(tmp_path, capsys):
+    out = _assembly(tmp_path, {
+        "Q": {"Type": "AWS::Batch::QuotaShare", "Properties": {
+            "QuotaShareName": "team-a", "CapacityLimits": [{"MaxCapacity": 2, "CapacityUnit": "ml.g5.xlarge"}],
+            "ResourceSharingConfiguration": {"Strategy": "LEND_AND_BORROW", "BorrowLimit": 50}}},
+        "H": {"Type": "AWS::SageMaker::ComputeQuota", "Properties": {
+            "ComputeQuotaTarget": {"TeamName": "research"},
+            "ComputeQuotaConfig": {"ComputeQuotaResources": [
+                {"InstanceType": "ml.p4d.24xlarge", "AcceleratorPartition": {"Type": "mig-3g.20gb", "Count": 4}},
+                {"InstanceType": "ml.p5.48xlarge", "Count": 1, "MemoryInGiB": 64}],
+                "ResourceSharingConfig": {"Strategy": "LendAndBorrow", "BorrowLimit": 50}}}},
+        "N": {"Type": "AWS::EC2::NatGateway", "Properties": {}},
+        "C": {"Type": "AWS::Batch::ComputeEnvironment", "Properties": {
+            "ComputeResources": {"MinvCpus": 8, "InstanceTypes": ["g5.xlarge"]}}},
+        "E": {"Type": "Custom::GpuShareMigEndpoint", "Properties": {
+            "EndpointBaseName": "small", "InstanceCount": 1, "InstanceType": "ml.p4d.24xlarge",
+            "Layout": ["mig-3g.20gb", "mig-3g.20gb"]}},
+        "I": {"Type": "Custom::GpuShareMigInferenceComponent", "Properties": {
+            "ComponentBaseName": "small-q", "AcceleratorPartitionType": "mig-3g.20gb", "CopyCount": 3,
+            "MinCopyCount": 1, "MaxCopyCount": 8}},
+    })
+    assert main(["summary", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "team-a: Batch quota share, 2 instances of ml.g5.xlarge, lend_and_borrow, borrow limit 50% of the guarantee" in text
+    assert ("research: HyperPod compute quota, ml.p4d.24xlarge: 4 MIG partitions mig-3g.20gb; "
+            "ml.p5.48xlarge: 1 instance, 64 GiB, lend_and_borrow") in text
+    assert "LendAndBorrow" not in text and "LEND_AND_BORROW" not in text
+    assert ("endpoint small: 1 instance of ml.p4d.24xlarge, every GPU split mig-3g.20gb + mig-3g.20gb "
+            "(2 MIG partitions per GPU, 16 MIG partitions on 8 GPUs)") in text
+    assert "model small-q: 3 copies on mig-3g.20gb MIG partitions (one each), autoscaled 1..8" in text
+    idle = text.split("costs money while idle:")[1]
+    assert "a NAT gateway" in idle and "8 min vCPUs of g5.xlarge" in idle and "endpoint small" in idle

@@ -1,0 +1,137 @@
+"""The HTML report of `gpu-share simulate --compare --report`, in a real headless Chromium.
+
+Chromium comes from Debian's package (`.ci/chromium` installs it; `.ci/run` calls it and sets
+GPU_SHARE_REQUIRE_BROWSER=1 so that CI fails instead of skipping when it is missing).
+
+The report itself has no scripts. A test-only wrapper page loads it in an iframe and
+writes what it finds (tables, images that decoded, their sizes) into its own title, which
+`--dump-dom` prints; console messages come from Chromium's log (`--enable-logging=stderr`).
+A screenshot of the report is kept at $GPU_SHARE_SCREENSHOT_DIR (default: pytest's tmp dir).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import struct
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from cdk_gpu_share.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+def _chromium() -> str:
+    found = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+    if not found:
+        try:
+            found = subprocess.run([str(ROOT / ".ci" / "chromium")], capture_output=True, text=True,
+                                   timeout=900, check=True).stdout.strip()
+        except (subprocess.SubprocessError, OSError) as exc:
+            detail = getattr(exc, "stderr", "") or str(exc)
+            if os.environ.get("GPU_SHARE_REQUIRE_BROWSER"):
+                pytest.fail(f"no Chromium for the report test: {detail.strip()}")
+            pytest.skip(f"no Chromium (install it with .ci/chromium or apt-get install -y chromium): {detail.strip()}")
+    return found
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    return _chromium()
+
+
+def run_chromium(chromium: str, tmp: Path, *args: str) -> subprocess.CompletedProcess:
+    profile = tmp / f"profile-{len(list(tmp.glob('profile-*')))}"
+    return subprocess.run([chromium, *FLAGS, f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0",
+                           *args], capture_output=True, text=True, timeout=120)
+
+
+def console_messages(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if ":CONSOLE" in line]
+
+
+WRAPPER = """<!DOCTYPE html><html><head><title>pending</title></head><body>
+<iframe id="r" src="{src}" style="width:1200px;height:900px"></iframe>
+<script>
+document.getElementById("r").addEventListener("load", () => {{
+  const d = document.getElementById("r").contentDocument;
+  const imgs = [...d.images];
+  const ok = imgs.filter(i => i.complete && i.naturalWidth > 300 && i.naturalHeight > 200).length;
+  const tables = d.querySelectorAll("table").length;
+  const best = d.querySelectorAll("td.best").length;
+  const ext = [...d.querySelectorAll("[src],link[href]")].filter(e => !/^data:/.test(e.getAttribute("src") || e.getAttribute("href") || "")).length;
+  document.title = `tables=${{tables}} images=${{imgs.length}} decoded=${{ok}} best=${{best}} external=${{ext}}`;
+}});
+</script></body></html>"""
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("report")
+    rows = ["job_id,team,submit_time,duration_s,gpus,priority"]
+    rows += [f"b{i},team-b,{i * 10},2000,1,0" for i in range(3)]
+    rows += [f"a{i},team-a,{300 + i * 400},500,1,1" for i in range(3)]
+    rows += [f"c{i},team-c,{900 + i * 50},300,0.5,0" for i in range(4)]
+    trace = tmp / "jobs.csv"
+    trace.write_text("\n".join(rows) + "\n")
+    out = tmp / "report.html"
+    code = main(["simulate", "--config", str(ROOT / "platform.yaml"), "--backend", "fairshare", "--trace", str(trace),
+                 "--compare", "--checkpoint-seconds", "120", "--report", str(out)])
+    assert code == 0
+    return out
+
+
+def test_the_report_is_one_self_contained_page(report):
+    text = report.read_text()
+    assert text.startswith("<!DOCTYPE html>")
+    assert "<script" not in text  # nothing to run, nothing to fail
+    assert not re.search(r'(src|href)="(?!data:)', text)  # no external resource: readable offline, by mail
+    assert text.count("data:image/png;base64,") == 4  # static, share, share+reclaim, with checkpoints
+    assert text.count("<table>") == 4  # the pool and three teams
+
+
+def test_the_report_loads_in_chromium_without_console_errors(chromium, report, tmp_path):
+    wrapper = tmp_path / "wrapper.html"
+    wrapper.write_text(WRAPPER.format(src=report.as_uri()))
+    proc = run_chromium(chromium, tmp_path, "--allow-file-access-from-files", "--virtual-time-budget=10000",
+                        "--dump-dom", wrapper.as_uri())
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    title = re.search(r"<title>(.*?)</title>", proc.stdout).group(1)
+    assert title.startswith("tables=4 images=4 decoded=4"), title
+    assert "external=0" in title
+    assert int(re.search(r"best=(\d+)", title).group(1)) > 0
+    # The wrapper's own script runs; the report must add no console message of its own.
+    assert console_messages(proc.stderr) == [], console_messages(proc.stderr)
+
+
+def test_console_errors_are_detected(chromium, tmp_path):
+    """The console check above can fail: a page that logs an error is caught."""
+    page = tmp_path / "bad.html"
+    page.write_text('<!DOCTYPE html><html><body><script>console.error("report-broken")</script></body></html>')
+    proc = run_chromium(chromium, tmp_path, "--dump-dom", page.as_uri())
+    assert any("report-broken" in m for m in console_messages(proc.stderr))
+
+
+def _png_size(path: Path) -> tuple[int, int]:
+    head = path.read_bytes()[:24]
+    assert head[:8] == b"\x89PNG\r\n\x1a\n"
+    return struct.unpack(">II", head[16:24])
+
+
+def test_a_screenshot_shows_the_tables_and_plots(chromium, report, tmp_path):
+    where = Path(os.environ.get("GPU_SHARE_SCREENSHOT_DIR", tmp_path))
+    where.mkdir(parents=True, exist_ok=True)
+    shot = where / "report.png"
+    proc = run_chromium(chromium, tmp_path, "--hide-scrollbars", "--window-size=1200,4200",
+                        f"--screenshot={shot}", report.as_uri())
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert _png_size(shot) == (1200, 4200)
+    # Not a blank page: the PNG of a page of tables and plots compresses far worse than white.
+    assert shot.stat().st_size > 100_000
+    assert console_messages(proc.stderr) == []
