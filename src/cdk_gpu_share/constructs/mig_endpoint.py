@@ -118,6 +118,18 @@ _ECR_IMAGE = re.compile(r"^(\d{12})\.dkr\.ecr\.([a-z0-9-]+)\.amazonaws\.com(?:\.
 _S3_URL = re.compile(r"^s3://([^/]+)/(.*)$")
 
 
+#: CloudFormation waits at most this long for each request of a custom resource
+#: (``ServiceTimeout``: 1 to 3,600 s).
+SERVICE_TIMEOUT = cdk.Duration.seconds(3600)
+#: The provider framework's wait loop (its ``totalTimeout`` is at most one hour). Shorter than
+#: ``SERVICE_TIMEOUT`` so that the framework, never CloudFormation's timeout, answers and
+#: CloudFormation learns the physical id; the handler's own budget (``BUDGET_SECONDS`` in
+#: the handler, 50 min) is shorter still, so the handler fails first with a message that
+#: names the endpoint, its state and what was cleaned.
+PROVIDER_TOTAL_TIMEOUT = cdk.Duration.minutes(55)
+PROVIDER_QUERY_INTERVAL = cdk.Duration.seconds(30)
+
+
 def _hash(value: Any) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:6]
 
@@ -184,9 +196,10 @@ class _Provider(Construct):
             "Provider",
             on_event_handler=self.on_event,
             is_complete_handler=self.is_complete,
-            query_interval=cdk.Duration.seconds(30),
-            # A p4d/p5 endpoint takes 10-30 minutes; the framework allows at most 2 hours.
-            total_timeout=cdk.Duration.hours(2),
+            query_interval=PROVIDER_QUERY_INTERVAL,
+            # A p4d/p5 endpoint takes 10-30 minutes, longer when capacity is short; the
+            # framework allows at most one hour and CloudFormation's ServiceTimeout too.
+            total_timeout=PROVIDER_TOTAL_TIMEOUT,
         )
         self._acknowledge()
 
@@ -390,6 +403,7 @@ class MigInferenceEndpoint(Construct):
             service_token=provider.service_token,
             resource_type="Custom::GpuShareMigEndpoint",
             properties=props,
+            service_timeout=SERVICE_TIMEOUT,
         )
         self._after_role_policy(self.endpoint)
 
@@ -606,6 +620,7 @@ class MigInferenceEndpoint(Construct):
             service_token=self._provider.service_token,
             resource_type="Custom::GpuShareMigInferenceComponent",
             properties=props,
+            service_timeout=SERVICE_TIMEOUT,
         )
         name = component.get_att_string("InferenceComponentName")
         self.components[m.name] = component
