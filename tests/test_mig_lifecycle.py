@@ -421,3 +421,50 @@ def test_delete_after_cloudformation_lost_the_physical_id(world):
     assert stack.delete() == "DELETE_COMPLETE", stack.reasons
     settle(sm, 10)
     assert sm.inventory() == {"endpoints": set(), "configs": set(), "components": set()}
+
+
+def test_a_component_added_by_hand_during_a_layout_change_keeps_the_old_endpoint_only(world):
+    """Item 7: the cleanup Delete of the old endpoint does not fail; the update completes on the new one."""
+    stack, sm = world
+    assert stack.deploy(template()) == "CREATE_COMPLETE"
+    old = stack.resources["Endpoint"].physical
+    sm.add_by_hand("experiments-llm", old, "mig-3g.20gb")
+    settle(sm, 10)
+    new_layout = {**ENDPOINT, "Layout": ["mig-4g.20gb", "mig-3g.20gb"]}
+    assert stack.deploy(template(Endpoint=new_layout)) == "UPDATE_COMPLETE", stack.reasons
+    assert not stack.reasons
+    assert h.TAG_RETAINED in sm.endpoints[old].tags
+    assert {c.name for c in sm.components.values() if c.endpoint == old} == {"experiments-llm"}
+    assert orphans(stack, sm) == []
+    assert_clean_and_updatable(stack, sm, template(Endpoint=new_layout))
+
+
+def test_a_component_left_failed_by_an_earlier_attempt_is_recreated(world):
+    """Retries converge for components too: a Failed component of our name is deleted and created again."""
+    stack, sm = world
+    assert stack.deploy(template(ComponentTicketTriage=component("ticket-triage", lo=2, team="support"))) == "CREATE_COMPLETE"
+    endpoint = stack.resources["Endpoint"].physical
+    extra = component("summarizer", team="search")
+    extra["EndpointName"] = endpoint
+    name = h.component_name(extra)
+    sm.client.create_inference_component(
+        InferenceComponentName=name, EndpointName=endpoint, VariantName="AllTraffic",
+        Specification=h._specification(extra), RuntimeConfig={"CopyCount": 40},
+    )
+    settle(sm, 10)
+    assert sm.components[name].status == "Failed"
+    t = template(ComponentSummarizer=component("summarizer", hi=1, lo=1, initial=1, team="search"))
+    t["ComponentQueryRewriter"] = component("query-rewriter", hi=5, team="search")  # 5 + 7 + 1 and 3 spare of 16
+    assert stack.deploy(t) == "UPDATE_COMPLETE", stack.reasons
+    assert live_component(stack, sm, "ComponentSummarizer").status == "InService"
+    assert_clean_and_updatable(stack, sm, t)
+
+
+def test_every_request_the_handler_sent_was_validated_by_the_vendored_model(world):
+    """The client is botocore's with the asset's model: an invalid request never reaches the model."""
+    import botocore.exceptions
+
+    _, sm = world
+    with pytest.raises(botocore.exceptions.ParamValidationError):
+        sm.client.create_inference_component(InferenceComponentName="small-models-x", EndpointName="e", Specification={}, RuntimeConfig={"CopyCount": "two"})
+    assert sm.calls == []
