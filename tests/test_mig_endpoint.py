@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import aws_cdk as cdk
@@ -517,3 +518,18 @@ def test_a_changed_image_gives_the_model_a_new_name():
 def test_endpoint_name_defaults_to_the_construct_id():
     endpoint = build()
     assert endpoint.base_name == "e"
+
+
+def test_every_wait_ends_inside_cloudformations_hour(example):
+    """ServiceTimeout on each custom resource; the framework's waiter gives up before it."""
+    t = example["template"]
+    for kind in (ENDPOINT, COMPONENT):
+        resources = t.find_resources(kind)
+        assert resources and all(r["Properties"]["ServiceTimeout"] == "3600" for r in resources.values())
+    (machine,) = t.find_resources("AWS::StepFunctions::StateMachine").values()
+    definition = json.dumps(machine["Properties"]["DefinitionString"])
+    interval = int(re.search(r'IntervalSeconds\\+":(\d+)', definition).group(1))
+    attempts = int(re.search(r'MaxAttempts\\+":(\d+)', definition).group(1))
+    waited = interval * (attempts + 1)
+    assert (interval, attempts) == (30, 110)
+    assert waited <= 3600 - 2 * interval, f"the waiter waits {waited} s"
