@@ -468,3 +468,30 @@ def test_every_request_the_handler_sent_was_validated_by_the_vendored_model(worl
     with pytest.raises(botocore.exceptions.ParamValidationError):
         sm.client.create_inference_component(InferenceComponentName="small-models-x", EndpointName="e", Specification={}, RuntimeConfig={"CopyCount": "two"})
     assert sm.calls == []
+
+
+def test_first_deploy_whose_component_fails_rolls_back_to_nothing(world):
+    """Delete after failed create: a component that cannot be placed; the rollback deletes it and the endpoint."""
+    stack, sm = world
+    greedy = component("query-rewriter", initial=17, lo=17, hi=17, team="search")
+    assert stack.deploy(template(ComponentQueryRewriter=greedy)) == "ROLLBACK_COMPLETE"
+    assert "not enough free mig-3g.20gb partitions for 17 copies" in " ".join(stack.reasons)
+    assert orphans(stack, sm) == []
+    settle(sm, 10)
+    assert sm.inventory() == {"endpoints": set(), "configs": set(), "components": set()}
+    assert_clean_and_updatable(stack, sm)
+
+
+def test_slow_component_create_fails_inside_the_hour_and_the_retry_converges(world):
+    """Retries after timeout: a component still Creating at the budget is deleted by the rollback."""
+    stack, sm = world
+    assert stack.deploy(template()) == "CREATE_COMPLETE"
+    sm.component_seconds = 65 * MIN
+    extra = component("summarizer", initial=1, lo=1, hi=1, team="search")
+    t = template(ComponentSummarizer=extra, ComponentQueryRewriter=component("query-rewriter", hi=5, team="search"))
+    assert stack.deploy(t) == "UPDATE_ROLLBACK_COMPLETE"
+    assert "is still Creating after 50 minutes" in " ".join(stack.reasons)
+    assert orphans(stack, sm) == []
+    sm.component_seconds = 5 * MIN
+    assert stack.deploy(t) == "UPDATE_COMPLETE", stack.reasons
+    assert_clean_and_updatable(stack, sm, t)
