@@ -435,7 +435,7 @@ def test_refuses_more_copies_of_a_profile_than_partitions_exist():
 
 
 def test_more_instances_make_room_for_more_copies():
-    endpoint = build(instance_count=2, models=[model("a", "mig-3g.20gb", copies=Copies(1, 1, 31))])
+    endpoint = build(instance_count=2, models=[model("a", "mig-3g.20gb", copies=Copies(1, 1, 30))])
     assert endpoint.layout == ["mig-3g.20gb", "mig-3g.20gb"]
 
 
@@ -455,6 +455,19 @@ def test_the_rolling_batch_is_the_one_the_handler_sends():
     from cdk_gpu_share.lambdas.mig_endpoint import index
 
     assert index.ROLLING_BATCH_COPIES == ROLLING_UPDATE_BATCH_COPIES
+    from cdk_gpu_share.core.inference_config import rolling_update_batch
+
+    for copies in (1, 2, 20, 21, 40, 41, 56):
+        assert index.rolling_batch(copies) == rolling_update_batch(copies)
+        assert copies < 2 or rolling_update_batch(copies) * 100 >= 5 * copies  # at least 5 % of the copies
+
+
+def test_many_copies_reserve_five_percent_for_the_rolling_batch():
+    """Above 20 copies one copy is less than the 5 % batch SageMaker accepts."""
+    text = refusal(instance_count=4, models=[model("a", "mig-3g.20gb", copies=Copies(1, 1, 62))])
+    assert "62 of the 64 mig-3g.20gb partitions are taken at max copies (a max 62), leaving 2" in text
+    assert "starts new copies before stopping as many old ones (a 4) and needs 4" in text
+    build(instance_count=4, models=[model("a", "mig-3g.20gb", copies=Copies(1, 1, 60))])
 
 
 def test_refuses_a_multi_gpu_model_on_the_partitioned_variant():

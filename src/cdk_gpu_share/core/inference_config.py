@@ -69,6 +69,7 @@ __all__ = [
     "check_endpoint",
     "rolling_update_problems",
     "ROLLING_UPDATE_BATCH_COPIES",
+    "rolling_update_batch",
     "endpoint_layout",
     "model_profile",
     "partitioned_models",
@@ -87,8 +88,14 @@ MAX_NAME_LENGTH = 55
 MAX_ENDPOINT_NAME_LENGTH = 40
 DEFAULT_INVOCATIONS_PER_COPY = 10.0
 #: Copies a rolling update of an inference component starts before stopping as many old
-#: ones (the MIG handler's ROLLING_BATCH_COPIES): free partitions reserved per model.
+#: ones (the MIG handler's ROLLING_BATCH_COPIES): free partitions reserved per model; above
+#: 20 copies SageMaker's 5 % minimum batch applies (:func:`rolling_update_batch`).
 ROLLING_UPDATE_BATCH_COPIES = 1
+
+
+def rolling_update_batch(copies: int) -> int:
+    """Copies per rolling batch at ``copies`` copies (the MIG handler's ``rolling_batch``)."""
+    return max(ROLLING_UPDATE_BATCH_COPIES, -(-copies * 5 // 100))
 MAX_ENVIRONMENT_ENTRIES = 16
 MIN_MEMORY_MB = 128
 MIN_CPUS = 0.25
@@ -455,17 +462,24 @@ def rolling_update_problems(endpoint: InferenceEndpointConfig, *, where: str = "
     for name, users in sorted(by_profile.items()):
         available = partitions[name] * info.gpu_count * count
         at_max = sum(m.copies.max for m in users)
-        reserve = ROLLING_UPDATE_BATCH_COPIES * len(users)
+        batches = [rolling_update_batch(m.copies.max) for m in users]
+        reserve = sum(batches)
         if at_max > available or at_max + reserve <= available:
             continue
         who = ", ".join(f"{m.name} max {m.copies.max}" for m in users)
+        starts = (
+            f"{batches[0]} new copy of each model before stopping an old one"
+            if set(batches) == {1}
+            else "new copies before stopping as many old ones ("
+            + ", ".join(f"{m.name} {b}" for m, b in zip(users, batches))
+            + ")"
+        )
         problems.append(
             Problem(
                 f"{pre}models",
                 who,
                 f"{at_max} of the {available} {name} partitions are taken at max copies ({who}), leaving"
-                f" {available - at_max} for rolling updates; a model or image change starts"
-                f" {ROLLING_UPDATE_BATCH_COPIES} new copy of each model before stopping an old one and needs {reserve}",
+                f" {available - at_max} for rolling updates; a model or image change starts {starts} and needs {reserve}",
                 f"lower copies.max so that they sum to at most {available - reserve}, raise instance_count, or put more"
                 " of this profile in the layout",
             )

@@ -64,6 +64,7 @@ import datetime as dt
 import hashlib
 import json
 import logging
+import math
 import os
 import re
 import time
@@ -80,7 +81,8 @@ DEFAULT_VARIANT = "AllTraffic"
 #: ServiceTimeout (3,600 s), so that the handler, not a timeout, reports the failure.
 BUDGET_SECONDS = 50 * 60
 #: Copies a rolling update starts before it stops as many old ones. The construct reserves
-#: this many free partitions per model (core.inference_config.ROLLING_UPDATE_BATCH_COPIES).
+#: this many free partitions per model (core.inference_config.ROLLING_UPDATE_BATCH_COPIES),
+#: more above 20 copies (:func:`rolling_batch`).
 ROLLING_BATCH_COPIES = 1
 #: Endpoint states in which SageMaker is still working; a delete waits for them to end.
 _BUSY = ("Creating", "Updating", "SystemUpdating", "RollingBack")
@@ -619,15 +621,23 @@ def _component_data(props: dict, name: str, arn: str | None = None) -> dict:
     return data
 
 
-def _deployment_config(current: int, event: dict) -> dict | None:
-    """One copy per batch, both ways, so that an update needs one free partition.
+def rolling_batch(copies: int) -> int:
+    """Copies per rolling batch: one, or 5 % of the copies (rounded up) above 20.
 
-    The API reference puts a batch at 5-50 % of the copy count; with a single copy there is
-    no such batch and SageMaker's default (that one copy) is the same size.
+    The API reference puts ``MaximumBatchSize`` at 5-50 % of the copy count.
+    """
+    return max(ROLLING_BATCH_COPIES, math.ceil(copies * 5 / 100))
+
+
+def _deployment_config(current: int, event: dict) -> dict | None:
+    """The smallest batch SageMaker takes, both ways, so that an update needs few free partitions.
+
+    With a single copy there is no batch of 5-50 % and SageMaker's default (that one copy)
+    is the same size, so nothing is sent.
     """
     if current < 2:
         return None
-    batch = {"Type": "COPY_COUNT", "Value": ROLLING_BATCH_COPIES}
+    batch = {"Type": "COPY_COUNT", "Value": rolling_batch(current)}
     remaining = int(_deadline(event) - _now())
     return {
         "RollingUpdatePolicy": {
@@ -671,7 +681,7 @@ def component_on_event(event: dict, sm: Any) -> dict:
             if deployment:
                 request["DeploymentConfig"] = deployment
             sm.update_inference_component(**request)
-            LOG.info("updating inference component %s (rolling, %d copy per batch)", name, ROLLING_BATCH_COPIES)
+            LOG.info("updating inference component %s (rolling)", name)
         elif copies != current:
             sm.update_inference_component_runtime_config(InferenceComponentName=name, DesiredRuntimeConfig={"CopyCount": copies})
             LOG.info("setting inference component %s to %d copies", name, copies)
