@@ -53,9 +53,9 @@ Lifecycle and what it costs
   with nothing left behind.
 * Other variant changes (instance count, role, VPC) make a new endpoint config and call
   ``UpdateEndpoint``; a rolled-back update deletes the config it made.
-* A changed model or image is a rolling update of one copy at a time
-  (``DeploymentConfig``, rollback too): synth refuses ``copies.max`` that leave no free
-  partition per model for it. A changed ``profile`` creates a new component before
+* A changed model or image is a rolling update of one copy per batch (5 % of the copies
+  above 20; ``DeploymentConfig``, rollback too): synth refuses ``copies.max`` that leave no
+  free partitions per model for a batch. A changed ``profile`` creates a new component before
   CloudFormation deletes the old one, so the layout needs free partitions of the new
   profile for its copies meanwhile.
 * Copies are set at create; after that Application Auto Scaling owns
