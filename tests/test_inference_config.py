@@ -158,6 +158,13 @@ def test_too_many_copies_of_a_profile_names_every_model_and_the_partitions():
     )
 
 
+def test_max_copies_that_leave_no_partition_for_a_rolling_update_are_refused():
+    p = one({"endpoints": [endpoint(models=[{**MODEL, "copies": {"max": 16}}])]})
+    assert p.field == "inference.endpoints[0] (small).models"
+    assert p.message.startswith("16 of the 16 mig-3g.20gb partitions are taken at max copies (summarizer max 16)")
+    assert p.fix.startswith("lower copies.max so that they sum to at most 15")
+
+
 def test_multi_gpu_model_on_the_partitioned_variant_is_refused():
     p = one({"endpoints": [endpoint(models=[dict(MODEL), {"name": "big", "image": IMAGE, "gpus": 2, "memory_mb": 1024}])]})
     assert p.field.endswith("models[1] (big).gpus")
@@ -184,8 +191,8 @@ def test_profile_and_gpus_together_are_refused():
 
 
 def test_host_cpu_is_shared_and_checked():
-    p = one({"endpoints": [endpoint(models=[{**MODEL, "cpus": 8, "copies": {"max": 16}}])]})
-    assert "cpus x copies.max sum to 128, above the 96 vCPUs" in p.message
+    p = one({"endpoints": [endpoint(models=[{**MODEL, "cpus": 8, "copies": {"max": 15}}])]})
+    assert "cpus x copies.max sum to 120, above the 96 vCPUs" in p.message
 
 
 def test_non_mig_instance_type_is_refused():

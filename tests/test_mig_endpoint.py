@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import aws_cdk as cdk
@@ -131,7 +132,7 @@ def test_example_autoscales_copies_on_invocations_per_copy_within_min_max(exampl
             "ServiceNamespace": "sagemaker",
             "ScalableDimension": "sagemaker:inference-component:DesiredCopyCount",
             "MinCapacity": 1,
-            "MaxCapacity": 8,
+            "MaxCapacity": 7,
             "ResourceId": {
                 "Fn::Join": ["", ["inference-component/", {"Fn::GetAtt": [Match.any_value(), "InferenceComponentName"]}]]
             },
@@ -200,7 +201,7 @@ def test_the_asset_runs_on_its_own_like_in_lambda(example):
     }
     code = "import index; c = index.sagemaker_client(); print(c.meta.service_model.operation_names.__len__())"
     out = subprocess.run([sys.executable, "-c", code], cwd=asset, env=env, capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "13"  # the vendored model's operations: AWS_DATA_PATH won
+    assert out.stdout.strip() == "14"  # the vendored model's operations: AWS_DATA_PATH won
 
 
 def test_example_handler_may_touch_only_its_own_endpoint(example):
@@ -261,7 +262,7 @@ def mixed():
         instance_count=2,
         layout="balanced",
         models=[
-            model("chat", "mig-3g.40gb", copies=Copies(2, 1, 16), cpus=8, team="team-a",
+            model("chat", "mig-3g.40gb", copies=Copies(2, 1, 15), cpus=8, team="team-a",
                   model_data_url="s3://models-bucket/chat/model.tar.gz"),
             model("embed", "1g.10gb", copies=Copies(4, 4, 4), team="team-a"),
             model("llama-70b", gpus=4, copies=Copies(1, 1, 2), memory_mb=262144, team="team-a"),
@@ -434,8 +435,39 @@ def test_refuses_more_copies_of_a_profile_than_partitions_exist():
 
 
 def test_more_instances_make_room_for_more_copies():
-    endpoint = build(instance_count=2, models=[model("a", "mig-3g.20gb", copies=Copies(1, 1, 32))])
+    endpoint = build(instance_count=2, models=[model("a", "mig-3g.20gb", copies=Copies(1, 1, 30))])
     assert endpoint.layout == ["mig-3g.20gb", "mig-3g.20gb"]
+
+
+def test_refuses_max_copies_that_leave_no_partition_for_a_rolling_update():
+    """16 of 16 fit, but an image change then has no partition to start its new copy on."""
+    text = refusal(models=[model("a", "mig-3g.20gb", copies=Copies(1, 1, 8)), model("b", "mig-3g.20gb", copies=Copies(1, 1, 8))])
+    assert (
+        "16 of the 16 mig-3g.20gb partitions are taken at max copies (a max 8, b max 8), leaving 0 for rolling"
+        " updates; a model or image change starts 1 new copy of each model before stopping an old one and needs 2"
+    ) in text
+    assert "lower copies.max so that they sum to at most 14" in text
+    build(models=[model("a", "mig-3g.20gb", copies=Copies(1, 1, 7)), model("b", "mig-3g.20gb", copies=Copies(1, 1, 7))])
+
+
+def test_the_rolling_batch_is_the_one_the_handler_sends():
+    from cdk_gpu_share.core.inference_config import ROLLING_UPDATE_BATCH_COPIES
+    from cdk_gpu_share.lambdas.mig_endpoint import index
+
+    assert index.ROLLING_BATCH_COPIES == ROLLING_UPDATE_BATCH_COPIES
+    from cdk_gpu_share.core.inference_config import rolling_update_batch
+
+    for copies in (1, 2, 20, 21, 40, 41, 56):
+        assert index.rolling_batch(copies) == rolling_update_batch(copies)
+        assert copies < 2 or rolling_update_batch(copies) * 100 >= 5 * copies  # at least 5 % of the copies
+
+
+def test_many_copies_reserve_five_percent_for_the_rolling_batch():
+    """Above 20 copies one copy is less than the 5 % batch SageMaker accepts."""
+    text = refusal(instance_count=4, models=[model("a", "mig-3g.20gb", copies=Copies(1, 1, 62))])
+    assert "62 of the 64 mig-3g.20gb partitions are taken at max copies (a max 62), leaving 2" in text
+    assert "starts new copies before stopping as many old ones (a 4) and needs 4" in text
+    build(instance_count=4, models=[model("a", "mig-3g.20gb", copies=Copies(1, 1, 60))])
 
 
 def test_refuses_a_multi_gpu_model_on_the_partitioned_variant():
@@ -499,3 +531,18 @@ def test_a_changed_image_gives_the_model_a_new_name():
 def test_endpoint_name_defaults_to_the_construct_id():
     endpoint = build()
     assert endpoint.base_name == "e"
+
+
+def test_every_wait_ends_inside_cloudformations_hour(example):
+    """ServiceTimeout on each custom resource; the framework's waiter gives up before it."""
+    t = example["template"]
+    for kind in (ENDPOINT, COMPONENT):
+        resources = t.find_resources(kind)
+        assert resources and all(r["Properties"]["ServiceTimeout"] == "3600" for r in resources.values())
+    (machine,) = t.find_resources("AWS::StepFunctions::StateMachine").values()
+    definition = json.dumps(machine["Properties"]["DefinitionString"])
+    interval = int(re.search(r'IntervalSeconds\\+":(\d+)', definition).group(1))
+    attempts = int(re.search(r'MaxAttempts\\+":(\d+)', definition).group(1))
+    waited = interval * (attempts + 1)
+    assert (interval, attempts) == (30, 110)
+    assert waited <= 3600 - 2 * interval, f"the waiter waits {waited} s"

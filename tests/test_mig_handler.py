@@ -1,7 +1,9 @@
-"""The MIG endpoint custom-resource handler against botocore's Stubber.
+"""The MIG endpoint custom-resource handler against botocore's Stubber: the exact requests.
 
 Every request is validated against a real SageMaker service model: the one vendored
-into the Lambda asset (what the function runs with) and the installed botocore's.
+into the Lambda asset (what the function runs with) and the installed botocore's. The
+lifecycle (sequences of CloudFormation events, failures, rollbacks) is in
+tests/test_mig_lifecycle.py.
 """
 
 from __future__ import annotations
@@ -118,9 +120,35 @@ def not_found(stubber, method, message, expected=None):
 # --------------------------------------------------------------------------- endpoint
 
 
-def test_create_endpoint_sends_the_layout_without_model_name(sm):
+def with_data(e, result):
+    """The provider framework hands on_event's result (physical id, Data) to is_complete."""
+    return {**e, **result}
+
+
+def test_create_on_event_names_the_endpoint_and_calls_nothing(sm):
+    """Nothing is created in on_event: a failed Create there would get the framework's marker."""
+    result = h.handle_on_event(event("Create", ENDPOINT_PROPS), sm)
+    name = h.endpoint_name(ENDPOINT_PROPS)
+    assert result["PhysicalResourceId"] == name
+    assert name.startswith("small-models-") and len(name) == len("small-models-") + 6
+    assert result["Data"]["EndpointConfigName"] == h.config_name(ENDPOINT_PROPS)
+    assert float(result["Data"]["Deadline"]) > 0
+
+
+def _ownership(name):
+    return [
+        {"Key": "gpu-share:platform", "Value": "demo"},
+        {"Key": h.TAG_STACK, "Value": "arn:aws:cloudformation:us-east-1:111122223333:stack/demo/1"},
+        {"Key": h.TAG_LOGICAL, "Value": "Endpoint"},
+        {"Key": h.TAG_GENERATION, "Value": name.rsplit("-", 1)[1]},
+    ]
+
+
+def test_create_sends_the_layout_without_model_name_and_ownership_tags(sm):
     name = h.endpoint_name(ENDPOINT_PROPS)
     cfg = h.config_name(ENDPOINT_PROPS)
+    e = with_data(event("Create", ENDPOINT_PROPS), h.handle_on_event(event("Create", ENDPOINT_PROPS), sm))
+    not_found(sm.stubber, "describe_endpoint", f'Could not find endpoint "{endpoint_arn(name)}".', {"EndpointName": name})
     sm.stubber.add_response(
         "create_endpoint_config",
         {"EndpointConfigArn": f"arn:aws:sagemaker:us-east-1:111122223333:endpoint-config/{cfg}"},
@@ -135,23 +163,25 @@ def test_create_endpoint_sends_the_layout_without_model_name(sm):
                 }
             ],
             "ExecutionRoleArn": ROLE,
-            "Tags": [{"Key": "gpu-share:platform", "Value": "demo"}],
+            "Tags": _ownership(cfg),
         },
     )
     sm.stubber.add_response(
-        "create_endpoint",
-        {"EndpointArn": endpoint_arn(name)},
-        {"EndpointName": name, "EndpointConfigName": cfg, "Tags": ANY},
+        "create_endpoint", {"EndpointArn": endpoint_arn(name)}, {"EndpointName": name, "EndpointConfigName": cfg, "Tags": _ownership(name)}
     )
-    result = h.handle_on_event(event("Create", ENDPOINT_PROPS), sm)
-    assert result["PhysicalResourceId"] == name
-    assert name.startswith("small-models-") and len(name) == len("small-models-") + 6
-    assert result["Data"]["EndpointArn"] == endpoint_arn(name)
-    assert result["Data"]["EndpointConfigName"] == cfg
+    assert h.handle_is_complete(e, sm) == {"IsComplete": False}
+    sm.stubber.add_response("describe_endpoint", describe_endpoint(name, "Creating", cfg))
+    assert h.handle_is_complete(e, sm) == {"IsComplete": False}
+    sm.stubber.add_response("describe_endpoint", describe_endpoint(name, "InService", cfg))
+    done = h.handle_is_complete(e, sm)
+    assert done["IsComplete"] is True
+    assert done["Data"]["EndpointArn"] == endpoint_arn(name)
 
 
 def test_create_endpoint_with_vpc_config(sm):
     props = {**ENDPOINT_PROPS, "VpcConfig": {"SecurityGroupIds": ["sg-0123456789abcdef0"], "Subnets": ["subnet-0123456789abcdef0"]}}
+    e = with_data(event("Create", props), h.handle_on_event(event("Create", props), sm))
+    not_found(sm.stubber, "describe_endpoint", "Could not find endpoint")
     sm.stubber.add_response(
         "create_endpoint_config",
         {"EndpointConfigArn": "arn:aws:sagemaker:us-east-1:111122223333:endpoint-config/x"},
@@ -164,68 +194,40 @@ def test_create_endpoint_with_vpc_config(sm):
         },
     )
     sm.stubber.add_response("create_endpoint", {"EndpointArn": endpoint_arn("x")}, None)
-    h.handle_on_event(event("Create", props), sm)
+    h.handle_is_complete(e, sm)
 
 
-def test_create_retry_tolerates_existing_config_and_endpoint(sm):
-    not_found_msg = "Cannot create already existing endpoint configuration"
-    sm.stubber.add_client_error("create_endpoint_config", "ValidationException", not_found_msg, 400)
-    sm.stubber.add_client_error("create_endpoint", "ValidationException", "Cannot create already existing endpoint", 400)
-    result = h.handle_on_event(event("Create", ENDPOINT_PROPS), sm)
-    assert result["PhysicalResourceId"] == h.endpoint_name(ENDPOINT_PROPS)
-
-
-def test_endpoint_is_complete_waits_then_reports_in_service(sm):
-    name = h.endpoint_name(ENDPOINT_PROPS)
+def test_a_refused_create_endpoint_deletes_its_config_and_says_so(sm):
     cfg = h.config_name(ENDPOINT_PROPS)
-    sm.stubber.add_response("describe_endpoint", describe_endpoint(name, "Creating", cfg), {"EndpointName": name})
-    sm.stubber.add_response("describe_endpoint", describe_endpoint(name, "InService", cfg), {"EndpointName": name})
-    e = event("Create", ENDPOINT_PROPS, physical=name)
-    assert h.handle_is_complete(e, sm) == {"IsComplete": False}
-    done = h.handle_is_complete(e, sm)
-    assert done["IsComplete"] is True
-    assert done["Data"]["EndpointName"] == name
-    assert done["Data"]["EndpointArn"] == endpoint_arn(name)
-
-
-def test_endpoint_failure_reports_the_reason(sm):
-    name = h.endpoint_name(ENDPOINT_PROPS)
-    sm.stubber.add_response(
-        "describe_endpoint",
-        describe_endpoint(name, "Failed", h.config_name(ENDPOINT_PROPS), "insufficient capacity for ml.p4d.24xlarge"),
+    e = with_data(event("Create", ENDPOINT_PROPS), h.handle_on_event(event("Create", ENDPOINT_PROPS), sm))
+    not_found(sm.stubber, "describe_endpoint", "Could not find endpoint")
+    sm.stubber.add_response("create_endpoint_config", {"EndpointConfigArn": "arn:aws:sagemaker:us-east-1:111122223333:endpoint-config/x"})
+    sm.stubber.add_client_error(
+        "create_endpoint", "ResourceLimitExceeded", "The account-level service limit 'ml.p4d.24xlarge for endpoint usage' is 0 Instances", 400
     )
-    with pytest.raises(h.HandlerError, match="insufficient capacity for ml.p4d.24xlarge"):
-        h.handle_is_complete(event("Create", ENDPOINT_PROPS, physical=name), sm)
+    sm.stubber.add_response("delete_endpoint_config", {}, {"EndpointConfigName": cfg})
+    with pytest.raises(h.HandlerError, match=f"service limit.*deleted endpoint config {cfg}"):
+        h.handle_is_complete(e, sm)
 
 
-def test_layout_change_creates_a_new_endpoint_never_updates_in_place(sm):
+def test_endpoint_failure_reports_the_reason_and_deletes_it(sm):
+    name = h.endpoint_name(ENDPOINT_PROPS)
+    e = with_data(event("Create", ENDPOINT_PROPS), h.handle_on_event(event("Create", ENDPOINT_PROPS), sm))
+    failed = describe_endpoint(name, "Failed", h.config_name(ENDPOINT_PROPS), "insufficient capacity for ml.p4d.24xlarge")
+    failed["CreationTime"] = failed["LastModifiedTime"] = dt.datetime.now(dt.timezone.utc) + dt.timedelta(minutes=5)
+    sm.stubber.add_response("describe_endpoint", failed)
+    sm.stubber.add_response("delete_endpoint", {}, {"EndpointName": name})
+    with pytest.raises(h.HandlerError, match="insufficient capacity for ml.p4d.24xlarge; deleting it"):
+        h.handle_is_complete(e, sm)
+
+
+def test_layout_change_names_a_new_endpoint_never_updates_in_place(sm):
     old_name = h.endpoint_name(ENDPOINT_PROPS)
     new = {**ENDPOINT_PROPS, "Layout": ["mig-4g.20gb", "mig-3g.20gb"]}
-    new_name = h.endpoint_name(new)
-    assert new_name != old_name
-    sm.stubber.add_response(
-        "create_endpoint_config",
-        {"EndpointConfigArn": "arn:aws:sagemaker:us-east-1:111122223333:endpoint-config/x"},
-        {
-            "EndpointConfigName": h.config_name(new),
-            "ProductionVariants": [
-                {
-                    "VariantName": "AllTraffic",
-                    "InstanceType": "ml.p4d.24xlarge",
-                    "InitialInstanceCount": 1,
-                    "AcceleratorPartitionLayouts": [{"AcceleratorPartitionTypes": ["mig-4g.20gb", "mig-3g.20gb"]}],
-                }
-            ],
-            "ExecutionRoleArn": ROLE,
-            "Tags": ANY,
-        },
-    )
-    sm.stubber.add_response(
-        "create_endpoint", {"EndpointArn": endpoint_arn(new_name)}, {"EndpointName": new_name, "EndpointConfigName": h.config_name(new), "Tags": ANY}
-    )
-    # no update_endpoint, no delete: CloudFormation deletes the old endpoint after the update
+    # no call at all in on_event: is_complete creates the new endpoint
     result = h.handle_on_event(event("Update", new, old=ENDPOINT_PROPS, physical=old_name), sm)
-    assert result["PhysicalResourceId"] == new_name
+    assert result["PhysicalResourceId"] == h.endpoint_name(new) != old_name
+    assert "CleanupEndpoint" not in result["Data"]
 
 
 def test_layout_order_counts_as_a_change():
@@ -234,127 +236,26 @@ def test_layout_order_counts_as_a_change():
     assert h.endpoint_name(reordered) != h.endpoint_name(other)
 
 
-def test_instance_count_change_uses_a_new_config_and_update_endpoint(sm):
+def test_instance_count_change_uses_a_new_config_update_endpoint_and_tags(sm):
     name = h.endpoint_name(ENDPOINT_PROPS)
     new = {**ENDPOINT_PROPS, "InstanceCount": "2"}
     assert h.endpoint_name(new) == name
     old_cfg, new_cfg = h.config_name(ENDPOINT_PROPS), h.config_name(new)
-    assert old_cfg != new_cfg
     sm.stubber.add_response("describe_endpoint", describe_endpoint(name, "InService", old_cfg), {"EndpointName": name})
     sm.stubber.add_response(
         "create_endpoint_config",
         {"EndpointConfigArn": "arn:aws:sagemaker:us-east-1:111122223333:endpoint-config/x"},
-        {
-            "EndpointConfigName": new_cfg,
-            "ProductionVariants": [
-                {
-                    "VariantName": "AllTraffic",
-                    "InstanceType": "ml.p4d.24xlarge",
-                    "InitialInstanceCount": 2,
-                    "AcceleratorPartitionLayouts": [{"AcceleratorPartitionTypes": ["mig-3g.20gb", "mig-3g.20gb"]}],
-                }
-            ],
-            "ExecutionRoleArn": ROLE,
-            "Tags": ANY,
-        },
+        {"EndpointConfigName": new_cfg, "ProductionVariants": ANY, "ExecutionRoleArn": ROLE, "Tags": ANY},
     )
     sm.stubber.add_response("update_endpoint", {"EndpointArn": endpoint_arn(name)}, {"EndpointName": name, "EndpointConfigName": new_cfg})
-    result = h.handle_on_event(event("Update", new, old=ENDPOINT_PROPS, physical=name), sm)
-    assert result["PhysicalResourceId"] == name
-    # complete on the new config; the old config is deleted then
+    sm.stubber.add_response("add_tags", {"Tags": []}, {"ResourceArn": endpoint_arn(name), "Tags": _ownership(name)})
+    e = event("Update", new, old=ENDPOINT_PROPS, physical=name)
+    e = with_data(e, h.handle_on_event(e, sm))
     sm.stubber.add_response("describe_endpoint", describe_endpoint(name, "Updating", old_cfg))
     sm.stubber.add_response("describe_endpoint", describe_endpoint(name, "InService", new_cfg))
     sm.stubber.add_response("delete_endpoint_config", {}, {"EndpointConfigName": old_cfg})
-    e = event("Update", new, old=ENDPOINT_PROPS, physical=name)
     assert h.handle_is_complete(e, sm)["IsComplete"] is False
     assert h.handle_is_complete(e, sm)["IsComplete"] is True
-
-
-def test_rolled_back_update_fails(sm):
-    name = h.endpoint_name(ENDPOINT_PROPS)
-    new = {**ENDPOINT_PROPS, "InstanceCount": "2"}
-    sm.stubber.add_response(
-        "describe_endpoint", describe_endpoint(name, "InService", h.config_name(ENDPOINT_PROPS), "capacity error")
-    )
-    with pytest.raises(h.HandlerError, match="rolled back"):
-        h.handle_is_complete(event("Update", new, old=ENDPOINT_PROPS, physical=name), sm)
-
-
-def test_unchanged_endpoint_update_calls_nothing(sm):
-    name = h.endpoint_name(ENDPOINT_PROPS)
-    tagged = {**ENDPOINT_PROPS, "Tags": [{"Key": "owner", "Value": "platform"}]}
-    result = h.handle_on_event(event("Update", tagged, old=ENDPOINT_PROPS, physical=name), sm)
-    assert result["PhysicalResourceId"] == name
-
-
-def test_delete_removes_components_then_endpoint_then_config(sm):
-    name = h.endpoint_name(ENDPOINT_PROPS)
-    cfg = h.config_name(ENDPOINT_PROPS)
-    ic = {
-        "InferenceComponentName": "small-models-summarizer-aaaaaa",
-        "InferenceComponentArn": ic_arn("small-models-summarizer-aaaaaa"),
-        "EndpointName": name,
-        "EndpointArn": endpoint_arn(name),
-        "VariantName": "AllTraffic",
-        "CreationTime": NOW,
-        "LastModifiedTime": NOW,
-        "InferenceComponentStatus": "InService",
-    }
-    listing = {"EndpointNameEquals": name, "MaxResults": 100}
-    # on_event: the leftover component is deleted
-    sm.stubber.add_response("list_inference_components", {"InferenceComponents": [ic]}, listing)
-    sm.stubber.add_response("delete_inference_component", {}, {"InferenceComponentName": ic["InferenceComponentName"]})
-    sm.stubber.add_response("describe_endpoint", describe_endpoint(name, "InService", cfg), {"EndpointName": name})
-    e = event("Delete", ENDPOINT_PROPS, physical=name)
-    result = h.handle_on_event(e, sm)
-    assert result["PhysicalResourceId"] == name
-    assert result["Data"] == {"EndpointConfigName": cfg}
-    e = {**e, **result}  # the provider framework hands on_event's result to is_complete
-    # is_complete: still deleting
-    sm.stubber.add_response("list_inference_components", {"InferenceComponents": [{**ic, "InferenceComponentStatus": "Deleting"}]}, listing)
-    assert h.handle_is_complete(e, sm) == {"IsComplete": False}
-    # components gone: the endpoint is deleted
-    sm.stubber.add_response("list_inference_components", {"InferenceComponents": []}, listing)
-    sm.stubber.add_response("describe_endpoint", describe_endpoint(name, "InService", cfg))
-    sm.stubber.add_response("delete_endpoint", {}, {"EndpointName": name})
-    assert h.handle_is_complete(e, sm) == {"IsComplete": False}
-    # endpoint gone: its config is deleted and nothing is left
-    sm.stubber.add_response("list_inference_components", {"InferenceComponents": []}, listing)
-    not_found(sm.stubber, "describe_endpoint", f'Could not find endpoint "{endpoint_arn(name)}".')
-    sm.stubber.add_response("delete_endpoint_config", {}, {"EndpointConfigName": cfg})
-    assert h.handle_is_complete(e, sm) == {"IsComplete": True}
-
-
-def test_delete_of_an_already_deleted_endpoint_succeeds(sm):
-    name = h.endpoint_name(ENDPOINT_PROPS)
-    e = event("Delete", ENDPOINT_PROPS, physical=name)
-    sm.stubber.add_response("list_inference_components", {"InferenceComponents": []})
-    not_found(sm.stubber, "describe_endpoint", f'Could not find endpoint "{endpoint_arn(name)}".')
-    result = h.handle_on_event(e, sm)
-    assert result["Data"] == {}
-    e = {**e, **result}
-    sm.stubber.add_response("list_inference_components", {"InferenceComponents": []})
-    not_found(sm.stubber, "describe_endpoint", f'Could not find endpoint "{endpoint_arn(name)}".')
-    not_found(sm.stubber, "delete_endpoint_config", "Could not find endpoint configuration")
-    assert h.handle_is_complete(e, sm) == {"IsComplete": True}
-
-
-def test_delete_of_a_replaced_endpoint_never_deletes_the_live_config(sm):
-    """The cleanup Delete of the old generation may carry the new generation's properties."""
-    old_name = h.endpoint_name(ENDPOINT_PROPS)
-    old_cfg = h.config_name(ENDPOINT_PROPS)
-    new = {**ENDPOINT_PROPS, "Layout": ["mig-4g.20gb", "mig-3g.20gb"]}
-    live_cfg = h.config_name(new)
-    assert not live_cfg.startswith(old_name)
-    e = event("Delete", new, physical=old_name)
-    sm.stubber.add_response("list_inference_components", {"InferenceComponents": []})
-    sm.stubber.add_response("describe_endpoint", describe_endpoint(old_name, "InService", old_cfg), {"EndpointName": old_name})
-    e = {**e, **h.handle_on_event(e, sm)}
-    sm.stubber.add_response("list_inference_components", {"InferenceComponents": []})
-    not_found(sm.stubber, "describe_endpoint", "Could not find endpoint")
-    # only the old endpoint's own config; the live one (live_cfg) is left alone
-    sm.stubber.add_response("delete_endpoint_config", {}, {"EndpointConfigName": old_cfg})
-    assert h.handle_is_complete(e, sm) == {"IsComplete": True}
 
 
 def test_update_rollback_failed_fails_at_once(sm):
@@ -365,6 +266,51 @@ def test_update_rollback_failed_fails_at_once(sm):
     )
     with pytest.raises(h.HandlerError, match="UpdateRollbackFailed: rollback failed"):
         h.handle_is_complete(event("Update", new, old=ENDPOINT_PROPS, physical=name), sm)
+
+
+def test_delete_removes_own_components_then_endpoint_then_config(sm):
+    name = h.endpoint_name(ENDPOINT_PROPS)
+    cfg = h.config_name(ENDPOINT_PROPS)
+
+    def ic(n, status="InService"):
+        return {
+            "InferenceComponentName": n, "InferenceComponentArn": ic_arn(n), "EndpointName": name,
+            "EndpointArn": endpoint_arn(name), "VariantName": "AllTraffic", "CreationTime": NOW,
+            "LastModifiedTime": NOW, "InferenceComponentStatus": status,
+        }
+
+    listing = {"EndpointNameEquals": name, "MaxResults": 100}
+    sm.stubber.add_response("describe_endpoint", describe_endpoint(name, "InService", cfg), {"EndpointName": name})
+    e = event("Delete", ENDPOINT_PROPS, physical=name)
+    result = h.handle_on_event(e, sm)
+    assert result["PhysicalResourceId"] == name and result["Data"]["EndpointConfigName"] == cfg
+    e = with_data(e, result)
+    sm.stubber.add_response("list_inference_components", {"InferenceComponents": [ic("small-models-summarizer-aaaaaa")]}, listing)
+    sm.stubber.add_response("delete_inference_component", {}, {"InferenceComponentName": "small-models-summarizer-aaaaaa"})
+    assert h.handle_is_complete(e, sm) == {"IsComplete": False}
+    sm.stubber.add_response("list_inference_components", {"InferenceComponents": []}, listing)
+    sm.stubber.add_response("describe_endpoint", describe_endpoint(name, "InService", cfg))
+    sm.stubber.add_response("delete_endpoint", {}, {"EndpointName": name})
+    assert h.handle_is_complete(e, sm) == {"IsComplete": False}
+    sm.stubber.add_response("list_inference_components", {"InferenceComponents": []}, listing)
+    not_found(sm.stubber, "describe_endpoint", f'Could not find endpoint "{endpoint_arn(name)}".')
+    sm.stubber.add_response("delete_endpoint_config", {}, {"EndpointConfigName": cfg})
+    assert h.handle_is_complete(e, sm) == {"IsComplete": True}
+
+
+def test_delete_of_a_replaced_endpoint_never_deletes_the_live_config(sm):
+    """The cleanup Delete of the old generation may carry the new generation's properties."""
+    old_name = h.endpoint_name(ENDPOINT_PROPS)
+    old_cfg = h.config_name(ENDPOINT_PROPS)
+    new = {**ENDPOINT_PROPS, "Layout": ["mig-4g.20gb", "mig-3g.20gb"]}
+    assert not h.config_name(new).startswith(old_name)
+    e = event("Delete", new, physical=old_name)
+    sm.stubber.add_response("describe_endpoint", describe_endpoint(old_name, "InService", old_cfg), {"EndpointName": old_name})
+    e = with_data(e, h.handle_on_event(e, sm))
+    sm.stubber.add_response("list_inference_components", {"InferenceComponents": []})
+    not_found(sm.stubber, "describe_endpoint", "Could not find endpoint")
+    sm.stubber.add_response("delete_endpoint_config", {}, {"EndpointConfigName": old_cfg})
+    assert h.handle_is_complete(e, sm) == {"IsComplete": True}
 
 
 def test_delete_waits_for_a_busy_endpoint_before_deleting_it(sm):
@@ -381,42 +327,25 @@ def test_delete_waits_for_a_busy_endpoint_before_deleting_it(sm):
 
 def test_delete_reraises_other_errors(sm):
     name = h.endpoint_name(ENDPOINT_PROPS)
-    sm.stubber.add_client_error("list_inference_components", "AccessDeniedException", "not authorized", 400)
+    sm.stubber.add_client_error("describe_endpoint", "AccessDeniedException", "not authorized", 400)
     with pytest.raises(Exception, match="not authorized"):
         h.handle_on_event(event("Delete", ENDPOINT_PROPS, physical=name), sm)
 
 
 # --------------------------------------------------------------------------- components
 
-
-def test_create_component_on_a_partition(sm):
-    name = h.component_name(COMPONENT_PROPS)
-    sm.stubber.add_response(
-        "create_inference_component",
-        {"InferenceComponentArn": ic_arn(name)},
-        {
-            "InferenceComponentName": name,
-            "EndpointName": "small-models-abc123",
-            "VariantName": "AllTraffic",
-            "Specification": {
-                "ModelName": "Model-summarizer-XYZ",
-                "ComputeResourceRequirements": {
-                    "AcceleratorPartitionType": "mig-3g.20gb",
-                    "NumberOfAcceleratorDevicesRequired": 1.0,
-                    "MinMemoryRequiredInMb": 16384,
-                    "NumberOfCpuCoresRequired": 4.0,
-                },
-            },
-            "RuntimeConfig": {"CopyCount": 2},
-            "Tags": [],
-        },
-    )
-    result = h.handle_on_event(event("Create", COMPONENT_PROPS), sm)
-    assert result["PhysicalResourceId"] == name
-    assert result["Data"]["InferenceComponentArn"] == ic_arn(name)
+SPEC = {
+    "ModelName": "Model-summarizer-XYZ",
+    "ComputeResourceRequirements": {
+        "AcceleratorPartitionType": "mig-3g.20gb",
+        "NumberOfAcceleratorDevicesRequired": 1.0,
+        "MinMemoryRequiredInMb": 16384,
+        "NumberOfCpuCoresRequired": 4.0,
+    },
+}
 
 
-def describe_ic(name, status, reason=None):
+def describe_ic(name, status, reason=None, *, spec=SPEC, desired=2, current=2):
     out = {
         "InferenceComponentName": name,
         "InferenceComponentArn": ic_arn(name),
@@ -425,113 +354,111 @@ def describe_ic(name, status, reason=None):
         "CreationTime": NOW,
         "LastModifiedTime": NOW,
         "InferenceComponentStatus": status,
+        "Specification": spec,
+        "RuntimeConfig": {"DesiredCopyCount": desired, "CurrentCopyCount": current},
     }
     if reason:
         out["FailureReason"] = reason
     return out
 
 
-def test_component_is_complete_and_failure(sm):
+def test_create_component_on_a_partition(sm):
+    name = h.component_name(COMPONENT_PROPS)
+    e = event("Create", COMPONENT_PROPS)
+    e = with_data(e, h.handle_on_event(e, sm))
+    assert e["PhysicalResourceId"] == name
+    not_found(sm.stubber, "describe_inference_component", "Could not find inference component")
+    sm.stubber.add_response(
+        "create_inference_component",
+        {"InferenceComponentArn": ic_arn(name)},
+        {
+            "InferenceComponentName": name,
+            "EndpointName": "small-models-abc123",
+            "VariantName": "AllTraffic",
+            "Specification": SPEC,
+            "RuntimeConfig": {"CopyCount": 2},
+            "Tags": ANY,
+        },
+    )
+    assert h.handle_is_complete(e, sm) == {"IsComplete": False}
+    sm.stubber.add_response("describe_inference_component", describe_ic(name, "Creating", current=0))
+    assert h.handle_is_complete(e, sm) == {"IsComplete": False}
+    sm.stubber.add_response("describe_inference_component", describe_ic(name, "InService"))
+    done = h.handle_is_complete(e, sm)
+    assert done["IsComplete"] is True and done["Data"]["InferenceComponentArn"] == ic_arn(name)
+
+
+def test_component_in_service_on_another_model_is_not_done(sm):
     name = h.component_name(COMPONENT_PROPS)
     e = event("Create", COMPONENT_PROPS, physical=name)
-    sm.stubber.add_response("describe_inference_component", describe_ic(name, "Creating"), {"InferenceComponentName": name})
-    sm.stubber.add_response("describe_inference_component", describe_ic(name, "InService"))
+    sm.stubber.add_response("describe_inference_component", describe_ic(name, "InService", spec={**SPEC, "ModelName": "other"}))
     assert h.handle_is_complete(e, sm) == {"IsComplete": False}
-    done = h.handle_is_complete(e, sm)
-    assert done["IsComplete"] is True and done["Data"]["InferenceComponentName"] == name
-    sm.stubber.add_response("describe_inference_component", describe_ic(name, "Failed", "no free mig-3g.20gb partition"))
-    with pytest.raises(h.HandlerError, match="no free mig-3g.20gb partition"):
-        h.handle_is_complete(e, sm)
+    sm.stubber.add_response("describe_inference_component", describe_ic(name, "InService", current=1))
+    assert h.handle_is_complete(e, sm) == {"IsComplete": False}
 
 
-def test_copy_count_change_updates_the_runtime_config(sm):
-    name = h.component_name(COMPONENT_PROPS)
-    new = {**COMPONENT_PROPS, "CopyCount": "3"}
+def test_copy_count_change_of_fixed_copies_updates_the_runtime_config(sm):
+    fixed = {**COMPONENT_PROPS, "CopyCount": "2", "MinCopyCount": "2", "MaxCopyCount": "2"}
+    name = h.component_name(fixed)
+    new = {**fixed, "CopyCount": "3", "MinCopyCount": "3", "MaxCopyCount": "3"}
+    sm.stubber.add_response("describe_inference_component", describe_ic(name, "InService"))
     sm.stubber.add_response(
         "update_inference_component_runtime_config",
         {"InferenceComponentArn": ic_arn(name)},
         {"InferenceComponentName": name, "DesiredRuntimeConfig": {"CopyCount": 3}},
     )
-    result = h.handle_on_event(event("Update", new, old=COMPONENT_PROPS, physical=name), sm)
+    sm.stubber.add_response("add_tags", {"Tags": []})
+    result = h.handle_on_event(event("Update", new, old=fixed, physical=name), sm)
     assert result["PhysicalResourceId"] == name
 
 
-def test_copy_count_is_clamped_to_min_and_max(sm):
+def test_copy_count_is_clamped_to_min_and_max():
     assert h._copies({**COMPONENT_PROPS, "CopyCount": "9"}) == 4
     assert h._copies({**COMPONENT_PROPS, "CopyCount": "1", "MinCopyCount": "2"}) == 2
+    assert h._wanted_copies(COMPONENT_PROPS, 3) == 3  # autoscaled: the autoscaler's count stands
+    assert h._wanted_copies(COMPONENT_PROPS, 9) == 4
 
 
-def test_model_change_updates_the_specification(sm):
+def test_model_change_is_a_rolling_update_of_one_copy_per_batch(sm):
     name = h.component_name(COMPONENT_PROPS)
     new = {**COMPONENT_PROPS, "ModelName": "Model-summarizer-NEW", "CopyCount": "3"}
+    sm.stubber.add_response("describe_inference_component", describe_ic(name, "InService"))
     sm.stubber.add_response(
         "update_inference_component",
         {"InferenceComponentArn": ic_arn(name)},
         {
             "InferenceComponentName": name,
-            "Specification": {
-                "ModelName": "Model-summarizer-NEW",
-                "ComputeResourceRequirements": {
-                    "AcceleratorPartitionType": "mig-3g.20gb",
-                    "NumberOfAcceleratorDevicesRequired": 1.0,
-                    "MinMemoryRequiredInMb": 16384,
-                    "NumberOfCpuCoresRequired": 4.0,
-                },
+            "Specification": {**SPEC, "ModelName": "Model-summarizer-NEW"},
+            "DeploymentConfig": {
+                "RollingUpdatePolicy": {
+                    "MaximumBatchSize": {"Type": "COPY_COUNT", "Value": 1},
+                    "RollbackMaximumBatchSize": {"Type": "COPY_COUNT", "Value": 1},
+                    "WaitIntervalInSeconds": 0,
+                    "MaximumExecutionTimeoutInSeconds": ANY,
+                }
             },
-            "RuntimeConfig": {"CopyCount": 3},
         },
     )
+    sm.stubber.add_response("add_tags", {"Tags": []})
     assert h.handle_on_event(event("Update", new, old=COMPONENT_PROPS, physical=name), sm)["PhysicalResourceId"] == name
 
 
-def test_partition_type_change_creates_a_new_component(sm):
+def test_partition_type_change_names_a_new_component(sm):
     old_name = h.component_name(COMPONENT_PROPS)
     new = {**COMPONENT_PROPS, "AcceleratorPartitionType": "mig-4g.20gb"}
-    new_name = h.component_name(new)
-    assert new_name != old_name
-    sm.stubber.add_response(
-        "create_inference_component",
-        {"InferenceComponentArn": ic_arn(new_name)},
-        {
-            "InferenceComponentName": new_name,
-            "EndpointName": ANY,
-            "VariantName": ANY,
-            "Specification": {
-                "ModelName": ANY,
-                "ComputeResourceRequirements": {
-                    "AcceleratorPartitionType": "mig-4g.20gb",
-                    "NumberOfAcceleratorDevicesRequired": 1.0,
-                    "MinMemoryRequiredInMb": 16384,
-                    "NumberOfCpuCoresRequired": 4.0,
-                },
-            },
-            "RuntimeConfig": {"CopyCount": 2},
-            "Tags": ANY,
-        },
-    )
-    assert h.handle_on_event(event("Update", new, old=COMPONENT_PROPS, physical=old_name), sm)["PhysicalResourceId"] == new_name
+    assert h.handle_on_event(event("Update", new, old=COMPONENT_PROPS, physical=old_name), sm)["PhysicalResourceId"] == h.component_name(new) != old_name
 
 
-def test_rollback_after_a_failed_replacement_leaves_the_live_component_alone(sm):
-    """A failed create of the replacement keeps the old physical id; the rollback Update must not redeploy it."""
+def test_rollback_after_a_failed_replacement_deletes_the_new_component(sm):
     name = h.component_name(COMPONENT_PROPS)
     failed = {**COMPONENT_PROPS, "AcceleratorPartitionType": "mig-4g.20gb", "CopyCount": "3"}
-    # no request at all: the live component already runs COMPONENT_PROPS
-    result = h.handle_on_event(event("Update", COMPONENT_PROPS, old=failed, physical=name), sm)
-    assert result["PhysicalResourceId"] == name
-
-
-def test_endpoint_replacement_moves_the_component(sm):
-    old_name = h.component_name(COMPONENT_PROPS)
-    new = {**COMPONENT_PROPS, "EndpointName": "small-models-def456"}
-    sm.stubber.add_response(
-        "create_inference_component", {"InferenceComponentArn": ic_arn("x")}, {
-            "InferenceComponentName": h.component_name(new),
-            "EndpointName": "small-models-def456",
-            "VariantName": ANY, "Specification": ANY, "RuntimeConfig": ANY, "Tags": ANY,
-        }
-    )
-    assert h.handle_on_event(event("Update", new, old=COMPONENT_PROPS, physical=old_name), sm)["PhysicalResourceId"] != old_name
+    e = event("Update", COMPONENT_PROPS, old=failed, physical=name)
+    result = h.handle_on_event(e, sm)  # no request: the live component already runs COMPONENT_PROPS
+    assert result["Data"]["CleanupComponent"] == h.component_name(failed)
+    e = with_data(e, result)
+    sm.stubber.add_response("describe_inference_component", describe_ic(h.component_name(failed), "Failed", "no partition"))
+    sm.stubber.add_response("delete_inference_component", {}, {"InferenceComponentName": h.component_name(failed)})
+    assert h.handle_is_complete(e, sm) == {"IsComplete": False}
 
 
 def test_component_delete_and_already_deleted(sm):
@@ -543,7 +470,6 @@ def test_component_delete_and_already_deleted(sm):
     assert h.handle_is_complete(e, sm) == {"IsComplete": False}
     not_found(sm.stubber, "describe_inference_component", f"Could not find inference component {name}")
     assert h.handle_is_complete(e, sm) == {"IsComplete": True}
-    # deleted outside CloudFormation before the stack was deleted
     not_found(sm.stubber, "delete_inference_component", f"Could not find inference component {name}")
     h.handle_on_event(e, sm)
     not_found(sm.stubber, "describe_inference_component", f"Could not find inference component {name}")

@@ -34,16 +34,36 @@ What is plain CloudFormation and what is not
   (``ProductionVariant.AcceleratorPartitionLayouts`` has no CloudFormation property) and
   one inference component per partitioned model
   (``ComputeResourceRequirements.AcceleratorPartitionType`` has none either; cfn-lint
-  rejects both if forced in). A changed layout or instance type creates a new endpoint
-  (SageMaker rejects a layout change on a running endpoint) and CloudFormation deletes
-  the old one after the components moved; other variant changes make a new endpoint
-  config and call ``UpdateEndpoint``; a changed ``copies.initial`` calls
-  ``UpdateInferenceComponentRuntimeConfig``; a changed ``profile`` creates a new component
-  before CloudFormation deletes the old one, so the layout needs free partitions of the
-  new profile for its copies meanwhile. Delete removes components, endpoint and
-  endpoint configs and tolerates what is already gone. The handler ships the SageMaker
-  service model it needs (``AWS_DATA_PATH``), since the Lambda runtime's boto3 may not
-  know the partition fields.
+  rejects both if forced in). The handler ships the SageMaker service model it needs
+  (``AWS_DATA_PATH``), since the Lambda runtime's boto3 may not know the partition fields.
+
+Lifecycle and what it costs
+---------------------------
+* Every SageMaker resource the handler makes has a deterministic name under
+  ``<endpoint_name>-`` and the tags ``gpu-share:stack-id``, ``gpu-share:logical-id`` and
+  ``gpu-share:generation``, so a Delete or a rollback finds what a failed or timed-out step
+  left. Each step gets 50 minutes (the handler's budget) inside the provider framework's
+  55 and CloudFormation's ``ServiceTimeout`` of 3,600 s; a step that runs out fails with
+  the endpoint's name, its state and what was cleaned, and the rollback deletes the rest.
+* A changed layout or instance type **replaces** the endpoint, new before old (SageMaker
+  rejects a layout change on a running endpoint): for the whole update both endpoints
+  run, so it needs twice the instance quota of the type and bills both (about the create
+  time of an endpoint plus the component moves, typically 15-40 minutes). Without the
+  quota, ``CreateEndpoint`` fails with ``ResourceLimitExceeded`` and the update rolls back
+  with nothing left behind.
+* Other variant changes (instance count, role, VPC) make a new endpoint config and call
+  ``UpdateEndpoint``; a rolled-back update deletes the config it made.
+* A changed model or image is a rolling update of one copy per batch (5 % of the copies
+  above 20; ``DeploymentConfig``, rollback too): synth refuses ``copies.max`` that leave no
+  free partitions per model for a batch. A changed ``profile`` creates a new component before
+  CloudFormation deletes the old one, so the layout needs free partitions of the new
+  profile for its copies meanwhile.
+* Copies are set at create; after that Application Auto Scaling owns
+  ``DesiredCopyCount`` (a changed ``copies.initial`` does not reset it; a changed
+  ``min``/``max`` only moves it back inside). Fixed copies (``min == max``) are set.
+* Delete removes the construct's own components, the endpoint and its configs. A
+  component added by hand is never deleted: its endpoint is then kept, tagged
+  ``gpu-share:retained`` and named in the handler's log.
 
 Models that need whole GPUs
 ---------------------------
@@ -118,6 +138,18 @@ _ECR_IMAGE = re.compile(r"^(\d{12})\.dkr\.ecr\.([a-z0-9-]+)\.amazonaws\.com(?:\.
 _S3_URL = re.compile(r"^s3://([^/]+)/(.*)$")
 
 
+#: CloudFormation waits at most this long for each request of a custom resource
+#: (``ServiceTimeout``: 1 to 3,600 s).
+SERVICE_TIMEOUT = cdk.Duration.seconds(3600)
+#: The provider framework's wait loop (its ``totalTimeout`` is at most one hour). Shorter than
+#: ``SERVICE_TIMEOUT`` so that the framework, never CloudFormation's timeout, answers and
+#: CloudFormation learns the physical id; the handler's own budget (``BUDGET_SECONDS`` in
+#: the handler, 50 min) is shorter still, so the handler fails first with a message that
+#: names the endpoint, its state and what was cleaned.
+PROVIDER_TOTAL_TIMEOUT = cdk.Duration.minutes(55)
+PROVIDER_QUERY_INTERVAL = cdk.Duration.seconds(30)
+
+
 def _hash(value: Any) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:6]
 
@@ -184,9 +216,10 @@ class _Provider(Construct):
             "Provider",
             on_event_handler=self.on_event,
             is_complete_handler=self.is_complete,
-            query_interval=cdk.Duration.seconds(30),
-            # A p4d/p5 endpoint takes 10-30 minutes; the framework allows at most 2 hours.
-            total_timeout=cdk.Duration.hours(2),
+            query_interval=PROVIDER_QUERY_INTERVAL,
+            # A p4d/p5 endpoint takes 10-30 minutes, longer when capacity is short; the
+            # framework allows at most one hour and CloudFormation's ServiceTimeout too.
+            total_timeout=PROVIDER_TOTAL_TIMEOUT,
         )
         self._acknowledge()
 
@@ -312,7 +345,8 @@ class MigInferenceEndpoint(Construct):
         :param instance_type: a SageMaker instance type with MIG-capable GPUs, such as ``ml.p4d.24xlarge``.
         :param layout: the partitions of every GPU: a preset (``half``, ``balanced``, ...; see
             ``gpu-share mig layouts``) or a list of MIG profiles. The order is kept: SageMaker compares
-            layouts in order, and any change creates a new endpoint.
+            layouts in order, and any change creates a new endpoint (old and new run side by side for the
+            update: twice the instance quota and cost; see the module docstring).
         :param models: the models; each gives ``profile`` (one partition per copy) or ``gpus``
             (whole GPUs per copy, on the whole-GPU endpoint).
         :param instance_count: instances of the partitioned endpoint. Default: 1.
@@ -390,6 +424,7 @@ class MigInferenceEndpoint(Construct):
             service_token=provider.service_token,
             resource_type="Custom::GpuShareMigEndpoint",
             properties=props,
+            service_timeout=SERVICE_TIMEOUT,
         )
         self._after_role_policy(self.endpoint)
 
@@ -606,6 +641,7 @@ class MigInferenceEndpoint(Construct):
             service_token=self._provider.service_token,
             resource_type="Custom::GpuShareMigInferenceComponent",
             properties=props,
+            service_timeout=SERVICE_TIMEOUT,
         )
         name = component.get_att_string("InferenceComponentName")
         self.components[m.name] = component

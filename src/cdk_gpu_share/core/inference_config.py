@@ -67,6 +67,9 @@ __all__ = [
     "InferenceConfig",
     "parse_inference",
     "check_endpoint",
+    "rolling_update_problems",
+    "ROLLING_UPDATE_BATCH_COPIES",
+    "rolling_update_batch",
     "endpoint_layout",
     "model_profile",
     "partitioned_models",
@@ -84,6 +87,15 @@ NAME_PATTERN = r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$"
 MAX_NAME_LENGTH = 55
 MAX_ENDPOINT_NAME_LENGTH = 40
 DEFAULT_INVOCATIONS_PER_COPY = 10.0
+#: Copies a rolling update of an inference component starts before stopping as many old
+#: ones (the MIG handler's ROLLING_BATCH_COPIES): free partitions reserved per model; above
+#: 20 copies SageMaker's 5 % minimum batch applies (:func:`rolling_update_batch`).
+ROLLING_UPDATE_BATCH_COPIES = 1
+
+
+def rolling_update_batch(copies: int) -> int:
+    """Copies per rolling batch at ``copies`` copies (the MIG handler's ``rolling_batch``)."""
+    return max(ROLLING_UPDATE_BATCH_COPIES, -(-copies * 5 // 100))
 MAX_ENVIRONMENT_ENTRIES = 16
 MIN_MEMORY_MB = 128
 MIN_CPUS = 0.25
@@ -350,6 +362,9 @@ def check_endpoint(endpoint: InferenceEndpointConfig, *, where: str = "") -> lis
                     "lower copies.max, raise instance_count, or put more of this profile in the layout",
                 )
 
+    if layout is not None:
+        problems.extend(rolling_update_problems(endpoint, where=where))
+
     # Host memory and CPU are shared by every partition of an instance.
     host = instances.lookup(endpoint.instance_type)
     parts = partitioned_models(endpoint)
@@ -415,6 +430,60 @@ def check_endpoint(endpoint: InferenceEndpointConfig, *, where: str = "") -> lis
                     f" have {have}",
                     "raise whole_gpu.instance_count or lower copies.max",
                 )
+    return problems
+
+
+def rolling_update_problems(endpoint: InferenceEndpointConfig, *, where: str = "") -> list[Problem]:
+    """The profiles that leave no partition for a rolling update at max copies.
+
+    A model or image change updates an inference component in place, rolling: SageMaker
+    starts ``ROLLING_UPDATE_BATCH_COPIES`` new copies, then stops as many old ones (the
+    handler sends that batch as ``DeploymentConfig``, for the rollback too). CloudFormation
+    may update every component at once, so each partitioned model of a profile needs that
+    many free partitions of it while its copies are at ``copies.max``. Profiles already
+    short of partitions are reported by :func:`check_endpoint` instead.
+    """
+    pre = f"{where}." if where else ""
+    try:
+        gpu = mig.resolve_gpu(instance_type=endpoint.instance_type)
+        info = mig.INSTANCE_TYPES[endpoint.instance_type.strip().lower()]
+        layout = endpoint_layout(endpoint)
+    except mig.MigError:
+        return []
+    count = endpoint.instance_count if isinstance(endpoint.instance_count, int) and endpoint.instance_count >= 1 else 1
+    by_profile: dict[str, list[InferenceModelConfig]] = {}
+    for m in partitioned_models(endpoint):
+        try:
+            by_profile.setdefault(mig.profile(gpu, m.profile or "", field="profile").name, []).append(m)
+        except mig.MigError:
+            continue
+    problems: list[Problem] = []
+    partitions = Counter(layout)
+    for name, users in sorted(by_profile.items()):
+        available = partitions[name] * info.gpu_count * count
+        at_max = sum(m.copies.max for m in users)
+        batches = [rolling_update_batch(m.copies.max) for m in users]
+        reserve = sum(batches)
+        if at_max > available or at_max + reserve <= available:
+            continue
+        who = ", ".join(f"{m.name} max {m.copies.max}" for m in users)
+        starts = (
+            f"{batches[0]} new copy of each model before stopping an old one"
+            if set(batches) == {1}
+            else "new copies before stopping as many old ones ("
+            + ", ".join(f"{m.name} {b}" for m, b in zip(users, batches))
+            + ")"
+        )
+        problems.append(
+            Problem(
+                f"{pre}models",
+                who,
+                f"{at_max} of the {available} {name} partitions are taken at max copies ({who}), leaving"
+                f" {available - at_max} for rolling updates; a model or image change starts {starts} and needs {reserve}",
+                f"lower copies.max so that they sum to at most {available - reserve}, raise instance_count, or put more"
+                " of this profile in the layout",
+            )
+        )
     return problems
 
 

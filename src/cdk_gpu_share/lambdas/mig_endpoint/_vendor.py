@@ -36,6 +36,7 @@ OPERATIONS = (
     "UpdateInferenceComponentRuntimeConfig",
     "DeleteInferenceComponent",
     "ListInferenceComponents",
+    "AddTags",
 )
 HERE = Path(__file__).resolve().parent
 DATA = HERE / "data"
