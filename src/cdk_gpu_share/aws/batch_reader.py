@@ -72,6 +72,8 @@ __all__ = [
 #: The planner's one resource: GPUs of the fleet.
 RESOURCE = "gpu"
 #: Tags every job of the queue carries (required by ``FairshareQueue.grant_submit``).
+#: The priority cap of a team without ``max_priority`` (core.config.DEFAULT_MAX_PRIORITY).
+DEFAULT_MAX_PRIORITY = 100
 TAG_QUEUE = "gpu-share:queue"
 TAG_TEAM = "gpu-share:team"
 #: Tag of a job the reclaimer resubmitted: the id of the job it stopped.
@@ -135,6 +137,9 @@ def team_settings(team: Any, capacity: Mapping[str, int]) -> dict:
         entry["borrow_limit"] = {RESOURCE: _num(fleet_gpus(limits))}
     if team.in_team_preemption:
         entry["in_team_preemption"] = True
+    cap = getattr(team, "max_priority", DEFAULT_MAX_PRIORITY)
+    if cap != DEFAULT_MAX_PRIORITY:
+        entry["max_priority"] = cap
     return entry
 
 
@@ -365,6 +370,9 @@ def read_queue(
 
     teams = [dict(t) for t in settings.get("teams", ())]
     team_of_share = {t.get("share_identifier") or share_identifier(t["name"]): t["name"] for t in teams}
+    # A team's priorities count no higher than its max_priority (IAM cannot cap SubmitJob's):
+    # a job submitted at 9999 cannot shift reclaim onto other teams' jobs.
+    priority_cap = {t["name"]: t.get("max_priority", DEFAULT_MAX_PRIORITY) for t in teams}
     state_of = dict(STATUSES)
     jobs_out: list[dict] = []
     kept: dict[str, dict] = {}
@@ -392,7 +400,8 @@ def read_queue(
             "team": team,
             "state": job_state,
             "demand": {RESOURCE: gpus_of(job)},
-            "priority": int(priority) if isinstance(priority, (int, float)) else 0,
+            "priority": min(int(priority) if isinstance(priority, (int, float)) else 0,
+                            priority_cap.get(team, DEFAULT_MAX_PRIORITY)),
             "since": since,
             "terminating": bool(job.get("isTerminated") or job.get("isCancelled")),
         })
@@ -400,7 +409,7 @@ def read_queue(
 
     for sid, name in unknown.items():
         teams.append({"name": name, "guarantee": {RESOURCE: 0}})
-    planner_teams = [{k: v for k, v in t.items() if k != "share_identifier"} for t in teams]
+    planner_teams = [{k: v for k, v in t.items() if k not in ("share_identifier", "max_priority")} for t in teams]
     state = {
         "now": now,
         "capacity": dict(settings.get("capacity") or {RESOURCE: 0}),
