@@ -91,12 +91,22 @@ def fleet_plan(config: PlatformConfig) -> dict[str, Any]:
                         "borrow_cap": cap,
                         "max_usage": max(g, most),
                         "in_team_preemption": team.in_team_preemption,
+                        "in_team_preemption_text": in_team_preemption_text(team, backend),
                     }
                 )
         for t in totals.values():
             t["unguaranteed"] = t["capacity"] - t["guaranteed"]
         out["backends"][backend] = {"teams": rows, "totals": totals}
     return out
+
+
+def in_team_preemption_text(team: TeamConfig, backend: str) -> str:
+    """What a team's own higher-priority jobs may do to its lower ones, and whose default that is."""
+    if backend == HYPERPOD:
+        if team.in_team_preemption is None:
+            return "LowerPriority (HyperPod default)"
+        return "LowerPriority" if team.in_team_preemption else "Never"
+    return "enabled" if team.in_team_preemption else "disabled" + (" (default)" if team.in_team_preemption is None else "")
 
 
 def _num(x: float | None) -> str:
@@ -133,6 +143,9 @@ def format_plan(plan: dict[str, Any]) -> str:
                 f"  fleet {it}: capacity {_num(t['capacity'])}, guaranteed {_num(t['guaranteed'])},"
                 f" unguaranteed {_num(t['unguaranteed'])}"
             )
+        preemption = {r["team"]: r["in_team_preemption_text"] for r in data["teams"]}
+        if preemption:
+            lines.append("  in-team preemption: " + ", ".join(f"{t} {text}" for t, text in preemption.items()))
     return "\n".join(lines)
 
 
