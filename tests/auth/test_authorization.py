@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from cdk_gpu_share.core.guard import tag_guard_policy
 from tests.auth.matrix import ALLOWED, DENIED, Req, requests_for
 from tests.auth.resolve import ROOT, load_app
 
@@ -56,6 +57,7 @@ def _job(apps: dict) -> tuple[list[tuple[str, Req]], dict]:
             lint.append({"principal": key, "name": "trust", "policy": p.trust})
             lint += [{"principal": key, "name": d["name"], "policy": d["policy"]}
                      for d in p.policies if not d.get("aws_managed")]
+    lint.append({"principal": "tag guard (core/guard.py)", "name": "scp", "policy": tag_guard_policy()})
     return requests, {"requests": wire, "lint": lint}
 
 
