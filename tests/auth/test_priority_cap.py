@@ -44,3 +44,22 @@ def test_max_priority_reaches_the_reclaimer_settings_and_caps_there():
                                       for t in SETTINGS["teams"]]}
     state = _state(settings, [job("a1", "teama", "RUNNING", priority=700), job("b1", "teamb", "RUNNING", priority=700)])
     assert {j["id"]: j["priority"] for j in state["jobs"]} == {"a1": 500, "b1": 100}
+
+
+def test_a_job_that_overrides_its_consumable_resource_away_still_counts_against_the_cap():
+    """Finding 3, second half: IAM sees which consumable resource a job names (another team's is
+    denied, tests/auth/matrix.py), not its quantity. The reclaimer counts the GPUs a job asks
+    for, whatever its consumable-resource requirement says, and stops a team above its cap."""
+    settings = {**SETTINGS, "capacity": {"gpu": 4}, "teams": [
+        {"name": "team-a", "share_identifier": "teama", "guarantee": {"gpu": 2}},
+        {"name": "team-b", "share_identifier": "teamb", "guarantee": {"gpu": 1}, "borrow_limit": {"gpu": 1}},
+    ]}
+    jobs = []
+    for i in range(3):  # team-b runs 3 GPUs: guarantee 1 + cap 1, one too many
+        j = job(f"b{i}", "teamb", "RUNNING", started=NOW - 100 * (i + 1))
+        j["consumableResourceProperties"] = {"consumableResourceList": []}  # overridden away
+        jobs.append(j)
+    state = _state(settings, jobs)
+    assert sum(j["demand"]["gpu"] for j in state["jobs"]) == 3
+    result = reclaim.plan(state)
+    assert [(v["job"], v["reason"]) for v in result["preemptions"]] == [("b0", "borrow_limit")]
