@@ -731,7 +731,7 @@ class FairshareQueue(Construct):
             "AwsSolutions-IAM5",
             "ListJobs/DescribeJobs authorize only on '*'; TerminateJob authorizes only on job/* (limited to this"
             " queue's jobs by the aws:ResourceTag condition); a resubmitted job's ARN is unknown before"
-            " submission; the platform's job definitions share the queue's name prefix",
+            " submission",
             findings=[
                 "Resource::*",
                 f"{_WILDCARD_PREFIX}job/*",
