@@ -79,8 +79,9 @@ def test_defaults_of_a_minimal_team():
     config = parse_config(BATCH)
     team = config.team("team-a")
     assert team.borrow_limit_percent is None
-    assert team.in_team_preemption is False
+    assert team.in_team_preemption is None  # the service's default (HyperPod: LowerPriority)
     assert team.borrow_limit == {}
+    assert (team.max_priority, team.assumed_by, team.principal_tag) == (100, (), "gpu-share:team")
 
 
 # --- team names --------------------------------------------------------------

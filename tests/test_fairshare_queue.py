@@ -270,13 +270,17 @@ def test_grant_submit_limits_share_job_definitions_and_tags(platform):
     submit = [s for s in stmts if s["Action"] == "batch:SubmitJob"]
     assert len(submit) == 1
     s = submit[0]
-    assert s["Condition"] == {"StringEquals": {
-        "batch:ShareIdentifier": "teama",
-        "aws:RequestTag/gpu-share:queue": "gpu-share-fairshare",
-        "aws:RequestTag/gpu-share:team": "team-a",
-    }}
+    assert s["Condition"] == {
+        "StringEquals": {
+            "batch:ShareIdentifier": "teama",
+            "aws:RequestTag/gpu-share:queue": "gpu-share-fairshare",
+            "aws:RequestTag/gpu-share:team": "team-a",
+        },
+        "ForAllValues:StringEquals": {"aws:TagKeys": ["gpu-share:queue", "gpu-share:team"]},
+    }
     text = json.dumps(s["Resource"])
-    assert "job-definition/gpu-share-fairshare-teama-*" in text and ":job/*" in text
+    assert "job-definition/gpu-share-fairshare-teama-gpu1:*" in text and ":job/*" in text
+    assert "consumable-resource/gpu-share-fairshare-teama-gpus" in text and "teamb" not in text
     assert "FairshareQueue" in text  # the queue's ARN, imported from the platform stack
     cancel = [x for x in stmts if "batch:TerminateJob" in as_list(x["Action"])][0]
     assert cancel["Condition"]["StringEquals"]["aws:ResourceTag/gpu-share:team"] == "team-a"
@@ -352,7 +356,10 @@ def test_reclaimer_iam_is_least_privilege(standalone):
     terminate = by_action["batch:TerminateJob"]
     assert terminate["Condition"] == {"StringEquals": {"aws:ResourceTag/gpu-share:queue": "ml-gpu"}}
     assert json.dumps(terminate["Resource"]).endswith(':job/*"]]}')
-    assert by_action["batch:SubmitJob"]["Condition"] == {"StringEquals": {"aws:RequestTag/gpu-share:queue": "ml-gpu"}}
+    requeue = by_action["batch:SubmitJob"]["Condition"]
+    assert requeue["StringEquals"]["aws:RequestTag/gpu-share:queue"] == "ml-gpu"
+    assert requeue["ForAllValues:StringEquals"]["aws:TagKeys"] == [
+        "gpu-share:queue", "gpu-share:team", "gpu-share:requeued-from"]
     assert "batch:TerminateJobs" not in by_action  # no such IAM action: TerminateJobs needs TerminateJob
     assert not any(a.endswith("*") for a in by_action)
     assert set(by_action) <= {"batch:ListJobs", "batch:DescribeJobs", "batch:TerminateJob", "batch:SubmitJob",

@@ -208,9 +208,12 @@ def test_example_handler_may_touch_only_its_own_endpoint(example):
     t = example["template"]
     policies = t.find_resources("AWS::IAM::Policy", {"Properties": {"Roles": [{"Ref": Match.string_like_regexp("HandlerRole")}]}})
     text = json.dumps(policies)
-    for kind in ("endpoint", "endpoint-config", "inference-component", "model"):
+    for kind in ("endpoint", "endpoint-config", "inference-component"):
         assert f":{kind}/small-models-*" in text
-    assert "iam:PassRole" in text
+    assert ":model/" not in text  # CloudFormation creates the models; the handler only names them
+    assert '"aws:RequestTag/gpu-share:endpoint": "small-models"' in text
+    assert '"aws:ResourceTag/gpu-share:endpoint": "small-models"' in text
+    assert "sagemaker:ModelArn" in text and "iam:PassRole" in text
 
 
 def test_example_handler_may_pass_the_execution_role_to_sagemaker_only(example):

@@ -187,16 +187,22 @@ def test_grant_submit_allows_the_team_share_and_no_other(batch_built):
     statements = policy["Properties"]["PolicyDocument"]["Statement"]
     submit = [s for s in statements if s["Action"] == "batch:SubmitServiceJob"]
     assert len(submit) == 1
+    assert submit[0]["Condition"] == {
+        "NumericLessThanEqualsIfExists": {"batch:SchedulingPriority": "100"},
+        "StringEquals": {"aws:RequestTag/gpu-share:team": "team-a"},
+        "ForAllValues:StringEquals": {"aws:TagKeys": ["gpu-share:team"]},
+    }
     resources = submit[0]["Resource"]
     assert {"Fn::GetAtt": [share_ids["team-a"], "QuotaShareArn"]} in resources
     assert {"Fn::GetAtt": [queue_id, "JobQueueArn"]} in resources
     for other in ("team-b", "team-c"):
         assert {"Fn::GetAtt": [share_ids[other], "QuotaShareArn"]} not in resources
     assert "*" not in resources
-    reads = [s for s in statements if s["Action"] != "batch:SubmitServiceJob"]
-    assert reads == [
-        {"Action": ["batch:DescribeServiceJob", "batch:ListServiceJobs"], "Effect": "Allow", "Resource": "*"}
-    ]
+    wildcard = [s for s in statements if s["Resource"] == "*"]
+    assert wildcard == [{"Action": ["batch:DescribeServiceJob", "batch:ListServiceJobs"], "Effect": "Allow",
+                         "Resource": "*", "Sid": "ReadServiceJobs"}]
+    stop = [s for s in statements if s["Action"] == "batch:TerminateServiceJob"]
+    assert stop[0]["Condition"] == {"StringEquals": {"aws:ResourceTag/gpu-share:team": "team-a"}}
 
 
 def test_batch_template_is_nag_clean(batch_built):
@@ -325,7 +331,8 @@ def test_lend_team_has_no_borrow_limit_and_its_resources_by_dimension(hyperpod_b
                     {"InstanceType": "ml.p5.48xlarge", "Accelerators": 8, "VCpu": 192, "MemoryInGiB": 2048}
                 ],
                 "ResourceSharingConfig": {"Strategy": "Lend", "BorrowLimit": Match.absent()},
-                "PreemptTeamTasks": "Never",
+                # in_team_preemption unset: the property is omitted, so HyperPod's default applies
+                "PreemptTeamTasks": Match.absent(),
             },
         },
     )

@@ -50,6 +50,7 @@ __all__ = [
     "TAG_QUEUE",
     "TAG_TEAM",
     "TAG_REQUEUED_FROM",
+    "TAG_REQUEUE_ATTEMPT",
     "RECLAIM_REASON_PREFIX",
     "LIST_PAGE_SIZE",
     "DESCRIBE_BATCH",
@@ -75,11 +76,15 @@ __all__ = [
 
 #: The planner's one resource: GPUs of the fleet.
 RESOURCE = "gpu"
+#: The priority cap of a team without ``max_priority`` (core.config.DEFAULT_MAX_PRIORITY).
+DEFAULT_MAX_PRIORITY = 100
 #: Tags every job of the queue carries (required by ``FairshareQueue.grant_submit``).
 TAG_QUEUE = "gpu-share:queue"
 TAG_TEAM = "gpu-share:team"
 #: Tag of a job the reclaimer resubmitted: the id of the job it stopped.
 TAG_REQUEUED_FROM = "gpu-share:requeued-from"
+#: Tag of a resubmitted job: the requeue attempt (a random id kept in the ledger) that made it.
+TAG_REQUEUE_ATTEMPT = "gpu-share:requeue-attempt"
 #: Start of every reason the reclaimer writes on a job it stops. Letters and spaces
 #: only, so that a job definition's ``evaluateOnExit.onStatusReason`` (letters,
 #: digits, periods, colons, white space) and an EventBridge prefix filter match it.
@@ -139,6 +144,9 @@ def team_settings(team: Any, capacity: Mapping[str, int]) -> dict:
         entry["borrow_limit"] = {RESOURCE: _num(fleet_gpus(limits))}
     if team.in_team_preemption:
         entry["in_team_preemption"] = True
+    cap = getattr(team, "max_priority", DEFAULT_MAX_PRIORITY)
+    if cap != DEFAULT_MAX_PRIORITY:
+        entry["max_priority"] = cap
     return entry
 
 
@@ -528,6 +536,9 @@ def read_queue(
 
     teams = [dict(t) for t in settings.get("teams", ())]
     team_of_share = {t.get("share_identifier") or share_identifier(t["name"]): t["name"] for t in teams}
+    # A team's priorities count no higher than its max_priority (IAM cannot cap SubmitJob's):
+    # a job submitted at 9999 cannot shift reclaim onto other teams' jobs.
+    priority_cap = {t["name"]: t.get("max_priority", DEFAULT_MAX_PRIORITY) for t in teams}
     state_of = dict(STATUSES)
     jobs_out: list[dict] = []
     kept: dict[str, JobFacts] = {}
@@ -562,7 +573,7 @@ def read_queue(
             "team": team,
             "state": job_state,
             "demand": {RESOURCE: facts.gpus},
-            "priority": facts.priority,
+            "priority": min(facts.priority, priority_cap.get(team, DEFAULT_MAX_PRIORITY)),
             "since": since,
             "terminating": bool(facts.terminated or summary.get("isTerminated") or summary.get("isCancelled")),
         })
@@ -572,7 +583,7 @@ def read_queue(
 
     for sid, name in unknown.items():
         teams.append({"name": name, "guarantee": {RESOURCE: 0}})
-    planner_teams = [{k: v for k, v in t.items() if k != "share_identifier"} for t in teams]
+    planner_teams = [{k: v for k, v in t.items() if k not in ("share_identifier", "max_priority")} for t in teams]
     state = {
         "now": now,
         "capacity": dict(settings.get("capacity") or {RESOURCE: 0}),

@@ -243,6 +243,7 @@ class FairshareQueue(Construct):
         self.image = image
         self.retry_on_error = retry_on_error
         self._teams: dict[str, FairshareTeam] = {}
+        self._requeue_statement: iam.PolicyStatement | None = None
         problems = []
         for it in config.capacity:
             if instances.lookup(it) is None:
@@ -402,6 +403,8 @@ class FairshareQueue(Construct):
         tags = {br.TAG_QUEUE: self.queue_name, br.TAG_TEAM: team.name}
         resource = batch.ConsumableResource(
             where, f"{prefix}GpuQuota", total_quantity=quantity,
+            # Named, so that grants in any stack (the reclaimer's) name it without a cross-stack reference.
+            consumable_resource_name=self.consumable_resource_name(sid),
             resource_type=batch.ConsumableResourceType.REPLENISHABLE, tags=tags,
         )
         member = FairshareTeam(team=team, share_identifier=sid, guarantee_gpus=guarantee, cap_gpus=float(quantity),
@@ -410,6 +413,16 @@ class FairshareQueue(Construct):
             member.job_definitions[n] = self._job_definition(where, f"{prefix}JobDefinitionGpu{n}", sid, n,
                                                              resource, image or self.image, tags)
         self._teams[team.name] = member
+        if self._requeue_statement is not None and self.reclaimer is not None:
+            self._requeue_statement.add_resources(*self._job_definition_arns(member),
+                                                  self.consumable_resource_arn(team.name))
+            acknowledge_nag(
+                self.reclaimer.role, "AwsSolutions-IAM5",
+                "a requeue resubmits a stopped job with the job definition revision it ran (any revision of the"
+                " team's job definitions)",
+                findings=[f"{_WILDCARD_PREFIX}job-definition/{member.job_definition_name(n)}:*"
+                          for n in sorted(member.job_definitions)],
+            )
         return member
 
     def _job_definition(self, scope: Construct, id: str, sid: str, gpus: int, resource: batch.ConsumableResource,
@@ -509,53 +522,97 @@ class FairshareQueue(Construct):
     def _arn(self, resource: str, name: str) -> str:
         return cdk.Stack.of(self).format_arn(service="batch", resource=resource, resource_name=name)
 
+    def consumable_resource_name(self, share_identifier: str) -> str:
+        """The name of a team's consumable GPU resource: ``<queue>-<share>-gpus``."""
+        return f"{self.job_definition_prefix}{share_identifier}-gpus"[:128]
+
+    def consumable_resource_arn(self, team: str) -> str:
+        return self._arn("consumable-resource", self.consumable_resource_name(self._team(team).share_identifier))
+
+    def _job_definition_arns(self, member: FairshareTeam) -> list[str]:
+        """The team's job definitions, by name (latest revision) and by any revision."""
+        arns = []
+        for n in sorted(member.job_definitions):
+            name = member.job_definition_name(n)
+            arns += [self._arn("job-definition", name), self._arn("job-definition", f"{name}:*")]
+        return arns
+
+    def submit_statements(self, team: str) -> list[iam.PolicyStatement]:
+        """The one place that builds a team's permissions on this queue (see :meth:`grant_submit`)."""
+        member = self._team(team)
+        jobs = self._arn("job", "*")
+        tag_keys = {"aws:TagKeys": [br.TAG_QUEUE, br.TAG_TEAM]}
+        request_tags = {f"aws:RequestTag/{br.TAG_QUEUE}": self.queue_name, f"aws:RequestTag/{br.TAG_TEAM}": team}
+        return [
+            iam.PolicyStatement(
+                sid="SubmitIntoOwnShare",
+                actions=SUBMIT_ACTIONS,
+                resources=[self.job_queue_arn, *self._job_definition_arns(member),
+                           self.consumable_resource_arn(team), jobs],
+                conditions={
+                    "StringEquals": {"batch:ShareIdentifier": member.share_identifier, **request_tags},
+                    "ForAllValues:StringEquals": tag_keys,
+                },
+            ),
+            iam.PolicyStatement(
+                sid="TagOwnJobsOnSubmit",
+                actions=["batch:TagResource"],
+                resources=[jobs],
+                conditions={
+                    "StringEquals": request_tags,
+                    "ForAllValues:StringEquals": tag_keys,
+                    "StringEqualsIfExists": {f"aws:ResourceTag/{br.TAG_TEAM}": team,
+                                             f"aws:ResourceTag/{br.TAG_QUEUE}": self.queue_name},
+                },
+            ),
+            iam.PolicyStatement(
+                sid="StopOwnJobs",
+                actions=["batch:CancelJob", "batch:TerminateJob"],
+                resources=[jobs],
+                conditions={"StringEquals": {f"aws:ResourceTag/{br.TAG_TEAM}": team,
+                                             f"aws:ResourceTag/{br.TAG_QUEUE}": self.queue_name}},
+            ),
+            iam.PolicyStatement(sid="ReadJobs", actions=READ_ACTIONS, resources=["*"]),
+        ]
+
     def grant_submit(self, team: str, grantee: iam.IGrantable) -> iam.Grant:
         """Let ``grantee`` submit into ``team``'s share only, with ``team``'s job definitions only.
 
-        ``batch:SubmitJob`` authorizes on the job queue, the job definition (any revision)
-        and the new job, whose ``batch:ShareIdentifier`` condition key must be the team's
-        and whose tags (``aws:RequestTag``) must name this queue and the team (the
-        reclaimer may only terminate jobs tagged with its queue). Tagging on creation
-        also needs ``batch:TagResource`` on the new job. The team may cancel and
-        terminate its own jobs (``aws:ResourceTag/gpu-share:team``). ``ListJobs`` and
-        ``DescribeJobs`` support no resource-level permission and are granted on ``*``.
-        The new job's ARN is unknown before submission, hence ``job/*``.
+        ``batch:SubmitJob`` authorizes on the job queue, the job definition, the job and the
+        consumable resources the job involves (Service Authorization Reference for AWS Batch).
+        The statement names this queue, the team's job definitions, the team's consumable
+        resource and ``job/*`` (a new job's ARN is unknown before submission), so a job that
+        overrides its consumable resources with another team's is denied. The job's
+        ``batch:ShareIdentifier`` must be the team's (its identity for fair share and for the
+        reclaimer), and it must carry exactly the tags ``gpu-share:queue`` and
+        ``gpu-share:team`` with this queue's and team's names (``aws:RequestTag``,
+        ``aws:TagKeys``; the reserved ``gpu-share:requeued-from`` is the reclaimer's alone).
+
+        Tagging on creation also needs ``batch:TagResource`` on the new job. Batch has no
+        condition key that tells tagging on creation from re-tagging an existing job, so the
+        grant writes only the team's own two tags, and only on a job that carries no such tag
+        yet or carries the team's own (``StringEqualsIfExists aws:ResourceTag``): another
+        team's or another queue's tagged job cannot be re-tagged. The team may cancel and
+        terminate its own tagged jobs. ``ListJobs`` and ``DescribeJobs`` support no
+        resource-level permission and are granted on ``*``. Residual risk: a job of the
+        account that carries no ``gpu-share`` tag (not one of this queue's: every submission
+        here is tagged) can be tagged and then cancelled; see README, Security model.
         """
-        member = self._team(team)
-        jobs = self._arn("job", "*")
+        statements = self.submit_statements(team)
+        first = statements[0]
         grant = iam.Grant.add_to_principal(
-            grantee=grantee,
-            actions=SUBMIT_ACTIONS,
-            resource_arns=[
-                self.job_queue_arn,
-                self._arn("job-definition", f"{self.job_definition_prefix}{member.share_identifier}-*"),
-                jobs,
-            ],
-            conditions={"StringEquals": {
-                "batch:ShareIdentifier": member.share_identifier,
-                f"aws:RequestTag/{br.TAG_QUEUE}": self.queue_name,
-                f"aws:RequestTag/{br.TAG_TEAM}": team,
-            }},
+            grantee=grantee, actions=first.actions, resource_arns=first.resources,
+            conditions=first.conditions,
         )
-        iam.Grant.add_to_principal(
-            grantee=grantee, actions=["batch:TagResource"], resource_arns=[jobs],
-            conditions={"StringEquals": {f"aws:RequestTag/{br.TAG_QUEUE}": self.queue_name,
-                                         f"aws:RequestTag/{br.TAG_TEAM}": team}},
-        )
-        iam.Grant.add_to_principal(
-            grantee=grantee, actions=["batch:CancelJob", "batch:TerminateJob"], resource_arns=[jobs],
-            conditions={"StringEquals": {f"aws:ResourceTag/{br.TAG_TEAM}": team,
-                                         f"aws:ResourceTag/{br.TAG_QUEUE}": self.queue_name}},
-        )
-        iam.Grant.add_to_principal(grantee=grantee, actions=READ_ACTIONS, resource_arns=["*"])
+        for statement in statements[1:]:
+            grantee.grant_principal.add_to_principal_policy(statement)
         return grant
 
     def submit_wildcard_findings(self, team: str) -> list[str]:
         """The granular cdk-nag IAM5 findings :meth:`grant_submit` causes besides ``Resource::*``."""
         member = self._team(team)
-        return [
-            f"{_WILDCARD_PREFIX}job/*",
-            f"{_WILDCARD_PREFIX}job-definition/{self.job_definition_prefix}{member.share_identifier}-*",
+        return [f"{_WILDCARD_PREFIX}job/*"] + [
+            f"{_WILDCARD_PREFIX}job-definition/{member.job_definition_name(n)}:*" for n in sorted(member.job_definitions)
         ]
 
     # ------------------------------------------------------------------ metrics
@@ -594,6 +651,46 @@ class FairshareQueue(Construct):
         return self.metrics.metric_reclaim_errors(**options)
 
     # ------------------------------------------------------------------ the reclaimer
+
+    def _reclaimer_statements(self) -> list[iam.PolicyStatement]:
+        """The one place that builds the reclaimer's permissions.
+
+        The reclaimer picks its victims from ``ListJobs`` of its own queue (never by tag), so
+        the ``gpu-share:queue`` tag on ``TerminateJob`` is a second fence, not its authority.
+        Requeue resubmits into this queue, into a configured team's share, with that team's
+        job definitions and consumable resource (added by :meth:`add_team`), carrying the
+        queue tag and no tag keys but the platform's four. The requeue ledger is read and
+        written item by item (no Scan, Query or DeleteItem).
+        """
+        jobs = self._arn("job", "*")
+        tag_keys = {"aws:TagKeys": [br.TAG_QUEUE, br.TAG_TEAM, br.TAG_REQUEUED_FROM, br.TAG_REQUEUE_ATTEMPT]}
+        queue_tag = {f"aws:RequestTag/{br.TAG_QUEUE}": self.queue_name}
+        self._requeue_statement = iam.PolicyStatement(
+            sid="RequeueIntoTeamShares",
+            actions=["batch:SubmitJob"],
+            resources=[self.job_queue_arn, jobs],
+            conditions={
+                "StringEquals": {**queue_tag, "batch:ShareIdentifier": _Lazy(
+                    lambda: sorted(t.share_identifier for t in self._teams.values()))},
+                "ForAllValues:StringEquals": tag_keys,
+            },
+        )
+        return [
+            # Read: no resource-level permission exists for ListJobs/DescribeJobs.
+            iam.PolicyStatement(sid="ReadJobs", actions=READ_ACTIONS, resources=["*"]),
+            # Stop: TerminateJob(s) authorizes on job/* only.
+            iam.PolicyStatement(sid="StopThisQueuesJobs", actions=["batch:TerminateJob"], resources=[jobs],
+                                conditions={"StringEquals": {f"aws:ResourceTag/{br.TAG_QUEUE}": self.queue_name}}),
+            self._requeue_statement,
+            iam.PolicyStatement(
+                sid="TagRequeuedJobs", actions=["batch:TagResource"], resources=[jobs],
+                conditions={"StringEquals": queue_tag, "ForAllValues:StringEquals": tag_keys,
+                            "StringEqualsIfExists": {f"aws:ResourceTag/{br.TAG_QUEUE}": self.queue_name}},
+            ),
+            # Requeue exactly once: claim, read and record in the ledger.
+            iam.PolicyStatement(sid="RequeueLedger", actions=["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"],
+                                resources=[self.requeue_table.table_arn]),
+        ]
 
     def _reclaimer(self, stack: cdk.Stack, retention: logs.RetentionDays) -> None:
         reclaim_cfg = self.config.reclaim
@@ -647,35 +744,17 @@ class FairshareQueue(Construct):
         # aws-cdk-lib makes the function depend on its role although Role is already a GetAtt
         # (cfn-lint W3005, a warning about redundancy, not an error).
         fn.node.default_child.add_metadata("cfn-lint", {"config": {"ignore_checks": ["W3005"]}})
-        # Read: no resource-level permission exists for ListJobs/DescribeJobs.
-        role.add_to_policy(iam.PolicyStatement(actions=READ_ACTIONS, resources=["*"]))
-        jobs = self._arn("job", "*")
-        tagged = {"StringEquals": {f"aws:ResourceTag/{br.TAG_QUEUE}": self.queue_name}}
-        # Stop: TerminateJob(s) authorizes on job/* only; the queue tag keeps it to this queue.
-        role.add_to_policy(iam.PolicyStatement(actions=["batch:TerminateJob"], resources=[jobs], conditions=tagged))
-        # Requeue: resubmit into this queue with the platform's job definitions, tags kept.
-        request_tag = {"StringEquals": {f"aws:RequestTag/{br.TAG_QUEUE}": self.queue_name}}
-        role.add_to_policy(iam.PolicyStatement(
-            actions=["batch:SubmitJob"],
-            resources=[self.job_queue_arn, self._arn("job-definition", f"{self.job_definition_prefix}*"), jobs],
-            conditions=request_tag,
-        ))
-        role.add_to_policy(iam.PolicyStatement(actions=["batch:TagResource"], resources=[jobs], conditions=request_tag))
-        # Requeue exactly once: claim, read and record in the ledger (no Scan, Query or DeleteItem).
-        role.add_to_policy(iam.PolicyStatement(
-            actions=["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"],
-            resources=[self.requeue_table.table_arn],
-        ))
+        for statement in self._reclaimer_statements():
+            role.add_to_policy(statement)
         acknowledge_nag(
             role,
             "AwsSolutions-IAM5",
             "ListJobs/DescribeJobs authorize only on '*'; TerminateJob authorizes only on job/* (limited to this"
             " queue's jobs by the aws:ResourceTag condition); a resubmitted job's ARN is unknown before"
-            " submission; the platform's job definitions share the queue's name prefix",
+            " submission",
             findings=[
                 "Resource::*",
                 f"{_WILDCARD_PREFIX}job/*",
-                f"{_WILDCARD_PREFIX}job-definition/{self.job_definition_prefix}*",
             ],
         )
 

@@ -126,6 +126,8 @@ __all__ = [
 
 HANDLER_DIR = Path(__file__).resolve().parents[1] / "lambdas" / "mig_endpoint"
 VARIANT = "AllTraffic"
+#: The tag the handler puts on everything it creates; its IAM permissions rely on it.
+ENDPOINT_TAG = "gpu-share:endpoint"
 SHARED_INSTANCE_WARNING = "@cdk-gpu-share/mig:shared-instance"
 #: Instance families with local NVMe storage: SageMaker refuses a KmsKeyId on them.
 LOCAL_STORAGE_FAMILIES = {"p4d", "p4de", "p5", "p5e", "p5en", "p6-b200", "g4dn", "g5", "g6", "g6e", "p3dn"}
@@ -269,32 +271,46 @@ class _Provider(Construct):
     def _framework_functions(self) -> list[lambda_.Function]:
         return [c for c in self.provider.node.find_all() if isinstance(c, lambda_.Function)]
 
-    def allow(self, base: str, role: iam.IRole) -> None:
-        """Let the handler manage the endpoint, configs and components named ``<base>-*``."""
+    def allow(self, base: str, role: iam.IRole, models: Sequence[str] = ()) -> None:
+        """Let the handler manage the endpoint, configs and components of the construct named ``base``.
+
+        The one place that builds the handler's permissions for one endpoint. Names are
+        ``<base>-*`` (the handler adds generation suffixes), and every resource the handler
+        creates carries the tag ``gpu-share:endpoint=<base>``: creations must carry it
+        (``aws:RequestTag``), and changes and deletions are refused on a resource tagged for
+        another endpoint (``StringEqualsIfExists aws:ResourceTag``; a resource that does not
+        exist yet, or any more, has no tags, and the handler must still see its not-found
+        error). So another endpoint whose name merely starts with ``<base>-`` stays out of
+        reach. ``CreateInferenceComponent`` authorizes no model resource; its
+        ``sagemaker:ModelArn`` must be one of ``models`` (this construct's models). No
+        permission on ``model/*`` at all: CloudFormation creates the models.
+        """
         stack = cdk.Stack.of(self)
-        arns = [
-            stack.format_arn(service="sagemaker", resource=kind, resource_name=f"{base}-*")
-            for kind in ("endpoint", "endpoint-config", "inference-component", "model")
+
+        def arns(*kinds: str) -> list[str]:
+            return [stack.format_arn(service="sagemaker", resource=k, resource_name=f"{base}-*") for k in kinds]
+
+        own = {"StringEquals": {f"aws:RequestTag/{ENDPOINT_TAG}": base}}
+        mine = {"StringEqualsIfExists": {f"aws:ResourceTag/{ENDPOINT_TAG}": base}}
+        models_only = {"StringEquals": {f"aws:RequestTag/{ENDPOINT_TAG}": base,
+                                        "sagemaker:ModelArn": list(models) or ["none"]}}
+        # One statement per set of resource types an action authorizes (Service Authorization
+        # Reference for SageMaker), so that no statement names a resource its actions ignore.
+        grants: list[tuple[list[str], tuple[str, ...], dict | None]] = [
+            (["sagemaker:CreateEndpointConfig"], ("endpoint-config",), own),
+            (["sagemaker:CreateEndpoint"], ("endpoint", "endpoint-config"), own),
+            (["sagemaker:AddTags"], ("endpoint", "endpoint-config", "inference-component"), own),
+            (["sagemaker:CreateInferenceComponent"], ("endpoint", "inference-component"), models_only),
+            (["sagemaker:UpdateEndpoint"], ("endpoint", "endpoint-config"), mine),
+            (["sagemaker:DeleteEndpoint"], ("endpoint",), mine),
+            (["sagemaker:DeleteEndpointConfig"], ("endpoint-config",), mine),
+            (["sagemaker:UpdateInferenceComponent", "sagemaker:UpdateInferenceComponentRuntimeConfig",
+              "sagemaker:DeleteInferenceComponent"], ("inference-component",), mine),
+            (["sagemaker:DescribeEndpoint"], ("endpoint",), None),
+            (["sagemaker:DescribeInferenceComponent"], ("inference-component",), None),
         ]
-        self.role.add_to_policy(
-            iam.PolicyStatement(
-                actions=[
-                    "sagemaker:CreateEndpointConfig",
-                    "sagemaker:DeleteEndpointConfig",
-                    "sagemaker:CreateEndpoint",
-                    "sagemaker:DescribeEndpoint",
-                    "sagemaker:UpdateEndpoint",
-                    "sagemaker:DeleteEndpoint",
-                    "sagemaker:CreateInferenceComponent",
-                    "sagemaker:DescribeInferenceComponent",
-                    "sagemaker:UpdateInferenceComponent",
-                    "sagemaker:UpdateInferenceComponentRuntimeConfig",
-                    "sagemaker:DeleteInferenceComponent",
-                    "sagemaker:AddTags",
-                ],
-                resources=arns,
-            )
-        )
+        for actions, kinds, conditions in grants:
+            self.role.add_to_policy(iam.PolicyStatement(actions=actions, resources=arns(*kinds), conditions=conditions))
         self.role.add_to_policy(
             iam.PolicyStatement(
                 actions=["iam:PassRole"],
@@ -306,10 +322,11 @@ class _Provider(Construct):
             self.role,
             "AwsSolutions-IAM5",
             "SageMaker resource names end in a generation suffix (a new endpoint or component replaces the old"
-            " one when the layout or partition type changes); the wildcard covers that suffix only",
+            " one when the layout or partition type changes); the wildcard covers that suffix only, and the"
+            " gpu-share:endpoint tag keeps other endpoints out",
             findings=[
                 f"Resource::{nag_arn(stack, 'sagemaker', f'{kind}/{base}-*')}"
-                for kind in ("endpoint", "endpoint-config", "inference-component", "model")
+                for kind in ("endpoint", "endpoint-config", "inference-component")
             ],
         )
 
@@ -401,7 +418,7 @@ class MigInferenceEndpoint(Construct):
 
         # ---- the partitioned endpoint (custom resource)
         provider = _Provider.of(self)
-        provider.allow(base, self.role)
+        provider.allow(base, self.role, [self.cfn_models[m.name].ref for m in models if m.partitioned])
         self._provider = provider
         props: dict[str, Any] = {
             "Kind": "Endpoint",
@@ -411,7 +428,7 @@ class MigInferenceEndpoint(Construct):
             "Layout": self.layout,
             "ExecutionRoleArn": self.role.role_arn,
             "VariantName": VARIANT,
-            "Tags": [{"Key": "gpu-share:endpoint", "Value": base}],
+            "Tags": [{"Key": ENDPOINT_TAG, "Value": base}],
         }
         if vpc_config is not None:
             props["VpcConfig"] = {
@@ -631,7 +648,7 @@ class MigInferenceEndpoint(Construct):
             "CopyCount": m.copies.initial,
             "MinCopyCount": m.copies.min,
             "MaxCopyCount": m.copies.max,
-            "Tags": [{"Key": "gpu-share:endpoint", "Value": base}] + ([{"Key": "gpu-share:team", "Value": m.team}] if m.team else []),
+            "Tags": [{"Key": ENDPOINT_TAG, "Value": base}] + ([{"Key": "gpu-share:team", "Value": m.team}] if m.team else []),
         }
         if m.cpus is not None:
             props["NumberOfCpuCoresRequired"] = m.cpus

@@ -43,6 +43,8 @@ from cdk_gpu_share.constructs._checks import acknowledge_cfn_rule, acknowledge_n
 
 #: The IAM actions a team needs to submit, inspect and stop its own service jobs.
 SUBMIT_ACTIONS = ["batch:SubmitServiceJob"]
+#: The tag that marks a job as a team's (the same key the classic fair-share queue uses).
+TAG_TEAM = "gpu-share:team"
 READ_ACTIONS = ["batch:DescribeServiceJob", "batch:ListServiceJobs"]
 
 
@@ -191,37 +193,80 @@ class BatchQuotaBackend(Construct):
             ) from None
 
     def grant_submit(self, team: str, grantee: iam.IGrantable) -> iam.Grant:
-        """Let ``grantee`` submit SageMaker Training service jobs into ``team``'s quota share only.
+        """Let ``grantee`` submit, re-prioritize and stop ``team``'s service jobs, in its quota share only.
 
-        ``batch:SubmitServiceJob`` authorizes on the job queue (required), the
-        quota share (``job-queue/QUEUE/quota-share/NAME``, present whenever a
-        job names its share, which a quota-managed queue requires) and the new
-        service job (Service Authorization Reference for AWS Batch). The
-        statement names this queue, this team's share and service jobs, so a
-        submission that names any other share of the queue matches no resource
-        and is denied. The read actions (``DescribeServiceJob``,
-        ``ListServiceJobs``) support no resource-level permission and are
-        granted on ``*``.
+        The one place that builds a team's Batch-quota permissions (Service Authorization
+        Reference for AWS Batch):
+
+        * ``SubmitServiceJob`` authorizes on the job queue, the quota share
+          (``job-queue/QUEUE/quota-share/NAME``, present whenever a job names its share, which
+          a quota-managed queue requires) and the new service job. The statement names this
+          queue and this team's share only, so naming another share is denied. Every job must
+          carry the tag ``gpu-share:team=<team>`` and no other (``aws:RequestTag``,
+          ``aws:TagKeys``): that tag is what lets the team stop it later. Its
+          ``batch:SchedulingPriority`` may not exceed the team's ``max_priority`` (Batch's
+          cross-share preemption weighs priority when it picks victims).
+        * Tagging on creation needs ``batch:TagResource`` on the new job; Batch has no key that
+          tells creation from re-tagging, so the grant only ever writes the team's own tag, and
+          only on a service job that is untagged or already the team's
+          (``StringEqualsIfExists aws:ResourceTag``): another team's job cannot be re-tagged.
+        * ``TerminateServiceJob`` and ``UpdateServiceJob`` (priority capped the same way) on the
+          team's own jobs (``aws:ResourceTag/gpu-share:team``).
+        * ``DescribeServiceJob`` and ``ListServiceJobs`` support no resource-level permission: ``*``.
         """
         quota = self._team(team)
         stack = cdk.Stack.of(self)
         service_jobs = stack.format_arn(service="batch", resource="service-job", resource_name="*")
+        cap = {"NumericLessThanEqualsIfExists": {"batch:SchedulingPriority": str(quota.team.max_priority)}}
+        own_tag = {f"aws:RequestTag/{TAG_TEAM}": team}
         grant = iam.Grant.add_to_principal(
             grantee=grantee,
             actions=SUBMIT_ACTIONS,
             resource_arns=[self.job_queue_arn, quota.arn, service_jobs],
+            conditions={**cap, "StringEquals": own_tag, "ForAllValues:StringEquals": {"aws:TagKeys": [TAG_TEAM]}},
         )
-        iam.Grant.add_to_principal(grantee=grantee, actions=READ_ACTIONS, resource_arns=["*"])
+        statements = [
+            iam.PolicyStatement(
+                sid="TagOwnServiceJobsOnSubmit",
+                actions=["batch:TagResource"],
+                resources=[service_jobs],
+                conditions={
+                    "StringEquals": own_tag,
+                    "ForAllValues:StringEquals": {"aws:TagKeys": [TAG_TEAM]},
+                    "StringEqualsIfExists": {f"aws:ResourceTag/{TAG_TEAM}": team},
+                },
+            ),
+            iam.PolicyStatement(
+                sid="StopOwnServiceJobs",
+                actions=["batch:TerminateServiceJob"],
+                resources=[service_jobs],
+                conditions={"StringEquals": {f"aws:ResourceTag/{TAG_TEAM}": team}},
+            ),
+            iam.PolicyStatement(
+                sid="ReprioritizeOwnServiceJobs",
+                actions=["batch:UpdateServiceJob"],
+                resources=[service_jobs],
+                conditions={**cap, "StringEquals": {f"aws:ResourceTag/{TAG_TEAM}": team}},
+            ),
+            iam.PolicyStatement(sid="ReadServiceJobs", actions=READ_ACTIONS, resources=["*"]),
+        ]
+        for statement in statements:
+            grantee.grant_principal.add_to_principal_policy(statement)
         if isinstance(grantee, Construct):
             acknowledge_nag(
                 grantee,
                 "AwsSolutions-IAM5",
                 "Batch's DescribeServiceJob and ListServiceJobs authorize only on '*', and a service job's ARN is"
                 " unknown before submission (Service Authorization Reference for AWS Batch); submission itself is"
-                " limited to this team's quota share",
+                " limited to this team's quota share, stopping and tagging to the team's own tagged jobs",
                 findings=["Resource::*", f"Resource::{nag_arn(stack, 'batch', 'service-job/*')}"],
             )
         return grant
+
+    def service_job_tags(self, team: str) -> dict[str, str]:
+        """The tags every service job of ``team`` must carry (see :meth:`grant_submit`)."""
+        self._team(team)
+        return {TAG_TEAM: team}
 
 
 @jsii.implements(IValidation)
@@ -265,7 +310,7 @@ class CfnComputeQuota(cdk.CfnResource):
         strategy: str,
         borrow_limit: int | None = None,
         absolute_borrow_limits: list[dict[str, Any]] | None = None,
-        preempt_team_tasks: str = "Never",
+        preempt_team_tasks: str | None = None,
         fair_share_weight: int | None = None,
         description: str | None = None,
     ) -> None:
@@ -277,14 +322,13 @@ class CfnComputeQuota(cdk.CfnResource):
         target: dict[str, Any] = {"TeamName": team_name}
         if fair_share_weight is not None:
             target["FairShareWeight"] = fair_share_weight
+        quota_config: dict[str, Any] = {"ComputeQuotaResources": resources, "ResourceSharingConfig": sharing}
+        if preempt_team_tasks is not None:  # omitted: HyperPod's default, LowerPriority
+            quota_config["PreemptTeamTasks"] = preempt_team_tasks
         props: dict[str, Any] = {
             "Name": name,
             "ClusterArn": cluster_arn,
-            "ComputeQuotaConfig": {
-                "ComputeQuotaResources": resources,
-                "ResourceSharingConfig": sharing,
-                "PreemptTeamTasks": preempt_team_tasks,
-            },
+            "ComputeQuotaConfig": quota_config,
             "ComputeQuotaTarget": target,
             "ActivationState": "Enabled",
         }
@@ -383,7 +427,7 @@ class HyperPodBackend(Construct):
             strategy=team.sharing.hyperpod_strategy,
             borrow_limit=team.borrow_limit_percent if team.sharing.borrows else None,
             absolute_borrow_limits=absolute if team.sharing.borrows else None,
-            preempt_team_tasks="LowerPriority" if team.in_team_preemption else "Never",
+            preempt_team_tasks=None if team.in_team_preemption is None else ("LowerPriority" if team.in_team_preemption else "Never"),
             fair_share_weight=team.fair_share_weight,
             description=team.description or None,
         )

@@ -151,9 +151,16 @@ class TeamConfig:
     sharing: Sharing = Sharing.LEND_AND_BORROW
     borrow_limit_percent: int | None = None
     borrow_limit: Mapping[str, Amount] = field(default_factory=dict)
-    in_team_preemption: bool = False
+    #: None: the service's default (HyperPod: ``LowerPriority``; Batch quota shares: disabled).
+    in_team_preemption: bool | None = None
     fair_share_weight: int | None = None
     description: str = ""
+    #: Highest scheduling priority the team may give a job (see :func:`_team_authorization`).
+    max_priority: int = 100
+    #: IAM role/user ARNs that may assume the team's SubmitRole. Empty: principals of the
+    #: platform's account whose principal tag ``principal_tag`` is the team's name.
+    assumed_by: tuple[str, ...] = ()
+    principal_tag: str = "gpu-share:team"
 
     def guarantee_for(self, capacity: Mapping[str, Any]) -> dict[str, Amount]:
         """The part of the guarantee on instance types that ``capacity`` declares."""
@@ -186,6 +193,9 @@ class HyperPodConfig:
     idle_resource_sharing: bool = True
     priority_classes: tuple[PriorityClass, ...] = ()
     scheduler_config_name: str | None = None
+    #: The EKS cluster that orchestrates the HyperPod cluster: each team's SubmitRole gets an
+    #: EKS access entry scoped to its namespace there. None: no cluster access is granted.
+    eks_cluster_arn: str | None = None
 
 
 @dataclass(frozen=True)
@@ -415,6 +425,10 @@ _TEAM_KEYS = {
     "in_team_preemption",
     "fair_share_weight",
     "description",
+    # authorization (_team_authorization)
+    "max_priority",
+    "assumed_by",
+    "principal_tag",
 }
 
 
@@ -475,9 +489,9 @@ def _team(raw: Any, index: int, problems: _Problems, *, guarantee_required: bool
             f"is set but sharing is {sharing.value}, which never borrows",
             "remove borrow_limit, or set sharing: lend_and_borrow",
         )
-    preempt = False
-    if "in_team_preemption" in data:
-        preempt = bool(_bool(data["in_team_preemption"], f"{where}.in_team_preemption", problems))
+    preempt = None  # unset: the service's default
+    if data.get("in_team_preemption") is not None:
+        preempt = _bool(data["in_team_preemption"], f"{where}.in_team_preemption", problems)
     weight = None
     if data.get("fair_share_weight") is not None:
         weight = _int(
@@ -501,9 +515,11 @@ def _team(raw: Any, index: int, problems: _Problems, *, guarantee_required: bool
             "shorten it, and write it on one line (no `|` block)",
         )
         description = ""
+    authorization = _team_authorization(data, where, problems)
     if name is None:
         return None
     return TeamConfig(
+        **authorization,
         name=name,
         guarantee=guarantee,
         sharing=sharing,
@@ -513,6 +529,84 @@ def _team(raw: Any, index: int, problems: _Problems, *, guarantee_required: bool
         fair_share_weight=weight,
         description=description,
     )
+
+
+EKS_CLUSTER_ARN_PATTERN = r"arn:aws[a-z-]*:eks:[a-z0-9-]+:\d{12}:cluster/[A-Za-z0-9][A-Za-z0-9_-]{0,99}"
+
+
+def _eks_cluster_arn(value: Any, problems: _Problems) -> str | None:
+    """``hyperpod.eks_cluster_arn``: optional; teams get namespace access on this cluster."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not re.fullmatch(EKS_CLUSTER_ARN_PATTERN, value):
+        problems.add(f"{HYPERPOD}.eks_cluster_arn", value, "is not an EKS cluster ARN",
+                     "write arn:aws:eks:REGION:ACCOUNT:cluster/NAME (the Orchestrator.Eks.ClusterArn of"
+                     " `aws sagemaker describe-cluster`)")
+        return None
+    return value
+
+
+# -- who may act as a team, and how far (issue 8). Self-contained: new fields only.
+
+#: Batch's scheduling priorities run from 0 to 9999; a team's jobs may use 0..max_priority.
+#: The same default for every team means no team outranks another unless the platform
+#: team raises its cap.
+DEFAULT_MAX_PRIORITY = 100
+MAX_SCHEDULING_PRIORITY = 9999
+DEFAULT_PRINCIPAL_TAG = "gpu-share:team"
+#: An IAM role or user that may be named in a trust policy (no wildcards: IAM refuses them there).
+ASSUMER_ARN_PATTERN = r"arn:aws[a-z-]*:iam::\d{12}:(role|user)/[A-Za-z0-9+=,.@_/-]{1,512}"
+#: A tag key IAM accepts in aws:PrincipalTag/<key>.
+TAG_KEY_PATTERN = r"[A-Za-z0-9 _.:/=+@-]{1,128}"
+
+
+def _team_authorization(data: Mapping, where: str, problems: _Problems) -> dict[str, Any]:
+    """``max_priority``, ``assumed_by`` and ``principal_tag`` of one team (defaults when absent).
+
+    * ``max_priority`` (default 100, within 0..9999): the highest scheduling priority the
+      team's jobs may carry (enforced by IAM on Batch service jobs, and by the reclaimer,
+      which never ranks a job above its team's cap when it picks victims).
+    * ``assumed_by`` (default: none): IAM role or user ARNs allowed to assume the team's
+      SubmitRole, e.g. an IAM Identity Center permission-set role or a CI role.
+    * ``principal_tag`` (default ``gpu-share:team``): when ``assumed_by`` is empty, principals
+      of the platform's account may assume the role only if their principal tag of this key
+      is the team's name.
+    """
+    out: dict[str, Any] = {}
+    if data.get("max_priority") is not None:
+        value = _int(data["max_priority"], f"{where}.max_priority", problems, minimum=0,
+                     maximum=MAX_SCHEDULING_PRIORITY,
+                     fix=f"use a whole number from 0 to {MAX_SCHEDULING_PRIORITY} (default {DEFAULT_MAX_PRIORITY})")
+        if value is not None:
+            out["max_priority"] = value
+    raw = data.get("assumed_by")
+    if raw is not None:
+        items = [raw] if isinstance(raw, str) else raw
+        if not isinstance(items, list) or not items:
+            problems.add(f"{where}.assumed_by", raw, "must be a non-empty list of IAM role or user ARNs",
+                         "write e.g. [arn:aws:iam::111122223333:role/team-a-ci], or remove it to trust"
+                         f" principals tagged {DEFAULT_PRINCIPAL_TAG}=<team>")
+        else:
+            arns = []
+            for i, arn in enumerate(items):
+                if not isinstance(arn, str) or not re.fullmatch(ASSUMER_ARN_PATTERN, arn):
+                    problems.add(f"{where}.assumed_by[{i}]", arn, "is not an IAM role or user ARN",
+                                 "write arn:aws:iam::ACCOUNT:role/NAME (no wildcards: trust policies refuse them)")
+                elif arn not in arns:
+                    arns.append(arn)
+            out["assumed_by"] = tuple(arns)
+    if data.get("principal_tag") is not None:
+        tag = data["principal_tag"]
+        if not isinstance(tag, str) or not re.fullmatch(TAG_KEY_PATTERN, tag) or tag.lower().startswith("aws:"):
+            problems.add(f"{where}.principal_tag", tag, "is not a tag key IAM accepts",
+                         f"use up to 128 letters, digits, spaces and _.:/=+-@, not starting with aws: (default"
+                         f" {DEFAULT_PRINCIPAL_TAG})")
+        elif raw is not None:
+            problems.add(f"{where}.principal_tag", tag, "is set together with assumed_by, which replaces it",
+                         "keep one: assumed_by (named principals) or principal_tag (tagged principals)")
+        else:
+            out["principal_tag"] = tag
+    return out
 
 
 def _batch(raw: Any, problems: _Problems) -> BatchQuotaConfig | None:
@@ -544,7 +638,8 @@ def _hyperpod(raw: Any, problems: _Problems) -> HyperPodConfig | None:
         return None
     _check_keys(
         data,
-        {"cluster_arn", "capacity", "fair_share", "idle_resource_sharing", "priority_classes", "scheduler_config_name"},
+        {"cluster_arn", "capacity", "fair_share", "idle_resource_sharing", "priority_classes", "scheduler_config_name",
+         "eks_cluster_arn"},
         HYPERPOD,
         problems,
     )
@@ -619,7 +714,9 @@ def _hyperpod(raw: Any, problems: _Problems) -> HyperPodConfig | None:
             hp.RESOURCE_NAME_PATTERN,
             "use up to 63 letters, digits and hyphens",
         )
+    eks_arn = _eks_cluster_arn(data.get("eks_cluster_arn"), problems)
     return HyperPodConfig(
+        eks_cluster_arn=eks_arn,
         cluster_arn=arn,
         capacity=capacity,
         priority_classes=tuple(classes),

@@ -101,6 +101,7 @@ def fleet_plan(config: PlatformConfig) -> dict[str, Any]:
                         "max_usage": max(g, most),
                         "max_usage_gpus": max(g, most) * per,
                         "in_team_preemption": team.in_team_preemption,
+                        "in_team_preemption_text": in_team_preemption_text(team, backend),
                     }
                 )
         for it, t in totals.items():
@@ -246,6 +247,15 @@ def idle_costs(config: PlatformConfig) -> list[dict[str, str]]:
     return out
 
 
+def in_team_preemption_text(team: TeamConfig, backend: str) -> str:
+    """What a team's own higher-priority jobs may do to its lower ones, and whose default that is."""
+    if backend == HYPERPOD:
+        if team.in_team_preemption is None:
+            return "LowerPriority (HyperPod default)"
+        return "LowerPriority" if team.in_team_preemption else "Never"
+    return "enabled" if team.in_team_preemption else "disabled" + (" (default)" if team.in_team_preemption is None else "")
+
+
 def _num(x: float | None) -> str:
     if x is None:
         return "unlimited"
@@ -277,6 +287,9 @@ def format_plan(plan: dict[str, Any]) -> str:
                 f"  fleet {it}: capacity {amount_text(t['capacity'], it)}, guaranteed {amount_text(t['guaranteed'], it)},"
                 f" unguaranteed {amount_text(t['unguaranteed'], it)}"
             )
+        preemption = {r["team"]: r["in_team_preemption_text"] for r in data["teams"]}
+        if preemption:
+            lines.append("  in-team preemption: " + ", ".join(f"{t} {text}" for t, text in preemption.items()))
     for e in plan.get("inference", []):
         lines += ["", f"inference endpoint {e['endpoint']}: {_plural(e['instances'], 'instance')} of {e['instance_type']} "
                       f"({_plural(e['gpus'], 'GPU')}), every GPU split {' + '.join(e['layout'])} = "

@@ -51,7 +51,17 @@ def build_platform(app: cdk.App, config: PlatformConfig, *, checks: bool = True)
                 quota.grant_submit(team.name, stack.submit_role)
                 stack.output("TrainingQueueName", quota.job_queue_name, "Batch job queue for SageMaker Training")
                 stack.output("QuotaShareName", quota.quota_share_name(team.name), "the team's quota share")
+                stack.output(
+                    "TrainingJobTags",
+                    ",".join(f"{k}={v}" for k, v in quota.batch.service_job_tags(team.name).items()),
+                    "tags every service job must carry (submissions without them are denied)",
+                )
             if quota.hyperpod is not None and team.name in quota.hyperpod.teams:
+                stack.add_hyperpod_access(
+                    cluster_arn=quota.hyperpod.config.cluster_arn,
+                    eks_cluster_arn=quota.hyperpod.config.eks_cluster_arn,
+                    compute_quota_arn=quota.hyperpod.teams[team.name].arn,
+                )
                 stack.output("HyperPodNamespace", f"hyperpod-ns-{team.name}", "Kubernetes namespace of the team")
         fairshare = platform.fairshare
         if fairshare is not None and team in config.teams_for("fairshare"):

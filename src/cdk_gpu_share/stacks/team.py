@@ -5,11 +5,32 @@ from __future__ import annotations
 from typing import Any
 
 import aws_cdk as cdk
+from aws_cdk import aws_eks as eks
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from cdk_gpu_share.core.config import TeamConfig
 from cdk_gpu_share.constructs._checks import acknowledge_nag, nag_arn
+
+
+#: Services the SubmitRole may pass the training role to: SageMaker runs the job, and Batch
+#: hands it over (SubmitServiceJob carries the role in its payload).
+PASSED_TO_SERVICES = ["sagemaker.amazonaws.com", "batch.amazonaws.com"]
+
+
+def submit_role_principal(team: TeamConfig) -> iam.IPrincipal:
+    """Who may assume ``team``'s SubmitRole: the one place that builds its trust policy.
+
+    ``assumed_by`` names exact roles or users (e.g. an IAM Identity Center permission-set
+    role, a CI role); otherwise principals of this account whose principal tag
+    ``principal_tag`` (default ``gpu-share:team``) is the team's name. Never the whole account.
+    """
+    if team.assumed_by:
+        principals = [iam.ArnPrincipal(arn) for arn in team.assumed_by]
+        return principals[0] if len(principals) == 1 else iam.CompositePrincipal(*principals)
+    return iam.AccountRootPrincipal().with_conditions(
+        {"StringEquals": {f"aws:PrincipalTag/{team.principal_tag}": team.name}}
+    )
 
 
 class TeamStack(cdk.Stack):
@@ -34,7 +55,7 @@ class TeamStack(cdk.Stack):
             self,
             "SubmitRole",
             description=f"Assumed by members of team {team.name} to submit GPU jobs into its share",
-            assumed_by=iam.AccountRootPrincipal(),
+            assumed_by=submit_role_principal(team),
             max_session_duration=cdk.Duration.hours(4),
         )
         self.output("SubmitRoleArn", self.submit_role.role_arn, "Role to assume to submit jobs")
@@ -83,9 +104,57 @@ class TeamStack(cdk.Stack):
                 f"Resource::{nag_arn(self, 'logs', 'log-group:/aws/sagemaker/TrainingJobs:*')}",
             ],
         )
-        self.training_role.grant_pass_role(self.submit_role)
+        # Batch passes the role on to SageMaker Training (the SubmitServiceJob payload names it).
+        self.submit_role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="PassOwnTrainingRole",
+                actions=["iam:PassRole"],
+                resources=[self.training_role.role_arn],
+                conditions={"StringEquals": {"iam:PassedToService": PASSED_TO_SERVICES}},
+            )
+        )
         self.output("TrainingExecutionRoleArn", self.training_role.role_arn, "Role the team's training jobs run as")
         return self.training_role
+
+    def add_hyperpod_access(self, *, cluster_arn: str, eks_cluster_arn: str | None, compute_quota_arn: str) -> None:
+        """Let the SubmitRole run tasks in the team's namespace ``hyperpod-ns-<team>`` and nowhere else.
+
+        HyperPod task governance runs a team's tasks in its namespace on the cluster's EKS
+        control plane. The role gets an EKS access entry with ``AmazonEKSEditPolicy`` scoped
+        to that namespace (EKS access policies, namespace scope), and IAM to read its cluster
+        (``eks:DescribeCluster`` for a kubeconfig, ``sagemaker:DescribeCluster``) and its own
+        compute quota. Without ``eks_cluster_arn`` no access entry is made (warning).
+        """
+        namespace = f"hyperpod-ns-{self.team.name}"
+        reads = [
+            iam.PolicyStatement(sid="ReadHyperPodCluster", actions=["sagemaker:DescribeCluster"], resources=[cluster_arn]),
+            iam.PolicyStatement(sid="ReadOwnComputeQuota", actions=["sagemaker:DescribeComputeQuota"],
+                                resources=[compute_quota_arn]),
+        ]
+        if eks_cluster_arn is not None:
+            reads.append(iam.PolicyStatement(sid="ReadEksCluster", actions=["eks:DescribeCluster"],
+                                             resources=[eks_cluster_arn]))
+            eks.CfnAccessEntry(
+                self,
+                "HyperPodAccessEntry",
+                cluster_name=eks_cluster_arn.rsplit("/", 1)[-1],
+                principal_arn=self.submit_role.role_arn,
+                type="STANDARD",
+                access_policies=[
+                    eks.CfnAccessEntry.AccessPolicyProperty(
+                        policy_arn=f"arn:{self.partition}:eks::aws:cluster-access-policy/AmazonEKSEditPolicy",
+                        access_scope=eks.CfnAccessEntry.AccessScopeProperty(type="namespace", namespaces=[namespace]),
+                    )
+                ],
+            )
+        else:
+            cdk.Annotations.of(self).add_warning_v2(
+                "@cdk-gpu-share/auth:no-eks-access",
+                f"team {self.team.name} gets no access to the HyperPod cluster's EKS API: set hyperpod.eks_cluster_arn"
+                f" so that its SubmitRole gets an access entry scoped to namespace {namespace}",
+            )
+        for statement in reads:
+            self.submit_role.add_to_principal_policy(statement)
 
     def output(self, name: str, value: str, description: str) -> cdk.CfnOutput:
         return cdk.CfnOutput(self, name, value=value, description=f"{self.team.name}: {description}")

