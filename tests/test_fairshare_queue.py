@@ -359,7 +359,7 @@ def test_reclaimer_iam_is_least_privilege(standalone):
     requeue = by_action["batch:SubmitJob"]["Condition"]
     assert requeue["StringEquals"]["aws:RequestTag/gpu-share:queue"] == "ml-gpu"
     assert requeue["ForAllValues:StringEquals"]["aws:TagKeys"] == [
-        "gpu-share:queue", "gpu-share:team", "gpu-share:requeued-from"]
+        "gpu-share:queue", "gpu-share:team", "gpu-share:requeued-from", "gpu-share:requeue-attempt"]
     assert "batch:TerminateJobs" not in by_action  # no such IAM action: TerminateJobs needs TerminateJob
     assert not any(a.endswith("*") for a in by_action)
     assert set(by_action) <= {"batch:ListJobs", "batch:DescribeJobs", "batch:TerminateJob", "batch:SubmitJob",

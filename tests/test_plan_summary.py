@@ -35,7 +35,7 @@ def test_plan_shows_inference_endpoints_and_their_partitions():
     text = format_plan(plan)
     assert ("inference endpoint small-models: 1 instance of ml.p4d.24xlarge (8 GPUs), every GPU split "
             "mig-3g.20gb + mig-3g.20gb = 16 MIG partitions") in text
-    assert re.search(r"query-rewriter\s+search\s+mig-3g.20gb\s+1..8 \(starts 2\)", text)
+    assert re.search(r"query-rewriter\s+search\s+mig-3g.20gb\s+1..7 \(starts 2\)", text)
     assert "billed every hour, whether or not a model gets requests" in text
 
 

@@ -30,6 +30,7 @@ from tests.auth.resolve import ACCOUNT, REGION, App
 ALLOWED = "Allowed"
 DENIED = "Denied"
 Q, T, R = "gpu-share:queue", "gpu-share:team", "gpu-share:requeued-from"
+A = "gpu-share:requeue-attempt"  # the requeue ledger's attempt id on a resubmitted job
 SHARE_ID = ["batch:ShareIdentifier"]
 GUARD = tag_guard_policy()
 
@@ -72,7 +73,7 @@ def resource_tags(**kv: str) -> dict:
 
 def _kv(**named: str) -> dict:
     """Keyword names cannot hold ':'; map the short names to the platform's tag keys."""
-    keys = {"queue": Q, "team": T, "requeued": R}
+    keys = {"queue": Q, "team": T, "requeued": R, "attempt": A}
     return {keys[k]: v for k, v in named.items()}
 
 
@@ -183,7 +184,9 @@ def reclaimer(app: App, stack: str, queue: str, sids: dict[str, str], other_queu
     team, sid = next(iter(sids.items()))
     jd = arn("batch", f"job-definition/{queue}-{sid}-gpu1:3")
     cr = arn("batch", f"consumable-resource/{queue}-{sid}-gpus")
-    requeue = {"batch:ShareIdentifier": sid, **req_tags(queue=queue, team=team, requeued="0c1d-stopped")}
+    requeue_tags = req_tags(queue=queue, team=team, requeued="0c1d-stopped", attempt="5e6f-attempt")
+    requeue = {"batch:ShareIdentifier": sid, **requeue_tags}
+    ledger = app.attr(stack, 'FairshareQueueRequeueLedger', 'Arn')
     p = "reclaimer"
     return [
         Req(f"{p}: lists its queue", role, "batch:ListJobs", ["*"], ALLOWED),
@@ -192,8 +195,13 @@ def reclaimer(app: App, stack: str, queue: str, sids: dict[str, str], other_queu
             res_tags(queue=queue, team=team)),
         Req(f"{p}: resubmits a stopped job into the team's share (requeue)", role, "batch:SubmitJob",
             [qarn, jd, cr, job()], ALLOWED, requeue, SHARE_ID),
-        Req(f"{p}: tags the resubmitted job on creation", role, "batch:TagResource", [job()], ALLOWED,
-            req_tags(queue=queue, team=team, requeued="0c1d-stopped")),
+        Req(f"{p}: tags the resubmitted job on creation", role, "batch:TagResource", [job()], ALLOWED, requeue_tags),
+        Req(f"{p}: claims a stopped job in the requeue ledger", role, "dynamodb:PutItem", [ledger], ALLOWED),
+        Req(f"{p}: reads a requeue record", role, "dynamodb:GetItem", [ledger], ALLOWED),
+        Req(f"{p}: records the resubmitted job", role, "dynamodb:UpdateItem", [ledger], ALLOWED),
+        Req(f"{p}: deletes a requeue record", role, "dynamodb:DeleteItem", [ledger], DENIED),
+        Req(f"{p}: scans the requeue ledger", role, "dynamodb:Scan", [ledger], DENIED),
+        Req(f"{p}: writes another table", role, "dynamodb:PutItem", [arn("dynamodb", "table/other")], DENIED),
         Req(f"{p}: terminates a job of another queue", role, "batch:TerminateJob", [job("elsewhere")], DENIED,
             res_tags(queue=other_queue, team=team)),
         Req(f"{p}: terminates an untagged job", role, "batch:TerminateJob", [job("untagged")], DENIED),

@@ -195,6 +195,8 @@ class Resolver:
             return self._arn("sagemaker", f"model/{self.get_att(stack, name, 'ModelName')}")
         if kind == "AWS::Lambda::Function":
             return self._name(stack, name, props.get("FunctionName"), 64)
+        if kind == "AWS::DynamoDB::Table":
+            return self._name(stack, name, props.get("TableName"), 255)
         if kind == "AWS::Logs::LogGroup":
             return self._name(stack, name, props.get("LogGroupName"), 512)
         if kind == "AWS::Batch::ConsumableResource":
@@ -223,6 +225,8 @@ class Resolver:
             return self._arn("lambda", f"function:{self.ref(stack, lid)}")
         if key == ("AWS::Logs::LogGroup", "Arn"):
             return self._arn("logs", f"log-group:{self.ref(stack, lid)}:*")
+        if key == ("AWS::DynamoDB::Table", "Arn"):
+            return self._arn("dynamodb", f"table/{self._name(stack, lid, props.get('TableName'), 255)}")
         if key == ("AWS::SQS::Queue", "Arn"):
             return self._arn("sqs", self._name(stack, lid, props.get("QueueName"), 80))
         if key == ("AWS::SageMaker::Model", "ModelName"):
