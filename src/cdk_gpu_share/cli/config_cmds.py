@@ -46,7 +46,9 @@ def _summary(args: argparse.Namespace) -> int:
     out = Path(args.assembly)
     manifest = out / "manifest.json"
     if not manifest.exists():
-        raise ConfigError(Problem("assembly", str(out), "holds no manifest.json", "run `make synth` first"))
+        why = "does not exist" if not out.exists() else "holds no manifest.json, so it is not a cloud assembly"
+        raise ConfigError(Problem("ASSEMBLY", str(out), why, "run `make synth` first, or pass the cdk.out folder"),
+                          label="no cloud assembly")
     data = json.loads(manifest.read_text())
     counts: dict[str, int] = {}
     stacks = []

@@ -408,6 +408,10 @@ def _amount(value: Any, where: str, problems: _Problems) -> Amount | None:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         n = _int(value, where, problems, minimum=0, fix="write a whole number of instances, such as 1")
         return None if n is None else Amount(instances=n)
+    if isinstance(value, str):
+        problems.add(where, value, "must be a whole number of instances or a mapping, not a string",
+                     "write a number such as 1, or {accelerators: 4}")
+        return None
     raw = _mapping(value, where, problems)
     if raw is None:
         return None

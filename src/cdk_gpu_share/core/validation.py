@@ -218,8 +218,13 @@ def unknown_keys(raw: Mapping, allowed: Iterable[str], where: str, add: AddProbl
             add(key(where, k), raw[k], "unknown key", fix)
 
 
+def json_kind(value: object) -> str:
+    """:func:`kind` in JSON's words (``an object`` for a mapping)."""
+    return "an object" if isinstance(value, Mapping) else kind(value)
+
+
 def kind(value: object) -> str:
-    """What a value is, in the words of JSON and YAML (``a string``, ``a list``)."""
+    """What a value is, in the words of YAML (``a string``, ``a mapping``, ``a list``)."""
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -264,6 +269,8 @@ def number_problem(value: object, *, integer: bool = False) -> str | None:
         return f"must be a {'whole number' if integer else 'number'}, not {kind(value)}"
     if isinstance(value, float) and math.isnan(value):
         return "must be a number, not NaN"
+    if isinstance(value, float) and math.isinf(value) and not isinstance(value, OutOfRange):
+        return "must be a finite number, not infinity"
     if not is_number(value):
         return f"is too large (at most {SAFE_NUMBER:,})"
     if integer and isinstance(value, float) and not value.is_integer():
@@ -343,7 +350,7 @@ def decimal_problem(text: str) -> str | None:
         return f"is too long for a number ({len(text):,} characters, at most {MAX_NUMBER_CHARS})"
     match = _DECIMAL.fullmatch(text)
     if match is None:
-        return "is not a number"
+        return "is not a finite number"
     if match.group(1) is not None and abs(int(match.group(1))) > MAX_EXPONENT:
         return f"has an exponent beyond +-{MAX_EXPONENT}"
     return None
@@ -499,6 +506,19 @@ def _make_loader() -> type:
             self._sizes[id(node)] = total
             return total
 
+        def construct_yaml_int(self, node: Any) -> Any:
+            # int() of a 5,001-digit text raises ValueError; keep the text for the message.
+            digits = sum(c.isdigit() for c in node.value)
+            if digits > 18:
+                return OutOfRange(node.value)
+            return super().construct_yaml_int(node)
+
+        def construct_yaml_float(self, node: Any) -> Any:
+            value = super().construct_yaml_float(node)
+            if math.isinf(value) and not node.value.lstrip("+-").lower().startswith(".inf"):
+                return OutOfRange(node.value)  # 1e999 written as a number, not .inf
+            return value
+
         def construct_mapping(self, node: Any, deep: bool = False) -> Any:
             if isinstance(node, MappingNode):
                 seen: dict[Any, Any] = {}
@@ -519,6 +539,8 @@ def _make_loader() -> type:
                     seen[k] = key_node.start_mark
             return super().construct_mapping(node, deep=deep)
 
+    Loader.add_constructor("tag:yaml.org,2002:int", Loader.construct_yaml_int)
+    Loader.add_constructor("tag:yaml.org,2002:float", Loader.construct_yaml_float)
     return Loader
 
 
@@ -557,7 +579,7 @@ def load_json(text: str, *, source: str, what: str = "a JSON object", label: str
         raise ConfigError(Problem(source, f"{len(text):,} characters", f"is above the {max_bytes:,} this library reads",
                                   "pass a smaller input"), label=label)
     if not text.strip():
-        raise ConfigError(Problem(source, None, "is empty", f"pass {what}"), label=label)
+        raise ConfigError(Problem(source, None, "is empty, so it is not JSON", f"pass {what}"), label=label)
     try:
         return json.loads(text, parse_int=_json_int, parse_float=_json_float, parse_constant=_json_constant)
     except json.JSONDecodeError as exc:
