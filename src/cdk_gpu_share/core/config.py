@@ -853,12 +853,16 @@ def _check_backend(
     teams: list[TeamConfig],
     problems: _Problems,
     paths: Mapping[str, str] | None = None,
+    refused: frozenset[str] = frozenset(),
 ) -> None:
-    """Rules that need both the teams and one backend section."""
+    """Rules that need both the teams and one backend section.
+
+    ``refused``: team names already refused by :func:`team_name_problems` (reported once).
+    """
     members = [t for t in teams if t.guarantee_for(section.capacity)]
     paths = _team_paths(teams, paths)
     # Names refused by team_name_problems are reported once, there.
-    named = [t for t in members if re.fullmatch(TEAM_NAME_CHARS, t.name)]
+    named = [t for t in members if t.name not in refused]
     named_set = {t.name for t in named}
     # Sum of guarantees per instance type within the declared capacity.
     for it, count in section.capacity.items():
@@ -868,11 +872,20 @@ def _check_backend(
             a = team.guarantee.get(it)
             if a is None:
                 continue
-            totals["instances"] += a.instances or 0
-            totals["accelerators"] += a.accelerators or 0
-            totals["vcpu"] += a.vcpu or 0
-            totals["memory_gib"] += a.memory_gib or 0
-            totals["mig slices"] += _slice_units(a)
+            # Per resource kind: a guarantee of whole instances holds every resource of
+            # them, so 1 instance (8 GPUs) + 9 accelerators is 17 of 16 GPUs on 2 p5s.
+            whole = a.instances or 0
+            totals["instances"] += whole
+            if info is not None:
+                totals["accelerators"] += a.accelerators if a.accelerators is not None else whole * info.gpus
+                totals["vcpu"] += a.vcpu if a.vcpu is not None else whole * info.vcpus
+                totals["memory_gib"] += a.memory_gib if a.memory_gib is not None else whole * info.memory_gib
+                totals["mig slices"] += _slice_units(a) if a.mig else whole * info.gpus * 7
+            else:
+                totals["accelerators"] += a.accelerators or 0
+                totals["vcpu"] += a.vcpu or 0
+                totals["memory_gib"] += a.memory_gib or 0
+                totals["mig slices"] += _slice_units(a)
         limits = {"instances": count}
         if info is not None:
             limits.update(
@@ -1045,6 +1058,7 @@ def parse_config(raw: Any, *, source: str | None = None) -> PlatformConfig:
         raw_teams = []
     seen: dict[str, int] = {}
     paths: dict[str, str] = {}
+    refused: set[str] = set()
     for i, entry in enumerate(raw_teams):
         # Inference-only platforms have teams (for endpoint ownership) without guarantees.
         team = _team(entry, i, problems, guarantee_required=any(data.get(k) is not None for k in BACKENDS))
@@ -1060,7 +1074,10 @@ def parse_config(raw: Any, *, source: str | None = None) -> PlatformConfig:
             continue
         seen[team.name] = i
         paths[team.name] = V.item("teams", i, team.name)
+        before = len(problems)
         team_name_problems(name, team.name, f"{paths[team.name]}.name", problems.add)
+        if len(problems) > before:
+            refused.add(team.name)
         teams.append(team)
 
     batch = _batch(data.get(BATCH), problems)
@@ -1102,7 +1119,7 @@ def parse_config(raw: Any, *, source: str | None = None) -> PlatformConfig:
                 )
     for backend, section in sections.items():
         if section is not None:
-            _check_backend(backend, section, teams, problems, paths)
+            _check_backend(backend, section, teams, problems, paths, frozenset(refused))
 
     inference = None
     for key, target in EXTRA_SECTIONS.items():
