@@ -21,6 +21,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="one JSON object instead of tables")
     p.set_defaults(func=_plan)
 
+    p = sub.add_parser("schema", help="print the JSON Schema of platform.yaml (for editors and CI)")
+    p.set_defaults(func=_schema)
+
     p = sub.add_parser("summary", help="summarize a synthesized cloud assembly (cdk.out)")
     p.add_argument("assembly", nargs="?", default="cdk.out", help="cdk.out folder (default: cdk.out)")
     p.set_defaults(func=_summary)
@@ -29,6 +32,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _validate(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     print(summarize(config))
+    return 0
+
+
+def _schema(args: argparse.Namespace) -> int:
+    from cdk_gpu_share.core.config_schema import schema_text
+
+    print(schema_text(), end="")
     return 0
 
 

@@ -581,7 +581,7 @@ def _batch(raw: Any, problems: _Problems) -> BatchQuotaConfig | None:
     data = _mapping(raw, BATCH, problems)
     if data is None:
         return None
-    _check_keys(data, {"capacity", "queue_name", "service_environment_name", "priority"}, BATCH, problems)
+    _check_keys(data, _BATCH_KEYS, BATCH, problems)
     capacity = _capacity(data.get("capacity", _MISSING), f"{BATCH}.capacity", problems, ml=True)
     names = {}
     for key in ("queue_name", "service_environment_name"):
@@ -604,12 +604,7 @@ def _hyperpod(raw: Any, problems: _Problems) -> HyperPodConfig | None:
     data = _mapping(raw, HYPERPOD, problems)
     if data is None:
         return None
-    _check_keys(
-        data,
-        {"cluster_arn", "capacity", "fair_share", "idle_resource_sharing", "priority_classes", "scheduler_config_name"},
-        HYPERPOD,
-        problems,
-    )
+    _check_keys(data, _HYPERPOD_KEYS, HYPERPOD, problems)
     arn = data.get("cluster_arn")
     if not isinstance(arn, str) or not re.fullmatch(hp.CLUSTER_ARN_PATTERN, arn):
         problems.add(
@@ -701,6 +696,17 @@ _FAIRSHARE_KEYS = {
     "job_attempts",
     "reclaim",
 }
+_BATCH_KEYS = {"capacity", "queue_name", "service_environment_name", "priority"}
+_HYPERPOD_KEYS = {"cluster_arn", "capacity", "fair_share", "idle_resource_sharing", "priority_classes", "scheduler_config_name"}
+_RECLAIM_KEYS = {"enabled", "schedule_minutes", "dry_run", "reclaim_after_seconds", "min_runtime_seconds"}
+# (key, minimum, maximum) of the bounded whole numbers; the schema (core/config_schema.py) reads these too.
+FAIRSHARE_INT_RANGES = (
+    ("share_decay_seconds", 0, 604800),
+    ("compute_reservation", 0, 99),
+    ("min_instances", 0, 10000),
+    ("job_attempts", 1, 10),
+)
+RECLAIM_INT_RANGES = (("schedule_minutes", 1, 1440), ("reclaim_after_seconds", 0, 86400), ("min_runtime_seconds", 0, 86400))
 ALLOCATION_STRATEGIES = ("BEST_FIT_PROGRESSIVE", "SPOT_CAPACITY_OPTIMIZED", "SPOT_PRICE_CAPACITY_OPTIMIZED")
 
 
@@ -739,7 +745,7 @@ def _fairshare(raw: Any, problems: _Problems) -> FairshareConfig | None:
     _take_ints(
         data,
         FAIRSHARE,
-        (("share_decay_seconds", 0, 604800), ("compute_reservation", 0, 99), ("min_instances", 0, 10000), ("job_attempts", 1, 10)),
+        FAIRSHARE_INT_RANGES,
         problems,
         kwargs,
     )
@@ -767,12 +773,7 @@ def _fairshare(raw: Any, problems: _Problems) -> FairshareConfig | None:
     reclaim = _mapping(data.get("reclaim"), f"{FAIRSHARE}.reclaim", problems)
     if reclaim is not None:
         where = f"{FAIRSHARE}.reclaim"
-        _check_keys(
-            reclaim,
-            {"enabled", "schedule_minutes", "dry_run", "reclaim_after_seconds", "min_runtime_seconds"},
-            where,
-            problems,
-        )
+        _check_keys(reclaim, _RECLAIM_KEYS, where, problems)
         rk: dict[str, Any] = {}
         for key in ("enabled", "dry_run"):
             if key in reclaim:
@@ -782,7 +783,7 @@ def _fairshare(raw: Any, problems: _Problems) -> FairshareConfig | None:
         _take_ints(
             reclaim,
             where,
-            (("schedule_minutes", 1, 1440), ("reclaim_after_seconds", 0, 86400), ("min_runtime_seconds", 0, 86400)),
+            RECLAIM_INT_RANGES,
             problems,
             rk,
         )
