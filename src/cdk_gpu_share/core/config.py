@@ -855,6 +855,7 @@ def _check_backend(
     problems: _Problems,
     paths: Mapping[str, str] | None = None,
     refused: frozenset[str] = frozenset(),
+    platform: str = "gpu-share",
 ) -> None:
     """Rules that need both the teams and one backend section.
 
@@ -869,10 +870,14 @@ def _check_backend(
     for it, count in section.capacity.items():
         info = instances.lookup(it)
         totals = {"instances": 0.0, "accelerators": 0.0, "vcpu": 0.0, "memory_gib": 0.0, "mig slices": 0.0}
+        given = {"instances"}  # the kinds some team guarantees explicitly: the ones to check
         for team in members:
             a = team.guarantee.get(it)
             if a is None:
                 continue
+            given.update(k for k in ("accelerators", "vcpu", "memory_gib") if getattr(a, k) is not None)
+            if a.mig:
+                given.add("mig slices")
             # Per resource kind: a guarantee of whole instances holds every resource of
             # them, so 1 instance (8 GPUs) + 9 accelerators is 17 of 16 GPUs on 2 p5s.
             whole = a.instances or 0
@@ -896,7 +901,7 @@ def _check_backend(
             )
             limits["mig slices"] = count * info.gpus * 7
         for dim, total in totals.items():
-            if dim in limits and total > limits[dim] + 1e-9:
+            if dim in given and dim in limits and total > limits[dim] + 1e-9:
                 problems.add(
                     f"{backend}.capacity.{it}",
                     count,
@@ -958,6 +963,22 @@ def _check_backend(
 
         for problem in share_identifier_problems((t.name for t in named), paths=paths):
             problems.items.append(problem)
+        # Job definitions are named <queue[:96]>-<share identifier>-gpu<N>, at most 128 characters.
+        from cdk_gpu_share.core.fairshare import share_identifier
+
+        queue = section.queue_name or f"{platform}-fairshare"
+        total_gpus = sum(n * (getattr(instances.lookup(it), "gpus", 8) or 8) for it, n in section.capacity.items())
+        fixed = len(queue[:96]) + 1 + len("-gpu") + len(str(max(total_gpus, 1)))
+        for team in named:
+            sid = share_identifier(team.name)
+            if sid and fixed + len(sid) > 128:
+                problems.add(
+                    f"{paths[team.name]}.name",
+                    team.name,
+                    f"makes its job definition names {fixed + len(sid)} characters long (queue name, its letters and"
+                    " digits, -gpuN); Batch takes at most 128",
+                    f"use at most {128 - fixed} letters and digits, or a shorter fairshare.queue_name",
+                )
     if backend == HYPERPOD:
         for team in members:
             where = paths[team.name]
@@ -1120,7 +1141,7 @@ def parse_config(raw: Any, *, source: str | None = None) -> PlatformConfig:
                 )
     for backend, section in sections.items():
         if section is not None:
-            _check_backend(backend, section, teams, problems, paths, frozenset(refused))
+            _check_backend(backend, section, teams, problems, paths, frozenset(refused), name)
 
     inference = None
     for key, target in EXTRA_SECTIONS.items():

@@ -571,6 +571,19 @@ def _json_constant(text: str) -> float:
     return OutOfRange(text)  # NaN, Infinity and -Infinity are not JSON
 
 
+class _DuplicateKey(Exception):
+    pass
+
+
+def _json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise _DuplicateKey(k)  # json.loads would keep the last one silently
+        out[k] = v
+    return out
+
+
 def load_json(text: str, *, source: str, what: str = "a JSON object", label: str | None = None,
               max_bytes: int = MAX_INPUT_BYTES * 64) -> Any:
     """Parse JSON safely: line and column on a syntax error; numbers too long or not finite
@@ -581,7 +594,15 @@ def load_json(text: str, *, source: str, what: str = "a JSON object", label: str
     if not text.strip():
         raise ConfigError(Problem(source, None, "is empty, so it is not JSON", f"pass {what}"), label=label)
     try:
-        return json.loads(text, parse_int=_json_int, parse_float=_json_float, parse_constant=_json_constant)
+        return json.loads(text, parse_int=_json_int, parse_float=_json_float, parse_constant=_json_constant,
+                          object_pairs_hook=_json_object)
+    except _DuplicateKey as exc:
+        k = str(exc.args[0])
+        at = text.find(json.dumps(k), text.find(json.dumps(k)) + 1)
+        line = text.count("\n", 0, at) + 1 if at >= 0 else None
+        where = f"{source} line {line}" if line else source
+        raise ConfigError(Problem(where, None, f"repeats the key {quote(k, 40)}",
+                                  "keep one of them: JSON readers silently drop the first"), label=label) from None
     except json.JSONDecodeError as exc:
         raise ConfigError(
             Problem(f"{source} line {exc.lineno}, column {exc.colno}", None, f"is not JSON: {exc.msg}", f"pass {what}"),
