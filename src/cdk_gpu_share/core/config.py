@@ -408,8 +408,8 @@ def _amount(value: Any, where: str, problems: _Problems) -> Amount | None:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         n = _int(value, where, problems, minimum=0, fix="write a whole number of instances, such as 1")
         return None if n is None else Amount(instances=n)
-    if isinstance(value, str):
-        problems.add(where, value, "must be a whole number of instances or a mapping, not a string",
+    if isinstance(value, (str, bool)):
+        problems.add(where, value, f"must be a whole number of instances or a mapping, not {V.kind(value)}",
                      "write a number such as 1, or {accelerators: 4}")
         return None
     raw = _mapping(value, where, problems)
@@ -482,6 +482,9 @@ _TEAM_KEYS = {
 
 def _team(raw: Any, index: int, problems: _Problems, *, guarantee_required: bool = True) -> TeamConfig | None:
     where = V.item("teams", index)
+    if raw is None:  # `- ` with nothing after it: not a team silently dropped
+        problems.add(where, None, "is empty", "give the team a name and a guarantee, or remove the entry")
+        return None
     data = _mapping(raw, where, problems)
     if data is None:
         return None

@@ -419,7 +419,12 @@ def load_yaml(text: str, *, source: str | None = None, max_bytes: int = MAX_INPU
                     "split the platform or remove unused entries"),
             source=source,
         )
-    loader = _SafeLoader(text)
+    try:
+        loader = _SafeLoader(text)
+    except yaml.reader.ReaderError as exc:
+        line = text.count("\n", 0, exc.position) + 1
+        raise ConfigError(Problem(f"line {line}", None, f"holds the character #x{exc.character:04x}, which YAML does not allow",
+                                  "save the file as plain UTF-8 text"), source=source) from None
     try:
         if not loader.check_node():
             raise ConfigError(
@@ -437,10 +442,16 @@ def load_yaml(text: str, *, source: str | None = None, max_bytes: int = MAX_INPU
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         what = exc.problem or exc.context or "syntax error"
+        if exc.context and exc.context_mark is not None and exc.problem_mark is not None:
+            what += f" ({exc.context} at {_at(exc.context_mark)})"
         raise ConfigError(
             Problem(_at(mark), None, f"is not valid YAML: {what}", "fix the indentation or quoting there"),
             source=source,
         ) from None
+    except yaml.reader.ReaderError as exc:
+        line = text.count("\n", 0, exc.position) + 1
+        raise ConfigError(Problem(f"line {line}", None, f"holds the character #x{exc.character:04x}, which YAML does not allow",
+                                  "save the file as plain UTF-8 text"), source=source) from None
     except yaml.YAMLError as exc:
         raise ConfigError(Problem("config", None, f"is not valid YAML: {str(exc).splitlines()[0]}",
                                   "save the file as YAML text"), source=source) from None
