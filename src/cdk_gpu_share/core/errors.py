@@ -41,7 +41,8 @@ class ConfigError(GpuShareError, ValueError):
     """Invalid input, with every problem found (not only the first).
 
     ``label`` heads the message: ``invalid configuration`` by default, ``invalid
-    argument`` when every problem names a command-line option (``--trace``), or
+    argument`` when every problem names a command-line option (``--trace``) or a
+    positional argument in capitals (``FILE``), or
     what the caller passes (``invalid reclaim state``).
     """
 
@@ -59,7 +60,8 @@ class ConfigError(GpuShareError, ValueError):
         self.problems: list[Problem] = list(problems)
         self.source = source
         if label is None:
-            options = self.problems and all(p.field.startswith("-") for p in self.problems)
+            # Command-line options (--trace) and positional arguments (FILE) are arguments.
+            options = self.problems and all(p.field.startswith("-") or p.field.isupper() for p in self.problems)
             label = "invalid argument" if options else "invalid configuration"
         self.label = label
         super().__init__(self._render())

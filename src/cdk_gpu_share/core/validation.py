@@ -49,7 +49,7 @@ MAX_DEPTH = 64
 #: Most nodes a YAML document may stand for once its aliases are expanded.
 MAX_EXPANDED_NODES = 100_000
 #: Most characters of a value that a message quotes.
-QUOTE_LIMIT = 80
+QUOTE_LIMIT = 160
 #: Most characters of a number written as text (digits, sign, point, exponent).
 MAX_NUMBER_CHARS = 40
 #: Largest exponent in a number written as text (``1e30``).
@@ -152,7 +152,11 @@ def _quote_into(value: object, out: list[str], budget: list[int], depth: int) ->
     elif isinstance(value, float):
         text = repr(value)
     elif isinstance(value, str):
-        text = repr(value) if len(value) <= budget[0] else repr(value[: max(budget[0] - 25, 10)]) + f"...({len(value):,} characters)"
+        if len(value) <= max(budget[0], 40):
+            text = repr(value)
+        else:  # head and tail: the end of a path or a name says as much as its start
+            keep = max(budget[0] - 30, 20)
+            text = repr(value[: keep * 2 // 3] + "..." + value[-(keep // 3):]) + f" ({len(value):,} characters)"
     elif isinstance(value, Mapping) or isinstance(value, (list, tuple, set, frozenset)):
         is_map = isinstance(value, Mapping)
         opener, closer = ("{", "}") if is_map else ("[", "]") if isinstance(value, list) else ("(", ")")
@@ -163,12 +167,12 @@ def _quote_into(value: object, out: list[str], budget: list[int], depth: int) ->
         out.append(opener)
         budget[0] -= 2
         for n, entry in enumerate(value.items() if is_map else value):
-            if budget[0] <= 0:
-                out.append(f"... {len(value):,} entries")
-                break
             if n:
                 out.append(", ")
                 budget[0] -= 2
+            if budget[0] <= 0:
+                out.append(f"... ({len(value):,} entries)")
+                break
             if is_map:
                 _quote_into(entry[0], out, budget, depth + 1)
                 out.append(": ")
