@@ -6,6 +6,7 @@
 
 PYTHON ?= python3
 CONFIG ?= platform.yaml
+OUT ?= cdk.out
 VENV := .venv
 BIN := $(CURDIR)/$(VENV)/bin
 NODE_BIN := $(CURDIR)/node_modules/.bin
@@ -15,10 +16,13 @@ PYTEST_ARGS ?=
 
 .PHONY: synth test install benchmarks clean
 
+# Synthesize into a fresh folder and swap it in only on success: a failing synth
+# (a config error, a bug) leaves the previous good cdk.out/ as it was.
 synth: install
-	rm -rf cdk.out
-	cdk synth --quiet -c config=$(CONFIG) > /dev/null
-	gpu-share summary cdk.out
+	rm -rf $(OUT).new
+	cdk synth --quiet -c config=$(CONFIG) -o $(OUT).new > /dev/null || { rm -rf $(OUT).new; echo "make synth: failed; $(OUT)/ is unchanged" >&2; exit 2; }
+	rm -rf $(OUT) && mv $(OUT).new $(OUT)
+	gpu-share summary $(OUT)
 
 test: install
 	python -m pytest -n 2 $(PYTEST_ARGS)

@@ -89,27 +89,28 @@ def test_defaults_of_a_minimal_team():
 
 def test_duplicate_team_names_are_refused():
     raw = edit(BATCH, lambda r: r["teams"][1].update(name="team-a"))
-    p = one_problem(raw, r"^teams\[1\]\.name$")
+    p = one_problem(raw, r"^teams\[1\] \(team-a\)\.name$")
     assert p.value == "team-a" and "duplicates" in p.message and "teams[0]" in p.message
 
 
 def test_hyperpod_team_name_must_be_a_namespace():
-    raw = edit(HYPERPOD, lambda r: r["teams"][0].update(name="Research_Team"))
-    p = one_problem(raw, r"teams \(Research_Team\)\.name")
-    assert p.value == "Research_Team" and "Kubernetes namespace" in p.message
+    raw = edit(HYPERPOD, lambda r: r["teams"][0].update(name="Research-Team"))
+    p = one_problem(raw, r"teams\[\d+\] \(Research-Team\)\.name")
+    assert p.value == "Research-Team" and "Kubernetes namespace" in p.message
 
 
 def test_hyperpod_team_name_longer_than_a_namespace_allows_is_refused():
     name = "a" * 52
     raw = edit(HYPERPOD, lambda r: r["teams"][0].update(name=name))
-    p = one_problem(raw, rf"teams \({name}\)\.name")
+    p = one_problem(raw, rf"teams\[\d+\] \({name}\)\.name")
     assert p.value == name
 
 
 def test_batch_team_name_must_be_a_quota_share_name():
     raw = edit(BATCH, lambda r: r["teams"][0].update(name="team a!"))
-    p = one_problem(raw, r"teams \(team a!\)\.name")
-    assert "quota share name" in p.message
+    # Every team gets a CloudFormation stack, whose name is stricter than a quota share's.
+    p = one_problem(raw, r"teams\[\d+\] \(team a!\)\.name")
+    assert "letters, digits and hyphens" in p.message and "stack name" in p.message
 
 
 # --- capacity ----------------------------------------------------------------
@@ -149,19 +150,19 @@ def test_more_than_5_capacity_limits_per_share_are_refused():
         r["batch_quota"]["capacity"] = {t: 2 for t in types}
         r["teams"][0]["guarantee"] = {t: 1 for t in types}
 
-    p = one_problem(edit(BATCH, six), r"teams \(team-a\)\.guarantee$")
+    p = one_problem(edit(BATCH, six), r"teams\[\d+\] \(team-a\)\.guarantee$")
     assert "1 to 5 capacity limits" in p.message and "names 6" in p.message
 
 
 def test_batch_guarantee_of_zero_instances_is_refused():
     raw = edit(BATCH, lambda r: r["teams"][0]["guarantee"].update({"ml.g5.xlarge": 0}))
-    p = one_problem(raw, r"teams \(team-a\)\.guarantee\.ml\.g5\.xlarge")
+    p = one_problem(raw, r"teams\[\d+\] \(team-a\)\.guarantee\.ml\.g5\.xlarge")
     assert p.value == 0 and "at least 1 instance" in p.message
 
 
 def test_batch_guarantee_in_accelerators_is_refused():
     raw = edit(BATCH, lambda r: r["teams"][0]["guarantee"].update({"ml.g5.xlarge": {"accelerators": 1}}))
-    p = one_problem(raw, r"teams \(team-a\)\.guarantee\.ml\.g5\.xlarge")
+    p = one_problem(raw, r"teams\[\d+\] \(team-a\)\.guarantee\.ml\.g5\.xlarge")
     assert "whole instances" in p.message
 
 
@@ -198,13 +199,13 @@ def test_batch_borrow_limit_minus_one_and_positive_are_accepted():
 
 def test_hyperpod_borrow_limit_has_no_unlimited_value():
     raw = edit(HYPERPOD, lambda r: r["teams"][0].update(borrow_limit_percent=-1))
-    p = one_problem(raw, r"teams \(research\)\.borrow_limit_percent")
+    p = one_problem(raw, r"teams\[\d+\] \(research\)\.borrow_limit_percent")
     assert p.value == -1 and "0 to 500" in p.message
 
 
 def test_batch_share_refuses_absolute_borrow_limits():
     raw = edit(BATCH, lambda r: r["teams"][0].update(borrow_limit={"ml.g5.xlarge": 1}))
-    p = one_problem(raw, r"teams \(team-a\)\.borrow_limit\.ml\.g5\.xlarge")
+    p = one_problem(raw, r"teams\[\d+\] \(team-a\)\.borrow_limit\.ml\.g5\.xlarge")
     assert "percentage" in p.message
 
 
@@ -307,7 +308,7 @@ def test_every_problem_is_reported_at_once():
     problems = problems_of(edit(BATCH, many))
     fields = {p.field for p in problems}
     assert len(problems) >= 3, [str(p) for p in problems]
-    assert "teams[1].name" in fields
+    assert "teams[1] (team-a).name" in fields
     assert any(f.endswith("borrow_limit_percent") for f in fields)
     assert "batch_quota.capacity.ml.g5.xlarge" in fields
 
@@ -383,7 +384,7 @@ def test_cli_validate_reports_six_mistakes_and_exits_2(tmp_path):
     assert "Traceback" not in result.stderr
     lines = [line for line in result.stderr.splitlines() if line.strip().startswith("- ")]
     text = result.stderr
-    for needle in ("borrow_limit_percent", "teams[1].name", "batch_quota.capacity.ml.g5.xlarge", "-3", "300", "cluster_arn"):
+    for needle in ("borrow_limit_percent", "teams[1] (team-a).name", "batch_quota.capacity.ml.g5.xlarge", "-3", "300", "cluster_arn"):
         assert needle in text, needle
     assert len(lines) >= 6, text
 
@@ -431,11 +432,11 @@ def test_fair_share_identifiers_must_not_collide():
     raw = {
         "teams": [
             {"name": "team-a", "guarantee": {"g5.xlarge": 1}},
-            {"name": "team_a", "guarantee": {"g5.xlarge": 1}},
+            {"name": "teama", "guarantee": {"g5.xlarge": 1}},
         ],
         "fairshare": {"capacity": {"g5.xlarge": 2}},
     }
-    p = one_problem(raw, r"teams \(team_a\)\.name")
+    p = one_problem(raw, r"teams\[1\] \(teama\)\.name")
     assert "'teama'" in p.message and "team-a" in p.message and "rename" in p.fix
 
 

@@ -65,7 +65,7 @@ def test_check_unknown_input_exits_2_with_one_line_on_stderr(capsys, argv, named
     code, out, err = run(capsys, "mig", "check", *argv)
     assert code == 2
     assert out == ""
-    assert err.startswith("gpu-share mig: invalid configuration: ")
+    assert err.startswith("gpu-share mig: invalid argument: ")
     assert named in err
     assert len(err.strip().splitlines()) == 1
     assert "Traceback" not in err

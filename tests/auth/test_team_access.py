@@ -43,7 +43,7 @@ def test_dataclass_defaults_are_the_documented_ones():
     assert team.in_team_preemption is None
 
 
-@pytest.mark.parametrize("value, message", [(10000, "at most 9999"), (-1, "at least 0"), ("high", "whole number")])
+@pytest.mark.parametrize("value, message", [(10000, "at most 9,999"), (-1, "at least 0"), ("high", "whole number")])
 def test_bad_max_priority_names_field_value_and_fix(value, message):
     p = _problem(_with(max_priority=value))
     assert p.field == "teams[0] (team-a).max_priority" and p.value == value

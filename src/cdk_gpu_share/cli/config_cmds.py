@@ -23,6 +23,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="one JSON object instead of tables")
     p.set_defaults(func=_plan)
 
+    p = sub.add_parser("schema", help="print the JSON Schema of platform.yaml (for editors and CI)")
+    p.set_defaults(func=_schema)
+
     p = sub.add_parser("summary", help="summarize a synthesized cloud assembly (cdk.out)")
     p.add_argument("assembly", nargs="?", default="cdk.out", help="cdk.out folder (default: cdk.out)")
     p.set_defaults(func=_summary)
@@ -68,6 +71,13 @@ def _jsonable(value: object) -> object:
         return str(value)
 
 
+def _schema(args: argparse.Namespace) -> int:
+    from cdk_gpu_share.core.config_schema import schema_text
+
+    print(schema_text(), end="")
+    return 0
+
+
 def _plan(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     plan = fleet_plan(config)
@@ -82,7 +92,9 @@ def _summary(args: argparse.Namespace) -> int:
     out = Path(args.assembly)
     manifest = out / "manifest.json"
     if not manifest.exists():
-        raise ConfigError(Problem("assembly", str(out), "holds no manifest.json", "run `make synth` first"))
+        why = "does not exist" if not out.exists() else "holds no manifest.json, so it is not a cloud assembly"
+        raise ConfigError(Problem("ASSEMBLY", str(out), why, "run `make synth` first, or pass the cdk.out folder"),
+                          label="no cloud assembly")
     data = json.loads(manifest.read_text())
     counts: dict[str, int] = {}
     stacks = []

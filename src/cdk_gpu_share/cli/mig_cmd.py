@@ -15,6 +15,7 @@ import json
 import sys
 
 from cdk_gpu_share.core import mig
+from cdk_gpu_share.core.errors import ConfigError
 
 
 def _add_target(parser: argparse.ArgumentParser) -> None:
@@ -57,6 +58,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     lay.set_defaults(func=run_layouts)
 
 
+def _argument_errors(func):
+    """MIG errors raised on command-line values are argument errors, not configuration errors."""
+
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return func(args)
+        except mig.MigError as exc:
+            raise ConfigError(exc.problems, label="invalid argument") from None
+
+    return run
+
+
+@_argument_errors
 def run_check(args: argparse.Namespace) -> int:
     gpu = mig.resolve_gpu(gpu=args.gpu, instance_type=args.instance_type)
     result = mig.check(gpu, args.profiles)
@@ -68,6 +82,7 @@ def run_check(args: argparse.Namespace) -> int:
     return 1
 
 
+@_argument_errors
 def run_layouts(args: argparse.Namespace) -> int:
     gpu = mig.resolve_gpu(gpu=args.gpu, instance_type=args.instance_type)
     found = mig.layouts(gpu)

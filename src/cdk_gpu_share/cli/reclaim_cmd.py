@@ -12,6 +12,7 @@ import json
 import sys
 
 from cdk_gpu_share.core.errors import ConfigError, GpuShareError
+from cdk_gpu_share.core.validation import load_json
 
 STDIN = "-"
 
@@ -64,17 +65,12 @@ def _one_line(text: str) -> str:
 
 
 def load_state(path: str) -> tuple[object, str]:
-    """Parse the JSON state at ``path`` ('-' for standard input)."""
+    """Parse the JSON state at ``path`` ('-' for standard input), through the validation toolkit:
+    line and column on a syntax error; numbers with too many digits are refused by field."""
     text, source = _read(path)
-    try:
-        return json.loads(text), source
-    except json.JSONDecodeError as exc:
-        raise GpuShareError(
-            f"{source} is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}; "
-            "pass a JSON object with now, capacity, teams and jobs"
-        ) from None
-    except RecursionError:
-        raise GpuShareError(f"{source} is not usable JSON: nested too deeply") from None
+    state = load_json(text, source=source, what="a JSON object with now, capacity, teams and jobs",
+                      label="invalid reclaim state")
+    return state, source
 
 
 def run_plan(args: argparse.Namespace) -> int:

@@ -371,7 +371,7 @@ class FairshareQueue(Construct):
         """
         problems = check_backend(FAIRSHARE, self.config, [team])
         if not team.guarantee_for(self.config.capacity):
-            problems.append(Problem(f"teams ({team.name}).guarantee", sorted(team.guarantee),
+            problems.append(Problem(f"TeamConfig({team.name!r}).guarantee", sorted(team.guarantee),
                                     "names no instance type of this fair-share fleet",
                                     f"guarantee one of {', '.join(self.config.capacity)}"))
         if team.name in self._teams:
@@ -392,7 +392,7 @@ class FairshareQueue(Construct):
         total = self.fleet_gpus if cap is None else min(self.fleet_gpus, guarantee + cap)
         quantity = int(math.floor(total + reclaim.TOLERANCE))
         if not problems and quantity < 1:
-            problems.append(Problem(f"teams ({team.name}).guarantee", guarantee,
+            problems.append(Problem(f"TeamConfig({team.name!r}).guarantee", guarantee,
                                     "gives the team less than one GPU (guarantee plus borrow cap), so it could never run a job",
                                     "guarantee at least one GPU, or let the team borrow (sharing: lend_and_borrow)"))
         if problems:

@@ -500,7 +500,7 @@ class SharedGpuQuota(Construct):
             declared = sorted({it for b in self.backends for it in b.config.capacity})
             raise ConfigError(
                 Problem(
-                    f"teams ({team.name}).guarantee",
+                    f"TeamConfig({team.name!r}).guarantee",
                     sorted(team.guarantee),
                     "names no instance type of this SharedGpuQuota's backends",
                     f"guarantee one of {', '.join(declared)}",

@@ -49,6 +49,7 @@ from typing import Any, Callable
 
 from cdk_gpu_share.core import hyperpod_schema as hp
 from cdk_gpu_share.core import instances
+from cdk_gpu_share.core import validation as V
 from cdk_gpu_share.core.errors import ConfigError, Problem
 
 # ---------------------------------------------------------------------------
@@ -109,6 +110,32 @@ class Amount:
     memory_gib: float | None = None
     mig: tuple[tuple[str, int], ...] = ()
 
+    def __post_init__(self) -> None:
+        # The Python API takes what the YAML takes: mig={"mig-3g.20gb": 8} (profile -> count).
+        problems = _Problems()
+        for name in ("instances", "accelerators"):
+            value = getattr(self, name)
+            if value is not None and V.read_int(value, f"Amount.{name}", problems.add, minimum=0,
+                                                 fix=f"pass {name}=N, a whole number >= 0") is not None:
+                object.__setattr__(self, name, int(value))
+        for name in ("vcpu", "memory_gib"):
+            value = getattr(self, name)
+            if value is not None:
+                V.read_number(value, f"Amount.{name}", problems.add, minimum=0, maximum=MAX_NUMBER,
+                              fix=f"pass {name}=N, a number >= 0")
+        mig = self.mig
+        if isinstance(mig, Mapping):
+            mig = tuple(sorted(mig.items(), key=lambda kv: str(kv[0])))
+        if not isinstance(mig, (tuple, list)) or not all(isinstance(p, (tuple, list)) and len(p) == 2 for p in mig):
+            problems.add("Amount.mig", mig, "must map MIG profiles to counts", 'pass mig={"mig-3g.20gb": 4}')
+            mig = ()
+        for profile, count in mig:
+            if not isinstance(profile, str):
+                problems.add(f"Amount.mig[{profile!r}]", profile, "is not a MIG profile name", 'pass a name such as "mig-3g.20gb"')
+            V.read_int(count, V.key("Amount.mig", profile), problems.add, minimum=0, fix="pass a whole number of partitions")
+        object.__setattr__(self, "mig", tuple((p, int(c)) if V.is_number(c) and not isinstance(c, bool) else (p, c) for p, c in mig))
+        problems.raise_if_any(label="invalid argument")
+
     @property
     def is_instances_only(self) -> bool:
         return (
@@ -162,9 +189,72 @@ class TeamConfig:
     assumed_by: tuple[str, ...] = ()
     principal_tag: str = "gpu-share:team"
 
+    def __post_init__(self) -> None:
+        # The Python API takes the YAML's shorthand (guarantee={"ml.g5.xlarge": 2},
+        # sharing="lend") and refuses anything else with a ConfigError naming the field.
+        where = f"TeamConfig({self.name!r})" if isinstance(self.name, str) else "TeamConfig"
+        problems = _Problems()
+        if not isinstance(self.name, str) or not self.name:
+            problems.add(f"{where}.name", self.name, "must be a non-empty string", 'pass name="team-a"')
+        object.__setattr__(self, "guarantee", _python_amounts(self.guarantee, f"{where}.guarantee", problems))
+        object.__setattr__(self, "borrow_limit", _python_amounts(self.borrow_limit or {}, f"{where}.borrow_limit", problems))
+        if not isinstance(self.sharing, Sharing):
+            try:
+                object.__setattr__(self, "sharing", Sharing(self.sharing))
+            except (ValueError, TypeError):
+                problems.add(f"{where}.sharing", self.sharing, "is not a sharing strategy",
+                             'pass Sharing.LEND or one of "reserve", "lend", "lend_and_borrow"')
+        if self.in_team_preemption is not None and not isinstance(self.in_team_preemption, bool):
+            problems.add(f"{where}.in_team_preemption", self.in_team_preemption, "must be True, False or None",
+                         "pass a bool, or None for the service's default")
+        for name, lo, hi in (("borrow_limit_percent", -1, None), ("fair_share_weight", 0, 100),
+                             ("max_priority", 0, MAX_SCHEDULING_PRIORITY)):
+            value = getattr(self, name)
+            if value is not None:
+                V.read_int(value, f"{where}.{name}", problems.add, minimum=lo, maximum=MAX_INT if hi is None else hi)
+        if not isinstance(self.description, str):
+            problems.add(f"{where}.description", self.description, "must be a string", 'pass description="..."')
+        problems.raise_if_any(label="invalid argument")
+
     def guarantee_for(self, capacity: Mapping[str, Any]) -> dict[str, Amount]:
         """The part of the guarantee on instance types that ``capacity`` declares."""
         return {it: a for it, a in self.guarantee.items() if it in capacity}
+
+
+def _python_amounts(value: Any, where: str, problems: V.Problems) -> dict[str, Amount]:
+    """A guarantee or borrow limit given in Python: Amount, whole number or mapping per type."""
+    if not isinstance(value, Mapping):
+        problems.add(where, value, f"must be a dict of instance type to amount, not {V.kind(value)}",
+                     'pass {"ml.g5.xlarge": 1} or {"ml.p5.48xlarge": Amount(accelerators=4)}')
+        return {}
+    out: dict[str, Amount] = {}
+    for it, amount in value.items():
+        path = f"{where}[{it!r}]"
+        if not isinstance(it, str):
+            problems.add(path, it, "is not an instance type name", 'use a string such as "ml.g5.xlarge"')
+            continue
+        if isinstance(amount, Amount):
+            out[it] = amount
+            continue
+        try:
+            if isinstance(amount, Mapping):
+                unknown = set(amount) - _AMOUNT_KEYS
+                if unknown:
+                    problems.add(path, amount, f"names {', '.join(sorted(map(str, unknown)))}, not a field of Amount",
+                                 f"use {', '.join(sorted(_AMOUNT_KEYS))}")
+                    continue
+                out[it] = Amount(**amount)
+            elif isinstance(amount, (int, float)) and not isinstance(amount, bool):
+                n = V.read_int(amount, path, problems.add, minimum=0, fix="pass a whole number of instances, or an Amount")
+                if n is not None:
+                    out[it] = Amount(instances=n)
+            else:
+                problems.add(path, amount, f"must be an Amount or a whole number of instances, not {V.kind(amount)}",
+                             "pass 2 or Amount(instances=2)")
+        except ConfigError as exc:
+            for p in exc.problems:
+                problems.add(p.field.replace("Amount", path, 1), p.value, p.message, p.fix)
+    return out
 
 
 @dataclass(frozen=True)
@@ -262,23 +352,19 @@ class PlatformConfig:
 # Parsing and validation.
 
 
-class _Problems:
-    def __init__(self) -> None:
-        self.items: list[Problem] = []
+# The helpers below are thin names over the validation toolkit
+# (cdk_gpu_share.core.validation), which owns number parsing, quoting, field paths
+# and the YAML loader for every input of the library. To add a field: add it to the
+# section's *_KEYS set (and to core/config_schema.py, whose test checks both agree),
+# read it with _int/_number/_bool/_str/_mapping under the path V.key(where, "field"),
+# and record problems with problems.add(field, value, message, fix).
 
-    def add(self, field_: str, value: object, message: str, fix: str = "") -> None:
-        self.items.append(Problem(field=field_, value=value, message=message, fix=fix))
-
-
+_Problems = V.Problems
 _MISSING = object()
 
 
 def _check_keys(raw: Mapping, allowed: set[str], where: str, problems: _Problems) -> None:
-    for key in raw:
-        if key not in allowed:
-            close = difflib.get_close_matches(str(key), sorted(allowed), n=1)
-            fix = f"did you mean '{close[0]}'?" if close else f"allowed keys: {', '.join(sorted(allowed))}"
-            problems.add(f"{where}.{key}" if where else str(key), raw[key], "unknown key", fix)
+    V.unknown_keys(raw, allowed, where, problems.add)
 
 
 def _mapping(value: Any, where: str, problems: _Problems, *, required: bool = False) -> Mapping | None:
@@ -287,7 +373,7 @@ def _mapping(value: Any, where: str, problems: _Problems, *, required: bool = Fa
             problems.add(where, None, "is required", "add it (see platform.yaml for an example)")
         return None
     if not isinstance(value, Mapping):
-        problems.add(where, value, f"must be a mapping, not {type(value).__name__}", "write key: value pairs")
+        problems.add(where, value, f"must be a mapping, not {V.kind(value)}", "write key: value pairs")
         return None
     return value
 
@@ -301,39 +387,11 @@ def _int(
     maximum: int | None = None,
     fix: str = "",
 ) -> int | None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)
-        else:
-            problems.add(where, value, "must be a whole number", fix or "write an integer such as 1")
-            return None
-    if minimum is not None and value < minimum:
-        problems.add(where, value, f"must be at least {minimum}", fix or f"use a value >= {minimum}")
-        return None
-    if maximum is None and value > MAX_INT:
-        problems.add(where, value, f"is too large (at most {MAX_INT})", fix or f"use a value <= {MAX_INT}")
-        return None
-    if maximum is not None and value > maximum:
-        problems.add(where, value, f"must be at most {maximum}", fix or f"use a value <= {maximum}")
-        return None
-    return value
+    return V.read_int(value, where, problems.add, minimum=minimum, maximum=MAX_INT if maximum is None else maximum, fix=fix)
 
 
 def _number(value: Any, where: str, problems: _Problems) -> float | None:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or (isinstance(value, float) and not math.isfinite(value))  # isfinite overflows on huge ints
-    ):
-        problems.add(where, value, "must be a number", "write a number such as 96")
-        return None
-    if value < 0:
-        problems.add(where, value, "must not be negative", "use 0 or more")
-        return None
-    if value > MAX_NUMBER:
-        problems.add(where, value, f"is too large (at most {MAX_NUMBER:,})", f"use a value <= {MAX_NUMBER}")
-        return None
-    return float(value)
+    return V.read_number(value, where, problems.add, minimum=0, maximum=MAX_NUMBER, fix="write a number such as 96")
 
 
 def _bool(value: Any, where: str, problems: _Problems) -> bool | None:
@@ -357,9 +415,17 @@ _AMOUNT_KEYS = {"instances", "accelerators", "vcpu", "memory_gib", "mig"}
 
 
 def _amount(value: Any, where: str, problems: _Problems) -> Amount | None:
+    if value is None:
+        # `ml.g5.xlarge:` with nothing after it: a team silently without this guarantee.
+        problems.add(where, None, "is empty", "write a number of instances, such as 1, or remove the instance type")
+        return None
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         n = _int(value, where, problems, minimum=0, fix="write a whole number of instances, such as 1")
         return None if n is None else Amount(instances=n)
+    if isinstance(value, (str, bool)):
+        problems.add(where, value, f"must be a whole number of instances or a mapping, not {V.kind(value)}",
+                     "write a number such as 1, or {accelerators: 4}")
+        return None
     raw = _mapping(value, where, problems)
     if raw is None:
         return None
@@ -433,14 +499,17 @@ _TEAM_KEYS = {
 
 
 def _team(raw: Any, index: int, problems: _Problems, *, guarantee_required: bool = True) -> TeamConfig | None:
-    where = f"teams[{index}]"
+    where = V.item("teams", index)
+    if raw is None:  # `- ` with nothing after it: not a team silently dropped
+        problems.add(where, None, "is empty", "give the team a name and a guarantee, or remove the entry")
+        return None
     data = _mapping(raw, where, problems)
     if data is None:
         return None
     _check_keys(data, _TEAM_KEYS, where, problems)
     name = _str(data.get("name"), f"{where}.name", problems, fix="give the team a name such as team-a")
     if name:
-        where = f"teams[{index}] ({name})"
+        where = V.item("teams", index, name)
     guarantee: dict[str, Amount] = {}
     graw = _mapping(data.get("guarantee", _MISSING), f"{where}.guarantee", problems, required=guarantee_required)
     for it, amount in (graw or {}).items():
@@ -613,7 +682,7 @@ def _batch(raw: Any, problems: _Problems) -> BatchQuotaConfig | None:
     data = _mapping(raw, BATCH, problems)
     if data is None:
         return None
-    _check_keys(data, {"capacity", "queue_name", "service_environment_name", "priority"}, BATCH, problems)
+    _check_keys(data, _BATCH_KEYS, BATCH, problems)
     capacity = _capacity(data.get("capacity", _MISSING), f"{BATCH}.capacity", problems, ml=True)
     names = {}
     for key in ("queue_name", "service_environment_name"):
@@ -636,13 +705,7 @@ def _hyperpod(raw: Any, problems: _Problems) -> HyperPodConfig | None:
     data = _mapping(raw, HYPERPOD, problems)
     if data is None:
         return None
-    _check_keys(
-        data,
-        {"cluster_arn", "capacity", "fair_share", "idle_resource_sharing", "priority_classes", "scheduler_config_name",
-         "eks_cluster_arn"},
-        HYPERPOD,
-        problems,
-    )
+    _check_keys(data, _HYPERPOD_KEYS, HYPERPOD, problems)
     arn = data.get("cluster_arn")
     if not isinstance(arn, str) or not re.fullmatch(hp.CLUSTER_ARN_PATTERN, arn):
         problems.add(
@@ -736,6 +799,18 @@ _FAIRSHARE_KEYS = {
     "job_attempts",
     "reclaim",
 }
+_BATCH_KEYS = {"capacity", "queue_name", "service_environment_name", "priority"}
+_HYPERPOD_KEYS = {"cluster_arn", "capacity", "fair_share", "idle_resource_sharing", "priority_classes", "scheduler_config_name",
+                  "eks_cluster_arn"}
+_RECLAIM_KEYS = {"enabled", "schedule_minutes", "dry_run", "reclaim_after_seconds", "min_runtime_seconds"}
+# (key, minimum, maximum) of the bounded whole numbers; the schema (core/config_schema.py) reads these too.
+FAIRSHARE_INT_RANGES = (
+    ("share_decay_seconds", 0, 604800),
+    ("compute_reservation", 0, 99),
+    ("min_instances", 0, 10000),
+    ("job_attempts", 1, 10),
+)
+RECLAIM_INT_RANGES = (("schedule_minutes", 1, 1440), ("reclaim_after_seconds", 0, 86400), ("min_runtime_seconds", 0, 86400))
 ALLOCATION_STRATEGIES = ("BEST_FIT_PROGRESSIVE", "SPOT_CAPACITY_OPTIMIZED", "SPOT_PRICE_CAPACITY_OPTIMIZED")
 
 
@@ -774,7 +849,7 @@ def _fairshare(raw: Any, problems: _Problems) -> FairshareConfig | None:
     _take_ints(
         data,
         FAIRSHARE,
-        (("share_decay_seconds", 0, 604800), ("compute_reservation", 0, 99), ("min_instances", 0, 10000), ("job_attempts", 1, 10)),
+        FAIRSHARE_INT_RANGES,
         problems,
         kwargs,
     )
@@ -802,12 +877,7 @@ def _fairshare(raw: Any, problems: _Problems) -> FairshareConfig | None:
     reclaim = _mapping(data.get("reclaim"), f"{FAIRSHARE}.reclaim", problems)
     if reclaim is not None:
         where = f"{FAIRSHARE}.reclaim"
-        _check_keys(
-            reclaim,
-            {"enabled", "schedule_minutes", "dry_run", "reclaim_after_seconds", "min_runtime_seconds"},
-            where,
-            problems,
-        )
+        _check_keys(reclaim, _RECLAIM_KEYS, where, problems)
         rk: dict[str, Any] = {}
         for key in ("enabled", "dry_run"):
             if key in reclaim:
@@ -817,7 +887,7 @@ def _fairshare(raw: Any, problems: _Problems) -> FairshareConfig | None:
         _take_ints(
             reclaim,
             where,
-            (("schedule_minutes", 1, 1440), ("reclaim_after_seconds", 0, 86400), ("min_runtime_seconds", 0, 86400)),
+            RECLAIM_INT_RANGES,
             problems,
             rk,
         )
@@ -843,27 +913,90 @@ def _slice_units(amount: Amount) -> int:
     return total
 
 
+# Names derived from a team's name that every team has, whatever its backends.
+# Each entry: (what, template, pattern, maximum length). Backend-specific names (quota
+# share, HyperPod namespace, fair-share identifier, job definitions) are checked in
+# _check_backend. Add a row here when a construct derives a new name from the team's.
+STACK_NAME_PATTERN = r"[A-Za-z][A-Za-z0-9-]*"
+TEAM_DERIVED_NAMES: tuple[tuple[str, str, str, int], ...] = (
+    ("CloudFormation stack name", "{platform}-team-{team}", STACK_NAME_PATTERN, 128),
+)
+TEAM_NAME_CHARS = r"[A-Za-z0-9-]+"
+
+
+def team_name_problems(platform: str, team: str, where: str, add: V.AddProblem) -> None:
+    """Refuse a team name that a derived name (its stack name, ...) cannot hold."""
+    if not re.fullmatch(TEAM_NAME_CHARS, team):
+        add(
+            where,
+            team,
+            "may hold only letters, digits and hyphens (it becomes part of the CloudFormation stack name)",
+            f"write {re.sub(r'[^A-Za-z0-9-]+', '-', team).strip('-') or 'team-a'!r}",
+        )
+        return
+    for what, template, pattern, limit in TEAM_DERIVED_NAMES:
+        derived = template.format(platform=platform, team=team)
+        if len(derived) > limit or not re.fullmatch(pattern, derived):
+            room = limit - len(template.format(platform=platform, team=""))
+            add(
+                where,
+                team,
+                f"makes the {what} {len(derived)} characters long; it takes at most {limit}",
+                f"use at most {room} characters",
+            )
+
+
+def _team_paths(teams: list[TeamConfig], paths: Mapping[str, str] | None) -> dict[str, str]:
+    """The field path of each team (``teams[1] (team-b)``), by name."""
+    out = {t.name: V.item("teams", i, t.name) for i, t in enumerate(teams)}
+    out.update(paths or {})
+    return out
+
+
 def _check_backend(
     backend: str,
     section: Any,
     teams: list[TeamConfig],
     problems: _Problems,
+    paths: Mapping[str, str] | None = None,
+    refused: frozenset[str] = frozenset(),
+    platform: str = "gpu-share",
 ) -> None:
-    """Rules that need both the teams and one backend section."""
+    """Rules that need both the teams and one backend section.
+
+    ``refused``: team names already refused by :func:`team_name_problems` (reported once).
+    """
     members = [t for t in teams if t.guarantee_for(section.capacity)]
+    paths = _team_paths(teams, paths)
+    # Names refused by team_name_problems are reported once, there.
+    named = [t for t in members if t.name not in refused]
+    named_set = {t.name for t in named}
     # Sum of guarantees per instance type within the declared capacity.
     for it, count in section.capacity.items():
         info = instances.lookup(it)
         totals = {"instances": 0.0, "accelerators": 0.0, "vcpu": 0.0, "memory_gib": 0.0, "mig slices": 0.0}
+        given = {"instances"}  # the kinds some team guarantees explicitly: the ones to check
         for team in members:
             a = team.guarantee.get(it)
             if a is None:
                 continue
-            totals["instances"] += a.instances or 0
-            totals["accelerators"] += a.accelerators or 0
-            totals["vcpu"] += a.vcpu or 0
-            totals["memory_gib"] += a.memory_gib or 0
-            totals["mig slices"] += _slice_units(a)
+            given.update(k for k in ("accelerators", "vcpu", "memory_gib") if getattr(a, k) is not None)
+            if a.mig:
+                given.add("mig slices")
+            # Per resource kind: a guarantee of whole instances holds every resource of
+            # them, so 1 instance (8 GPUs) + 9 accelerators is 17 of 16 GPUs on 2 p5s.
+            whole = a.instances or 0
+            totals["instances"] += whole
+            if info is not None:
+                totals["accelerators"] += a.accelerators if a.accelerators is not None else whole * info.gpus
+                totals["vcpu"] += a.vcpu if a.vcpu is not None else whole * info.vcpus
+                totals["memory_gib"] += a.memory_gib if a.memory_gib is not None else whole * info.memory_gib
+                totals["mig slices"] += _slice_units(a) if a.mig else whole * info.gpus * 7
+            else:
+                totals["accelerators"] += a.accelerators or 0
+                totals["vcpu"] += a.vcpu or 0
+                totals["memory_gib"] += a.memory_gib or 0
+                totals["mig slices"] += _slice_units(a)
         limits = {"instances": count}
         if info is not None:
             limits.update(
@@ -873,7 +1006,7 @@ def _check_backend(
             )
             limits["mig slices"] = count * info.gpus * 7
         for dim, total in totals.items():
-            if dim in limits and total > limits[dim] + 1e-9:
+            if dim in given and dim in limits and total > limits[dim] + 1e-9:
                 problems.add(
                     f"{backend}.capacity.{it}",
                     count,
@@ -891,7 +1024,7 @@ def _check_backend(
             )
         for team in members:
             g = team.guarantee_for(section.capacity)
-            where = f"teams ({team.name})"
+            where = paths[team.name]
             if len(g) > MAX_CAPACITY_LIMITS_PER_SHARE:
                 problems.add(
                     f"{where}.guarantee",
@@ -915,7 +1048,7 @@ def _check_backend(
                         "a quota share's capacity limit must be at least 1 instance",
                         "guarantee at least 1, or remove the instance type",
                     )
-            if not re.fullmatch(BATCH_NAME_PATTERN, team.name):
+            if team.name in named_set and not re.fullmatch(BATCH_NAME_PATTERN, team.name):
                 problems.add(
                     f"{where}.name",
                     team.name,
@@ -933,12 +1066,28 @@ def _check_backend(
     if backend == FAIRSHARE:
         from cdk_gpu_share.core.fairshare import share_identifier_problems
 
-        for problem in share_identifier_problems(t.name for t in members):
+        for problem in share_identifier_problems((t.name for t in named), paths=paths):
             problems.items.append(problem)
+        # Job definitions are named <queue[:96]>-<share identifier>-gpu<N>, at most 128 characters.
+        from cdk_gpu_share.core.fairshare import share_identifier
+
+        queue = section.queue_name or f"{platform}-fairshare"
+        total_gpus = sum(n * (getattr(instances.lookup(it), "gpus", 8) or 8) for it, n in section.capacity.items())
+        fixed = len(queue[:96]) + 1 + len("-gpu") + len(str(max(total_gpus, 1)))
+        for team in named:
+            sid = share_identifier(team.name)
+            if sid and fixed + len(sid) > 128:
+                problems.add(
+                    f"{paths[team.name]}.name",
+                    team.name,
+                    f"makes its job definition names {fixed + len(sid)} characters long (queue name, its letters and"
+                    " digits, -gpuN); Batch takes at most 128",
+                    f"use at most {128 - fixed} letters and digits, or a shorter fairshare.queue_name",
+                )
     if backend == HYPERPOD:
         for team in members:
-            where = f"teams ({team.name})"
-            if not re.fullmatch(hp.TEAM_NAME_PATTERN, team.name) or len(team.name) > hp.MAX_TEAM_NAME_LENGTH:
+            where = paths[team.name]
+            if team.name in named_set and (not re.fullmatch(hp.TEAM_NAME_PATTERN, team.name) or len(team.name) > hp.MAX_TEAM_NAME_LENGTH):
                 problems.add(
                     f"{where}.name",
                     team.name,
@@ -989,7 +1138,7 @@ def _check_backend(
 def check_backend(backend: str, section: Any, teams: list[TeamConfig]) -> list[Problem]:
     """The problems of ``teams`` on one backend section (used by the constructs)."""
     problems = _Problems()
-    _check_backend(backend, section, teams, problems)
+    _check_backend(backend, section, list(teams), problems)
     return problems.items
 
 
@@ -1035,6 +1184,8 @@ def parse_config(raw: Any, *, source: str | None = None) -> PlatformConfig:
         problems.add("teams", raw_teams, "must be a non-empty list", "list at least one team with a name and a guarantee")
         raw_teams = []
     seen: dict[str, int] = {}
+    paths: dict[str, str] = {}
+    refused: set[str] = set()
     for i, entry in enumerate(raw_teams):
         # Inference-only platforms have teams (for endpoint ownership) without guarantees.
         team = _team(entry, i, problems, guarantee_required=any(data.get(k) is not None for k in BACKENDS))
@@ -1042,13 +1193,18 @@ def parse_config(raw: Any, *, source: str | None = None) -> PlatformConfig:
             continue
         if team.name in seen:
             problems.add(
-                f"teams[{i}].name",
+                f"{V.item('teams', i, team.name)}.name",
                 team.name,
                 f"duplicates the name of teams[{seen[team.name]}]",
                 "give every team a unique name",
             )
             continue
         seen[team.name] = i
+        paths[team.name] = V.item("teams", i, team.name)
+        before = len(problems)
+        team_name_problems(name, team.name, f"{paths[team.name]}.name", problems.add)
+        if len(problems) > before:
+            refused.add(team.name)
         teams.append(team)
 
     batch = _batch(data.get(BATCH), problems)
@@ -1083,14 +1239,14 @@ def parse_config(raw: Any, *, source: str | None = None) -> PlatformConfig:
         for it in team.guarantee:
             if it not in declared:
                 problems.add(
-                    f"teams ({team.name}).guarantee.{it}",
+                    V.key(f"{paths[team.name]}.guarantee", it),
                     it,
                     "names an instance type that no backend declares in its capacity",
                     "add it to the capacity of batch_quota, hyperpod (ml. types) or fairshare (EC2 types)",
                 )
     for backend, section in sections.items():
         if section is not None:
-            _check_backend(backend, section, teams, problems)
+            _check_backend(backend, section, teams, problems, paths, frozenset(refused), name)
 
     extras: dict[str, Any] = {}
     for key, target in EXTRA_SECTIONS.items():
@@ -1120,30 +1276,12 @@ def parse_config(raw: Any, *, source: str | None = None) -> PlatformConfig:
 
 
 def load_config(path: str | Path) -> PlatformConfig:
-    """Read and validate a platform config file (YAML or JSON)."""
-    import yaml
+    """Read and validate a platform config file (YAML or JSON).
 
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(
-            Problem("config", str(p), "file not found", "pass the path of a platform config, such as platform.yaml"),
-        ) from None
-    except OSError as exc:
-        raise ConfigError(Problem("config", str(p), f"cannot be read: {exc.strerror}", "check the path")) from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError(
-            Problem("config", str(p), f"is not UTF-8 text (byte {exc.start})", "save the file as UTF-8 YAML"),
-        ) from None
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "the file"
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ConfigError(
-            Problem(f"{p.name} {where}", "YAML", f"is not valid YAML: {problem}", "fix the indentation or quoting there"),
-            source=str(p),
-        ) from None
-    return parse_config(raw, source=str(p))
+    The file is read through the validation toolkit: oversized files, duplicate keys,
+    deep nesting, alias bombs and syntax errors are refused with line and column.
+    """
+    source = str(path)
+    text = V.read_text(path)
+    raw = V.load_yaml(text, source=source)
+    return parse_config(raw, source=source)

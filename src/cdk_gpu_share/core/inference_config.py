@@ -56,6 +56,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from cdk_gpu_share.core import instances, mig
+from cdk_gpu_share.core import validation as V
 from cdk_gpu_share.core.errors import ConfigError, Problem
 
 __all__ = [
@@ -516,13 +517,7 @@ class _Reader:
         self.add = add_problem
 
     def keys(self, raw: Mapping, allowed: set[str], where: str) -> None:
-        import difflib
-
-        for key in raw:
-            if key not in allowed:
-                close = difflib.get_close_matches(str(key), sorted(allowed), n=1)
-                fix = f"did you mean '{close[0]}'?" if close else f"allowed keys: {', '.join(sorted(allowed))}"
-                self.add(f"{where}.{key}", raw[key], "unknown key", fix)
+        V.unknown_keys(raw, allowed, where, self.add)
 
     def mapping(self, value: Any, where: str, *, required: bool = False) -> Mapping | None:
         if value is None:
@@ -530,7 +525,7 @@ class _Reader:
                 self.add(where, None, "is required", "add it (see examples/inference.yaml)")
             return None
         if not isinstance(value, Mapping):
-            self.add(where, value, f"must be a mapping, not {type(value).__name__}", "write key: value pairs")
+            self.add(where, value, f"must be a mapping, not {V.kind(value)}", "write key: value pairs")
             return None
         return value
 
@@ -544,24 +539,11 @@ class _Reader:
         return value
 
     def integer(self, value: Any, where: str, *, minimum: int, fix: str) -> int | None:
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)
-        if isinstance(value, bool) or not isinstance(value, int):
-            self.add(where, value, "must be a whole number", fix)
-            return None
-        if value < minimum:
-            self.add(where, value, f"must be at least {minimum}", fix)
-            return None
-        return value
+        return V.read_int(value, where, self.add, minimum=minimum, fix=fix)
 
     def number(self, value: Any, where: str, *, minimum: float, fix: str) -> float | None:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
-            self.add(where, value, "must be a number", fix)
-            return None
-        if value < minimum:
-            self.add(where, value, f"must be at least {minimum:g}", fix)
-            return None
-        return float(value)
+        # Finite and bounded: `.inf` would pass here and crash synth inside jsii.
+        return V.read_number(value, where, self.add, minimum=minimum, maximum=V.MAX_INT, fix=fix)
 
 
 def _copies(value: Any, where: str, r: _Reader) -> Copies | None:

@@ -314,7 +314,7 @@ def resolve_gpu(gpu: str | None = None, instance_type: str | None = None) -> str
     return info.gpu
 
 
-_PROFILE_RE = re.compile(r"^(?:mig-)?(\d+)g\.(\d+)gb(\+\w+)?$")
+_PROFILE_RE = re.compile(r"^(?:mig-)?(\d{1,3})g\.(\d{1,4})gb(\+\w+)?$")  # bounded: int() of 5,001 digits raises
 
 
 def _norm_profile(text: str) -> str:

@@ -47,6 +47,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
+from cdk_gpu_share.core import validation as V
 from cdk_gpu_share.core.errors import ConfigError, Problem
 
 __all__ = [
@@ -234,29 +235,10 @@ class _Missing:
 _MISSING = _Missing()
 
 
-def _is_number(value: Any) -> bool:
-    t = type(value)
-    if t is int:
-        return True
-    if t is float:
-        return math.isfinite(value)
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, Mapping):
-        return "an object"
-    if isinstance(value, (list, tuple)):
-        return "a list"
-    return type(value).__name__
+# Numbers and kinds come from the validation toolkit: finite and at most 2**53 in
+# size, without converting a huge int to float (math.isfinite(10**400) overflows).
+_is_number = V.is_number
+_kind = V.json_kind
 
 
 class _Checker:

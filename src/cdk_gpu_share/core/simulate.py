@@ -49,10 +49,11 @@ import time
 from bisect import bisect_right, insort
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import IO, Any, Callable, Iterable, Mapping, Sequence
+from typing import IO, Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from cdk_gpu_share.core import reclaim
 from cdk_gpu_share.core.errors import ConfigError, Problem
+from cdk_gpu_share.core.validation import load_json, parse_decimal
 
 MODES = ("static", "share", "share+reclaim")
 STATIC, SHARE, RECLAIM = MODES
@@ -175,31 +176,38 @@ def load_scenario(path: str | os.PathLike[str]) -> Scenario:
         raise ConfigError(Problem(field="--scenario", value=path,
                                   message=f"cannot be read ({exc.__class__.__name__})",
                                   fix="pass a readable scenario JSON file")) from None
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(
-            Problem(field=f"line {exc.lineno} column {exc.colno}", value=text.splitlines()[exc.lineno - 1][:60]
-                    if text.splitlines() else "", message=f"is not valid JSON ({exc.msg})",
-                    fix="fix the JSON syntax"),
-            source=path,
-        ) from None
+    obj = load_json(text, source=path, what='a JSON object such as {"capacity": {"gpu": 8}, "teams": [...]}')
     return parse_scenario(obj, source=path)
 
 
 def _row_error(source: str, where: str, column: str, value: Any, message: str, fix: str) -> ConfigError:
-    return ConfigError(Problem(field=f"{where}, {column}", value=value, message=message, fix=fix), source=source)
+    return ConfigError(Problem(field=f"{where}, {column}", value=value, message=message, fix=fix), source=source,
+                       label="invalid trace")
 
 
 def _number(raw: str, *, source: str, where: str, column: str) -> Fraction:
+    # The toolkit checks the text first: Fraction("1e999999999") would build a
+    # billion-digit integer before any finiteness check.
     try:
-        value = Fraction(raw.strip())
-        if math.isfinite(float(value)):
-            return value
-    except (ValueError, ZeroDivisionError, OverflowError):
-        pass
-    raise _row_error(source, where, column, raw, "is not a finite number",
-                     "write a plain decimal number (seconds or GPUs)")
+        return parse_decimal(raw)
+    except (ValueError, ZeroDivisionError) as exc:
+        why = str(exc) if str(exc).startswith(("is ", "has ")) else "is not a finite number"
+        raise _row_error(source, where, column, raw, why,
+                         "write a plain decimal number (seconds or GPUs)") from None
+
+
+def _rows(reader: Any, source: str) -> Iterator[list[str]]:
+    """The CSV rows; a malformed row (an oversized cell, a NUL byte) is a ConfigError naming its line."""
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            raise ConfigError(Problem(field=f"line {reader.line_num}", value=None, message=f"is not a CSV row ({exc})",
+                                      fix="write one job per line: job_id,team,submit_time,duration_s,gpus,priority"),
+                              source=source) from None
+        yield row
 
 
 def parse_jobs(stream: IO[str] | Iterable[str], scenario: Scenario, *, source: str = "trace") -> list[Job]:
@@ -229,7 +237,7 @@ def parse_jobs(stream: IO[str] | Iterable[str], scenario: Scenario, *, source: s
     team_names = set(scenario.team_names)
     seen: dict[str, int] = {}
     jobs: list[Job] = []
-    for row in reader:
+    for row in _rows(reader, source):
         if not row or all(not cell.strip() for cell in row):
             continue
         line = reader.line_num
@@ -271,6 +279,8 @@ def parse_jobs(stream: IO[str] | Iterable[str], scenario: Scenario, *, source: s
         if "priority" in col and col["priority"] < len(row) and row[col["priority"]].strip():
             raw = row[col["priority"]].strip()
             try:
+                if len(raw) > 18:  # int() of a 5,001-digit text raises ValueError; bound it first
+                    raise ValueError(raw)
                 priority = int(raw)
             except ValueError:
                 raise _row_error(source, where, "priority", raw, "is not an integer",

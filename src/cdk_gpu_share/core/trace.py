@@ -29,6 +29,7 @@ from decimal import Decimal, InvalidOperation
 from typing import IO, Iterable, Iterator, Mapping
 
 from cdk_gpu_share.core.errors import ConfigError, Problem
+from cdk_gpu_share.core.validation import decimal_problem
 
 #: Columns of the simulator's job trace, in the order the converters write them.
 TRACE_COLUMNS = ("job_id", "team", "submit_time", "duration_s", "gpus", "priority")
@@ -85,8 +86,9 @@ def _dec(row: Mapping[str, str], column: str, line: int, source: str) -> Decimal
     raw = (row.get(column) or "").strip()
     if raw == "":
         return None
+    why = decimal_problem(raw)  # the toolkit checks the text: 1e999999999 would hang int() below
     try:
-        value = Decimal(raw)
+        value = Decimal(raw) if why is None else None
     except InvalidOperation:
         value = None
     if value is None or not value.is_finite():
@@ -94,7 +96,7 @@ def _dec(row: Mapping[str, str], column: str, line: int, source: str) -> Decimal
             Problem(
                 field=f"line {line} ({column})",
                 value=raw,
-                message="is not a number",
+                message=why or "is not a number",
                 fix="the OpenB pod list has numbers in this column; check the file is the original CSV",
             ),
             source=source,

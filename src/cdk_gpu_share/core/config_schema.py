@@ -1,0 +1,289 @@
+"""A JSON Schema of ``platform.yaml``, built from the validator's own model.
+
+``gpu-share schema`` prints it; the shipped YAML files name it for editors
+(``# yaml-language-server: $schema=...``), so a typo is underlined before anything
+runs. The key sets, patterns, enums and ranges come from
+:mod:`cdk_gpu_share.core.config` and :mod:`cdk_gpu_share.core.inference_config`;
+``tests/test_config_schema.py`` checks that every key the validator accepts has a
+description here and that nothing here is unknown to the validator. The validator
+stays the authority (cross-field rules such as guarantees within capacity are not
+expressible in the schema).
+
+To add a field: add it to the section's key set in config.py and its description to
+:data:`DESCRIPTIONS` (the test fails until both agree).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from cdk_gpu_share.core import config as C
+from cdk_gpu_share.core import hyperpod_schema as hp
+from cdk_gpu_share.core import alerts_config as AL
+from cdk_gpu_share.core import inference_config as IC
+
+SCHEMA_ID = "https://github.com/cdk-gpu-share/cdk-gpu-share/platform.schema.json"
+
+#: Descriptions per section and key: the words an editor shows on hover.
+DESCRIPTIONS: dict[str, dict[str, str]] = {
+    "": {
+        "platform": "The platform: its name prefixes every stack and resource name.",
+        "teams": "The ML teams sharing the fleet, each with its guarantee per instance type.",
+        "batch_quota": "AWS Batch quota management for SageMaker Training jobs.",
+        "hyperpod": "SageMaker HyperPod task governance on one EKS-orchestrated cluster.",
+        "fairshare": "Classic AWS Batch on EC2 GPU instances with fair share and the reclaim Lambda.",
+        "inference": "MIG-partitioned SageMaker inference endpoints.",
+        "alerts": "Where every alarm of the platform goes: emails (a new encrypted topic) or topic_arn (an existing one).",
+    },
+    "platform": {"name": "Prefix of stack and resource names: a letter, then up to 39 letters, digits and hyphens."},
+    "team": {
+        "name": "Unique team name: letters, digits and hyphens (it is part of the team's CloudFormation stack name;"
+        " on HyperPod, lower case and at most 51 characters: the namespace hyperpod-ns-<name>).",
+        "guarantee": "Capacity guaranteed per instance type: whole instances (ml.g5.xlarge: 1) or, on HyperPod,"
+        " resources ({accelerators: 4}).",
+        "sharing": "reserve (keep idle capacity), lend (lend it) or lend_and_borrow (also borrow). Default:"
+        " lend_and_borrow.",
+        "borrow_limit_percent": "Percentage of the guarantee the team may borrow on top; -1 is unlimited (Batch only).",
+        "borrow_limit": "Absolute caps on borrowing per instance type (HyperPod, fair share).",
+        "in_team_preemption": "Higher-priority jobs of the team may stop its lower-priority ones. Default: false.",
+        "fair_share_weight": "HyperPod fair-share weight, 0 to 100.",
+        "description": "One line of at most 1024 characters.",
+        "max_priority": "Highest scheduling priority the team's jobs may carry, 0 to 9999. Default: 100.",
+        "assumed_by": "IAM role or user ARNs that may assume the team's SubmitRole. Default: principals of the"
+        " account tagged principal_tag=<team>.",
+        "principal_tag": "Principal tag key whose value must be the team's name to assume its SubmitRole (when"
+        " assumed_by is not set). Default: gpu-share:team.",
+    },
+    "amount": {
+        "instances": "Whole instances.",
+        "accelerators": "GPUs (HyperPod).",
+        "vcpu": "vCPUs (HyperPod).",
+        "memory_gib": "Memory in GiB (HyperPod).",
+        "mig": "MIG partitions: profile -> count (HyperPod).",
+    },
+    "batch_quota": {
+        "capacity": "Instances per SageMaker instance type (ml.*) in the service environment.",
+        "queue_name": "Job queue name. Default: <platform>-training.",
+        "service_environment_name": "Service environment name. Default: derived from the platform name.",
+        "priority": "Job queue priority, 0 to 1000. Default: 1.",
+    },
+    "hyperpod": {
+        "cluster_arn": "ARN of the HyperPod cluster (arn:aws:sagemaker:REGION:ACCOUNT:cluster/ID).",
+        "capacity": "Instances per HyperPod instance type in the cluster.",
+        "fair_share": "Fair-share scheduling across teams. Default: true.",
+        "idle_resource_sharing": "Teams may lend idle compute. Default: true.",
+        "priority_classes": "Up to 10 task priority classes: {name, weight 0..100}.",
+        "scheduler_config_name": "Name of the cluster scheduler config. Default: derived from the platform name.",
+        "eks_cluster_arn": "ARN of the cluster's EKS cluster: each team gets an access entry scoped to its namespace."
+        " Default: none (no access entries).",
+    },
+    "fairshare": {
+        "capacity": "Instances per EC2 GPU instance type in the compute environment.",
+        "queue_name": "Job queue name. Default: <platform>-fairshare.",
+        "share_decay_seconds": "Fair-share decay window in seconds. Default: 3600.",
+        "compute_reservation": "Percentage of capacity reserved for inactive share identifiers. Default: 0.",
+        "allocation_strategy": "Batch allocation strategy. Default: BEST_FIT_PROGRESSIVE.",
+        "spot": "Use Spot instances. Default: false.",
+        "min_instances": "Instances kept running. Default: 0.",
+        "job_attempts": "Attempts per job (a reclaimed job is resubmitted). Default: 5.",
+        "reclaim": "The reclaim Lambda that takes lent GPUs back.",
+    },
+    "reclaim": {
+        "enabled": "Run the reclaim Lambda. Default: true.",
+        "schedule_minutes": "Minutes between reclaim cycles. Default: 1.",
+        "dry_run": "Log what would be stopped, stop nothing. Default: false.",
+        "reclaim_after_seconds": "How long a lender waits before its lent GPUs are taken back. Default: 0.",
+        "min_runtime_seconds": "Jobs younger than this are never stopped. Default: 0.",
+    },
+}
+
+#: Keys the validator accepts, per section (the test compares these with DESCRIPTIONS).
+VALIDATOR_KEYS: dict[str, set[str]] = {
+    "": set(C._TOP_KEYS),
+    "platform": {"name"},
+    "team": set(C._TEAM_KEYS),
+    "amount": set(C._AMOUNT_KEYS),
+    "batch_quota": set(C._BATCH_KEYS),
+    "hyperpod": set(C._HYPERPOD_KEYS),
+    "fairshare": set(C._FAIRSHARE_KEYS),
+    "reclaim": set(C._RECLAIM_KEYS),
+}
+
+
+def _obj(section: str, properties: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    for k, prop in properties.items():
+        prop.setdefault("description", DESCRIPTIONS[section][k])
+    return {"type": "object", "additionalProperties": False, "properties": properties, **extra}
+
+
+def _int(lo: int, hi: int = C.MAX_INT) -> dict[str, Any]:
+    return {"type": "integer", "minimum": lo, "maximum": hi}
+
+
+def _capacity(instance_pattern: str, description: str, enum: list[str] | None = None) -> dict[str, Any]:
+    names: dict[str, Any] = {"pattern": instance_pattern} if enum is None else {"enum": enum}
+    return {
+        "type": "object",
+        "minProperties": 1,
+        "propertyNames": names,
+        "additionalProperties": _int(1),
+        "description": description,
+    }
+
+
+def platform_schema() -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of a platform config."""
+    amount = _obj(
+        "amount",
+        {
+            "instances": _int(0),
+            "accelerators": _int(0),
+            "vcpu": {"type": "number", "minimum": 0, "maximum": C.MAX_NUMBER},
+            "memory_gib": {"type": "number", "minimum": 0, "maximum": C.MAX_NUMBER},
+            "mig": {
+                "type": "object",
+                "propertyNames": {"enum": sorted(hp.HYPERPOD_MIG_PROFILES)},
+                "additionalProperties": _int(0),
+            },
+        },
+        minProperties=1,
+    )
+    amount_or_count = {
+        "description": "Whole instances (shorthand: a number), or resources of the instance type.",
+        "oneOf": [{**_int(0), "description": "Whole instances (shorthand for {instances: N})."}, {"$ref": "#/$defs/amount"}],
+    }
+    amounts = {"type": "object", "minProperties": 1, "additionalProperties": {"$ref": "#/$defs/amountOrCount"}}
+    team = _obj(
+        "team",
+        {
+            "name": {"type": "string", "pattern": f"^{C.TEAM_NAME_CHARS}$", "minLength": 1, "maxLength": 128},
+            "guarantee": dict(amounts),
+            "sharing": {"enum": [s.value for s in C.Sharing], "default": C.Sharing.LEND_AND_BORROW.value},
+            "borrow_limit_percent": {"type": "integer", "minimum": -1, "maximum": C.MAX_INT},
+            "borrow_limit": dict(amounts),
+            "in_team_preemption": {"type": "boolean"},
+            "fair_share_weight": _int(0, 100),
+            "description": {"type": "string", "maxLength": 1024},
+            "max_priority": {**_int(0, C.MAX_SCHEDULING_PRIORITY), "default": C.DEFAULT_MAX_PRIORITY},
+            "assumed_by": {"oneOf": [{"type": "string", "pattern": f"^{C.ASSUMER_ARN_PATTERN}$"},
+                                     {"type": "array", "minItems": 1,
+                                      "items": {"type": "string", "pattern": f"^{C.ASSUMER_ARN_PATTERN}$"}}]},
+            "principal_tag": {"type": "string", "pattern": f"^{C.TAG_KEY_PATTERN}$", "default": C.DEFAULT_PRINCIPAL_TAG},
+        },
+        required=["name"],
+    )
+    ranges_fs = {k: {**_int(lo, hi)} for k, lo, hi in C.FAIRSHARE_INT_RANGES}
+    ranges_rc = {k: {**_int(lo, hi)} for k, lo, hi in C.RECLAIM_INT_RANGES}
+    schema: dict[str, Any] = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": SCHEMA_ID,
+        "title": "cdk-gpu-share platform config (platform.yaml)",
+        "description": "Teams sharing a GPU fleet and the backends that enforce it. `gpu-share validate` checks"
+        " everything, including rules across fields that this schema cannot express.",
+        "$defs": {"amount": amount, "amountOrCount": amount_or_count, "team": team},
+        **_obj(
+            "",
+            {
+                "platform": _obj("platform", {"name": {"type": "string", "pattern": C.PLATFORM_NAME_PATTERN,
+                                                       "default": "gpu-share"}}),
+                "teams": {"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/team"}},
+                "batch_quota": _obj(
+                    "batch_quota",
+                    {
+                        "capacity": _capacity(r"^ml\.", DESCRIPTIONS["batch_quota"]["capacity"]),
+                        "queue_name": {"type": "string", "pattern": C.BATCH_NAME_PATTERN},
+                        "service_environment_name": {"type": "string", "pattern": C.BATCH_NAME_PATTERN},
+                        "priority": {**_int(0, 1000), "default": 1},
+                    },
+                    required=["capacity"],
+                ),
+                "hyperpod": _obj(
+                    "hyperpod",
+                    {
+                        "cluster_arn": {"type": "string", "pattern": hp.CLUSTER_ARN_PATTERN},
+                        "capacity": _capacity("", DESCRIPTIONS["hyperpod"]["capacity"],
+                                              enum=sorted(hp.HYPERPOD_INSTANCE_TYPES)),
+                        "fair_share": {"type": "boolean", "default": True},
+                        "idle_resource_sharing": {"type": "boolean", "default": True},
+                        "priority_classes": {
+                            "type": "array",
+                            "maxItems": hp.MAX_PRIORITY_CLASSES,
+                            "items": {
+                                "type": "object",
+                                "additionalProperties": False,
+                                "required": ["name", "weight"],
+                                "properties": {
+                                    "name": {"type": "string", "pattern": hp.PRIORITY_CLASS_NAME_PATTERN},
+                                    "weight": _int(0, 100),
+                                },
+                            },
+                        },
+                        "scheduler_config_name": {"type": "string", "pattern": hp.RESOURCE_NAME_PATTERN},
+                        "eks_cluster_arn": {"type": "string", "pattern": f"^{C.EKS_CLUSTER_ARN_PATTERN}$"},
+                    },
+                    required=["cluster_arn", "capacity"],
+                ),
+                "fairshare": _obj(
+                    "fairshare",
+                    {
+                        "capacity": _capacity(r"^(?!ml\.)", DESCRIPTIONS["fairshare"]["capacity"]),
+                        "queue_name": {"type": "string", "pattern": C.BATCH_NAME_PATTERN},
+                        **ranges_fs,
+                        "allocation_strategy": {"enum": list(C.ALLOCATION_STRATEGIES), "default": "BEST_FIT_PROGRESSIVE"},
+                        "spot": {"type": "boolean", "default": False},
+                        "reclaim": _obj(
+                            "reclaim",
+                            {"enabled": {"type": "boolean", "default": True}, "dry_run": {"type": "boolean", "default": False},
+                             **ranges_rc},
+                        ),
+                    },
+                    required=["capacity"],
+                ),
+                "inference": {
+                    "type": "object",
+                    "description": DESCRIPTIONS[""]["inference"],
+                    "additionalProperties": False,
+                    "properties": {
+                        "endpoints": {
+                            "type": "array",
+                            "minItems": 1,
+                            "items": {
+                                "type": "object",
+                                "propertyNames": {"enum": sorted(IC._ENDPOINT_KEYS)},
+                                "properties": {
+                                    "name": {"type": "string", "pattern": IC.NAME_PATTERN,
+                                             "maxLength": IC.MAX_ENDPOINT_NAME_LENGTH},
+                                    "instance_type": {"enum": list(IC.mig.INSTANCE_TYPES)},
+                                    "instance_count": _int(1),
+                                    "layout": {"oneOf": [{"enum": list(IC.mig.PRESETS)},
+                                                         {"type": "array", "items": {"type": "string"}, "minItems": 1}]},
+                                    "models": {"type": "array", "minItems": 1,
+                                               "items": {"type": "object",
+                                                         "propertyNames": {"enum": sorted(IC._MODEL_KEYS)}}},
+                                },
+                            },
+                        },
+                        "vpc": {"type": "object", "propertyNames": {"enum": ["subnet_ids", "security_group_ids"]}},
+                        "kms_key_arn": {"type": "string"},
+                    },
+                },
+                "alerts": {
+                    "type": "object",
+                    "description": DESCRIPTIONS[""]["alerts"],
+                    "additionalProperties": False,
+                    "properties": {
+                        "emails": {"oneOf": [{"type": "string", "format": "email"},
+                                             {"type": "array", "maxItems": AL.MAX_EMAILS,
+                                              "items": {"type": "string", "format": "email"}}]},
+                        "topic_arn": {"type": "string", "pattern": AL.TOPIC_ARN_PATTERN.pattern},
+                    },
+                },
+            },
+        ),
+    }
+    return schema
+
+
+def schema_text() -> str:
+    return json.dumps(platform_schema(), indent=2) + "\n"
