@@ -461,3 +461,335 @@ def test_a_yaml_file_with_a_fraction_of_an_instance_names_the_line_and_value(tmp
         f"invalid configuration in {path}: teams[0] (team-a).guarantee.ml.g5.xlarge: must be a whole number"
         " (got 1.5); write a whole number of instances, such as 1"
     )
+
+
+# --- what a valid config becomes ------------------------------------------------------------
+
+
+def full_config() -> dict:
+    return {
+        "platform": {"name": "ml-platform"},
+        "teams": [
+            {
+                "name": "research",
+                "description": "Research, 2 GPUs",
+                "guarantee": {
+                    "ml.p5.48xlarge": {"accelerators": 4, "vcpu": 96.5, "memory_gib": 1024, "mig": {"mig-3g.40gb": 2}},
+                    "ml.g5.xlarge": 1,
+                    "g5.xlarge": 2,
+                },
+                "sharing": "lend_and_borrow",
+                "borrow_limit_percent": 50,
+                "borrow_limit": {"ml.p5.48xlarge": {"accelerators": 8}},
+                "in_team_preemption": True,
+                "fair_share_weight": 70,
+            },
+            {"name": "applied", "guarantee": {"ml.g5.xlarge": 1, "g5.xlarge": 1}, "sharing": "reserve"},
+            {"name": "serving", "guarantee": {"ml.g5.2xlarge": 1}, "sharing": "lend", "in_team_preemption": False},
+        ],
+        "batch_quota": {
+            "capacity": {"ml.g5.xlarge": 2, "ml.g5.2xlarge": 1},
+            "queue_name": "training_queue-1",
+            "service_environment_name": "env-1",
+            "priority": 1000,
+        },
+        "hyperpod": {
+            "cluster_arn": ARN,
+            "capacity": {"ml.p5.48xlarge": 1},
+            "fair_share": False,
+            "idle_resource_sharing": False,
+            "priority_classes": [{"name": "inference", "weight": 100}, {"name": "training", "weight": 0}],
+            "scheduler_config_name": "sched-1",
+        },
+        "fairshare": {
+            "capacity": {"g5.xlarge": 3},
+            "queue_name": "fs_queue",
+            "share_decay_seconds": 604800,
+            "compute_reservation": 99,
+            "allocation_strategy": "SPOT_CAPACITY_OPTIMIZED",
+            "spot": True,
+            "min_instances": 10000,
+            "job_attempts": 1,
+            "reclaim": {
+                "enabled": False,
+                "schedule_minutes": 1440,
+                "dry_run": True,
+                "reclaim_after_seconds": 86400,
+                "min_runtime_seconds": 0,
+            },
+        },
+    }
+
+
+def test_every_setting_of_a_full_config_is_kept():
+    config = parse_config(full_config(), source="full.yaml")
+    assert (config.name, config.source, config.inference) == ("ml-platform", "full.yaml", None)
+    research = config.team("research")
+    assert research.description == "Research, 2 GPUs"
+    assert research.guarantee["ml.p5.48xlarge"] == cfg.Amount(
+        accelerators=4, vcpu=96.5, memory_gib=1024.0, mig=(("mig-3g.40gb", 2),)
+    )
+    assert research.guarantee["ml.g5.xlarge"] == cfg.Amount(instances=1)
+    assert (research.sharing, research.borrow_limit_percent, research.in_team_preemption) == (
+        Sharing.LEND_AND_BORROW, 50, True
+    )
+    assert research.borrow_limit == {"ml.p5.48xlarge": cfg.Amount(accelerators=8)}
+    assert research.fair_share_weight == 70
+    applied, serving = config.team("applied"), config.team("serving")
+    assert (applied.sharing, applied.in_team_preemption, applied.fair_share_weight, applied.description) == (
+        Sharing.RESERVE, False, None, ""
+    )
+    assert (serving.sharing, serving.in_team_preemption) == (Sharing.LEND, False)
+
+    assert config.batch_quota == cfg.BatchQuotaConfig(
+        capacity={"ml.g5.xlarge": 2, "ml.g5.2xlarge": 1},
+        queue_name="training_queue-1",
+        service_environment_name="env-1",
+        priority=1000,
+    )
+    assert config.hyperpod == cfg.HyperPodConfig(
+        cluster_arn=ARN,
+        capacity={"ml.p5.48xlarge": 1},
+        fair_share=False,
+        idle_resource_sharing=False,
+        priority_classes=(cfg.PriorityClass("inference", 100), cfg.PriorityClass("training", 0)),
+        scheduler_config_name="sched-1",
+    )
+    assert config.fairshare == cfg.FairshareConfig(
+        capacity={"g5.xlarge": 3},
+        queue_name="fs_queue",
+        share_decay_seconds=604800,
+        compute_reservation=99,
+        allocation_strategy="SPOT_CAPACITY_OPTIMIZED",
+        spot=True,
+        min_instances=10000,
+        job_attempts=1,
+        reclaim=cfg.ReclaimConfig(
+            enabled=False, schedule_minutes=1440, dry_run=True, reclaim_after_seconds=86400, min_runtime_seconds=0
+        ),
+    )
+    assert [t.name for t in config.teams_for("batch_quota")] == ["research", "applied", "serving"]
+    assert [t.name for t in config.teams_for("hyperpod")] == ["research"]
+    assert [t.name for t in config.teams_for("fairshare")] == ["research", "applied"]
+    assert config.backends_of(research) == ["batch_quota", "hyperpod", "fairshare"]
+    assert config.backends_of(serving) == ["batch_quota"]
+
+
+def test_defaults_of_a_minimal_config():
+    config = parse_config(
+        {
+            "teams": [{"name": "a", "guarantee": {"ml.g5.xlarge": 1, "g5.xlarge": 1}}],
+            "batch_quota": {"capacity": {"ml.g5.xlarge": 1}},
+            "hyperpod": {"cluster_arn": ARN, "capacity": {"ml.p5.48xlarge": 1}},
+            "fairshare": {"capacity": {"g5.xlarge": 1}, "reclaim": {}},
+        }
+    )
+    assert config.name == "gpu-share" and config.source is None
+    team = config.team("a")
+    assert (team.sharing, team.borrow_limit_percent, team.borrow_limit, team.in_team_preemption) == (
+        Sharing.LEND_AND_BORROW, None, {}, False
+    )
+    assert (team.fair_share_weight, team.description) == (None, "")
+    assert config.batch_quota == cfg.BatchQuotaConfig(capacity={"ml.g5.xlarge": 1})
+    assert config.batch_quota.priority == 1 and config.batch_quota.queue_name is None
+    hp_ = config.hyperpod
+    assert (hp_.fair_share, hp_.idle_resource_sharing, hp_.priority_classes, hp_.scheduler_config_name) == (
+        True, True, (), None
+    )
+    assert config.teams_for("hyperpod") == []
+    assert config.fairshare == cfg.FairshareConfig(capacity={"g5.xlarge": 1})
+    assert config.fairshare.reclaim == cfg.ReclaimConfig(
+        enabled=True, schedule_minutes=1, dry_run=False, reclaim_after_seconds=0, min_runtime_seconds=0
+    )
+    assert (config.fairshare.share_decay_seconds, config.fairshare.job_attempts) == (3600, 5)
+
+
+def test_null_optional_settings_mean_their_defaults():
+    raw = full_config()
+    research = raw["teams"][0]
+    research.update(borrow_limit_percent=None, borrow_limit=None, fair_share_weight=None)
+    raw["platform"] = None
+    raw["batch_quota"].update(queue_name=None, service_environment_name=None)
+    raw["hyperpod"].update(priority_classes=None, scheduler_config_name=None)
+    raw["fairshare"].update(queue_name=None, reclaim=None)
+    config = parse_config(raw)
+    team = config.team("research")
+    assert (team.borrow_limit_percent, team.borrow_limit, team.fair_share_weight) == (None, {}, None)
+    assert config.name == "gpu-share"
+    assert (config.batch_quota.queue_name, config.batch_quota.service_environment_name) == (None, None)
+    assert (config.hyperpod.priority_classes, config.hyperpod.scheduler_config_name) == ((), None)
+    assert (config.fairshare.queue_name, config.fairshare.reclaim) == (None, cfg.ReclaimConfig())
+
+
+def test_an_unknown_team_is_a_key_error_naming_it():
+    with pytest.raises(KeyError, match="nobody"):
+        parse_config(full_config()).team("nobody")
+
+
+def test_a_platform_name_keeps_its_default_when_invalid_but_other_problems_are_listed():
+    raw = full_config()
+    raw["platform"] = {"name": "9lives"}
+    (p,) = problems_of(raw)
+    assert (p.field, p.value) == ("platform.name", "9lives")
+
+
+@pytest.mark.parametrize(
+    "sharing, lends, borrows, batch, hyperpod_",
+    [
+        ("reserve", False, False, "RESERVE", "DontLend"),
+        ("lend", True, False, "LEND", "Lend"),
+        ("lend_and_borrow", True, True, "LEND_AND_BORROW", "LendAndBorrow"),
+    ],
+)
+def test_sharing_strategies_map_to_each_service(sharing, lends, borrows, batch, hyperpod_):
+    s = Sharing(sharing)
+    assert (s.lends, s.borrows, s.batch_strategy, s.hyperpod_strategy) == (lends, borrows, batch, hyperpod_)
+
+
+@pytest.mark.parametrize(
+    "amount, instances_only, gpus, text",
+    [
+        (cfg.Amount(instances=2), True, 16.0, "2 instances"),
+        (cfg.Amount(instances=1), True, 8.0, "1 instance"),
+        (cfg.Amount(instances=0), True, 0.0, "0 instances"),
+        (cfg.Amount(accelerators=3), False, 3.0, "3 accelerators"),
+        (cfg.Amount(instances=1, accelerators=3), False, 3.0, "1 instance, 3 accelerators"),
+        (cfg.Amount(vcpu=96.5, memory_gib=1024.0), False, None, "96.5 vCPU, 1024 GiB"),
+        (cfg.Amount(instances=1, vcpu=2.0), False, 8.0, "1 instance, 2 vCPU"),
+        (cfg.Amount(instances=1, memory_gib=2.0), False, 8.0, "1 instance, 2 GiB"),
+        (cfg.Amount(instances=1, mig=(("mig-1g.10gb", 3), ("mig-3g.40gb", 2))), False, 8.0,
+         "1 instance, 3x mig-1g.10gb, 2x mig-3g.40gb"),
+        (cfg.Amount(), False, None, "nothing"),
+    ],
+)
+def test_an_amount_describes_itself_and_its_gpus(amount, instances_only, gpus, text):
+    assert amount.is_instances_only is instances_only
+    assert amount.gpus("ml.p5.48xlarge") == gpus
+    assert amount.describe() == text
+
+
+def test_gpus_of_whole_instances_of_an_unknown_type_are_unknown():
+    assert cfg.Amount(instances=2).gpus("ml.c5.xlarge") is None
+    assert cfg.Amount(accelerators=2).gpus("ml.c5.xlarge") == 2.0
+    assert cfg.Amount(instances=2).gpus("g5.12xlarge") == 8.0
+
+
+def test_check_backend_reports_the_problems_of_teams_on_one_section():
+    config = parse_config(batch())
+    team = cfg.TeamConfig(name="team a", guarantee={"ml.g5.xlarge": cfg.Amount(instances=5)})
+    problems = cfg.check_backend("batch_quota", config.batch_quota, [team])
+    assert [(p.field, p.message) for p in problems] == [
+        (
+            "batch_quota.capacity.ml.g5.xlarge",
+            "the teams' guarantees sum to 5 instances of ml.g5.xlarge, above the 3 the capacity declares",
+        ),
+        ("teams (team a).name", "is not a valid quota share name"),
+    ]
+    assert cfg.check_backend("batch_quota", config.batch_quota, list(config.teams)) == []
+
+
+def test_teams_without_guarantees_are_allowed_on_an_inference_only_platform():
+    raw = {
+        "teams": [{"name": "search"}],
+        "inference": {
+            "endpoints": [
+                {
+                    "name": "small",
+                    "instance_type": "ml.p4d.24xlarge",
+                    "layout": "half",
+                    "models": [
+                        {
+                            "name": "m",
+                            "team": "search",
+                            "image": "763104351884.dkr.ecr.us-east-1.amazonaws.com/djl-inference:0.33.0-lmi15.0.0-cu128",
+                            "model_data_url": "s3://bucket/m.tar.gz",
+                            "profile": "mig-3g.20gb",
+                            "memory_mb": 1024,
+                        }
+                    ],
+                }
+            ]
+        },
+    }
+    config = parse_config(raw)
+    assert config.team("search").guarantee == {}
+    assert config.inference is not None
+    assert (config.batch_quota, config.hyperpod, config.fairshare) == (None, None, None)
+
+
+def test_an_inference_example_platform_parses_its_inference_section():
+    config = load_config(cfg.Path(__file__).resolve().parents[1] / "examples" / "inference.yaml")
+    assert config.inference is not None and config.name == "mig-inference"
+
+
+def test_a_duplicate_team_is_reported_once_and_left_out():
+    raw = batch()
+    raw["teams"].append({"name": "team-a", "guarantee": {"ml.g5.xlarge": 5}})
+    (p,) = problems_of(raw)  # the duplicate's guarantee of 5 is not summed into the capacity
+    assert (p.field, p.value, p.message, p.fix) == (
+        "teams[1].name", "team-a", "duplicates the name of teams[0]", "give every team a unique name"
+    )
+
+
+def test_a_team_without_a_name_is_left_out_of_the_backend_rules():
+    raw = batch()
+    raw["teams"].append({"guarantee": {"ml.g5.xlarge": 5}})
+    (p,) = problems_of(raw)
+    assert p.field == "teams[1].name"
+
+
+# --- reading files ----------------------------------------------------------------------------
+
+
+def test_a_directory_is_not_a_readable_config(tmp_path):
+    with pytest.raises(ConfigError) as info:
+        load_config(tmp_path)
+    (p,) = info.value.problems
+    assert (p.field, p.value, p.message, p.fix) == ("config", str(tmp_path), "cannot be read: Is a directory", "check the path")
+    assert info.value.source is None
+
+
+def test_a_missing_file_names_the_path(tmp_path):
+    with pytest.raises(ConfigError) as info:
+        load_config(str(tmp_path / "nope.yaml"))
+    (p,) = info.value.problems
+    assert (p.field, p.value, p.message, p.fix) == (
+        "config", str(tmp_path / "nope.yaml"), "file not found",
+        "pass the path of a platform config, such as platform.yaml",
+    )
+
+
+def test_a_non_utf8_file_names_the_byte(tmp_path):
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes(b"teams: caf\xe9\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    (p,) = info.value.problems
+    assert (p.field, p.value, p.message, p.fix) == (
+        "config", str(path), "is not UTF-8 text (byte 10)", "save the file as UTF-8 YAML"
+    )
+
+
+@pytest.mark.parametrize(
+    "text, field, message",
+    [
+        ("teams: [a\n", "bad.yaml line 2, column 1", "is not valid YAML: expected ',' or ']', but got '<stream end>'"),
+        ("a: b: c\n", "bad.yaml line 1, column 5", "is not valid YAML: mapping values are not allowed here"),
+        ("teams:\n\t- a\n", "bad.yaml line 2, column 1", "is not valid YAML: found character '\\t' that cannot start any token"),
+    ],
+)
+def test_invalid_yaml_names_the_file_line_and_column(tmp_path, text, field, message):
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    (p,) = info.value.problems
+    assert (p.field, p.value, p.message, p.fix) == (field, "YAML", message, "fix the indentation or quoting there")
+    assert info.value.source == str(path)
+
+
+def test_a_yaml_file_is_validated_with_its_path_as_source(tmp_path):
+    path = tmp_path / "p.yaml"
+    path.write_text("teams:\n  - name: team-a\n    guarantee: {ml.g5.xlarge: 1}\nbatch_quota:\n  capacity: {ml.g5.xlarge: 3}\n")
+    config = load_config(path)
+    assert config.source == str(path) and config.batch_quota.capacity == {"ml.g5.xlarge": 3}
