@@ -793,3 +793,22 @@ def test_a_yaml_file_is_validated_with_its_path_as_source(tmp_path):
     path.write_text("teams:\n  - name: team-a\n    guarantee: {ml.g5.xlarge: 1}\nbatch_quota:\n  capacity: {ml.g5.xlarge: 3}\n")
     config = load_config(path)
     assert config.source == str(path) and config.batch_quota.capacity == {"ml.g5.xlarge": 3}
+
+
+def test_a_sum_within_the_rounding_tolerance_of_the_capacity_is_accepted():
+    # Sums of fractional vCPU are floats: 1e-9 over the capacity is rounding, not a breach.
+    parse_config(hyperpod({"ml.p5.48xlarge": {"vcpu": 192.000000001}}))
+    p = only_problem(hyperpod({"ml.p5.48xlarge": {"vcpu": 192.00001}}))
+    assert p.message == (
+        "the teams' guarantees sum to 192 vcpu of ml.p5.48xlarge, above the 192 the capacity declares"
+    )
+
+
+def test_resources_of_a_type_without_catalogue_numbers_are_checked_in_instances_only():
+    raw = hyperpod({"ml.c5.2xlarge": {"accelerators": 99, "vcpu": 999, "memory_gib": 9999}},
+                   capacity={"ml.c5.2xlarge": 1})
+    assert parse_config(raw).team("research").guarantee["ml.c5.2xlarge"].accelerators == 99
+    p = only_problem(hyperpod({"ml.c5.2xlarge": {"instances": 2}}, capacity={"ml.c5.2xlarge": 1}))
+    assert p.message == (
+        "the teams' guarantees sum to 2 instances of ml.c5.2xlarge, above the 1 the capacity declares"
+    )

@@ -238,6 +238,11 @@ H100_PROFILES = "valid H100-80GB profiles: mig-1g.10gb, mig-1g.20gb, mig-2g.20gb
         (lambda: mig.resolve_gpu("A100"), "gpu", "A100", "unknown MIG GPU",
          f"did you mean A100-80GB or A100-40GB? valid GPUs: {ALL_GPUS}"),
         (lambda: mig.resolve_gpu("T4"), "gpu", "T4", "unknown MIG GPU", f"valid GPUs: {ALL_GPUS}"),
+        # too short for a close match: the GPUs whose name starts the same are offered
+        (lambda: mig.resolve_gpu("h"), "gpu", "h", "unknown MIG GPU",
+         f"did you mean H100-80GB or H200-141GB? valid GPUs: {ALL_GPUS}"),
+        (lambda: mig.resolve_gpu("b-1"), "gpu", "b-1", "unknown MIG GPU",
+         f"did you mean B200-180GB? valid GPUs: {ALL_GPUS}"),
         (lambda: mig.resolve_gpu("H100-80GB", "ml.p4d.24xlarge"), "gpu", "H100-80GB",
          "ml.p4d.24xlarge has A100-40GB GPUs", "drop gpu or set it to A100-40GB"),
         (lambda: mig.resolve_gpu(instance_type=" "), "instance_type", " ", "an instance type is required", ALL_TYPES),
@@ -291,6 +296,11 @@ def test_every_unknown_profile_of_a_list_is_reported_with_its_index():
     with pytest.raises(mig.MigError) as info:
         mig.check(H100, ["mig-3g.40gb", "nope", "mig-9g.1gb"])
     assert [p.field for p in info.value.problems] == ["profiles[1]", "profiles[2]"]
+
+
+@pytest.mark.parametrize("spelling", [" mig-3g.40gb ", "MIG-3G.40GB", "3g.40gb", "mig-3g. 40gb", "\tmig-3g.40gb\n"])
+def test_profile_names_are_read_without_case_or_white_space(spelling):
+    assert mig.profile(H100, spelling).name == "mig-3g.40gb"
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,8 @@ Usage::
     python tools/mutation.py                     # every module, from scratch
     python tools/mutation.py mig config          # some modules
     python tools/mutation.py config --survivors  # re-test only last run's survivors (after adding tests)
-    python tools/mutation.py config --only 'x__number*'   # re-test a subset of mutants by name
+    python tools/mutation.py config --only 'x__number*'   # test a subset of mutants by name (fnmatch)
+    python tools/mutation.py reclaim --sample 7  # a tenth of the mutants, spread over every function
     python tools/mutation.py config --report     # print the score of the last run, run nothing
     python tools/mutation.py config --show       # print each unlisted survivor's diff
 """
@@ -26,7 +27,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import fnmatch
 import json
 import os
 import re
@@ -52,6 +52,16 @@ MODULES: dict[str, list[str]] = {
     "mig": ["tests/test_mig_catalog.py", "tests/test_mig_cli.py", "tests/test_mig_core*.py"],
     "reclaim": ["tests/test_reclaim_planner.py", "tests/test_reclaim_properties.py", "tests/test_reclaim_cli.py"],
 }
+# Tests that run the CLI in a child process are left out: the child imports the code on
+# disk, never the mutant, so they cannot notice one and only cost time. Their in-process
+# twins (tests/test_config_cli.py, tests/test_mig_cli.py, tests/test_reclaim_cli.py) run.
+SUBPROCESS_TESTS = [
+    "test_cli_",  # tests/test_config_validation.py: gpu-share validate/plan via python -m
+    "test_subprocess_",  # tests/test_reclaim_cli.py
+    "test_non_utf8_file_is_a_config_error",
+    "test_module_entry_point_runs_check_end_to_end",
+    "test_core_module_imports_no_cdk_or_boto3",
+]
 # Files and folders the selected tests read relative to the project root.
 ALSO_COPY = ["platform.yaml", "examples"]
 LINKS = ["src", "tests", *ALSO_COPY]
@@ -67,18 +77,20 @@ def _source(module: str) -> str:
     return f"src/{PACKAGE}/core/{module}.py"
 
 
-def _test_files(module: str) -> list[str]:
-    files = sorted({str(p.relative_to(ROOT)) for g in MODULES[module] for p in ROOT.glob(g)})
+def _test_files(module: str, globs: list[str] | None = None) -> list[str]:
+    globs = globs or MODULES[module]
+    files = sorted({str(p.relative_to(ROOT)) for g in globs for p in ROOT.glob(g)})
     if not files:
-        sys.exit(f"no test files match {MODULES[module]} for core/{module}.py")
+        sys.exit(f"no test files match {globs} for core/{module}.py")
     return files
 
 
-def _pyproject(module: str) -> str:
+def _pyproject(module: str, tests: list[str]) -> str:
     """The project's pyproject.toml with a [tool.mutmut] section for one module."""
     text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
     text = re.sub(r"(?ms)^\[tool\.mutmut\].*?(?=^\[|\Z)", "", text)
-    tests = _test_files(module)
+    deselect = " and ".join(f"not {name}" for name in SUBPROCESS_TESTS)
+    pytest_args = ["-p", "no:randomly", "-p", "no:cacheprovider", "--hypothesis-seed=0", "-x", "-k", deselect]
     lines = [
         "",
         "[tool.mutmut]",
@@ -87,14 +99,14 @@ def _pyproject(module: str) -> str:
         f"also_copy = {json.dumps(ALSO_COPY)}",
         f"pytest_add_cli_args_test_selection = {json.dumps(tests)}",
         # Deterministic runs: no random order, the same Hypothesis examples for every mutant.
-        'pytest_add_cli_args = ["-p", "no:randomly", "-p", "no:cacheprovider", "--hypothesis-seed=0", "-x"]',
+        f"pytest_add_cli_args = {json.dumps(pytest_args)}",
         'on_dependency_change = "ignore"',
         "",
     ]
     return text.rstrip() + "\n" + "\n".join(lines)
 
 
-def _prepare(module: str, fresh: bool) -> Path:
+def _prepare(module: str, fresh: bool, tests: list[str]) -> Path:
     work = WORK / module
     if fresh and work.exists():
         shutil.rmtree(work)
@@ -103,7 +115,7 @@ def _prepare(module: str, fresh: bool) -> Path:
         link = work / name
         if not link.is_symlink():
             link.symlink_to(os.path.relpath(ROOT / name, work))
-    (work / "pyproject.toml").write_text(_pyproject(module), encoding="utf-8")
+    (work / "pyproject.toml").write_text(_pyproject(module, tests), encoding="utf-8")
     return work
 
 
@@ -240,14 +252,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("modules", nargs="*", help=f"core modules: {', '.join(MODULES)} (default: all)")
     ap.add_argument("--survivors", action="store_true", help="re-test only the survivors of the last run")
     ap.add_argument("--only", action="append", default=[], metavar="GLOB", help="re-test mutants whose name matches")
+    ap.add_argument(
+        "--sample",
+        metavar="DIGITS",
+        help="test only mutants whose number ends in one of DIGITS (e.g. 7: about a tenth, spread over every function)",
+    )
     ap.add_argument("--report", action="store_true", help="print the last run's score; run nothing")
     ap.add_argument("--show", action="store_true", help="print the diff of every unlisted survivor")
+    ap.add_argument("--tests", action="append", metavar="GLOB", help="test files instead of the module's own")
     args = ap.parse_args(argv)
     modules = args.modules or list(MODULES)
     unknown = [m for m in modules if m not in MODULES]
     if unknown:
         ap.error(f"unknown module {', '.join(unknown)}; choose from {', '.join(MODULES)}")
-    incremental = args.survivors or bool(args.only)
+    incremental = args.survivors or bool(args.only) or bool(args.sample)
     elapsed: dict[str, float] = {}
     for module in modules:
         if args.report:
@@ -256,12 +274,16 @@ def main(argv: list[str] | None = None) -> int:
         if args.survivors:
             names += [n for n, c in _exit_codes(module).items() if c is not None and c in SURVIVED | NOT_TESTED]
         if args.only:
-            names += [n for n in _exit_codes(module) if any(fnmatch.fnmatch(n, f"*{g}") for g in args.only)]
+            # mutmut matches these itself (fnmatch), also on a first run that has no mutants yet
+            names += [f"*{g}" for g in args.only]
+        if args.sample:
+            names.append(f"*__mutmut_*[{args.sample}]")
         if incremental and not names:
             print(f"core/{module}.py: nothing to re-test")
             continue
-        work = _prepare(module, fresh=not incremental)
-        print(f"core/{module}.py: mutating against {' '.join(_test_files(module))}", flush=True)
+        tests = _test_files(module, args.tests)
+        work = _prepare(module, fresh=not incremental, tests=tests)
+        print(f"core/{module}.py: mutating against {' '.join(tests)}", flush=True)
         start = time.monotonic()
         with open(work / "mutmut.log", "w") as log:
             rc = _mutmut(work, names, log)

@@ -422,7 +422,7 @@ def _search(items: Sequence[Profile]) -> tuple[list[int] | None, int]:
     """
     n = len(items)
     starts: list[int] = [0] * n
-    best = [-1, 0]  # deepest index reached that failed
+    best = [-1]  # deepest index reached that failed
 
     def rec(i: int, used: int) -> bool:
         if i == n:
