@@ -812,3 +812,63 @@ def test_resources_of_a_type_without_catalogue_numbers_are_checked_in_instances_
     assert p.message == (
         "the teams' guarantees sum to 2 instances of ml.c5.2xlarge, above the 1 the capacity declares"
     )
+
+
+def test_every_capacity_entry_is_checked_after_a_wrong_prefix():
+    raw = batch()
+    raw["batch_quota"]["capacity"] = {"g5.xlarge": 1, "ml.g5.xlarge": 0, "ml.g5.2xlarge": 1}
+    assert [(p.field, p.message) for p in problems_of(raw)] == [
+        ("batch_quota.capacity.g5.xlarge", "is not a SageMaker instance type"),
+        ("batch_quota.capacity.ml.g5.xlarge", "must be at least 1"),
+    ]
+    raw = fairshare()
+    raw["fairshare"]["capacity"] = {"ml.g5.xlarge": 1, "g5.xlarge": 0}
+    assert [(p.field, p.message) for p in problems_of(raw)] == [
+        ("fairshare.capacity.ml.g5.xlarge", "is a SageMaker type; this fleet runs EC2 instances"),
+        ("fairshare.capacity.g5.xlarge", "must be at least 1"),
+    ]
+
+
+def test_a_team_without_the_type_does_not_stop_the_sum_of_the_others():
+    raw = {
+        "teams": [
+            {"name": "a", "guarantee": {"ml.g5.xlarge": 1}},
+            {"name": "b", "guarantee": {"ml.g5.xlarge": 1, "ml.g5.2xlarge": 2}},
+        ],
+        "batch_quota": {"capacity": {"ml.g5.xlarge": 2, "ml.g5.2xlarge": 1}},
+    }
+    p = only_problem(raw)
+    assert (p.field, p.message) == (
+        "batch_quota.capacity.ml.g5.2xlarge",
+        "the teams' guarantees sum to 2 instances of ml.g5.2xlarge, above the 1 the capacity declares",
+    )
+
+
+def test_accelerators_of_two_teams_add_up():
+    raw = hyperpod({"ml.p5.48xlarge": {"accelerators": 5}})
+    raw["teams"].append({"name": "applied", "guarantee": {"ml.p5.48xlarge": {"accelerators": 4}}})
+    assert only_problem(raw).message == (
+        "the teams' guarantees sum to 9 accelerators of ml.p5.48xlarge, above the 8 the capacity declares"
+    )
+
+
+def test_a_dimension_a_team_leaves_out_counts_as_zero():
+    raw = hyperpod({"ml.p5.48xlarge": {"accelerators": 8, "vcpu": 192, "memory_gib": 2048}})
+    raw["teams"].append({"name": "applied", "guarantee": {"ml.p5.48xlarge": {"mig": {"mig-1g.10gb": 0}}}})
+    raw["teams"].append({"name": "serving", "guarantee": {"ml.p5.48xlarge": {"instances": 0}}})
+    config = parse_config(raw)
+    assert config.team("serving").guarantee["ml.p5.48xlarge"] == cfg.Amount(instances=0)
+
+
+def test_a_yaml_error_without_a_position_names_the_file_and_the_first_line_of_the_error(tmp_path):
+    path = tmp_path / "bell.yaml"
+    path.write_text("teams: a\x07b\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    (p,) = info.value.problems
+    assert (p.field, p.value, p.message, p.fix) == (
+        "bell.yaml the file",
+        "YAML",
+        "is not valid YAML: unacceptable character #x0007: special characters are not allowed",
+        "fix the indentation or quoting there",
+    )
