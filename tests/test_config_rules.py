@@ -872,3 +872,22 @@ def test_a_yaml_error_without_a_position_names_the_file_and_the_first_line_of_th
         "is not valid YAML: unacceptable character #x0007: special characters are not allowed",
         "fix the indentation or quoting there",
     )
+
+
+def test_a_hyperpod_team_name_of_exactly_51_characters_is_valid():
+    name = "a" * 51  # the namespace hyperpod-ns-<name> then has the Kubernetes maximum of 63
+    assert parse_config(hyperpod(name=name)).team(name).name == name
+
+
+def test_a_hyperpod_borrow_limit_on_an_undeclared_type_lists_every_declared_type():
+    raw = hyperpod(
+        {"ml.p5.48xlarge": 1}, capacity={"ml.p5.48xlarge": 1, "ml.p4d.24xlarge": 1},
+        borrow_limit={"ml.p5e.48xlarge": 1},
+    )
+    assert_problem(
+        raw,
+        "teams (research).borrow_limit.ml.p5e.48xlarge",
+        "ml.p5e.48xlarge",
+        "names an instance type the hyperpod capacity does not declare",
+        "declare it in hyperpod.capacity or remove it; declared: ml.p5.48xlarge, ml.p4d.24xlarge",
+    )

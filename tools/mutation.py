@@ -17,7 +17,7 @@ Usage::
 
     python tools/mutation.py                     # every module, from scratch
     python tools/mutation.py mig config          # some modules
-    python tools/mutation.py config --survivors  # re-test only last run's survivors (after adding tests)
+    python tools/mutation.py config --survivors  # re-test last run's survivors and unchecked mutants
     python tools/mutation.py config --only 'x__number*'   # test a subset of mutants by name (fnmatch)
     python tools/mutation.py reclaim --sample 7  # a tenth of the mutants, spread over every function
     python tools/mutation.py config --report     # print the score of the last run, run nothing
@@ -250,7 +250,7 @@ def print_table(scores: list[Score], elapsed: dict[str, float]) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("modules", nargs="*", help=f"core modules: {', '.join(MODULES)} (default: all)")
-    ap.add_argument("--survivors", action="store_true", help="re-test only the survivors of the last run")
+    ap.add_argument("--survivors", action="store_true", help="re-test only the last run's survivors and unchecked mutants")
     ap.add_argument("--only", action="append", default=[], metavar="GLOB", help="re-test mutants whose name matches")
     ap.add_argument(
         "--sample",
@@ -272,13 +272,14 @@ def main(argv: list[str] | None = None) -> int:
             continue
         names: list[str] = []
         if args.survivors:
-            names += [n for n, c in _exit_codes(module).items() if c is not None and c in SURVIVED | NOT_TESTED]
+            # survivors, and mutants never checked (new, or of a function that changed since)
+            names += [n for n, c in _exit_codes(module).items() if c is None or c in SURVIVED | NOT_TESTED]
         if args.only:
             # mutmut matches these itself (fnmatch), also on a first run that has no mutants yet
             names += [f"*{g}" for g in args.only]
         if args.sample:
             names.append(f"*__mutmut_*[{args.sample}]")
-        if incremental and not names:
+        if incremental and not names and not args.survivors:
             print(f"core/{module}.py: nothing to re-test")
             continue
         tests = _test_files(module, args.tests)
@@ -286,7 +287,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"core/{module}.py: mutating against {' '.join(tests)}", flush=True)
         start = time.monotonic()
         with open(work / "mutmut.log", "w") as log:
-            rc = _mutmut(work, names, log)
+            rc = _mutmut(work, names, log) if names else 0
+            if args.survivors and rc == 0:
+                # Without names mutmut tests only the mutants it has no result for: those of
+                # functions changed since the last run, and any never checked.
+                rc = _mutmut(work, [], log)
         elapsed[module] = time.monotonic() - start
         if rc != 0 and not _exit_codes(module):
             print((work / "mutmut.log").read_text()[-3000:])
