@@ -891,3 +891,38 @@ def test_a_hyperpod_borrow_limit_on_an_undeclared_type_lists_every_declared_type
         "names an instance type the hyperpod capacity does not declare",
         "declare it in hyperpod.capacity or remove it; declared: ml.p5.48xlarge, ml.p4d.24xlarge",
     )
+
+
+def test_a_section_whose_parser_is_missing_is_reported(monkeypatch):
+    monkeypatch.setitem(cfg.EXTRA_SECTIONS, "inference", "cdk_gpu_share.core.no_such_module:parse")
+    raw = batch()
+    raw["inference"] = {"endpoints": []}
+    assert_problem(raw, "inference", "...", "is not supported by this version of cdk-gpu-share", "remove the section")
+    raw["inference"] = None  # an empty section is not parsed at all
+    parse_config(raw)
+
+
+@pytest.mark.parametrize(
+    "amount, field, message",
+    [
+        ({"instances": "x"}, "teams[0] (research).guarantee.ml.p5.48xlarge.instances", WHOLE),
+        ({"mig": {}}, "teams[0] (research).guarantee.ml.p5.48xlarge", "names no capacity"),
+        ({"mig": {"nope": 1}}, "teams[0] (research).guarantee.ml.p5.48xlarge.mig.nope",
+         "is not a MIG profile that HyperPod accepts"),
+    ],
+)
+def test_an_amount_with_a_bad_part_is_reported_once(amount, field, message):
+    p = only_problem(hyperpod({"ml.p5.48xlarge": amount}))
+    assert (p.field, p.message) == (field, message)
+
+
+def test_mig_profiles_of_an_amount_are_kept_in_name_order():
+    raw = hyperpod({"ml.p5.48xlarge": {"mig": {"mig-3g.40gb": 1, "mig-1g.10gb": 2, "mig-2g.20gb": 0}}})
+    assert parse_config(raw).team("research").guarantee["ml.p5.48xlarge"].mig == (
+        ("mig-1g.10gb", 2), ("mig-2g.20gb", 0), ("mig-3g.40gb", 1)
+    )
+
+
+def test_a_description_of_exactly_1024_characters_is_kept():
+    text = "é" * 1024
+    assert parse_config(hyperpod(description=text)).team("research").description == text
