@@ -19,7 +19,7 @@ from cdk_gpu_share.core.errors import ConfigError, Problem
 ARN = "arn:aws:sagemaker:us-east-1:111122223333:cluster/abcdef123456"
 
 
-def batch(**teams_and_capacity) -> dict:
+def batch() -> dict:
     return {
         "teams": [{"name": "team-a", "guarantee": {"ml.g5.xlarge": 1}}],
         "batch_quota": {"capacity": {"ml.g5.xlarge": 3}},
