@@ -926,3 +926,12 @@ def test_mig_profiles_of_an_amount_are_kept_in_name_order():
 def test_a_description_of_exactly_1024_characters_is_kept():
     text = "é" * 1024
     assert parse_config(hyperpod(description=text)).team("research").description == text
+
+
+def test_every_mig_profile_is_checked_after_an_unknown_one():
+    raw = hyperpod({"ml.p5.48xlarge": {"mig": {"zzz": 1, "mig-3g.40gb": -1}}})
+    where = "teams[0] (research).guarantee.ml.p5.48xlarge.mig"
+    assert [(p.field, p.message) for p in problems_of(raw)] == [
+        (f"{where}.zzz", "is not a MIG profile that HyperPod accepts"),
+        (f"{where}.mig-3g.40gb", "must be at least 0"),
+    ]
