@@ -935,3 +935,58 @@ def test_every_mig_profile_is_checked_after_an_unknown_one():
         (f"{where}.zzz", "is not a MIG profile that HyperPod accepts"),
         (f"{where}.mig-3g.40gb", "must be at least 0"),
     ]
+
+
+@pytest.mark.parametrize(
+    "classes, expected",
+    [
+        (0, [("hyperpod.priority_classes", 0, "must be a list", "write - {name: x, weight: 50}")]),
+        (
+            ["x", {"name": "a", "weight": 101}],
+            [
+                ("hyperpod.priority_classes[0]", "x", "must be a mapping, not str", "write key: value pairs"),
+                ("hyperpod.priority_classes[1].weight", 101, "must be at most 100", "use a value <= 100"),
+            ],
+        ),
+        ([{"name": "a", "weight": -1}],
+         [("hyperpod.priority_classes[0].weight", -1, "must be at least 0", "use a value >= 0")]),
+    ],
+)
+def test_priority_class_problems(classes, expected):
+    raw = hyperpod()
+    raw["hyperpod"]["priority_classes"] = classes
+    assert [(p.field, p.value, p.message, p.fix) for p in problems_of(raw)] == expected
+
+
+def test_exactly_10_priority_classes_are_valid():
+    raw = hyperpod()
+    raw["hyperpod"]["priority_classes"] = [{"name": f"c{i}", "weight": i * 10} for i in range(10)]
+    classes = parse_config(raw).hyperpod.priority_classes
+    assert [(c.name, c.weight) for c in classes] == [(f"c{i}", i * 10) for i in range(10)]
+
+
+@pytest.mark.parametrize("edge", ["low", "high"])
+def test_fairshare_settings_at_both_ends_of_their_range_are_kept(edge):
+    values = {
+        "share_decay_seconds": (0, 604800),
+        "compute_reservation": (0, 99),
+        "min_instances": (0, 10000),
+        "job_attempts": (1, 10),
+    }
+    reclaim = {
+        "schedule_minutes": (1, 1440),
+        "reclaim_after_seconds": (0, 86400),
+        "min_runtime_seconds": (0, 86400),
+    }
+    i = 0 if edge == "low" else 1
+    raw = fairshare(**{k: v[i] for k, v in values.items()}, reclaim={k: v[i] for k, v in reclaim.items()})
+    section = parse_config(raw).fairshare
+    assert {k: getattr(section, k) for k in values} == {k: v[i] for k, v in values.items()}
+    assert {k: getattr(section.reclaim, k) for k in reclaim} == {k: v[i] for k, v in reclaim.items()}
+
+
+@pytest.mark.parametrize("priority", [0, 1000])
+def test_batch_queue_priority_at_both_ends_is_kept(priority):
+    raw = batch()
+    raw["batch_quota"]["priority"] = priority
+    assert parse_config(raw).batch_quota.priority == priority
