@@ -990,3 +990,22 @@ def test_batch_queue_priority_at_both_ends_is_kept(priority):
     raw = batch()
     raw["batch_quota"]["priority"] = priority
     assert parse_config(raw).batch_quota.priority == priority
+
+
+def test_the_source_is_named_when_the_config_is_not_a_mapping():
+    with pytest.raises(ConfigError) as info:
+        parse_config(["teams"], source="platform.yaml")
+    assert info.value.source == "platform.yaml"
+    assert str(info.value).startswith("invalid configuration in platform.yaml: config: must be a mapping, not list")
+
+
+def test_teams_after_a_duplicate_are_still_checked():
+    raw = batch()
+    raw["teams"] += [{"name": "team-a", "guarantee": {"ml.g5.xlarge": 1}}, {"name": "team-c", "guarantee": {"ml.g5.xlarge": 3}}]
+    assert [(p.field, p.message) for p in problems_of(raw)] == [
+        ("teams[1].name", "duplicates the name of teams[0]"),
+        (
+            "batch_quota.capacity.ml.g5.xlarge",
+            "the teams' guarantees sum to 4 instances of ml.g5.xlarge, above the 3 the capacity declares",
+        ),
+    ]
