@@ -1009,3 +1009,10 @@ def test_teams_after_a_duplicate_are_still_checked():
             "the teams' guarantees sum to 4 instances of ml.g5.xlarge, above the 3 the capacity declares",
         ),
     ]
+
+
+def test_problems_of_the_inference_section_are_reported_with_the_others():
+    raw = batch()
+    raw["teams"][0]["name"] = "team a"
+    raw["inference"] = {"endpoints": []}
+    assert [p.field for p in problems_of(raw)] == ["teams (team a).name", "inference.endpoints"]

@@ -215,7 +215,13 @@ def score(module: str) -> Score:
     for name in survivors:
         lines = mutated_lines(diffs.get(name, ""))
         match = next(
-            (i for i, e in enumerate(entries) if e["function"] == function_of(name) and e["line"].strip() in lines),
+            (
+                i
+                for i, e in enumerate(entries)
+                if e["function"] == function_of(name)
+                and e["line"].strip() in lines
+                and e.get("context", "") in diffs.get(name, "")  # for a line as common as `break`
+            ),
             None,
         )
         if match is None:
