@@ -1016,3 +1016,24 @@ def test_problems_of_the_inference_section_are_reported_with_the_others():
     raw["teams"][0]["name"] = "team a"
     raw["inference"] = {"endpoints": []}
     assert [p.field for p in problems_of(raw)] == ["teams (team a).name", "inference.endpoints"]
+
+
+def test_teams_after_a_nameless_one_are_still_checked():
+    raw = batch()
+    raw["teams"].insert(0, {"guarantee": {"ml.g5.xlarge": 1}})
+    raw["teams"][1]["guarantee"]["ml.g5.xlarge"] = 4
+    assert [p.field for p in problems_of(raw)] == ["teams[0].name", "batch_quota.capacity.ml.g5.xlarge"]
+
+
+@pytest.mark.parametrize(
+    "key, value, message",
+    [
+        ("schedule_minutes", 1441, "must be at most 1440"),
+        ("reclaim_after_seconds", 86401, "must be at most 86400"),
+        ("min_runtime_seconds", 86401, "must be at most 86400"),
+        ("reclaim_after_seconds", -1, "must be at least 0"),
+    ],
+)
+def test_reclaim_settings_beyond_their_range_are_refused(key, value, message):
+    p = only_problem(fairshare(reclaim={key: value}))
+    assert (p.field, p.value, p.message) == (f"fairshare.reclaim.{key}", value, message)
