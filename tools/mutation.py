@@ -246,7 +246,7 @@ def print_table(scores: list[Score], elapsed: dict[str, float]) -> None:
             f"{len(s.survived):>8} {s.percent:>6.1f}% {t:>7}"
         )
         if s.unchecked:
-            print(f"    {s.unchecked} mutants not checked (interrupted run?); left out of the score")
+            print(f"    {s.unchecked} mutants not checked (a sampled or interrupted run); left out of the score")
         for e in s.stale:
             print(f"    stale equivalence entry (matches no survivor): {e['function']}: {e['line']}")
     print()
