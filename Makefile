@@ -14,7 +14,7 @@ export PATH := $(NODE_BIN):$(BIN):$(PATH)
 export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
 PYTEST_ARGS ?=
 
-.PHONY: synth test install benchmarks clean
+.PHONY: synth test install benchmarks mutation clean
 
 # Synthesize into a fresh folder and swap it in only on success: a failing synth
 # (a config error, a bug) leaves the previous good cdk.out/ as it was.
@@ -45,5 +45,11 @@ benchmarks: install
 	python benchmarks/planner.py
 	python benchmarks/policy.py
 
+# Mutation score of core/config.py, core/mig.py and core/reclaim.py (slow; not part of
+# `make test`). One worker, low priority: the machine is shared. MUTATION_ARGS=config etc.
+MUTATION_ARGS ?=
+mutation: install
+	nice -n 15 python tools/mutation.py $(MUTATION_ARGS)
+
 clean:
-	rm -rf cdk.out .pytest_cache
+	rm -rf cdk.out .pytest_cache mutants

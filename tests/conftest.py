@@ -19,3 +19,16 @@ os.environ.setdefault("JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION", "1")
 def template_snapshot(snapshot):
     """A syrupy snapshot for a template dict; scrub it with tests.helpers.scrub first."""
     return snapshot.use_extension(JSONSnapshotExtension)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_mig_layouts():
+    """Every test computes MIG layouts itself (about 10 ms a GPU).
+
+    ``core.mig`` caches them per process; a cache filled by an earlier test would hide
+    a change to ``layouts()`` from later ones (and from a forking mutation runner).
+    """
+    from cdk_gpu_share.core import mig
+
+    mig.clear_layout_cache()
+    yield

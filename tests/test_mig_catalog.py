@@ -7,6 +7,7 @@ every combination of start indices.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import subprocess
 import sys
@@ -309,7 +310,8 @@ def test_check_agrees_with_brute_force(case):
 # --------------------------------------------------------------------------- layouts
 
 
-def maximal_oracle(gpu: str) -> set[tuple[str, ...]]:
+@functools.lru_cache(maxsize=None)  # pure test code, seconds per GPU: compute it once per process
+def maximal_oracle(gpu: str) -> frozenset[tuple[str, ...]]:
     found = set()
     row = TABLE[gpu]
     for size in range(1, 8):
@@ -318,7 +320,7 @@ def maximal_oracle(gpu: str) -> set[tuple[str, ...]]:
                 oracle_fits(gpu, list(combo) + [extra]) for extra in row
             ):
                 found.add(tuple(sorted(combo)))
-    return found
+    return frozenset(found)
 
 
 @pytest.mark.parametrize("gpu", GPUS)

@@ -307,6 +307,7 @@ class FairshareConfig:
     queue_name: str | None = None
     share_decay_seconds: int = 3600
     compute_reservation: int = 0
+    #: BEST_FIT_PROGRESSIVE on demand; the config parser picks SPOT_PRICE_CAPACITY_OPTIMIZED for spot.
     allocation_strategy: str = "BEST_FIT_PROGRESSIVE"
     spot: bool = False
     min_instances: int = 0
@@ -867,6 +868,9 @@ def _fairshare(raw: Any, problems: _Problems) -> FairshareConfig | None:
         spot = _bool(data["spot"], f"{FAIRSHARE}.spot", problems)
         if spot is not None:
             kwargs["spot"] = spot
+    if kwargs.get("spot") and "allocation_strategy" not in data:
+        # BEST_FIT_PROGRESSIVE, the on-demand default, is not a Spot strategy.
+        kwargs["allocation_strategy"] = "SPOT_PRICE_CAPACITY_OPTIMIZED"
     if kwargs.get("spot") and kwargs.get("allocation_strategy") == "BEST_FIT_PROGRESSIVE":
         problems.add(
             f"{FAIRSHARE}.allocation_strategy",

@@ -40,11 +40,10 @@ __all__ = [
     "MigError",
     "resolve_gpu",
     "profile",
-    "profiles",
-    "kind_profile",
     "place",
     "check",
     "layouts",
+    "clear_layout_cache",
     "resolve_layout",
     "format_placement",
 ]
@@ -403,20 +402,6 @@ def profile(gpu: str, name: str, *, field: str = "profile") -> Profile:
     raise MigError(Problem(field, name, f"not a MIG profile of {gpu}", fix))
 
 
-def profiles(gpu: str) -> list[Profile]:
-    """Every MIG profile of ``gpu``, smallest first."""
-    gpu = _gpu(gpu)
-    return [profile(gpu, name) for name in GPUS[gpu]]
-
-
-def kind_profile(gpu: str, kind: str) -> str:
-    """The profile name of ``kind`` (a key of ``KINDS``) on ``gpu``."""
-    gpu = _gpu(gpu)
-    if kind not in KINDS:
-        raise MigError(Problem("kind", kind, "unknown MIG profile kind", f"use {_or_list(list(KINDS))}"))
-    return _NAMES[gpu][kind]
-
-
 # --------------------------------------------------------------------------- placement
 
 
@@ -437,7 +422,7 @@ def _search(items: Sequence[Profile]) -> tuple[list[int] | None, int]:
     """
     n = len(items)
     starts: list[int] = [0] * n
-    best = [-1, 0]  # deepest index reached that failed
+    best = [-1]  # deepest index reached that failed
 
     def rec(i: int, used: int) -> bool:
         if i == n:
@@ -541,6 +526,15 @@ def check(gpu: str, profiles: Sequence[str]) -> CheckResult:
 
 
 _LAYOUT_CACHE: dict[str, tuple[Layout, ...]] = {}
+
+
+def clear_layout_cache() -> None:
+    """Forget the layouts computed so far (``layouts`` computes them again on next use).
+
+    Tests call this so that each computes layouts itself: a cache filled before a
+    test runs would hide a change to ``layouts`` from it.
+    """
+    _LAYOUT_CACHE.clear()
 
 
 def layouts(gpu: str) -> list[Layout]:
