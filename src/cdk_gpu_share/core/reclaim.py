@@ -63,6 +63,8 @@ __all__ = [
     "plan_state",
     "borrow_cap",
     "fits",
+    "has_room",
+    "within_cap",
     "within_guarantee",
     "free_of",
     "reserved_idle_of",
@@ -169,26 +171,40 @@ def borrow_cap(team: TeamSpec, resource: str) -> float | None:
     return cap
 
 
-def fits(demand: Mapping, team: TeamSpec, usage: Mapping, free: Mapping, reserved_idle: Mapping) -> bool:
-    """Whether a pending job with ``demand`` of ``team`` fits.
+def has_room(demand: Mapping, free: Mapping, reserved_idle: Mapping) -> bool:
+    """Whether a job with ``demand`` has room: demand <= F - RI(T) in every resource it
+    needs (demand > 0). The negation is the contract's "lacks room"."""
+    tol = TOLERANCE
+    for r, d in demand.items():
+        if d > tol and d > free.get(r, 0) - reserved_idle.get(r, 0) + tol:
+            return False
+    return True
 
-    ``usage`` is U(team), ``free`` is F and ``reserved_idle`` is RI(team), each a
-    mapping from resource to amount (missing keys are 0). In every resource the job
-    needs (demand > 0): demand <= F - RI(team), and where U + demand > G, also
-    U + demand - G <= C(team).
-    """
+
+def within_cap(demand: Mapping, team: TeamSpec, usage: Mapping) -> bool:
+    """Whether the borrowing a job with ``demand`` would cause stays within C(team):
+    in every resource it needs where U + demand > G, U + demand - G <= C(team)."""
     tol = TOLERANCE
     guarantee = team.guarantee
     for r, d in demand.items():
         if d > tol:
-            if d > free.get(r, 0) - reserved_idle.get(r, 0) + tol:
-                return False
             over = usage.get(r, 0) + d - guarantee.get(r, 0)
             if over > tol:
                 cap = borrow_cap(team, r)
                 if cap is not None and over > cap + tol:
                     return False
     return True
+
+
+def fits(demand: Mapping, team: TeamSpec, usage: Mapping, free: Mapping, reserved_idle: Mapping) -> bool:
+    """Whether a pending job with ``demand`` of ``team`` fits.
+
+    ``usage`` is U(team), ``free`` is F and ``reserved_idle`` is RI(team), each a
+    mapping from resource to amount (missing keys are 0). In every resource the job
+    needs (demand > 0): demand <= F - RI(team) (:func:`has_room`), and where
+    U + demand > G, also U + demand - G <= C(team) (:func:`within_cap`).
+    """
+    return has_room(demand, free, reserved_idle) and within_cap(demand, team, usage)
 
 
 def within_guarantee(demand: Mapping, team: TeamSpec, usage: Mapping) -> bool:
