@@ -18,11 +18,14 @@ Traces, built from the shared Alibaba OpenB trace (converted by
   jobs, against the original 32-GPU pool.
 
 Each (trace, mode) runs in a fresh process, so that peak memory (max RSS) is its own.
-Prints sim_seconds (the simulation itself, as the contract defines it), µs per job,
-the ratio to the smallest scale measured in the same run, and max RSS.
+Prints sim_seconds (wall time of the simulation itself, as the contract defines it),
+the CPU seconds of the same call, µs of CPU per job, its ratio to the smallest scale
+and to the 16-team scale (x4) measured in the same run, and max RSS. The ratios use CPU time because on this
+2-core machine shared by several engineers, wall time swings 2x between two runs of the
+same case; CPU time does not count the time other processes held the cores.
 
 Targets (issue 10, measured, never asserted): at x128 (512 teams) µs per job at most
-1.5x the smallest scale in every mode; the 1M-job trace under 60 s and 2 GB in every
+1.5x the 16-team figure (x4) in every mode; the 1M-job trace under 60 s and 2 GB in every
 mode. The machine is shared and noisy: compare ratios within one run.
 """
 
@@ -109,11 +112,13 @@ def child(data: Path, case: str, mode: str) -> None:
     built = time.perf_counter()
     scenario, jobs = concatenated(data) if case == "1M" else scaled(data, int(case[1:]))
     built = time.perf_counter() - built
+    cpu = time.process_time()
     result = sim.simulate(scenario, jobs, mode)
+    cpu = time.process_time() - cpu
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps({
         "case": case, "mode": mode, "teams": len(scenario.teams), "gpus": scenario.capacity,
-        "jobs": len(jobs), "sim_seconds": result.sim_seconds, "build_seconds": built, "rss_mb": rss_mb,
+        "jobs": len(jobs), "sim_seconds": result.sim_seconds, "cpu_seconds": cpu, "build_seconds": built, "rss_mb": rss_mb,
         "completed": result.completed, "planner_calls": result.planner_calls,
     }))
 
@@ -136,9 +141,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     modes = args.modes.split(",")
     cases = [f"x{int(s)}" for s in args.scales.split(",") if s] + (["1M"] if args.million else [])
-    print(f"{'trace':<6} {'teams':>5} {'GPUs':>6} {'jobs':>9}  {'mode':<14} {'sim s':>8} {'µs/job':>8} "
-          f"{'ratio':>6}  {'max RSS':>8}  target")
+    print(f"{'trace':<6} {'teams':>5} {'GPUs':>6} {'jobs':>9}  {'mode':<14} {'sim s':>8} {'cpu s':>8} {'µs/job':>8} "
+          f"{'/small':>6} {'/x4':>6}  {'max RSS':>8}  target")
     smallest: dict[str, float] = {}
+    sixteen: dict[str, float] = {}
     for case in cases:
         for mode in modes:
             cmd = [sys.executable, __file__, "--data", str(args.data), "--child", case, mode]
@@ -151,19 +157,24 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{case:<6} {mode}: failed\n{exc.stderr}", file=sys.stderr)
                 return 1
             r = json.loads(done.stdout.strip().splitlines()[-1])
-            us = r["sim_seconds"] / r["jobs"] * 1e6
+            us = r["cpu_seconds"] / r["jobs"] * 1e6
+            if case == "x4":
+                sixteen[mode] = us
+            if case != "1M":
+                smallest.setdefault(mode, us)
+            ratio = f"{us / smallest[mode]:5.2f}x" if mode in smallest else ""
+            ratio16 = f"{us / sixteen[mode]:5.2f}x" if mode in sixteen else ""
             if case == "1M":
                 ok = r["sim_seconds"] < MILLION_SECONDS and r["rss_mb"] < MILLION_MB
-                ratio = f"{us / smallest[mode]:5.2f}x" if mode in smallest else ""
                 target = (f"< {MILLION_SECONDS:.0f} s and < {MILLION_MB:.0f} MB: "
                           f"{'met' if ok else 'MISSED'}")
+            elif case == "x128" and mode in sixteen:
+                x = us / sixteen[mode]
+                target = f"<= {TEAM_TARGET}x x4: {'met' if x <= TEAM_TARGET else 'MISSED'}"
             else:
-                smallest.setdefault(mode, us)
-                x = us / smallest[mode]
-                ratio = f"{x:5.2f}x"
-                target = f"<= {TEAM_TARGET}x: {'met' if x <= TEAM_TARGET else 'MISSED'}"
+                target = ""
             print(f"{case:<6} {r['teams']:>5} {r['gpus']:>6.0f} {r['jobs']:>9,}  {mode:<14} "
-                  f"{r['sim_seconds']:>8.2f} {us:>8.1f} {ratio:>6}  {r['rss_mb']:>6.0f} MB  {target}",
+                  f"{r['sim_seconds']:>8.2f} {r['cpu_seconds']:>8.2f} {us:>8.1f} {ratio:>6} {ratio16:>6}  {r['rss_mb']:>6.0f} MB  {target}",
                   flush=True)
     return 0
 
