@@ -510,7 +510,7 @@ class _Run:
 
 class _Team:
     __slots__ = ("spec", "name", "idx", "G", "Gq", "cap", "reserve", "in_team", "Uq", "U", "buckets", "keys",
-                 "npending", "last_t", "result", "ver", "wk", "ck", "ratio", "ticky")
+                 "npending", "last_t", "result", "ver", "wk", "ck", "ratio", "ticky", "thresholds")
 
     def __init__(self, spec: Any, idx: int, result: TeamResult):
         self.spec = spec
@@ -537,6 +537,7 @@ class _Team:
         self.ck = -1
         self.ratio = math.inf
         self.ticky = False
+        self.thresholds: dict[float, tuple[int, int]] = {}  # U -> (wk, ck): the rules are pure
 
 
 class _Sim:
@@ -603,6 +604,7 @@ class _Sim:
         self.reserve_teams = [t for t in self.teams if t.reserve]
         self.other_name = next((t.name for t in self.teams if not t.reserve), None)
         self.ri_cache: dict[str | None, float] = {}
+        self.room_cache: dict[tuple[float, float], int] = {}  # (F, RI) -> iF: has_room is pure
         # The dispatch index.
         self.sizes: list[float] = sorted({r.g for r in self.runs})
         self.kidx = {g: k for k, g in enumerate(self.sizes)}
@@ -665,11 +667,16 @@ class _Sim:
     def _refresh(self, team: _Team) -> None:
         """After a change of team's U: its thresholds, ratio, version, and an index
         entry for each of its non-empty buckets."""
-        spec = team.spec
-        usage = {RESOURCE: team.U}
         team.ver += 1
-        team.wk = self._threshold(lambda d: reclaim.within_guarantee(d, spec, usage))
-        team.ck = self._threshold(lambda d: reclaim.within_cap(d, spec, usage))
+        known = team.thresholds.get(team.U)
+        if known is None:
+            spec = team.spec
+            usage = {RESOURCE: team.U}
+            known = team.thresholds[team.U] = (
+                self._threshold(lambda d: reclaim.within_guarantee(d, spec, usage)),
+                self._threshold(lambda d: reclaim.within_cap(d, spec, usage)),
+            )
+        team.wk, team.ck = known
         team.ratio = team.U / team.G if team.G > TOL else math.inf
         if not team.reserve:
             kidx = self.kidx
@@ -886,9 +893,12 @@ class _Sim:
         free = self._free()
         best_key = best = None
         if self.other_name is not None:
-            fr = {RESOURCE: free}
-            rid = {RESOURCE: self._ri_of(None)}
-            i_f = self._threshold(lambda d: reclaim.has_room(d, fr, rid))
+            ri = self._ri_of(None)
+            i_f = self.room_cache.get((free, ri))
+            if i_f is None:
+                fr = {RESOURCE: free}
+                rid = {RESOURCE: ri}
+                i_f = self.room_cache[(free, ri)] = self._threshold(lambda d: reclaim.has_room(d, fr, rid))
             live = self._live
             pop = heapq.heappop
             teams = self.teams
