@@ -996,19 +996,22 @@ class _Sim:
     # -- main loop -----------------------------------------------------------
 
     def run(self) -> None:
+        # Completions in a heap; arrivals, known up front, in one sorted list (submit
+        # time, then trace position): the heap stays as small as the running jobs.
         heap = self.heap
-        for r in self.runs:
-            heap.append((r.job.submit_time, _ARRIVE, r.job.position, 0, r))
-        heapq.heapify(heap)
+        arrivals = sorted(self.runs, key=lambda r: r.job.submit_time)  # stable: trace order at ties
+        ai, n_arrivals = 0, len(arrivals)
         total = len(self.runs)
         report_every = max(1, total // 200)
         last_k = 0
         reclaiming = self.mode == RECLAIM
         poll = self.poll
         while True:
-            t_ev = heap[0][0] if heap else _INF
+            t_done = heap[0][0] if heap else _INF
+            t_arrive = arrivals[ai].job.submit_time if ai < n_arrivals else _INF
+            t_ev = t_done if t_done <= t_arrive else t_arrive  # completions first at equal times
             t_tick = _INF
-            if reclaiming and (heap or self.running) and self.npending and (
+            if reclaiming and (heap or ai < n_arrivals or self.running) and self.npending and (
                 not self.skip_idle_ticks or self._tick_needed()
             ):
                 k = max(last_k + 1, math.ceil(self.now / poll))
@@ -1020,7 +1023,12 @@ class _Sim:
                 continue
             if t_ev == _INF:
                 break
-            t, phase, _, run, r = heapq.heappop(heap)
+            if t_done <= t_arrive:
+                t, phase, _, run, r = heapq.heappop(heap)
+            else:
+                r = arrivals[ai]
+                ai += 1
+                t, phase = t_arrive, _ARRIVE
             self.now = t
             if phase == _COMPLETE:
                 if run != r.run or r.done:
