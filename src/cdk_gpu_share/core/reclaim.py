@@ -25,10 +25,14 @@ Definitions (per resource ``r``; all comparisons use an absolute tolerance of 1e
 
 Implementation notes
 --------------------
-Running jobs are sorted once in victim order (lower priority, then most recent
-``since``, then id descending); each team keeps its unprotected jobs in that order,
-in one list and in one list per resource the job uses. Usage, free capacity, reserved
-idle capacity and the set of borrowing teams per resource are updated incrementally.
+:func:`plan_state` is one :class:`PlanState` (the plan as it stands, changed only by
+its ``take``, ``give_back`` and ``serve``) and one function per rule. Running jobs are
+sorted once in victim order (lower priority, then most recent ``since``, then id
+descending); each team keeps its unprotected jobs in that order, in one list and in
+one list per resource the job uses. Usage, free capacity (from :func:`free_of`) and
+the set of borrowing teams per resource are updated incrementally; reserved idle
+capacity comes from :func:`reserved_idle_of`, cached until a reserve team's usage
+changes.
 A reclaim (2b, and the second phase of 2c) merges only the lists (V, r) of the teams V
 that borrow in a resource r the beneficiary lacks: eligibility can only be lost during
 one greedy pass, never gained, so a list that stops qualifying is dropped for the
