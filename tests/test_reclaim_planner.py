@@ -281,131 +281,137 @@ def test_pending_job_beyond_its_guarantee_does_not_reclaim():
     assert out["preemptions"] == [] and out["waiting"] == ["a1"]
 
 
-def test_only_teams_that_borrow_are_reclaimed_from():
-    # c runs within its guarantee with the lowest-priority job of all; b borrows.
-    s = state(4, [team("a", 1), team("b", 1), team("c", 2)], [
-        run("c1", "c", 2, priority=-9), run("b1", "b", 1), run("b2", "b", 1, since=5), pend("a1", "a"),
-    ])
-    assert victims(plan(s)) == ["b2"]
+# Rule 2b and the victim order (rule 3), as a table: (case, state, the preemptions as
+# (victim, beneficiary) in the order chosen, the waiting jobs, usage of some teams after).
+RECLAIM_SCENARIOS = [
+    (
+        # c runs within its guarantee with the lowest-priority job of all; b borrows.
+        "only teams that borrow are reclaimed from",
+        state(4, [team("a", 1), team("b", 1), team("c", 2)], [
+            run("c1", "c", 2, priority=-9), run("b1", "b", 1), run("b2", "b", 1, since=5), pend("a1", "a"),
+        ]),
+        [("b2", "a1")], [], {},
+    ),
+    (
+        # capacity 3, b uses 3 (borrows 2): the first in victim order is b_lo.
+        "victim order: lower priority first",
+        state(3, [team("a", 1), team("b", 1)], [
+            run("b_hi", "b", priority=2, since=50), run("b_lo", "b", priority=1, since=10),
+            run("b_mid", "b", priority=1, since=5, demand={"gpu": 1}), pend("a1", "a"),
+        ]),
+        [("b_lo", "a1")], [], {},
+    ),
+    (
+        "victim order: most recent since first at equal priority",
+        state(3, [team("a", 1), team("b", 1)], [
+            run("b1", "b", since=10), run("b2", "b", since=30), run("b3", "b", since=20), pend("a1", "a"),
+        ]),
+        [("b2", "a1")], [], {},
+    ),
+    (
+        # Code-point order: "B9" < "b10" < "b9"; descending picks "b9".
+        "victim order: id descending at equal priority and since",
+        state(3, [team("a", 1), team("b", 1)], [run("b10", "b"), run("b9", "b"), run("B9", "b"), pend("a1", "a")]),
+        [("b9", "a1")], [], {},
+    ),
+    (
+        "victim order merges all lending teams",
+        state(5, [team("a", 1), team("b", 1), team("c", 1)], [
+            run("b1", "b", priority=1, since=0), run("b2", "b", priority=1, since=1),
+            run("c1", "c", priority=0, since=0), run("c2", "c", priority=1, since=5),
+            run("c3", "c", priority=1, since=0),
+            pend("a1", "a"),
+        ]),
+        [("c1", "a1")], [], {},
+    ),
+    (
+        # a needs 2 GPUs; b's victims in order: v1 (1 GPU), then v2 (2 GPUs). With v2
+        # chosen, v1 is not needed and goes back.
+        "put-back returns small victims made unnecessary by a larger one",
+        state(3, [team("a", 2), team("b", 1)], [
+            run("v1", "b", 1, priority=0), run("v2", "b", 2, priority=1), pend("a1", "a", 2),
+        ]),
+        [("v2", "a1")], [], {"b": 1},
+    ),
+    (
+        "several victims when one is not enough",
+        state(4, [team("a", 2), team("b", 2)], [
+            run("b1", "b", since=1), run("b2", "b", since=2), run("b3", "b", since=3), run("b4", "b", since=4),
+            pend("a1", "a", 2),
+        ]),
+        [("b4", "a1"), ("b3", "a1")], [], {},
+    ),
+    (
+        # b borrows only 1 GPU; a needs 2: after b3 goes, b is within its guarantee and
+        # its other jobs are not eligible; nothing else can help, so nothing is chosen.
+        "no more taking from a team once it no longer borrows",
+        state(4, [team("a", 2), team("b", 2)], [
+            run("b1", "b", since=1), run("b2", "b", since=2), run("b3", "b", since=3), pend("a1", "a", 2),
+            run("a0", "a", 0.5, since=0),
+        ]),
+        [], ["a1"], {"b": 3},
+    ),
+    (
+        # p lacks gpu and cpu. v borrows gpu only, w borrows cpu only. v_cpu (first in
+        # victim order) uses only cpu, where v does not borrow: not eligible. w1 frees
+        # cpu, v_gpu frees gpu.
+        "eligibility needs a resource the victim's team borrows and p lacks",
+        state({"gpu": 3, "cpu": 3}, [team("p", guarantee={"gpu": 1, "cpu": 1}),
+                                    team("v", guarantee={"gpu": 1, "cpu": 1}),
+                                    team("w", guarantee={"gpu": 1, "cpu": 1})], [
+            run("v_cpu", "v", demand={"cpu": 1}, priority=0),
+            run("v_gpu", "v", demand={"gpu": 1}, priority=1, since=10),
+            run("v_gpu2", "v", demand={"gpu": 1}, priority=2),
+            run("w1", "w", demand={"cpu": 1}, priority=1, since=20),
+            run("w2", "w", demand={"cpu": 1}, priority=2),
+            run("w_gpu", "w", demand={"gpu": 1}, priority=2),
+            pend("p1", "p", demand={"gpu": 1, "cpu": 1}),
+        ]),
+        [("w1", "p1"), ("v_gpu", "p1")], [], {},
+    ),
+    (
+        # b borrows cpu; a lacks only gpu, which c borrows.
+        "a team borrowing a resource the job does not lack is not reclaimed from",
+        state({"gpu": 2, "cpu": 4}, [
+            team("a", guarantee={"gpu": 1, "cpu": 1}), team("b", guarantee={"gpu": 0, "cpu": 2}),
+            team("c", guarantee={"gpu": 1, "cpu": 1}),
+        ], [
+            run("b1", "b", demand={"gpu": 0, "cpu": 3}, priority=-5),
+            run("c1", "c", demand={"gpu": 1}), run("c2", "c", demand={"gpu": 1}, since=5),
+            pend("a1", "a", demand={"gpu": 1, "cpu": 1}),
+        ]),
+        [("c2", "a1")], [], {},
+    ),
+    (
+        # a needs 2 GPUs, 0.5 are free. b borrows 1.5 but only b3 (0.5) is unprotected:
+        # taking it is not enough, so it is not chosen either.
+        "a failed reclaim chooses nothing",
+        state(4, [team("a", 2), team("b", 1), team("c", 1)], [
+            run("b1", "b", since=NOW - 1), run("b2", "b", since=NOW - 1), run("b3", "b", 0.5, since=0),
+            run("c1", "c"), pend("a1", "a", 2),
+        ], min_runtime_seconds=60),
+        [], ["a1"], {"b": 2.5},
+    ),
+    (
+        "two pending jobs each get their own victims",
+        state(3, [team("a", 2), team("b", 1)], [
+            run("b1", "b", since=1), run("b2", "b", since=2), run("b3", "b", since=3),
+            pend("a1", "a", since=1), pend("a2", "a", since=2),
+        ]),
+        [("b3", "a1"), ("b2", "a2")], [], {"a": 2, "b": 1},
+    ),
+]
 
 
-def test_victim_order_lower_priority_first():
-    s = state(3, [team("a", 1), team("b", 1)], [
-        run("b_hi", "b", priority=2, since=50), run("b_lo", "b", priority=1, since=10),
-        run("b_mid", "b", priority=1, since=5, demand={"gpu": 1}), pend("a1", "a"),
-    ])
-    # capacity 3, b uses 3 (borrows 2): the first in victim order is b_lo.
-    assert victims(plan(s)) == ["b_lo"]
-
-
-def test_victim_order_most_recent_since_first_at_equal_priority():
-    s = state(3, [team("a", 1), team("b", 1)], [
-        run("b1", "b", since=10), run("b2", "b", since=30), run("b3", "b", since=20), pend("a1", "a"),
-    ])
-    assert victims(plan(s)) == ["b2"]
-
-
-def test_victim_order_id_descending_at_equal_priority_and_since():
-    s = state(3, [team("a", 1), team("b", 1)], [
-        run("b10", "b"), run("b9", "b"), run("B9", "b"), pend("a1", "a"),
-    ])
-    # Code-point order: "B9" < "b10" < "b9"; descending picks "b9".
-    assert victims(plan(s)) == ["b9"]
-
-
-def test_victim_order_merges_all_lending_teams():
-    s = state(5, [team("a", 1), team("b", 1), team("c", 1)], [
-        run("b1", "b", priority=1, since=0), run("b2", "b", priority=1, since=1),
-        run("c1", "c", priority=0, since=0), run("c2", "c", priority=1, since=5),
-        run("c3", "c", priority=1, since=0),
-        pend("a1", "a"),
-    ])
-    assert victims(plan(s)) == ["c1"]
-
-
-def test_reclaim_puts_back_small_victims_made_unnecessary_by_a_larger_one():
-    # a needs 2 GPUs; b's victims in order: v1 (1 GPU), then v2 (2 GPUs). With v2
-    # chosen, v1 is not needed and goes back.
-    s = state(3, [team("a", 2), team("b", 1)], [
-        run("v1", "b", 1, priority=0), run("v2", "b", 2, priority=1), pend("a1", "a", 2),
-    ])
+@pytest.mark.parametrize(("case", "s", "pre", "waiting", "usage"), RECLAIM_SCENARIOS,
+                         ids=[c[0] for c in RECLAIM_SCENARIOS])
+def test_reclaim_scenarios(case, s, pre, waiting, usage):
     out = plan(s)
-    assert victims(out) == ["v2"]
-    assert out["teams"]["b"]["usage"] == {"gpu": 1}
-
-
-def test_reclaim_takes_several_victims_when_one_is_not_enough():
-    s = state(4, [team("a", 2), team("b", 2)], [
-        run("b1", "b", since=1), run("b2", "b", since=2), run("b3", "b", since=3), run("b4", "b", since=4),
-        pend("a1", "a", 2),
-    ])
-    out = plan(s)
-    assert victims(out) == ["b4", "b3"]
-    assert [p["beneficiary"] for p in out["preemptions"]] == ["a1", "a1"]
-
-
-def test_reclaim_stops_taking_from_a_team_once_it_no_longer_borrows():
-    # b borrows only 1 GPU; a needs 2: after b3 goes, b is within its guarantee and its
-    # other jobs are not eligible; nothing else can help, so nothing is chosen.
-    s = state(4, [team("a", 2), team("b", 2)], [
-        run("b1", "b", since=1), run("b2", "b", since=2), run("b3", "b", since=3), pend("a1", "a", 2),
-        run("a0", "a", 0.5, since=0),
-    ])
-    out = plan(s)
-    assert out["preemptions"] == [] and out["waiting"] == ["a1"]
-
-
-def test_reclaim_eligibility_needs_the_victim_to_use_a_resource_its_team_borrows_and_p_lacks():
-    # p lacks gpu and cpu. v borrows gpu only, w borrows cpu only. v_cpu (first in
-    # victim order) uses only cpu, where v does not borrow: not eligible. w1 frees cpu,
-    # v_gpu frees gpu.
-    caps = {"gpu": 3, "cpu": 3}
-    g = {"gpu": 1, "cpu": 1}
-    s = state(caps, [team("p", guarantee=g), team("v", guarantee=g), team("w", guarantee=g)], [
-        run("v_cpu", "v", demand={"cpu": 1}, priority=0),
-        run("v_gpu", "v", demand={"gpu": 1}, priority=1, since=10),
-        run("v_gpu2", "v", demand={"gpu": 1}, priority=2),
-        run("w1", "w", demand={"cpu": 1}, priority=1, since=20),
-        run("w2", "w", demand={"cpu": 1}, priority=2),
-        run("w_gpu", "w", demand={"gpu": 1}, priority=2),
-        pend("p1", "p", demand={"gpu": 1, "cpu": 1}),
-    ])
-    out = plan(s)
-    assert victims(out) == ["w1", "v_gpu"]
-
-
-def test_team_borrowing_a_resource_the_job_does_not_lack_is_not_reclaimed_from():
-    # b borrows cpu; a lacks only gpu, which c borrows.
-    s = state({"gpu": 2, "cpu": 4}, [
-        team("a", guarantee={"gpu": 1, "cpu": 1}), team("b", guarantee={"gpu": 0, "cpu": 2}),
-        team("c", guarantee={"gpu": 1, "cpu": 1}),
-    ], [
-        run("b1", "b", demand={"gpu": 0, "cpu": 3}, priority=-5),
-        run("c1", "c", demand={"gpu": 1}), run("c2", "c", demand={"gpu": 1}, since=5),
-        pend("a1", "a", demand={"gpu": 1, "cpu": 1}),
-    ])
-    assert victims(plan(s)) == ["c2"]
-
-
-def test_failed_reclaim_chooses_nothing():
-    # a needs 2 GPUs, 0.5 are free. b borrows 1.5 but only b3 (0.5) is unprotected:
-    # taking it is not enough, so it is not chosen either.
-    s = state(4, [team("a", 2), team("b", 1), team("c", 1)], [
-        run("b1", "b", since=NOW - 1), run("b2", "b", since=NOW - 1), run("b3", "b", 0.5, since=0),
-        run("c1", "c"), pend("a1", "a", 2),
-    ], min_runtime_seconds=60)
-    out = plan(s)
-    assert out["preemptions"] == [] and out["waiting"] == ["a1"]
-    assert out["teams"]["b"]["usage"] == {"gpu": 2.5}
-
-
-def test_two_pending_jobs_each_get_their_own_victims():
-    s = state(3, [team("a", 2), team("b", 1)], [
-        run("b1", "b", since=1), run("b2", "b", since=2), run("b3", "b", since=3),
-        pend("a1", "a", since=1), pend("a2", "a", since=2),
-    ])
-    out = plan(s)
-    assert [(p["job"], p["beneficiary"]) for p in out["preemptions"]] == [("b3", "a1"), ("b2", "a2")]
+    assert [(p["job"], p["beneficiary"]) for p in out["preemptions"]] == pre
+    assert all(p["reason"] == "reclaim" for p in out["preemptions"])
+    assert out["waiting"] == waiting
+    for name, gpu in usage.items():
+        assert out["teams"][name]["usage"]["gpu"] == gpu
 
 
 # ---------------------------------------------------------------------------

@@ -27,8 +27,8 @@ def acknowledge_nag(scope: IConstruct, rule: str, reason: str, *, findings: Iter
     if len(reason) < MIN_REASON_LENGTH:
         raise ValueError(f"acknowledgement of {rule} needs a real reason (got {reason!r})")
     ids = [f"{rule}[{f}]" for f in findings] or [rule]
-    for rid in ids:
-        cdk.Validations.of(scope).acknowledge(cdk.Acknowledgment(id=f"{NAG_PACK}::{rid}", reason=reason))
+    # One Validations.of and one acknowledge for all the ids: each is a jsii round trip.
+    cdk.Validations.of(scope).acknowledge(*(cdk.Acknowledgment(id=f"{NAG_PACK}::{rid}", reason=reason) for rid in ids))
 
 
 def acknowledge_cfn_rule(scope: IConstruct, rule: str, reason: str) -> None:

@@ -147,9 +147,11 @@ class FairshareTeam:
     cap_gpus: float
     consumable_resource: batch.ConsumableResource
     job_definitions: dict[int, batch.CfnJobDefinition] = field(default_factory=dict)
+    job_definition_names: dict[int, str] = field(default_factory=dict)
 
     def job_definition_name(self, gpus: int) -> str:
-        return self.job_definitions[gpus].job_definition_name
+        name = self.job_definition_names.get(gpus)  # as given, without a jsii round trip
+        return name if name is not None else self.job_definitions[gpus].job_definition_name
 
 
 @jsii.implements(cdk.ILocalBundling)
@@ -412,6 +414,7 @@ class FairshareQueue(Construct):
         for n in job_definition_sizes(dict(self.config.capacity), quantity):
             member.job_definitions[n] = self._job_definition(where, f"{prefix}JobDefinitionGpu{n}", sid, n,
                                                              resource, image or self.image, tags)
+            member.job_definition_names[n] = self._job_definition_name(sid, n)
         self._teams[team.name] = member
         if self._requeue_statement is not None and self.reclaimer is not None:
             self._requeue_statement.add_resources(*self._job_definition_arns(member),
@@ -424,6 +427,9 @@ class FairshareQueue(Construct):
                           for n in sorted(member.job_definitions)],
             )
         return member
+
+    def _job_definition_name(self, sid: str, gpus: int) -> str:
+        return f"{self.job_definition_prefix}{sid}-gpu{gpus}"
 
     def _job_definition(self, scope: Construct, id: str, sid: str, gpus: int, resource: batch.ConsumableResource,
                         image: str, tags: dict) -> batch.CfnJobDefinition:
@@ -444,7 +450,7 @@ class FairshareQueue(Construct):
             scope,
             id,
             type="container",
-            job_definition_name=f"{self.job_definition_prefix}{sid}-gpu{gpus}",
+            job_definition_name=self._job_definition_name(sid, gpus),
             platform_capabilities=["EC2"],
             propagate_tags=True,
             tags=tags,
@@ -493,7 +499,10 @@ class FairshareQueue(Construct):
 
     @property
     def job_queue_arn(self) -> str:
-        return self.job_queue.attr_job_queue_arn
+        arn = self.__dict__.get("_job_queue_arn")  # the same token every time: read it once
+        if arn is None:
+            arn = self.__dict__["_job_queue_arn"] = self.job_queue.attr_job_queue_arn
+        return arn
 
     @property
     def job_queue_name(self) -> str:
@@ -520,7 +529,10 @@ class FairshareQueue(Construct):
     # ------------------------------------------------------------------ grants
 
     def _arn(self, resource: str, name: str) -> str:
-        return cdk.Stack.of(self).format_arn(service="batch", resource=resource, resource_name=name)
+        stack = self.__dict__.get("_stack")  # Stack.of is a jsii round trip: once
+        if stack is None:
+            stack = self.__dict__["_stack"] = cdk.Stack.of(self)
+        return stack.format_arn(service="batch", resource=resource, resource_name=name)
 
     def consumable_resource_name(self, share_identifier: str) -> str:
         """The name of a team's consumable GPU resource: ``<queue>-<share>-gpus``."""

@@ -48,9 +48,10 @@ TAG_TEAM = "gpu-share:team"
 READ_ACTIONS = ["batch:DescribeServiceJob", "batch:ListServiceJobs"]
 
 
-def _raise_problems(problems: list[Problem], construct_path: str) -> None:
+def _raise_problems(problems: list[Problem], construct: Construct) -> None:
+    # The construct's path is read only when there is a problem (a jsii round trip).
     if problems:
-        raise ConfigError(problems, source=construct_path)
+        raise ConfigError(problems, source=construct.node.path)
 
 
 @dataclass(frozen=True)
@@ -143,7 +144,7 @@ class BatchQuotaBackend(Construct):
 
         :param scope: where to create the share (a team's stack). Default: this construct.
         """
-        _raise_problems(check_backend(BATCH, self.config, [team]), self.node.path)
+        _raise_problems(check_backend(BATCH, self.config, [team]), self)
         if team.name in self._teams:
             raise ConfigError(
                 Problem("team.name", team.name, "already has a quota share on this queue", "add each team once"),
@@ -410,7 +411,7 @@ class HyperPodBackend(Construct):
 
         :param scope: where to create it (a team's stack). Default: this construct.
         """
-        _raise_problems(check_backend(HYPERPOD, self.config, [team]), self.node.path)
+        _raise_problems(check_backend(HYPERPOD, self.config, [team]), self)
         if team.name in self._teams:
             raise ConfigError(
                 Problem("team.name", team.name, "already has a compute quota on this cluster", "add each team once"),
@@ -431,7 +432,7 @@ class HyperPodBackend(Construct):
             fair_share_weight=team.fair_share_weight,
             description=team.description or None,
         )
-        quota.node.add_dependency(self.scheduler_config)
+        quota.add_dependency(self.scheduler_config)  # one jsii round trip, not two (node, then add)
         result = TeamQuota(team=team, name=team.name, resource=quota, arn=quota.attr_compute_quota_arn)
         self._teams[team.name] = result
         return result

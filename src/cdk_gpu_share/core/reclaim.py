@@ -25,10 +25,14 @@ Definitions (per resource ``r``; all comparisons use an absolute tolerance of 1e
 
 Implementation notes
 --------------------
-Running jobs are sorted once in victim order (lower priority, then most recent
-``since``, then id descending); each team keeps its unprotected jobs in that order,
-in one list and in one list per resource the job uses. Usage, free capacity, reserved
-idle capacity and the set of borrowing teams per resource are updated incrementally.
+:func:`plan_state` is one :class:`PlanState` (the plan as it stands, changed only by
+its ``take``, ``give_back`` and ``serve``) and one function per rule. Running jobs are
+sorted once in victim order (lower priority, then most recent ``since``, then id
+descending); each team keeps its unprotected jobs in that order, in one list and in
+one list per resource the job uses. Usage, free capacity (from :func:`free_of`) and
+the set of borrowing teams per resource are updated incrementally; reserved idle
+capacity comes from :func:`reserved_idle_of`, cached until a reserve team's usage
+changes.
 A reclaim (2b, and the second phase of 2c) merges only the lists (V, r) of the teams V
 that borrow in a resource r the beneficiary lacks: eligibility can only be lost during
 one greedy pass, never gained, so a list that stops qualifying is dropped for the
@@ -64,9 +68,12 @@ __all__ = [
     "plan_state",
     "borrow_cap",
     "fits",
+    "has_room",
+    "within_cap",
     "within_guarantee",
     "free_of",
     "reserved_idle_of",
+    "PlanState",
 ]
 
 #: Absolute tolerance of every comparison: "a <= b" means a <= b + TOLERANCE,
@@ -170,26 +177,40 @@ def borrow_cap(team: TeamSpec, resource: str) -> float | None:
     return cap
 
 
-def fits(demand: Mapping, team: TeamSpec, usage: Mapping, free: Mapping, reserved_idle: Mapping) -> bool:
-    """Whether a pending job with ``demand`` of ``team`` fits.
+def has_room(demand: Mapping, free: Mapping, reserved_idle: Mapping) -> bool:
+    """Whether a job with ``demand`` has room: demand <= F - RI(T) in every resource it
+    needs (demand > 0). The negation is the contract's "lacks room"."""
+    tol = TOLERANCE
+    for r, d in demand.items():
+        if d > tol and d > free.get(r, 0) - reserved_idle.get(r, 0) + tol:
+            return False
+    return True
 
-    ``usage`` is U(team), ``free`` is F and ``reserved_idle`` is RI(team), each a
-    mapping from resource to amount (missing keys are 0). In every resource the job
-    needs (demand > 0): demand <= F - RI(team), and where U + demand > G, also
-    U + demand - G <= C(team).
-    """
+
+def within_cap(demand: Mapping, team: TeamSpec, usage: Mapping) -> bool:
+    """Whether the borrowing a job with ``demand`` would cause stays within C(team):
+    in every resource it needs where U + demand > G, U + demand - G <= C(team)."""
     tol = TOLERANCE
     guarantee = team.guarantee
     for r, d in demand.items():
         if d > tol:
-            if d > free.get(r, 0) - reserved_idle.get(r, 0) + tol:
-                return False
             over = usage.get(r, 0) + d - guarantee.get(r, 0)
             if over > tol:
                 cap = borrow_cap(team, r)
                 if cap is not None and over > cap + tol:
                     return False
     return True
+
+
+def fits(demand: Mapping, team: TeamSpec, usage: Mapping, free: Mapping, reserved_idle: Mapping) -> bool:
+    """Whether a pending job with ``demand`` of ``team`` fits.
+
+    ``usage`` is U(team), ``free`` is F and ``reserved_idle`` is RI(team), each a
+    mapping from resource to amount (missing keys are 0). In every resource the job
+    needs (demand > 0): demand <= F - RI(team) (:func:`has_room`), and where
+    U + demand > G, also U + demand - G <= C(team) (:func:`within_cap`).
+    """
+    return has_room(demand, free, reserved_idle) and within_cap(demand, team, usage)
 
 
 def within_guarantee(demand: Mapping, team: TeamSpec, usage: Mapping) -> bool:
@@ -577,99 +598,131 @@ def _num(value: float) -> float | int:
 
 
 def plan_state(state: State) -> dict:
-    """Plan for an already valid :class:`State` (no validation)."""
-    tol = TOLERANCE
-    now = state.now
-    capacity = state.capacity
-    resources = list(capacity)
-    min_runtime = state.settings.min_runtime_seconds
-    reclaim_after = state.settings.reclaim_after_seconds
+    """Plan for an already valid :class:`State` (no validation).
 
-    teams = state.teams
-    nt = len(teams)
-    t_index = {t.name: i for i, t in enumerate(teams)}
-    G = [{r: t.guarantee.get(r, 0) for r in resources} for t in teams]
-    CAP = [{r: borrow_cap(t, r) for r in resources} for t in teams]
-    is_reserve = [t.sharing == _RESERVE for t in teams]
+    The rules of the contract, in order, each one function over one
+    :class:`PlanState`: :func:`enforce_borrow_caps` (rule 1), :func:`serve_pending`
+    (rule 2, with :func:`pending_order`, :func:`has_waited` and
+    :func:`choose_victims`), then :func:`report`.
+    """
+    ps = PlanState(state)
+    preemptions: list[dict] = []
+    enforce_borrow_caps(ps, preemptions)
+    served, waiting = serve_pending(ps, preemptions)
+    return {"preemptions": preemptions, "served": served, "waiting": waiting, "teams": report(ps, served)}
 
-    # Running (non-terminating) jobs, as parallel lists indexed by a job number.
-    live = [job for job in state.jobs if not job.terminating]
-    running = [job for job in live if job.state == "running"]
-    pending = [job for job in live if job.state != "running"]
-    r_id = [job.id for job in running]
-    r_team = [t_index[job.team] for job in running]
-    r_demand = [job.demand for job in running]
-    r_prio = [job.priority for job in running]
-    r_since = [job.since for job in running]
-    n_running = len(running)
-    # The amounts summed per team and resource, kept for exact (fsum) sums.
-    sums: list[dict] = [{r: [] for r in resources} for _ in range(nt)]
-    for ti, demand in zip(r_team, r_demand):
-        acc = sums[ti]
-        for r, d in demand.items():
-            if d:
-                acc[r].append(d)
 
-    # Incremental state: U per team, F, RI_total (sum over reserve teams), the
-    # reserve teams' own idle part, the borrowing teams per resource.
-    U = [{r: math.fsum(acc[r]) for r in resources} for acc in sums]
-    F = {r: capacity[r] - math.fsum(U[ti][r] for ti in range(nt)) for r in resources}
-    idle = [{r: (max(0.0, G[ti][r] - U[ti][r]) if is_reserve[ti] else 0.0) for r in resources} for ti in range(nt)]
-    RI_total = {r: math.fsum(idle[ti][r] for ti in range(nt)) for r in resources}
-    borrowers: dict[str, set] = {r: {ti for ti in range(nt) if U[ti][r] - G[ti][r] > tol} for r in resources}
+class PlanState:
+    """The plan as it stands: usage, free capacity, reserved idle capacity, the chosen
+    victims, and the candidate lists, kept consistent by the contract's operations.
 
-    # Victim order: lower priority first, then most recent since, then id descending
-    # (two stable sorts).
-    order = sorted(range(n_running), key=r_id.__getitem__, reverse=True)
-    keys = list(zip(r_prio, [-since for since in r_since]))
-    order.sort(key=keys.__getitem__)
-    rank = [0] * n_running
-    for k, j in enumerate(order):
-        rank[j] = k
-    # Protected: age < min_runtime_seconds, with age = max(0, now - since).
-    if min_runtime > tol:
-        unprotected = [min_runtime <= (now - since if since < now else 0) + tol for since in r_since]
-    else:
-        unprotected = [True] * n_running
-    # Per-team lists of the unprotected running jobs, in victim order; and per team
-    # and resource, those with demand in that resource (reclaim candidates).
-    victims_of: list[list[int]] = [[] for _ in range(nt)]
-    victims_in: list[dict] = [{r: [] for r in resources} for _ in range(nt)]
-    for j in order:
-        if unprotected[j]:
-            ti = r_team[j]
-            victims_of[ti].append(j)
-            lists = victims_in[ti]
-            for r, d in r_demand[j].items():
-                if d > tol:
-                    lists[r].append(j)
-    # heads[ti][r]: victims_in[ti][r][:heads[ti][r]] are all chosen for good.
-    heads: list[dict] = [{r: 0 for r in resources} for _ in range(nt)]
-    # Bumped whenever one of the team's jobs is chosen or put back.
-    version = [0] * nt
-    # What each team's unchosen unprotected jobs could give back (for the "cannot
-    # succeed" shortcut); computed for a team when first needed, then kept up to date.
-    avail: list[dict | None] = [None] * nt
+    Teams are numbered in input order (``ti``), running non-terminating jobs in input
+    order (``j``). The operations:
 
-    def avail_of(ti: int) -> dict:
-        a = avail[ti]
-        if a is None:
-            parts: dict = {r: [] for r in resources}
-            for j in victims_of[ti]:
-                if not chosen[j]:
-                    for r, d in r_demand[j].items():
-                        if d:
-                            parts[r].append(d)
-            a = avail[ti] = {r: math.fsum(parts[r]) for r in resources}
-        return a
+    * :meth:`take` a victim, :meth:`give_back` one (the only two changes of U);
+    * :meth:`fits`, :meth:`within_guarantee`, :meth:`lacking` (the resources where a
+      job lacks room), :meth:`exceeding` (the resources where a team's B exceeds C);
+    * :meth:`reserved_idle` (RI, from :func:`reserved_idle_of`) and ``F`` (from
+      :func:`free_of`, then moved by every take and give-back);
+    * the candidate lists: :meth:`own_victims` (a team's unprotected jobs in victim
+      order), :meth:`own_candidates` (those below a priority, with their summed
+      demand) and :meth:`others_in_victim_order` (the other teams' jobs eligible for
+      reclaim by a pending job, each checked when it is reached).
 
-    chosen = bytearray(n_running)
+    Running jobs are sorted once in victim order; each team keeps its unprotected
+    jobs in that order, in one list and one list per resource the job uses. The set of
+    borrowing teams per resource and what each team could still give back
+    (:meth:`avail_of`, for the "cannot succeed" shortcut) are kept up to date by
+    take and give-back.
+    """
 
-    def apply(ti: int, demand: dict, sign: int) -> None:
+    def __init__(self, state: State):
+        tol = TOLERANCE
+        self.now = now = state.now
+        self.capacity = capacity = state.capacity
+        self.resources = resources = list(capacity)
+        self.settings = state.settings
+        self.teams = teams = state.teams
+        self.nt = nt = len(teams)
+        self.t_index = t_index = {t.name: i for i, t in enumerate(teams)}
+        self.G = G = [{r: t.guarantee.get(r, 0) for r in resources} for t in teams]
+        self.CAP = [{r: borrow_cap(t, r) for r in resources} for t in teams]
+        self.is_reserve = is_reserve = [t.sharing == _RESERVE for t in teams]
+
+        # Running (non-terminating) jobs, as parallel lists indexed by a job number.
+        live = [job for job in state.jobs if not job.terminating]
+        running = [job for job in live if job.state == "running"]
+        self.pending = [job for job in live if job.state != "running"]
+        self.r_id = r_id = [job.id for job in running]
+        self.r_team = r_team = [t_index[job.team] for job in running]
+        self.r_demand = r_demand = [job.demand for job in running]
+        self.r_prio = r_prio = [job.priority for job in running]
+        r_since = [job.since for job in running]
+        self.n_running = n_running = len(running)
+        # The amounts summed per team and resource, kept for exact (fsum) sums.
+        self.sums = sums = [{r: [] for r in resources} for _ in range(nt)]
+        for ti, demand in zip(r_team, r_demand):
+            acc = sums[ti]
+            for r, d in demand.items():
+                if d:
+                    acc[r].append(d)
+
+        # U per team (exact sums), F (free_of), the borrowing teams per resource.
+        self.U = U = [{r: math.fsum(acc[r]) for r in resources} for acc in sums]
+        self.F = free_of(capacity, dict(enumerate(U)))
+        self.borrowers = {r: {ti for ti in range(nt) if U[ti][r] - G[ti][r] > tol} for r in resources}
+        # RI from reserved_idle_of over the reserve teams (the others add nothing),
+        # cached per team (one entry, -1, for every team that is not reserve) until a
+        # reserve team's usage changes.
+        self._reserve_specs = [t for t, res in zip(teams, is_reserve) if res]
+        self._reserve_usage = {t.name: U[ti] for ti, t in enumerate(teams) if is_reserve[ti]}
+        self._ri_cache: dict = {}
+
+        # Victim order: lower priority first, then most recent since, then id
+        # descending (two stable sorts).
+        order = sorted(range(n_running), key=r_id.__getitem__, reverse=True)
+        keys = list(zip(r_prio, [-since for since in r_since]))
+        order.sort(key=keys.__getitem__)
+        self.rank = rank = [0] * n_running
+        for k, j in enumerate(order):
+            rank[j] = k
+        # Protected: age < min_runtime_seconds, with age = max(0, now - since).
+        min_runtime = state.settings.min_runtime_seconds
+        if min_runtime > tol:
+            unprotected = [min_runtime <= (now - since if since < now else 0) + tol for since in r_since]
+        else:
+            unprotected = [True] * n_running
+        # Per team, the unprotected running jobs in victim order; per team and
+        # resource, those with demand in that resource (reclaim candidates).
+        self.victims_of = victims_of = [[] for _ in range(nt)]
+        self.victims_in = victims_in = [{r: [] for r in resources} for _ in range(nt)]
+        for j in order:
+            if unprotected[j]:
+                ti = r_team[j]
+                victims_of[ti].append(j)
+                lists = victims_in[ti]
+                for r, d in r_demand[j].items():
+                    if d > tol:
+                        lists[r].append(j)
+        # heads[ti][r]: victims_in[ti][r][:heads[ti][r]] are all chosen for good.
+        self.heads = [{r: 0 for r in resources} for _ in range(nt)]
+        # Bumped whenever one of the team's jobs is taken or given back.
+        self.version = [0] * nt
+        # What each team's unchosen unprotected jobs could give back; computed for a
+        # team when first needed (avail_of), then kept up to date by take/give_back.
+        self.avail: list = [None] * nt
+        self.chosen = bytearray(n_running)
+        self._own_cache: dict = {}
+
+    # -- the two changes of U ----------------------------------------------
+
+    def _apply(self, ti: int, demand: dict, sign: int) -> None:
         """Add (sign 1) or remove (sign -1) a demand to team ti's usage."""
-        u = U[ti]
-        g = G[ti]
-        reserve = is_reserve[ti]
+        tol = TOLERANCE
+        u = self.U[ti]
+        g = self.G[ti]
+        F = self.F
+        borrowers = self.borrowers
         for r, d in demand.items():
             if not d:
                 continue
@@ -681,118 +734,129 @@ def plan_state(state: State) -> dict:
                 borrowers[r].add(ti)
             else:
                 borrowers[r].discard(ti)
-            if reserve:
-                new_idle = g[r] - nu
-                if new_idle < 0:
-                    new_idle = 0.0
-                RI_total[r] += new_idle - idle[ti][r]
-                idle[ti][r] = new_idle
+        if self.is_reserve[ti]:
+            self._ri_cache.clear()
 
-    def take(j: int) -> None:
-        chosen[j] = 1
-        ti = r_team[j]
-        version[ti] += 1
-        demand = r_demand[j]
-        apply(ti, demand, -1)
-        a = avail[ti]
+    def serve(self, ti: int, demand: dict) -> None:
+        """A pending job of team ti is served: its demand joins U(ti)."""
+        self._apply(ti, demand, 1)
+
+    def take(self, j: int) -> None:
+        """Choose running job j as a victim: it no longer counts in U."""
+        self.chosen[j] = 1
+        ti = self.r_team[j]
+        self.version[ti] += 1
+        demand = self.r_demand[j]
+        self._apply(ti, demand, -1)
+        a = self.avail[ti]
         if a is not None:
             for r, d in demand.items():
                 if d:
                     a[r] -= d
 
-    def give_back(j: int) -> None:
-        chosen[j] = 0
-        ti = r_team[j]
-        version[ti] += 1
-        demand = r_demand[j]
-        apply(ti, demand, 1)
-        a = avail[ti]
+    def give_back(self, j: int) -> None:
+        """Put victim j back: it counts in U again."""
+        self.chosen[j] = 0
+        ti = self.r_team[j]
+        self.version[ti] += 1
+        demand = self.r_demand[j]
+        self._apply(ti, demand, 1)
+        a = self.avail[ti]
         if a is not None:
             for r, d in demand.items():
                 if d:
                     a[r] += d
 
-    def reserved_idle(ti: int) -> dict:
-        if is_reserve[ti]:
-            own = idle[ti]
-            return {r: RI_total[r] - own[r] for r in resources}
-        return RI_total
+    # -- the contract's definitions, as the plan stands ---------------------
 
-    def fits_now(ti: int, demand: dict) -> bool:
-        return fits(demand, teams[ti], U[ti], F, reserved_idle(ti))
+    def reserved_idle(self, ti: int) -> dict:
+        """RI(ti) (:func:`reserved_idle_of`); missing resources are 0."""
+        key = ti if self.is_reserve[ti] else -1
+        ri = self._ri_cache.get(key)
+        if ri is None:
+            ri = self._ri_cache[key] = reserved_idle_of(self.teams[ti].name, self._reserve_specs,
+                                                        self._reserve_usage)
+        return ri
 
-    def lacking(ti: int, demand: dict) -> list:
+    def fits(self, ti: int, demand: dict) -> bool:
+        return fits(demand, self.teams[ti], self.U[ti], self.F, self.reserved_idle(ti))
+
+    def within_guarantee(self, ti: int, demand: dict) -> bool:
+        return within_guarantee(demand, self.teams[ti], self.U[ti])
+
+    def lacking(self, ti: int, demand: dict) -> list:
         """Resources the job needs in which it lacks room: demand > F - RI(T)."""
-        ri = reserved_idle(ti)
-        return [r for r, d in demand.items() if d > tol and d > F[r] - ri[r] + tol]
+        tol = TOLERANCE
+        ri = self.reserved_idle(ti)
+        F = self.F
+        return [r for r, d in demand.items() if d > tol and d > F[r] - ri.get(r, 0) + tol]
 
-    def over_cap(ti: int) -> bool:
-        u = U[ti]
-        g = G[ti]
-        caps = CAP[ti]
-        for r in resources:
-            c = caps[r]
-            if c is not None and u[r] - g[r] > c + tol:
-                return True
-        return False
+    def exceeding(self, ti: int) -> list:
+        """Resources in which team ti borrows more than its cap (B > C)."""
+        tol = TOLERANCE
+        u, g, caps = self.U[ti], self.G[ti], self.CAP[ti]
+        return [r for r in self.resources if caps[r] is not None and u[r] - g[r] > caps[r] + tol]
 
-    preemptions: list[dict] = []
+    # -- candidate lists ---------------------------------------------------
 
-    # Rule 1: borrow caps.
-    for ti in sorted(range(nt), key=lambda i: teams[i].name):
-        if not over_cap(ti):
-            continue
-        u, g, caps = U[ti], G[ti], CAP[ti]
-        taken: list[int] = []
-        for j in victims_of[ti]:
-            exceeding = [r for r in resources if caps[r] is not None and u[r] - g[r] > caps[r] + tol]
-            if not exceeding:
+    def own_victims(self, ti: int) -> list:
+        """Team ti's unprotected running jobs, in victim order (chosen ones included)."""
+        return self.victims_of[ti]
+
+    def avail_of(self, ti: int) -> dict:
+        """What team ti's unchosen unprotected jobs could give back, per resource."""
+        a = self.avail[ti]
+        if a is None:
+            parts: dict = {r: [] for r in self.resources}
+            chosen, r_demand = self.chosen, self.r_demand
+            for j in self.victims_of[ti]:
+                if not chosen[j]:
+                    for r, d in r_demand[j].items():
+                        if d:
+                            parts[r].append(d)
+            a = self.avail[ti] = {r: math.fsum(parts[r]) for r in self.resources}
+        return a
+
+    def own_candidates(self, ti: int, prio: int) -> tuple[list, dict]:
+        """Team ti's unchosen unprotected jobs of priority below prio, in victim
+        order, and the sum of their demand (cached until one of ti's jobs changes)."""
+        key = (ti, prio)
+        hit = self._own_cache.get(key)
+        if hit is not None and hit[0] == self.version[ti]:
+            return hit[1], hit[2]
+        jobs = []
+        parts: dict = {r: [] for r in self.resources}
+        chosen, r_demand, r_prio = self.chosen, self.r_demand, self.r_prio
+        for j in self.victims_of[ti]:
+            if r_prio[j] >= prio:
                 break
-            demand = r_demand[j]
-            if any(demand.get(r, 0) > tol for r in exceeding):
-                take(j)
-                taken.append(j)
-        if not over_cap(ti):
-            for k in range(len(taken) - 1, -1, -1):
-                j = taken[k]
-                give_back(j)
-                if over_cap(ti):
-                    take(j)
-                else:
-                    del taken[k]
-        name = teams[ti].name
-        for j in taken:
-            preemptions.append({"job": r_id[j], "team": name, "reason": "borrow_limit"})
+            if not chosen[j]:
+                jobs.append(j)
+                for r, d in r_demand[j].items():
+                    if d:
+                        parts[r].append(d)
+        gain = {r: math.fsum(parts[r]) for r in self.resources}
+        self._own_cache[key] = (self.version[ti], jobs, gain)
+        return jobs, gain
 
-    # Rule 2: pending jobs, those within their team's guarantee (now) first.
-    first: list[JobSpec] = []
-    rest: list[JobSpec] = []
-    for p in pending:
-        ti = t_index[p.team]
-        (first if within_guarantee(p.demand, teams[ti], U[ti]) else rest).append(p)
-
-    def pending_key(p: JobSpec):
-        return (-p.priority, p.since, p.id)
-
-    first.sort(key=pending_key)
-    rest.sort(key=pending_key)
-
-    def others_in_victim_order(ti: int, demand: dict) -> Iterator[int]:
+    def others_in_victim_order(self, ti: int, demand: dict) -> Iterator[int]:
         """Other teams' unprotected running jobs in victim order, each yielded only if
         eligible for reclaim by the job (team ti, ``demand``) when it is reached."""
-        lack = lacking(ti, demand)
+        tol = TOLERANCE
+        lack = self.lacking(ti, demand)
         if not lack:
             return
         candidates = set()
         for r in lack:
-            candidates |= borrowers[r]
+            candidates |= self.borrowers[r]
         candidates.discard(ti)
         if not candidates:
             return
+        U, G, F = self.U, self.G, self.F
         # Shortcut: even taking every candidate job cannot make room.
-        ri = reserved_idle(ti)
+        ri = self.reserved_idle(ti)
         for r in lack:
-            room = F[r] - ri[r] + math.fsum(avail_of(v)[r] for v in candidates)
+            room = F[r] - ri.get(r, 0) + math.fsum(self.avail_of(v)[r] for v in candidates)
             if demand[r] > room + tol + _BOUND_SLACK:
                 return
         # Merge, in victim order, the lists (V, r) of each candidate team V and each
@@ -800,6 +864,7 @@ def plan_state(state: State) -> dict:
         # reached from a list whose (V, r) still qualifies; once a list no longer
         # does, it never will again in this pass (p's lack and V's borrowing only
         # shrink), and its jobs that are still eligible sit in another live list.
+        chosen, rank, heads, victims_in = self.chosen, self.rank, self.heads, self.victims_in
         heap = []
         for v in candidates:
             uv, gv = U[v], G[v]
@@ -815,13 +880,12 @@ def plan_state(state: State) -> dict:
                     if pos < n:
                         heap.append((rank[lst[pos]], v, r, pos))
         heapq.heapify(heap)
-        own_idle = idle[ti] if is_reserve[ti] else None
         while heap:
             _, v, r, pos = heapq.heappop(heap)
             lst = victims_in[v][r]
             j = lst[pos]
             if not chosen[j]:
-                ri_r = RI_total[r] - own_idle[r] if own_idle is not None else RI_total[r]
+                ri_r = self.reserved_idle(ti).get(r, 0)
                 if not (demand[r] > F[r] - ri_r + tol and U[v][r] - G[v][r] > tol):
                     continue  # drop the list (V, r) for this pass
                 yield j
@@ -832,141 +896,191 @@ def plan_state(state: State) -> dict:
             if pos < n:
                 heapq.heappush(heap, (rank[lst[pos]], v, r, pos))
 
-    own_cache: dict = {}
 
-    def own_candidates(ti: int, prio: int) -> tuple[list, dict]:
-        """Team ti's unchosen unprotected jobs of priority below prio, in victim
-        order, and the sum of their demand (cached until one of ti's jobs changes)."""
-        key = (ti, prio)
-        hit = own_cache.get(key)
-        if hit is not None and hit[0] == version[ti]:
-            return hit[1], hit[2]
-        jobs = []
-        parts: dict = {r: [] for r in resources}
-        for j in victims_of[ti]:
-            if r_prio[j] >= prio:
-                break
-            if not chosen[j]:
-                jobs.append(j)
-                for r, d in r_demand[j].items():
-                    if d:
-                        parts[r].append(d)
-        gain = {r: math.fsum(parts[r]) for r in resources}
-        own_cache[key] = (version[ti], jobs, gain)
-        return jobs, gain
+# ---------------------------------------------------------------------------
+# The rules, one function each
 
-    def own_phase_hopeless(ti: int, demand: dict, gain: dict) -> bool:
-        """Shortcut for rule 2c: True when p cannot fit even with every one of its own
-        team's candidates stopped and, then still beyond its guarantee, may reclaim
-        nothing from the others. (Own candidates only lower U(T) and raise F, and
-        RI(T) does not depend on T, so "all taken" is the best the phase can do.)"""
-        needed = [(r, d) for r, d in demand.items() if d > tol]
-        u, g, caps = U[ti], G[ti], CAP[ti]
-        if all(u[r] - gain[r] + d <= g[r] + tol for r, d in needed):
-            return False  # within its guarantee then: reclaiming from others may help
-        ri = reserved_idle(ti)
-        slack = tol + _BOUND_SLACK
-        for r, d in needed:
-            if d > F[r] - ri[r] + gain[r] + slack:
-                return True
-            over = u[r] - gain[r] + d - g[r]
-            if caps[r] is not None and over > caps[r] + slack:
-                return True
-        return False
 
-    def greedy(ti: int, p: JobSpec, own: bool) -> list[int] | None:
-        """Rules 2b (own=False) and 2c (own=True): the victims for p, or None."""
-        demand = p.demand
+def enforce_borrow_caps(ps: PlanState, preemptions: list) -> None:
+    """Rule 1: each team (name order) whose B exceeds C loses unprotected jobs, in
+    victim order, with demand where B still exceeds C; then the ones not needed
+    are put back, walking backwards (only if B <= C was reached)."""
+    teams = ps.teams
+    for ti in sorted(range(ps.nt), key=lambda i: teams[i].name):
+        if not ps.exceeding(ti):
+            continue
         taken: list[int] = []
-        done = False
-        if own:
-            own_jobs, gain = own_candidates(ti, p.priority)
-            if own_phase_hopeless(ti, demand, gain):
-                return None
-            for j in own_jobs:
-                take(j)
+        for j in ps.own_victims(ti):
+            exceeding = ps.exceeding(ti)
+            if not exceeding:
+                break
+            demand = ps.r_demand[j]
+            if any(demand.get(r, 0) > TOLERANCE for r in exceeding):
+                ps.take(j)
                 taken.append(j)
-                if fits_now(ti, demand):
-                    done = True
-                    break
-        if not done and within_guarantee(demand, teams[ti], U[ti]):
-            for j in others_in_victim_order(ti, demand):
-                take(j)
-                taken.append(j)
-                if fits_now(ti, demand):
-                    done = True
-                    break
-        if not done:
-            for j in reversed(taken):
-                give_back(j)
-            return None
-        for k in range(len(taken) - 1, -1, -1):
-            j = taken[k]
-            give_back(j)
-            if fits_now(ti, demand):
-                del taken[k]
-            else:
-                take(j)
-        return taken
+        if not ps.exceeding(ti):
+            for k in range(len(taken) - 1, -1, -1):
+                j = taken[k]
+                ps.give_back(j)
+                if ps.exceeding(ti):
+                    ps.take(j)
+                else:
+                    del taken[k]
+        name = teams[ti].name
+        for j in taken:
+            preemptions.append({"job": ps.r_id[j], "team": name, "reason": "borrow_limit"})
 
+
+def pending_order(ps: PlanState) -> list:
+    """Rule 2's order: the pending jobs within their team's guarantee when rule 2
+    starts, then the rest; in each group priority descending, since, id."""
+    first: list[JobSpec] = []
+    rest: list[JobSpec] = []
+    t_index = ps.t_index
+    for p in ps.pending:
+        (first if ps.within_guarantee(t_index[p.team], p.demand) else rest).append(p)
+
+    def key(p: JobSpec):
+        return (-p.priority, p.since, p.id)
+
+    first.sort(key=key)
+    rest.sort(key=key)
+    return first + rest
+
+
+def has_waited(p: JobSpec, now: float, settings: Settings) -> bool:
+    """Whether pending job p has waited: age = max(0, now - since) >= reclaim_after_seconds."""
+    age = now - p.since
+    if age < 0:
+        age = 0
+    return settings.reclaim_after_seconds <= age + TOLERANCE
+
+
+def own_phase_hopeless(ps: PlanState, ti: int, demand: dict, gain: dict) -> bool:
+    """Shortcut for rule 2c: True when p cannot fit even with every one of its own
+    team's candidates stopped and, then still beyond its guarantee, may reclaim
+    nothing from the others. (Own candidates only lower U(T) and raise F, and RI(T)
+    does not depend on T's usage, so "all taken" is the best the phase can do.)"""
+    tol = TOLERANCE
+    needed = [(r, d) for r, d in demand.items() if d > tol]
+    u, g, caps = ps.U[ti], ps.G[ti], ps.CAP[ti]
+    if all(u[r] - gain[r] + d <= g[r] + tol for r, d in needed):
+        return False  # within its guarantee then: reclaiming from others may help
+    ri = ps.reserved_idle(ti)
+    F = ps.F
+    slack = tol + _BOUND_SLACK
+    for r, d in needed:
+        if d > F[r] - ri.get(r, 0) + gain[r] + slack:
+            return True
+        over = u[r] - gain[r] + d - g[r]
+        if caps[r] is not None and over > caps[r] + slack:
+            return True
+    return False
+
+
+def choose_victims(ps: PlanState, ti: int, p: JobSpec, own: bool) -> list[int] | None:
+    """Rules 2b (own=False) and 2c (own=True): the victims for p, or None.
+
+    Greedy: take candidates in order until p fits (none: give every one back);
+    then walk them backwards and give back each one without which p still fits."""
+    demand = p.demand
+    taken: list[int] = []
+    done = False
+    if own:
+        own_jobs, gain = ps.own_candidates(ti, p.priority)
+        if own_phase_hopeless(ps, ti, demand, gain):
+            return None
+        for j in own_jobs:
+            ps.take(j)
+            taken.append(j)
+            if ps.fits(ti, demand):
+                done = True
+                break
+    if not done and ps.within_guarantee(ti, demand):
+        for j in ps.others_in_victim_order(ti, demand):
+            ps.take(j)
+            taken.append(j)
+            if ps.fits(ti, demand):
+                done = True
+                break
+    if not done:
+        for j in reversed(taken):
+            ps.give_back(j)
+        return None
+    for k in range(len(taken) - 1, -1, -1):
+        j = taken[k]
+        ps.give_back(j)
+        if ps.fits(ti, demand):
+            del taken[k]
+        else:
+            ps.take(j)
+    return taken
+
+
+def serve_pending(ps: PlanState, preemptions: list) -> tuple[list[str], list[str]]:
+    """Rule 2: each pending job in :func:`pending_order` fits (2a), or, having
+    waited, reclaims (2b) or stops its own team's lower-priority jobs (2c), or waits."""
     served: list[str] = []
     waiting: list[str] = []
-    for p in first + rest:
+    t_index, teams, now, settings = ps.t_index, ps.teams, ps.now, ps.settings
+    for p in pending_order(ps):
         ti = t_index[p.team]
-        team = teams[ti]
         demand = p.demand
         victims = None
-        if fits_now(ti, demand):
+        if ps.fits(ti, demand):
             victims = []
-        else:
-            age = now - p.since
-            if age < 0:
-                age = 0
-            if reclaim_after <= age + tol:  # p has waited
-                if within_guarantee(demand, team, U[ti]):
-                    victims = greedy(ti, p, own=False)
-                if victims is None and team.in_team_preemption:
-                    victims = greedy(ti, p, own=True)
+        elif has_waited(p, now, settings):
+            if ps.within_guarantee(ti, demand):
+                victims = choose_victims(ps, ti, p, own=False)
+            if victims is None and teams[ti].in_team_preemption:
+                victims = choose_victims(ps, ti, p, own=True)
         if victims is None:
             waiting.append(p.id)
             continue
         for j in victims:
-            vt = r_team[j]
+            vt = ps.r_team[j]
             preemptions.append({
-                "job": r_id[j],
+                "job": ps.r_id[j],
                 "team": teams[vt].name,
                 "reason": "in_team" if vt == ti else "reclaim",
                 "beneficiary": p.id,
             })
-        apply(ti, demand, 1)
+        ps.serve(ti, demand)
         served.append(p.id)
+    return served, waiting
 
-    # Report: exact sums after the plan, every team (by name) and every resource.
-    # fsum is exact, so adding the negated victims gives the sum of the others.
-    for j in range(n_running):
-        if chosen[j]:
-            acc = sums[r_team[j]]
-            for r, d in r_demand[j].items():
+
+def report(ps: PlanState, served: list[str]) -> dict:
+    """Usage, guarantee, borrowed and borrow cap after the plan, for every team (by
+    name) and every resource. Exact sums: fsum is exact, so adding the negated
+    victims gives the sum of the others."""
+    tol = TOLERANCE
+    resources, sums, G, CAP = ps.resources, ps.sums, ps.G, ps.CAP
+    for j in range(ps.n_running):
+        if ps.chosen[j]:
+            acc = sums[ps.r_team[j]]
+            for r, d in ps.r_demand[j].items():
                 if d:
                     acc[r].append(-d)
     served_set = set(served)
-    for p in pending:
+    for p in ps.pending:
         if p.id in served_set:
-            acc = sums[t_index[p.team]]
+            acc = sums[ps.t_index[p.team]]
             for r, d in p.demand.items():
                 if d:
                     acc[r].append(d)
-    report = {}
-    for ti in sorted(range(nt), key=lambda i: teams[i].name):
+    out = {}
+    teams = ps.teams
+    for ti in sorted(range(ps.nt), key=lambda i: teams[i].name):
         usage = {r: math.fsum(sums[ti][r]) for r in resources}
         borrowed = {}
         for r in resources:
             b = usage[r] - G[ti][r]
             borrowed[r] = _num(b) if b > tol else 0
-        report[teams[ti].name] = {
+        out[teams[ti].name] = {
             "usage": {r: _num(usage[r]) for r in resources},
             "guarantee": {r: _num(G[ti][r]) for r in resources},
             "borrowed": borrowed,
             "borrow_cap": {r: (None if CAP[ti][r] is None else _num(CAP[ti][r])) for r in resources},
         }
-    return {"preemptions": preemptions, "served": served, "waiting": waiting, "teams": report}
+    return out

@@ -431,12 +431,37 @@ class SimResult:
     sim_seconds: float
     teams: dict[str, TeamResult]
     outcomes: list[JobOutcome]
-    series_t: list[float]
-    series_usage: list[tuple[float, ...]]
+    series_log: list = field(default_factory=list, repr=False)
     planner_calls: int = 0
     max_total_usage: float = 0.0
     #: (time, index in team_names) of every preemption, in time order (for plots).
     preemption_events: list[tuple[float, int]] = field(default_factory=list)
+    _series: tuple | None = field(default=None, init=False, repr=False, compare=False)
+
+    def _build_series(self) -> tuple:
+        # The log holds one (time, team index, usage after) per change; the series has
+        # one snapshot of every team per distinct time, after that time's last change.
+        if self._series is None:
+            times: list[float] = []
+            snaps: list[tuple[float, ...]] = []
+            current = [0.0] * len(self.team_names)
+            for t, k, u in self.series_log:
+                current[k] = u
+                if times and times[-1] == t:
+                    snaps[-1] = tuple(current)
+                else:
+                    times.append(t)
+                    snaps.append(tuple(current))
+            self._series = (times, snaps)
+        return self._series
+
+    @property
+    def series_t(self) -> list[float]:
+        return self._build_series()[0]
+
+    @property
+    def series_usage(self) -> list[tuple[float, ...]]:
+        return self._build_series()[1]
 
     @property
     def utilization(self) -> float:
@@ -497,7 +522,7 @@ class _Run:
 
 class _Team:
     __slots__ = ("spec", "name", "idx", "G", "Gq", "cap", "reserve", "in_team", "Uq", "U", "buckets", "keys",
-                 "npending", "last_t", "result")
+                 "npending", "last_t", "result", "ver", "wk", "ck", "ratio", "ticky", "thresholds")
 
     def __init__(self, spec: Any, idx: int, result: TeamResult):
         self.spec = spec
@@ -516,13 +541,49 @@ class _Team:
         self.npending = 0
         self.last_t = 0.0
         self.result = result
+        # Dispatch index (see _Sim._refresh): bumped whenever U changes; the largest
+        # index into _Sim.sizes within the team's guarantee (wk) and within its borrow
+        # cap (ck) at this U; U/G; whether the team makes a planner tick needed.
+        self.ver = 0
+        self.wk = -1
+        self.ck = -1
+        self.ratio = math.inf
+        self.ticky = False
+        self.thresholds: dict[float, tuple[int, int]] = {}  # U -> (wk, ck): the rules are pure
 
 
 class _Sim:
+    """The event loop.
+
+    Dispatch picks, among every team's pending jobs that fit, the first in the
+    contract's order. Scanning every team at every dispatch step costs O(teams) per
+    start (and the reserved idle capacity, summed over every team for every team,
+    O(teams^2)); instead the candidates are indexed by job size, so a step costs
+    O(distinct sizes + reserve teams), whatever the number of teams:
+
+    - ``sizes`` are the trace's distinct job sizes, ascending. For a team that is not
+      ``reserve``, RI(T) is the same (the idle guarantee of every reserve team), so
+      whether a size has room (:func:`reclaim.has_room`) is one threshold ``iF`` on
+      ``sizes`` for all of them. Whether a size is within a team's guarantee
+      (:func:`reclaim.within_guarantee`) or its borrow cap (:func:`reclaim.within_cap`)
+      depends on the team's U only: thresholds ``wk`` and ``ck``, recomputed when U
+      changes. (The three are monotone in the size, so binary searches find them.)
+    - ``heap0[k]`` holds, for every such team whose bucket of size k is within its
+      guarantee and cap, the bucket's head key; ``heap1[k]`` the (U/G, head key) of
+      the buckets beyond the guarantee but within the cap. An entry carries the team's
+      ``ver`` and is stale once U changed or the head left; stale entries are dropped
+      when they reach the top, and all heaps are compacted when stale entries
+      outnumber live buckets.
+    - The best candidate is then the minimum over k <= iF of the heaps' tops:
+      within-guarantee first (by head key), then (U/G, head key), exactly the order
+      the contract gives. ``reserve`` teams (each with its own RI) are scanned as before.
+    """
+
     def __init__(self, scenario: Scenario, jobs: Sequence[Job], mode: str, poll: float,
                  checkpoint: float | None, progress: Callable[[float], None] | None):
         self.scenario = scenario
         self.mode = mode
+        self.static = mode == STATIC
         self.poll = poll
         self.ckpt = checkpoint
         self.progress_cb = progress
@@ -544,12 +605,30 @@ class _Sim:
         self.preemption_events: list[tuple[float, int]] = []  # (time, team index), for plots
         self.completed = 0
         self.last_completion: float | None = None
-        self.series_t: list[float] = []
-        self.series_u: list[tuple[float, ...]] = []
+        self.series_log: list[tuple[float, int, float]] = []
         self.planner_calls = 0
         self.max_total = 0.0
         self.now = 0.0
         self.skip_idle_ticks = True
+        self.npending = 0
+        # Reserved idle capacity: RI from the planner's reserved_idle_of over the
+        # reserve teams, cached until one of them changes its usage.
+        self.reserve_specs = [t.spec for t in self.teams if t.reserve]
+        self.reserve_teams = [t for t in self.teams if t.reserve]
+        self.other_name = next((t.name for t in self.teams if not t.reserve), None)
+        self.ri_cache: dict[str | None, float] = {}
+        self.room_cache: dict[tuple[float, float], int] = {}  # (F, RI) -> iF: has_room is pure
+        # The dispatch index.
+        self.sizes: list[float] = sorted({r.g for r in self.runs})
+        self.kidx = {g: k for k, g in enumerate(self.sizes)}
+        self.demands = [{RESOURCE: g} for g in self.sizes]
+        self.heap0: list[list] = [[] for _ in self.sizes]
+        self.heap1: list[list] = [[] for _ in self.sizes]
+        self.entries = 0  # entries in heap0 and heap1
+        self.buckets_live = 0  # non-empty (team, size) buckets
+        self.ticky = 0  # teams with ticky set
+        for team in self.teams:
+            self._refresh(team)
 
     # -- usage bookkeeping -------------------------------------------------
 
@@ -560,41 +639,150 @@ class _Sim:
         team.Uq += delta
         team.U = float(team.Uq)
         self.usedq += delta
-        snapshot = tuple(x.U for x in self.teams)
-        if self.series_t and self.series_t[-1] == t:
-            self.series_u[-1] = snapshot
-        else:
-            self.series_t.append(t)
-            self.series_u.append(snapshot)
+        self.series_log.append((t, team.idx, team.U))
         total = float(self.usedq)
         if total > self.max_total:
             self.max_total = total
+        if team.reserve:
+            self.ri_cache.clear()
+        self._refresh(team)
+
+    def _ri(self, team: _Team) -> float:
+        """RI(team) (the planner's :func:`reclaim.reserved_idle_of`)."""
+        return self._ri_of(team.name if team.reserve else None)
+
+    def _ri_of(self, reserve_name: str | None) -> float:
+        """RI of the reserve team ``reserve_name``, or (None) of every other team: the
+        same for all of them. Only the reserve teams are passed: the rule skips the
+        others, so the sum is the same, in the same order."""
+        ri = self.ri_cache.get(reserve_name)
+        if ri is None:
+            usage = {t.name: {RESOURCE: t.U} for t in self.reserve_teams}
+            name = reserve_name if reserve_name is not None else self.other_name
+            ri = self.ri_cache[reserve_name] = reclaim.reserved_idle_of(
+                name, self.reserve_specs, usage).get(RESOURCE, 0.0)
+        return ri
+
+    def _threshold(self, pred: Callable[[dict], bool]) -> int:
+        """The largest index k into sizes with pred(size k) (-1: none); pred is monotone."""
+        demands = self.demands
+        lo, hi = 0, len(demands) - 1
+        found = -1
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            if pred(demands[mid]):
+                found = mid
+                lo = mid + 1
+            else:
+                hi = mid - 1
+        return found
+
+    def _refresh(self, team: _Team) -> None:
+        """After a change of team's U: its thresholds, ratio, version, and an index
+        entry for each of its non-empty buckets."""
+        team.ver += 1
+        known = team.thresholds.get(team.U)
+        if known is None:
+            spec = team.spec
+            usage = {RESOURCE: team.U}
+            known = team.thresholds[team.U] = (
+                self._threshold(lambda d: reclaim.within_guarantee(d, spec, usage)),
+                self._threshold(lambda d: reclaim.within_cap(d, spec, usage)),
+            )
+        team.wk, team.ck = known
+        team.ratio = team.U / team.G if team.G > TOL else math.inf
+        if not team.reserve:
+            kidx = self.kidx
+            for g in team.keys:
+                self._index(team, kidx[g], team.buckets[g][0][0])
+        self._retick(team)
+
+    def _index(self, team: _Team, k: int, head: tuple) -> None:
+        """Index the bucket (team, size k) whose head key is ``head``."""
+        if k > team.ck:
+            return
+        if k <= team.wk:
+            heapq.heappush(self.heap0[k], (head, team.idx, team.ver))
+        elif not self.static:
+            heapq.heappush(self.heap1[k], (team.ratio, head, team.idx, team.ver))
+        else:
+            return
+        self.entries += 1
+        if self.entries > 2 * self.buckets_live + 4096:
+            self._compact()
+
+    def _live(self, k: int, head: tuple, ti: int, ver: int) -> bool:
+        team = self.teams[ti]
+        if ver != team.ver:
+            return False
+        bucket = team.buckets.get(self.sizes[k])
+        return bool(bucket) and bucket[0][0] == head
+
+    def _compact(self) -> None:
+        live = self._live
+        n = 0
+        for k in range(len(self.sizes)):
+            h = [e for e in self.heap0[k] if live(k, *e)]
+            heapq.heapify(h)
+            self.heap0[k] = h
+            h1 = [e for e in self.heap1[k] if live(k, *e[1:])]
+            heapq.heapify(h1)
+            self.heap1[k] = h1
+            n += len(h) + len(h1)
+        self.entries = n
+
+    def _retick(self, team: _Team) -> None:
+        """Whether the team makes a planner tick needed (see _tick_needed)."""
+        ticky = team.U - team.G > team.cap + TOL or bool(team.npending) and (
+            team.in_team or self.kidx[team.keys[0]] <= team.wk)
+        if ticky != team.ticky:
+            self.ticky += 1 if ticky else -1
+            team.ticky = ticky
+
+    def _bucket_changed(self, team: _Team, g: float, old_head: tuple | None) -> None:
+        bucket = team.buckets[g]
+        if bucket:
+            head = bucket[0][0]
+            if head != old_head and not team.reserve:
+                self._index(team, self.kidx[g], head)
+        self._retick(team)
 
     def _push_pending(self, r: _Run) -> None:
         team = r.t
         bucket = team.buckets.get(r.g)
         if bucket is None:
             bucket = team.buckets[r.g] = []
+        old = bucket[0][0] if bucket else None
         if not bucket:
             insort(team.keys, r.g)
+            self.buckets_live += 1
         heapq.heappush(bucket, (r.key, r))
         team.npending += 1
+        self.npending += 1
+        self._bucket_changed(team, r.g, old)
 
     def _remove_pending(self, r: _Run) -> None:
         team = r.t
         bucket = team.buckets[r.g]
+        old = bucket[0][0]
         bucket.remove((r.key, r))
         heapq.heapify(bucket)
         if not bucket:
             del team.keys[bisect_right(team.keys, r.g) - 1]
+            self.buckets_live -= 1
         team.npending -= 1
+        self.npending -= 1
+        self._bucket_changed(team, r.g, old)
 
     def _pop_pending(self, team: _Team, g: float) -> _Run:
         bucket = team.buckets[g]
         _, r = heapq.heappop(bucket)
         if not bucket:
             del team.keys[bisect_right(team.keys, g) - 1]
+            self.buckets_live -= 1
         team.npending -= 1
+        self.npending -= 1
+        self._bucket_changed(team, g, r.key)
         return r
 
     # -- events --------------------------------------------------------------
@@ -652,12 +840,6 @@ class _Sim:
     def _free(self) -> float:
         return float(self.capq - self.usedq)
 
-    def _reserved_idle(self) -> list[float]:
-        """RI(t) for every team (the planner's rule: the idle guarantee of every *other* reserve team)."""
-        specs = [t.spec for t in self.teams]
-        usage = {t.name: {RESOURCE: t.U} for t in self.teams}
-        return [reclaim.reserved_idle_of(t.name, specs, usage).get(RESOURCE, 0.0) for t in self.teams]
-
     def _largest_fit(self, team: _Team, free: float, ri: float) -> int:
         """Index into team.keys of the largest size that fits (-1: none). fits() is
         monotone in the demand, so a binary search finds it."""
@@ -694,36 +876,68 @@ class _Sim:
                 hi = mid - 1
         return found
 
+    def _best_reserve(self, free: float, best_key, best):
+        """The reserve teams' candidates (each has its own RI), scanned one by one."""
+        static = self.static
+        for team in self.reserve_teams:
+            if not team.npending:
+                continue
+            keys = team.keys
+            i_fit = self._largest_fit(team, free, self._ri(team))
+            if i_fit < 0:
+                continue
+            i_within = self._largest_within(team)
+            top = min(i_fit, i_within)
+            buckets = team.buckets
+            for i in range(top + 1):
+                cand = (0, 0.0, buckets[keys[i]][0][0])
+                if best_key is None or cand < best_key:
+                    best_key, best = cand, (team, keys[i])
+            if static or i_fit <= i_within:
+                continue
+            ratio = team.ratio
+            for i in range(max(0, i_within + 1), i_fit + 1):
+                cand = (1, ratio, buckets[keys[i]][0][0])
+                if best_key is None or cand < best_key:
+                    best_key, best = cand, (team, keys[i])
+        return best_key, best
+
+    def _best(self):
+        """The next job to start, as (team, size), or None."""
+        free = self._free()
+        best_key = best = None
+        if self.other_name is not None:
+            ri = self._ri_of(None)
+            i_f = self.room_cache.get((free, ri))
+            if i_f is None:
+                fr = {RESOURCE: free}
+                rid = {RESOURCE: ri}
+                i_f = self.room_cache[(free, ri)] = self._threshold(lambda d: reclaim.has_room(d, fr, rid))
+            live = self._live
+            pop = heapq.heappop
+            teams = self.teams
+            for group, heaps in ((0, self.heap0), (1, self.heap1)):
+                if group == 1 and (best_key is not None or self.static):
+                    break
+                for k in range(i_f + 1):
+                    h = heaps[k]
+                    while h:
+                        e = h[0]
+                        if live(k, *(e if group == 0 else e[1:])):
+                            cand = (0, 0.0, e[0]) if group == 0 else (1, e[0], e[1])
+                            if best_key is None or cand < best_key:
+                                best_key = cand
+                                best = (teams[e[-2]], self.sizes[k])
+                            break
+                        pop(h)
+                        self.entries -= 1
+        if self.reserve_teams:
+            best_key, best = self._best_reserve(free, best_key, best)
+        return best
+
     def _dispatch(self, t: float) -> None:
-        static = self.mode == STATIC
         while True:
-            free = self._free()
-            ri = self._reserved_idle()
-            best_key = None
-            best = None
-            for team in self.teams:
-                if not team.npending:
-                    continue
-                keys = team.keys
-                i_fit = self._largest_fit(team, free, ri[team.idx])
-                if i_fit < 0:
-                    continue
-                i_within = self._largest_within(team)
-                top = min(i_fit, i_within)
-                buckets = team.buckets
-                for i in range(top + 1):
-                    head = buckets[keys[i]][0][0]
-                    cand = (0, 0.0, head)
-                    if best_key is None or cand < best_key:
-                        best_key, best = cand, (team, keys[i])
-                if static or i_fit <= i_within:
-                    continue
-                ratio = team.U / team.G if team.G > TOL else math.inf
-                for i in range(max(0, i_within + 1), i_fit + 1):
-                    head = buckets[keys[i]][0][0]
-                    cand = (1, ratio, head)
-                    if best_key is None or cand < best_key:
-                        best_key, best = cand, (team, keys[i])
+            best = self._best()
             if best is None:
                 return
             team, g = best
@@ -732,16 +946,10 @@ class _Sim:
     # -- planner ticks -------------------------------------------------------
 
     def _tick_needed(self) -> bool:
-        for team in self.teams:
-            if team.U - team.G > team.cap + TOL:
-                return True
-            if not team.npending:
-                continue
-            if team.in_team:
-                return True
-            if reclaim.within_guarantee({RESOURCE: team.keys[0]}, team.spec, {RESOURCE: team.U}):
-                return True
-        return False
+        """Whether a tick may change anything: a team above its borrow cap, or a
+        pending job within its team's guarantee or of a team with in-team preemption
+        (kept per team in ``ticky`` as usage and queues change)."""
+        return self.ticky > 0
 
     def _planner_state(self, t: float):
         specs = []
@@ -791,7 +999,7 @@ class _Sim:
             return False
         team = r.t
         if not reclaim.fits({RESOURCE: r.g}, team.spec, {RESOURCE: team.U}, {RESOURCE: self._free()},
-                            {RESOURCE: self._reserved_idle()[team.idx]}):
+                            {RESOURCE: self._ri(team)}):
             return False
         if self.mode == STATIC and not reclaim.within_guarantee({RESOURCE: r.g}, team.spec, {RESOURCE: team.U}):
             return False
@@ -802,20 +1010,22 @@ class _Sim:
     # -- main loop -----------------------------------------------------------
 
     def run(self) -> None:
+        # Completions in a heap; arrivals, known up front, in one sorted list (submit
+        # time, then trace position): the heap stays as small as the running jobs.
         heap = self.heap
-        for r in self.runs:
-            heap.append((r.job.submit_time, _ARRIVE, r.job.position, 0, r))
-        heapq.heapify(heap)
-        pending = self._pending_count
+        arrivals = sorted(self.runs, key=lambda r: r.job.submit_time)  # stable: trace order at ties
+        ai, n_arrivals = 0, len(arrivals)
         total = len(self.runs)
         report_every = max(1, total // 200)
         last_k = 0
         reclaiming = self.mode == RECLAIM
         poll = self.poll
         while True:
-            t_ev = heap[0][0] if heap else _INF
+            t_done = heap[0][0] if heap else _INF
+            t_arrive = arrivals[ai].job.submit_time if ai < n_arrivals else _INF
+            t_ev = t_done if t_done <= t_arrive else t_arrive  # completions first at equal times
             t_tick = _INF
-            if reclaiming and (heap or self.running) and pending() and (
+            if reclaiming and (heap or ai < n_arrivals or self.running) and self.npending and (
                 not self.skip_idle_ticks or self._tick_needed()
             ):
                 k = max(last_k + 1, math.ceil(self.now / poll))
@@ -827,7 +1037,12 @@ class _Sim:
                 continue
             if t_ev == _INF:
                 break
-            t, phase, _, run, r = heapq.heappop(heap)
+            if t_done <= t_arrive:
+                t, phase, _, run, r = heapq.heappop(heap)
+            else:
+                r = arrivals[ai]
+                ai += 1
+                t, phase = t_arrive, _ARRIVE
             self.now = t
             if phase == _COMPLETE:
                 if run != r.run or r.done:
@@ -848,9 +1063,6 @@ class _Sim:
             if team.U > team.G:
                 team.result.borrowed_gpu_seconds += (team.U - team.G) * (end - team.last_t)
             team.last_t = end
-
-    def _pending_count(self) -> int:
-        return sum(t.npending for t in self.teams)
 
 
 def check_mode(mode: str) -> None:
@@ -946,8 +1158,7 @@ def simulate(
         sim_seconds=elapsed,
         teams=sim.results,
         outcomes=outcomes,
-        series_t=sim.series_t,
-        series_usage=sim.series_u,
+        series_log=sim.series_log,
         planner_calls=sim.planner_calls,
         max_total_usage=sim.max_total,
         preemption_events=sim.preemption_events,
