@@ -35,34 +35,11 @@ from cdk_gpu_share.core.reclaim import (
     reserved_idle_of,
 )
 
+# The scenario builders are the planner tests' own (one way of writing a state).
+from tests.test_reclaim_planner import NOW, pend, run, state, team
 from tests.test_reclaim_properties import states
 
 TOL = reclaim.TOLERANCE
-NOW = 1000
-
-
-def team(name, gpu=None, **kw):
-    guarantee = kw.pop("guarantee", None)
-    if guarantee is None:
-        guarantee = {} if gpu is None else {"gpu": gpu}
-    return {"name": name, "guarantee": guarantee, **kw}
-
-
-def run(id, team, gpu=1, *, since=0, priority=0):
-    return {"id": id, "team": team, "state": "running", "demand": {"gpu": gpu}, "since": since, "priority": priority}
-
-
-def pend(id, team, gpu=1, *, since=0, priority=0):
-    return {"id": id, "team": team, "state": "pending", "demand": {"gpu": gpu}, "since": since, "priority": priority}
-
-
-def state(capacity, teams, jobs, **settings):
-    s = {"now": NOW, "capacity": {"gpu": capacity}, "teams": teams, "jobs": jobs}
-    if settings:
-        s["settings"] = settings
-    return s
-
-
 def chosen(out):
     return [(p["job"], p.get("beneficiary")) for p in out["preemptions"]]
 
