@@ -779,6 +779,11 @@ CASES = [
         id='fs-reclaim-min-runtime',
     ),
     pytest.param(
+        top(B, teams=[{"name": "team-a", "guarantee": {"ml.g5.xlarge": 1}}, None]),
+        [('teams[1]', None, 'is empty', 'give the team a name and a guarantee, or remove the entry')],
+        id='team-empty-entry',
+    ),
+    pytest.param(
         t(F, name="---"),
         [('teams[0] (---).name',
           '---',
