@@ -29,7 +29,7 @@ def test_validate_reports_six_mistakes_and_exits_2(tmp_path, capsys):
     code, out, err = run(capsys, "validate", str(path))
     assert code == 2 and out == ""
     assert err.startswith(f"gpu-share validate: invalid configuration in {path}: ")
-    for needle in ("borrow_limit_percent", "teams[1].name", "batch_quota.capacity.ml.g5.xlarge", "-3", "300", "cluster_arn"):
+    for needle in ("borrow_limit_percent", "teams[1] (team-a).name", "batch_quota.capacity.ml.g5.xlarge", "-3", "300", "cluster_arn"):
         assert needle in err, needle
     assert len([line for line in err.splitlines() if line.strip().startswith("- ")]) >= 6, err
 
@@ -58,7 +58,7 @@ def test_validate_non_utf8_file_exits_2(tmp_path, capsys):
     assert code == 2
     assert err == (
         f"gpu-share validate: invalid configuration: config: is not UTF-8 text (byte 0) (got {str(path)!r});"
-        " save the file as UTF-8 YAML\n"
+        " save the file as UTF-8\n"
     )
 
 
@@ -67,7 +67,7 @@ def test_validate_invalid_yaml_names_the_line(tmp_path, capsys):
     path.write_text("teams:\n  - name: [unclosed\n")
     code, _, err = run(capsys, "validate", str(path))
     assert code == 2
-    assert "bad.yaml line 3, column 1: is not valid YAML" in err and "fix the indentation or quoting there" in err
+    assert f"invalid configuration in {path}: line 3, column 1: is not valid YAML" in err and "fix the indentation or quoting there" in err
 
 
 def test_plan_shows_guarantee_strategy_borrow_and_most_usable(capsys):
@@ -75,8 +75,9 @@ def test_plan_shows_guarantee_strategy_borrow_and_most_usable(capsys):
     assert code == 0
     assert "batch_quota:" in out and "fairshare:" in out
     row = next(line for line in out.splitlines() if line.strip().startswith("team-a") and "ml.g5.xlarge" in line)
-    assert "lend_and_borrow" in row and "unlimited" in row and row.rstrip().endswith("3")
-    assert "fleet ml.g5.xlarge: capacity 3, guaranteed 3, unguaranteed 0" in out
+    assert "lend_and_borrow" in row and "unlimited" in row and row.rstrip().endswith("3 instances (3 GPUs)")
+    assert ("fleet ml.g5.xlarge: capacity 3 instances (3 GPUs), guaranteed 3 instances (3 GPUs),"
+            " unguaranteed nothing") in out
 
 
 def test_plan_json_caps_borrowing_by_percent(capsys):

@@ -75,7 +75,7 @@ CASES = [
     # top level
     pytest.param(
         ["teams"],
-        [('config', ['teams'], 'must be a mapping, not list', 'write key: value pairs')],
+        [('config', ['teams'], 'must be a mapping, not a list', 'write key: value pairs')],
         id='config-not-mapping',
     ),
     pytest.param(
@@ -90,12 +90,12 @@ CASES = [
     ),
     pytest.param(
         top(B, zzz=1),
-        [('zzz', 1, 'unknown key', 'allowed keys: batch_quota, fairshare, hyperpod, inference, platform, teams')],
+        [('zzz', 1, 'unknown key', 'allowed keys: alerts, batch_quota, fairshare, hyperpod, inference, platform, teams')],
         id='unknown-top-key-far',
     ),
     pytest.param(
         top(B, platform="x"),
-        [('platform', 'x', 'must be a mapping, not str', 'write key: value pairs')],
+        [('platform', 'x', 'must be a mapping, not a string', 'write key: value pairs')],
         id='platform-not-mapping',
     ),
     pytest.param(
@@ -136,7 +136,7 @@ CASES = [
     ),
     pytest.param(
         top(B, teams=["team-a"]),
-        [('teams[0]', 'team-a', 'must be a mapping, not str', 'write key: value pairs')],
+        [('teams[0]', 'team-a', 'must be a mapping, not a string', 'write key: value pairs')],
         id='team-not-mapping',
     ),
     pytest.param(
@@ -169,12 +169,12 @@ CASES = [
     ),
     pytest.param(
         t(B, guarantee=[1]),
-        [('teams[0] (team-a).guarantee', [1], 'must be a mapping, not list', 'write key: value pairs')],
+        [('teams[0] (team-a).guarantee', [1], 'must be a mapping, not a list', 'write key: value pairs')],
         id='guarantee-not-mapping',
     ),
     pytest.param(
         g(B, "ml.p5.48xlarge", 1),
-        [('teams (team-a).guarantee.ml.p5.48xlarge',
+        [('teams[0] (team-a).guarantee.ml.p5.48xlarge',
           'ml.p5.48xlarge',
           'names an instance type that no backend declares in its capacity',
           'add it to the capacity of batch_quota, hyperpod (ml. types) or fairshare (EC2 types)')],
@@ -218,7 +218,7 @@ CASES = [
         t(B, borrow_limit_percent="10"),
         [('teams[0] (team-a).borrow_limit_percent',
           '10',
-          'must be a whole number',
+          'must be a whole number, not a string',
           'use -1 for unlimited, or a percentage >= 0')],
         id='borrow-pct-str',
     ),
@@ -232,7 +232,7 @@ CASES = [
     ),
     pytest.param(
         t(H, borrow_limit=[1]),
-        [('teams[0] (research).borrow_limit', [1], 'must be a mapping, not list', 'write key: value pairs')],
+        [('teams[0] (research).borrow_limit', [1], 'must be a mapping, not a list', 'write key: value pairs')],
         id='borrow-limit-not-mapping',
     ),
     pytest.param(
@@ -265,7 +265,7 @@ CASES = [
         t(H, fair_share_weight="5"),
         [('teams[0] (research).fair_share_weight',
           '5',
-          'must be a whole number',
+          'must be a whole number, not a string',
           'HyperPod fair-share weights run from 0 to 100')],
         id='weight-str',
     ),
@@ -346,7 +346,7 @@ CASES = [
         g(H, "ml.p5.48xlarge", {"mig": 3}),
         [('teams[0] (research).guarantee.ml.p5.48xlarge.mig',
           3,
-          'must be a mapping, not int',
+          'must be a mapping, not a number',
           'write key: value pairs')],
         id='amount-mig-not-mapping',
     ),
@@ -376,7 +376,7 @@ CASES = [
     ),
     pytest.param(
         g(H, "ml.p5.48xlarge", {"mig": {"mig-3g.20gb": 1}}),
-        [('teams (research).guarantee.ml.p5.48xlarge.mig.mig-3g.20gb',
+        [('teams[0] (research).guarantee.ml.p5.48xlarge.mig.mig-3g.20gb',
           'mig-3g.20gb',
           'is not a MIG profile of ml.p5.48xlarge (H100-80GB)',
           'run `gpu-share mig layouts --instance-type ml.p5.48xlarge` for the profiles it has')],
@@ -384,7 +384,7 @@ CASES = [
     ),
     pytest.param(
         {"teams": [{"name": "research", "guarantee": {"ml.g5.xlarge": {"mig": {"mig-1g.5gb": 1}}}}], "hyperpod": {"cluster_arn": ARN, "capacity": {"ml.g5.xlarge": 2}}},
-        [('teams (research).guarantee.ml.g5.xlarge.mig.mig-1g.5gb',
+        [('teams[0] (research).guarantee.ml.g5.xlarge.mig.mig-1g.5gb',
           'mig-1g.5gb',
           'is not a MIG profile of ml.g5.xlarge (A10G)',
           'run `gpu-share mig layouts --instance-type ml.g5.xlarge` for the profiles it has')],
@@ -393,12 +393,12 @@ CASES = [
     # batch section
     pytest.param(
         top(B, batch_quota=[1]),
-        [('batch_quota', [1], 'must be a mapping, not list', 'write key: value pairs'),
+        [('batch_quota', [1], 'must be a mapping, not a list', 'write key: value pairs'),
          ('config',
           ['batch_quota', 'teams'],
           'declares no backend',
           'add one of batch_quota, hyperpod, fairshare (see platform.yaml)'),
-         ('teams (team-a).guarantee.ml.g5.xlarge',
+         ('teams[0] (team-a).guarantee.ml.g5.xlarge',
           'ml.g5.xlarge',
           'names an instance type that no backend declares in its capacity',
           'add it to the capacity of batch_quota, hyperpod (ml. types) or fairshare (EC2 types)')],
@@ -412,7 +412,7 @@ CASES = [
     pytest.param(
         rm(B, "batch_quota", "capacity"),
         [('batch_quota.capacity', None, 'is required', 'add it (see platform.yaml for an example)'),
-         ('teams (team-a).guarantee.ml.g5.xlarge',
+         ('teams[0] (team-a).guarantee.ml.g5.xlarge',
           'ml.g5.xlarge',
           'names an instance type that no backend declares in its capacity',
           'add it to the capacity of batch_quota, hyperpod (ml. types) or fairshare (EC2 types)')],
@@ -421,7 +421,7 @@ CASES = [
     pytest.param(
         sec(B, "batch_quota", capacity={}),
         [('batch_quota.capacity', {}, 'declares no instance type', 'list at least one, such as ml.g5.xlarge: 3'),
-         ('teams (team-a).guarantee.ml.g5.xlarge',
+         ('teams[0] (team-a).guarantee.ml.g5.xlarge',
           'ml.g5.xlarge',
           'names an instance type that no backend declares in its capacity',
           'add it to the capacity of batch_quota, hyperpod (ml. types) or fairshare (EC2 types)')],
@@ -430,7 +430,7 @@ CASES = [
     pytest.param(
         sec(B, "batch_quota", capacity={"g5.xlarge": 3}),
         [('batch_quota.capacity.g5.xlarge', 'g5.xlarge', 'is not a SageMaker instance type', 'write ml.g5.xlarge'),
-         ('teams (team-a).guarantee.ml.g5.xlarge',
+         ('teams[0] (team-a).guarantee.ml.g5.xlarge',
           'ml.g5.xlarge',
           'names an instance type that no backend declares in its capacity',
           'add it to the capacity of batch_quota, hyperpod (ml. types) or fairshare (EC2 types)')],
@@ -462,7 +462,7 @@ CASES = [
     ),
     pytest.param(
         sec(B, "batch_quota", priority=1001),
-        [('batch_quota.priority', 1001, 'must be at most 1000', 'use a value <= 1000')],
+        [('batch_quota.priority', 1001, 'must be at most 1,000', 'use a value <= 1000')],
         id='batch-priority-1001',
     ),
     pytest.param(
@@ -472,7 +472,7 @@ CASES = [
     ),
     pytest.param(
         g(B, "ml.g5.xlarge", {"accelerators": 1}),
-        [('teams (team-a).guarantee.ml.g5.xlarge',
+        [('teams[0] (team-a).guarantee.ml.g5.xlarge',
           '1 accelerators',
           'Batch quota shares count whole instances',
           'write ml.g5.xlarge: N (a number of instances)')],
@@ -480,7 +480,7 @@ CASES = [
     ),
     pytest.param(
         g(B, "ml.g5.xlarge", 0),
-        [('teams (team-a).guarantee.ml.g5.xlarge',
+        [('teams[0] (team-a).guarantee.ml.g5.xlarge',
           0,
           "a quota share's capacity limit must be at least 1 instance",
           'guarantee at least 1, or remove the instance type')],
@@ -488,7 +488,7 @@ CASES = [
     ),
     pytest.param(
         g(B, "ml.g5.xlarge", {"instances": 0}),
-        [('teams (team-a).guarantee.ml.g5.xlarge',
+        [('teams[0] (team-a).guarantee.ml.g5.xlarge',
           0,
           "a quota share's capacity limit must be at least 1 instance",
           'guarantee at least 1, or remove the instance type')],
@@ -496,15 +496,15 @@ CASES = [
     ),
     pytest.param(
         t(B, name="team a"),
-        [('teams (team a).name',
+        [('teams[0] (team a).name',
           'team a',
-          'is not a valid quota share name',
-          'use up to 128 letters, digits, hyphens and underscores')],
-        id='batch-name',
+          'may hold only letters, digits and hyphens (it becomes part of the CloudFormation stack name)',
+          "write 'team-a'")],
+        id='team-name-not-stack-safe',  # refused before the quota share name rule sees it
     ),
     pytest.param(
         t(B, borrow_limit={"ml.g5.xlarge": 1}),
-        [('teams (team-a).borrow_limit.ml.g5.xlarge',
+        [('teams[0] (team-a).borrow_limit.ml.g5.xlarge',
           '1 instance',
           'Batch quota shares take only a percentage borrow limit',
           'use borrow_limit_percent for batch_quota instance types')],
@@ -513,12 +513,12 @@ CASES = [
     # hyperpod section
     pytest.param(
         top(H, hyperpod="x"),
-        [('hyperpod', 'x', 'must be a mapping, not str', 'write key: value pairs'),
+        [('hyperpod', 'x', 'must be a mapping, not a string', 'write key: value pairs'),
          ('config',
           ['hyperpod', 'teams'],
           'declares no backend',
           'add one of batch_quota, hyperpod, fairshare (see platform.yaml)'),
-         ('teams (research).guarantee.ml.p5.48xlarge',
+         ('teams[0] (research).guarantee.ml.p5.48xlarge',
           'ml.p5.48xlarge',
           'names an instance type that no backend declares in its capacity',
           'add it to the capacity of batch_quota, hyperpod (ml. types) or fairshare (EC2 types)')],
@@ -566,7 +566,7 @@ CASES = [
     pytest.param(
         sec(H, "hyperpod", capacity={"p5.48xlarge": 2}),
         [('hyperpod.capacity.p5.48xlarge', 'p5.48xlarge', 'is not a SageMaker instance type', 'write ml.p5.48xlarge'),
-         ('teams (research).guarantee.ml.p5.48xlarge',
+         ('teams[0] (research).guarantee.ml.p5.48xlarge',
           'ml.p5.48xlarge',
           'names an instance type that no backend declares in its capacity',
           'add it to the capacity of batch_quota, hyperpod (ml. types) or fairshare (EC2 types)')],
@@ -592,7 +592,7 @@ CASES = [
     ),
     pytest.param(
         sec(H, "hyperpod", priority_classes=["x"]),
-        [('hyperpod.priority_classes[0]', 'x', 'must be a mapping, not str', 'write key: value pairs')],
+        [('hyperpod.priority_classes[0]', 'x', 'must be a mapping, not a string', 'write key: value pairs')],
         id='hp-class-not-mapping',
     ),
     pytest.param(
@@ -610,7 +610,7 @@ CASES = [
     ),
     pytest.param(
         sec(H, "hyperpod", priority_classes=[{"name": "a"}]),
-        [('hyperpod.priority_classes[0].weight', None, 'must be a whole number', 'write an integer such as 1')],
+        [('hyperpod.priority_classes[0].weight', None, 'must be a whole number, not null', 'write a whole number such as 1')],
         id='hp-class-weight-missing',
     ),
     pytest.param(
@@ -633,7 +633,7 @@ CASES = [
     ),
     pytest.param(
         t(H, name="Research"),
-        [('teams (Research).name',
+        [('teams[0] (Research).name',
           'Research',
           'is not valid on HyperPod, where a team becomes the Kubernetes namespace hyperpod-ns-<name>',
           'use at most 51 lower-case letters, digits and hyphens, starting and ending with a letter or digit')],
@@ -641,7 +641,7 @@ CASES = [
     ),
     pytest.param(
         t(H, name="a" * 52),
-        [('teams (aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa).name',
+        [('teams[0] (aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa).name',
           'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa',
           'is not valid on HyperPod, where a team becomes the Kubernetes namespace hyperpod-ns-<name>',
           'use at most 51 lower-case letters, digits and hyphens, starting and ending with a letter or digit')],
@@ -649,7 +649,7 @@ CASES = [
     ),
     pytest.param(
         t(H, borrow_limit={"ml.p4d.24xlarge": 1}),
-        [('teams (research).borrow_limit.ml.p4d.24xlarge',
+        [('teams[0] (research).borrow_limit.ml.p4d.24xlarge',
           'ml.p4d.24xlarge',
           'names an instance type the hyperpod capacity does not declare',
           'declare it in hyperpod.capacity or remove it; declared: ml.p5.48xlarge')],
@@ -658,12 +658,12 @@ CASES = [
     # fairshare section
     pytest.param(
         top(F, fairshare=1),
-        [('fairshare', 1, 'must be a mapping, not int', 'write key: value pairs'),
+        [('fairshare', 1, 'must be a mapping, not a number', 'write key: value pairs'),
          ('config',
           ['fairshare', 'teams'],
           'declares no backend',
           'add one of batch_quota, hyperpod, fairshare (see platform.yaml)'),
-         ('teams (team-a).guarantee.g5.xlarge',
+         ('teams[0] (team-a).guarantee.g5.xlarge',
           'g5.xlarge',
           'names an instance type that no backend declares in its capacity',
           'add it to the capacity of batch_quota, hyperpod (ml. types) or fairshare (EC2 types)')],
@@ -680,7 +680,7 @@ CASES = [
           'ml.g5.xlarge',
           'is a SageMaker type; this fleet runs EC2 instances',
           'write g5.xlarge'),
-         ('teams (team-a).guarantee.g5.xlarge',
+         ('teams[0] (team-a).guarantee.g5.xlarge',
           'g5.xlarge',
           'names an instance type that no backend declares in its capacity',
           'add it to the capacity of batch_quota, hyperpod (ml. types) or fairshare (EC2 types)')],
@@ -717,7 +717,7 @@ CASES = [
     ),
     pytest.param(
         sec(F, "fairshare", share_decay_seconds=604801),
-        [('fairshare.share_decay_seconds', 604801, 'must be at most 604800', 'use a value <= 604800')],
+        [('fairshare.share_decay_seconds', 604801, 'must be at most 604,800', 'use a value <= 604800')],
         id='fs-decay-big',
     ),
     pytest.param(
@@ -727,7 +727,7 @@ CASES = [
     ),
     pytest.param(
         sec(F, "fairshare", min_instances=10001),
-        [('fairshare.min_instances', 10001, 'must be at most 10000', 'use a value <= 10000')],
+        [('fairshare.min_instances', 10001, 'must be at most 10,000', 'use a value <= 10000')],
         id='fs-min-instances',
     ),
     pytest.param(
@@ -740,7 +740,7 @@ CASES = [
     ),
     pytest.param(
         sec(F, "fairshare", reclaim=True),
-        [('fairshare.reclaim', True, 'must be a mapping, not bool', 'write key: value pairs')],
+        [('fairshare.reclaim', True, 'must be a mapping, not a boolean', 'write key: value pairs')],
         id='fs-reclaim-not-mapping',
     ),
     pytest.param(
@@ -765,12 +765,12 @@ CASES = [
     ),
     pytest.param(
         sec(F, "fairshare", reclaim={"schedule_minutes": 1441}),
-        [('fairshare.reclaim.schedule_minutes', 1441, 'must be at most 1440', 'use a value <= 1440')],
+        [('fairshare.reclaim.schedule_minutes', 1441, 'must be at most 1,440', 'use a value <= 1440')],
         id='fs-reclaim-schedule-big',
     ),
     pytest.param(
         sec(F, "fairshare", reclaim={"reclaim_after_seconds": 86401}),
-        [('fairshare.reclaim.reclaim_after_seconds', 86401, 'must be at most 86400', 'use a value <= 86400')],
+        [('fairshare.reclaim.reclaim_after_seconds', 86401, 'must be at most 86,400', 'use a value <= 86400')],
         id='fs-reclaim-after',
     ),
     pytest.param(
@@ -779,8 +779,13 @@ CASES = [
         id='fs-reclaim-min-runtime',
     ),
     pytest.param(
+        top(B, teams=[{"name": "team-a", "guarantee": {"ml.g5.xlarge": 1}}, None]),
+        [('teams[1]', None, 'is empty', 'give the team a name and a guarantee, or remove the entry')],
+        id='team-empty-entry',
+    ),
+    pytest.param(
         t(F, name="---"),
-        [('teams (---).name',
+        [('teams[0] (---).name',
           '---',
           'has no letter or digit, so it gives an empty fair-share identifier',
           'use a team name with letters or digits, such as team-a')],
@@ -788,7 +793,7 @@ CASES = [
     ),
     pytest.param(
         {"teams": [{"name": "research", "guarantee": {"ml.c5.2xlarge": {"mig": {"mig-1g.5gb": 1}}}}], "hyperpod": {"cluster_arn": ARN, "capacity": {"ml.c5.2xlarge": 2}}},
-        [('teams (research).guarantee.ml.c5.2xlarge.mig.mig-1g.5gb',
+        [('teams[0] (research).guarantee.ml.c5.2xlarge.mig.mig-1g.5gb',
           'mig-1g.5gb',
           'is not a MIG profile of ml.c5.2xlarge (no MIG support known)',
           'run `gpu-share mig layouts --instance-type ml.c5.2xlarge` for the profiles it has')],
@@ -800,7 +805,7 @@ CASES = [
           ['teams'],
           'declares no backend',
           'add one of batch_quota, hyperpod, fairshare (see platform.yaml)'),
-         ('teams (a).guarantee.ml.g5.xlarge',
+         ('teams[0] (a).guarantee.ml.g5.xlarge',
           'ml.g5.xlarge',
           'names an instance type that no backend declares in its capacity',
           'add it to the capacity of batch_quota, hyperpod (ml. types) or fairshare (EC2 types)')],

@@ -204,7 +204,7 @@ def test_a_quota_share_with_exactly_5_capacity_limits_is_valid():
 def test_a_quota_share_with_6_capacity_limits_is_refused():
     assert_problem(
         batch_with_types(6),
-        "teams (team-a).guarantee",
+        "teams[0] (team-a).guarantee",
         sorted(G5),
         "a quota share takes 1 to 5 capacity limits, this names 6 instance types of batch_quota",
         "keep at most 5 instance types",
@@ -323,7 +323,7 @@ def test_a_compute_quota_with_16_resource_entries_is_refused(types, mig_profiles
     raw = hyperpod_entries(types, mig_profiles)
     p = only_problem(raw)
     assert (p.field, p.message, p.fix) == (
-        "teams (research).guarantee",
+        "teams[0] (research).guarantee",
         "a compute quota takes at most 15 resource entries",
         "guarantee fewer instance types",
     )
@@ -338,7 +338,7 @@ def test_hyperpod_borrow_limit_percent_bounds(pct, valid):
         return
     assert_problem(
         raw,
-        "teams (research).borrow_limit_percent",
+        "teams[0] (research).borrow_limit_percent",
         pct,
         "HyperPod borrow limits run from 0 to 500 percent (no -1)",
         "give a percentage, or leave it out for the service default of 50",
@@ -352,13 +352,22 @@ WHOLE = "must be a whole number"
 
 
 @pytest.mark.parametrize(
-    "value",
-    ["1", 1.5, True, None, [1], {"a": 1}, float("nan"), float("inf")],
+    "value, message",
+    [
+        ("1", f"{WHOLE}, not a string"),
+        (1.5, WHOLE),
+        (True, f"{WHOLE}, not a boolean"),
+        (None, f"{WHOLE}, not null"),
+        ([1], f"{WHOLE}, not a list"),
+        ({"a": 1}, f"{WHOLE}, not a mapping"),
+        (float("nan"), "must be a number, not NaN"),
+        (float("inf"), "must be a finite number, not infinity"),
+    ],
     ids=["string", "fraction", "bool", "null", "list", "mapping", "nan", "inf"],
 )
-def test_a_whole_number_setting_refuses_non_numbers_and_fractions(value):
+def test_a_whole_number_setting_refuses_non_numbers_and_fractions(value, message):
     p = only_problem(fairshare(job_attempts=value))
-    assert (p.field, p.message, p.fix) == ("fairshare.job_attempts", WHOLE, "write an integer such as 1")
+    assert (p.field, p.message, p.fix) == ("fairshare.job_attempts", message, "write a whole number such as 1")
     assert p.value is value or p.value == value
 
 
@@ -384,7 +393,7 @@ def test_a_whole_number_setting_refuses_values_outside_its_range(value, message,
     "value, message, fix",
     [
         (-1, "must be at least 0", "write a whole number of instances, such as 1"),
-        (2**31, f"is too large (at most {2**31 - 1})", "write a whole number of instances, such as 1"),
+        (2**31, "must be at most 2,147,483,647", "write a whole number of instances, such as 1"),
         (0.5, WHOLE, "write a whole number of instances, such as 1"),
     ],
 )
@@ -402,22 +411,23 @@ def test_the_largest_32_bit_count_is_not_too_large():
     assert parse_config(raw).batch_quota.capacity == {"ml.g5.xlarge": 2**31 - 1}
 
 
-NUMBER = ("must be a number", "write a number such as 96")
+NUMBER = "write a number such as 96"
 
 
 @pytest.mark.parametrize(
     "value, message, fix",
     [
-        ("96", *NUMBER),
-        (True, *NUMBER),
-        (None, *NUMBER),
-        ([96], *NUMBER),
-        (float("nan"), *NUMBER),
-        (float("inf"), *NUMBER),
-        (-0.5, "must not be negative", "use 0 or more"),
-        (-1, "must not be negative", "use 0 or more"),
-        (10_000_001, "is too large (at most 10,000,000)", "use a value <= 10000000"),
-        (10_000_000.5, "is too large (at most 10,000,000)", "use a value <= 10000000"),
+        ("96", "must be a number, not a string", NUMBER),
+        (True, "must be a number, not a boolean", NUMBER),
+        (None, "must be a number, not null", NUMBER),
+        ([96], "must be a number, not a list", NUMBER),
+        (float("nan"), "must be a number, not NaN", NUMBER),
+        (float("inf"), "must be a finite number, not infinity", NUMBER),
+        # Out of range: the bound crossed, not the type fix (and 10,000,000, not 1e+07).
+        (-0.5, "must be at least 0", "use a value >= 0"),
+        (-1, "must be at least 0", "use a value >= 0"),
+        (10_000_001, "must be at most 10,000,000", "use a value <= 10000000"),
+        (10_000_000.5, "must be at most 10,000,000", "use a value <= 10000000"),
     ],
     ids=["string", "bool", "null", "list", "nan", "inf", "negative-fraction", "negative", "too-large", "too-large-float"],
 )
@@ -438,14 +448,14 @@ def test_a_resource_number_takes_fractions_and_keeps_them(key, value, parsed):
 
 
 @pytest.mark.parametrize("key", ["instances", "accelerators"])
-@pytest.mark.parametrize("value", [1.5, "2", True])
-def test_whole_resource_counts_refuse_fractions_and_strings(key, value):
+@pytest.mark.parametrize("value, message", [(1.5, WHOLE), ("2", f"{WHOLE}, not a string"), (True, f"{WHOLE}, not a boolean")])
+def test_whole_resource_counts_refuse_fractions_and_strings(key, value, message):
     raw = hyperpod({"ml.p5.48xlarge": {key: value}})
     p = problems_of(raw)[0]
     assert (p.field, p.message, p.fix) == (
         f"teams[0] (research).guarantee.ml.p5.48xlarge.{key}",
-        WHOLE,
-        "write an integer such as 1",
+        message,
+        "write a whole number such as 1",
     )
 
 
@@ -537,7 +547,7 @@ def test_every_setting_of_a_full_config_is_kept():
     assert research.fair_share_weight == 70
     applied, serving = config.team("applied"), config.team("serving")
     assert (applied.sharing, applied.in_team_preemption, applied.fair_share_weight, applied.description) == (
-        Sharing.RESERVE, False, None, ""
+        Sharing.RESERVE, None, None, ""  # in_team_preemption unset: the service default
     )
     assert (serving.sharing, serving.in_team_preemption) == (Sharing.LEND, False)
 
@@ -587,7 +597,7 @@ def test_defaults_of_a_minimal_config():
     assert config.name == "gpu-share" and config.source is None
     team = config.team("a")
     assert (team.sharing, team.borrow_limit_percent, team.borrow_limit, team.in_team_preemption) == (
-        Sharing.LEND_AND_BORROW, None, {}, False
+        Sharing.LEND_AND_BORROW, None, {}, None
     )
     assert (team.fair_share_weight, team.description) == (None, "")
     assert config.batch_quota == cfg.BatchQuotaConfig(capacity={"ml.g5.xlarge": 1})
@@ -683,7 +693,7 @@ def test_check_backend_reports_the_problems_of_teams_on_one_section():
             "batch_quota.capacity.ml.g5.xlarge",
             "the teams' guarantees sum to 5 instances of ml.g5.xlarge, above the 3 the capacity declares",
         ),
-        ("teams (team a).name", "is not a valid quota share name"),
+        ("teams[0] (team a).name", "is not a valid quota share name"),
     ]
     assert cfg.check_backend("batch_quota", config.batch_quota, list(config.teams)) == []
 
@@ -727,7 +737,7 @@ def test_a_duplicate_team_is_reported_once_and_left_out():
     raw["teams"].append({"name": "team-a", "guarantee": {"ml.g5.xlarge": 5}})
     (p,) = problems_of(raw)  # the duplicate's guarantee of 5 is not summed into the capacity
     assert (p.field, p.value, p.message, p.fix) == (
-        "teams[1].name", "team-a", "duplicates the name of teams[0]", "give every team a unique name"
+        "teams[1] (team-a).name", "team-a", "duplicates the name of teams[0]", "give every team a unique name"
     )
 
 
@@ -745,7 +755,10 @@ def test_a_directory_is_not_a_readable_config(tmp_path):
     with pytest.raises(ConfigError) as info:
         load_config(tmp_path)
     (p,) = info.value.problems
-    assert (p.field, p.value, p.message, p.fix) == ("config", str(tmp_path), "cannot be read: Is a directory", "check the path")
+    assert (p.field, p.value, p.message, p.fix) == (
+        "config", str(tmp_path), "cannot be read: is a directory",
+        "pass the path of a platform config, such as platform.yaml",
+    )
     assert info.value.source is None
 
 
@@ -766,16 +779,21 @@ def test_a_non_utf8_file_names_the_byte(tmp_path):
         load_config(path)
     (p,) = info.value.problems
     assert (p.field, p.value, p.message, p.fix) == (
-        "config", str(path), "is not UTF-8 text (byte 10)", "save the file as UTF-8 YAML"
+        "config", str(path), "is not UTF-8 text (byte 10)", "save the file as UTF-8"
     )
 
 
 @pytest.mark.parametrize(
     "text, field, message",
     [
-        ("teams: [a\n", "bad.yaml line 2, column 1", "is not valid YAML: expected ',' or ']', but got '<stream end>'"),
-        ("a: b: c\n", "bad.yaml line 1, column 5", "is not valid YAML: mapping values are not allowed here"),
-        ("teams:\n\t- a\n", "bad.yaml line 2, column 1", "is not valid YAML: found character '\\t' that cannot start any token"),
+        (
+            "teams: [a\n",
+            "line 2, column 1",
+            "is not valid YAML: expected ',' or ']', but got '<stream end>'"
+            " (while parsing a flow sequence at line 1, column 8)",
+        ),
+        ("a: b: c\n", "line 1, column 5", "is not valid YAML: mapping values are not allowed here"),
+        ("teams:\n\t- a\n", "line 2, column 1", "is not valid YAML: found character '\\t' that cannot start any token"),
     ],
 )
 def test_invalid_yaml_names_the_file_line_and_column(tmp_path, text, field, message):
@@ -784,8 +802,10 @@ def test_invalid_yaml_names_the_file_line_and_column(tmp_path, text, field, mess
     with pytest.raises(ConfigError) as info:
         load_config(path)
     (p,) = info.value.problems
-    assert (p.field, p.value, p.message, p.fix) == (field, "YAML", message, "fix the indentation or quoting there")
+    assert (p.field, p.value, p.message, p.fix) == (field, None, message, "fix the indentation or quoting there")
+    # The file is named once, as the error's source: "invalid configuration in <path>: line 2, ..."
     assert info.value.source == str(path)
+    assert str(info.value).startswith(f"invalid configuration in {path}: {field}: {message}")
 
 
 def test_a_yaml_file_is_validated_with_its_path_as_source(tmp_path):
@@ -867,11 +887,12 @@ def test_a_yaml_error_without_a_position_names_the_file_and_the_first_line_of_th
         load_config(path)
     (p,) = info.value.problems
     assert (p.field, p.value, p.message, p.fix) == (
-        "bell.yaml the file",
-        "YAML",
-        "is not valid YAML: unacceptable character #x0007: special characters are not allowed",
-        "fix the indentation or quoting there",
+        "line 1",
+        None,
+        "holds the character #x0007, which YAML does not allow",
+        "save the file as plain UTF-8 text",
     )
+    assert info.value.source == str(path)
 
 
 def test_a_hyperpod_team_name_of_exactly_51_characters_is_valid():
@@ -886,7 +907,7 @@ def test_a_hyperpod_borrow_limit_on_an_undeclared_type_lists_every_declared_type
     )
     assert_problem(
         raw,
-        "teams (research).borrow_limit.ml.p5e.48xlarge",
+        "teams[0] (research).borrow_limit.ml.p5e.48xlarge",
         "ml.p5e.48xlarge",
         "names an instance type the hyperpod capacity does not declare",
         "declare it in hyperpod.capacity or remove it; declared: ml.p5.48xlarge, ml.p4d.24xlarge",
@@ -905,7 +926,7 @@ def test_a_section_whose_parser_is_missing_is_reported(monkeypatch):
 @pytest.mark.parametrize(
     "amount, field, message",
     [
-        ({"instances": "x"}, "teams[0] (research).guarantee.ml.p5.48xlarge.instances", WHOLE),
+        ({"instances": "x"}, "teams[0] (research).guarantee.ml.p5.48xlarge.instances", f"{WHOLE}, not a string"),
         ({"mig": {}}, "teams[0] (research).guarantee.ml.p5.48xlarge", "names no capacity"),
         ({"mig": {"nope": 1}}, "teams[0] (research).guarantee.ml.p5.48xlarge.mig.nope",
          "is not a MIG profile that HyperPod accepts"),
@@ -944,7 +965,7 @@ def test_every_mig_profile_is_checked_after_an_unknown_one():
         (
             ["x", {"name": "a", "weight": 101}],
             [
-                ("hyperpod.priority_classes[0]", "x", "must be a mapping, not str", "write key: value pairs"),
+                ("hyperpod.priority_classes[0]", "x", "must be a mapping, not a string", "write key: value pairs"),
                 ("hyperpod.priority_classes[1].weight", 101, "must be at most 100", "use a value <= 100"),
             ],
         ),
@@ -996,14 +1017,14 @@ def test_the_source_is_named_when_the_config_is_not_a_mapping():
     with pytest.raises(ConfigError) as info:
         parse_config(["teams"], source="platform.yaml")
     assert info.value.source == "platform.yaml"
-    assert str(info.value).startswith("invalid configuration in platform.yaml: config: must be a mapping, not list")
+    assert str(info.value).startswith("invalid configuration in platform.yaml: config: must be a mapping, not a list")
 
 
 def test_teams_after_a_duplicate_are_still_checked():
     raw = batch()
     raw["teams"] += [{"name": "team-a", "guarantee": {"ml.g5.xlarge": 1}}, {"name": "team-c", "guarantee": {"ml.g5.xlarge": 3}}]
     assert [(p.field, p.message) for p in problems_of(raw)] == [
-        ("teams[1].name", "duplicates the name of teams[0]"),
+        ("teams[1] (team-a).name", "duplicates the name of teams[0]"),
         (
             "batch_quota.capacity.ml.g5.xlarge",
             "the teams' guarantees sum to 4 instances of ml.g5.xlarge, above the 3 the capacity declares",
@@ -1015,7 +1036,7 @@ def test_problems_of_the_inference_section_are_reported_with_the_others():
     raw = batch()
     raw["teams"][0]["name"] = "team a"
     raw["inference"] = {"endpoints": []}
-    assert [p.field for p in problems_of(raw)] == ["teams (team a).name", "inference.endpoints"]
+    assert [p.field for p in problems_of(raw)] == ["teams[0] (team a).name", "inference.endpoints"]
 
 
 def test_teams_after_a_nameless_one_are_still_checked():
@@ -1028,9 +1049,9 @@ def test_teams_after_a_nameless_one_are_still_checked():
 @pytest.mark.parametrize(
     "key, value, message",
     [
-        ("schedule_minutes", 1441, "must be at most 1440"),
-        ("reclaim_after_seconds", 86401, "must be at most 86400"),
-        ("min_runtime_seconds", 86401, "must be at most 86400"),
+        ("schedule_minutes", 1441, "must be at most 1,440"),
+        ("reclaim_after_seconds", 86401, "must be at most 86,400"),
+        ("min_runtime_seconds", 86401, "must be at most 86,400"),
         ("reclaim_after_seconds", -1, "must be at least 0"),
     ],
 )

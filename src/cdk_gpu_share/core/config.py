@@ -392,7 +392,7 @@ def _int(
 
 
 def _number(value: Any, where: str, problems: _Problems) -> float | None:
-    return V.read_number(value, where, problems.add, minimum=0, maximum=MAX_NUMBER, fix="write a number such as 96")
+    return V.read_number(value, where, problems.add, minimum=0, maximum=MAX_NUMBER, type_fix="write a number such as 96")
 
 
 def _bool(value: Any, where: str, problems: _Problems) -> bool | None:

@@ -319,25 +319,40 @@ def read_number(
     maximum: float | None = None,
     above: float | None = None,
     fix: str = "",
+    type_fix: str = "",
 ) -> float | None:
-    """A finite number within the bounds (``above`` is exclusive), or ``None`` with a problem."""
+    """A finite number within the bounds (``above`` is exclusive), or ``None`` with a problem.
+
+    ``fix`` replaces every default fix; ``type_fix`` only the one for a value that is no
+    number at all, so a value out of range still gets the bound it crossed.
+    """
     why = number_problem(value)
     if why is not None:
         if why.startswith("is too large") and maximum is not None:
-            why = f"is too large (at most {maximum:,g})"
-        add(where, value, why, fix or "write a number such as 4")
+            why = f"is too large (at most {_shown(maximum, grouped=True)})"
+        add(where, value, why, fix or type_fix or "write a number such as 4")
         return None
     number = float(value)
     if minimum is not None and number < minimum:
-        add(where, value, f"must be at least {minimum:g}", fix or f"use a value >= {minimum:g}")
+        add(where, value, f"must be at least {_shown(minimum)}", fix or f"use a value >= {_shown(minimum)}")
         return None
     if above is not None and number <= above:
-        add(where, value, f"must be above {above:g}", fix or f"use a value > {above:g}")
+        add(where, value, f"must be above {_shown(above)}", fix or f"use a value > {_shown(above)}")
         return None
     if maximum is not None and number > maximum:
-        add(where, value, f"must be at most {maximum:,g}", fix or f"use a value <= {maximum:g}")
+        add(where, value, f"must be at most {_shown(maximum, grouped=True)}", fix or f"use a value <= {_shown(maximum)}")
         return None
     return number
+
+
+def _shown(bound: float, *, grouped: bool = False) -> str:
+    """A bound as a reader writes it: 10,000,000 in a message (not ``:g``'s 1e+07), 0.5 as is.
+
+    ``grouped=False`` for fixes, whose numbers are meant to be copied into YAML.
+    """
+    if float(bound).is_integer():
+        return f"{int(bound):,}" if grouped else str(int(bound))
+    return f"{bound:,}" if grouped else repr(float(bound))
 
 
 _DECIMAL = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE]([+-]?\d+))?")
