@@ -10,7 +10,20 @@
   :class:`~cdk_gpu_share.constructs.dashboard.InferenceDashboard`.
 
 Batch quota management and HyperPod task governance have no per-team CloudWatch metrics
-(see README, "Dashboards"), so they have no factory here.
+(see README, "What the dashboards cover"), so they have no factory here. For Batch quota
+management (SageMaker Training service jobs in quota shares) the sources checked were:
+
+* https://docs.aws.amazon.com/batch/latest/userguide/using_cloudwatch_metrics.html -- AWS Batch
+  publishes job state-transition and duration metrics in ``AWS/Batch``, "All metrics are
+  published with the JobQueueName dimension": no quota-share (team) dimension, and the page
+  speaks of jobs, array jobs and multi-node parallel jobs, not of service jobs.
+* https://docs.aws.amazon.com/batch/latest/userguide/track-capacity-utilization-service-jobs.html
+  -- per-share usage of service jobs comes from ``GetJobQueueSnapshot`` and ``ListServiceJobs``
+  (what ``gpu-share status`` reads, :mod:`cdk_gpu_share.aws.quota_reader`), not from CloudWatch.
+* https://docs.aws.amazon.com/sagemaker/latest/dg/monitoring-cloudwatch.html ("SageMaker AI job
+  metrics") -- SageMaker's training metrics are per training job instance, not per quota share.
+
+A factory here would have to name metrics no source gives per share; it would graph nothing.
 """
 
 from __future__ import annotations
