@@ -267,16 +267,48 @@ def test_scenario_and_config_are_exclusive(tmp_path, capsys):
 # the plot
 
 
+def _waiting_gpu_seconds(result) -> float:
+    times, values = result.series_waiting
+    ends = [*times[1:], result.window[1]]
+    return sum((end - t) * sum(v) for t, end, v in zip(times, ends, values))
+
+
+@pytest.mark.parametrize("mode", sim.MODES)
+def test_waiting_series_is_the_simulators_pending_set(mode):
+    """Integrated, the waiting band is the simulator's queued GPU-seconds (JSON ``wait_gpu_hours``,
+    final start minus submit) less what preempted jobs ran before their final start: without
+    checkpoints, exactly ``lost_gpu_seconds``."""
+    s = sim.parse_scenario({"capacity": {"gpu": 8}, "teams": [{"name": "a", "guarantee": {"gpu": 4}},
+                                                               {"name": "b", "guarantee": {"gpu": 2}},
+                                                               {"name": "c", "guarantee": {"gpu": 2}, "sharing": "reserve"}]})
+    rows = []
+    for i in range(60):
+        team = "abc"[i % 3]
+        rows.append((f"J{i}", team, (i * 37) % 900, 60 + (i * 53) % 700, [1, 2, 4][(i * 7) % 3] if team == "a" else [1, 2][i % 2]))
+    jobs = sim.trace_from_rows(rows, s, header=("job_id", "team", "submit_time", "duration_s", "gpus"))
+    result = sim.simulate(s, jobs, mode)
+    assert result.completed == len(jobs)
+    times, values = result.series_waiting
+    assert times == sorted(set(times)) and all(x >= 0 for v in values for x in v)
+    assert values[-1] == (0.0, 0.0, 0.0)  # every job started in the end
+    expected = result.wait_gpu_seconds - result.lost_gpu_seconds
+    assert _waiting_gpu_seconds(result) == pytest.approx(expected, rel=1e-12, abs=1e-6)
+    if mode == "share+reclaim":
+        assert result.preemptions > 0 and result.lost_gpu_seconds > 0  # the case the old band got wrong
+    assert "pending" not in json.dumps(result.to_dict())  # the JSON output is unchanged
+
+
 def test_plot_shares_one_scale_keeps_the_legend_off_the_data_and_shows_waits_and_preemptions():
     from cdk_gpu_share.cli.simulate_cmd import usage_figure, waiting_series
 
     runs, jobs = two_team_runs()
     result = dict(runs)["share+reclaim"]
     assert result.preemption_events == [(120.0, 1)]  # B2 of team b, stopped at the first tick
-    t, v = waiting_series(result, jobs)
-    # A1 waits from its submit (100) to the tick (120); B2, stopped at 120 and restarted at 170, counts
-    # from its submit to its final start (the simulator reports final starts only).
-    assert list(zip(t, v)) == [(0.0, (0.0, 4.0)), (100.0, (4.0, 4.0)), (120.0, (0.0, 4.0)), (170.0, (0.0, 0.0))]
+    t, v = waiting_series(result)
+    # The simulator's own pending set: B1 and B2 start at once (never shown waiting); A1 waits from
+    # its submit (100) to the tick (120); B2 waits from its stop at that tick to its restart at 170.
+    assert list(zip(t, v)) == [(0.0, (0.0, 0.0)), (100.0, (4.0, 0.0)), (120.0, (0.0, 4.0)), (170.0, (0.0, 0.0))]
+    assert waiting_series(result, jobs) == (t, v)  # the old signature still works
     fig = usage_figure(result, jobs)
     try:
         team_axes = fig.axes[:2]
@@ -286,7 +318,7 @@ def test_plot_shares_one_scale_keeps_the_legend_off_the_data_and_shows_waits_and
         for ax in fig.axes:
             assert not legend_box.overlaps(ax.get_window_extent(fig.canvas.get_renderer()))
         labels = [text.get_text() for text in fig.legends[0].get_texts()]
-        assert "waiting: GPUs of jobs not yet started for good" in labels and "preemption of the team's job" in labels
+        assert "waiting: GPUs of pending jobs" in labels and "preemption of the team's job" in labels
     finally:
         import matplotlib.pyplot as plt
 

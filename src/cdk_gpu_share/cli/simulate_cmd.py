@@ -400,32 +400,13 @@ def _pyplot(flag: str) -> Any:
     return plt
 
 
-def waiting_series(result: Any, jobs: Any) -> tuple[list[float], list[tuple[float, ...]]]:
-    """Per team, the GPUs of jobs submitted and not yet started for the last time, as a step function.
-
-    A job stopped by a preemption stays counted from its submit time to its final start
-    (its running time in between included): the simulator reports final starts only.
-    """
-    idx = {name: k for k, name in enumerate(result.team_names)}
-    gpus = {j.id: j.gpus for j in jobs}
-    events: list[tuple[float, int, float]] = []
-    for o in result.outcomes:
-        if o.final_start > o.submit_time:
-            g = gpus.get(o.id, 0.0)
-            events.append((o.submit_time, idx[o.team], g))
-            events.append((o.final_start, idx[o.team], -g))
-    events.sort(key=lambda e: (e[0], e[2]))
-    level = [0.0] * len(idx)
-    times: list[float] = []
-    values: list[tuple[float, ...]] = []
-    for t, k, delta in events:
-        level[k] = max(0.0, level[k] + delta)
-        if times and times[-1] == t:
-            values[-1] = tuple(level)
-        else:
-            times.append(t)
-            values.append(tuple(level))
-    return times, values
+def waiting_series(result: Any, jobs: Any = ()) -> tuple[list[float], list[tuple[float, ...]]]:
+    """Per team, the GPUs of its pending jobs over time, as a step function: the simulator's own
+    pending set (:attr:`~cdk_gpu_share.core.simulate.SimResult.series_waiting`), so a job stopped by
+    a preemption counts again from its stop to its restart, and not while it ran. ``jobs`` is
+    accepted for callers of the earlier signature and not needed."""
+    times, values = result.series_waiting
+    return list(times), list(values)
 
 
 def usage_figure(result: Any, jobs: Any = (), *, label: str | None = None) -> Any:
@@ -443,7 +424,7 @@ def usage_figure(result: Any, jobs: Any = (), *, label: str | None = None) -> An
         times.append(w1)
         usage.append(usage[-1])
     days = [t / 86400.0 for t in times]
-    wt, wv = waiting_series(result, jobs) if jobs else ([], [])
+    wt, wv = waiting_series(result)
     wdays = [t / 86400.0 for t in wt]
     if wt and wt[-1] < w1:
         wdays.append(w1 / 86400.0)
@@ -461,7 +442,7 @@ def usage_figure(result: Any, jobs: Any = (), *, label: str | None = None) -> An
         ax = team_axes[k]
         if wdays:
             h = ax.fill_between(wdays, [v[k] for v in wv], step="post", color="tab:orange", alpha=0.35,
-                                linewidth=0, label="waiting: GPUs of jobs not yet started for good")
+                                linewidth=0, label="waiting: GPUs of pending jobs")
             handles.setdefault("waiting", h)
         (h,) = ax.step(days, [u[k] for u in usage], where="post", linewidth=0.8, color="tab:blue",
                        label="usage (GPUs)")

@@ -414,7 +414,9 @@ class SimResult:
     """The outcome of :func:`simulate`. :meth:`to_dict` is the contract's JSON.
 
     ``series_t`` and ``series_usage`` are a step function of each team's GPU usage
-    (``series_usage[i][k]`` is team ``team_names[k]`` from ``series_t[i]`` on), for plots.
+    (``series_usage[i][k]`` is team ``team_names[k]`` from ``series_t[i]`` on), for plots;
+    :attr:`series_waiting` is the same for the GPUs of each team's pending jobs (waiting for a
+    first start, or again after a preemption). Neither is part of :meth:`to_dict`.
     """
 
     mode: str
@@ -436,7 +438,10 @@ class SimResult:
     max_total_usage: float = 0.0
     #: (time, index in team_names) of every preemption, in time order (for plots).
     preemption_events: list[tuple[float, int]] = field(default_factory=list)
+    #: (time, team index, GPUs) each time a job enters (+) or leaves (-) its team's pending set.
+    pending_log: list = field(default_factory=list, repr=False)
     _series: tuple | None = field(default=None, init=False, repr=False, compare=False)
+    _waiting: tuple | None = field(default=None, init=False, repr=False, compare=False)
 
     def _build_series(self) -> tuple:
         # The log holds one (time, team index, usage after) per change; the series has
@@ -454,6 +459,27 @@ class SimResult:
                     snaps.append(tuple(current))
             self._series = (times, snaps)
         return self._series
+
+    @property
+    def series_waiting(self) -> tuple[list[float], list[tuple[float, ...]]]:
+        """(times, GPUs pending per team from each time on): the simulator's own pending set,
+        one snapshot per distinct time after that time's last change (a job that arrives and
+        starts at once never shows). Summed exactly (floats are exact fractions), so a team
+        with nothing pending is 0.0, never a rounding residue."""
+        if self._waiting is None:
+            times: list[float] = []
+            snaps: list[tuple[float, ...]] = []
+            level = [Fraction(0)] * len(self.team_names)
+            for t, k, g in self.pending_log:
+                level[k] += Fraction(g)
+                snap = tuple(float(x) for x in level)
+                if times and times[-1] == t:
+                    snaps[-1] = snap
+                else:
+                    times.append(t)
+                    snaps.append(snap)
+            self._waiting = (times, snaps)
+        return self._waiting
 
     @property
     def series_t(self) -> list[float]:
@@ -759,6 +785,7 @@ class _Sim:
         heapq.heappush(bucket, (r.key, r))
         team.npending += 1
         self.npending += 1
+        self.pending_log.append((self.now, team.idx, r.g))
         self._bucket_changed(team, r.g, old)
 
     def _remove_pending(self, r: _Run) -> None:
@@ -767,6 +794,7 @@ class _Sim:
         old = bucket[0][0]
         bucket.remove((r.key, r))
         heapq.heapify(bucket)
+        self.pending_log.append((self.now, team.idx, -r.g))
         if not bucket:
             del team.keys[bisect_right(team.keys, r.g) - 1]
             self.buckets_live -= 1
@@ -777,6 +805,7 @@ class _Sim:
     def _pop_pending(self, team: _Team, g: float) -> _Run:
         bucket = team.buckets[g]
         _, r = heapq.heappop(bucket)
+        self.pending_log.append((self.now, team.idx, -r.g))
         if not bucket:
             del team.keys[bisect_right(team.keys, g) - 1]
             self.buckets_live -= 1
@@ -1020,6 +1049,7 @@ class _Sim:
         last_k = 0
         reclaiming = self.mode == RECLAIM
         poll = self.poll
+        self.pending_log: list[tuple[float, int, float]] = []  # for plots: SimResult.series_waiting
         while True:
             t_done = heap[0][0] if heap else _INF
             t_arrive = arrivals[ai].job.submit_time if ai < n_arrivals else _INF
@@ -1162,6 +1192,7 @@ def simulate(
         planner_calls=sim.planner_calls,
         max_total_usage=sim.max_total,
         preemption_events=sim.preemption_events,
+        pending_log=sim.pending_log,
     )
 
 
