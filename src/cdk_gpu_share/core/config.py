@@ -952,14 +952,13 @@ _VPC_IDS = (
 def _vpc_problems(values: Mapping[str, Any], where: str, add: V.AddProblem) -> None:
     """The one rule for ``fairshare.vpc``, from YAML and Python alike: an id like ``vpc-...``, and
     non-empty lists of distinct ``subnet-...`` / ``sg-...`` ids (security groups may be absent)."""
-    for name, pattern, example in _VPC_IDS:
+    given = [entry for entry in _VPC_IDS if entry[0] != "security_group_ids" or "security_group_ids" in values]
+    for name, pattern, example in given:
         path = V.key(where, name)
         value = values.get(name)
         if name == "vpc_id":
             if not isinstance(value, str) or not re.fullmatch(pattern, value):
                 add(path, value, "is not a VPC id", f"write it as the console shows it, e.g. {example}")
-            continue
-        if name == "security_group_ids" and name not in values:
             continue
         if not isinstance(value, (list, tuple)) or not value:
             fix = (f"list at least one, e.g. [{example}], or leave {name} out for a new egress-only group"
