@@ -15,6 +15,10 @@ medians are compared within one run. Two clocks: wall time, and the CPU time of 
 app's process tree (Python + jsii's Node), which on this shared 2-core machine is the
 steadier of the two.
 
+Each app's jsii round trips (requests from Python to jsii's Node process) are counted in one
+more, untimed, run: a count does not depend on the machine's load, and every round trip costs
+both processes CPU, so it is the steadiest measure of what our constructs add.
+
 Targets (issue 10; printed, never asserted): synth <= 1.15x its raw replay at 3 teams
 (``platform.yaml``) and at 50 teams; cdk-nag adds <= 10%.
 
@@ -76,6 +80,31 @@ app.synth()
 '''
 
 
+# Runs an app (argv[1:]) as `python app.py` would, counting its requests to jsii's Node
+# process (create, invoke, get...: each a round trip) into the file $JSII_CALLS_FILE.
+# A count is the same on every run, unlike a time on a shared machine. It wraps a private
+# jsii method: if that moves, the count is reported as unavailable.
+COUNT_APP = '''
+import os, runpy, sys
+count = [0]
+try:
+    from jsii._kernel.providers import process
+    send = process._NodeProcess.send
+    def counting_send(self, request, response_type):
+        count[0] += 1
+        return send(self, request, response_type)
+    process._NodeProcess.send = counting_send
+except (ImportError, AttributeError):
+    count[0] = -1
+sys.argv = sys.argv[1:]
+try:
+    runpy.run_path(sys.argv[0], run_name="__main__")
+finally:
+    with open(os.environ["JSII_CALLS_FILE"], "w") as f:
+        f.write(str(count[0]))
+'''
+
+
 def fifty_teams() -> dict:
     teams = [
         {
@@ -112,7 +141,20 @@ def resources_in(outdir: Path) -> int:
     return sum(len(json.loads(p.read_text()).get("Resources", {})) for p in outdir.glob("*.template.json"))
 
 
+def byte_compile_ours() -> None:
+    """Byte-compile our package, as ``pip install`` does for every installed package.
+
+    aws-cdk-lib, jsii and the rest were byte-compiled by pip; our editable install never is
+    when PYTHONDONTWRITEBYTECODE is set (as on the team's machines), so every timed run of our
+    app would recompile our sources from scratch, a cost no installed copy pays.
+    """
+    import compileall
+
+    compileall.compile_dir(str(ROOT / "src"), quiet=1)
+
+
 def main() -> int:
+    byte_compile_ours()
     work = Path(tempfile.mkdtemp(prefix="bench-synth-"))
     (work / "replay.py").write_text(REPLAY_APP)
     (work / "fifty.yaml").write_text(yaml.safe_dump(fifty_teams()))
@@ -144,12 +186,22 @@ def main() -> int:
             w, c = run(cmd, env_for(work / f"out-{i}-{len(wall[k])}-{abs(hash(k))}", **context))
             wall[k].append(w)
             cpu[k].append(c)
-    print(f"synth, median of {REPEAT} fresh processes each (interleaved); ratios within this run")
+    # jsii round trips of each app, counted in one more (untimed) run of each.
+    calls: dict = {}
+    for k, (cmd, context) in cases.items():
+        count_file = work / f"calls-{abs(hash(k))}"
+        run([sys.executable, "-c", COUNT_APP, *cmd[1:]],
+            dict(env_for(work / f"out-calls-{abs(hash(k))}", **context), JSII_CALLS_FILE=str(count_file)))
+        n = int(count_file.read_text())
+        calls[k] = n if n >= 0 else None
+    print(f"synth, median of {REPEAT} fresh processes each (interleaved); ratios within this run;"
+          " our package byte-compiled first, as pip does")
     for name in platforms:
         med = {k[1]: (statistics.median(wall[k]), statistics.median(cpu[k])) for k in cases if k[0] == name}
         print(f"  {name}: {resources_in(sources[name])} resources")
         for what, (w, c) in med.items():
-            print(f"    {what:<16} wall {w:6.2f} s   cpu {c:6.2f} s")
+            n = calls[(name, what)]
+            print(f"    {what:<16} wall {w:6.2f} s   cpu {c:6.2f} s   jsii round trips {n if n is not None else 'n/a':>5}")
         ours, raw, nag = med["ours"], med["raw replay"], med["ours + cdk-nag"]
         for clock, i in (("wall", 0), ("cpu", 1)):
             ratio = ours[i] / raw[i]

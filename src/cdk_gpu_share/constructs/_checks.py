@@ -13,9 +13,12 @@ from typing import Iterable
 import aws_cdk as cdk
 from constructs import IConstruct
 
+from cdk_gpu_share.constructs._iam import stack_env
+
 NAG_PACK = "AwsSolutions"
 CFN_VALIDATE = "CloudFormation-Validate"
 MIN_REASON_LENGTH = 20
+_VALIDATIONS = "_gpu_share_validations"
 
 
 def acknowledge_nag(scope: IConstruct, rule: str, reason: str, *, findings: Iterable[str] = ()) -> None:
@@ -27,15 +30,25 @@ def acknowledge_nag(scope: IConstruct, rule: str, reason: str, *, findings: Iter
     if len(reason) < MIN_REASON_LENGTH:
         raise ValueError(f"acknowledgement of {rule} needs a real reason (got {reason!r})")
     ids = [f"{rule}[{f}]" for f in findings] or [rule]
-    # One Validations.of and one acknowledge for all the ids: each is a jsii round trip.
-    cdk.Validations.of(scope).acknowledge(*(cdk.Acknowledgment(id=f"{NAG_PACK}::{rid}", reason=reason) for rid in ids))
+    # One acknowledge for all the ids, on one Validations per scope: each is a jsii round trip.
+    _validations(scope).acknowledge(*(cdk.Acknowledgment(id=f"{NAG_PACK}::{rid}", reason=reason) for rid in ids))
+
+
+def _validations(scope: IConstruct) -> cdk.Validations:
+    """``Validations.of(scope)``, made once per scope (it only holds the scope)."""
+    cached = getattr(scope, "__dict__", {}).get(_VALIDATIONS)
+    if cached is None:
+        cached = cdk.Validations.of(scope)
+        if hasattr(scope, "__dict__"):
+            scope.__dict__[_VALIDATIONS] = cached
+    return cached
 
 
 def acknowledge_cfn_rule(scope: IConstruct, rule: str, reason: str) -> None:
     """Acknowledge a CloudFormation default-rule finding (``F3006``) on ``scope``."""
     if len(reason) < MIN_REASON_LENGTH:
         raise ValueError(f"acknowledgement of {rule} needs a real reason (got {reason!r})")
-    cdk.Validations.of(scope).acknowledge(cdk.Acknowledgment(id=f"{CFN_VALIDATE}::{rule}", reason=reason))
+    _validations(scope).acknowledge(cdk.Acknowledgment(id=f"{CFN_VALIDATE}::{rule}", reason=reason))
 
 
 def nag_arn(stack: cdk.Stack, service: str, resource: str) -> str:
@@ -45,10 +58,9 @@ def nag_arn(stack: cdk.Stack, service: str, resource: str) -> str:
     stack has literal values instead.
     """
 
-    def part(value: str, pseudo: str) -> str:
-        return f"<{pseudo}>" if cdk.Token.is_unresolved(value) else value
-
-    return (
-        f"arn:{part(stack.partition, 'AWS::Partition')}:{service}:{part(stack.region, 'AWS::Region')}:"
-        f"{part(stack.account, 'AWS::AccountId')}:{resource}"
-    )
+    env = stack_env(stack)  # read once per stack, not per finding
+    partition_token, region_token, account_token = env.unresolved
+    partition = "<AWS::Partition>" if partition_token else env.partition
+    region = "<AWS::Region>" if region_token else env.region
+    account = "<AWS::AccountId>" if account_token else env.account
+    return f"arn:{partition}:{service}:{region}:{account}:{resource}"

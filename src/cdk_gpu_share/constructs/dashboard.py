@@ -354,7 +354,7 @@ class GpuShareDashboard(Construct):
             alarm.add_alarm_action(*actions)
 
     def _lender_wait_alarm(self, team: str) -> cw.Alarm:
-        seconds = self.lender_wait_threshold.to_seconds()
+        seconds, words = self._threshold()
         return cw.Alarm(
             self,
             f"LenderWaitAlarm-{team}",
@@ -364,11 +364,18 @@ class GpuShareDashboard(Construct):
             evaluation_periods=1,
             treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
             alarm_description=(
-                f"Team {team} has waited more than {self.lender_wait_threshold.to_human_string()} for GPU capacity "
+                f"Team {team} has waited more than {words} for GPU capacity "
                 "within its guarantee. The reclaimer should have stopped borrowed jobs by now: check its errors "
                 "and logs, its dry_run setting, and `gpu-share status --queue QUEUE`."
             ),
         )
+
+    def _threshold(self) -> tuple[float, str]:
+        """``lender_wait_threshold`` in seconds and in words, read once (each read is a jsii round trip)."""
+        if "_threshold_cache" not in self.__dict__:
+            t = self.lender_wait_threshold
+            self.__dict__["_threshold_cache"] = (t.to_seconds(), t.to_human_string())
+        return self.__dict__["_threshold_cache"]
 
     def _error_alarm(self) -> cw.Alarm:
         cycle_errors = self.metric_reclaim_errors(label=None)

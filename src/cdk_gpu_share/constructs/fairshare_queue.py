@@ -89,6 +89,7 @@ from constructs import Construct, IValidation
 import cdk_gpu_share
 from cdk_gpu_share.aws import batch_reader as br
 from cdk_gpu_share.constructs._checks import acknowledge_nag
+from cdk_gpu_share.constructs._iam import add_statements, format_arn
 from cdk_gpu_share.constructs._metrics import ReclaimerMetrics
 from cdk_gpu_share.core import instances, metrics, reclaim
 from cdk_gpu_share.core.config import (
@@ -455,7 +456,7 @@ class FairshareQueue(Construct):
             self._requeue_statement.add_resources(*self._job_definition_arns(member),
                                                   self.consumable_resource_arn(team.name))
             acknowledge_nag(
-                self.reclaimer.role, "AwsSolutions-IAM5",
+                self._reclaimer_role, "AwsSolutions-IAM5",
                 "a requeue resubmits a stopped job with the job definition revision it ran (any revision of the"
                 " team's job definitions)",
                 findings=[f"{_WILDCARD_PREFIX}job-definition/{member.job_definition_name(n)}:*"
@@ -567,7 +568,7 @@ class FairshareQueue(Construct):
         stack = self.__dict__.get("_stack")  # Stack.of is a jsii round trip: once
         if stack is None:
             stack = self.__dict__["_stack"] = cdk.Stack.of(self)
-        return stack.format_arn(service="batch", resource=resource, resource_name=name)
+        return format_arn(stack, service="batch", resource=resource, resource_name=name)
 
     def consumable_resource_name(self, share_identifier: str) -> str:
         """The name of a team's consumable GPU resource: ``<queue>-<share>-gpus``."""
@@ -586,12 +587,17 @@ class FairshareQueue(Construct):
 
     def submit_statements(self, team: str) -> list[iam.PolicyStatement]:
         """The one place that builds a team's permissions on this queue (see :meth:`grant_submit`)."""
+        return [iam.PolicyStatement(**props) for props in self._submit_statement_props(team)]
+
+    def _submit_statement_props(self, team: str) -> list[dict[str, Any]]:
+        # PolicyStatement props, so that grant_submit passes the first to Grant.add_to_principal
+        # without creating it and reading it back (jsii round trips, per team).
         member = self._team(team)
         jobs = self._arn("job", "*")
         tag_keys = {"aws:TagKeys": [br.TAG_QUEUE, br.TAG_TEAM]}
         request_tags = {f"aws:RequestTag/{br.TAG_QUEUE}": self.queue_name, f"aws:RequestTag/{br.TAG_TEAM}": team}
         return [
-            iam.PolicyStatement(
+            dict(
                 sid="SubmitIntoOwnShare",
                 actions=SUBMIT_ACTIONS,
                 resources=[self.job_queue_arn, *self._job_definition_arns(member),
@@ -601,7 +607,7 @@ class FairshareQueue(Construct):
                     "ForAllValues:StringEquals": tag_keys,
                 },
             ),
-            iam.PolicyStatement(
+            dict(
                 sid="TagOwnJobsOnSubmit",
                 actions=["batch:TagResource"],
                 resources=[jobs],
@@ -612,14 +618,14 @@ class FairshareQueue(Construct):
                                              f"aws:ResourceTag/{br.TAG_QUEUE}": self.queue_name},
                 },
             ),
-            iam.PolicyStatement(
+            dict(
                 sid="StopOwnJobs",
                 actions=["batch:CancelJob", "batch:TerminateJob"],
                 resources=[jobs],
                 conditions={"StringEquals": {f"aws:ResourceTag/{br.TAG_TEAM}": team,
                                              f"aws:ResourceTag/{br.TAG_QUEUE}": self.queue_name}},
             ),
-            iam.PolicyStatement(sid="ReadJobs", actions=READ_ACTIONS, resources=["*"]),
+            dict(sid="ReadJobs", actions=READ_ACTIONS, resources=["*"]),
         ]
 
     def grant_submit(self, team: str, grantee: iam.IGrantable) -> iam.Grant:
@@ -645,14 +651,13 @@ class FairshareQueue(Construct):
         account that carries no ``gpu-share`` tag (not one of this queue's: every submission
         here is tagged) can be tagged and then cancelled; see README, Security model.
         """
-        statements = self.submit_statements(team)
-        first = statements[0]
+        first, *rest = self._submit_statement_props(team)
+        # The first as a Grant (what this returns), from its props: no reading them back.
         grant = iam.Grant.add_to_principal(
-            grantee=grantee, actions=first.actions, resource_arns=first.resources,
-            conditions=first.conditions,
+            grantee=grantee, actions=first["actions"], resource_arns=first["resources"],
+            conditions=first["conditions"],
         )
-        for statement in statements[1:]:
-            grantee.grant_principal.add_to_principal_policy(statement)
+        add_statements(grantee, [iam.PolicyStatement(**props) for props in rest])
         return grant
 
     def submit_wildcard_findings(self, team: str) -> list[str]:
@@ -788,6 +793,7 @@ class FairshareQueue(Construct):
             max_event_age=cdk.Duration.hours(1),
         )
         self.reclaimer = fn
+        self._reclaimer_role = role  # fn.role is a jsii round trip: add_team acknowledges on it per team
         # aws-cdk-lib makes the function depend on its role although Role is already a GetAtt
         # (cfn-lint W3005, a warning about redundancy, not an error).
         fn.node.default_child.add_metadata("cfn-lint", {"config": {"ignore_checks": ["W3005"]}})

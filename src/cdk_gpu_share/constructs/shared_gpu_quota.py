@@ -40,6 +40,7 @@ from cdk_gpu_share.core.config import (
 )
 from cdk_gpu_share.core.errors import ConfigError, Problem
 from cdk_gpu_share.constructs._checks import acknowledge_cfn_rule, acknowledge_nag, nag_arn
+from cdk_gpu_share.constructs._iam import add_statements, format_arn
 
 #: The IAM actions a team needs to submit, inspect and stop its own service jobs.
 SUBMIT_ACTIONS = ["batch:SubmitServiceJob"]
@@ -108,10 +109,11 @@ class BatchQuotaBackend(Construct):
                 idle_resource_assignment_strategy="FIFO"
             ),
         )
+        self._queue_name = queue_name or config.queue_name
         self.job_queue = batch.CfnJobQueue(
             self,
             "Resource",
-            job_queue_name=queue_name or config.queue_name,
+            job_queue_name=self._queue_name,
             job_queue_type="SAGEMAKER_TRAINING",
             priority=config.priority,
             scheduling_policy_arn=self.scheduling_policy.attr_arn,
@@ -126,11 +128,16 @@ class BatchQuotaBackend(Construct):
 
     @property
     def job_queue_arn(self) -> str:
-        return self.job_queue.attr_job_queue_arn
+        arn = self.__dict__.get("_job_queue_arn")  # the same token every time: read it once
+        if arn is None:
+            arn = self.__dict__["_job_queue_arn"] = self.job_queue.attr_job_queue_arn
+        return arn
 
     @property
     def job_queue_name(self) -> str:
         """The queue's name (a token resolving from its ARN when the name is generated)."""
+        if self._queue_name:  # as given to the queue, without reading it back (a jsii round trip)
+            return self._queue_name
         if self.job_queue.job_queue_name:
             return self.job_queue.job_queue_name
         return cdk.Fn.select(1, cdk.Fn.split("/", self.job_queue_arn))
@@ -216,8 +223,10 @@ class BatchQuotaBackend(Construct):
         * ``DescribeServiceJob`` and ``ListServiceJobs`` support no resource-level permission: ``*``.
         """
         quota = self._team(team)
-        stack = cdk.Stack.of(self)
-        service_jobs = stack.format_arn(service="batch", resource="service-job", resource_name="*")
+        stack = self.__dict__.get("_stack")  # Stack.of is a jsii round trip: once
+        if stack is None:
+            stack = self.__dict__["_stack"] = cdk.Stack.of(self)
+        service_jobs = format_arn(stack, service="batch", resource="service-job", resource_name="*")
         cap = {"NumericLessThanEqualsIfExists": {"batch:SchedulingPriority": str(quota.team.max_priority)}}
         own_tag = {f"aws:RequestTag/{TAG_TEAM}": team}
         grant = iam.Grant.add_to_principal(
@@ -251,8 +260,7 @@ class BatchQuotaBackend(Construct):
             ),
             iam.PolicyStatement(sid="ReadServiceJobs", actions=READ_ACTIONS, resources=["*"]),
         ]
-        for statement in statements:
-            grantee.grant_principal.add_to_principal_policy(statement)
+        add_statements(grantee, statements)
         if isinstance(grantee, Construct):
             acknowledge_nag(
                 grantee,

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import aws_cdk as cdk
-from aws_cdk import aws_eks as eks
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from cdk_gpu_share.core.config import TeamConfig
 from cdk_gpu_share.constructs._checks import acknowledge_nag, nag_arn
+from cdk_gpu_share.constructs._iam import add_statements, format_arn, stack_env
 
 
 #: Services the SubmitRole may pass the training role to: SageMaker runs the job, and Batch
@@ -28,9 +29,20 @@ def submit_role_principal(team: TeamConfig) -> iam.IPrincipal:
     if team.assumed_by:
         principals = [iam.ArnPrincipal(arn) for arn in team.assumed_by]
         return principals[0] if len(principals) == 1 else iam.CompositePrincipal(*principals)
-    return iam.AccountRootPrincipal().with_conditions(
+    return _account_root().with_conditions(
         {"StringEquals": {f"aws:PrincipalTag/{team.principal_tag}": team.name}}
     )
+
+
+@functools.cache
+def _account_root() -> iam.AccountRootPrincipal:
+    # One for every team: it names the account of whichever stack it is used in.
+    return iam.AccountRootPrincipal()
+
+
+@functools.cache
+def _max_session_duration() -> cdk.Duration:
+    return cdk.Duration.hours(4)
 
 
 class TeamStack(cdk.Stack):
@@ -56,7 +68,7 @@ class TeamStack(cdk.Stack):
             "SubmitRole",
             description=f"Assumed by members of team {team.name} to submit GPU jobs into its share",
             assumed_by=submit_role_principal(team),
-            max_session_duration=cdk.Duration.hours(4),
+            max_session_duration=_max_session_duration(),
         )
         self.output("SubmitRoleArn", self.submit_role.role_arn, "Role to assume to submit jobs")
         self.training_role: iam.Role | None = None
@@ -78,12 +90,8 @@ class TeamStack(cdk.Stack):
             iam.PolicyStatement(
                 actions=["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents"],
                 resources=[
-                    self.format_arn(
-                        service="logs",
-                        resource="log-group",
-                        resource_name="/aws/sagemaker/TrainingJobs:*",
-                        arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
-                    )
+                    format_arn(self, service="logs", resource="log-group",
+                               resource_name="/aws/sagemaker/TrainingJobs:*", sep=":")  # COLON_RESOURCE_NAME
                 ],
             )
         )
@@ -105,15 +113,16 @@ class TeamStack(cdk.Stack):
             ],
         )
         # Batch passes the role on to SageMaker Training (the SubmitServiceJob payload names it).
-        self.submit_role.add_to_principal_policy(
+        training_role_arn = self.training_role.role_arn
+        add_statements(self.submit_role, [
             iam.PolicyStatement(
                 sid="PassOwnTrainingRole",
                 actions=["iam:PassRole"],
-                resources=[self.training_role.role_arn],
+                resources=[training_role_arn],
                 conditions={"StringEquals": {"iam:PassedToService": PASSED_TO_SERVICES}},
             )
-        )
-        self.output("TrainingExecutionRoleArn", self.training_role.role_arn, "Role the team's training jobs run as")
+        ])
+        self.output("TrainingExecutionRoleArn", training_role_arn, "Role the team's training jobs run as")
         return self.training_role
 
     def add_hyperpod_access(self, *, cluster_arn: str, eks_cluster_arn: str | None, compute_quota_arn: str) -> None:
@@ -134,6 +143,8 @@ class TeamStack(cdk.Stack):
         if eks_cluster_arn is not None:
             reads.append(iam.PolicyStatement(sid="ReadEksCluster", actions=["eks:DescribeCluster"],
                                              resources=[eks_cluster_arn]))
+            from aws_cdk import aws_eks as eks  # only here: importing it costs ~0.1 s of every synth
+
             eks.CfnAccessEntry(
                 self,
                 "HyperPodAccessEntry",
@@ -142,7 +153,7 @@ class TeamStack(cdk.Stack):
                 type="STANDARD",
                 access_policies=[
                     eks.CfnAccessEntry.AccessPolicyProperty(
-                        policy_arn=f"arn:{self.partition}:eks::aws:cluster-access-policy/AmazonEKSEditPolicy",
+                        policy_arn=f"arn:{stack_env(self).partition}:eks::aws:cluster-access-policy/AmazonEKSEditPolicy",
                         access_scope=eks.CfnAccessEntry.AccessScopeProperty(type="namespace", namespaces=[namespace]),
                     )
                 ],
@@ -153,8 +164,7 @@ class TeamStack(cdk.Stack):
                 f"team {self.team.name} gets no access to the HyperPod cluster's EKS API: set hyperpod.eks_cluster_arn"
                 f" so that its SubmitRole gets an access entry scoped to namespace {namespace}",
             )
-        for statement in reads:
-            self.submit_role.add_to_principal_policy(statement)
+        add_statements(self.submit_role, reads)
 
     def output(self, name: str, value: str, description: str) -> cdk.CfnOutput:
         return cdk.CfnOutput(self, name, value=value, description=f"{self.team.name}: {description}")
