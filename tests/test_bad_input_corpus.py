@@ -28,7 +28,12 @@ from cdk_gpu_share.cli import main
 from cdk_gpu_share.core.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
-SECONDS = 20.0  # generous: a hang or a quadratic check takes far longer
+# Time bounds catch a hang or a quadratic check, never a slow run on a loaded machine: in
+# process the CPU time of this process is measured (a load of 15 on 2 cores tripled the wall
+# time of the 5,000-team case, not its CPU time); where the work runs in a child process (the
+# jsii kernel of a synth, a real command) only wall time exists, so that bound is wider.
+SECONDS = 20.0  # CPU seconds, in process
+WALL_SECONDS = 120.0  # wall seconds, child processes involved
 MAX_MESSAGE = 20_000  # characters: a message is read by a person
 
 PLATFORM = yaml.safe_load((ROOT / "platform.yaml").read_text())
@@ -67,22 +72,22 @@ def deleter(path: str) -> Callable[[dict], None]:
 
 
 def run_cli(capsys, argv: list[str]) -> tuple[int, str, float]:
-    start = time.perf_counter()
+    start = time.process_time()
     try:
         code = main(argv)
     except SystemExit as exc:  # argparse usage errors
         code = exc.code
-    elapsed = time.perf_counter() - start
+    elapsed = time.process_time() - start
     out, err = capsys.readouterr()
     return code, err, elapsed
 
 
-def assert_refused(code: int, err: str, elapsed: float, needle: str) -> None:
+def assert_refused(code: int, err: str, elapsed: float, needle: str, limit: float = SECONDS) -> None:
     assert code == 2, err
     assert "Traceback" not in err, err
     assert needle in err, f"{needle!r} not in {err[:2000]!r}"
     assert len(err) < MAX_MESSAGE, len(err)
-    assert elapsed < SECONDS, elapsed
+    assert elapsed < limit, elapsed
 
 
 # ---------------------------------------------------------------------------
@@ -356,7 +361,8 @@ SYNTH_CASES = [
 
 def run_app(monkeypatch, capsys, config: Path) -> tuple[int, str, float]:
     """Run app.py in process, as `cdk synth -c config=...` does (the jsii kernel reads its
-    environment once, so the context is given to the App directly)."""
+    environment once, so the context is given to the App directly). Wall time: the jsii
+    kernel is a child process."""
     import aws_cdk
 
     real_app = aws_cdk.App
@@ -373,7 +379,7 @@ def run_app(monkeypatch, capsys, config: Path) -> tuple[int, str, float]:
 def test_synth_refuses_what_validate_refuses(monkeypatch, capsys, tmp_path, case, edit, needle):
     path = tmp_path / "platform.yaml"
     path.write_text(edited(PLATFORM, edit))
-    assert_refused(*run_app(monkeypatch, capsys, path), needle)
+    assert_refused(*run_app(monkeypatch, capsys, path), needle, WALL_SECONDS)
 
 
 @pytest.mark.parametrize(
@@ -386,7 +392,7 @@ def test_synth_refuses_what_validate_refuses(monkeypatch, capsys, tmp_path, case
 def test_synth_refuses_bad_files(monkeypatch, capsys, tmp_path, case, text, needle):
     path = tmp_path / "platform.yaml"
     path.write_text(text)
-    assert_refused(*run_app(monkeypatch, capsys, path), needle)
+    assert_refused(*run_app(monkeypatch, capsys, path), needle, WALL_SECONDS)
 
 
 @pytest.mark.slow
@@ -676,13 +682,13 @@ API_CASES: list[tuple[str, Callable[[], Any], str]] = [
 
 @pytest.mark.parametrize(("case", "call", "needle"), API_CASES, ids=[c[0] for c in API_CASES])
 def test_python_api_raises_config_error_naming_the_field(case, call, needle):
-    start = time.perf_counter()
+    start = time.process_time()
     with pytest.raises(ConfigError) as info:
         call()
     text = str(info.value)
     assert needle in text, text
     assert len(text) < MAX_MESSAGE
-    assert time.perf_counter() - start < SECONDS
+    assert time.process_time() - start < SECONDS
     # No YAML advice in the Python API.
     if case.startswith(("guarantee", "sharing", "name", "percent", "weight", "preemption", "amount")):
         assert "key: value" not in text and "YAML" not in text and "quote it" not in text, text
@@ -716,7 +722,7 @@ def test_end_to_end_exit_2_without_traceback(tmp_path, argv, text, needle):
     start = time.perf_counter()
     result = subprocess.run([sys.executable, "-m", "cdk_gpu_share.cli", *argv, str(path)],
                             capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONUTF8": "1"})
-    assert_refused(result.returncode, result.stderr, time.perf_counter() - start, needle)
+    assert_refused(result.returncode, result.stderr, time.perf_counter() - start, needle, WALL_SECONDS)
 
 
 def test_corpus_has_at_least_150_cases():
