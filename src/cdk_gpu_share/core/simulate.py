@@ -32,9 +32,12 @@ simulation ends with every job completed.
 
 Dispatch runs in time proportional to the number of distinct job sizes, not the
 number of pending jobs: each team keeps one heap per job size, ordered by
-(priority descending, submit time, trace position). Usage is summed exactly
-(:class:`fractions.Fraction`) so that thousands of starts and stops never drift
-past the planner's tolerance.
+(priority descending, submit time, trace position). Usage is summed exactly,
+so that thousands of starts and stops never drift past the planner's tolerance: as
+integers in units of 1/D GPU, D the least common multiple of the denominators of every
+job size and of the capacity (:class:`fractions.Fraction` values, converted once). A
+float of usage is then ``n / D``, which Python rounds correctly, so it is the same float
+as ``float(Fraction(n, D))``.
 """
 
 from __future__ import annotations
@@ -504,7 +507,7 @@ class _Run:
         self.job = job
         self.t = t
         self.g = job.gpus
-        self.q = job.exact_gpus
+        self.q = 0  # exact size in units of 1/D GPU (set by _Sim)
         self.key = (-job.priority, job.submit_time, job.position)
         self.progress = 0.0  # seconds of work saved (restart point)
         self.start = -1.0
@@ -521,7 +524,7 @@ class _Run:
 
 
 class _Team:
-    __slots__ = ("spec", "name", "idx", "G", "Gq", "cap", "reserve", "in_team", "Uq", "U", "buckets", "keys",
+    __slots__ = ("spec", "name", "idx", "G", "cap", "reserve", "in_team", "Uq", "U", "buckets", "keys",
                  "npending", "last_t", "result", "ver", "wk", "ck", "ratio", "ticky", "thresholds")
 
     def __init__(self, spec: Any, idx: int, result: TeamResult):
@@ -529,12 +532,11 @@ class _Team:
         self.name = spec.name
         self.idx = idx
         self.G = float(spec.guarantee.get(RESOURCE, 0) or 0)
-        self.Gq = Fraction(self.G)
         cap = reclaim.borrow_cap(spec, RESOURCE)
         self.cap = math.inf if cap is None else float(cap)
         self.reserve = spec.sharing == "reserve"
         self.in_team = bool(spec.in_team_preemption)
-        self.Uq = Fraction(0)
+        self.Uq = 0  # exact usage, in units of 1/D GPU (see _Sim.scale)
         self.U = 0.0
         self.buckets: dict[float, list] = {}
         self.keys: list[float] = []  # sizes with a non-empty bucket, ascending
@@ -587,17 +589,30 @@ class _Sim:
         self.poll = poll
         self.ckpt = checkpoint
         self.progress_cb = progress
-        self.capq = Fraction(scenario.capacity)
+        # Exact usage in integers: units of 1/scale GPU (see the module docstring).
+        exact = {}
+        for j in jobs:
+            q = j.exact_gpus
+            exact.setdefault(q, q)
+        capq = Fraction(scenario.capacity)
+        scale = capq.denominator
+        for q in exact:
+            scale = math.lcm(scale, q.denominator)
+        self.scale = scale
+        self.capq = int(capq * scale)
         self.cap = scenario.capacity
         self.results = {t.name: TeamResult(name=t.name, guarantee=float(t.guarantee.get(RESOURCE, 0) or 0))
                         for t in scenario.teams}
         self.teams = [_Team(spec, i, self.results[spec.name]) for i, spec in enumerate(scenario.teams)]
         self.by_name = {t.name: t for t in self.teams}
         self.runs = [_Run(j, self.by_name[j.team]) for j in jobs]
+        units = {q: int(q * scale) for q in exact}
+        for r in self.runs:
+            r.q = units[r.job.exact_gpus]
         self.by_id = {r.job.id: r for r in self.runs}
         self.running: dict[int, _Run] = {}
         self.live: dict[int, _Run] = {}  # arrived and not completed, in arrival order
-        self.usedq = Fraction(0)
+        self.usedq = 0  # exact, in units of 1/scale GPU
         self.heap: list[tuple] = []
         self.busy = 0.0
         self.lost = 0.0
@@ -632,15 +647,15 @@ class _Sim:
 
     # -- usage bookkeeping -------------------------------------------------
 
-    def _set_usage(self, team: _Team, t: float, delta: Fraction) -> None:
+    def _set_usage(self, team: _Team, t: float, delta: int) -> None:
         if team.U > team.G:
             team.result.borrowed_gpu_seconds += (team.U - team.G) * (t - team.last_t)
         team.last_t = t
         team.Uq += delta
-        team.U = float(team.Uq)
+        team.U = team.Uq / self.scale
         self.usedq += delta
         self.series_log.append((t, team.idx, team.U))
-        total = float(self.usedq)
+        total = self.usedq / self.scale
         if total > self.max_total:
             self.max_total = total
         if team.reserve:
@@ -838,7 +853,7 @@ class _Sim:
     # -- dispatch ------------------------------------------------------------
 
     def _free(self) -> float:
-        return float(self.capq - self.usedq)
+        return (self.capq - self.usedq) / self.scale
 
     def _largest_fit(self, team: _Team, free: float, ri: float) -> int:
         """Index into team.keys of the largest size that fits (-1: none). fits() is
