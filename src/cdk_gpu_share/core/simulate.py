@@ -976,10 +976,9 @@ class _Sim:
         """Whether the planner may choose a victim at ``t``; when not, the tick skips
         the call (the contract's rule, with time).
 
-        The state at a tick is the state after the last dispatch, in which no pending
-        job fits. So until the plan's first victim nothing is served either, or only
-        served, which raises U: a job within its guarantee when it is reached was
-        within it when the plan started. The first victim must then come from rule 1
+        Until the plan's first victim, the plan only serves pending jobs (rule 2a),
+        which raises U: a job within its guarantee when it is reached was within it
+        when the plan started. The first victim must then come from rule 1
         (a team above its borrow cap), rule 2b (a pending job within its team's
         guarantee that has waited) or rule 2c (a pending job that has waited, of a
         team with in-team preemption). None of them: no victim, the same as the call.
