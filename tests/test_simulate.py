@@ -99,6 +99,17 @@ def test_reclaim_waits_for_reclaim_after_seconds():
     assert outcome(r, "A1").final_start == 180  # at 120 it has waited 20 s only
 
 
+def test_a_tick_before_anyone_has_waited_skips_the_planner():
+    # At 120 the only job that could reclaim (A1, within its guarantee) has waited
+    # 20 s of 60: no victim is possible, so the planner is not called; at 180 it is.
+    sc = scenario(reclaim_after=60)
+    jobs = jobs_of(sc, LENDER_RETURNS)
+    fast = sim.simulate(sc, jobs, "share+reclaim", poll_seconds=60)
+    slow = sim.simulate(sc, jobs, "share+reclaim", poll_seconds=60, skip_idle_ticks=False)
+    assert (fast.planner_calls, slow.planner_calls) == (1, 2)
+    assert [o.final_start for o in fast.outcomes] == [o.final_start for o in slow.outcomes]
+
+
 def test_min_runtime_protects_young_jobs():
     sc = scenario(min_runtime=500)
     r = sim.simulate(sc, jobs_of(sc, LENDER_RETURNS), "share+reclaim", poll_seconds=60)

@@ -32,14 +32,18 @@ simulation ends with every job completed.
 
 Dispatch runs in time proportional to the number of distinct job sizes, not the
 number of pending jobs: each team keeps one heap per job size, ordered by
-(priority descending, submit time, trace position). Usage is summed exactly
-(:class:`fractions.Fraction`) so that thousands of starts and stops never drift
-past the planner's tolerance.
+(priority descending, submit time, trace position). Usage is summed exactly,
+so that thousands of starts and stops never drift past the planner's tolerance: as
+integers in units of 1/D GPU, D the least common multiple of the denominators of every
+job size and of the capacity (:class:`fractions.Fraction` values, converted once). A
+float of usage is then ``n / D``, which Python rounds correctly, so it is the same float
+as ``float(Fraction(n, D))``.
 """
 
 from __future__ import annotations
 
 import csv
+import gc
 import heapq
 import io
 import json
@@ -530,7 +534,7 @@ class _Run:
         self.job = job
         self.t = t
         self.g = job.gpus
-        self.q = job.exact_gpus
+        self.q = 0  # exact size in units of 1/D GPU (set by _Sim)
         self.key = (-job.priority, job.submit_time, job.position)
         self.progress = 0.0  # seconds of work saved (restart point)
         self.start = -1.0
@@ -547,7 +551,7 @@ class _Run:
 
 
 class _Team:
-    __slots__ = ("spec", "name", "idx", "G", "Gq", "cap", "reserve", "in_team", "Uq", "U", "buckets", "keys",
+    __slots__ = ("spec", "name", "idx", "G", "cap", "reserve", "in_team", "Uq", "U", "buckets", "keys",
                  "npending", "last_t", "result", "ver", "wk", "ck", "ratio", "ticky", "thresholds")
 
     def __init__(self, spec: Any, idx: int, result: TeamResult):
@@ -555,12 +559,11 @@ class _Team:
         self.name = spec.name
         self.idx = idx
         self.G = float(spec.guarantee.get(RESOURCE, 0) or 0)
-        self.Gq = Fraction(self.G)
         cap = reclaim.borrow_cap(spec, RESOURCE)
         self.cap = math.inf if cap is None else float(cap)
         self.reserve = spec.sharing == "reserve"
         self.in_team = bool(spec.in_team_preemption)
-        self.Uq = Fraction(0)
+        self.Uq = 0  # exact usage, in units of 1/D GPU (see _Sim.scale)
         self.U = 0.0
         self.buckets: dict[float, list] = {}
         self.keys: list[float] = []  # sizes with a non-empty bucket, ascending
@@ -613,17 +616,30 @@ class _Sim:
         self.poll = poll
         self.ckpt = checkpoint
         self.progress_cb = progress
-        self.capq = Fraction(scenario.capacity)
+        # Exact usage in integers: units of 1/scale GPU (see the module docstring).
+        exact = {}
+        for j in jobs:
+            q = j.exact_gpus
+            exact.setdefault(q, q)
+        capq = Fraction(scenario.capacity)
+        scale = capq.denominator
+        for q in exact:
+            scale = math.lcm(scale, q.denominator)
+        self.scale = scale
+        self.capq = int(capq * scale)
         self.cap = scenario.capacity
         self.results = {t.name: TeamResult(name=t.name, guarantee=float(t.guarantee.get(RESOURCE, 0) or 0))
                         for t in scenario.teams}
         self.teams = [_Team(spec, i, self.results[spec.name]) for i, spec in enumerate(scenario.teams)]
         self.by_name = {t.name: t for t in self.teams}
         self.runs = [_Run(j, self.by_name[j.team]) for j in jobs]
+        units = {q: int(q * scale) for q in exact}
+        for r in self.runs:
+            r.q = units[r.job.exact_gpus]
         self.by_id = {r.job.id: r for r in self.runs}
         self.running: dict[int, _Run] = {}
         self.live: dict[int, _Run] = {}  # arrived and not completed, in arrival order
-        self.usedq = Fraction(0)
+        self.usedq = 0  # exact, in units of 1/scale GPU
         self.heap: list[tuple] = []
         self.busy = 0.0
         self.lost = 0.0
@@ -653,20 +669,21 @@ class _Sim:
         self.entries = 0  # entries in heap0 and heap1
         self.buckets_live = 0  # non-empty (team, size) buckets
         self.ticky = 0  # teams with ticky set
+        self.ticky_teams: set[_Team] = set()  # those teams
         for team in self.teams:
             self._refresh(team)
 
     # -- usage bookkeeping -------------------------------------------------
 
-    def _set_usage(self, team: _Team, t: float, delta: Fraction) -> None:
+    def _set_usage(self, team: _Team, t: float, delta: int) -> None:
         if team.U > team.G:
             team.result.borrowed_gpu_seconds += (team.U - team.G) * (t - team.last_t)
         team.last_t = t
         team.Uq += delta
-        team.U = float(team.Uq)
+        team.U = team.Uq / self.scale
         self.usedq += delta
         self.series_log.append((t, team.idx, team.U))
-        total = float(self.usedq)
+        total = self.usedq / self.scale
         if total > self.max_total:
             self.max_total = total
         if team.reserve:
@@ -764,6 +781,10 @@ class _Sim:
         if ticky != team.ticky:
             self.ticky += 1 if ticky else -1
             team.ticky = ticky
+            if ticky:
+                self.ticky_teams.add(team)
+            else:
+                self.ticky_teams.discard(team)
 
     def _bucket_changed(self, team: _Team, g: float, old_head: tuple | None) -> None:
         bucket = team.buckets[g]
@@ -867,7 +888,7 @@ class _Sim:
     # -- dispatch ------------------------------------------------------------
 
     def _free(self) -> float:
-        return float(self.capq - self.usedq)
+        return (self.capq - self.usedq) / self.scale
 
     def _largest_fit(self, team: _Team, free: float, ri: float) -> int:
         """Index into team.keys of the largest size that fits (-1: none). fits() is
@@ -980,6 +1001,40 @@ class _Sim:
         (kept per team in ``ticky`` as usage and queues change)."""
         return self.ticky > 0
 
+    def _tick_useful(self, t: float) -> bool:
+        """Whether the planner may choose a victim at ``t``; when not, the tick skips
+        the call (the contract's rule, with time).
+
+        Until the plan's first victim, the plan only serves pending jobs (rule 2a),
+        which raises U: a job within its guarantee when it is reached was within it
+        when the plan started. The first victim must then come from rule 1
+        (a team above its borrow cap), rule 2b (a pending job within its team's
+        guarantee that has waited) or rule 2c (a pending job that has waited, of a
+        team with in-team preemption). None of them: no victim, the same as the call.
+        Only teams in ``ticky_teams`` can have such a job; whether a job has waited
+        is the planner's own :func:`reclaim.has_waited`."""
+        settings = self.scenario.state.settings
+        kidx = self.kidx
+        has_waited = reclaim.has_waited
+        for team in self.ticky_teams:
+            if team.U - team.G > team.cap + TOL:
+                return True
+            wk = team.wk
+            for g in team.keys:  # ascending
+                if not team.in_team and kidx[g] > wk:
+                    break  # beyond the guarantee from here on
+                for _, r in team.buckets[g]:
+                    if has_waited(self._pending_spec(r), t, settings):
+                        return True
+        return False
+
+    def _pending_spec(self, r: _Run):
+        if r.pending_spec is None:
+            r.pending_spec = reclaim.JobSpec(
+                id=r.job.id, team=r.job.team, state="pending", demand={RESOURCE: r.g},
+                priority=r.job.priority, since=r.job.submit_time, terminating=False)
+        return r.pending_spec
+
     def _planner_state(self, t: float):
         specs = []
         running = self.running
@@ -991,16 +1046,14 @@ class _Sim:
                         priority=r.job.priority, since=r.start, terminating=False)
                 specs.append(r.running_spec)
             else:
-                if r.pending_spec is None:
-                    r.pending_spec = reclaim.JobSpec(
-                        id=r.job.id, team=r.job.team, state="pending", demand={RESOURCE: r.g},
-                        priority=r.job.priority, since=r.job.submit_time, terminating=False)
-                specs.append(r.pending_spec)
+                specs.append(self._pending_spec(r))
         base = self.scenario.state
         return reclaim.State(now=t, capacity=base.capacity, settings=base.settings, teams=base.teams,
                              jobs=tuple(specs))
 
     def _tick(self, t: float) -> None:
+        if self.skip_idle_ticks and not self._tick_useful(t):
+            return  # no victim possible: the call would change nothing, nor would dispatch
         self.planner_calls += 1
         result = reclaim.plan_state(self._planner_state(t))
         preemptions = result.get("preemptions", ())
@@ -1146,8 +1199,25 @@ def simulate(
     check_jobs(scenario, jobs, mode, source=source)
 
     started = time.perf_counter()
-    sim = _Sim(scenario, jobs, mode, float(poll_seconds),
-               float(checkpoint_seconds) if checkpoint_seconds else None, progress)
+    # The run allocates a few objects per job that live until it ends (and no cyclic
+    # garbage): the cyclic collector would only walk them again and again, which
+    # grows with the trace (a fifth of the time at 800k jobs). Paused for the run,
+    # as it was before afterwards.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _simulate(scenario, jobs, mode, float(poll_seconds),
+                         float(checkpoint_seconds) if checkpoint_seconds else None, progress,
+                         skip_idle_ticks, started)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _simulate(scenario: Scenario, jobs: Sequence[Job], mode: str, poll_seconds: float,
+              checkpoint_seconds: float | None, progress: Callable[[float], None] | None,
+              skip_idle_ticks: bool, started: float) -> SimResult:
+    sim = _Sim(scenario, jobs, mode, poll_seconds, checkpoint_seconds, progress)
     sim.skip_idle_ticks = skip_idle_ticks
     sim.run()
     elapsed = time.perf_counter() - started
