@@ -333,9 +333,23 @@ def _same_plan(got: dict, want: dict) -> None:
                 assert _close(got["teams"][t][key][r], v), (t, key, r, got["teams"][t][key][r], v)
 
 
+# Under the mutation profile (tests/conftest.py, set by tools/mutation.py) every test
+# draws a tenth of its examples: a surviving mutant runs every property test, and a
+# full mutation run of core/reclaim.py must fit in an afternoon. ``make test`` keeps
+# the full counts.
+MUTATION_SHARE = 10
+
+
+def examples(n: int) -> int:
+    """n examples; n / MUTATION_SHARE (at least 10) under the mutation profile."""
+    if settings.get_current_profile_name() == "mutation":
+        return max(10, n // MUTATION_SHARE)
+    return n
+
+
 def FAST(max_examples: int):
     return settings(
-        max_examples=max_examples,
+        max_examples=examples(max_examples),
         deadline=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     )

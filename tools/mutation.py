@@ -50,7 +50,19 @@ PACKAGE = "cdk_gpu_share"
 MODULES: dict[str, list[str]] = {
     "config": ["tests/test_config*.py"],
     "mig": ["tests/test_mig_catalog.py", "tests/test_mig_cli.py", "tests/test_mig_core*.py"],
-    "reclaim": ["tests/test_reclaim_planner.py", "tests/test_reclaim_properties.py", "tests/test_reclaim_cli.py"],
+    "reclaim": [
+        "tests/test_reclaim_planner.py",
+        "tests/test_reclaim_state.py",
+        "tests/test_reclaim_properties.py",
+        "tests/test_reclaim_cli.py",
+    ],
+}
+# Environment per module. The reclaim property tests draw thousands of random states
+# (about 70 s a run); the mutation profile (tests/conftest.py) draws a tenth of them,
+# derandomized, and runs property tests after the example tests, so a killed mutant
+# costs about a second and a survivor a few. ``make test`` keeps the full profile.
+MODULE_ENV: dict[str, dict[str, str]] = {
+    "reclaim": {"HYPOTHESIS_PROFILE": "mutation"},
 }
 # Tests that run the CLI in a child process are left out: the child imports the code on
 # disk, never the mutant, so they cannot notice one and only cost time. Their in-process
@@ -119,9 +131,9 @@ def _prepare(module: str, fresh: bool, tests: list[str]) -> Path:
     return work
 
 
-def _mutmut(work: Path, names: list[str], log) -> int:
+def _mutmut(module: str, work: Path, names: list[str], log) -> int:
     cmd = [sys.executable, "-c", "from mutmut.__main__ import cli; cli()", "run", "--max-children", "1", *names]
-    env = dict(os.environ, PYTHONHASHSEED="0")
+    env = dict(os.environ, PYTHONHASHSEED="0", **MODULE_ENV.get(module, {}))
     return subprocess.run(cmd, cwd=work, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
 
 
@@ -293,11 +305,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"core/{module}.py: mutating against {' '.join(tests)}", flush=True)
         start = time.monotonic()
         with open(work / "mutmut.log", "w") as log:
-            rc = _mutmut(work, names, log) if names else 0
+            rc = _mutmut(module, work, names, log) if names else 0
             if args.survivors and rc == 0:
                 # Without names mutmut tests only the mutants it has no result for: those of
                 # functions changed since the last run, and any never checked.
-                rc = _mutmut(work, [], log)
+                rc = _mutmut(module, work, [], log)
         elapsed[module] = time.monotonic() - start
         if rc != 0 and not _exit_codes(module):
             print((work / "mutmut.log").read_text()[-3000:])
