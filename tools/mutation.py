@@ -305,7 +305,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"core/{module}.py: mutating against {' '.join(tests)}", flush=True)
         start = time.monotonic()
         with open(work / "mutmut.log", "w") as log:
-            rc = _mutmut(module, work, names, log) if names else 0
+            # A full run passes no names (mutmut then tests every mutant); an incremental
+            # one with nothing named only takes the --survivors pass below.
+            rc = _mutmut(module, work, names, log) if names or not incremental else 0
             if args.survivors and rc == 0:
                 # Without names mutmut tests only the mutants it has no result for: those of
                 # functions changed since the last run, and any never checked.
