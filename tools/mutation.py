@@ -53,6 +53,7 @@ MODULES: dict[str, list[str]] = {
     "reclaim": [
         "tests/test_reclaim_planner.py",
         "tests/test_reclaim_state.py",
+        "tests/test_reclaim_problems.py",
         "tests/test_reclaim_properties.py",
         "tests/test_reclaim_cli.py",
     ],
