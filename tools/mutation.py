@@ -54,12 +54,13 @@ MODULES: dict[str, list[str]] = {
         "tests/test_reclaim_planner.py",
         "tests/test_reclaim_state.py",
         "tests/test_reclaim_problems.py",
+        "tests/test_reclaim_scenarios.py",
         "tests/test_reclaim_properties.py",
         "tests/test_reclaim_cli.py",
     ],
 }
 # Environment per module. The reclaim property tests draw thousands of random states
-# (about 70 s a run); the mutation profile (tests/conftest.py) draws a tenth of them,
+# (about 70 s a run); the mutation profile (tests/conftest.py) draws a twentieth of them,
 # derandomized, and runs property tests after the example tests, so a killed mutant
 # costs about a second and a survivor a few. ``make test`` keeps the full profile.
 MODULE_ENV: dict[str, dict[str, str]] = {
