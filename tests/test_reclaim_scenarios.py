@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import pytest
 
-from cdk_gpu_share.core.reclaim import plan
-from tests.test_reclaim_planner import pend, run, state, team
+from cdk_gpu_share.core.reclaim import TOLERANCE, plan
+from tests.test_reclaim_planner import NOW, pend, run, state, team
+
+
+TOL = TOLERANCE
 
 
 def preemptions(out):
@@ -41,6 +44,53 @@ SCENARIOS = [
             pend("p1", "a", priority=10, since=1), pend("p2", "a", priority=10, since=2),
         ]),
         [("a2", "a", "in_team", "p1"), ("a1", "a", "in_team", "p2")], ["p1", "p2"], [],
+    ),
+    # -- Tolerance: a job needs a resource only where its demand is above TOLERANCE.
+    (
+        # b's job runs on r's reserved GPUs (allowed in a state read from the queue):
+        # F - RI is -1 GPU for b. p asks for TOL GPUs, which it does not need: it fits.
+        "a demand of exactly the tolerance needs no room",
+        state({"gpu": 2, "cpu": 4}, [team("r", guarantee={"gpu": 2}, sharing="reserve"),
+                                     team("b", guarantee={"cpu": 4})], [
+            run("b1", "b", demand={"gpu": 1}), pend("p", "b", demand={"gpu": TOL, "cpu": 1}),
+        ]),
+        [], ["p"], [],
+    ),
+    (
+        # a is beyond its GPU guarantee (0); p needs only cpu, within a's guarantee, so
+        # p may reclaim b's cpu.
+        "a demand of exactly the tolerance does not count against the guarantee",
+        state({"gpu": 2, "cpu": 2}, [team("a", guarantee={"cpu": 1}), team("b", guarantee={"cpu": 1})], [
+            run("a1", "a", demand={"gpu": 1}), run("b1", "b", demand={"cpu": 2}),
+            pend("p", "a", demand={"gpu": TOL, "cpu": 1}),
+        ]),
+        [("b1", "b", "reclaim", "p")], ["p"], [],
+    ),
+    (
+        # a borrows TOL/2 GPU beyond a cap of 0 (within the tolerance, so rule 1 leaves
+        # it); p's TOL GPUs are not needed, so they cannot break the cap.
+        "a demand of exactly the tolerance is not checked against the cap",
+        state({"gpu": 2, "cpu": 2}, [team("a", guarantee={"gpu": 1, "cpu": 1}, borrow_limit={"gpu": 0}),
+                                     team("b", guarantee={"gpu": 1, "cpu": 1})], [
+            run("a1", "a", demand={"gpu": 1 + TOL / 2}), pend("p", "a", demand={"gpu": TOL, "cpu": 1}),
+        ]),
+        [], ["p"], [],
+    ),
+    (
+        "borrowing exactly the tolerance beyond the cap fits",
+        state(4, [team("a", 0, borrow_limit={"gpu": 1}), team("b", 4)], [pend("p", "a", 1 + TOL)]),
+        [], ["p"], [],
+    ),
+    (
+        # p lacks cpu (b borrows it) and not GPU (it asks for TOL GPUs, with F - RI at -1
+        # GPU): only the cpu decides whether reclaiming can succeed.
+        "a demand of exactly the tolerance is no resource the job lacks",
+        state({"gpu": 2, "cpu": 2}, [team("r", guarantee={"gpu": 2}, sharing="reserve"),
+                                     team("a", guarantee={"cpu": 1}), team("b", guarantee={"cpu": 1})], [
+            run("b0", "b", demand={"gpu": 1}, since=NOW), run("b1", "b", demand={"cpu": 2}),
+            pend("p", "a", demand={"gpu": TOL, "cpu": 1}),
+        ], min_runtime_seconds=60),
+        [("b1", "b", "reclaim", "p")], ["p"], [],
     ),
 ]
 

@@ -17,7 +17,7 @@ Usage::
 
     python tools/mutation.py                     # every module, from scratch
     python tools/mutation.py mig config          # some modules
-    python tools/mutation.py config --survivors  # re-test last run's survivors and unchecked mutants
+    python tools/mutation.py config --survivors  # re-test last run's survivors (not those listed as equivalent) and unchecked mutants
     python tools/mutation.py config --only 'x__number*'   # test a subset of mutants by name (fnmatch)
     python tools/mutation.py reclaim --sample 7  # a tenth of the mutants, spread over every function
     python tools/mutation.py config --report     # print the score of the last run, run nothing
@@ -270,7 +270,10 @@ def print_table(scores: list[Score], elapsed: dict[str, float]) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("modules", nargs="*", help=f"core modules: {', '.join(MODULES)} (default: all)")
-    ap.add_argument("--survivors", action="store_true", help="re-test only the last run's survivors and unchecked mutants")
+    ap.add_argument(
+        "--survivors", action="store_true",
+        help="re-test only the last run's survivors (not those listed as equivalent) and unchecked mutants",
+    )
     ap.add_argument("--only", action="append", default=[], metavar="GLOB", help="re-test mutants whose name matches")
     ap.add_argument(
         "--sample",
@@ -292,8 +295,15 @@ def main(argv: list[str] | None = None) -> int:
             continue
         names: list[str] = []
         if args.survivors:
-            # survivors, and mutants never checked (new, or of a function that changed since)
-            names += [n for n, c in _exit_codes(module).items() if c is None or c in SURVIVED | NOT_TESTED]
+            # survivors, and mutants never checked (new, or of a function that changed since);
+            # not the survivors listed as equivalent: no test can kill them, and each costs
+            # a whole run of the module's tests (mutmut resets the result of a mutant whose
+            # function changed, so a listed mutant of changed code is re-tested).
+            listed = {n for n, _ in score(module).equivalent}
+            names += [
+                n for n, c in _exit_codes(module).items()
+                if c is None or (c in SURVIVED | NOT_TESTED and n not in listed)
+            ]
         if args.only:
             # mutmut matches these itself (fnmatch), also on a first run that has no mutants yet
             names += [f"*{g}" for g in args.only]
