@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from cdk_gpu_share.core.reclaim import TOLERANCE, plan
+from cdk_gpu_share.core.reclaim import TOLERANCE, TeamSpec, fits, has_room, plan, within_cap, within_guarantee
 from tests.test_reclaim_planner import NOW, pend, run, state, team
 
 
@@ -101,3 +101,37 @@ def test_scenarios(case, s, pre, served, waiting):
     assert preemptions(out) == pre
     assert out["served"] == served
     assert out["waiting"] == waiting
+
+
+# ---------------------------------------------------------------------------
+# The contract's definitions as the simulator calls them: mappings in which a missing
+# resource is 0 (usage, free, reserved idle, guarantee) or unbounded (borrow_limit).
+
+A = TeamSpec("a", {"gpu": 2})
+NO_GUARANTEE = TeamSpec("n", {}, borrow_limit={"gpu": 1})
+CAPPED = TeamSpec("c", {"gpu": 2}, borrow_limit={"gpu": 1})
+
+DEFINITIONS = [
+    # (case, function, arguments, result)
+    ("has_room: missing free is 0", has_room, ({"gpu": 1}, {}, {}), False),
+    ("has_room: missing reserved idle is 0", has_room, ({"gpu": 1}, {"gpu": 1}, {}), True),
+    ("has_room: reserved idle is not room", has_room, ({"gpu": 1}, {"gpu": 1.5}, {"gpu": 1}), False),
+    ("has_room: a resource not needed needs no room", has_room, ({"gpu": 0, "cpu": 1}, {"cpu": 1}, {}), True),
+    ("within_cap: missing usage is 0", within_cap, ({"gpu": 2}, NO_GUARANTEE, {}), False),
+    ("within_cap: missing usage is 0, within the cap", within_cap, ({"gpu": 1}, NO_GUARANTEE, {}), True),
+    ("within_cap: missing guarantee is 0", within_cap, ({"gpu": 1 + 2 * TOL}, NO_GUARANTEE, {"gpu": 0}), False),
+    ("within_cap: borrowing up to the cap", within_cap, ({"gpu": 1}, CAPPED, {"gpu": 2}), True),
+    ("within_cap: borrowing beyond the cap", within_cap, ({"gpu": 1.5}, CAPPED, {"gpu": 2}), False),
+    ("within_cap: unbounded cap", within_cap, ({"gpu": 100}, A, {}), True),
+    ("within_guarantee: missing usage is 0", within_guarantee, ({"gpu": 2}, A, {}), True),
+    ("within_guarantee: missing guarantee is 0", within_guarantee, ({"gpu": 1}, NO_GUARANTEE, {}), False),
+    ("within_guarantee: missing usage is 0, beyond", within_guarantee, ({"gpu": 2 + 2 * TOL}, A, {}), False),
+    ("fits: room and cap", fits, ({"gpu": 1}, CAPPED, {"gpu": 2}, {"gpu": 1}, {}), True),
+    ("fits: room but not the cap", fits, ({"gpu": 2}, CAPPED, {"gpu": 2}, {"gpu": 2}, {}), False),
+    ("fits: the cap but not room", fits, ({"gpu": 1}, CAPPED, {"gpu": 2}, {"gpu": 0.5}, {}), False),
+]
+
+
+@pytest.mark.parametrize(("case", "function", "args", "want"), DEFINITIONS, ids=[c[0] for c in DEFINITIONS])
+def test_definitions_with_missing_keys(case, function, args, want):
+    assert function(*args) is want
