@@ -18,6 +18,7 @@ Usage::
     python tools/mutation.py                     # every module, from scratch
     python tools/mutation.py mig config          # some modules
     python tools/mutation.py config --survivors  # re-test last run's survivors (not those listed as equivalent) and unchecked mutants
+    python tools/mutation.py reclaim --resume    # continue an interrupted run (mutants without a result)
     python tools/mutation.py config --only 'x__number*'   # test a subset of mutants by name (fnmatch)
     python tools/mutation.py reclaim --sample 7  # a tenth of the mutants, spread over every function
     python tools/mutation.py config --report     # print the score of the last run, run nothing
@@ -65,6 +66,14 @@ MODULES: dict[str, list[str]] = {
 # costs about a second and a survivor a few. ``make test`` keeps the full profile.
 MODULE_ENV: dict[str, dict[str, str]] = {
     "reclaim": {"HYPOTHESIS_PROFILE": "mutation"},
+}
+# Extra [tool.mutmut] settings per module. mutmut stops a mutant after
+# (estimated time of its tests + 1 s) * timeout_multiplier of wall time (default 15).
+# The reclaim planner's loops make hanging mutants (a `pos += 1` turned into `pos = 1`):
+# at 15 each cost a minute; at 5 they cost 20 s, still four times what a surviving
+# mutant takes on the loaded machine, so a slow run is not mistaken for a hang.
+MODULE_MUTMUT: dict[str, dict[str, float]] = {
+    "reclaim": {"timeout_multiplier": 5.0},
 }
 # Tests that run the CLI in a child process are left out: the child imports the code on
 # disk, never the mutant, so they cannot notice one and only cost time. Their in-process
@@ -115,6 +124,7 @@ def _pyproject(module: str, tests: list[str]) -> str:
         # Deterministic runs: no random order, the same Hypothesis examples for every mutant.
         f"pytest_add_cli_args = {json.dumps(pytest_args)}",
         'on_dependency_change = "ignore"',
+        *(f"{key} = {json.dumps(value)}" for key, value in MODULE_MUTMUT.get(module, {}).items()),
         "",
     ]
     return text.rstrip() + "\n" + "\n".join(lines)
@@ -274,6 +284,10 @@ def main(argv: list[str] | None = None) -> int:
         "--survivors", action="store_true",
         help="re-test only the last run's survivors (not those listed as equivalent) and unchecked mutants",
     )
+    ap.add_argument(
+        "--resume", action="store_true",
+        help="continue an interrupted run: test only the mutants that have no result yet",
+    )
     ap.add_argument("--only", action="append", default=[], metavar="GLOB", help="re-test mutants whose name matches")
     ap.add_argument(
         "--sample",
@@ -288,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [m for m in modules if m not in MODULES]
     if unknown:
         ap.error(f"unknown module {', '.join(unknown)}; choose from {', '.join(MODULES)}")
-    incremental = args.survivors or bool(args.only) or bool(args.sample)
+    incremental = args.survivors or args.resume or bool(args.only) or bool(args.sample)
     elapsed: dict[str, float] = {}
     for module in modules:
         if args.report:
@@ -309,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
             names += [f"*{g}" for g in args.only]
         if args.sample:
             names.append(f"*__mutmut_*[{args.sample}]")
-        if incremental and not names and not args.survivors:
+        if incremental and not names and not (args.survivors or args.resume):
             print(f"core/{module}.py: nothing to re-test")
             continue
         tests = _test_files(module, args.tests)
@@ -320,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
             # A full run passes no names (mutmut then tests every mutant); an incremental
             # one with nothing named only takes the --survivors pass below.
             rc = _mutmut(module, work, names, log) if names or not incremental else 0
-            if args.survivors and rc == 0:
+            if (args.survivors or args.resume) and rc == 0:
                 # Without names mutmut tests only the mutants it has no result for: those of
                 # functions changed since the last run, and any never checked.
                 rc = _mutmut(module, work, [], log)
