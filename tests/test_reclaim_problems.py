@@ -341,3 +341,10 @@ def test_any_mapping_is_a_job_and_lists_may_be_tuples():
     got = parse_state(s)
     assert got.teams == want.teams and got.jobs == want.jobs
     assert plan(s) == plan(_valid())
+
+
+def test_a_job_of_a_state_without_teams_names_no_team():
+    s = state(4, [], [run("j1", "a", 1)])
+    assert problems(s) == [
+        ("jobs[0].team", "a", "is not a team of this state", "use one of the teams (none) or add the team"),
+    ]

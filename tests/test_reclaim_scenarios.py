@@ -92,6 +92,92 @@ SCENARIOS = [
         ], min_runtime_seconds=60),
         [("b1", "b", "reclaim", "p")], ["p"], [],
     ),
+    # -- In-team preemption (rule 2c) and its "cannot succeed" shortcut.
+    (
+        # With a_lo stopped, F is exactly p's demand and a borrows 1 without a cap: p fits.
+        "an in-team pass that frees exactly enough succeeds",
+        state(3, [team("a", 1, in_team_preemption=True), team("b", 2)], [
+            run("a_lo", "a", 1), run("b1", "b", 1), pend("p", "a", 2, priority=5),
+        ]),
+        [("a_lo", "a", "in_team", "p")], ["p"], [],
+    ),
+    (
+        # a's protected GPU job keeps it over its GPU cap of 0; p asks for TOL GPUs,
+        # which it does not need, and its cpu fits once a_lo is stopped.
+        "a resource the job does not need does not make the in-team pass hopeless",
+        state({"gpu": 2, "cpu": 1}, [team("a", guarantee={"cpu": 1}, borrow_limit={"gpu": 0},
+                                          in_team_preemption=True)], [
+            run("a_big", "a", demand={"gpu": 1}, since=NOW), run("a_lo", "a", demand={"cpu": 1}),
+            pend("p", "a", demand={"gpu": TOL, "cpu": 1}, priority=5),
+        ], min_runtime_seconds=60),
+        [("a_lo", "a", "in_team", "p")], ["p"], [],
+    ),
+    (
+        # p1 cannot fit even with a_lo stopped and waits; p2, same team and priority,
+        # gets the same candidates and fits with a_lo stopped.
+        "a job that cannot fit leaves the candidates to the next job of its priority",
+        state(3, [team("a", 2, in_team_preemption=True), team("b", 1)], [
+            run("a_lo", "a", 1), run("b1", "b", 1),
+            pend("p1", "a", 4, priority=5, since=0), pend("p2", "a", 2, priority=5, since=1),
+        ]),
+        [("a_lo", "a", "in_team", "p2")], ["p2"], ["p1"],
+    ),
+    # -- Reclaim (rule 2b): eligibility is checked when each job is reached.
+    (
+        # a1 needs 2, none is free. v borrows 1 with two unprotected jobs, w borrows 1
+        # with protected ones: enough could be given back in all (no shortcut), but once
+        # v2 goes v no longer borrows, v1 is not eligible, and v2 is put back.
+        "a reclaim that fails part way chooses nothing",
+        state(4, [team("a", 2), team("v", 1), team("w", 1)], [
+            run("v1", "v", since=1), run("v2", "v", since=2),
+            run("w1", "w", since=NOW), run("w2", "w", since=NOW),
+            pend("a1", "a", 2),
+        ], min_runtime_seconds=60),
+        [], [], ["a1"],
+    ),
+    (
+        # b3 then c3 (b no longer borrows once b3 is gone, so b2, next in victim order,
+        # is passed over).
+        "a team that stops borrowing part way is passed over for the next team",
+        state(6, [team("a", 2), team("b", 2), team("c", 2)], [
+            run("b1", "b", since=30), run("b2", "b", since=31), run("b3", "b", since=32),
+            run("c1", "c", since=10), run("c2", "c", since=11), run("c3", "c", since=12),
+            pend("a1", "a", 2),
+        ]),
+        [("b3", "b", "reclaim", "a1"), ("c3", "c", "reclaim", "a1")], ["a1"], [],
+    ),
+    (
+        # p lacks gpu and cpu; v borrows gpu only, w cpu only. Once y is gone p has room
+        # in gpu, so v's x (gpu and cpu) is no longer eligible: w1 frees the cpu.
+        "a job is eligible only through a resource the job still lacks",
+        state({"gpu": 2, "cpu": 2}, [team("p", guarantee={"gpu": 1, "cpu": 1}),
+                                     team("v", guarantee={"cpu": 1}), team("w")], [
+            run("y", "v", demand={"gpu": 1}, priority=0),
+            run("x", "v", demand={"gpu": 1, "cpu": 1}, priority=1),
+            run("w1", "w", demand={"cpu": 1}, priority=2),
+            pend("p1", "p", demand={"gpu": 1, "cpu": 1}),
+        ]),
+        [("y", "v", "reclaim", "p1"), ("w1", "w", "reclaim", "p1")], ["p1"], [],
+    ),
+    (
+        # v's unprotected jobs go to a2 and c1; v still borrows (protected jobs), but has
+        # nothing left to give: c2 reclaims w's job, last in victim order.
+        "a team whose candidates are all chosen is passed over",
+        state(6, [team("a", 2), team("c", 2), team("v", 1), team("w", 0)], [
+            run("v1", "v"), run("v2", "v"), run("v3", "v", since=NOW), run("v4", "v", since=NOW),
+            run("w1", "w", priority=1),
+            pend("a1", "a", since=1), pend("a2", "a", since=2), pend("c1", "c", since=3), pend("c2", "c", since=4),
+        ], min_runtime_seconds=60),
+        [("v2", "v", "reclaim", "a2"), ("v1", "v", "reclaim", "c1"), ("w1", "w", "reclaim", "c2")],
+        ["a1", "a2", "c1", "c2"], [],
+    ),
+    (
+        # Age 0.75 s, reclaim_after_seconds 0.5: p has waited.
+        "a job has waited once its age reaches reclaim_after_seconds, below a second too",
+        state(2, [team("a", 1), team("b", 1)], [run("b1", "b"), run("b2", "b"), pend("a1", "a", since=NOW - 0.75)],
+              reclaim_after_seconds=0.5),
+        [("b2", "b", "reclaim", "a1")], ["a1"], [],
+    ),
 ]
 
 
