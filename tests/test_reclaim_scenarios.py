@@ -39,11 +39,13 @@ SCENARIOS = [
         # Two jobs of the same team and priority each stop one of its own jobs: the
         # second sees the first one's victim as gone.
         "in-team candidates of a later job leave out earlier victims",
-        state(2, [team("a", 2, in_team_preemption=True)], [
-            run("a1", "a"), run("a2", "a"),
+        state(3, [team("a", 3, in_team_preemption=True)], [
+            run("a1", "a"), run("a2", "a"), run("a3", "a"),
             pend("p1", "a", priority=10, since=1), pend("p2", "a", priority=10, since=2),
+            pend("p3", "a", priority=10, since=3),
         ]),
-        [("a2", "a", "in_team", "p1"), ("a1", "a", "in_team", "p2")], ["p1", "p2"], [],
+        [("a3", "a", "in_team", "p1"), ("a2", "a", "in_team", "p2"), ("a1", "a", "in_team", "p3")],
+        ["p1", "p2", "p3"], [],
     ),
     # -- Tolerance: a job needs a resource only where its demand is above TOLERANCE.
     (
@@ -178,6 +180,29 @@ SCENARIOS = [
               reclaim_after_seconds=0.5),
         [("b2", "b", "reclaim", "a1")], ["a1"], [],
     ),
+    # -- Exactly at the tolerance: "a <= b" holds when a == b + TOL.
+    (
+        # p asks for 1 + TOL of a's guarantee of 1: within it. Once b2 goes, 1 GPU is
+        # free: room for 1 + TOL.
+        "a job exactly the tolerance beyond its guarantee and the free capacity fits",
+        state(2, [team("a", 1), team("b", 1)], [run("b1", "b"), run("b2", "b", since=5), pend("p", "a", 1 + TOL)]),
+        [("b2", "b", "reclaim", "p")], ["p"], [],
+    ),
+    (
+        # a borrows 2*TOL - TOL = TOL beyond a cap of 0: not over it, and it borrows nothing.
+        "a team borrowing exactly the tolerance beyond its cap keeps its jobs",
+        state(1, [team("a", TOL, borrow_limit={"gpu": 0}), team("b", 0.5)], [run("x", "a", 2 * TOL)]),
+        [], [], [],
+    ),
+    (
+        # x (priority -1) uses TOL GPUs: not a GPU job, so rule 1 passes it over and
+        # takes y and z, which bring a within its cap of 0.
+        "rule 1 passes over a job using exactly the tolerance",
+        state(4, [team("a", 1, borrow_limit={"gpu": 0}), team("b", 3)], [
+            run("x", "a", TOL, priority=-1), run("y", "a", 1, priority=0), run("z", "a", 1 + TOL / 2, priority=1),
+        ]),
+        [("y", "a", "borrow_limit", None), ("z", "a", "borrow_limit", None)], [], [],
+    ),
 ]
 
 
@@ -221,3 +246,21 @@ DEFINITIONS = [
 @pytest.mark.parametrize(("case", "function", "args", "want"), DEFINITIONS, ids=[c[0] for c in DEFINITIONS])
 def test_definitions_with_missing_keys(case, function, args, want):
     assert function(*args) is want
+
+
+def test_borrowing_exactly_the_tolerance_is_reported_as_nothing():
+    out = plan(state(1, [team("a", TOL), team("b", 0.5)], [run("x", "a", 2 * TOL)]))
+    assert out["teams"]["a"]["borrowed"] == {"gpu": 0}
+
+
+def test_integral_amounts_are_reported_as_integers_below_2_to_the_53():
+    # 0.5 + 0.5 and 200.0 are whole numbers: JSON integers. 2**53 and above are left as
+    # written (a float), as is a fraction.
+    big = float(2**53)
+    s = state({"gpu": 300.0, "cpu": big}, [team("a", guarantee={"gpu": 200.0, "cpu": big})], [
+        run("x", "a", demand={"gpu": 0.5}), run("y", "a", demand={"gpu": 0.5, "cpu": 0.25}),
+    ])
+    report = plan(s)["teams"]["a"]
+    assert report["usage"] == {"gpu": 1, "cpu": 0.25} and type(report["usage"]["gpu"]) is int
+    assert type(report["guarantee"]["gpu"]) is int and report["guarantee"]["gpu"] == 200
+    assert type(report["guarantee"]["cpu"]) is float and report["guarantee"]["cpu"] == big
