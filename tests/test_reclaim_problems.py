@@ -364,3 +364,16 @@ def test_non_finite_numbers_are_rejected(path, value, field):
     (got,) = problems(_with(path, value))
     assert got[0] == field
     assert got[1] == value or (value != value and got[1] != got[1])
+
+
+def test_every_bad_amount_of_one_mapping_is_reported():
+    s = _valid()
+    s["teams"][0]["guarantee"] = {5: 1, "gpu": "two", "cpu": -1, "tpu": 1, "ok": 0}
+    s["capacity"]["ok"] = 1
+    assert problems(s) == [
+        ("teams[0].guarantee.5", 5, "resource names must be strings", 'write a name such as "gpu"'),
+        ("teams[0].guarantee.gpu", "two", "must be a number, not a string", "write a non-negative number such as 1 or 0.5"),
+        ("teams[0].guarantee.cpu", -1, "is a negative amount", "use 0 or more"),
+        ("teams[0].guarantee.tpu", 1, "names resource 'tpu', which capacity does not name",
+         "use a resource of capacity (gpu, ok) or add 'tpu' to capacity"),
+    ]

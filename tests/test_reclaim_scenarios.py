@@ -203,6 +203,21 @@ SCENARIOS = [
         ]),
         [("y", "a", "borrow_limit", None), ("z", "a", "borrow_limit", None)], [], [],
     ),
+    (
+        # now 0, b1 started TOL s ago (since -TOL) and min_runtime_seconds is 2 * TOL:
+        # age + TOL == min_runtime, so b1 is no longer protected.
+        "a job exactly the tolerance younger than min_runtime_seconds is not protected",
+        state(2, [team("a", 1), team("b", 1)], [run("b0", "b", since=-1), run("b1", "b", since=-TOL), pend("a1", "a")],
+              now=0, min_runtime_seconds=2 * TOL),
+        [("b1", "b", "reclaim", "a1")], ["a1"], [],
+    ),
+    (
+        # b1's since is in the future: age 0, protected by a min_runtime_seconds of 0.5.
+        "a job started in the future is protected while min_runtime_seconds is above 0",
+        state(2, [team("a", 1), team("b", 1)], [run("b0", "b", since=0), run("b1", "b", since=NOW + 10), pend("a1", "a")],
+              min_runtime_seconds=0.5),
+        [("b0", "b", "reclaim", "a1")], ["a1"], [],
+    ),
 ]
 
 
