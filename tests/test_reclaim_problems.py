@@ -368,7 +368,7 @@ def test_non_finite_numbers_are_rejected(path, value, field):
 
 def test_every_bad_amount_of_one_mapping_is_reported():
     s = _valid()
-    s["teams"][0]["guarantee"] = {5: 1, "gpu": "two", "cpu": -1, "tpu": 1, "ok": 0}
+    s["teams"][0]["guarantee"] = {5: 1, "gpu": "two", "cpu": -1, "tpu": 1, "ok": 0, "npu": 2}
     s["capacity"]["ok"] = 1
     assert problems(s) == [
         ("teams[0].guarantee.5", 5, "resource names must be strings", 'write a name such as "gpu"'),
@@ -376,4 +376,14 @@ def test_every_bad_amount_of_one_mapping_is_reported():
         ("teams[0].guarantee.cpu", -1, "is a negative amount", "use 0 or more"),
         ("teams[0].guarantee.tpu", 1, "names resource 'tpu', which capacity does not name",
          "use a resource of capacity (gpu, ok) or add 'tpu' to capacity"),
+        ("teams[0].guarantee.npu", 2, "names resource 'npu', which capacity does not name",
+         "use a resource of capacity (gpu, ok) or add 'npu' to capacity"),
+    ]
+
+
+def test_an_empty_capacity_names_no_resource():
+    s = state({}, [team("a", guarantee={"gpu": 1})], [])
+    assert problems(s) == [
+        ("teams[0].guarantee.gpu", 1, "names resource 'gpu', which capacity does not name",
+         "use a resource of capacity (none) or add 'gpu' to capacity"),
     ]
