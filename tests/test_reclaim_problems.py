@@ -387,3 +387,23 @@ def test_an_empty_capacity_names_no_resource():
         ("teams[0].guarantee.gpu", 1, "names resource 'gpu', which capacity does not name",
          "use a resource of capacity (none) or add 'gpu' to capacity"),
     ]
+
+
+def test_problems_of_later_jobs_are_reported_after_a_job_that_is_no_object():
+    s = _valid()
+    s["jobs"] = ["j0", {**run("j1", "a", 1), "state": "queued"}]
+    assert problems(s) == [
+        ("jobs[0]", "j0", "must be a job object, not a string",
+         'write {"id": "j1", "team": "alpha", "state": "running", "demand": {"gpu": 1}, "since": 0}'),
+        ("jobs[1].state", "queued", "is not a job state", "use running (Batch STARTING or RUNNING) or pending (RUNNABLE)"),
+    ]
+
+
+def test_a_duplicate_of_a_job_given_as_another_mapping_names_the_first():
+    # The first job is a read-only mapping (the full checks, not the quick path for dicts).
+    s = _valid()
+    s["jobs"][0] = types.MappingProxyType(s["jobs"][0])
+    s["jobs"][1]["id"] = "j1"
+    assert problems(s) == [
+        ("jobs[1].id", "j1", "is a duplicate job id (also jobs[0].id)", "list every job once, with a unique id"),
+    ]
