@@ -407,3 +407,15 @@ def test_a_duplicate_of_a_job_given_as_another_mapping_names_the_first():
     assert problems(s) == [
         ("jobs[1].id", "j1", "is a duplicate job id (also jobs[0].id)", "list every job once, with a unique id"),
     ]
+
+
+def test_a_state_that_is_no_object():
+    assert problems([_valid()]) == [
+        ("state", "a list", "must be a JSON object", "pass an object with now, capacity, teams and jobs"),
+    ]
+
+
+def test_a_negative_reclaim_after_seconds():
+    assert problems(_with(["settings"], {"reclaim_after_seconds": -5})) == [
+        ("settings.reclaim_after_seconds", -5, "must not be below 0", "use a number of seconds, 0 or more"),
+    ]
