@@ -419,3 +419,17 @@ def test_a_negative_reclaim_after_seconds():
     assert problems(_with(["settings"], {"reclaim_after_seconds": -5})) == [
         ("settings.reclaim_after_seconds", -5, "must not be below 0", "use a number of seconds, 0 or more"),
     ]
+
+
+def test_a_job_given_as_another_mapping_keeps_every_field():
+    # Read-only mappings take the full checks (not the quick path for dicts).
+    s = _valid()
+    s["jobs"] = [
+        types.MappingProxyType({"id": "x", "team": "a", "state": "running", "demand": {"gpu": 1},
+                                "priority": 2.0, "since": 7, "terminating": True}),
+        types.MappingProxyType({"id": "y", "team": "b", "state": "pending", "demand": {"gpu": 0.5}, "since": 9}),
+    ]
+    assert parse_state(s).jobs == (
+        JobSpec("x", "a", "running", {"gpu": 1}, 2, 7, True),
+        JobSpec("y", "b", "pending", {"gpu": 0.5}, 0, 9, False),
+    )
