@@ -32,3 +32,30 @@ def _fresh_mig_layouts():
 
     mig.clear_layout_cache()
     yield
+
+
+# Hypothesis profiles. ``make test`` uses the default (each test's own example count,
+# random examples). ``mutation`` is for tools/mutation.py, which sets
+# HYPOTHESIS_PROFILE=mutation for the reclaim run: derandomized (every mutant sees the
+# same examples, so a score is reproducible), no example database (a failure found for
+# one mutant must not be replayed for the next), no deadline (the machine is shared).
+# Tests that draw many examples scale their count with ``examples()`` below.
+from hypothesis import settings as _hypothesis_settings  # noqa: E402
+
+MUTATION_PROFILE = "mutation"
+_hypothesis_settings.register_profile(
+    MUTATION_PROFILE, derandomize=True, database=None, deadline=None, print_blob=False
+)
+_hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """Under the mutation profile, property tests run after the example tests.
+
+    mutmut passes each mutant's covering tests in no particular order and stops at the
+    first failure (-x); the example tests take milliseconds, the property tests seconds,
+    so most killed mutants are caught before a property test starts.
+    """
+    if _hypothesis_settings.get_current_profile_name() != MUTATION_PROFILE:
+        return
+    items.sort(key=lambda item: bool(getattr(getattr(item, "obj", None), "is_hypothesis_test", False)))

@@ -37,7 +37,7 @@ from cdk_gpu_share.core.reclaim import (
 
 # The scenario builders are the planner tests' own (one way of writing a state).
 from tests.test_reclaim_planner import NOW, pend, run, state, team
-from tests.test_reclaim_properties import states
+from tests.test_reclaim_properties import examples, states
 
 TOL = reclaim.TOLERANCE
 def chosen(out):
@@ -188,7 +188,7 @@ def _check_bookkeeping(ps: PlanState) -> None:
         assert ps.F[r] == pytest.approx(want_f[r], abs=1e-9), (r, "F")
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(states(), st.randoms(use_true_random=False))
 def test_take_and_give_back_keep_every_quantity_consistent(raw, rnd: random.Random):
     ps = PlanState(reclaim.parse_state(raw))

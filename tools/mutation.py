@@ -17,7 +17,8 @@ Usage::
 
     python tools/mutation.py                     # every module, from scratch
     python tools/mutation.py mig config          # some modules
-    python tools/mutation.py config --survivors  # re-test last run's survivors and unchecked mutants
+    python tools/mutation.py config --survivors  # re-test last run's survivors (not those listed as equivalent) and unchecked mutants
+    python tools/mutation.py reclaim --resume    # continue an interrupted run (mutants without a result)
     python tools/mutation.py config --only 'x__number*'   # test a subset of mutants by name (fnmatch)
     python tools/mutation.py reclaim --sample 7  # a tenth of the mutants, spread over every function
     python tools/mutation.py config --report     # print the score of the last run, run nothing
@@ -50,7 +51,29 @@ PACKAGE = "cdk_gpu_share"
 MODULES: dict[str, list[str]] = {
     "config": ["tests/test_config*.py"],
     "mig": ["tests/test_mig_catalog.py", "tests/test_mig_cli.py", "tests/test_mig_core*.py"],
-    "reclaim": ["tests/test_reclaim_planner.py", "tests/test_reclaim_properties.py", "tests/test_reclaim_cli.py"],
+    "reclaim": [
+        "tests/test_reclaim_planner.py",
+        "tests/test_reclaim_state.py",
+        "tests/test_reclaim_problems.py",
+        "tests/test_reclaim_scenarios.py",
+        "tests/test_reclaim_properties.py",
+        "tests/test_reclaim_cli.py",
+    ],
+}
+# Environment per module. The reclaim property tests draw thousands of random states
+# (about 70 s a run); the mutation profile (tests/conftest.py) draws a twentieth of them,
+# derandomized, and runs property tests after the example tests, so a killed mutant
+# costs about a second and a survivor a few. ``make test`` keeps the full profile.
+MODULE_ENV: dict[str, dict[str, str]] = {
+    "reclaim": {"HYPOTHESIS_PROFILE": "mutation"},
+}
+# Extra [tool.mutmut] settings per module. mutmut stops a mutant after
+# (estimated time of its tests + 1 s) * timeout_multiplier of wall time (default 15).
+# The reclaim planner's loops make hanging mutants (a `pos += 1` turned into `pos = 1`):
+# at 15 each cost a minute; at 5 they cost 20 s, still four times what a surviving
+# mutant takes on the loaded machine, so a slow run is not mistaken for a hang.
+MODULE_MUTMUT: dict[str, dict[str, float]] = {
+    "reclaim": {"timeout_multiplier": 5.0},
 }
 # Tests that run the CLI in a child process are left out: the child imports the code on
 # disk, never the mutant, so they cannot notice one and only cost time. Their in-process
@@ -101,6 +124,7 @@ def _pyproject(module: str, tests: list[str]) -> str:
         # Deterministic runs: no random order, the same Hypothesis examples for every mutant.
         f"pytest_add_cli_args = {json.dumps(pytest_args)}",
         'on_dependency_change = "ignore"',
+        *(f"{key} = {json.dumps(value)}" for key, value in MODULE_MUTMUT.get(module, {}).items()),
         "",
     ]
     return text.rstrip() + "\n" + "\n".join(lines)
@@ -119,9 +143,9 @@ def _prepare(module: str, fresh: bool, tests: list[str]) -> Path:
     return work
 
 
-def _mutmut(work: Path, names: list[str], log) -> int:
+def _mutmut(module: str, work: Path, names: list[str], log) -> int:
     cmd = [sys.executable, "-c", "from mutmut.__main__ import cli; cli()", "run", "--max-children", "1", *names]
-    env = dict(os.environ, PYTHONHASHSEED="0")
+    env = dict(os.environ, PYTHONHASHSEED="0", **MODULE_ENV.get(module, {}))
     return subprocess.run(cmd, cwd=work, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
 
 
@@ -256,7 +280,14 @@ def print_table(scores: list[Score], elapsed: dict[str, float]) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("modules", nargs="*", help=f"core modules: {', '.join(MODULES)} (default: all)")
-    ap.add_argument("--survivors", action="store_true", help="re-test only the last run's survivors and unchecked mutants")
+    ap.add_argument(
+        "--survivors", action="store_true",
+        help="re-test only the last run's survivors (not those listed as equivalent) and unchecked mutants",
+    )
+    ap.add_argument(
+        "--resume", action="store_true",
+        help="continue an interrupted run: test only the mutants that have no result yet",
+    )
     ap.add_argument("--only", action="append", default=[], metavar="GLOB", help="re-test mutants whose name matches")
     ap.add_argument(
         "--sample",
@@ -271,21 +302,28 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [m for m in modules if m not in MODULES]
     if unknown:
         ap.error(f"unknown module {', '.join(unknown)}; choose from {', '.join(MODULES)}")
-    incremental = args.survivors or bool(args.only) or bool(args.sample)
+    incremental = args.survivors or args.resume or bool(args.only) or bool(args.sample)
     elapsed: dict[str, float] = {}
     for module in modules:
         if args.report:
             continue
         names: list[str] = []
         if args.survivors:
-            # survivors, and mutants never checked (new, or of a function that changed since)
-            names += [n for n, c in _exit_codes(module).items() if c is None or c in SURVIVED | NOT_TESTED]
+            # survivors, and mutants never checked (new, or of a function that changed since);
+            # not the survivors listed as equivalent: no test can kill them, and each costs
+            # a whole run of the module's tests (mutmut resets the result of a mutant whose
+            # function changed, so a listed mutant of changed code is re-tested).
+            listed = {n for n, _ in score(module).equivalent}
+            names += [
+                n for n, c in _exit_codes(module).items()
+                if c is None or (c in SURVIVED | NOT_TESTED and n not in listed)
+            ]
         if args.only:
             # mutmut matches these itself (fnmatch), also on a first run that has no mutants yet
             names += [f"*{g}" for g in args.only]
         if args.sample:
             names.append(f"*__mutmut_*[{args.sample}]")
-        if incremental and not names and not args.survivors:
+        if incremental and not names and not (args.survivors or args.resume):
             print(f"core/{module}.py: nothing to re-test")
             continue
         tests = _test_files(module, args.tests)
@@ -293,11 +331,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"core/{module}.py: mutating against {' '.join(tests)}", flush=True)
         start = time.monotonic()
         with open(work / "mutmut.log", "w") as log:
-            rc = _mutmut(work, names, log) if names else 0
-            if args.survivors and rc == 0:
+            # A full run passes no names (mutmut then tests every mutant); an incremental
+            # one with nothing named only takes the --survivors pass below.
+            rc = _mutmut(module, work, names, log) if names or not incremental else 0
+            if (args.survivors or args.resume) and rc == 0:
                 # Without names mutmut tests only the mutants it has no result for: those of
                 # functions changed since the last run, and any never checked.
-                rc = _mutmut(work, [], log)
+                rc = _mutmut(module, work, [], log)
         elapsed[module] = time.monotonic() - start
         if rc != 0 and not _exit_codes(module):
             print((work / "mutmut.log").read_text()[-3000:])
