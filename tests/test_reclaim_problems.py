@@ -359,11 +359,10 @@ def test_a_job_of_a_state_without_teams_names_no_team():
     (["capacity", "gpu"], float("inf"), "capacity.gpu"),
 ], ids=["since inf", "since nan", "demand inf", "demand nan", "percent inf", "capacity inf"])
 def test_non_finite_numbers_are_rejected(path, value, field):
-    # (The message says "must be a number, not a number" for these: the validation
-    # toolkit's kind() has no word for a non-finite float. Only field and value pinned.)
     (got,) = problems(_with(path, value))
     assert got[0] == field
     assert got[1] == value or (value != value and got[1] != got[1])
+    assert got[2] == ("must be a number, not NaN" if value != value else "must be a number, not an infinite number")
 
 
 def test_every_bad_amount_of_one_mapping_is_reported():
@@ -433,3 +432,37 @@ def test_a_job_given_as_another_mapping_keeps_every_field():
         JobSpec("x", "a", "running", {"gpu": 1}, 2, 7, True),
         JobSpec("y", "b", "pending", {"gpu": 0.5}, 0, 9, False),
     )
+
+
+# A job given as a plain dict takes the planner's fast path; any other mapping takes the
+# full checks. Both must accept and refuse exactly the same jobs (the fast path once took
+# a `since` or a demand beyond 2**53 that the full checks refuse).
+OUT_OF_RANGE = [
+    ("since beyond 2**53", "since", 2**53 + 1, "jobs[1].since", "a number beyond ±2**53"),
+    ("since below -2**53", "since", -(2**53) - 1, "jobs[1].since", "a number beyond ±2**53"),
+    ("since a huge float", "since", 1e300, "jobs[1].since", "a number beyond ±2**53"),
+    ("since infinite", "since", float("inf"), "jobs[1].since", "an infinite number"),
+    ("since NaN", "since", float("nan"), "jobs[1].since", "NaN"),
+    ("demand beyond 2**53", "demand", {"gpu": 2**60}, "jobs[1].demand.gpu", "a number beyond ±2**53"),
+    ("demand infinite", "demand", {"gpu": float("inf")}, "jobs[1].demand.gpu", "an infinite number"),
+    ("demand NaN", "demand", {"gpu": float("nan")}, "jobs[1].demand.gpu", "NaN"),
+]
+
+
+@pytest.mark.parametrize("as_mapping", [False, True], ids=["dict", "read-only mapping"])
+@pytest.mark.parametrize(("case", "key", "value", "field", "kind"), OUT_OF_RANGE, ids=[c[0] for c in OUT_OF_RANGE])
+def test_fast_and_full_checks_refuse_the_same_numbers(case, key, value, field, kind, as_mapping):
+    s = _valid()
+    job = {**s["jobs"][1], key: value}
+    s["jobs"][1] = types.MappingProxyType(job) if as_mapping else job
+    [(got_field, _, message, _)] = problems(s)
+    assert got_field == field
+    assert message == f"must be a number, not {kind}"
+
+
+@pytest.mark.parametrize("as_mapping", [False, True], ids=["dict", "read-only mapping"])
+def test_the_largest_safe_numbers_are_accepted_on_both_paths(as_mapping):
+    s = _valid()
+    job = {**s["jobs"][1], "since": -(2**53), "demand": {"gpu": 0}}
+    s["jobs"][1] = types.MappingProxyType(job) if as_mapping else job
+    assert parse_state(s).jobs[1].since == -(2**53)

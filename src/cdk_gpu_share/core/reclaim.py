@@ -491,19 +491,19 @@ def _parse_jobs(state: Mapping, capacity: Mapping | None, team_names: set | None
             priority = get("priority", 0)
             since = get("since")
             terminating = get("terminating", False)
-            ts = type(since)
+            # Numbers pass the same is_number as the full checks (finite, at most 2**53):
+            # a job the full checks refuse must never be accepted here.
             if (
                 type(job_id) is str and job_id not in seen
                 and type(team) is str and team in fast_teams
                 and (job_state == "running" or job_state == "pending")
                 and type(priority) is int
-                and (ts is int or (ts is float and since - since == 0))
+                and is_number(since)
                 and (terminating is False or terminating is True)
                 and type(demand) is dict
             ):
                 for r, a in demand.items():
-                    ta = type(a)
-                    if not ((ta is int or (ta is float and a - a == 0)) and a >= 0 and r in fast_resources):
+                    if not (is_number(a) and a >= 0 and r in fast_resources):
                         break
                 else:
                     seen[job_id] = i
@@ -549,7 +549,7 @@ def _parse_jobs(state: Mapping, capacity: Mapping | None, team_names: set | None
         if raw_demand is _MISSING:
             check.missing(f"{where}.demand", 'add the job\'s demand, such as {"gpu": 1}')
         elif type(raw_demand) is dict and capacity is not None and all(
-            type(a) in (int, float) and a >= 0 and r in capacity and a != _INF for r, a in raw_demand.items()
+            is_number(a) and a >= 0 and r in capacity for r, a in raw_demand.items()
         ):
             demand = raw_demand  # fast path: already valid
         else:
