@@ -3,7 +3,10 @@
 Each test here failed to notice a mutant of ``core/config.py``: a value parsed but not
 kept (``hyperpod.eks_cluster_arn``, ``alerts``), or passed on wrong (the platform name
 that derived names are built from, a team's field path once an entry before it was
-dropped). Every refusal asserts its field path, value, message and fix.
+dropped, the suggested team name), a guarantee of whole instances counted wrong beside
+another team's resources, and the rules the Python API reaches directly
+(``check_backend`` with a TeamConfig or FairshareConfig built in Python). Every
+refusal asserts its field path, value, message and fix.
 """
 
 from __future__ import annotations
@@ -186,3 +189,78 @@ def test_check_backend_refuses_a_team_name_no_quota_share_can_hold(name, field):
 def test_check_backend_accepts_every_quota_share_name(name):
     section = parse_config(batch()).batch_quota
     assert check_backend("batch_quota", section, [cfg.TeamConfig(name=name, guarantee={"ml.g5.xlarge": 1})]) == []
+
+
+# -- the fix of a team name the stack name cannot hold: the name with each run of other
+# characters made a hyphen, hyphens trimmed at the ends, team-a when nothing is left
+
+
+@pytest.mark.parametrize(
+    "name, suggestion",
+    [
+        ("team a", "team-a"),
+        ("Team_A", "Team-A"),  # both cases of letters kept
+        ("X_team.", "X-team"),  # only hyphens are trimmed
+        ("__a__b__", "a-b"),
+        ("___", "team-a"),
+    ],
+)
+def test_a_team_name_the_stack_name_cannot_hold_gets_a_suggestion(name, suggestion):
+    raw = batch()
+    raw["teams"][0]["name"] = name
+    assert problems(raw) == [
+        (
+            f"teams[0] ({name}).name",
+            name,
+            "may hold only letters, digits and hyphens (it becomes part of the CloudFormation stack name)",
+            f"write {suggestion!r}",
+        )
+    ]
+
+
+# -- a guarantee of whole instances holds every resource of them: 1 ml.p5.48xlarge is
+# 8 GPUs, 192 vCPU, 2048 GiB and 56 MIG slices, added to another team's resources
+
+
+@pytest.mark.parametrize(
+    "amount, total, dim, limit",
+    [
+        ({"accelerators": 9}, 17, "accelerators", 16),
+        ({"vcpu": 193}, 385, "vcpu", 384),
+        ({"memory_gib": 2049}, 4097, "memory_gib", 4096),
+        ({"mig": {"mig-1g.10gb": 57}}, 113, "mig slices", 112),
+    ],
+)
+def test_whole_instances_count_all_their_resources_beside_another_teams(amount, total, dim, limit):
+    raw = hyperpod()
+    raw["teams"].append({"name": "applied", "guarantee": {"ml.p5.48xlarge": amount}})
+    assert problems(raw) == [
+        (
+            "hyperpod.capacity.ml.p5.48xlarge",
+            2,
+            f"the teams' guarantees sum to {total} {dim} of ml.p5.48xlarge, above the {limit} the capacity declares",
+            "raise hyperpod.capacity.ml.p5.48xlarge or lower the teams' guarantees",
+        )
+    ]
+    amount = {k: (v - 1 if isinstance(v, int) else {"mig-1g.10gb": 56}) for k, v in amount.items()}
+    raw["teams"][1]["guarantee"]["ml.p5.48xlarge"] = amount  # one less: exactly the capacity
+    parse_config(raw)
+
+
+def test_a_fairshare_type_the_catalogue_lacks_counts_as_8_gpus_in_job_definition_names():
+    # Only the Python API can build such a section. 12 of them: 96 GPUs, so the names end
+    # in -gpu96; the default queue is gpu-share-fairshare: 19 + 1 + 4 + 2 leaves 102.
+    section = cfg.FairshareConfig(capacity={"x9.huge": 12})
+    team = cfg.TeamConfig(name="a" * 102, guarantee={"x9.huge": 1})
+    assert check_backend("fairshare", section, [team]) == []
+    team = cfg.TeamConfig(name="a" * 103, guarantee={"x9.huge": 1})
+    got = [(p.field, p.value, p.message, p.fix) for p in check_backend("fairshare", section, [team])]
+    assert got == [
+        (
+            f"teams[0] ({'a' * 40}...(103 characters)).name",
+            "a" * 103,
+            "makes its job definition names 129 characters long (queue name, its letters and digits, -gpuN);"
+            " Batch takes at most 128",
+            "use at most 102 letters and digits, or a shorter fairshare.queue_name",
+        )
+    ]
