@@ -32,6 +32,7 @@ _LAZY = {
     "BatchQuotaConfig": "cdk_gpu_share.core.config",
     "HyperPodConfig": "cdk_gpu_share.core.config",
     "FairshareConfig": "cdk_gpu_share.core.config",
+    "FairshareVpcConfig": "cdk_gpu_share.core.config",
     "InferenceModelConfig": "cdk_gpu_share.core.inference_config",
     "Copies": "cdk_gpu_share.core.inference_config",
     "InferenceVpcConfig": "cdk_gpu_share.core.inference_config",

@@ -10,7 +10,9 @@ What it creates
 * A managed EC2 compute environment of the config's GPU instance types (ECS
   AL2023 NVIDIA AMI, the config's allocation strategy, ``maxvCpus`` = the vCPUs of
   the declared instances, ``minvCpus`` = ``min_instances`` of the smallest type), in
-  the VPC passed in or a new one (2 AZs, 1 NAT gateway, flow logs; no lookups).
+  the VPC passed in, the existing VPC of ``config.vpc`` (``fairshare.vpc`` in YAML: its
+  subnets and security groups, imported by id without a lookup) or a new one (2 AZs,
+  1 NAT gateway, flow logs; no lookups).
 * A job queue (the ``Resource`` child) with a fair-share scheduling policy: one
   share identifier per team (:func:`~cdk_gpu_share.aws.batch_reader.share_identifier`:
   the team name's letters and digits) and
@@ -93,6 +95,7 @@ from cdk_gpu_share.core.config import (
     BATCH_NAME_PATTERN,
     FAIRSHARE,
     FairshareConfig,
+    FairshareVpcConfig,
     PlatformConfig,
     TeamConfig,
     check_backend,
@@ -231,8 +234,10 @@ class FairshareQueue(Construct):
         :param config: the fleet (``capacity`` per EC2 GPU type), fair-share and reclaim settings.
         :param platform_name: prefix of generated names. Default: ``gpu-share``.
         :param queue_name: the job queue's name. Default: ``config.queue_name``, else ``<platform_name>-fairshare``.
-        :param vpc: where the instances run (private subnets with egress). Default: a new VPC with
-            2 AZs, public and private subnets, one NAT gateway and flow logs.
+        :param vpc: where the instances run (its private subnets with egress). Not together with
+            ``config.vpc``. Default: the VPC of ``config.vpc`` when set (its ``subnet_ids`` and
+            ``security_group_ids``), else a new VPC with 2 AZs, public and private subnets, one NAT
+            gateway and flow logs.
         :param image: container image of the teams' job definitions (jobs override the command).
             Default: Amazon Linux 2023 from ECR Public.
         :param retry_on_error: retry jobs that fail with an error of their own, up to
@@ -258,6 +263,9 @@ class FairshareQueue(Construct):
         if cdk.Token.is_unresolved(name) or not re.match(BATCH_NAME_PATTERN, name):
             problems.append(Problem("queue_name", name, "is not a valid job queue name",
                                     "use up to 128 letters, digits, hyphens and underscores (no tokens)"))
+        if vpc is not None and config.vpc is not None:
+            problems.append(Problem("vpc", config.vpc.vpc_id, "is given twice: as vpc and as config.vpc (fairshare.vpc)",
+                                    "pass one of them"))
         if problems:
             raise ConfigError(problems, source=self.node.path)
         self.queue_name = name
@@ -267,7 +275,12 @@ class FairshareQueue(Construct):
         stack = cdk.Stack.of(self)
 
         # --- network and compute environment
-        self.vpc = vpc or self._default_vpc()
+        subnets = ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS)
+        security_groups = None
+        if config.vpc is not None:
+            self.vpc, subnets, security_groups = self._existing_network(config.vpc)
+        else:
+            self.vpc = vpc or self._default_vpc()
         types = sorted(config.capacity, key=lambda t: (instances.lookup(t).vcpus, t))
         max_vcpus = sum(instances.lookup(t).vcpus * n for t, n in config.capacity.items())
         min_vcpus = min(max_vcpus, config.min_instances * instances.lookup(types[0]).vcpus)
@@ -275,7 +288,8 @@ class FairshareQueue(Construct):
             self,
             "ComputeEnvironment",
             vpc=self.vpc,
-            vpc_subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS),
+            vpc_subnets=subnets,
+            security_groups=security_groups,
             instance_types=[ec2.InstanceType(t) for t in types],
             use_optimal_instance_classes=False,
             images=[batch.EcsMachineImage(image_type=batch.EcsMachineImageType.ECS_AL2023_NVIDIA)],
@@ -343,6 +357,27 @@ class FairshareQueue(Construct):
             raise ConfigError(problems, source=config.source)
         kwargs.setdefault("platform_name", config.name)
         return cls(scope, id, config=config.fairshare, **kwargs)
+
+    def _existing_network(self, net: FairshareVpcConfig) -> tuple[ec2.IVpc, ec2.SubnetSelection, list | None]:
+        """The VPC, subnets and security groups of ``fairshare.vpc``, imported by id (no lookup, so
+        synthesis needs no account). No security groups given: the compute environment makes one."""
+        # Fn::GetAZs: the attributes need some AZ list, and nothing here reads the VPC's own subnet lists
+        # (the compute environment takes the subnets below), so the region's zones are an honest stand-in.
+        vpc = ec2.Vpc.from_vpc_attributes(self, "Vpc", vpc_id=net.vpc_id, availability_zones=cdk.Fn.get_azs())
+        cdk.Annotations.of(vpc).acknowledge_warning(
+            "@aws-cdk/aws-ec2:vpcAttributeIsListTokenavailabilityZones",
+            "fairshare.vpc names its subnets by id; no construct reads the imported VPC's subnet lists")
+        imported = []
+        for i, sid in enumerate(net.subnet_ids):
+            subnet = ec2.Subnet.from_subnet_id(self, f"Subnet{i}", sid)
+            cdk.Annotations.of(subnet).acknowledge_warning(
+                "@aws-cdk/aws-ec2:noSubnetRouteTableId",
+                "the compute environment uses only the subnet's id; routing is the VPC owner's (fairshare.vpc)")
+            imported.append(subnet)
+        subnets = ec2.SubnetSelection(subnets=imported)
+        groups = [ec2.SecurityGroup.from_security_group_id(self, f"SecurityGroup{i}", gid, mutable=False)
+                  for i, gid in enumerate(net.security_group_ids)] or None
+        return vpc, subnets, groups
 
     def _default_vpc(self) -> ec2.Vpc:
         vpc = ec2.Vpc(

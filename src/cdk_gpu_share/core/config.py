@@ -29,6 +29,10 @@ Schema (see ``platform.yaml`` and ``examples/`` for complete files)::
       priority_classes: [{name: training, weight: 50}]
     fairshare:                        # classic AWS Batch on EC2 GPU instances
       capacity: {g5.xlarge: 3}
+      vpc:                            # optional: your VPC (default: a new one with 1 NAT gateway)
+        vpc_id: vpc-0123456789abcdef0
+        subnet_ids: [subnet-0123456789abcdef0, subnet-0fedcba9876543210]
+        security_group_ids: [sg-0123456789abcdef0]   # optional: default a new egress-only group
 
 A team takes part in a backend when its guarantee names an instance type that
 the backend's ``capacity`` declares.
@@ -300,6 +304,32 @@ class ReclaimConfig:
 
 
 @dataclass(frozen=True)
+class FairshareVpcConfig:
+    """An existing VPC for the fair-share fleet's instances (``fairshare.vpc``).
+
+    With it the platform creates no VPC and no NAT gateway: the compute environment
+    launches its instances in ``subnet_ids`` (which need a route to ECR, ECS, Batch and
+    CloudWatch: a NAT gateway or interface endpoints of yours) with ``security_group_ids``,
+    or with one new security group in ``vpc_id`` (egress only) when none are given.
+    """
+
+    vpc_id: str
+    subnet_ids: tuple[str, ...]
+    security_group_ids: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        # The Python API gets the YAML's rule (lists are taken as tuples; no groups: a new one).
+        values: dict[str, Any] = {"vpc_id": self.vpc_id, "subnet_ids": self.subnet_ids}
+        if self.security_group_ids is not None and self.security_group_ids != ():
+            values["security_group_ids"] = self.security_group_ids
+        problems = _Problems()
+        _vpc_problems(values, "FairshareVpcConfig", problems.add)
+        problems.raise_if_any(label="invalid argument")
+        object.__setattr__(self, "subnet_ids", tuple(self.subnet_ids))
+        object.__setattr__(self, "security_group_ids", tuple(self.security_group_ids or ()))
+
+
+@dataclass(frozen=True)
 class FairshareConfig:
     """Classic AWS Batch on EC2 GPU instances with a fair-share scheduling policy."""
 
@@ -313,6 +343,8 @@ class FairshareConfig:
     min_instances: int = 0
     job_attempts: int = 5
     reclaim: ReclaimConfig = field(default_factory=ReclaimConfig)
+    #: An existing VPC; None: the construct creates one (2 AZs, 1 NAT gateway, flow logs).
+    vpc: FairshareVpcConfig | None = None
 
 
 @dataclass(frozen=True)
@@ -799,7 +831,13 @@ _FAIRSHARE_KEYS = {
     "min_instances",
     "job_attempts",
     "reclaim",
+    "vpc",
 }
+_FAIRSHARE_VPC_KEYS = {"vpc_id", "subnet_ids", "security_group_ids"}
+#: EC2 resource IDs: the prefix, then 8 (older) or 17 hexadecimal digits.
+VPC_ID_PATTERN = r"^vpc-(?:[0-9a-f]{8}|[0-9a-f]{17})$"
+SUBNET_ID_PATTERN = r"^subnet-(?:[0-9a-f]{8}|[0-9a-f]{17})$"
+SECURITY_GROUP_ID_PATTERN = r"^sg-(?:[0-9a-f]{8}|[0-9a-f]{17})$"
 _BATCH_KEYS = {"capacity", "queue_name", "service_environment_name", "priority"}
 _HYPERPOD_KEYS = {"cluster_arn", "capacity", "fair_share", "idle_resource_sharing", "priority_classes", "scheduler_config_name",
                   "eks_cluster_arn"}
@@ -896,7 +934,69 @@ def _fairshare(raw: Any, problems: _Problems) -> FairshareConfig | None:
             rk,
         )
         kwargs["reclaim"] = ReclaimConfig(**rk)
+    if data.get("vpc") is not None:
+        vpc = _fairshare_vpc(data["vpc"], problems)
+        if vpc is not None:
+            kwargs["vpc"] = vpc
     return FairshareConfig(capacity=capacity, **kwargs)
+
+
+#: (field, pattern, example) of each id ``fairshare.vpc`` takes.
+_VPC_IDS = (
+    ("vpc_id", VPC_ID_PATTERN, "vpc-0123456789abcdef0"),
+    ("subnet_ids", SUBNET_ID_PATTERN, "subnet-0123456789abcdef0"),
+    ("security_group_ids", SECURITY_GROUP_ID_PATTERN, "sg-0123456789abcdef0"),
+)
+
+
+def _vpc_problems(values: Mapping[str, Any], where: str, add: V.AddProblem) -> None:
+    """The one rule for ``fairshare.vpc``, from YAML and Python alike: an id like ``vpc-...``, and
+    non-empty lists of distinct ``subnet-...`` / ``sg-...`` ids (security groups may be absent)."""
+    for name, pattern, example in _VPC_IDS:
+        path = V.key(where, name)
+        value = values.get(name)
+        if name == "vpc_id":
+            if not isinstance(value, str) or not re.fullmatch(pattern, value):
+                add(path, value, "is not a VPC id", f"write it as the console shows it, e.g. {example}")
+            continue
+        if name == "security_group_ids" and name not in values:
+            continue
+        if not isinstance(value, (list, tuple)) or not value:
+            fix = (f"list at least one, e.g. [{example}], or leave {name} out for a new egress-only group"
+                   if name == "security_group_ids" else f"list the private subnets of the GPU instances, e.g. [{example}]")
+            add(path, value, "is an empty list" if isinstance(value, (list, tuple)) else f"must be a list of ids, not {V.kind(value)}",
+                fix)
+            continue
+        first: dict[str, int] = {}
+        for i, entry in enumerate(value):
+            if not isinstance(entry, str) or not re.fullmatch(pattern, entry):
+                add(V.item(path, i), entry, f"is not an id like {example}", f"write it as the console shows it, e.g. {example}")
+            elif entry in first:
+                add(V.item(path, i), entry, f"repeats {V.item(path, first[entry])}", "list each id once")
+            else:
+                first[entry] = i
+
+
+def _fairshare_vpc(raw: Any, problems: _Problems) -> FairshareVpcConfig | None:
+    where = f"{FAIRSHARE}.vpc"
+    data = _mapping(raw, where, problems)
+    if data is None:
+        return None
+    _check_keys(data, _FAIRSHARE_VPC_KEYS, where, problems)
+    for name in ("vpc_id", "subnet_ids"):
+        if name not in data:
+            problems.add(V.key(where, name), None, "is required with fairshare.vpc",
+                         f"add {name}: " + ("vpc-0123456789abcdef0 (the VPC of the subnets)" if name == "vpc_id"
+                                            else "[subnet-0123456789abcdef0] (private subnets with egress)"))
+    if "vpc_id" not in data or "subnet_ids" not in data:
+        return None
+    values = {k: data[k] for k in _FAIRSHARE_VPC_KEYS if k in data and not (k == "security_group_ids" and data[k] is None)}
+    before = len(problems)
+    _vpc_problems(values, where, problems.add)
+    if len(problems) > before:
+        return None
+    return FairshareVpcConfig(vpc_id=values["vpc_id"], subnet_ids=tuple(values["subnet_ids"]),
+                              security_group_ids=tuple(values.get("security_group_ids", ())))
 
 
 # Sections owned by other modules: name -> "module:function". The function

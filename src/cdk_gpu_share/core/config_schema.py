@@ -88,6 +88,14 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
         "min_instances": "Instances kept running. Default: 0.",
         "job_attempts": "Attempts per job (a reclaimed job is resubmitted). Default: 5.",
         "reclaim": "The reclaim Lambda that takes lent GPUs back.",
+        "vpc": "An existing VPC for the GPU instances: {vpc_id, subnet_ids, security_group_ids?}. Default: a new"
+        " VPC (2 AZs, 1 NAT gateway, flow logs).",
+    },
+    "fairshare_vpc": {
+        "vpc_id": "The VPC of the subnets (vpc-...).",
+        "subnet_ids": "Subnets the GPU instances run in (subnet-...), with a route to ECR, ECS, Batch and"
+        " CloudWatch (a NAT gateway or interface endpoints).",
+        "security_group_ids": "Security groups of the instances (sg-...). Default: a new egress-only group in the VPC.",
     },
     "reclaim": {
         "enabled": "Run the reclaim Lambda. Default: true.",
@@ -108,6 +116,7 @@ VALIDATOR_KEYS: dict[str, set[str]] = {
     "hyperpod": set(C._HYPERPOD_KEYS),
     "fairshare": set(C._FAIRSHARE_KEYS),
     "reclaim": set(C._RECLAIM_KEYS),
+    "fairshare_vpc": set(C._FAIRSHARE_VPC_KEYS),
 }
 
 
@@ -119,6 +128,10 @@ def _obj(section: str, properties: dict[str, Any], **extra: Any) -> dict[str, An
 
 def _int(lo: int, hi: int = C.MAX_INT) -> dict[str, Any]:
     return {"type": "integer", "minimum": lo, "maximum": hi}
+
+
+def _ids(pattern: str) -> dict[str, Any]:
+    return {"type": "array", "minItems": 1, "uniqueItems": True, "items": {"type": "string", "pattern": pattern}}
 
 
 def _capacity(instance_pattern: str, description: str, enum: list[str] | None = None) -> dict[str, Any]:
@@ -236,6 +249,16 @@ def platform_schema() -> dict[str, Any]:
                             "reclaim",
                             {"enabled": {"type": "boolean", "default": True}, "dry_run": {"type": "boolean", "default": False},
                              **ranges_rc},
+                        ),
+                        "vpc": _obj(
+                            "fairshare_vpc",
+                            {
+                                "vpc_id": {"type": "string", "pattern": C.VPC_ID_PATTERN},
+                                "subnet_ids": _ids(C.SUBNET_ID_PATTERN),
+                                "security_group_ids": _ids(C.SECURITY_GROUP_ID_PATTERN),
+                            },
+                            required=["vpc_id", "subnet_ids"],
+                            description=DESCRIPTIONS["fairshare"]["vpc"],
                         ),
                     },
                     required=["capacity"],

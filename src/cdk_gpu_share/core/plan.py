@@ -18,7 +18,7 @@ import math
 from typing import Any
 
 from cdk_gpu_share.core import instances
-from cdk_gpu_share.core.config import BACKENDS, FAIRSHARE, HYPERPOD, Amount, PlatformConfig, TeamConfig
+from cdk_gpu_share.core.config import BACKENDS, FAIRSHARE, HYPERPOD, Amount, FairshareConfig, PlatformConfig, TeamConfig
 
 UNLIMITED = None
 #: A HyperPod compute quota without BorrowLimit gets the service default of 50 percent.
@@ -111,6 +111,8 @@ def fleet_plan(config: PlatformConfig) -> dict[str, Any]:
             t["guaranteed_gpus"] = t["guaranteed"] * per
             t["unguaranteed_gpus"] = t["unguaranteed"] * per
         out["backends"][backend] = {"teams": rows, "totals": totals, "strategy": STRATEGY[backend]}
+        if backend == FAIRSHARE:
+            out["backends"][backend]["network"] = fairshare_network(section)
     out["inference"] = inference_plan(config)
     out["idle_costs"] = idle_costs(config)
     return out
@@ -198,17 +200,29 @@ def inference_plan(config: PlatformConfig) -> list[dict[str, Any]]:
     return out
 
 
+def fairshare_network(fs: FairshareConfig) -> str:
+    """Where the fair-share fleet's instances run, in one line."""
+    if fs.vpc is None:
+        return "a new VPC (2 AZs, 1 NAT gateway, flow logs); set fairshare.vpc to use yours"
+    groups = (f"security groups {', '.join(fs.vpc.security_group_ids)}" if fs.vpc.security_group_ids
+              else "a new egress-only security group")
+    return (f"your VPC {fs.vpc.vpc_id}: subnets {', '.join(fs.vpc.subnet_ids)}, {groups};"
+            " no VPC or NAT gateway is created")
+
+
 def idle_costs(config: PlatformConfig) -> list[dict[str, str]]:
     """What the config's platform costs while no job runs: one entry per billed resource."""
     out: list[dict[str, str]] = []
     fs = config.fairshare
-    if fs is not None:
+    # With fairshare.vpc the fleet uses the platform team's own network: nothing of ours idles there.
+    if fs is not None and fs.vpc is None:
         out.append({
             "backend": FAIRSHARE,
             "resource": "NAT gateway",
             "what": "1 NAT gateway in the VPC created for the fair-share fleet (billed per hour and per GB); "
-                    "pass an existing VPC (FairshareQueue(vpc=...)) to avoid it",
+                    "set fairshare.vpc (or FairshareQueue(vpc=...)) to use an existing VPC instead",
         })
+    if fs is not None:
         if fs.min_instances > 0:
             it = sorted(fs.capacity, key=lambda t: (_gpus_per_instance(t), t))[0]
             info = instances.lookup(it)
@@ -287,6 +301,8 @@ def format_plan(plan: dict[str, Any]) -> str:
                 f"  fleet {it}: capacity {amount_text(t['capacity'], it)}, guaranteed {amount_text(t['guaranteed'], it)},"
                 f" unguaranteed {amount_text(t['unguaranteed'], it)}"
             )
+        if "network" in data:
+            lines.append(f"  network: {data['network']}")
         preemption = {r["team"]: r["in_team_preemption_text"] for r in data["teams"]}
         if preemption:
             lines.append("  in-team preemption: " + ", ".join(f"{t} {text}" for t, text in preemption.items()))
