@@ -1,12 +1,13 @@
-"""What parse_config hands from one rule to the next, pinned end to end (issue 13).
+"""Rules of core/config.py that mutation testing found unchecked, pinned end to end (issue 13).
 
-Each test here failed to notice a mutant of ``core/config.py``: a value parsed but not
-kept (``hyperpod.eks_cluster_arn``, ``alerts``), or passed on wrong (the platform name
-that derived names are built from, a team's field path once an entry before it was
-dropped, the suggested team name), a guarantee of whole instances counted wrong beside
-another team's resources, and the rules the Python API reaches directly
-(``check_backend`` with a TeamConfig or FairshareConfig built in Python). Every
-refusal asserts its field path, value, message and fix.
+A value parsed but not kept (``hyperpod.eks_cluster_arn``, ``alerts``), or passed on
+wrong (the platform name that derived names are built from, a team's field path once an
+entry before it was dropped, the suggested team name); a guarantee of whole instances
+counted wrong beside another team's resources; and what the Python API gets alone:
+``check_backend`` with a TeamConfig or FairshareConfig built in Python, and the
+validation of ``Amount`` and ``TeamConfig`` themselves (the YAML path checks an amount
+before it builds one; Python callers rely on ``__post_init__``). Every refusal asserts
+its field path, value, message and fix.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import pytest
 
 from cdk_gpu_share.core import config as cfg
 from cdk_gpu_share.core.alerts_config import AlertsConfig
-from cdk_gpu_share.core.config import check_backend, parse_config
+from cdk_gpu_share.core.config import Amount, Sharing, TeamConfig, check_backend, parse_config
 from cdk_gpu_share.core.errors import ConfigError
 
 ARN = "arn:aws:sagemaker:us-east-1:111122223333:cluster/abcdef123456"
@@ -264,3 +265,156 @@ def test_a_fairshare_type_the_catalogue_lacks_counts_as_8_gpus_in_job_definition
             "use at most 102 letters and digits, or a shorter fairshare.queue_name",
         )
     ]
+
+
+# -- Amount built in Python: whole floats and a MIG mapping taken, everything else refused
+
+MIG_FIX = 'pass mig={"mig-3g.20gb": 4}'
+MIG_MSG = "must map MIG profiles to counts"
+
+
+@pytest.mark.parametrize(
+    "kwargs, expected",
+    [
+        ({"instances": 2.0}, Amount(instances=2)),
+        ({"accelerators": 3.0, "vcpu": 2.5, "memory_gib": 10_000_000}, Amount(accelerators=3, vcpu=2.5, memory_gib=10_000_000)),
+        ({"instances": 0, "accelerators": 0, "vcpu": 0, "memory_gib": 0}, Amount(instances=0, accelerators=0, vcpu=0, memory_gib=0)),
+        # a mapping is sorted by profile name (not by count, not as given)
+        ({"mig": {"mig-3g.40gb": 1, "mig-1g.10gb": 2}}, Amount(mig=(("mig-1g.10gb", 2), ("mig-3g.40gb", 1)))),
+        ({"mig": [("mig-3g.40gb", 2.0)]}, Amount(mig=(("mig-3g.40gb", 2),))),
+        ({"mig": [["mig-1g.10gb", 0]]}, Amount(mig=(("mig-1g.10gb", 0),))),
+    ],
+)
+def test_an_amount_takes_whole_floats_and_a_mig_mapping(kwargs, expected):
+    amount = Amount(**kwargs)
+    assert amount == expected
+    for name in ("instances", "accelerators"):
+        value = getattr(amount, name)
+        assert value is None or type(value) is int, (name, value)  # 2.0 is stored as 2
+    assert all(type(count) is int for _, count in amount.mig)
+    assert type(amount.mig) is tuple
+
+
+@pytest.mark.parametrize(
+    "kwargs, expected",
+    [
+        ({"instances": -1}, [("Amount.instances", -1, "must be at least 0", "pass instances=N, a whole number >= 0")]),
+        ({"accelerators": -2},
+         [("Amount.accelerators", -2, "must be at least 0", "pass accelerators=N, a whole number >= 0")]),
+        ({"instances": "x"},
+         [("Amount.instances", "x", "must be a whole number, not a string", "pass instances=N, a whole number >= 0")]),
+        ({"accelerators": 1.5},
+         [("Amount.accelerators", 1.5, "must be a whole number", "pass accelerators=N, a whole number >= 0")]),
+        ({"vcpu": -1}, [("Amount.vcpu", -1, "must be at least 0", "pass vcpu=N, a number >= 0")]),
+        ({"memory_gib": -0.5}, [("Amount.memory_gib", -0.5, "must be at least 0", "pass memory_gib=N, a number >= 0")]),
+        ({"memory_gib": 10_000_001},
+         [("Amount.memory_gib", 10_000_001, "must be at most 10,000,000", "pass memory_gib=N, a number >= 0")]),
+        ({"vcpu": "x"}, [("Amount.vcpu", "x", "must be a number, not a string", "pass vcpu=N, a number >= 0")]),
+        ({"mig": 5}, [("Amount.mig", 5, MIG_MSG, MIG_FIX)]),
+        ({"mig": "mig-1g.10gb"}, [("Amount.mig", "mig-1g.10gb", MIG_MSG, MIG_FIX)]),
+        ({"mig": [("mig-1g.10gb", 1, 2)]}, [("Amount.mig", [("mig-1g.10gb", 1, 2)], MIG_MSG, MIG_FIX)]),
+        # a two-character string is not a (profile, count) pair
+        ({"mig": ["ab"]}, [("Amount.mig", ["ab"], MIG_MSG, MIG_FIX)]),
+        ({"mig": {"mig-1g.10gb": -1}},
+         [("Amount.mig.mig-1g.10gb", -1, "must be at least 0", "pass a whole number of partitions")]),
+        # profile names of mixed types still sort (by their text), and each bad one is named
+        ({"mig": {"mig-1g.10gb": 1, 3: 1}},
+         [("Amount.mig[3]", 3, "is not a MIG profile name", 'pass a name such as "mig-3g.20gb"')]),
+        ({"instances": -1, "vcpu": -1, "mig": 5},
+         [("Amount.instances", -1, "must be at least 0", "pass instances=N, a whole number >= 0"),
+          ("Amount.vcpu", -1, "must be at least 0", "pass vcpu=N, a number >= 0"),
+          ("Amount.mig", 5, MIG_MSG, MIG_FIX)]),
+    ],
+)
+def test_a_bad_amount_names_field_value_and_fix(kwargs, expected):
+    with pytest.raises(ConfigError) as info:
+        Amount(**kwargs)
+    assert [(p.field, p.value, p.message, p.fix) for p in info.value.problems] == expected
+
+
+# -- TeamConfig built in Python: the YAML's shorthand taken, everything else refused
+
+G = {"ml.g5.xlarge": 1}
+AMOUNTS_FIX = 'pass {"ml.g5.xlarge": 1} or {"ml.p5.48xlarge": Amount(accelerators=4)}'
+SHARING_FIX = 'pass Sharing.LEND or one of "reserve", "lend", "lend_and_borrow"'
+T = "TeamConfig('t')"
+
+
+def test_the_shorthand_of_the_yaml_is_accepted():
+    team = TeamConfig(
+        name="t",
+        guarantee={"ml.g5.xlarge": 2, "ml.p5.48xlarge": {"accelerators": 4}, "ml.p4d.24xlarge": Amount(vcpu=2)},
+        sharing="lend",
+        borrow_limit={"ml.g5.xlarge": 1.0},
+    )
+    assert team.guarantee == {
+        "ml.g5.xlarge": Amount(instances=2),
+        "ml.p5.48xlarge": Amount(accelerators=4),
+        "ml.p4d.24xlarge": Amount(vcpu=2),
+    }
+    assert team.borrow_limit == {"ml.g5.xlarge": Amount(instances=1)}
+    assert type(team.borrow_limit["ml.g5.xlarge"].instances) is int
+    assert team.sharing is Sharing.LEND
+    defaults = TeamConfig(name="t", guarantee=G, borrow_limit=None, in_team_preemption=False, borrow_limit_percent=-1,
+                          fair_share_weight=0, max_priority=0)
+    assert (defaults.borrow_limit, defaults.sharing, defaults.in_team_preemption) == ({}, Sharing.LEND_AND_BORROW, False)
+    assert (defaults.borrow_limit_percent, defaults.fair_share_weight, defaults.max_priority) == (-1, 0, 0)
+    top = TeamConfig(name="t", guarantee=G, borrow_limit_percent=2**31 - 1, fair_share_weight=100, max_priority=9999)
+    assert (top.borrow_limit_percent, top.fair_share_weight, top.max_priority) == (2**31 - 1, 100, 9999)
+
+
+@pytest.mark.parametrize(
+    "kwargs, expected",
+    [
+        ({"name": ""}, [("TeamConfig('').name", "", "must be a non-empty string", 'pass name="team-a"')]),
+        ({"name": 5}, [("TeamConfig.name", 5, "must be a non-empty string", 'pass name="team-a"')]),
+        ({"guarantee": [("ml.g5.xlarge", 1)]},
+         [(f"{T}.guarantee", [("ml.g5.xlarge", 1)], "must be a dict of instance type to amount, not a list", AMOUNTS_FIX)]),
+        ({"borrow_limit": 5},
+         [(f"{T}.borrow_limit", 5, "must be a dict of instance type to amount, not a number", AMOUNTS_FIX)]),
+        ({"guarantee": {1: 1, "ml.g5.xlarge": 1}},
+         [(f"{T}.guarantee[1]", 1, "is not an instance type name", 'use a string such as "ml.g5.xlarge"')]),
+        ({"guarantee": {"ml.g5.xlarge": {"gpus": 1, "cpus": 2}}},
+         [(f"{T}.guarantee['ml.g5.xlarge']", {"gpus": 1, "cpus": 2}, "names cpus, gpus, not a field of Amount",
+           "use accelerators, instances, memory_gib, mig, vcpu")]),
+        # the Amount's own problem, under the team's field path
+        ({"guarantee": {"ml.g5.xlarge": {"instances": -1}}},
+         [(f"{T}.guarantee['ml.g5.xlarge'].instances", -1, "must be at least 0", "pass instances=N, a whole number >= 0")]),
+        ({"borrow_limit": {"ml.g5.xlarge": {"mig": 5}}},
+         [(f"{T}.borrow_limit['ml.g5.xlarge'].mig", 5, "must map MIG profiles to counts", 'pass mig={"mig-3g.20gb": 4}')]),
+        ({"guarantee": {"ml.g5.xlarge": -1}},
+         [(f"{T}.guarantee['ml.g5.xlarge']", -1, "must be at least 0", "pass a whole number of instances, or an Amount")]),
+        ({"guarantee": {"ml.g5.xlarge": 1.5}},
+         [(f"{T}.guarantee['ml.g5.xlarge']", 1.5, "must be a whole number", "pass a whole number of instances, or an Amount")]),
+        ({"guarantee": {"ml.g5.xlarge": True}},
+         [(f"{T}.guarantee['ml.g5.xlarge']", True, "must be an Amount or a whole number of instances, not a boolean",
+           "pass 2 or Amount(instances=2)")]),
+        ({"guarantee": {"ml.g5.xlarge": "2"}},
+         [(f"{T}.guarantee['ml.g5.xlarge']", "2", "must be an Amount or a whole number of instances, not a string",
+           "pass 2 or Amount(instances=2)")]),
+        ({"sharing": "borrow"}, [(f"{T}.sharing", "borrow", "is not a sharing strategy", SHARING_FIX)]),
+        ({"sharing": None}, [(f"{T}.sharing", None, "is not a sharing strategy", SHARING_FIX)]),
+        ({"sharing": ["lend"]}, [(f"{T}.sharing", ["lend"], "is not a sharing strategy", SHARING_FIX)]),
+        ({"in_team_preemption": "yes"},
+         [(f"{T}.in_team_preemption", "yes", "must be True, False or None", "pass a bool, or None for the service's default")]),
+        ({"in_team_preemption": 1},
+         [(f"{T}.in_team_preemption", 1, "must be True, False or None", "pass a bool, or None for the service's default")]),
+        ({"borrow_limit_percent": -2}, [(f"{T}.borrow_limit_percent", -2, "must be at least -1", "use a value >= -1")]),
+        ({"borrow_limit_percent": 2**31},
+         [(f"{T}.borrow_limit_percent", 2**31, "must be at most 2,147,483,647", "use a value <= 2147483647")]),
+        ({"fair_share_weight": -1}, [(f"{T}.fair_share_weight", -1, "must be at least 0", "use a value >= 0")]),
+        ({"fair_share_weight": 101}, [(f"{T}.fair_share_weight", 101, "must be at most 100", "use a value <= 100")]),
+        ({"max_priority": -1}, [(f"{T}.max_priority", -1, "must be at least 0", "use a value >= 0")]),
+        ({"max_priority": 10000}, [(f"{T}.max_priority", 10000, "must be at most 9,999", "use a value <= 9999")]),
+        ({"description": 5}, [(f"{T}.description", 5, "must be a string", 'pass description="..."')]),
+        ({"sharing": "x", "description": None, "fair_share_weight": 101},
+         [(f"{T}.sharing", "x", "is not a sharing strategy", SHARING_FIX),
+          (f"{T}.fair_share_weight", 101, "must be at most 100", "use a value <= 100"),
+          (f"{T}.description", None, "must be a string", 'pass description="..."')]),
+    ],
+)
+def test_a_bad_team_argument_names_field_value_and_fix(kwargs, expected):
+    with pytest.raises(ConfigError) as info:
+        TeamConfig(**{"name": "t", "guarantee": G, **kwargs})
+    assert [(p.field, p.value, p.message, p.fix) for p in info.value.problems] == expected
+    assert str(info.value).startswith("invalid argument")
