@@ -317,6 +317,11 @@ def test_an_amount_takes_whole_floats_and_a_mig_mapping(kwargs, expected):
         ({"mig": ["ab"]}, [("Amount.mig", ["ab"], MIG_MSG, MIG_FIX)]),
         ({"mig": {"mig-1g.10gb": -1}},
          [("Amount.mig.mig-1g.10gb", -1, "must be at least 0", "pass a whole number of partitions")]),
+        # a count that is no number is reported, never converted
+        ({"mig": {"mig-1g.10gb": "x"}},
+         [("Amount.mig.mig-1g.10gb", "x", "must be a whole number, not a string", "pass a whole number of partitions")]),
+        ({"mig": {"mig-1g.10gb": True}},
+         [("Amount.mig.mig-1g.10gb", True, "must be a whole number, not a boolean", "pass a whole number of partitions")]),
         # profile names of mixed types still sort (by their text), and each bad one is named
         ({"mig": {"mig-1g.10gb": 1, 3: 1}},
          [("Amount.mig[3]", 3, "is not a MIG profile name", 'pass a name such as "mig-3g.20gb"')]),
@@ -330,6 +335,7 @@ def test_a_bad_amount_names_field_value_and_fix(kwargs, expected):
     with pytest.raises(ConfigError) as info:
         Amount(**kwargs)
     assert [(p.field, p.value, p.message, p.fix) for p in info.value.problems] == expected
+    assert str(info.value).startswith("invalid argument: ")
 
 
 # -- TeamConfig built in Python: the YAML's shorthand taken, everything else refused
@@ -374,6 +380,11 @@ def test_the_shorthand_of_the_yaml_is_accepted():
          [(f"{T}.borrow_limit", 5, "must be a dict of instance type to amount, not a number", AMOUNTS_FIX)]),
         ({"guarantee": {1: 1, "ml.g5.xlarge": 1}},
          [(f"{T}.guarantee[1]", 1, "is not an instance type name", 'use a string such as "ml.g5.xlarge"')]),
+        # every entry is checked, after a bad one and after an Amount
+        ({"guarantee": {1: 1, "a": Amount(instances=1), "b": {"x": 1}, "c": -1}},
+         [(f"{T}.guarantee[1]", 1, "is not an instance type name", 'use a string such as "ml.g5.xlarge"'),
+          (f"{T}.guarantee['b']", {"x": 1}, "names x, not a field of Amount", "use accelerators, instances, memory_gib, mig, vcpu"),
+          (f"{T}.guarantee['c']", -1, "must be at least 0", "pass a whole number of instances, or an Amount")]),
         ({"guarantee": {"ml.g5.xlarge": {"gpus": 1, "cpus": 2}}},
          [(f"{T}.guarantee['ml.g5.xlarge']", {"gpus": 1, "cpus": 2}, "names cpus, gpus, not a field of Amount",
            "use accelerators, instances, memory_gib, mig, vcpu")]),
