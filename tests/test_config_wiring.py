@@ -391,6 +391,9 @@ def test_the_shorthand_of_the_yaml_is_accepted():
         # the Amount's own problem, under the team's field path
         ({"guarantee": {"ml.g5.xlarge": {"instances": -1}}},
          [(f"{T}.guarantee['ml.g5.xlarge'].instances", -1, "must be at least 0", "pass instances=N, a whole number >= 0")]),
+        # only the leading "Amount" of the Amount's field path is replaced, not a profile of that name
+        ({"guarantee": {"ml.p5.48xlarge": {"mig": {"Amount": -1}}}},
+         [(f"{T}.guarantee['ml.p5.48xlarge'].mig.Amount", -1, "must be at least 0", "pass a whole number of partitions")]),
         ({"borrow_limit": {"ml.g5.xlarge": {"mig": 5}}},
          [(f"{T}.borrow_limit['ml.g5.xlarge'].mig", 5, "must map MIG profiles to counts", 'pass mig={"mig-3g.20gb": 4}')]),
         ({"guarantee": {"ml.g5.xlarge": -1}},
