@@ -432,3 +432,22 @@ def test_a_bad_team_argument_names_field_value_and_fix(kwargs, expected):
         TeamConfig(**{"name": "t", "guarantee": G, **kwargs})
     assert [(p.field, p.value, p.message, p.fix) for p in info.value.problems] == expected
     assert str(info.value).startswith("invalid argument")
+
+
+# -- a guarantee entry in YAML that is empty, text or a boolean: refused, never read as 0 or 1
+
+
+@pytest.mark.parametrize(
+    "amount, message, fix",
+    [
+        (None, "is empty", "write a number of instances, such as 1, or remove the instance type"),
+        ("2", "must be a whole number of instances or a mapping, not a string",
+         "write a number such as 1, or {accelerators: 4}"),
+        (True, "must be a whole number of instances or a mapping, not a boolean",
+         "write a number such as 1, or {accelerators: 4}"),
+    ],
+)
+def test_a_guarantee_entry_that_is_no_amount_names_field_value_and_fix(amount, message, fix):
+    raw = batch()
+    raw["teams"][0]["guarantee"] = {"ml.g5.xlarge": amount}
+    assert problems(raw) == [("teams[0] (team-a).guarantee.ml.g5.xlarge", amount, message, fix)]
