@@ -1090,16 +1090,13 @@ def _check_backend(
             # them, so 1 instance (8 GPUs) + 9 accelerators is 17 of 16 GPUs on 2 p5s.
             whole = a.instances or 0
             totals["instances"] += whole
+            # A type without catalogue numbers has a limit in instances only (below), so
+            # its other resource kinds are not summed.
             if info is not None:
                 totals["accelerators"] += a.accelerators if a.accelerators is not None else whole * info.gpus
                 totals["vcpu"] += a.vcpu if a.vcpu is not None else whole * info.vcpus
                 totals["memory_gib"] += a.memory_gib if a.memory_gib is not None else whole * info.memory_gib
                 totals["mig slices"] += _slice_units(a) if a.mig else whole * info.gpus * 7
-            else:
-                totals["accelerators"] += a.accelerators or 0
-                totals["vcpu"] += a.vcpu or 0
-                totals["memory_gib"] += a.memory_gib or 0
-                totals["mig slices"] += _slice_units(a)
         limits = {"instances": count}
         if info is not None:
             limits.update(
@@ -1175,7 +1172,9 @@ def _check_backend(
         from cdk_gpu_share.core.fairshare import share_identifier
 
         queue = section.queue_name or f"{platform}-fairshare"
-        total_gpus = sum(n * (getattr(instances.lookup(it), "gpus", 8) or 8) for it, n in section.capacity.items())
+        # Every catalogued type has at least 1 GPU; one the catalogue lacks (a FairshareConfig
+        # built in Python) counts as 8.
+        total_gpus = sum(n * getattr(instances.lookup(it), "gpus", 8) for it, n in section.capacity.items())
         fixed = len(queue[:96]) + 1 + len("-gpu") + len(str(max(total_gpus, 1)))
         for team in named:
             sid = share_identifier(team.name)
