@@ -259,6 +259,7 @@ _MISSING = _Missing()
 # Numbers and kinds come from the validation toolkit: finite and at most 2**53 in
 # size, without converting a huge int to float (math.isfinite(10**400) overflows).
 _is_number = V.is_number
+_SAFE = V.SAFE_NUMBER
 _kind = V.json_kind
 
 
@@ -491,19 +492,22 @@ def _parse_jobs(state: Mapping, capacity: Mapping | None, team_names: set | None
             priority = get("priority", 0)
             since = get("since")
             terminating = get("terminating", False)
-            # Numbers pass the same is_number as the full checks (finite, at most 2**53):
-            # a job the full checks refuse must never be accepted here.
+            # Numbers get the same bounds as the full checks' is_number (finite, at most
+            # 2**53; NaN fails every comparison), inlined for speed: a job the full checks
+            # refuse must never be accepted here.
+            ts = type(since)
             if (
                 type(job_id) is str and job_id not in seen
                 and type(team) is str and team in fast_teams
                 and (job_state == "running" or job_state == "pending")
                 and type(priority) is int
-                and is_number(since)
+                and (ts is int or ts is float) and -_SAFE <= since <= _SAFE
                 and (terminating is False or terminating is True)
                 and type(demand) is dict
             ):
                 for r, a in demand.items():
-                    if not (is_number(a) and a >= 0 and r in fast_resources):
+                    ta = type(a)
+                    if not ((ta is int or ta is float) and 0 <= a <= _SAFE and r in fast_resources):
                         break
                 else:
                     seen[job_id] = i
