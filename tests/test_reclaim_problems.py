@@ -17,25 +17,12 @@ import pytest
 
 from cdk_gpu_share.core.errors import ConfigError
 from cdk_gpu_share.core.reclaim import JobSpec, Settings, TeamSpec, parse_state, plan
-from tests.test_reclaim_planner import pend, run, state, team
-
-_DELETE = object()
-
-
-def _valid():
-    return state(4, [team("a", 2), team("b", 2)], [run("j1", "a", 1), pend("j2", "b", 1)])
+from tests.test_reclaim_planner import _DELETE, _set, _valid, pend, run, state, team
 
 
 def _with(path, value):
-    s = _valid()
-    obj = s
-    for key in path[:-1]:
-        obj = obj[key]
-    if value is _DELETE:
-        del obj[path[-1]]
-    else:
-        obj[path[-1]] = value
-    return s
+    """The planner tests' valid state with one field set (or deleted)."""
+    return _set(path, value)(_valid())
 
 
 def problems(s):
