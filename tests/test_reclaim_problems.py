@@ -349,7 +349,7 @@ def test_non_finite_numbers_are_rejected(path, value, field):
     (got,) = problems(_with(path, value))
     assert got[0] == field
     assert got[1] == value or (value != value and got[1] != got[1])
-    assert got[2] == ("must be a number, not NaN" if value != value else "must be a number, not an infinite number")
+    assert got[2] == ("must be a number, not NaN" if value != value else "must be a finite number, not infinity")
 
 
 def test_every_bad_amount_of_one_mapping_is_reported():
@@ -425,26 +425,26 @@ def test_a_job_given_as_another_mapping_keeps_every_field():
 # full checks. Both must accept and refuse exactly the same jobs (the fast path once took
 # a `since` or a demand beyond 2**53 that the full checks refuse).
 OUT_OF_RANGE = [
-    ("since beyond 2**53", "since", 2**53 + 1, "jobs[1].since", "a number beyond ±2**53"),
-    ("since below -2**53", "since", -(2**53) - 1, "jobs[1].since", "a number beyond ±2**53"),
-    ("since a huge float", "since", 1e300, "jobs[1].since", "a number beyond ±2**53"),
-    ("since infinite", "since", float("inf"), "jobs[1].since", "an infinite number"),
-    ("since NaN", "since", float("nan"), "jobs[1].since", "NaN"),
-    ("demand beyond 2**53", "demand", {"gpu": 2**60}, "jobs[1].demand.gpu", "a number beyond ±2**53"),
-    ("demand infinite", "demand", {"gpu": float("inf")}, "jobs[1].demand.gpu", "an infinite number"),
-    ("demand NaN", "demand", {"gpu": float("nan")}, "jobs[1].demand.gpu", "NaN"),
+    ("since beyond 2**53", "since", 2**53 + 1, "jobs[1].since", "is too large (at most 9,007,199,254,740,992)"),
+    ("since below -2**53", "since", -(2**53) - 1, "jobs[1].since", "is too large (at most 9,007,199,254,740,992)"),
+    ("since a huge float", "since", 1e300, "jobs[1].since", "is too large (at most 9,007,199,254,740,992)"),
+    ("since infinite", "since", float("inf"), "jobs[1].since", "must be a finite number, not infinity"),
+    ("since NaN", "since", float("nan"), "jobs[1].since", "must be a number, not NaN"),
+    ("demand beyond 2**53", "demand", {"gpu": 2**60}, "jobs[1].demand.gpu", "is too large (at most 9,007,199,254,740,992)"),
+    ("demand infinite", "demand", {"gpu": float("inf")}, "jobs[1].demand.gpu", "must be a finite number, not infinity"),
+    ("demand NaN", "demand", {"gpu": float("nan")}, "jobs[1].demand.gpu", "must be a number, not NaN"),
 ]
 
 
 @pytest.mark.parametrize("as_mapping", [False, True], ids=["dict", "read-only mapping"])
-@pytest.mark.parametrize(("case", "key", "value", "field", "kind"), OUT_OF_RANGE, ids=[c[0] for c in OUT_OF_RANGE])
-def test_fast_and_full_checks_refuse_the_same_numbers(case, key, value, field, kind, as_mapping):
+@pytest.mark.parametrize(("case", "key", "value", "field", "message"), OUT_OF_RANGE, ids=[c[0] for c in OUT_OF_RANGE])
+def test_fast_and_full_checks_refuse_the_same_numbers(case, key, value, field, message, as_mapping):
     s = _valid()
     job = {**s["jobs"][1], key: value}
     s["jobs"][1] = types.MappingProxyType(job) if as_mapping else job
-    [(got_field, _, message, _)] = problems(s)
+    [(got_field, _, got_message, _)] = problems(s)
     assert got_field == field
-    assert message == f"must be a number, not {kind}"
+    assert got_message == message  # the validation toolkit's number_problem, as everywhere else
 
 
 @pytest.mark.parametrize("as_mapping", [False, True], ids=["dict", "read-only mapping"])

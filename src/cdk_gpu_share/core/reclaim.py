@@ -259,6 +259,7 @@ _MISSING = _Missing()
 # Numbers and kinds come from the validation toolkit: finite and at most 2**53 in
 # size, without converting a huge int to float (math.isfinite(10**400) overflows).
 _is_number = V.is_number
+_number_problem = V.number_problem  # the toolkit's words for a refused number (type, NaN, infinity, size)
 _SAFE = V.SAFE_NUMBER
 _kind = V.json_kind
 
@@ -282,7 +283,7 @@ class _Checker:
                 self.missing(path, fix)
             return default
         if not _is_number(value):
-            self.add(path, value, f"must be a number, not {_kind(value)}", fix)
+            self.add(path, value, _number_problem(value), fix)
             return default if default is not _MISSING else None
         if minimum is not None and value < minimum:
             self.add(path, value, f"must not be below {minimum}", fix)
@@ -309,7 +310,7 @@ class _Checker:
                 self.add(where, r, "resource names must be strings", 'write a name such as "gpu"')
                 continue
             if not _is_number(amount):
-                self.add(where, amount, f"must be a number, not {_kind(amount)}",
+                self.add(where, amount, _number_problem(amount),
                          "write a non-negative number such as 1 or 0.5")
                 continue
             if amount < 0:
@@ -431,7 +432,7 @@ def _parse_teams(state: Mapping, capacity: dict, names: dict | None, check: _Che
             ok = False
         percent = raw.get("borrow_limit_percent", -1)
         if not _is_number(percent):
-            check.add(f"{where}.borrow_limit_percent", percent, f"must be a number, not {_kind(percent)}",
+            check.add(f"{where}.borrow_limit_percent", percent, _number_problem(percent),
                       "use -1 for unlimited, or a percentage >= 0")
             ok = False
         elif percent < -1:
@@ -570,7 +571,7 @@ def _parse_jobs(state: Mapping, capacity: Mapping | None, team_names: set | None
             if since is _MISSING:
                 check.missing(f"{where}.since", "add the start time (running) or enqueue time (pending) in seconds")
             else:
-                check.add(f"{where}.since", since, f"must be a number, not {_kind(since)}",
+                check.add(f"{where}.since", since, _number_problem(since),
                           "write the start time (running) or enqueue time (pending) in seconds")
         terminating = get("terminating", False)
         if type(terminating) is not bool:
