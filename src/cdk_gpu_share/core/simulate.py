@@ -617,10 +617,7 @@ class _Sim:
         self.ckpt = checkpoint
         self.progress_cb = progress
         # Exact usage in integers: units of 1/scale GPU (see the module docstring).
-        exact = {}
-        for j in jobs:
-            q = j.exact_gpus
-            exact.setdefault(q, q)
+        exact = {j.exact_gpus for j in jobs}  # distinct exact sizes
         capq = Fraction(scenario.capacity)
         scale = capq.denominator
         for q in exact:
