@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import operator
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
@@ -602,8 +603,11 @@ def _num(value: float) -> float | int:
     return value
 
 
-def plan_state(state: State) -> dict:
+def plan_state(state: State, *, teams: bool = True) -> dict:
     """Plan for an already valid :class:`State` (no validation).
+
+    :param teams: include the ``teams`` report. Default: True. The simulator, which
+        reads only the preemptions, leaves it out.
 
     The rules of the contract, in order, each one function over one
     :class:`PlanState`: :func:`enforce_borrow_caps` (rule 1), :func:`serve_pending`
@@ -614,8 +618,14 @@ def plan_state(state: State) -> dict:
     preemptions: list[dict] = []
     enforce_borrow_caps(ps, preemptions)
     served, waiting = serve_pending(ps, preemptions)
-    return {"preemptions": preemptions, "served": served, "waiting": waiting, "teams": report(ps, served)}
+    out = {"preemptions": preemptions, "served": served, "waiting": waiting}
+    if teams:
+        out["teams"] = report(ps, served)
+    return out
 
+
+FITS, MAY_STOP, MUST_WAIT = 0, 1, 2
+"""What :meth:`PlanState.standing` makes of a pending job."""
 
 class PlanState:
     """The plan as it stands: usage, free capacity, reserved idle capacity, the chosen
@@ -655,9 +665,11 @@ class PlanState:
         self.is_reserve = is_reserve = [t.sharing == _RESERVE for t in teams]
 
         # Running (non-terminating) jobs, as parallel lists indexed by a job number.
-        live = [job for job in state.jobs if not job.terminating]
-        running = [job for job in live if job.state == "running"]
-        self.pending = [job for job in live if job.state != "running"]
+        running: list[JobSpec] = []
+        self.pending = pending = []
+        for job in state.jobs:
+            if not job.terminating:
+                (running if job.state == "running" else pending).append(job)
         self.r_id = r_id = [job.id for job in running]
         self.r_team = r_team = [t_index[job.team] for job in running]
         self.r_demand = r_demand = [job.demand for job in running]
@@ -682,6 +694,8 @@ class PlanState:
         self._reserve_specs = [t for t, res in zip(teams, is_reserve) if res]
         self._reserve_usage = {t.name: U[ti] for ti, t in enumerate(teams) if is_reserve[ti]}
         self._ri_cache: dict = {}
+        # Bumped by every change of U (and so of F and RI).
+        self.changes = 0
 
         # Victim order: lower priority first, then most recent since, then id
         # descending (two stable sorts).
@@ -741,6 +755,7 @@ class PlanState:
                 borrowers[r].discard(ti)
         if self.is_reserve[ti]:
             self._ri_cache.clear()
+        self.changes += 1
 
     def serve(self, ti: int, demand: dict) -> None:
         """A pending job of team ti is served: its demand joins U(ti)."""
@@ -788,6 +803,18 @@ class PlanState:
 
     def within_guarantee(self, ti: int, demand: dict) -> bool:
         return within_guarantee(demand, self.teams[ti], self.U[ti])
+
+    def standing(self, ti: int, demand: dict) -> int:
+        """Rule 2 for a pending job of team ti, as U stands, before its age is read:
+        :data:`FITS` (2a), :data:`MAY_STOP` (it does not fit but is within its
+        guarantee, or its team has in-team preemption: 2b or 2c once it has waited),
+        or :data:`MUST_WAIT`. A function of U (see :attr:`changes`), the team and
+        the demand only."""
+        if self.fits(ti, demand):
+            return FITS
+        if self.teams[ti].in_team_preemption or self.within_guarantee(ti, demand):
+            return MAY_STOP
+        return MUST_WAIT
 
     def lacking(self, ti: int, demand: dict) -> list:
         """Resources the job needs in which it lacks room: demand > F - RI(T)."""
@@ -936,20 +963,32 @@ def enforce_borrow_caps(ps: PlanState, preemptions: list) -> None:
             preemptions.append({"job": ps.r_id[j], "team": name, "reason": "borrow_limit"})
 
 
+_SINCE_ID = operator.attrgetter("since", "id")
+_PRIORITY = operator.attrgetter("priority")
+
+
 def pending_order(ps: PlanState) -> list:
     """Rule 2's order: the pending jobs within their team's guarantee when rule 2
     starts, then the rest; in each group priority descending, since, id."""
     first: list[JobSpec] = []
     rest: list[JobSpec] = []
     t_index = ps.t_index
+    # Whether a job is within its guarantee depends on its team and demand only (U
+    # does not change here), and pending jobs of a team often share one demand dict
+    # (the simulator's do): one answer per (team, demand), keyed by the demand's
+    # identity (each id is unique while ps.pending holds its dict).
+    within: dict = {}
     for p in ps.pending:
-        (first if ps.within_guarantee(t_index[p.team], p.demand) else rest).append(p)
-
-    def key(p: JobSpec):
-        return (-p.priority, p.since, p.id)
-
-    first.sort(key=key)
-    rest.sort(key=key)
+        key = (p.team, id(p.demand))
+        w = within.get(key)
+        if w is None:
+            w = within[key] = ps.within_guarantee(t_index[p.team], p.demand)
+        (first if w else rest).append(p)
+    # (-priority, since, id) as two stable sorts on C-level keys: by (since, id), then
+    # by priority descending (reverse=True keeps equal priorities in their order).
+    for group in (first, rest):
+        group.sort(key=_SINCE_ID)
+        group.sort(key=_PRIORITY, reverse=True)
     return first + rest
 
 
@@ -1028,20 +1067,34 @@ def serve_pending(ps: PlanState, preemptions: list) -> tuple[list[str], list[str
     served: list[str] = []
     waiting: list[str] = []
     t_index, teams, now, settings = ps.t_index, ps.teams, ps.now, ps.settings
+    # ps.standing per (team, demand) until U changes (most pending jobs must wait, and
+    # jobs of a team share demands; keyed as in pending_order).
+    standing: dict = {}
+    seen = ps.changes
     for p in pending_order(ps):
-        ti = t_index[p.team]
         demand = p.demand
-        victims = None
-        if ps.fits(ti, demand):
+        if ps.changes != seen:
+            standing.clear()
+            seen = ps.changes
+        key = (p.team, id(demand))
+        st = standing.get(key)
+        if st is None:
+            st = standing[key] = ps.standing(t_index[p.team], demand)
+        if st == MUST_WAIT or (st == MAY_STOP and not has_waited(p, now, settings)):
+            waiting.append(p.id)
+            continue
+        ti = t_index[p.team]
+        if st == FITS:
             victims = []
-        elif has_waited(p, now, settings):
+        else:
+            victims = None
             if ps.within_guarantee(ti, demand):
                 victims = choose_victims(ps, ti, p, own=False)
             if victims is None and teams[ti].in_team_preemption:
                 victims = choose_victims(ps, ti, p, own=True)
-        if victims is None:
-            waiting.append(p.id)
-            continue
+            if victims is None:
+                waiting.append(p.id)
+                continue
         for j in victims:
             vt = ps.r_team[j]
             preemptions.append({

@@ -636,6 +636,10 @@ class _Sim:
         self.by_id = {r.job.id: r for r in self.runs}
         self.running: dict[int, _Run] = {}
         self.live: dict[int, _Run] = {}  # arrived and not completed, in arrival order
+        # The planner's view of the live jobs (reclaim mode only): a spec per live job
+        # in the order of live, and the jobs whose state changed since the last tick.
+        self.specs: dict[int, Any] = {}
+        self.stale_specs: dict[int, _Run] = {}
         self.usedq = 0  # exact, in units of 1/scale GPU
         self.heap: list[tuple] = []
         self.busy = 0.0
@@ -842,6 +846,7 @@ class _Sim:
             r.first_start = t
         r.running_spec = None
         self.running[r.job.position] = r
+        self.stale_specs[r.job.position] = r
         self._set_usage(team, t, r.q)
         heapq.heappush(self.heap, (t + (r.job.duration_s - r.progress), _COMPLETE, r.job.position, r.run, r))
 
@@ -856,6 +861,8 @@ class _Sim:
         r.done = True
         r.completion = t
         del self.live[r.job.position]
+        self.specs.pop(r.job.position, None)
+        self.stale_specs.pop(r.job.position, None)
         self.completed += 1
         self.last_completion = t if self.last_completion is None else max(self.last_completion, t)
 
@@ -880,6 +887,7 @@ class _Sim:
         team.result.preempted += 1
         self.preemptions += 1
         self.preemption_events.append((t, team.idx))
+        self.stale_specs[r.job.position] = r
         self._push_pending(r)
 
     # -- dispatch ------------------------------------------------------------
@@ -1026,33 +1034,37 @@ class _Sim:
         return False
 
     def _pending_spec(self, r: _Run):
+        # One demand dict per size, shared by every job of that size: the planner's
+        # memo of fits per (team, demand) then answers a team's many pending jobs once.
         if r.pending_spec is None:
             r.pending_spec = reclaim.JobSpec(
-                id=r.job.id, team=r.job.team, state="pending", demand={RESOURCE: r.g},
+                id=r.job.id, team=r.job.team, state="pending", demand=self.demands[self.kidx[r.g]],
                 priority=r.job.priority, since=r.job.submit_time, terminating=False)
         return r.pending_spec
 
+    def _running_spec(self, r: _Run):
+        if r.running_spec is None:
+            r.running_spec = reclaim.JobSpec(
+                id=r.job.id, team=r.job.team, state="running", demand=self.demands[self.kidx[r.g]],
+                priority=r.job.priority, since=r.start, terminating=False)
+        return r.running_spec
+
     def _planner_state(self, t: float):
-        specs = []
-        running = self.running
-        for r in self.live.values():
-            if r.job.position in running:
-                if r.running_spec is None:
-                    r.running_spec = reclaim.JobSpec(
-                        id=r.job.id, team=r.job.team, state="running", demand={RESOURCE: r.g},
-                        priority=r.job.priority, since=r.start, terminating=False)
-                specs.append(r.running_spec)
-            else:
-                specs.append(self._pending_spec(r))
+        # The live jobs' specs, in arrival order, each brought up to date when its job
+        # last changed state (see _note_spec), not rebuilt here at every tick.
+        specs = self.specs
+        for position, r in self.stale_specs.items():
+            specs[position] = self._running_spec(r) if position in self.running else self._pending_spec(r)
+        self.stale_specs.clear()
         base = self.scenario.state
         return reclaim.State(now=t, capacity=base.capacity, settings=base.settings, teams=base.teams,
-                             jobs=tuple(specs))
+                             jobs=tuple(specs.values()))
 
     def _tick(self, t: float) -> None:
         if self.skip_idle_ticks and not self._tick_useful(t):
             return  # no victim possible: the call would change nothing, nor would dispatch
         self.planner_calls += 1
-        result = reclaim.plan_state(self._planner_state(t))
+        result = reclaim.plan_state(self._planner_state(t), teams=False)
         preemptions = result.get("preemptions", ())
         beneficiaries: list[_Run] = []
         for p in preemptions:
@@ -1134,6 +1146,8 @@ class _Sim:
                 team = r.t
                 r.arrived = True
                 self.live[r.job.position] = r
+                self.specs[r.job.position] = None  # its place in arrival order
+                self.stale_specs[r.job.position] = r
                 r.entitled = reclaim.within_guarantee({RESOURCE: r.g}, team.spec, {RESOURCE: team.U})
                 self._push_pending(r)
             self._dispatch(t)
