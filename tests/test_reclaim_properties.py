@@ -16,6 +16,7 @@ input lists.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import random
 
@@ -382,6 +383,67 @@ def test_planner_matches_the_naive_transcription_on_larger_states(state):
 @given(states(contended=True))
 def test_planner_matches_the_naive_transcription_when_lenders_want_capacity_back(state):
     _same_plan(reclaim.plan(state), reference_plan(state))
+
+
+# ---------------------------------------------------------------------------
+# Shared demands and pending groups (how the simulator passes its jobs)
+
+
+def shared_demands(parsed: reclaim.State) -> reclaim.State:
+    """``parsed`` with every two jobs of equal demand holding one dict, as the
+    simulator's do: rule 2 then answers "fits?" once per (team, demand) until U
+    changes, which jobs with a dict each never exercise."""
+    one: dict = {}
+    jobs = tuple(dataclasses.replace(j, demand=one.setdefault(tuple(sorted(j.demand.items())), j.demand))
+                 for j in parsed.jobs)
+    return dataclasses.replace(parsed, jobs=jobs)
+
+
+def grouped(parsed: reclaim.State) -> reclaim.State:
+    """``shared_demands(parsed)`` with its pending jobs as PendingGroups (one per team
+    and demand, in rule 2's order), the rest left in ``jobs``."""
+    parsed = shared_demands(parsed)
+    groups: dict = {}
+    rest = []
+    for j in parsed.jobs:
+        if j.state == "running" or j.terminating:
+            rest.append(j)
+        else:
+            groups.setdefault((j.team, id(j.demand)), []).append(j)
+    pending = []
+    for (team_name, _), jobs in groups.items():
+        jobs.sort(key=reclaim.pending_key)
+        pending.append(reclaim.PendingGroup(team=team_name, demand=jobs[0].demand, jobs=jobs,
+                                            keys=[reclaim.pending_key(j) for j in jobs]))
+    return dataclasses.replace(parsed, jobs=tuple(rest), pending_groups=tuple(pending))
+
+
+def _check_shared_and_grouped(state: dict) -> None:
+    want = reference_plan(state)
+    parsed = reclaim.parse_state(state)
+    _same_plan(reclaim.plan_state(shared_demands(parsed)), want)
+    as_groups = grouped(parsed)
+    out = reclaim.plan_state(as_groups)
+    _same_plan(out, want)
+    assert reclaim.plan_state(as_groups, full=False) == {"preemptions": out["preemptions"]}
+
+
+@FAST(600)
+@given(states())
+def test_shared_demands_and_pending_groups_match_the_naive_transcription(state):
+    _check_shared_and_grouped(state)
+
+
+@FAST(600)
+@given(states(contended=True))
+def test_shared_demands_and_pending_groups_match_when_lenders_want_capacity_back(state):
+    _check_shared_and_grouped(state)
+
+
+@FAST(100)
+@given(states(max_jobs=40, max_teams=5))
+def test_shared_demands_and_pending_groups_match_on_larger_states(state):
+    _check_shared_and_grouped(state)
 
 
 # ---------------------------------------------------------------------------

@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import pytest
 
-from cdk_gpu_share.core.reclaim import TOLERANCE, TeamSpec, fits, has_room, plan, within_cap, within_guarantee
+from cdk_gpu_share.core.reclaim import (
+    TOLERANCE, TeamSpec, fits, has_room, parse_state, plan, plan_state, within_cap, within_guarantee,
+)
 from tests.test_reclaim_planner import NOW, pend, run, state, team
+from tests.test_reclaim_properties import grouped, shared_demands
 
 
 TOL = TOLERANCE
@@ -212,6 +215,19 @@ SCENARIOS = [
         [("b1", "b", "reclaim", "a1")], ["a1"], [],
     ),
     (
+        # x1 must wait (no room, no guarantee); py then stops y's 3-GPU job for its 2
+        # GPUs, which leaves 1 GPU free: x2, of x1's team and demand but after py in
+        # the order, fits. (With pending groups, x's group leaves the walk at x1 and
+        # comes back after py's plan changed U, at x2.)
+        "a job that had to wait does not hold back a later one of its team and demand",
+        state(4, [team("x", 0), team("y", 4, in_team_preemption=True)], [
+            run("y_big", "y", 3, since=90), run("y_small", "y", 1, since=10),
+            pend("x1", "x", priority=5, since=0), pend("py", "y", 2, priority=5, since=10),
+            pend("x2", "x", priority=5, since=50),
+        ]),
+        [("y_big", "y", "in_team", "py")], ["py", "x2"], ["x1"],
+    ),
+    (
         # b1's since is in the future: age 0, protected by a min_runtime_seconds of 0.5.
         "a job started in the future is protected while min_runtime_seconds is above 0",
         state(2, [team("a", 1), team("b", 1)], [run("b0", "b", since=0), run("b1", "b", since=NOW + 10), pend("a1", "a")],
@@ -227,6 +243,10 @@ def test_scenarios(case, s, pre, served, waiting):
     assert preemptions(out) == pre
     assert out["served"] == served
     assert out["waiting"] == waiting
+    # The same plan with equal demands in one dict, and with pending groups.
+    parsed = parse_state(s)
+    assert plan_state(shared_demands(parsed)) == out
+    assert plan_state(grouped(parsed)) == out
 
 
 # ---------------------------------------------------------------------------

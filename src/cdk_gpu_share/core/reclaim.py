@@ -45,6 +45,7 @@ lists. ``benchmarks/planner.py`` measures it (10,000 running jobs: tens of ms).
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 import operator
@@ -143,6 +144,28 @@ class JobSpec:
     terminating: bool = False
 
 
+def pending_key(job: JobSpec) -> tuple:
+    """Rule 2's order of pending jobs: priority descending, then since, then id."""
+    return (-job.priority, job.since, job.id)
+
+
+@dataclass(frozen=True, slots=True)
+class PendingGroup:
+    """Pending jobs of one team that share one demand, in rule 2's order.
+
+    A caller that keeps its pending jobs this way (the simulator, one group per team
+    and job size) passes them as :attr:`State.pending_groups`; rule 2 then passes over
+    a group whose jobs must wait as a whole, without visiting each of them.
+    """
+
+    team: str
+    demand: dict
+    jobs: list
+    """The pending :class:`JobSpec` objects, each of ``team`` with a demand equal to ``demand``."""
+    keys: list
+    """:func:`pending_key` of each job, in the same order, strictly ascending."""
+
+
 @dataclass(frozen=True, slots=True)
 class State:
     """A validated state (see :func:`parse_state`). ``capacity`` names the resources."""
@@ -152,6 +175,9 @@ class State:
     settings: Settings
     teams: tuple
     jobs: tuple
+    pending_groups: tuple = ()
+    """More pending jobs, as :class:`PendingGroup` objects (none in a parsed state):
+    the same plan as with their jobs in ``jobs``."""
 
 
 # ---------------------------------------------------------------------------
@@ -603,11 +629,12 @@ def _num(value: float) -> float | int:
     return value
 
 
-def plan_state(state: State, *, teams: bool = True) -> dict:
+def plan_state(state: State, *, full: bool = True) -> dict:
     """Plan for an already valid :class:`State` (no validation).
 
-    :param teams: include the ``teams`` report. Default: True. The simulator, which
-        reads only the preemptions, leaves it out.
+    :param full: the whole plan. Default: True. False gives ``preemptions`` only,
+        what the simulator reads (without the lists of served and waiting jobs and
+        the ``teams`` report, each as long as the queue).
 
     The rules of the contract, in order, each one function over one
     :class:`PlanState`: :func:`enforce_borrow_caps` (rule 1), :func:`serve_pending`
@@ -617,11 +644,46 @@ def plan_state(state: State, *, teams: bool = True) -> dict:
     ps = PlanState(state)
     preemptions: list[dict] = []
     enforce_borrow_caps(ps, preemptions)
-    served, waiting = serve_pending(ps, preemptions)
-    out = {"preemptions": preemptions, "served": served, "waiting": waiting}
-    if teams:
-        out["teams"] = report(ps, served)
-    return out
+    served, waiting = serve_pending(ps, preemptions, waiting=full)
+    if not full:
+        return {"preemptions": preemptions}
+    return {"preemptions": preemptions, "served": [p.id for p in served], "waiting": waiting,
+            "teams": report(ps, served)}
+
+
+@dataclass(frozen=True, slots=True)
+class _TeamTables:
+    """What PlanState reads of the teams alone (never written): by team number."""
+
+    teams: tuple
+    resources: tuple
+    t_index: dict
+    G: list
+    CAP: list
+    is_reserve: list
+    reserve_specs: list
+
+
+_last_tables: list = [None]
+
+
+def _team_tables(teams: tuple, resources: list) -> _TeamTables:
+    """The team tables of ``teams``; the last ones are kept, since the simulator plans
+    with the same teams tuple every tick (they depend on the teams and resources only)."""
+    last = _last_tables[0]
+    if last is not None and last.teams is teams and last.resources == tuple(resources):
+        return last
+    is_reserve = [t.sharing == _RESERVE for t in teams]
+    tables = _last_tables[0] = _TeamTables(
+        teams=teams,
+        resources=tuple(resources),
+        t_index={t.name: i for i, t in enumerate(teams)},
+        G=[{r: t.guarantee.get(r, 0) for r in resources} for t in teams],
+        CAP=[{r: borrow_cap(t, r) for r in resources} for t in teams],
+        is_reserve=is_reserve,
+        reserve_specs=[t for t, res in zip(teams, is_reserve) if res],
+    )
+    return tables
 
 
 FITS, MAY_STOP, MUST_WAIT = 0, 1, 2
@@ -659,14 +721,16 @@ class PlanState:
         self.settings = state.settings
         self.teams = teams = state.teams
         self.nt = nt = len(teams)
-        self.t_index = t_index = {t.name: i for i, t in enumerate(teams)}
-        self.G = G = [{r: t.guarantee.get(r, 0) for r in resources} for t in teams]
-        self.CAP = [{r: borrow_cap(t, r) for r in resources} for t in teams]
-        self.is_reserve = is_reserve = [t.sharing == _RESERVE for t in teams]
+        tables = _team_tables(teams, resources)
+        self.t_index = t_index = tables.t_index
+        self.G = G = tables.G
+        self.CAP = tables.CAP
+        self.is_reserve = is_reserve = tables.is_reserve
 
         # Running (non-terminating) jobs, as parallel lists indexed by a job number.
         running: list[JobSpec] = []
         self.pending = pending = []
+        self.groups = state.pending_groups
         for job in state.jobs:
             if not job.terminating:
                 (running if job.state == "running" else pending).append(job)
@@ -691,7 +755,7 @@ class PlanState:
         # RI from reserved_idle_of over the reserve teams (the others add nothing),
         # cached per team (one entry, -1, for every team that is not reserve) until a
         # reserve team's usage changes.
-        self._reserve_specs = [t for t, res in zip(teams, is_reserve) if res]
+        self._reserve_specs = tables.reserve_specs
         self._reserve_usage = {t.name: U[ti] for ti, t in enumerate(teams) if is_reserve[ti]}
         self._ri_cache: dict = {}
         # Bumped by every change of U (and so of F and RI).
@@ -963,13 +1027,34 @@ def enforce_borrow_caps(ps: PlanState, preemptions: list) -> None:
             preemptions.append({"job": ps.r_id[j], "team": name, "reason": "borrow_limit"})
 
 
+_FIRST = operator.itemgetter(0)
 _SINCE_ID = operator.attrgetter("since", "id")
 _PRIORITY = operator.attrgetter("priority")
 
 
+def group_order(ps: PlanState) -> tuple[list, list]:
+    """:func:`pending_order` for :attr:`State.pending_groups`: the groups within their
+    team's guarantee when rule 2 starts, and the rest (each group is one team and
+    one demand, so it lies wholly in one of the two)."""
+    first: list[PendingGroup] = []
+    rest: list[PendingGroup] = []
+    t_index = ps.t_index
+    for g in ps.groups:
+        (first if ps.within_guarantee(t_index[g.team], g.demand) else rest).append(g)
+    return first, rest
+
+
+def merged(parts: tuple[list, list]) -> list:
+    """The jobs of :func:`group_order`'s two parts, in rule 2's order."""
+    return [p for part in parts for _, p in heapq.merge(*(zip(g.keys, g.jobs) for g in part), key=_FIRST)]
+
+
 def pending_order(ps: PlanState) -> list:
     """Rule 2's order: the pending jobs within their team's guarantee when rule 2
-    starts, then the rest; in each group priority descending, since, id."""
+    starts, then the rest; in each group priority descending, since, id
+    (:func:`pending_key`)."""
+    if ps.groups:
+        return merged(group_order(ps))
     first: list[JobSpec] = []
     rest: list[JobSpec] = []
     t_index = ps.t_index
@@ -1061,15 +1146,28 @@ def choose_victims(ps: PlanState, ti: int, p: JobSpec, own: bool) -> list[int] |
     return taken
 
 
-def serve_pending(ps: PlanState, preemptions: list) -> tuple[list[str], list[str]]:
+def serve_pending(ps: PlanState, preemptions: list, *, waiting: bool = True) -> tuple[list, list | None]:
     """Rule 2: each pending job in :func:`pending_order` fits (2a), or, having
-    waited, reclaims (2b) or stops its own team's lower-priority jobs (2c), or waits."""
-    served: list[str] = []
-    waiting: list[str] = []
-    t_index, teams, now, settings = ps.t_index, ps.teams, ps.now, ps.settings
-    # ps.standing per (team, demand) until U changes (most pending jobs must wait, and
-    # jobs of a team share demands; keyed as in pending_order).
-    standing: dict = {}
+    waited, reclaims (2b) or stops its own team's lower-priority jobs (2c), or waits
+    (:func:`serve_one`). Returns the served jobs and the ids of the waiting ones (None
+    unless ``waiting``), each in that order.
+
+    A job that must wait (:meth:`PlanState.standing`) changes nothing, and neither
+    does the next job of its team and demand until U changes: the standing is asked
+    once per (team, demand) until then, and groups of such jobs
+    (:attr:`State.pending_groups`) are passed over as a whole (:func:`serve_groups`).
+    """
+    if ps.groups:
+        parts = group_order(ps)
+        served = serve_groups(ps, parts, preemptions)
+        if not waiting:
+            return served, None
+        done = {id(p) for p in served}
+        return served, [p.id for p in merged(parts) if id(p) not in done]
+    served: list[JobSpec] = []
+    left: list[str] = []
+    t_index = ps.t_index
+    standing: dict = {}  # (team, id(demand)) -> ps.standing, as in pending_order
     seen = ps.changes
     for p in pending_order(ps):
         demand = p.demand
@@ -1080,35 +1178,91 @@ def serve_pending(ps: PlanState, preemptions: list) -> tuple[list[str], list[str
         st = standing.get(key)
         if st is None:
             st = standing[key] = ps.standing(t_index[p.team], demand)
-        if st == MUST_WAIT or (st == MAY_STOP and not has_waited(p, now, settings)):
-            waiting.append(p.id)
-            continue
-        ti = t_index[p.team]
-        if st == FITS:
-            victims = []
+        if st != MUST_WAIT and serve_one(ps, t_index[p.team], p, st, preemptions):
+            served.append(p)
         else:
-            victims = None
-            if ps.within_guarantee(ti, demand):
-                victims = choose_victims(ps, ti, p, own=False)
-            if victims is None and teams[ti].in_team_preemption:
-                victims = choose_victims(ps, ti, p, own=True)
-            if victims is None:
-                waiting.append(p.id)
+            left.append(p.id)
+    return served, (left if waiting else None)
+
+
+def serve_groups(ps: PlanState, parts: tuple[list, list], preemptions: list) -> list[JobSpec]:
+    """:func:`serve_pending` over :attr:`State.pending_groups`, in :func:`group_order`'s
+    two ``parts``.
+
+    The groups' jobs are merged in rule 2's order (a heap of each group's next job).
+    A group whose standing is MUST_WAIT leaves the heap ("parked"): its jobs reached
+    while U stays the same all wait. When U changes, every parked group comes back
+    at its first job after the last one reached, and standings are asked anew.
+    """
+    served: list[JobSpec] = []
+    t_index = ps.t_index
+    for part in parts:
+        heap = [(g.keys[0], k, 0) for k, g in enumerate(part) if g.keys]
+        heapq.heapify(heap)
+        parked: list[int] = []
+        standing: dict = {}  # group index -> ps.standing while U stays the same
+        seen = ps.changes
+        last = None
+        while True:
+            if ps.changes != seen:
+                standing.clear()
+                seen = ps.changes
+                for k in parked:
+                    keys = part[k].keys
+                    pos = bisect.bisect_right(keys, last)
+                    if pos < len(keys):
+                        heapq.heappush(heap, (keys[pos], k, pos))
+                parked.clear()
+            if not heap:
+                break
+            last, k, pos = heapq.heappop(heap)
+            g = part[k]
+            st = standing.get(k)
+            if st is None:
+                st = standing[k] = ps.standing(t_index[g.team], g.demand)
+            if st == MUST_WAIT:
+                parked.append(k)
                 continue
-        for j in victims:
-            vt = ps.r_team[j]
-            preemptions.append({
-                "job": ps.r_id[j],
-                "team": teams[vt].name,
-                "reason": "in_team" if vt == ti else "reclaim",
-                "beneficiary": p.id,
-            })
-        ps.serve(ti, demand)
-        served.append(p.id)
-    return served, waiting
+            p = g.jobs[pos]
+            if serve_one(ps, t_index[g.team], p, st, preemptions):
+                served.append(p)
+            pos += 1
+            if pos < len(g.keys):
+                heapq.heappush(heap, (g.keys[pos], k, pos))
+    return served
 
 
-def report(ps: PlanState, served: list[str]) -> dict:
+def serve_one(ps: PlanState, ti: int, p: JobSpec, st: int, preemptions: list) -> bool:
+    """Rule 2 for pending job p of team ti, whose standing (:meth:`PlanState.standing`)
+    is FITS or MAY_STOP: whether it is served (2a; or, having waited, 2b, then 2c),
+    with its victims added to ``preemptions``."""
+    demand = p.demand
+    if st == FITS:
+        victims = []
+    else:
+        if not has_waited(p, ps.now, ps.settings):
+            return False
+        victims = None
+        if ps.within_guarantee(ti, demand):
+            victims = choose_victims(ps, ti, p, own=False)
+        if victims is None and ps.teams[ti].in_team_preemption:
+            victims = choose_victims(ps, ti, p, own=True)
+        if victims is None:
+            return False
+    teams = ps.teams
+    for j in victims:
+        vt = ps.r_team[j]
+        preemptions.append({
+            "job": ps.r_id[j],
+            "team": teams[vt].name,
+            "reason": "in_team" if vt == ti else "reclaim",
+            "beneficiary": p.id,
+        })
+    ps.serve(ti, demand)
+    return True
+
+
+def report(ps: PlanState, served: list[JobSpec]) -> dict:
     """Usage, guarantee, borrowed and borrow cap after the plan, for every team (by
     name) and every resource. Exact sums: fsum is exact, so adding the negated
     victims gives the sum of the others."""
@@ -1120,13 +1274,11 @@ def report(ps: PlanState, served: list[str]) -> dict:
             for r, d in ps.r_demand[j].items():
                 if d:
                     acc[r].append(-d)
-    served_set = set(served)
-    for p in ps.pending:
-        if p.id in served_set:
-            acc = sums[ps.t_index[p.team]]
-            for r, d in p.demand.items():
-                if d:
-                    acc[r].append(d)
+    for p in served:
+        acc = sums[ps.t_index[p.team]]
+        for r, d in p.demand.items():
+            if d:
+                acc[r].append(d)
     out = {}
     teams = ps.teams
     for ti in sorted(range(ps.nt), key=lambda i: teams[i].name):

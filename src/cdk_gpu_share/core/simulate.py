@@ -50,7 +50,7 @@ import json
 import math
 import os
 import time
-from bisect import bisect_right, insort
+from bisect import bisect_left, bisect_right, insort
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import IO, Any, Callable, Iterable, Iterator, Mapping, Sequence
@@ -528,7 +528,7 @@ class _Run:
     """Mutable per-job state during a simulation."""
 
     __slots__ = ("job", "t", "g", "q", "key", "progress", "start", "run", "stops", "first_start",
-                 "done", "entitled", "completion", "busy", "pending_spec", "running_spec", "arrived")
+                 "done", "entitled", "completion", "busy", "pending_spec", "running_spec", "arrived", "pkey", "grouped")
 
     def __init__(self, job: Job, t: "_Team"):
         self.job = job
@@ -548,6 +548,8 @@ class _Run:
         self.pending_spec = None
         self.running_spec = None
         self.arrived = False
+        self.pkey = None  # reclaim.pending_key(pending_spec), in reclaim mode
+        self.grouped = False  # in its PendingGroup (reclaim mode)
 
 
 class _Team:
@@ -636,10 +638,15 @@ class _Sim:
         self.by_id = {r.job.id: r for r in self.runs}
         self.running: dict[int, _Run] = {}
         self.live: dict[int, _Run] = {}  # arrived and not completed, in arrival order
-        # The planner's view of the live jobs (reclaim mode only): a spec per live job
-        # in the order of live, and the jobs whose state changed since the last tick.
+        # The planner's view (reclaim mode only): a spec per running job, and the
+        # pending jobs as the planner's PendingGroups, one per team and size, each in
+        # rule 2's order. Both are brought up to date at a tick, for the jobs that
+        # changed state since the last one (touched): most jobs start as they arrive,
+        # between two ticks, and never reach a group.
+        self.reclaiming = mode == RECLAIM
         self.specs: dict[int, Any] = {}
-        self.stale_specs: dict[int, _Run] = {}
+        self.touched: dict[int, _Run] = {}
+        self.groups: dict[tuple[int, float], reclaim.PendingGroup] = {}
         self.usedq = 0  # exact, in units of 1/scale GPU
         self.heap: list[tuple] = []
         self.busy = 0.0
@@ -805,6 +812,8 @@ class _Sim:
             insort(team.keys, r.g)
             self.buckets_live += 1
         heapq.heappush(bucket, (r.key, r))
+        if self.reclaiming:
+            self.touched[r.job.position] = r
         team.npending += 1
         self.npending += 1
         self.pending_log.append((self.now, team.idx, r.g))
@@ -816,6 +825,8 @@ class _Sim:
         old = bucket[0][0]
         bucket.remove((r.key, r))
         heapq.heapify(bucket)
+        if self.reclaiming:
+            self.touched[r.job.position] = r
         self.pending_log.append((self.now, team.idx, -r.g))
         if not bucket:
             del team.keys[bisect_right(team.keys, r.g) - 1]
@@ -827,6 +838,8 @@ class _Sim:
     def _pop_pending(self, team: _Team, g: float) -> _Run:
         bucket = team.buckets[g]
         _, r = heapq.heappop(bucket)
+        if self.reclaiming:
+            self.touched[r.job.position] = r
         self.pending_log.append((self.now, team.idx, -r.g))
         if not bucket:
             del team.keys[bisect_right(team.keys, g) - 1]
@@ -846,7 +859,8 @@ class _Sim:
             r.first_start = t
         r.running_spec = None
         self.running[r.job.position] = r
-        self.stale_specs[r.job.position] = r
+        if self.reclaiming:
+            self.touched[r.job.position] = r
         self._set_usage(team, t, r.q)
         heapq.heappush(self.heap, (t + (r.job.duration_s - r.progress), _COMPLETE, r.job.position, r.run, r))
 
@@ -861,8 +875,8 @@ class _Sim:
         r.done = True
         r.completion = t
         del self.live[r.job.position]
-        self.specs.pop(r.job.position, None)
-        self.stale_specs.pop(r.job.position, None)
+        if self.reclaiming:
+            self.touched[r.job.position] = r
         self.completed += 1
         self.last_completion = t if self.last_completion is None else max(self.last_completion, t)
 
@@ -887,7 +901,8 @@ class _Sim:
         team.result.preempted += 1
         self.preemptions += 1
         self.preemption_events.append((t, team.idx))
-        self.stale_specs[r.job.position] = r
+        if self.reclaiming:
+            self.touched[r.job.position] = r
         self._push_pending(r)
 
     # -- dispatch ------------------------------------------------------------
@@ -1040,6 +1055,7 @@ class _Sim:
             r.pending_spec = reclaim.JobSpec(
                 id=r.job.id, team=r.job.team, state="pending", demand=self.demands[self.kidx[r.g]],
                 priority=r.job.priority, since=r.job.submit_time, terminating=False)
+            r.pkey = reclaim.pending_key(r.pending_spec)
         return r.pending_spec
 
     def _running_spec(self, r: _Run):
@@ -1050,21 +1066,50 @@ class _Sim:
         return r.running_spec
 
     def _planner_state(self, t: float):
-        # The live jobs' specs, in arrival order, each brought up to date when its job
-        # last changed state (see _note_spec), not rebuilt here at every tick.
-        specs = self.specs
-        for position, r in self.stale_specs.items():
-            specs[position] = self._running_spec(r) if position in self.running else self._pending_spec(r)
-        self.stale_specs.clear()
+        specs, running = self.specs, self.running
+        for position, r in self.touched.items():
+            if position in running:
+                specs[position] = self._running_spec(r)
+            else:
+                specs.pop(position, None)
+            pending = r.arrived and not r.done and position not in running
+            if pending != r.grouped:
+                (self._group_add if pending else self._group_remove)(r)
+        self.touched.clear()
         base = self.scenario.state
         return reclaim.State(now=t, capacity=base.capacity, settings=base.settings, teams=base.teams,
-                             jobs=tuple(specs.values()))
+                             jobs=tuple(specs.values()), pending_groups=tuple(self.groups.values()))
+
+    def _group_add(self, r: _Run) -> None:
+        """r joins its team's pending group of its size, at its place in rule 2's order."""
+        spec = self._pending_spec(r)
+        gkey = (r.t.idx, r.g)
+        group = self.groups.get(gkey)
+        if group is None:
+            group = self.groups[gkey] = reclaim.PendingGroup(
+                team=r.t.name, demand=spec.demand, jobs=[], keys=[])
+        keys = group.keys
+        i = bisect_left(keys, r.pkey)
+        keys.insert(i, r.pkey)
+        group.jobs.insert(i, spec)
+        r.grouped = True
+
+    def _group_remove(self, r: _Run) -> None:
+        gkey = (r.t.idx, r.g)
+        group = self.groups[gkey]
+        jobs = group.jobs
+        i = bisect_left(group.keys, r.pkey)
+        del group.keys[i]
+        del jobs[i]
+        if not jobs:
+            del self.groups[gkey]
+        r.grouped = False
 
     def _tick(self, t: float) -> None:
         if self.skip_idle_ticks and not self._tick_useful(t):
             return  # no victim possible: the call would change nothing, nor would dispatch
         self.planner_calls += 1
-        result = reclaim.plan_state(self._planner_state(t), teams=False)
+        result = reclaim.plan_state(self._planner_state(t), full=False)
         preemptions = result.get("preemptions", ())
         beneficiaries: list[_Run] = []
         for p in preemptions:
@@ -1146,8 +1191,6 @@ class _Sim:
                 team = r.t
                 r.arrived = True
                 self.live[r.job.position] = r
-                self.specs[r.job.position] = None  # its place in arrival order
-                self.stale_specs[r.job.position] = r
                 r.entitled = reclaim.within_guarantee({RESOURCE: r.g}, team.spec, {RESOURCE: team.U})
                 self._push_pending(r)
             self._dispatch(t)
