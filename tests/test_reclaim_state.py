@@ -114,6 +114,22 @@ def test_reserve_team_with_a_job_running_reserves_only_the_rest():
     assert out["served"] == ["b2"] and out["waiting"] == ["b3"]
 
 
+def test_a_state_with_pending_jobs_in_jobs_and_in_groups_is_refused():
+    import dataclasses
+
+    from tests.test_reclaim_properties import grouped
+
+    raw = state(2, [team("a", 1)], [run("r1", "a", terminating=True), pend("p1", "a"), pend("p2", "a", 2)])
+    parsed = reclaim.parse_state(raw)
+    as_groups = grouped(parsed)
+    # The terminating job stays in jobs beside the groups: it is not pending.
+    assert [j.id for j in as_groups.jobs] == ["r1"]
+    assert reclaim.plan_state(as_groups) == plan(raw)
+    both = dataclasses.replace(as_groups, jobs=parsed.jobs)
+    with pytest.raises(ValueError, match="in jobs or in pending_groups, not in both"):
+        PlanState(both)
+
+
 def test_plan_state_starts_from_free_of():
     # 0.1 GPU jobs filling the pool exactly: one more 1e-9-small job still fits
     # (within the tolerance), a 1e-3 one does not.

@@ -41,6 +41,13 @@ every candidate would not make room; in 2c, stopping every own candidate would l
 the job beyond its guarantee and still not fitting). Initial and reported usages are
 exact sums (:func:`math.fsum`), so the plan does not depend on the order of the input
 lists. ``benchmarks/planner.py`` measures it (10,000 running jobs: tens of ms).
+
+Rule 2 visits every pending job, but most must wait, and a job that must wait changes
+nothing: its standing (fits, may stop jobs, must wait) depends on U, its team and its
+demand only, so it is asked once per (team, demand) until U next changes. A caller
+that keeps its pending jobs as :class:`PendingGroup` objects (the simulator, which
+plans every poll interval) lets rule 2 pass over a group that must wait as a whole:
+a plan then costs in the running jobs and the groups, not in the length of the queue.
 """
 
 from __future__ import annotations
@@ -176,8 +183,8 @@ class State:
     teams: tuple
     jobs: tuple
     pending_groups: tuple = ()
-    """More pending jobs, as :class:`PendingGroup` objects (none in a parsed state):
-    the same plan as with their jobs in ``jobs``."""
+    """The pending jobs as :class:`PendingGroup` objects instead of in ``jobs`` (which
+    then holds none): the same plan. Empty (default) in a parsed state."""
 
 
 # ---------------------------------------------------------------------------
@@ -651,43 +658,9 @@ def plan_state(state: State, *, full: bool = True) -> dict:
             "teams": report(ps, served)}
 
 
-@dataclass(frozen=True, slots=True)
-class _TeamTables:
-    """What PlanState reads of the teams alone (never written): by team number."""
-
-    teams: tuple
-    resources: tuple
-    t_index: dict
-    G: list
-    CAP: list
-    is_reserve: list
-    reserve_specs: list
-
-
-_last_tables: list = [None]
-
-
-def _team_tables(teams: tuple, resources: list) -> _TeamTables:
-    """The team tables of ``teams``; the last ones are kept, since the simulator plans
-    with the same teams tuple every tick (they depend on the teams and resources only)."""
-    last = _last_tables[0]
-    if last is not None and last.teams is teams and last.resources == tuple(resources):
-        return last
-    is_reserve = [t.sharing == _RESERVE for t in teams]
-    tables = _last_tables[0] = _TeamTables(
-        teams=teams,
-        resources=tuple(resources),
-        t_index={t.name: i for i, t in enumerate(teams)},
-        G=[{r: t.guarantee.get(r, 0) for r in resources} for t in teams],
-        CAP=[{r: borrow_cap(t, r) for r in resources} for t in teams],
-        is_reserve=is_reserve,
-        reserve_specs=[t for t, res in zip(teams, is_reserve) if res],
-    )
-    return tables
-
-
 FITS, MAY_STOP, MUST_WAIT = 0, 1, 2
 """What :meth:`PlanState.standing` makes of a pending job."""
+
 
 class PlanState:
     """The plan as it stands: usage, free capacity, reserved idle capacity, the chosen
@@ -721,11 +694,10 @@ class PlanState:
         self.settings = state.settings
         self.teams = teams = state.teams
         self.nt = nt = len(teams)
-        tables = _team_tables(teams, resources)
-        self.t_index = t_index = tables.t_index
-        self.G = G = tables.G
-        self.CAP = tables.CAP
-        self.is_reserve = is_reserve = tables.is_reserve
+        self.t_index = t_index = {t.name: i for i, t in enumerate(teams)}
+        self.G = G = [{r: t.guarantee.get(r, 0) for r in resources} for t in teams]
+        self.CAP = [{r: borrow_cap(t, r) for r in resources} for t in teams]
+        self.is_reserve = is_reserve = [t.sharing == _RESERVE for t in teams]
 
         # Running (non-terminating) jobs, as parallel lists indexed by a job number.
         running: list[JobSpec] = []
@@ -734,6 +706,8 @@ class PlanState:
         for job in state.jobs:
             if not job.terminating:
                 (running if job.state == "running" else pending).append(job)
+        if pending and self.groups:
+            raise ValueError("a State holds its pending jobs in jobs or in pending_groups, not in both")
         self.r_id = r_id = [job.id for job in running]
         self.r_team = r_team = [t_index[job.team] for job in running]
         self.r_demand = r_demand = [job.demand for job in running]
@@ -755,7 +729,7 @@ class PlanState:
         # RI from reserved_idle_of over the reserve teams (the others add nothing),
         # cached per team (one entry, -1, for every team that is not reserve) until a
         # reserve team's usage changes.
-        self._reserve_specs = tables.reserve_specs
+        self._reserve_specs = [t for t, res in zip(teams, is_reserve) if res]
         self._reserve_usage = {t.name: U[ti] for ti, t in enumerate(teams) if is_reserve[ti]}
         self._ri_cache: dict = {}
         # Bumped by every change of U (and so of F and RI).
