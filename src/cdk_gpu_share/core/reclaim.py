@@ -1167,6 +1167,9 @@ def serve_groups(ps: PlanState, parts: tuple[list, list], preemptions: list) -> 
     A group whose standing is MUST_WAIT leaves the heap ("parked"): its jobs reached
     while U stays the same all wait. When U changes, every parked group comes back
     at its first job after the last one reached, and standings are asked anew.
+    Bringing groups back costs at most as much as visiting every job of the part:
+    beyond that, a group that must wait stays in the heap and its jobs are passed
+    one by one, as in the flat walk.
     """
     served: list[JobSpec] = []
     t_index = ps.t_index
@@ -1177,10 +1180,12 @@ def serve_groups(ps: PlanState, parts: tuple[list, list], preemptions: list) -> 
         standing: dict = {}  # group index -> ps.standing while U stays the same
         seen = ps.changes
         last = None
+        budget = sum(len(g.keys) for g in part)  # groups that may still come back
         while True:
             if ps.changes != seen:
                 standing.clear()
                 seen = ps.changes
+                budget -= len(parked)
                 for k in parked:
                     keys = part[k].keys
                     pos = bisect.bisect_right(keys, last)
@@ -1194,11 +1199,11 @@ def serve_groups(ps: PlanState, parts: tuple[list, list], preemptions: list) -> 
             st = standing.get(k)
             if st is None:
                 st = standing[k] = ps.standing(t_index[g.team], g.demand)
-            if st == MUST_WAIT:
+            if st == MUST_WAIT and budget > 0:
                 parked.append(k)
                 continue
             p = g.jobs[pos]
-            if serve_one(ps, t_index[g.team], p, st, preemptions):
+            if st != MUST_WAIT and serve_one(ps, t_index[g.team], p, st, preemptions):
                 served.append(p)
             pos += 1
             if pos < len(g.keys):
