@@ -13,6 +13,10 @@ Traces, built from the shared Alibaba OpenB trace (converted by
   month rotated by k/N of its submit window (a job submitted at t is submitted at
   (t + k*W/N) mod W), so the groups' busy hours do not coincide, as independent teams'
   would not; every group keeps the month's jobs, sizes and durations.
+- ``aN`` (team dimension, reclaim at every group at once): as ``xN`` but not rotated,
+  so every group's busy hours coincide and each planner call sees N groups that
+  reclaim. In the rotated traces no lender waits past ``reclaim_after`` from x4 on
+  (``calls`` 0): their share+reclaim figures measure the tick checks, these the planner.
 - ``1M`` (time dimension): one group of the four teams, the month repeated back to
   back (copy c shifted by c times the submit window) until it has at least 1,000,000
   jobs, against the original 32-GPU pool.
@@ -92,6 +96,20 @@ def scaled(data: Path, groups: int):
     return sim.parse_scenario(big), out
 
 
+def aligned(data: Path, groups: int):
+    """The aN trace: ``groups`` copies of the four teams on an N-times pool, not rotated."""
+    from cdk_gpu_share.core import simulate as sim
+
+    scenario, jobs = base(data)
+    teams = [{**t, "name": f"{t['name']}-{k:03d}"} for k in range(groups) for t in scenario["teams"]]
+    big = {**scenario, "capacity": {"gpu": scenario["capacity"]["gpu"] * groups}, "teams": teams}
+    out = []
+    for j in jobs:  # submit order, then group: the trace stays sorted by submit time
+        for k in range(groups):
+            out.append(replace(j, id=f"{j.id}-{k:03d}", team=f"{j.team}-{k:03d}", position=len(out), line=0))
+    return sim.parse_scenario(big), out
+
+
 def concatenated(data: Path, at_least: int = MILLION):
     """The 1M trace: the month repeated back to back, one group of four teams."""
     from cdk_gpu_share.core import simulate as sim
@@ -112,7 +130,12 @@ def child(data: Path, case: str, mode: str) -> None:
     from cdk_gpu_share.core import simulate as sim
 
     built = time.perf_counter()
-    scenario, jobs = concatenated(data) if case == "1M" else scaled(data, int(case[1:]))
+    if case == "1M":
+        scenario, jobs = concatenated(data)
+    elif case.startswith("a"):
+        scenario, jobs = aligned(data, int(case[1:]))
+    else:
+        scenario, jobs = scaled(data, int(case[1:]))
     built = time.perf_counter() - built
     cpu = time.process_time()
     result = sim.simulate(scenario, jobs, mode)
@@ -131,6 +154,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
     ap.add_argument("--scales", default="1,4,16,64,128", help="groups of four teams (default: %(default)s)")
     ap.add_argument("--modes", default="static,share,share+reclaim")
+    ap.add_argument("--aligned", default="4,64",
+                    help="groups of the not-rotated traces, share+reclaim only (default: %(default)s; '' for none)")
     ap.add_argument("--million", action=argparse.BooleanOptionalAction, default=True,
                     help="also run the time-concatenated 1M-job trace (default: on)")
     ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per run before giving up")
@@ -143,15 +168,21 @@ def main(argv: list[str] | None = None) -> int:
         print(f"skipped: the shared trace is not at {args.data / 'alibaba-gpu-v2023'}", file=sys.stderr)
         return 0
     modes = args.modes.split(",")
-    cases = [f"x{int(s)}" for s in args.scales.split(",") if s] + (["1M"] if args.million else [])
+    cases = [f"x{int(s)}" for s in args.scales.split(",") if s]
+    if "share+reclaim" in modes:
+        cases += [f"a{int(s)}" for s in args.aligned.split(",") if s]
+    cases += ["1M"] if args.million else []
     print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores "
           "(ratios use CPU time measured in this run)")
     print(f"{'trace':<6} {'teams':>5} {'GPUs':>6} {'jobs':>9}  {'mode':<14} {'sim s':>8} {'cpu s':>8} {'µs/job':>8} "
           f"{'/small':>6} {'/x4':>6}  {'max RSS':>8}  target")
     smallest: dict[str, float] = {}
     sixteen: dict[str, float] = {}
+    first_aligned: float | None = None
     for case in cases:
         for mode in modes:
+            if case.startswith("a") and mode != "share+reclaim":
+                continue
             cmd = [sys.executable, __file__, "--data", str(args.data), "--child", case, mode]
             try:
                 done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, check=True)
@@ -165,10 +196,13 @@ def main(argv: list[str] | None = None) -> int:
             us = r["cpu_seconds"] / r["jobs"] * 1e6
             if case == "x4":
                 sixteen[mode] = us
-            if case != "1M":
+            if case.startswith("x"):
                 smallest.setdefault(mode, us)
             ratio = f"{us / smallest[mode]:5.2f}x" if mode in smallest else ""
             ratio16 = f"{us / sixteen[mode]:5.2f}x" if mode in sixteen else ""
+            if case.startswith("a"):
+                first_aligned = us if first_aligned is None else first_aligned
+                ratio, ratio16 = f"{us / first_aligned:5.2f}x", ""
             if case == "1M":
                 # CPU seconds, as every other figure here: wall time on this shared
                 # machine measures the other engineers' load as much as ours.
@@ -178,6 +212,9 @@ def main(argv: list[str] | None = None) -> int:
             elif case == "x128" and mode in sixteen:
                 x = us / sixteen[mode]
                 target = f"<= {TEAM_TARGET}x x4: {'met' if x <= TEAM_TARGET else 'MISSED'}"
+            elif case.startswith("a") and us != first_aligned:
+                x = us / first_aligned
+                target = f"(/small: to the first aN; {TEAM_TARGET}x as for xN: {'met' if x <= TEAM_TARGET else 'MISSED'})"
             else:
                 target = ""
             print(f"{case:<6} {r['teams']:>5} {r['gpus']:>6.0f} {r['jobs']:>9,}  {mode:<14} "
