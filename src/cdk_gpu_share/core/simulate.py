@@ -38,6 +38,13 @@ integers in units of 1/D GPU, D the least common multiple of the denominators of
 job size and of the capacity (:class:`fractions.Fraction` values, converted once). A
 float of usage is then ``n / D``, which Python rounds correctly, so it is the same float
 as ``float(Fraction(n, D))``.
+
+A planner call costs in the running jobs and the (team, size) groups of pending jobs,
+not in the length of the queue: the simulator keeps its pending jobs as the planner's
+:class:`~cdk_gpu_share.core.reclaim.PendingGroup` objects (brought up to date at a
+call, for the jobs that changed state since the last one), shares one demand dict per
+size, asks for the preemptions only (``plan_state(..., full=False)``), and skips a
+tick at which the planner cannot choose a victim (:meth:`_Sim._tick_useful`).
 """
 
 from __future__ import annotations
