@@ -228,6 +228,30 @@ SCENARIOS = [
         [("y_big", "y", "in_team", "py")], ["py", "x2"], ["x1"],
     ),
     (
+        # Same team, same demand, three free GPUs: whether the next one fits is asked
+        # again after each one is served (once per (team, demand) until U changes).
+        "jobs of one team and demand fill the free capacity one by one",
+        state(3, [team("b", 0)], [pend(f"b{i}", "b", since=i) for i in range(1, 5)]),
+        [], ["b1", "b2", "b3"], ["b4"],
+    ),
+    (
+        # One team, two demands, one free GPU: the 2-GPU job must wait, the 1-GPU job
+        # after it fits (what is asked once is per team *and* demand).
+        "a team's smaller job fits while its larger one waits",
+        state(1, [team("b", 0)], [pend("big", "b", 2, priority=1), pend("small", "b", 1)]),
+        [], ["small"], ["big"],
+    ),
+    (
+        # x1 must wait and is x's last job; py's plan then changes U: x's group has
+        # nothing left to come back with.
+        "a job that had to wait was the last of its team and demand",
+        state(4, [team("x", 0), team("y", 4, in_team_preemption=True)], [
+            run("y_big", "y", 3, since=90), run("y_small", "y", 1, since=10),
+            pend("x1", "x", priority=5, since=0), pend("py", "y", 2, priority=5, since=10),
+        ]),
+        [("y_big", "y", "in_team", "py")], ["py"], ["x1"],
+    ),
+    (
         # b1's since is in the future: age 0, protected by a min_runtime_seconds of 0.5.
         "a job started in the future is protected while min_runtime_seconds is above 0",
         state(2, [team("a", 1), team("b", 1)], [run("b0", "b", since=0), run("b1", "b", since=NOW + 10), pend("a1", "a")],

@@ -1026,9 +1026,8 @@ def merged(parts: tuple[list, list]) -> list:
 def pending_order(ps: PlanState) -> list:
     """Rule 2's order: the pending jobs within their team's guarantee when rule 2
     starts, then the rest; in each group priority descending, since, id
-    (:func:`pending_key`)."""
-    if ps.groups:
-        return merged(group_order(ps))
+    (:func:`pending_key`). For the jobs of ``jobs``; :func:`group_order` and
+    :func:`merged` give the same order for :attr:`State.pending_groups`."""
     first: list[JobSpec] = []
     rest: list[JobSpec] = []
     t_index = ps.t_index
@@ -1120,7 +1119,7 @@ def choose_victims(ps: PlanState, ti: int, p: JobSpec, own: bool) -> list[int] |
     return taken
 
 
-def serve_pending(ps: PlanState, preemptions: list, *, waiting: bool = True) -> tuple[list, list | None]:
+def serve_pending(ps: PlanState, preemptions: list, *, waiting: bool) -> tuple[list, list | None]:
     """Rule 2: each pending job in :func:`pending_order` fits (2a), or, having
     waited, reclaims (2b) or stops its own team's lower-priority jobs (2c), or waits
     (:func:`serve_one`). Returns the served jobs and the ids of the waiting ones (None
