@@ -432,9 +432,10 @@ class GpuShareDashboard(Construct):
         # metric (eight per team) and are rendered again in Node at each resolution of the body.
         seconds = int(self.period.to_seconds())
         region = cdk.Aws.REGION
+        factory = self.metrics
 
         def line(name: str, team: str | None = None, color: str | None = None) -> list[Any]:
-            return self.metrics.graph_line(name, team, period_seconds=seconds, color=color)
+            return factory.graph_line(name, team, period_seconds=seconds, color=color)
 
         def each_team(name: str) -> list[list[Any]]:
             return [line(name, team) for team in self.teams]
