@@ -412,3 +412,28 @@ def test_no_dashboard_without_a_fairshare_queue():
     assert stack.dashboard is None
     with pytest.raises(ConfigError, match=r"platform.fairshare: has no fair-share queue"):
         GpuShareDashboard.from_platform(stack, "Dash", platform=stack)
+
+
+@pytest.mark.parametrize("minutes", [1, 5, 10])
+@pytest.mark.parametrize("labels", [True, False])
+def test_graph_lines_render_as_graph_widgets_of_the_factory_metrics(minutes, labels):
+    """The per-team graphs are rendered in Python (issue 10: a jsii round trip per Metric); each line is
+    what aws-cdk-lib's GraphWidget renders for the factory's own Metric."""
+    from aws_cdk import aws_cloudwatch as cw
+
+    from cdk_gpu_share.constructs._metrics import LABELS, ReclaimerMetrics
+
+    stack = cdk.Stack(cdk.App(), "S")
+    period = cdk.Duration.minutes(minutes)
+    factory = ReclaimerMetrics(QUEUE, period=period, labels=labels)
+    for name in LABELS:
+        team = None if name in (m.CYCLE_ERRORS, m.CYCLE_DURATION_MS) else "team-a"
+        for color in (None, "#1f77b4"):
+            options = {} if color is None else {"color": color}
+            metric = factory.metric(name, team, **options) if not labels else \
+                factory._labelled(name, team, options)
+            widget = cw.GraphWidget(left=[metric])
+            (rendered,) = stack.resolve(widget.to_json())[0]["properties"]["metrics"]
+            ours = factory.graph_line(name, team, period_seconds=minutes * 60, color=color)
+            # Compared as JSON text: the key order is part of the template's bytes.
+            assert json.dumps(stack.resolve(ours)) == json.dumps(rendered)

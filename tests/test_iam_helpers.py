@@ -9,7 +9,7 @@ from aws_cdk import assertions
 from aws_cdk import aws_iam as iam
 
 from cdk_gpu_share.constructs._checks import nag_arn
-from cdk_gpu_share.constructs._iam import add_statements, format_arn, stack_env
+from cdk_gpu_share.constructs._iam import add_statements, format_arn, is_token_string, stack_env, stack_of
 
 # The project's flag: a region-bound stack has a literal partition.
 PARTITION_LITERALS = {"@aws-cdk/core:enablePartitionLiterals": True}
@@ -65,3 +65,33 @@ def test_add_statements_adds_each_in_order_like_add_to_principal_policy(grantee_
     docs = {k[:4]: v["Properties"]["PolicyDocument"] for k, v in policies.items()}
     assert docs["Ours"] == docs["Thei"]
     assert [s["Sid"] for s in docs["Ours"]["Statement"]] == ["S0", "S1", "S2"]
+
+
+# Built inside the test: a token's text carries a counter, which differs between xdist workers.
+VALUES = {
+    "partition": lambda: cdk.Aws.PARTITION,
+    "account": lambda: cdk.Aws.ACCOUNT_ID,
+    "get-att": lambda: cdk.Fn.get_att("Queue", "Arn").to_string(),
+    "arn-with-token": lambda: f"arn:{cdk.Aws.PARTITION}:s3:::b",
+    "literal": lambda: "aws",
+    "empty": lambda: "",
+    "token-like": lambda: "${Token",
+    "literal-arn": lambda: "arn:aws:s3:::b",
+}
+
+
+@pytest.mark.parametrize("kind", list(VALUES))
+def test_is_token_string_agrees_with_token_is_unresolved(kind):
+    value = VALUES[kind]()
+    assert is_token_string(value) == cdk.Token.is_unresolved(value)
+
+
+def test_stack_of_is_stack_of_asked_once():
+    app = cdk.App()
+    stack = cdk.Stack(app, "S")
+    inner = cdk.Stack(app, "T")
+    from constructs import Construct
+
+    child = Construct(Construct(inner, "A"), "B")
+    assert stack_of(stack) is stack
+    assert stack_of(child) is inner and stack_of(child) is cdk.Stack.of(child)

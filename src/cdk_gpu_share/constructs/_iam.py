@@ -7,11 +7,10 @@ fewer of them:
 * :func:`format_arn` builds an ARN in Python the way ``Arn.format`` does (it joins its parts
   into one string; the pseudo parameters stay tokens), from the stack's partition, region
   and account read once per stack.
-* :func:`add_statements` adds statements to a role without reading its ``grant_principal``
-  back for each one.
+* :func:`add_statements` adds statements to a role in one round trip each, not three.
 
-Neither changes what CDK sees: the same constructs get the same method calls (CDK's construct
-analytics records those in the ``CDKMetadata`` resource of ``cdk synth``'s templates).
+Both write the same template (only the ``CDKMetadata`` resource of ``cdk synth``'s output, CDK's
+construct analytics of which methods were called, may differ).
 """
 
 from __future__ import annotations
@@ -21,8 +20,10 @@ from typing import Sequence
 
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
+from constructs import Construct
 
 _ENV = "_gpu_share_env"
+_STACK = "_gpu_share_stack"
 
 
 class StackEnv:
@@ -34,7 +35,26 @@ class StackEnv:
     @functools.cached_property
     def unresolved(self) -> tuple[bool, bool, bool]:
         """Whether partition, region and account are tokens (read only when asked)."""
-        return tuple(cdk.Token.is_unresolved(v) for v in (self.partition, self.region, self.account))
+        return tuple(is_token_string(v) for v in (self.partition, self.region, self.account))
+
+
+def is_token_string(value: str) -> bool:
+    """``Token.is_unresolved(value)`` for a string, without a round trip.
+
+    A string token is encoded as ``${Token[NAME.N]}`` (aws-cdk-lib's ``TokenString``), which is
+    what ``Token.is_unresolved`` looks for in a string.
+    """
+    return "${Token[" in value
+
+
+def stack_of(construct: Construct) -> cdk.Stack:
+    """``Stack.of(construct)``, asked once per construct (a round trip); a stack is its own."""
+    if isinstance(construct, cdk.Stack):
+        return construct
+    stack = construct.__dict__.get(_STACK)
+    if stack is None:
+        stack = construct.__dict__[_STACK] = cdk.Stack.of(construct)
+    return stack
 
 
 def stack_env(stack: cdk.Stack) -> StackEnv:
@@ -63,12 +83,15 @@ def format_arn(stack: cdk.Stack, *, service: str, resource: str, resource_name: 
 def add_statements(grantee: iam.IGrantable, statements: Sequence[iam.PolicyStatement]) -> None:
     """Add ``statements``, in order, to ``grantee``'s principal policy.
 
-    A :class:`aws_cdk.aws_iam.Role` is its own ``grant_principal``: for one, the property is not
-    read back (a round trip per statement). Each statement still goes through its own
-    ``add_to_principal_policy``, not one ``Policy.add_statements``: CDK's construct analytics
-    (the ``CDKMetadata`` resource ``cdk synth`` adds) records every such call, so batching
-    them would change the synthesized template.
+    For a :class:`aws_cdk.aws_iam.Role` (its own ``grant_principal``: not read back), each
+    statement goes through ``Role.add_to_policy``: it calls ``add_to_principal_policy`` and
+    returns a bool, one round trip. ``add_to_principal_policy`` itself returns a struct whose two
+    fields jsii reads back one by one: three round trips per statement for the same policy.
     """
-    principal = grantee if isinstance(grantee, iam.Role) else grantee.grant_principal
+    if isinstance(grantee, iam.Role):
+        for statement in statements:
+            grantee.add_to_policy(statement)
+        return
+    principal = grantee.grant_principal
     for statement in statements:
         principal.add_to_principal_policy(statement)

@@ -36,17 +36,64 @@ from aws_cdk import aws_cloudwatch as cw
 from cdk_gpu_share.core import metrics as m
 
 
+#: The label of each reclaimer metric in graphs ("team-a used"; per-queue metrics unprefixed).
+LABELS = {
+    m.USAGE: "used",
+    m.GUARANTEE: "guarantee",
+    m.BORROWED: "borrowed",
+    m.PENDING: "pending",
+    m.PREEMPTIONS: "preempted",
+    m.RECLAIMS: "reclaimed",
+    m.LENDER_WAIT_SECONDS: "wait",
+    m.CYCLE_ERRORS: "reclaim errors",
+    m.CYCLE_DURATION_MS: "cycle ms (max)",
+}
+
+
+def _dimensions(queue_name: str, team: str | None) -> dict[str, str]:
+    dims = {m.DIM_QUEUE: queue_name}
+    if team is not None:
+        dims[m.DIM_TEAM] = team
+    return dims
+
+
 def reclaimer_metric(queue_name: str, metric_name: str, team: str | None = None, **options: Any) -> cw.Metric:
     """A metric the reclaim Lambda emits for ``queue_name`` (and ``team`` when given).
 
     :param options: passed to :class:`aws_cdk.aws_cloudwatch.Metric`. Default statistic: the one
         :data:`cdk_gpu_share.core.metrics.STATISTIC` names for the metric.
     """
-    dims = {m.DIM_QUEUE: queue_name}
-    if team is not None:
-        dims[m.DIM_TEAM] = team
     options.setdefault("statistic", m.STATISTIC.get(metric_name, "Average"))
-    return cw.Metric(namespace=m.NAMESPACE, metric_name=metric_name, dimensions_map=dims, **options)
+    return cw.Metric(namespace=m.NAMESPACE, metric_name=metric_name, dimensions_map=_dimensions(queue_name, team),
+                     **options)
+
+
+def graph_line(namespace: str, metric_name: str, dimensions: dict[str, str], *, statistic: str,
+               period_seconds: int, color: str | None = None, label: str | None = None) -> list[Any]:
+    """One entry of a graph widget's ``metrics``, as aws-cdk-lib's ``GraphWidget`` renders a
+    :class:`aws_cdk.aws_cloudwatch.Metric` of these props on the left axis (same stack, no account or
+    region of its own): namespace, name, the dimensions' name/value pairs, then the options that
+    differ from CloudWatch's defaults, in aws-cdk-lib's order: color, label, period unless
+    300 s, statistic unless Average.
+
+    Why not a ``Metric``: a dashboard graphs eight metrics per team, and each ``Metric`` is a jsii
+    round trip to create and is rendered again in Node at every resolution of the dashboard body.
+    """
+    line: list[Any] = [namespace, metric_name]
+    for name, value in dimensions.items():
+        line += [name, value]
+    options: dict[str, Any] = {}
+    if color is not None:
+        options["color"] = color
+    if label is not None:
+        options["label"] = label
+    if period_seconds != 300:
+        options["period"] = period_seconds
+    if statistic != "Average":
+        options["stat"] = statistic
+    if options:
+        line.append(options)
+    return line
 
 
 class ReclaimerMetrics:
@@ -79,46 +126,64 @@ class ReclaimerMetrics:
         options.setdefault("period", self.period)
         return reclaimer_metric(self.queue_name, metric_name, team, **options)
 
-    def _labelled(self, name: str, team: str | None, label: str, options: dict[str, Any]) -> cw.Metric:
+    def _label(self, name: str, team: str | None) -> str | None:
+        if not self._labels:
+            return None
+        return f"{team} {LABELS[name]}" if team else LABELS[name]
+
+    def _labelled(self, name: str, team: str | None, options: dict[str, Any]) -> cw.Metric:
         if self._labels:
-            options = {"label": f"{team} {label}" if team else label, **options}
+            options = {"label": self._label(name, team), **options}
         return self.metric(name, team, **options)
+
+    def graph_line(self, metric_name: str, team: str | None = None, *, period_seconds: int,
+                   color: str | None = None) -> list[Any]:
+        """What a graph widget lists for ``metric_*(team, color=color)`` of this factory, built in
+        Python (see :func:`graph_line`): the same dimensions, statistic and label.
+
+        :param period_seconds: the factory's ``period`` in seconds (read once by the caller).
+        """
+        if team is not None and self._check_team is not None:
+            self._check_team(team)
+        return graph_line(m.NAMESPACE, metric_name, _dimensions(self.queue_name, team),
+                          statistic=m.STATISTIC.get(metric_name, "Average"), period_seconds=period_seconds,
+                          color=color, label=self._label(metric_name, team))
 
     def metric_usage(self, team: str, **options: Any) -> cw.Metric:
         """GPUs held by ``team``'s running jobs. Default statistic: Maximum."""
-        return self._labelled(m.USAGE, team, "used", options)
+        return self._labelled(m.USAGE, team, options)
 
     def metric_guarantee(self, team: str, **options: Any) -> cw.Metric:
         """GPUs guaranteed to ``team``. Default statistic: Maximum."""
-        return self._labelled(m.GUARANTEE, team, "guarantee", options)
+        return self._labelled(m.GUARANTEE, team, options)
 
     def metric_borrowed(self, team: str, **options: Any) -> cw.Metric:
         """GPUs ``team`` uses beyond its guarantee (lent by others). Default statistic: Maximum."""
-        return self._labelled(m.BORROWED, team, "borrowed", options)
+        return self._labelled(m.BORROWED, team, options)
 
     def metric_pending_jobs(self, team: str, **options: Any) -> cw.Metric:
         """Jobs of ``team`` waiting in the queue (RUNNABLE). Default statistic: Maximum."""
-        return self._labelled(m.PENDING, team, "pending", options)
+        return self._labelled(m.PENDING, team, options)
 
     def metric_preemptions(self, team: str, **options: Any) -> cw.Metric:
         """Jobs of ``team`` stopped by the reclaimer. Default statistic: Sum."""
-        return self._labelled(m.PREEMPTIONS, team, "preempted", options)
+        return self._labelled(m.PREEMPTIONS, team, options)
 
     def metric_reclaims(self, team: str, **options: Any) -> cw.Metric:
         """Jobs of ``team`` that got lent capacity back by a reclaim. Default statistic: Sum."""
-        return self._labelled(m.RECLAIMS, team, "reclaimed", options)
+        return self._labelled(m.RECLAIMS, team, options)
 
     def metric_lender_wait(self, team: str, **options: Any) -> cw.Metric:
         """The longest a job of ``team`` within its guarantee has waited (seconds). Default: Maximum."""
-        return self._labelled(m.LENDER_WAIT_SECONDS, team, "wait", options)
+        return self._labelled(m.LENDER_WAIT_SECONDS, team, options)
 
     def metric_reclaim_errors(self, **options: Any) -> cw.Metric:
         """Reclaim cycles of this queue that failed. Default statistic: Sum."""
-        return self._labelled(m.CYCLE_ERRORS, None, "reclaim errors", options)
+        return self._labelled(m.CYCLE_ERRORS, None, options)
 
     def metric_cycle_duration(self, **options: Any) -> cw.Metric:
         """Duration of a reclaim cycle (milliseconds). Default statistic: Maximum."""
-        return self._labelled(m.CYCLE_DURATION_MS, None, "cycle ms (max)", options)
+        return self._labelled(m.CYCLE_DURATION_MS, None, options)
 
 
 #: SageMaker's invocation metrics per inference component (namespace AWS/SageMaker).

@@ -38,6 +38,7 @@ import re
 from typing import Any, Sequence
 
 import aws_cdk as cdk
+import jsii
 from aws_cdk import aws_cloudwatch as cw
 from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_iam as iam
@@ -409,9 +410,8 @@ class GpuShareDashboard(Construct):
     # Layout
 
     def _widgets(self) -> list[list[cw.IWidget]]:
-        rows: list[list[cw.IWidget]] = []
         minutes = self.lender_wait_threshold.to_human_string()
-        rows.append(
+        rows: list[list[cw.IWidget]] = [
             [
                 cw.TextWidget(
                     markdown=(
@@ -426,52 +426,46 @@ class GpuShareDashboard(Construct):
                 ),
                 cw.AlarmStatusWidget(alarms=self.all_alarms, title="Alarms", width=12, height=5),
             ]
-        )
-        per_team: list[cw.IWidget] = []
-        for team in self.teams:
-            per_team.append(
-                cw.GraphWidget(
-                    title=f"{team}: GPUs used vs guarantee",
-                    left=[
-                        self.metric_usage(team, color=_USAGE_COLOR),
-                        self.metric_guarantee(team, color=_GUARANTEE_COLOR),
-                        self.metric_borrowed(team, color=_BORROWED_COLOR),
-                    ],
-                    left_y_axis=cw.YAxisProps(min=0, label="GPUs", show_units=False),
-                    width=8,
-                    height=6,
-                )
-            )
-        for i in range(0, len(per_team), 3):
-            rows.append(per_team[i : i + 3])
+        ]
+        # The graphs whose number grows with the teams are rendered here in Python (_GraphGrid),
+        # byte for byte as GraphWidgets of Metrics would be: those cost a jsii round trip per
+        # metric (eight per team) and are rendered again in Node at each resolution of the body.
+        seconds = int(self.period.to_seconds())
+        region = cdk.Aws.REGION
+        factory = self.metrics
+
+        def line(name: str, team: str | None = None, color: str | None = None) -> list[Any]:
+            return factory.graph_line(name, team, period_seconds=seconds, color=color)
+
+        def each_team(name: str) -> list[list[Any]]:
+            return [line(name, team) for team in self.teams]
+
+        def graph(title: str, lines: list[list[Any]], y_label: str, *, stacked: bool = False,
+                  annotation: dict[str, Any] | None = None) -> dict[str, Any]:
+            # GraphWidget's keys in its order; the ones it leaves undefined are left out.
+            props: dict[str, Any] = {"view": "timeSeries", "title": title, "region": region}
+            if stacked:
+                props["stacked"] = True
+            props["metrics"] = lines
+            if annotation is not None:
+                props["annotations"] = {"horizontal": [annotation]}
+            props["yAxis"] = {"left": {"label": y_label, "min": 0, "showUnits": False}}
+            return props
+
+        per_team = [
+            graph(f"{team}: GPUs used vs guarantee", [line(m.USAGE, team, _USAGE_COLOR),
+                                                      line(m.GUARANTEE, team, _GUARANTEE_COLOR),
+                                                      line(m.BORROWED, team, _BORROWED_COLOR)], "GPUs")
+            for team in self.teams
+        ]
         threshold = self.lender_wait_threshold.to_seconds()
-        rows.append(
-            [
-                cw.GraphWidget(
-                    title="GPUs borrowed, per team",
-                    left=[self.metric_borrowed(t) for t in self.teams],
-                    stacked=True,
-                    left_y_axis=cw.YAxisProps(min=0, label="GPUs", show_units=False),
-                    width=8,
-                    height=6,
-                ),
-                cw.GraphWidget(
-                    title="Longest wait within guarantee (s)",
-                    left=[self.metric_lender_wait(t) for t in self.teams],
-                    left_annotations=[cw.HorizontalAnnotation(value=threshold, label="alarm", color="#d62728")],
-                    left_y_axis=cw.YAxisProps(min=0, label="seconds", show_units=False),
-                    width=8,
-                    height=6,
-                ),
-                cw.GraphWidget(
-                    title="Pending jobs, per team",
-                    left=[self.metric_pending_jobs(t) for t in self.teams],
-                    left_y_axis=cw.YAxisProps(min=0, label="jobs", show_units=False),
-                    width=8,
-                    height=6,
-                ),
-            ]
-        )
+        summary = [
+            graph("GPUs borrowed, per team", each_team(m.BORROWED), "GPUs", stacked=True),
+            graph("Longest wait within guarantee (s)", each_team(m.LENDER_WAIT_SECONDS), "seconds",
+                  annotation={"value": threshold, "color": "#d62728", "label": "alarm", "yAxis": "left"}),
+            graph("Pending jobs, per team", each_team(m.PENDING), "jobs"),
+        ]
+        rows.append([_grid([*_rows_of_three(per_team), summary])])
         health: list[cw.IMetric] = [self.metric_reclaim_errors()]
         if self.reclaim_function is not None:
             health += [
@@ -480,20 +474,10 @@ class GpuShareDashboard(Construct):
             ]
         rows.append(
             [
-                cw.GraphWidget(
-                    title="Preemptions (jobs stopped), per team",
-                    left=[self.metric_preemptions(t) for t in self.teams],
-                    left_y_axis=cw.YAxisProps(min=0, label="jobs", show_units=False),
-                    width=8,
-                    height=6,
-                ),
-                cw.GraphWidget(
-                    title="Reclaims (capacity given back), per team",
-                    left=[self.metric_reclaims(t) for t in self.teams],
-                    left_y_axis=cw.YAxisProps(min=0, label="jobs", show_units=False),
-                    width=8,
-                    height=6,
-                ),
+                _grid([[
+                    graph("Preemptions (jobs stopped), per team", each_team(m.PREEMPTIONS), "jobs"),
+                    graph("Reclaims (capacity given back), per team", each_team(m.RECLAIMS), "jobs"),
+                ]]),
                 cw.GraphWidget(
                     title="Reclaimer health",
                     left=health,
@@ -570,6 +554,59 @@ class GpuShareDashboard(Construct):
             master_key=key,
             enforce_ssl=True,
         )
+
+
+def _grid(rows: list[list[dict[str, Any]]]) -> cw.Column:
+    # In a Column, which asks the grid's size once and keeps it in Node: a widget written in
+    # Python answers each question about it by a jsii callback, and layouts ask often.
+    return cw.Column(_GraphGrid(rows))
+
+
+def _rows_of_three(graphs: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    return [graphs[i : i + 3] for i in range(0, len(graphs), 3)]
+
+
+@jsii.implements(cw.IWidget)
+class _GraphGrid:
+    """Rows of 8x6 metric graphs (three per row), given as the ``properties`` aws-cdk-lib's
+    ``GraphWidget`` would render, placed where the dashboard's layout puts this widget.
+
+    One widget for many graphs: each widget is asked its size, position and JSON by jsii
+    callbacks, so the grid costs the same few for 3 graphs or 150.
+    """
+
+    WIDTH, HEIGHT = 8, 6
+
+    def __init__(self, rows: list[list[dict[str, Any]]]) -> None:
+        self._rows = rows
+        self._x = self._y = 0
+
+    @property
+    def width(self) -> int:
+        return self.WIDTH * max(len(r) for r in self._rows)
+
+    @property
+    def height(self) -> int:
+        return self.HEIGHT * len(self._rows)
+
+    @property
+    def warnings(self) -> None:
+        return None
+
+    @property
+    def warnings_v2(self) -> None:
+        return None
+
+    def position(self, x: int, y: int) -> None:
+        self._x, self._y = x, y
+
+    def to_json(self) -> list[Any]:
+        return [
+            {"type": "metric", "width": self.WIDTH, "height": self.HEIGHT, "x": self._x + self.WIDTH * i,
+             "y": self._y + self.HEIGHT * r, "properties": props}
+            for r, row in enumerate(self._rows)
+            for i, props in enumerate(row)
+        ]
 
 
 class InferenceDashboard(Construct):

@@ -89,7 +89,7 @@ from constructs import Construct, IValidation
 import cdk_gpu_share
 from cdk_gpu_share.aws import batch_reader as br
 from cdk_gpu_share.constructs._checks import acknowledge_nag
-from cdk_gpu_share.constructs._iam import add_statements, format_arn
+from cdk_gpu_share.constructs._iam import add_statements, format_arn, stack_of
 from cdk_gpu_share.constructs._metrics import ReclaimerMetrics
 from cdk_gpu_share.core import instances, metrics, reclaim
 from cdk_gpu_share.core.config import (
@@ -273,7 +273,7 @@ class FairshareQueue(Construct):
         #: Job definitions are named ``<prefix><share>-gpu<N>``.
         self.job_definition_prefix = f"{name[:96]}-"
         self.fleet_gpus = br.fleet_gpus(config.capacity)
-        stack = cdk.Stack.of(self)
+        stack = stack_of(self)
 
         # --- network and compute environment
         subnets = ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS)
@@ -565,10 +565,7 @@ class FairshareQueue(Construct):
     # ------------------------------------------------------------------ grants
 
     def _arn(self, resource: str, name: str) -> str:
-        stack = self.__dict__.get("_stack")  # Stack.of is a jsii round trip: once
-        if stack is None:
-            stack = self.__dict__["_stack"] = cdk.Stack.of(self)
-        return format_arn(stack, service="batch", resource=resource, resource_name=name)
+        return format_arn(stack_of(self), service="batch", resource=resource, resource_name=name)
 
     def consumable_resource_name(self, share_identifier: str) -> str:
         """The name of a team's consumable GPU resource: ``<queue>-<share>-gpus``."""
@@ -797,8 +794,7 @@ class FairshareQueue(Construct):
         # aws-cdk-lib makes the function depend on its role although Role is already a GetAtt
         # (cfn-lint W3005, a warning about redundancy, not an error).
         fn.node.default_child.add_metadata("cfn-lint", {"config": {"ignore_checks": ["W3005"]}})
-        for statement in self._reclaimer_statements():
-            role.add_to_policy(statement)
+        add_statements(role, self._reclaimer_statements())
         acknowledge_nag(
             role,
             "AwsSolutions-IAM5",

@@ -40,7 +40,7 @@ from cdk_gpu_share.core.config import (
 )
 from cdk_gpu_share.core.errors import ConfigError, Problem
 from cdk_gpu_share.constructs._checks import acknowledge_cfn_rule, acknowledge_nag, nag_arn
-from cdk_gpu_share.constructs._iam import add_statements, format_arn
+from cdk_gpu_share.constructs._iam import add_statements, format_arn, stack_of
 
 #: The IAM actions a team needs to submit, inspect and stop its own service jobs.
 SUBMIT_ACTIONS = ["batch:SubmitServiceJob"]
@@ -181,7 +181,7 @@ class BatchQuotaBackend(Construct):
             ),
             state="ENABLED",
         )
-        if scope is None or cdk.Stack.of(scope) is cdk.Stack.of(self):
+        if scope is None or stack_of(scope) is stack_of(self):
             # A share can only be attached to a VALID queue: create it after the queue.
             share.add_resource_dependency(self.job_queue)
         quota = TeamQuota(team=team, name=team.name, resource=share, arn=share.attr_quota_share_arn)
@@ -223,9 +223,7 @@ class BatchQuotaBackend(Construct):
         * ``DescribeServiceJob`` and ``ListServiceJobs`` support no resource-level permission: ``*``.
         """
         quota = self._team(team)
-        stack = self.__dict__.get("_stack")  # Stack.of is a jsii round trip: once
-        if stack is None:
-            stack = self.__dict__["_stack"] = cdk.Stack.of(self)
+        stack = stack_of(self)
         service_jobs = format_arn(stack, service="batch", resource="service-job", resource_name="*")
         cap = {"NumericLessThanEqualsIfExists": {"batch:SchedulingPriority": str(quota.team.max_priority)}}
         own_tag = {f"aws:RequestTag/{TAG_TEAM}": team}
