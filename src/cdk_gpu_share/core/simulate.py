@@ -883,7 +883,10 @@ class _Sim:
         r.completion = t
         del self.live[r.job.position]
         if self.reclaiming:
-            self.touched[r.job.position] = r
+            if r.grouped or r.job.position in self.specs:
+                self.touched[r.job.position] = r  # the planner's view still holds it
+            else:
+                self.touched.pop(r.job.position, None)  # nothing to bring up to date
         self.completed += 1
         self.last_completion = t if self.last_completion is None else max(self.last_completion, t)
 
