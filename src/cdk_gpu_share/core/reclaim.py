@@ -55,7 +55,6 @@ from __future__ import annotations
 import bisect
 import heapq
 import math
-import operator
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
@@ -1001,11 +1000,6 @@ def enforce_borrow_caps(ps: PlanState, preemptions: list) -> None:
             preemptions.append({"job": ps.r_id[j], "team": name, "reason": "borrow_limit"})
 
 
-_FIRST = operator.itemgetter(0)
-_SINCE_ID = operator.attrgetter("since", "id")
-_PRIORITY = operator.attrgetter("priority")
-
-
 def group_order(ps: PlanState) -> tuple[list, list]:
     """:func:`pending_order` for :attr:`State.pending_groups`: the groups within their
     team's guarantee when rule 2 starts, and the rest (each group is one team and
@@ -1019,8 +1013,9 @@ def group_order(ps: PlanState) -> tuple[list, list]:
 
 
 def merged(parts: tuple[list, list]) -> list:
-    """The jobs of :func:`group_order`'s two parts, in rule 2's order."""
-    return [p for part in parts for _, p in heapq.merge(*(zip(g.keys, g.jobs) for g in part), key=_FIRST)]
+    """The jobs of :func:`group_order`'s two parts, in rule 2's order (the (key, job) pairs
+    compare by key alone: keys end in the job id, so no two are equal)."""
+    return [p for part in parts for _, p in heapq.merge(*(zip(g.keys, g.jobs) for g in part))]
 
 
 def pending_order(ps: PlanState) -> list:
@@ -1042,11 +1037,8 @@ def pending_order(ps: PlanState) -> list:
         if w is None:
             w = within[key] = ps.within_guarantee(t_index[p.team], p.demand)
         (first if w else rest).append(p)
-    # (-priority, since, id) as two stable sorts on C-level keys: by (since, id), then
-    # by priority descending (reverse=True keeps equal priorities in their order).
-    for group in (first, rest):
-        group.sort(key=_SINCE_ID)
-        group.sort(key=_PRIORITY, reverse=True)
+    first.sort(key=pending_key)
+    rest.sort(key=pending_key)
     return first + rest
 
 
