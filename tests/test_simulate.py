@@ -321,6 +321,22 @@ def test_skipped_ticks_could_not_have_changed_anything(case):
     assert fast == slow
 
 
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cases())
+def test_compacting_the_dispatch_index_changes_nothing(case):
+    # With no slack, the index is compacted (stale entries dropped, the masks of
+    # non-empty heaps rebuilt) at nearly every change: the result must not move.
+    sc, jobs, mode, ckpt = case
+    usual = sim.simulate(sc, jobs, mode, poll_seconds=60, checkpoint_seconds=ckpt).to_dict()
+    slack, sim._Sim.COMPACT_SLACK = sim._Sim.COMPACT_SLACK, 0
+    try:
+        compacted = sim.simulate(sc, jobs, mode, poll_seconds=60, checkpoint_seconds=ckpt).to_dict()
+    finally:
+        sim._Sim.COMPACT_SLACK = slack
+    usual.pop("sim_seconds"), compacted.pop("sim_seconds")
+    assert compacted == usual
+
+
 # ---------------------------------------------------------------------------
 # Bad input and the CLI
 

@@ -614,8 +614,12 @@ class _Sim:
       outnumber live buckets.
     - The best candidate is then the minimum over k <= iF of the heaps' tops:
       within-guarantee first (by head key), then (U/G, head key), exactly the order
-      the contract gives. ``reserve`` teams (each with its own RI) are scanned as before.
+      the contract gives. A bit mask per group of heaps (``nonempty``) says which
+      heaps have entries, so a step visits only the sizes that some team waits with. ``reserve`` teams (each with its own RI) are scanned as before.
     """
+
+    COMPACT_SLACK = 4096
+    """Stale heap entries tolerated beyond twice the live buckets before a compaction."""
 
     def __init__(self, scenario: Scenario, jobs: Sequence[Job], mode: str, poll: float,
                  checkpoint: float | None, progress: Callable[[float], None] | None):
@@ -681,6 +685,9 @@ class _Sim:
         self.demands = [{RESOURCE: g} for g in self.sizes]
         self.heap0: list[list] = [[] for _ in self.sizes]
         self.heap1: list[list] = [[] for _ in self.sizes]
+        # Bit k set when heap0[k] (nonempty[0]) or heap1[k] (nonempty[1]) has entries:
+        # a dispatch step then visits only the sizes some team waits with, not all.
+        self.nonempty = [0, 0]
         self.entries = 0  # entries in heap0 and heap1
         self.buckets_live = 0  # non-empty (team, size) buckets
         self.ticky = 0  # teams with ticky set
@@ -761,12 +768,14 @@ class _Sim:
             return
         if k <= team.wk:
             heapq.heappush(self.heap0[k], (head, team.idx, team.ver))
+            self.nonempty[0] |= 1 << k
         elif not self.static:
             heapq.heappush(self.heap1[k], (team.ratio, head, team.idx, team.ver))
+            self.nonempty[1] |= 1 << k
         else:
             return
         self.entries += 1
-        if self.entries > 2 * self.buckets_live + 4096:
+        if self.entries > 2 * self.buckets_live + self.COMPACT_SLACK:
             self._compact()
 
     def _live(self, k: int, head: tuple, ti: int, ver: int) -> bool:
@@ -779,6 +788,8 @@ class _Sim:
     def _compact(self) -> None:
         live = self._live
         n = 0
+        nonempty = self.nonempty
+        nonempty[0] = nonempty[1] = 0
         for k in range(len(self.sizes)):
             h = [e for e in self.heap0[k] if live(k, *e)]
             heapq.heapify(h)
@@ -787,6 +798,10 @@ class _Sim:
             heapq.heapify(h1)
             self.heap1[k] = h1
             n += len(h) + len(h1)
+            if h:
+                nonempty[0] |= 1 << k
+            if h1:
+                nonempty[1] |= 1 << k
         self.entries = n
 
     def _retick(self, team: _Team) -> None:
@@ -996,10 +1011,16 @@ class _Sim:
             live = self._live
             pop = heapq.heappop
             teams = self.teams
+            nonempty = self.nonempty
+            below = (1 << (i_f + 1)) - 1  # the sizes k <= iF
             for group, heaps in ((0, self.heap0), (1, self.heap1)):
                 if group == 1 and (best_key is not None or self.static):
                     break
-                for k in range(i_f + 1):
+                todo = nonempty[group] & below
+                while todo:  # the non-empty heaps, k ascending
+                    low = todo & -todo
+                    todo ^= low
+                    k = low.bit_length() - 1
                     h = heaps[k]
                     while h:
                         e = h[0]
@@ -1011,6 +1032,8 @@ class _Sim:
                             break
                         pop(h)
                         self.entries -= 1
+                    if not h:
+                        nonempty[group] ^= low
         if self.reserve_teams:
             best_key, best = self._best_reserve(free, best_key, best)
         return best
