@@ -224,10 +224,11 @@ def test_take_and_give_back_keep_every_quantity_consistent(raw, rnd: random.Rand
 def test_a_team_dropping_back_within_its_guarantee_stops_being_a_borrower():
     s = reclaim.parse_state(state(4, [team("a", 1), team("b", 3)], [run("a1", "a"), run("a2", "a"), pend("p", "b")]))
     ps = PlanState(s)
+    a2 = ps.r_id.index("a2")
     assert ps.borrowers["gpu"] == {0}
-    ps.take(1)  # a2: a is back at its guarantee
+    ps.take(a2)  # a is back at its guarantee
     assert ps.borrowers["gpu"] == set()
-    ps.give_back(1)
+    ps.give_back(a2)
     assert ps.borrowers["gpu"] == {0}
 
 
@@ -235,12 +236,13 @@ def test_what_a_team_could_give_back_follows_take_and_give_back():
     s = reclaim.parse_state(state(4, [team("a", 1), team("b", 3)],
                                   [run("a1", "a"), run("a2", "a", 2), pend("p", "b")]))
     ps = PlanState(s)
+    a1, a2 = ps.r_id.index("a1"), ps.r_id.index("a2")  # job numbers follow victim order
     assert ps.avail_of(0) == {"gpu": 3}
-    ps.take(1)
+    ps.take(a2)
     assert ps.avail_of(0) == {"gpu": 1}
-    ps.take(0)
+    ps.take(a1)
     assert ps.avail_of(0) == {"gpu": 0}
-    ps.give_back(1)
+    ps.give_back(a2)
     assert ps.avail_of(0) == {"gpu": 2}
 
 

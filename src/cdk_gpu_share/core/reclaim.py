@@ -57,6 +57,7 @@ import heapq
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any, Iterable, Iterator
 
 from cdk_gpu_share.core import validation as V
@@ -660,13 +661,16 @@ def plan_state(state: State, *, full: bool = True) -> dict:
 FITS, MAY_STOP, MUST_WAIT = 0, 1, 2
 """What :meth:`PlanState.standing` makes of a pending job."""
 
+_SINCE_THEN_ID = attrgetter("since", "id")
+_PRIORITY = attrgetter("priority")
+
 
 class PlanState:
     """The plan as it stands: usage, free capacity, reserved idle capacity, the chosen
     victims, and the candidate lists, kept consistent by the contract's operations.
 
-    Teams are numbered in input order (``ti``), running non-terminating jobs in input
-    order (``j``). The operations:
+    Teams are numbered in input order (``ti``), running non-terminating jobs in victim
+    order (``j``: lower numbers are taken first). The operations:
 
     * :meth:`take` a victim, :meth:`give_back` one (the only two changes of U);
     * :meth:`fits`, :meth:`within_guarantee`, :meth:`lacking` (the resources where a
@@ -678,7 +682,7 @@ class PlanState:
       demand) and :meth:`others_in_victim_order` (the other teams' jobs eligible for
       reclaim by a pending job, each checked when it is reached).
 
-    Running jobs are sorted once in victim order; each team keeps its unprotected
+    Running jobs are numbered once in victim order; each team keeps its unprotected
     jobs in that order, in one list and one list per resource the job uses. The set of
     borrowing teams per resource and what each team could still give back
     (:meth:`avail_of`, for the "cannot succeed" shortcut) are kept up to date by
@@ -698,7 +702,9 @@ class PlanState:
         self.CAP = [{r: borrow_cap(t, r) for r in resources} for t in teams]
         self.is_reserve = is_reserve = [t.sharing == _RESERVE for t in teams]
 
-        # Running (non-terminating) jobs, as parallel lists indexed by a job number.
+        # Running (non-terminating) jobs, as parallel lists indexed by a job number:
+        # the job's place in victim order (lower priority first, then most recent
+        # since, then id descending), so that comparing two numbers compares the jobs.
         running: list[JobSpec] = []
         self.pending = pending = []
         self.groups = state.pending_groups
@@ -707,19 +713,37 @@ class PlanState:
                 (running if job.state == "running" else pending).append(job)
         if pending and self.groups:
             raise ValueError("a State holds its pending jobs in jobs or in pending_groups, not in both")
-        self.r_id = r_id = [job.id for job in running]
+        running.sort(key=_SINCE_THEN_ID, reverse=True)  # stable: one sort, then the next
+        running.sort(key=_PRIORITY)
+        self.r_id = [job.id for job in running]
         self.r_team = r_team = [t_index[job.team] for job in running]
         self.r_demand = r_demand = [job.demand for job in running]
-        self.r_prio = r_prio = [job.priority for job in running]
-        r_since = [job.since for job in running]
+        self.r_prio = [job.priority for job in running]
         self.n_running = n_running = len(running)
-        # The amounts summed per team and resource, kept for exact (fsum) sums.
+        # Protected: age < min_runtime_seconds, with age = max(0, now - since).
+        min_runtime = state.settings.min_runtime_seconds
+        if min_runtime > tol:
+            unprotected = [min_runtime <= (now - job.since if job.since < now else 0) + tol for job in running]
+        else:
+            unprotected = None
+        # The amounts summed per team and resource, kept for exact (fsum) sums. Per
+        # team, the unprotected running jobs in victim order; per team and resource,
+        # those with demand in that resource (reclaim candidates).
         self.sums = sums = [{r: [] for r in resources} for _ in range(nt)]
-        for ti, demand in zip(r_team, r_demand):
+        self.victims_of = victims_of = [[] for _ in range(nt)]
+        self.victims_in = victims_in = [{r: [] for r in resources} for _ in range(nt)]
+        for j in range(n_running):
+            ti = r_team[j]
             acc = sums[ti]
-            for r, d in demand.items():
+            free_to_take = unprotected is None or unprotected[j]
+            if free_to_take:
+                victims_of[ti].append(j)
+                lists = victims_in[ti]
+            for r, d in r_demand[j].items():
                 if d:
                     acc[r].append(d)
+                    if d > tol and free_to_take:
+                        lists[r].append(j)
 
         # U per team (exact sums), F (free_of), the borrowing teams per resource.
         self.U = U = [{r: math.fsum(acc[r]) for r in resources} for acc in sums]
@@ -733,33 +757,6 @@ class PlanState:
         self._ri_cache: dict = {}
         # Bumped by every change of U (and so of F and RI).
         self.changes = 0
-
-        # Victim order: lower priority first, then most recent since, then id
-        # descending (two stable sorts).
-        order = sorted(range(n_running), key=r_id.__getitem__, reverse=True)
-        keys = list(zip(r_prio, [-since for since in r_since]))
-        order.sort(key=keys.__getitem__)
-        self.rank = rank = [0] * n_running
-        for k, j in enumerate(order):
-            rank[j] = k
-        # Protected: age < min_runtime_seconds, with age = max(0, now - since).
-        min_runtime = state.settings.min_runtime_seconds
-        if min_runtime > tol:
-            unprotected = [min_runtime <= (now - since if since < now else 0) + tol for since in r_since]
-        else:
-            unprotected = [True] * n_running
-        # Per team, the unprotected running jobs in victim order; per team and
-        # resource, those with demand in that resource (reclaim candidates).
-        self.victims_of = victims_of = [[] for _ in range(nt)]
-        self.victims_in = victims_in = [{r: [] for r in resources} for _ in range(nt)]
-        for j in order:
-            if unprotected[j]:
-                ti = r_team[j]
-                victims_of[ti].append(j)
-                lists = victims_in[ti]
-                for r, d in r_demand[j].items():
-                    if d > tol:
-                        lists[r].append(j)
         # heads[ti][r]: victims_in[ti][r][:heads[ti][r]] are all chosen for good.
         self.heads = [{r: 0 for r in resources} for _ in range(nt)]
         # Bumped whenever one of the team's jobs is taken or given back.
@@ -933,7 +930,7 @@ class PlanState:
         # reached from a list whose (V, r) still qualifies; once a list no longer
         # does, it never will again in this pass (p's lack and V's borrowing only
         # shrink), and its jobs that are still eligible sit in another live list.
-        chosen, rank, heads, victims_in = self.chosen, self.rank, self.heads, self.victims_in
+        chosen, heads, victims_in = self.chosen, self.heads, self.victims_in
         heap = []
         for v in candidates:
             uv, gv = U[v], G[v]
@@ -947,7 +944,7 @@ class PlanState:
                         pos += 1
                     hv[r] = pos
                     if pos < n:
-                        heap.append((rank[lst[pos]], v, r, pos))
+                        heap.append((lst[pos], v, r, pos))
         heapq.heapify(heap)
         while heap:
             _, v, r, pos = heapq.heappop(heap)
@@ -963,7 +960,7 @@ class PlanState:
             while pos < n and chosen[lst[pos]]:
                 pos += 1
             if pos < n:
-                heapq.heappush(heap, (rank[lst[pos]], v, r, pos))
+                heapq.heappush(heap, (lst[pos], v, r, pos))
 
 
 # ---------------------------------------------------------------------------
