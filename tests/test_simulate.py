@@ -3,6 +3,7 @@ dispatch order, conservation properties, checkpoints, bad input and the CLI."""
 
 from __future__ import annotations
 
+import io
 import json
 import math
 
@@ -210,6 +211,16 @@ def test_nearest_rank_percentiles():
     assert sim.nearest_rank(values, 95) == 95
     assert sim.nearest_rank(values, 99) == 99
     assert sim.nearest_rank([3, 1, 2], 50) == 2  # ceil(1.5) = 2nd
+
+
+def test_rows_of_one_size_share_one_exact_value():
+    # The simulator asks each distinct Fraction object for its units once: a trace's
+    # rows of one size must share one (a million rows, a million hashes otherwise).
+    sc = scenario()
+    jobs = sim.parse_jobs(io.StringIO("job_id,team,submit_time,duration_s,gpus\n"
+                                      "j1,a,0,10,0.5\nj2,b,0,10,0.5\nj3,a,0,10,0.50\n"), sc)
+    assert jobs[0].gpus_exact is jobs[1].gpus_exact
+    assert jobs[2].gpus_exact == jobs[0].gpus_exact  # another text: its own object, the same value
 
 
 def test_same_input_gives_the_same_result():

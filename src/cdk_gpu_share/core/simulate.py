@@ -247,6 +247,7 @@ def parse_jobs(stream: IO[str] | Iterable[str], scenario: Scenario, *, source: s
     col = {c: names.index(c) for c in REQUIRED_COLUMNS + OPTIONAL_COLUMNS if c in names}
     team_names = set(scenario.team_names)
     seen: dict[str, int] = {}
+    sizes: dict[str, Fraction] = {}
     jobs: list[Job] = []
     for row in _rows(reader, source):
         if not row or all(not cell.strip() for cell in row):
@@ -278,14 +279,18 @@ def parse_jobs(stream: IO[str] | Iterable[str], scenario: Scenario, *, source: s
         if duration < 0:
             raise _row_error(source, where, "duration_s", cell("duration_s"), "is negative",
                              "a duration is the job's running time in seconds (>= 0)")
-        gpus = _number(cell("gpus"), source=source, where=where, column="gpus")
-        if gpus <= 0:
-            raise _row_error(source, where, "gpus", cell("gpus"), "must be above 0",
-                             "give the GPUs the job holds (fractions allowed, e.g. 0.5)")
-        if float(gpus) > scenario.capacity + TOL:
-            raise _row_error(source, where, "gpus", cell("gpus"),
-                             f"is larger than the whole pool ({_num(scenario.capacity)} GPUs), so the job could never start",
-                             "split the job or enlarge capacity.gpu in the scenario")
+        gpus_text = cell("gpus")
+        gpus = sizes.get(gpus_text)  # one Fraction per distinct valid text (see _Sim)
+        if gpus is None:
+            gpus = _number(gpus_text, source=source, where=where, column="gpus")
+            if gpus <= 0:
+                raise _row_error(source, where, "gpus", gpus_text, "must be above 0",
+                                 "give the GPUs the job holds (fractions allowed, e.g. 0.5)")
+            if float(gpus) > scenario.capacity + TOL:
+                raise _row_error(source, where, "gpus", gpus_text,
+                                 f"is larger than the whole pool ({_num(scenario.capacity)} GPUs), so the job could never start",
+                                 "split the job or enlarge capacity.gpu in the scenario")
+            sizes[gpus_text] = gpus
         priority = 0
         if "priority" in col and col["priority"] < len(row) and row[col["priority"]].strip():
             raw = row[col["priority"]].strip()
@@ -329,7 +334,10 @@ def check_jobs(scenario: Scenario, jobs: Sequence[Job], mode: str, *, source: st
     reserve_g = {t.name: float(t.guarantee.get(RESOURCE, 0) or 0) if t.sharing == "reserve" else 0.0
                  for t in scenario.teams}
     total_reserve = sum(reserve_g.values())
+    passed: set = set()  # (team, gpus) already checked: the checks read nothing else
     for job in jobs:
+        if (job.team, job.gpus) in passed:
+            continue
         spec = teams.get(job.team)
         if spec is None:
             raise _row_error(source, job.where(), "team", job.team, "is not a team of the scenario",
@@ -355,6 +363,7 @@ def check_jobs(scenario: Scenario, jobs: Sequence[Job], mode: str, *, source: st
                     f"(guarantee {_num(g)}, borrow cap {'unbounded' if cap is None else _num(cap)}, "
                     f"{_num(ri)} GPUs reserved by other teams)",
                     "split the job, raise the team's guarantee or borrow limit, or change its sharing")
+        passed.add((job.team, job.gpus))
 
 
 # ---------------------------------------------------------------------------
@@ -630,7 +639,16 @@ class _Sim:
         self.ckpt = checkpoint
         self.progress_cb = progress
         # Exact usage in integers: units of 1/scale GPU (see the module docstring).
-        exact = {j.exact_gpus for j in jobs}  # distinct exact sizes
+        # Jobs of one size often share one Fraction (the trace parser keeps one per
+        # distinct text): each distinct object is asked for its value once, since
+        # hashing a Fraction costs a microsecond and a trace can hold a million jobs.
+        exact_of = {}  # id of a job's Fraction -> the Fraction
+        for j in jobs:
+            q = j.gpus_exact
+            if q is None or id(q) not in exact_of:
+                q = j.exact_gpus
+                exact_of[id(q)] = q
+        exact = set(exact_of.values())  # distinct exact sizes
         capq = Fraction(scenario.capacity)
         scale = capq.denominator
         for q in exact:
@@ -644,8 +662,10 @@ class _Sim:
         self.by_name = {t.name: t for t in self.teams}
         self.runs = [_Run(j, self.by_name[j.team]) for j in jobs]
         units = {q: int(q * scale) for q in exact}
+        units_of = {key: units[q] for key, q in exact_of.items()}
         for r in self.runs:
-            r.q = units[r.job.exact_gpus]
+            q = r.job.gpus_exact
+            r.q = units_of[id(q)] if q is not None and id(q) in units_of else units[r.job.exact_gpus]
         self.by_id = {r.job.id: r for r in self.runs}
         self.running: dict[int, _Run] = {}
         self.live: dict[int, _Run] = {}  # arrived and not completed, in arrival order
