@@ -332,20 +332,26 @@ def test_skipped_ticks_could_not_have_changed_anything(case):
     assert fast == slow
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(cases())
-def test_compacting_the_dispatch_index_changes_nothing(case):
+@pytest.mark.parametrize("knob, value", [
     # With no slack, the index is compacted (stale entries dropped, the masks of
-    # non-empty heaps rebuilt) at nearly every change: the result must not move.
+    # non-empty heaps rebuilt) at nearly every change.
+    ("COMPACT_SLACK", 0),
+    # Every arrival dispatches, also one that joins the back of its queue.
+    ("ARRIVAL_SHORTCUT", False),
+])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=cases())
+def test_the_dispatch_index_shortcuts_change_nothing(knob, value, case):
     sc, jobs, mode, ckpt = case
     usual = sim.simulate(sc, jobs, mode, poll_seconds=60, checkpoint_seconds=ckpt).to_dict()
-    slack, sim._Sim.COMPACT_SLACK = sim._Sim.COMPACT_SLACK, 0
+    before = getattr(sim._Sim, knob)
+    setattr(sim._Sim, knob, value)
     try:
-        compacted = sim.simulate(sc, jobs, mode, poll_seconds=60, checkpoint_seconds=ckpt).to_dict()
+        plain = sim.simulate(sc, jobs, mode, poll_seconds=60, checkpoint_seconds=ckpt).to_dict()
     finally:
-        sim._Sim.COMPACT_SLACK = slack
-    usual.pop("sim_seconds"), compacted.pop("sim_seconds")
-    assert compacted == usual
+        setattr(sim._Sim, knob, before)
+    usual.pop("sim_seconds"), plain.pop("sim_seconds")
+    assert plain == usual
 
 
 # ---------------------------------------------------------------------------

@@ -629,6 +629,8 @@ class _Sim:
 
     COMPACT_SLACK = 4096
     """Stale heap entries tolerated beyond twice the live buckets before a compaction."""
+    ARRIVAL_SHORTCUT = True
+    """No dispatch after an arrival that joins a non-empty queue (False: always, for tests)."""
 
     def __init__(self, scenario: Scenario, jobs: Sequence[Job], mode: str, poll: float,
                  checkpoint: float | None, progress: Callable[[float], None] | None):
@@ -1246,6 +1248,14 @@ class _Sim:
                 self.live[r.job.position] = r
                 r.entitled = reclaim.within_guarantee({RESOURCE: r.g}, team.spec, {RESOURCE: team.U})
                 self._push_pending(r)
+                if self.ARRIVAL_SHORTCUT and len(team.buckets[r.g]) > 1:
+                    # Every event ends with a dispatch that found nothing to start, and
+                    # an arrival changes nothing but its own bucket. A job that joins
+                    # its team's queue of its size cannot start: the queue's head, of
+                    # the same team and size, could not (whether a job may start
+                    # depends on its team and size only; the order within the queue
+                    # decides only which of them goes first).
+                    continue
             self._dispatch(t)
         # close the borrowed-capacity integrals
         end = self.now
