@@ -292,3 +292,19 @@ def test_bookkeeping_scenarios(case, s, pre, served, waiting):
     assert chosen(out) == pre
     assert out["served"] == served
     assert out["waiting"] == waiting
+
+
+def test_a_teams_tuple_planned_again_with_other_resources_is_read_anew():
+    # A plan keeps what it reads of a teams tuple for the next State with the same
+    # tuple; another set of resources must not get the last one's G and C.
+    teams = (reclaim.TeamSpec(name="a", guarantee={"gpu": 2, "mem": 4}, borrow_limit={"mem": 1}),
+             reclaim.TeamSpec(name="b", guarantee={"gpu": 2}))
+    settings = reclaim.Settings()
+    one = PlanState(reclaim.State(now=0, capacity={"gpu": 4}, settings=settings, teams=teams, jobs=()))
+    two = PlanState(reclaim.State(now=0, capacity={"gpu": 4, "mem": 8}, settings=settings, teams=teams, jobs=()))
+    assert one.G == [{"gpu": 2}, {"gpu": 2}]
+    assert two.G == [{"gpu": 2, "mem": 4}, {"gpu": 2, "mem": 0}]
+    assert two.CAP[0] == {"gpu": None, "mem": 1}
+    other = tuple(reclaim.TeamSpec(name=t.name, guarantee={"gpu": 1}) for t in teams)
+    three = PlanState(reclaim.State(now=0, capacity={"gpu": 4}, settings=settings, teams=other, jobs=()))
+    assert three.G == [{"gpu": 1}, {"gpu": 1}]

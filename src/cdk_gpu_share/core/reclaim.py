@@ -181,6 +181,8 @@ class State:
     capacity: dict
     settings: Settings
     teams: tuple
+    """The :class:`TeamSpec` objects, never changed once in a State (a plan keeps what
+    it reads of them for the next State with the same tuple)."""
     jobs: tuple
     pending_groups: tuple = ()
     """The pending jobs as :class:`PendingGroup` objects instead of in ``jobs`` (which
@@ -665,6 +667,32 @@ _SINCE_THEN_ID = attrgetter("since", "id")
 _PRIORITY = attrgetter("priority")
 
 
+_last_team_table: list = [(None, None, None)]  # one (teams, resources, table), replaced whole
+
+
+def _team_table(teams: tuple, resources: list) -> tuple:
+    """What a plan reads of the teams and never changes: each name's index, G and C
+    per team and resource, whether each team is ``reserve``, and the reserve teams.
+
+    Kept for the last ``teams`` tuple seen (a State's teams never change: frozen
+    specs whose dicts nothing writes), so a caller that plans again and again with
+    the same teams (the simulator, at every tick) builds it once. The entry is one
+    tuple, read and replaced whole, so concurrent plans never mix two entries."""
+    last_teams, last_resources, table = _last_team_table[0]
+    if last_teams is teams and last_resources == resources:
+        return table
+    is_reserve = [t.sharing == _RESERVE for t in teams]
+    table = (
+        {t.name: i for i, t in enumerate(teams)},
+        [{r: t.guarantee.get(r, 0) for r in resources} for t in teams],
+        [{r: borrow_cap(t, r) for r in resources} for t in teams],
+        is_reserve,
+        [t for t, res in zip(teams, is_reserve) if res],
+    )
+    _last_team_table[0] = (teams, list(resources), table)
+    return table
+
+
 class PlanState:
     """The plan as it stands: usage, free capacity, reserved idle capacity, the chosen
     victims, and the candidate lists, kept consistent by the contract's operations.
@@ -697,20 +725,17 @@ class PlanState:
         self.settings = state.settings
         self.teams = teams = state.teams
         self.nt = nt = len(teams)
-        self.t_index = t_index = {t.name: i for i, t in enumerate(teams)}
-        self.G = G = [{r: t.guarantee.get(r, 0) for r in resources} for t in teams]
-        self.CAP = [{r: borrow_cap(t, r) for r in resources} for t in teams]
-        self.is_reserve = is_reserve = [t.sharing == _RESERVE for t in teams]
+        self.t_index, self.G, self.CAP, self.is_reserve, self._reserve_specs = _team_table(teams, resources)
+        t_index, G, is_reserve = self.t_index, self.G, self.is_reserve
 
         # Running (non-terminating) jobs, as parallel lists indexed by a job number:
         # the job's place in victim order (lower priority first, then most recent
         # since, then id descending), so that comparing two numbers compares the jobs.
-        running: list[JobSpec] = []
-        self.pending = pending = []
+        jobs = state.jobs
+        running = [job for job in jobs if job.state == "running" and not job.terminating]
+        self.pending = pending = [] if len(running) == len(jobs) else [
+            job for job in jobs if job.state != "running" and not job.terminating]
         self.groups = state.pending_groups
-        for job in state.jobs:
-            if not job.terminating:
-                (running if job.state == "running" else pending).append(job)
         if pending and self.groups:
             raise ValueError("a State holds its pending jobs in jobs or in pending_groups, not in both")
         running.sort(key=_SINCE_THEN_ID, reverse=True)  # stable: one sort, then the next
@@ -752,13 +777,12 @@ class PlanState:
         # RI from reserved_idle_of over the reserve teams (the others add nothing),
         # cached per team (one entry, -1, for every team that is not reserve) until a
         # reserve team's usage changes.
-        self._reserve_specs = [t for t, res in zip(teams, is_reserve) if res]
         self._reserve_usage = {t.name: U[ti] for ti, t in enumerate(teams) if is_reserve[ti]}
         self._ri_cache: dict = {}
         # Bumped by every change of U (and so of F and RI).
         self.changes = 0
         # heads[ti][r]: victims_in[ti][r][:heads[ti][r]] are all chosen for good.
-        self.heads = [{r: 0 for r in resources} for _ in range(nt)]
+        self.heads = [dict.fromkeys(resources, 0) for _ in range(nt)]
         # Bumped whenever one of the team's jobs is taken or given back.
         self.version = [0] * nt
         # What each team's unchosen unprotected jobs could give back; computed for a
