@@ -924,6 +924,9 @@ class _Sim:
                 self.touched[r.job.position] = r  # the planner's view still holds it
             else:
                 self.touched.pop(r.job.position, None)  # nothing to bring up to date
+            # Never asked for again (leaving the planner's view needs pkey only): a
+            # million-job trace would otherwise keep two specs per job to its end.
+            r.pending_spec = r.running_spec = None
         self.completed += 1
         self.last_completion = t if self.last_completion is None else max(self.last_completion, t)
 
