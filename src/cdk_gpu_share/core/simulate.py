@@ -624,7 +624,8 @@ class _Sim:
     - The best candidate is then the minimum over k <= iF of the heaps' tops:
       within-guarantee first (by head key), then (U/G, head key), exactly the order
       the contract gives. A bit mask per group of heaps (``nonempty``) says which
-      heaps have entries, so a step visits only the sizes that some team waits with. ``reserve`` teams (each with its own RI) are scanned as before.
+      heaps have entries, so a step visits only the sizes that some team waits with.
+      ``reserve`` teams (each with its own RI) are scanned as before.
     """
 
     COMPACT_SLACK = 4096
