@@ -20,7 +20,7 @@ config_path = app.node.try_get_context("config") or "platform.yaml"
 try:
     config = load_config(Path(config_path))
     nag = str(app.node.try_get_context("nag")).lower() not in ("false", "0", "no", "off")
-    validator = template_validator()  # before any construct: half the CPU it costs at synth
+    validator = template_validator()  # before any construct, on a small heap: see its docstring
     build_platform(app, config, checks=nag)
     if validator is not None:
         # After cdk-nag's plugin, where CDK puts its own: the report keeps its order.

@@ -39,9 +39,10 @@ def template_validator() -> cdk.CloudFormationValidatePlugin | None:
     failure on an unacknowledged error (``@aws-cdk/core:validateAgainstDefaultRules``).
 
     Why: building the engine (its rules compiled to WebAssembly) makes V8 run a hundred or more
-    full garbage collections in jsii's Node process, and each one marks the whole heap. At synth
-    the heap also holds the L2 modules and the construct tree (31 MB against 12 MB at 3 teams, 38
-    at 50), so building the engine first costs about 1.3 s less CPU at either size.
+    full garbage collections in jsii's Node process ("external memory pressure"), and each one
+    marks the whole heap. At synth the heap also holds the L2 modules and the construct tree (31
+    MB against 12 MB at 3 teams, 38 MB at 50), so building the engine first saved 0.5 to 1.5 s of
+    CPU per synth at 3 and at 50 teams (README, "Synth speed at scale").
 
     One engine per process, as CDK's own (an engine only reads the templates it is given). None
     when ``CDK_VALIDATION=false``, which turns CDK's default validation off. For an App made with
