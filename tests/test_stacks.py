@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import aws_cdk as cdk
 import pytest
 from aws_cdk.assertions import Match, Template
 
 from cdk_gpu_share.core.config import load_config
-from cdk_gpu_share.stacks.app import build_platform
-from tests.helpers import ROOT, assert_cfn_lint_clean, assert_nag_clean, new_app, scrub, synth
+from cdk_gpu_share.stacks.app import build_platform, stack_name
+from tests.helpers import FEATURE_FLAGS, ROOT, assert_cfn_lint_clean, assert_nag_clean, new_app, scrub, synth
 
 
 def _build(config_path):
@@ -173,3 +176,45 @@ def test_training_role_only_for_teams_that_submit_sagemaker_training(default_pla
     hyperpod_team = Template.from_stack(hyperpod_platform[0].teams["research"])
     hyperpod_team.resource_count_is("AWS::IAM::Role", 1)
     assert "TrainingExecutionRoleArn" not in hyperpod_team.find_outputs("*")
+
+
+def test_template_validator_is_one_engine_per_process_and_off_with_cdk_validation_false(monkeypatch):
+    from cdk_gpu_share.stacks.app import template_validator
+
+    first = template_validator()
+    assert isinstance(first, cdk.CloudFormationValidatePlugin)
+    assert template_validator() is first  # built once, as CDK's own instance
+    monkeypatch.setenv("CDK_VALIDATION", "false")
+    assert template_validator() is None  # CDK would validate nothing either
+
+
+def test_registered_template_validator_replaces_cdks_own_and_still_fails_an_unknown_type():
+    from cdk_gpu_share.stacks.app import template_validator
+
+    app = new_app()
+    stack = cdk.Stack(app, "S")
+    cdk.CfnResource(stack, "Unknown", type="AWS::SageMaker::ComputeQuota", properties={"Name": "q"})
+    cdk.Validations.of(app).add_plugins(template_validator())
+    with pytest.raises(RuntimeError) as exc:
+        app.synth()
+    report = json.loads(Path(re.search(r"found in: (\S+validation-report\.json)", str(exc.value)).group(1)).read_text())
+    cfn = [r for r in report["pluginReports"] if r["pluginName"] == "CloudFormation Validate"]
+    # One report: the registered engine ran in place of CDK's default, not beside it.
+    assert len(cfn) == 1
+    assert [v["ruleName"] for v in cfn[0]["violations"]] == ["F3006"]
+
+
+def test_app_py_validates_with_the_early_engine_in_one_report(tmp_path):
+    # The hyperpod example's compute quotas are unknown to CDK's rules (F3006, acknowledged):
+    # the report shows them suppressed, once per team, from one CloudFormation Validate plugin.
+    env = dict(os.environ, CDK_OUTDIR=str(tmp_path / "out"), CDK_CONTEXT_JSON=json.dumps(
+        {**{k: v for k, v in FEATURE_FLAGS.items() if k.startswith("@")},
+         "config": str(ROOT / "examples" / "hyperpod.yaml"), "nag": "false"}))
+    result = subprocess.run([sys.executable, "app.py"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    report = json.loads((tmp_path / "out" / "validation-report.json").read_text())
+    cfn = [r for r in report["pluginReports"] if r["pluginName"] == "CloudFormation Validate"]
+    assert len(cfn) == 1 and cfn[0]["violations"] == []
+    suppressed = sorted(v["violatingConstructs"][0]["constructPath"] for v in cfn[0]["suppressedViolations"])
+    config = load_config(ROOT / "examples" / "hyperpod.yaml")
+    assert suppressed == sorted(f"{stack_name(config, t.name)}/ComputeQuota" for t in config.teams)
