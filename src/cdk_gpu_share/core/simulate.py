@@ -645,12 +645,8 @@ class _Sim:
         # Jobs of one size often share one Fraction (the trace parser keeps one per
         # distinct text): each distinct object is asked for its value once, since
         # hashing a Fraction costs a microsecond and a trace can hold a million jobs.
-        exact_of = {}  # id of a job's Fraction -> the Fraction
-        for j in jobs:
-            q = j.gpus_exact
-            if q is None or id(q) not in exact_of:
-                q = j.exact_gpus
-                exact_of[id(q)] = q
+        sizes_exact = [j.exact_gpus for j in jobs]  # kept alive: their ids stay unique
+        exact_of = {id(q): q for q in sizes_exact}  # one entry per distinct object
         exact = set(exact_of.values())  # distinct exact sizes
         capq = Fraction(scenario.capacity)
         scale = capq.denominator
@@ -666,9 +662,8 @@ class _Sim:
         self.runs = [_Run(j, self.by_name[j.team]) for j in jobs]
         units = {q: int(q * scale) for q in exact}
         units_of = {key: units[q] for key, q in exact_of.items()}
-        for r in self.runs:
-            q = r.job.gpus_exact
-            r.q = units_of[id(q)] if q is not None and id(q) in units_of else units[r.job.exact_gpus]
+        for r, q in zip(self.runs, sizes_exact):
+            r.q = units_of[id(q)]
         self.by_id = {r.job.id: r for r in self.runs}
         self.running: dict[int, _Run] = {}
         self.live: dict[int, _Run] = {}  # arrived and not completed, in arrival order
