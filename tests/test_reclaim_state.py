@@ -246,6 +246,44 @@ def test_what_a_team_could_give_back_follows_take_and_give_back():
     assert ps.avail_of(0) == {"gpu": 2}
 
 
+# What a team could give back, first asked after other steps of the plan: a fresh
+# team without protected jobs gives back its U as summed (no second sum), every
+# other case sums its unchosen unprotected jobs. Team a runs a1 (1 GPU, since 0)
+# and a2 (2 GPUs, since NOW - 10); a serve adds 1 GPU of a pending job to U(a).
+AVAIL_FIRST_ASKED = [
+    # (case, min_runtime_seconds, steps before avail_of(a) is first asked, want)
+    ("a fresh team: all its usage", 0, [], 3),
+    ("after a pending job of the team is served: not the served job", 0, [("serve",)], 3),
+    ("after one of its jobs is taken: not that job", 0, [("take", "a2")], 1),
+    ("after a take and its give-back: every job again", 0, [("take", "a2"), ("give_back", "a2")], 3),
+    ("with a2 protected (age 10 < 60): only a1", 60, [], 1),
+    ("with a2 protected, after a serve", 60, [("serve",)], 1),
+]
+
+
+@pytest.mark.parametrize("case,min_runtime,steps,want", AVAIL_FIRST_ASKED, ids=[c[0] for c in AVAIL_FIRST_ASKED])
+def test_what_a_team_could_give_back_when_first_asked(case, min_runtime, steps, want):
+    s = reclaim.parse_state(state(6, [team("a", 1), team("b", 3)],
+                                  [run("a1", "a"), run("a2", "a", 2, since=NOW - 10), pend("p", "b")],
+                                  min_runtime_seconds=min_runtime))
+    ps = PlanState(s)
+    for step in steps:
+        if step[0] == "serve":
+            ps.serve(0, {"gpu": 1})
+        else:
+            getattr(ps, step[0])(ps.r_id.index(step[1]))
+    assert ps.avail_of(0) == {"gpu": want}
+
+
+def test_only_teams_with_a_borrow_cap_are_checked_for_rule_1_in_name_order():
+    s = reclaim.parse_state(state(8, [
+        team("c", 2, borrow_limit={"gpu": 1}), team("a", 2, borrow_limit_percent=50),
+        team("d", 2), team("b", 2, sharing="lend")], []))
+    # c: capped by its limit, a by its percent; d borrows unbounded (the default); b
+    # lends only (cap 0).
+    assert [s.teams[i].name for i in PlanState(s).capped] == ["a", "b", "c"]
+
+
 # ---------------------------------------------------------------------------
 # Scenarios where the bookkeeping decides a later choice
 

@@ -672,7 +672,8 @@ _last_team_table: list = [(None, None, None)]  # one (teams, resources, table), 
 
 def _team_table(teams: tuple, resources: list) -> tuple:
     """What a plan reads of the teams and never changes: each name's index, G and C
-    per team and resource, whether each team is ``reserve``, and the reserve teams.
+    per team and resource, whether each team is ``reserve``, the reserve teams, and
+    the indexes in name order of the teams with a borrow cap in some resource.
 
     Kept for the last ``teams`` tuple seen (a State's teams never change: frozen
     specs whose dicts nothing writes), so a caller that plans again and again with
@@ -682,12 +683,15 @@ def _team_table(teams: tuple, resources: list) -> tuple:
     if last_teams is teams and last_resources == resources:
         return table
     is_reserve = [t.sharing == _RESERVE for t in teams]
+    caps = [{r: borrow_cap(t, r) for r in resources} for t in teams]
     table = (
         {t.name: i for i, t in enumerate(teams)},
         [{r: t.guarantee.get(r, 0) for r in resources} for t in teams],
-        [{r: borrow_cap(t, r) for r in resources} for t in teams],
+        caps,
         is_reserve,
         [t for t, res in zip(teams, is_reserve) if res],
+        [i for i in sorted(range(len(teams)), key=lambda i: teams[i].name)
+         if any(c is not None for c in caps[i].values())],
     )
     _last_team_table[0] = (teams, list(resources), table)
     return table
@@ -725,7 +729,8 @@ class PlanState:
         self.settings = state.settings
         self.teams = teams = state.teams
         self.nt = nt = len(teams)
-        self.t_index, self.G, self.CAP, self.is_reserve, self._reserve_specs = _team_table(teams, resources)
+        (self.t_index, self.G, self.CAP, self.is_reserve, self._reserve_specs,
+         self.capped) = _team_table(teams, resources)
         t_index, G, is_reserve = self.t_index, self.G, self.is_reserve
 
         # Running (non-terminating) jobs, as parallel lists indexed by a job number:
@@ -788,6 +793,10 @@ class PlanState:
         # What each team's unchosen unprotected jobs could give back; computed for a
         # team when first needed (avail_of), then kept up to date by take/give_back.
         self.avail: list = [None] * nt
+        # Whether each team's U moved since it was summed here (take, give_back or
+        # serve), and whether no job is protected: then avail_of is U itself.
+        self.moved = bytearray(nt)
+        self.all_free = unprotected is None
         self.chosen = bytearray(n_running)
         self._own_cache: dict = {}
 
@@ -813,6 +822,7 @@ class PlanState:
                 borrowers[r].discard(ti)
         if self.is_reserve[ti]:
             self._ri_cache.clear()
+        self.moved[ti] = 1
         self.changes += 1
 
     def serve(self, ti: int, demand: dict) -> None:
@@ -896,6 +906,10 @@ class PlanState:
     def avail_of(self, ti: int) -> dict:
         """What team ti's unchosen unprotected jobs could give back, per resource."""
         a = self.avail[ti]
+        if a is None and self.all_free and not self.moved[ti]:
+            # Nothing of ti taken, given back or served, and no job protected: its
+            # jobs could give back its whole usage, the same fsum of the same amounts.
+            a = self.avail[ti] = dict(self.U[ti])
         if a is None:
             parts: dict = {r: [] for r in self.resources}
             chosen, r_demand = self.chosen, self.r_demand
@@ -996,7 +1010,7 @@ def enforce_borrow_caps(ps: PlanState, preemptions: list) -> None:
     victim order, with demand where B still exceeds C; then the ones not needed
     are put back, walking backwards (only if B <= C was reached)."""
     teams = ps.teams
-    for ti in sorted(range(ps.nt), key=lambda i: teams[i].name):
+    for ti in ps.capped:  # name order; a team without a cap never exceeds it
         if not ps.exceeding(ti):
             continue
         taken: list[int] = []
