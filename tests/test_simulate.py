@@ -165,6 +165,32 @@ def test_borrowers_are_ordered_by_their_team_usage_over_guarantee():
     assert outcome(r, "A1").final_start == 20
 
 
+@pytest.mark.parametrize("guarantees, rows, starts", [
+    pytest.param(
+        # At 10, B_big's end frees 3. a (U/G 1.5) first starts A_two, its
+        # higher-priority job: a's U/G rises to 2.5 with its thresholds unchanged, so
+        # A_one's index entry still holds 1.5. b (U/G 2.0) comes first for the last GPU.
+        (2, 2),
+        [("A0", "a", 0, 1000, 3, 0), ("B0", "b", 0, 1000, 4, 0), ("B_big", "b", 0, 10, 3, 0),
+         ("A_two", "a", 1, 1000, 2, 5), ("A_one", "a", 1, 10, 1, 0), ("B_one", "b", 1, 10, 1, 0)],
+        {"A_two": 10, "B_one": 10, "A_one": 20},
+        id="rose"),
+    pytest.param(
+        # A_one and B_one queue at 1, a at U/G 1.5 and b at 1.33. At 10 A_end's end
+        # frees one GPU and brings a down to 1.25: a comes first.
+        (4, 3),
+        [("A0", "a", 0, 1000, 5, 0), ("A_end", "a", 0, 10, 1, 0), ("B0", "b", 0, 1000, 4, 0),
+         ("A_one", "a", 1, 10, 1, 0), ("B_one", "b", 1, 10, 1, 0)],
+        {"A_one": 10, "B_one": 20},
+        id="fell"),
+])
+def test_borrowers_are_ordered_by_their_usage_over_guarantee_as_it_is_now(guarantees, rows, starts):
+    sc = scenario(capacity=sum(r[4] for r in rows if r[2] == 0),
+                  teams=[{"name": n, "guarantee": {"gpu": g}} for n, g in zip("ab", guarantees)])
+    r = sim.simulate(sc, jobs_of(sc, rows), "share")
+    assert {job: outcome(r, job).final_start for job in starts} == starts
+
+
 def test_priority_then_submit_time_then_trace_position():
     sc = scenario(capacity=1, teams=[{"name": "a", "guarantee": {"gpu": 1}}])
     rows = [
@@ -338,6 +364,8 @@ def test_skipped_ticks_could_not_have_changed_anything(case):
     ("COMPACT_SLACK", 0),
     # Every arrival dispatches, also one that joins the back of its queue.
     ("ARRIVAL_SHORTCUT", False),
+    # Every change of U re-indexes all of the team's buckets, also a rise of U/G.
+    ("LAZY_RATIO", False),
 ])
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=cases())

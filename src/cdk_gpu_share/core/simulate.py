@@ -618,9 +618,13 @@ class _Sim:
     - ``heap0[k]`` holds, for every such team whose bucket of size k is within its
       guarantee and cap, the bucket's head key; ``heap1[k]`` the (U/G, head key) of
       the buckets beyond the guarantee but within the cap. An entry carries the team's
-      ``ver`` and is stale once U changed or the head left; stale entries are dropped
-      when they reach the top, and all heaps are compacted when stale entries
-      outnumber live buckets.
+      ``ver`` and is stale once the head left or ``ver`` moved on: when the team's
+      thresholds changed or its U/G fell, and then its buckets are indexed anew.
+      Stale entries are dropped when they reach the top, and all heaps are compacted
+      when stale entries outnumber live buckets. A rise of U/G that keeps the
+      thresholds (a borrowing team starting a job) re-indexes nothing: heap1's
+      entries of the team then hold a lower U/G than the team's, and each one is
+      raised to the team's U/G when it reaches the top, before it is compared.
     - The best candidate is then the minimum over k <= iF of the heaps' tops:
       within-guarantee first (by head key), then (U/G, head key), exactly the order
       the contract gives. A bit mask per group of heaps (``nonempty``) says which
@@ -632,6 +636,9 @@ class _Sim:
     """Stale heap entries tolerated beyond twice the live buckets before a compaction."""
     ARRIVAL_SHORTCUT = True
     """No dispatch after an arrival that joins a non-empty queue (False: always, for tests)."""
+    LAZY_RATIO = True
+    """A rise of U/G that keeps a team's thresholds re-indexes nothing (False: every
+    change of U re-indexes every bucket, for tests)."""
 
     def __init__(self, scenario: Scenario, jobs: Sequence[Job], mode: str, poll: float,
                  checkpoint: float | None, progress: Callable[[float], None] | None):
@@ -761,9 +768,9 @@ class _Sim:
         return found
 
     def _refresh(self, team: _Team) -> None:
-        """After a change of team's U: its thresholds, ratio, version, and an index
+        """After a change of team's U: its thresholds and ratio and, unless the
+        team's index entries all still hold (see below), a new version and an index
         entry for each of its non-empty buckets."""
-        team.ver += 1
         known = team.thresholds.get(team.U)
         if known is None:
             spec = team.spec
@@ -772,8 +779,19 @@ class _Sim:
                 self._threshold(lambda d: reclaim.within_guarantee(d, spec, usage)),
                 self._threshold(lambda d: reclaim.within_cap(d, spec, usage)),
             )
+        ratio = team.U / team.G if team.G > TOL else math.inf
+        if self.LAZY_RATIO and ratio >= team.ratio and known[0] == team.wk and known[1] == team.ck:
+            # Same thresholds: each bucket's entries are in the right heap. heap0's
+            # keys do not hold U; heap1's hold the old U/G, at most the new one, so
+            # each entry is a lower bound of its bucket's key, and _best raises it
+            # when it reaches the top. Half of the changes of U are starts, which
+            # raise U: a borrowing team would otherwise push every bucket anew.
+            team.ratio = ratio
+            self._retick(team)
+            return
+        team.ver += 1
         team.wk, team.ck = known
-        team.ratio = team.U / team.G if team.G > TOL else math.inf
+        team.ratio = ratio
         if not team.reserve:
             kidx = self.kidx
             for g in team.keys:
@@ -1029,34 +1047,84 @@ class _Sim:
                 fr = {RESOURCE: free}
                 rid = {RESOURCE: ri}
                 i_f = self.room_cache[(free, ri)] = self._threshold(lambda d: reclaim.has_room(d, fr, rid))
-            live = self._live
-            pop = heapq.heappop
-            teams = self.teams
-            nonempty = self.nonempty
             below = (1 << (i_f + 1)) - 1  # the sizes k <= iF
-            for group, heaps in ((0, self.heap0), (1, self.heap1)):
-                if group == 1 and (best_key is not None or self.static):
-                    break
-                todo = nonempty[group] & below
-                while todo:  # the non-empty heaps, k ascending
-                    low = todo & -todo
-                    todo ^= low
-                    k = low.bit_length() - 1
-                    h = heaps[k]
-                    while h:
-                        e = h[0]
-                        if live(k, *(e if group == 0 else e[1:])):
-                            cand = (0, 0.0, e[0]) if group == 0 else (1, e[0], e[1])
-                            if best_key is None or cand < best_key:
-                                best_key = cand
-                                best = (teams[e[-2]], self.sizes[k])
-                            break
-                        pop(h)
-                        self.entries -= 1
-                    if not h:
-                        nonempty[group] ^= low
+            best = self._best_within(below)
+            if best is not None:
+                best_key = (0, 0.0, best[0].buckets[best[1]][0][0])
+            elif not self.static:
+                best = self._best_beyond(below)
+                if best is not None:
+                    best_key = (1, best[0].ratio, best[0].buckets[best[1]][0][0])
         if self.reserve_teams:
             best_key, best = self._best_reserve(free, best_key, best)
+        return best
+
+    # The two groups of the index, each a walk of its non-empty heaps for k <= iF
+    # (the bits of ``below``), k ascending. An entry whose team changed version or
+    # whose bucket's head left is dropped (that is :meth:`_live`, written out: these
+    # loops run at every dispatch step).
+
+    def _best_within(self, below: int):
+        """Among buckets within their team's guarantee: the least head key."""
+        teams, sizes, heaps = self.teams, self.sizes, self.heap0
+        pop = heapq.heappop
+        best_head = best = None
+        dropped = 0
+        todo = self.nonempty[0] & below
+        while todo:
+            low = todo & -todo
+            todo ^= low
+            k = low.bit_length() - 1
+            h = heaps[k]
+            g = sizes[k]
+            while h:
+                head, ti, ver = h[0]
+                team = teams[ti]
+                if ver == team.ver:
+                    bucket = team.buckets.get(g)
+                    if bucket and bucket[0][0] == head:
+                        if best is None or head < best_head:
+                            best_head, best = head, (team, g)
+                        break
+                pop(h)
+                dropped += 1
+            if not h:
+                self.nonempty[0] ^= low
+        self.entries -= dropped
+        return best
+
+    def _best_beyond(self, below: int):
+        """Among buckets beyond their team's guarantee (within its cap): the least
+        (U/G, head key). An entry that holds an older, lower U/G (see _refresh) is
+        raised to the team's U/G first."""
+        teams, sizes, heaps = self.teams, self.sizes, self.heap1
+        pop, replace = heapq.heappop, heapq.heapreplace
+        best_key = best = None
+        dropped = 0
+        todo = self.nonempty[1] & below
+        while todo:
+            low = todo & -todo
+            todo ^= low
+            k = low.bit_length() - 1
+            h = heaps[k]
+            g = sizes[k]
+            while h:
+                ratio, head, ti, ver = h[0]
+                team = teams[ti]
+                if ver == team.ver:
+                    bucket = team.buckets.get(g)
+                    if bucket and bucket[0][0] == head:
+                        if ratio != team.ratio:
+                            replace(h, (team.ratio, head, ti, ver))
+                            continue
+                        if best is None or (ratio, head) < best_key:
+                            best_key, best = (ratio, head), (team, g)
+                        break
+                pop(h)
+                dropped += 1
+            if not h:
+                self.nonempty[1] ^= low
+        self.entries -= dropped
         return best
 
     def _dispatch(self, t: float) -> None:
