@@ -787,7 +787,8 @@ class _Sim:
             # when it reaches the top. Half of the changes of U are starts, which
             # raise U: a borrowing team would otherwise push every bucket anew.
             team.ratio = ratio
-            self._retick(team)
+            if self.reclaiming:
+                self._retick(team)
             return
         team.ver += 1
         team.wk, team.ck = known
@@ -796,7 +797,8 @@ class _Sim:
             kidx = self.kidx
             for g in team.keys:
                 self._index(team, kidx[g], team.buckets[g][0][0])
-        self._retick(team)
+        if self.reclaiming:
+            self._retick(team)
 
     def _index(self, team: _Team, k: int, head: tuple) -> None:
         """Index the bucket (team, size k) whose head key is ``head``."""
@@ -841,7 +843,8 @@ class _Sim:
         self.entries = n
 
     def _retick(self, team: _Team) -> None:
-        """Whether the team makes a planner tick needed (see _tick_needed)."""
+        """Whether the team makes a planner tick needed (see _tick_needed). Only
+        share+reclaim ticks, so only it calls this."""
         ticky = team.U - team.G > team.cap + TOL or bool(team.npending) and (
             team.in_team or self.kidx[team.keys[0]] <= team.wk)
         if ticky != team.ticky:
@@ -858,7 +861,8 @@ class _Sim:
             head = bucket[0][0]
             if head != old_head and not team.reserve:
                 self._index(team, self.kidx[g], head)
-        self._retick(team)
+        if self.reclaiming:
+            self._retick(team)
 
     def _push_pending(self, r: _Run) -> None:
         team = r.t
@@ -1041,17 +1045,21 @@ class _Sim:
         free = self._free()
         best_key = best = None
         if self.other_name is not None:
-            ri = self._ri_of(None)
+            ri = self.ri_cache.get(None)
+            if ri is None:
+                ri = self._ri_of(None)
             i_f = self.room_cache.get((free, ri))
             if i_f is None:
                 fr = {RESOURCE: free}
                 rid = {RESOURCE: ri}
                 i_f = self.room_cache[(free, ri)] = self._threshold(lambda d: reclaim.has_room(d, fr, rid))
             below = (1 << (i_f + 1)) - 1  # the sizes k <= iF
-            best = self._best_within(below)
+            nonempty = self.nonempty
+            if nonempty[0] & below:
+                best = self._best_within(below)
             if best is not None:
                 best_key = (0, 0.0, best[0].buckets[best[1]][0][0])
-            elif not self.static:
+            elif nonempty[1] & below and not self.static:
                 best = self._best_beyond(below)
                 if best is not None:
                     best_key = (1, best[0].ratio, best[0].buckets[best[1]][0][0])
@@ -1313,7 +1321,7 @@ class _Sim:
                 team = r.t
                 r.arrived = True
                 self.live[r.job.position] = r
-                r.entitled = reclaim.within_guarantee({RESOURCE: r.g}, team.spec, {RESOURCE: team.U})
+                r.entitled = self.kidx[r.g] <= team.wk  # reclaim.within_guarantee, as wk holds it
                 self._push_pending(r)
                 if self.ARRIVAL_SHORTCUT and len(team.buckets[r.g]) > 1:
                     # Every event ends with a dispatch that found nothing to start, and
