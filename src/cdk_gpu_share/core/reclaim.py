@@ -663,7 +663,8 @@ def plan_state(state: State, *, full: bool = True) -> dict:
 FITS, MAY_STOP, MUST_WAIT = 0, 1, 2
 """What :meth:`PlanState.standing` makes of a pending job."""
 
-_SINCE_THEN_ID = attrgetter("since", "id")
+_ID = attrgetter("id")
+_SINCE = attrgetter("since")
 _PRIORITY = attrgetter("priority")
 
 
@@ -743,7 +744,10 @@ class PlanState:
         self.groups = state.pending_groups
         if pending and self.groups:
             raise ValueError("a State holds its pending jobs in jobs or in pending_groups, not in both")
-        running.sort(key=_SINCE_THEN_ID, reverse=True)  # stable: one sort, then the next
+        # Stable sorts, last key first. One key of one type each: CPython then
+        # compares with its float, int and str fast paths, not tuple by tuple.
+        running.sort(key=_ID, reverse=True)
+        running.sort(key=_SINCE, reverse=True)
         running.sort(key=_PRIORITY)
         self.r_id = [job.id for job in running]
         self.r_team = r_team = [t_index[job.team] for job in running]
@@ -759,9 +763,19 @@ class PlanState:
         # The amounts summed per team and resource, kept for exact (fsum) sums. Per
         # team, the unprotected running jobs in victim order; per team and resource,
         # those with demand in that resource (reclaim candidates).
-        self.sums = sums = [{r: [] for r in resources} for _ in range(nt)]
+        # (Loops, not nested comprehensions: on CPython 3.11 each comprehension runs
+        # in a frame of its own, and a plan builds these for every team.)
+        sums: list[dict] = []
+        victims_in: list[dict] = []
+        for _ in range(nt):
+            team_sums, team_lists = {}, {}
+            for r in resources:
+                team_sums[r] = []
+                team_lists[r] = []
+            sums.append(team_sums)
+            victims_in.append(team_lists)
+        self.sums, self.victims_in = sums, victims_in
         self.victims_of = victims_of = [[] for _ in range(nt)]
-        self.victims_in = victims_in = [{r: [] for r in resources} for _ in range(nt)]
         for j in range(n_running):
             ti = r_team[j]
             acc = sums[ti]
@@ -776,7 +790,14 @@ class PlanState:
                         lists[r].append(j)
 
         # U per team (exact sums), F (free_of), the borrowing teams per resource.
-        self.U = U = [{r: math.fsum(acc[r]) for r in resources} for acc in sums]
+        U: list[dict] = []
+        fsum = math.fsum
+        for acc in sums:
+            u = {}
+            for r in resources:
+                u[r] = fsum(acc[r])
+            U.append(u)
+        self.U = U
         self.F = free_of(capacity, dict(enumerate(U)))
         self.borrowers = {r: {ti for ti in range(nt) if U[ti][r] - G[ti][r] > tol} for r in resources}
         # RI from reserved_idle_of over the reserve teams (the others add nothing),
