@@ -358,6 +358,36 @@ def test_skipped_ticks_could_not_have_changed_anything(case):
     assert fast == slow
 
 
+@st.composite
+def borrowers_cases(draw):
+    """Two to four teams with small guarantees on a pool twice their sum, and up to
+    40 jobs of one or two GPUs arriving close together: several teams borrow at once
+    and queue beyond their guarantee, so their U/G rises and falls while their jobs
+    wait (what the lazy index of U/G must get right)."""
+    n_teams = draw(st.integers(2, 4))
+    guarantees = [draw(st.integers(1, 3)) for _ in range(n_teams)]
+    teams = [{"name": f"t{i}", "guarantee": {"gpu": g}} for i, g in enumerate(guarantees)]
+    sc = scenario(capacity=2 * sum(guarantees), teams=teams)
+    rows = [(f"j{k}", f"t{draw(st.integers(0, n_teams - 1))}", draw(st.integers(0, 60)),
+             draw(st.sampled_from([5, 30, 100, 400])), draw(st.sampled_from([1, 1, 2])), draw(st.integers(0, 2)))
+            for k in range(draw(st.integers(0, 40)))]
+    return sc, jobs_of(sc, rows), draw(st.sampled_from(("share", "share+reclaim")))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=borrowers_cases())
+def test_the_lazy_index_of_usage_over_guarantee_changes_nothing(case):
+    sc, jobs, mode = case
+    usual = sim.simulate(sc, jobs, mode, poll_seconds=60).to_dict()
+    sim._Sim.LAZY_RATIO = False
+    try:
+        plain = sim.simulate(sc, jobs, mode, poll_seconds=60).to_dict()
+    finally:
+        sim._Sim.LAZY_RATIO = True
+    usual.pop("sim_seconds"), plain.pop("sim_seconds")
+    assert plain == usual
+
+
 @pytest.mark.parametrize("knob, value", [
     # With no slack, the index is compacted (stale entries dropped, the masks of
     # non-empty heaps rebuilt) at nearly every change.

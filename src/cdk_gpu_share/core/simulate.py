@@ -780,12 +780,15 @@ class _Sim:
                 self._threshold(lambda d: reclaim.within_cap(d, spec, usage)),
             )
         ratio = team.U / team.G if team.G > TOL else math.inf
-        if self.LAZY_RATIO and ratio >= team.ratio and known[0] == team.wk and known[1] == team.ck:
+        if self.LAZY_RATIO and ratio > team.ratio and known[0] == team.wk and known[1] == team.ck:
             # Same thresholds: each bucket's entries are in the right heap. heap0's
-            # keys do not hold U; heap1's hold the old U/G, at most the new one, so
-            # each entry is a lower bound of its bucket's key, and _best raises it
+            # keys do not hold U; heap1's hold the old U/G, below the new one, so
+            # each entry is a lower bound of its bucket's key, and _best_in raises it
             # when it reaches the top. Half of the changes of U are starts, which
             # raise U: a borrowing team would otherwise push every bucket anew.
+            # (Strictly above: a team without guarantee, U/G always infinite, bumps
+            # its version at every change as before, so an old entry of a job that
+            # comes back to the head of its queue never turns live again.)
             team.ratio = ratio
             if self.reclaiming:
                 self._retick(team)
@@ -1056,60 +1059,33 @@ class _Sim:
             below = (1 << (i_f + 1)) - 1  # the sizes k <= iF
             nonempty = self.nonempty
             if nonempty[0] & below:
-                best = self._best_within(below)
+                best = self._best_in(0, below)
             if best is not None:
                 best_key = (0, 0.0, best[0].buckets[best[1]][0][0])
             elif nonempty[1] & below and not self.static:
-                best = self._best_beyond(below)
+                best = self._best_in(1, below)
                 if best is not None:
                     best_key = (1, best[0].ratio, best[0].buckets[best[1]][0][0])
         if self.reserve_teams:
             best_key, best = self._best_reserve(free, best_key, best)
         return best
 
-    # The two groups of the index, each a walk of its non-empty heaps for k <= iF
-    # (the bits of ``below``), k ascending. An entry whose team changed version or
-    # whose bucket's head left is dropped (that is :meth:`_live`, written out: these
-    # loops run at every dispatch step).
+    def _best_in(self, group: int, below: int):
+        """The best bucket of one group of the index, as (team, size), or None:
+        group 0 (within the team's guarantee) by head key, group 1 (beyond it,
+        within its cap) by (U/G, head key). A walk of the group's non-empty heaps for
+        k <= iF (the bits of ``below``), k ascending.
 
-    def _best_within(self, below: int):
-        """Among buckets within their team's guarantee: the least head key."""
-        teams, sizes, heaps = self.teams, self.sizes, self.heap0
-        pop = heapq.heappop
-        best_head = best = None
-        dropped = 0
-        todo = self.nonempty[0] & below
-        while todo:
-            low = todo & -todo
-            todo ^= low
-            k = low.bit_length() - 1
-            h = heaps[k]
-            g = sizes[k]
-            while h:
-                head, ti, ver = h[0]
-                team = teams[ti]
-                if ver == team.ver:
-                    bucket = team.buckets.get(g)
-                    if bucket and bucket[0][0] == head:
-                        if best is None or head < best_head:
-                            best_head, best = head, (team, g)
-                        break
-                pop(h)
-                dropped += 1
-            if not h:
-                self.nonempty[0] ^= low
-        self.entries -= dropped
-        return best
-
-    def _best_beyond(self, below: int):
-        """Among buckets beyond their team's guarantee (within its cap): the least
-        (U/G, head key). An entry that holds an older, lower U/G (see _refresh) is
-        raised to the team's U/G first."""
-        teams, sizes, heaps = self.teams, self.sizes, self.heap1
+        An entry whose team changed version or whose bucket's head left is dropped
+        (that is :meth:`_live`, written out: this runs at every dispatch step). A
+        group-1 entry that holds an older, lower U/G than its team's (see _refresh)
+        is raised to the team's U/G first."""
+        teams, sizes = self.teams, self.sizes
+        heaps = self.heap0 if group == 0 else self.heap1
         pop, replace = heapq.heappop, heapq.heapreplace
         best_key = best = None
         dropped = 0
-        todo = self.nonempty[1] & below
+        todo = self.nonempty[group] & below
         while todo:
             low = todo & -todo
             todo ^= low
@@ -1117,21 +1093,29 @@ class _Sim:
             h = heaps[k]
             g = sizes[k]
             while h:
-                ratio, head, ti, ver = h[0]
+                e = h[0]
+                if group == 0:
+                    head, ti, ver = e
+                else:
+                    ratio, head, ti, ver = e
                 team = teams[ti]
                 if ver == team.ver:
                     bucket = team.buckets.get(g)
                     if bucket and bucket[0][0] == head:
-                        if ratio != team.ratio:
+                        if group == 0:
+                            key = head
+                        elif ratio != team.ratio:
                             replace(h, (team.ratio, head, ti, ver))
                             continue
-                        if best is None or (ratio, head) < best_key:
-                            best_key, best = (ratio, head), (team, g)
+                        else:
+                            key = (ratio, head)
+                        if best is None or key < best_key:
+                            best_key, best = key, (team, g)
                         break
                 pop(h)
                 dropped += 1
             if not h:
-                self.nonempty[1] ^= low
+                self.nonempty[group] ^= low
         self.entries -= dropped
         return best
 
