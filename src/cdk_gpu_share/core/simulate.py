@@ -1048,9 +1048,7 @@ class _Sim:
         free = self._free()
         best_key = best = None
         if self.other_name is not None:
-            ri = self.ri_cache.get(None)
-            if ri is None:
-                ri = self._ri_of(None)
+            ri = self._ri_of(None)
             i_f = self.room_cache.get((free, ri))
             if i_f is None:
                 fr = {RESOURCE: free}
@@ -1059,29 +1057,29 @@ class _Sim:
             below = (1 << (i_f + 1)) - 1  # the sizes k <= iF
             nonempty = self.nonempty
             if nonempty[0] & below:
-                best = self._best_in(0, below)
+                best_key, best = self._best_in(0, below)
             if best is not None:
-                best_key = (0, 0.0, best[0].buckets[best[1]][0][0])
+                best_key = (0, 0.0, best_key)
             elif nonempty[1] & below and not self.static:
-                best = self._best_in(1, below)
+                best_key, best = self._best_in(1, below)
                 if best is not None:
-                    best_key = (1, best[0].ratio, best[0].buckets[best[1]][0][0])
+                    best_key = (1, *best_key)
         if self.reserve_teams:
             best_key, best = self._best_reserve(free, best_key, best)
         return best
 
     def _best_in(self, group: int, below: int):
-        """The best bucket of one group of the index, as (team, size), or None:
-        group 0 (within the team's guarantee) by head key, group 1 (beyond it,
-        within its cap) by (U/G, head key). A walk of the group's non-empty heaps for
-        k <= iF (the bits of ``below``), k ascending.
+        """The best bucket of one group of the index, as (its key, (team, size)),
+        or (None, None): group 0 (within the team's guarantee) by head key, group 1
+        (beyond it, within its cap) by (U/G, head key). A walk of the group's
+        non-empty heaps for k <= iF (the bits of ``below``), k ascending.
 
-        An entry whose team changed version or whose bucket's head left is dropped
-        (that is :meth:`_live`, written out: this runs at every dispatch step). A
-        group-1 entry that holds an older, lower U/G than its team's (see _refresh)
-        is raised to the team's U/G first."""
+        An entry that is not :meth:`_live` is dropped. A group-1 entry that holds an
+        older, lower U/G than its team's (see _refresh) is raised to the team's U/G
+        first."""
         teams, sizes = self.teams, self.sizes
         heaps = self.heap0 if group == 0 else self.heap1
+        live = self._live
         pop, replace = heapq.heappop, heapq.heapreplace
         best_key = best = None
         dropped = 0
@@ -1098,26 +1096,24 @@ class _Sim:
                     head, ti, ver = e
                 else:
                     ratio, head, ti, ver = e
-                team = teams[ti]
-                if ver == team.ver:
-                    bucket = team.buckets.get(g)
-                    if bucket and bucket[0][0] == head:
-                        if group == 0:
-                            key = head
-                        elif ratio != team.ratio:
-                            replace(h, (team.ratio, head, ti, ver))
-                            continue
-                        else:
-                            key = (ratio, head)
-                        if best is None or key < best_key:
-                            best_key, best = key, (team, g)
-                        break
+                if live(k, head, ti, ver):
+                    team = teams[ti]
+                    if group == 0:
+                        key = head
+                    elif ratio != team.ratio:
+                        replace(h, (team.ratio, head, ti, ver))
+                        continue
+                    else:
+                        key = (ratio, head)
+                    if best is None or key < best_key:
+                        best_key, best = key, (team, g)
+                    break
                 pop(h)
                 dropped += 1
             if not h:
                 self.nonempty[group] ^= low
         self.entries -= dropped
-        return best
+        return best_key, best
 
     def _dispatch(self, t: float) -> None:
         while True:
