@@ -16,6 +16,17 @@ less on a small heap). Any app can do that, so a second replay does it too ("rep
 1st"): the ratio to it is what our constructs cost beyond CDK's floor for the same templates;
 the ratio to the plain replay is the issue's target.
 
+Two more floors say how much of the gap is code loaded rather than work done. aws-cdk-lib
+loads each class's file when it is first used, and the raw replay uses none outside its core:
+"+ L1 classes" is the engine-first replay that also imports the Python module and loads the L1
+class (``CfnRole``, ``CfnJobQueue``...) of every AWS type in the templates, which any app of typed
+classes loads, even one with no L2 at all; "+ our classes" loads instead every aws-cdk-lib class
+and Python module our app uses (recorded in an untimed run of it), building none of them. The
+second is a lower bound of what our app loads: L2 constructors require more files as they run
+(at 3 teams our app ends with 409 of aws-cdk-lib's files loaded, this floor with 279, the L1
+floor with 250, the raw replay with 206). What our app costs beyond it is the work our constructs
+and CDK's L2s do for these templates, plus the files their constructors load.
+
 Each app runs in a fresh process, as ``cdk synth`` runs it, REPEAT times, interleaved;
 medians are compared within one run. Two clocks: wall time, and the CPU time of the
 app's process tree (Python + jsii's Node), which on this shared 2-core machine is the
@@ -58,8 +69,28 @@ import aws_cdk as cdk
 src = sys.argv[1]
 app = cdk.App()
 # As app.py does (see template_validator): CDK's rule engine built before any construct.
-early = len(sys.argv) > 2 and sys.argv[2] == "--engine-first"
+early = "--engine-first" in sys.argv
 engine = cdk.CloudFormationValidatePlugin() if early else None
+if "--load" in sys.argv:
+    # A floor: load the code an app of typed classes would load (a JSON list of Python modules
+    # and of jsii classes), building nothing. jsii's kernel requires a class's file when it first
+    # resolves its constructor, before it checks the arguments: a constructor called with nulls
+    # for every parameter loads the class and then fails on the null scope or props.
+    import importlib
+    import jsii
+    from jsii._kernel import _make_reference_for_native
+    from jsii._kernel.types import CreateRequest
+    load = json.load(open(sys.argv[sys.argv.index("--load") + 1]))
+    for module in load["python"]:
+        importlib.import_module(module)
+    for fqn in load["classes"]:
+        for arity in range(5):
+            try:
+                jsii.kernel.provider.create(CreateRequest(fqn=fqn, args=[None] * arity))
+            except (jsii.errors.JSIIError, RuntimeError) as e:  # the kernel: wrong arity, or nulls refused
+                if "Not enough arguments" in str(e):
+                    continue
+            break
 manifest = json.load(open(f"{src}/manifest.json"))
 stacks = {}
 for aid, art in manifest["artifacts"].items():
@@ -97,13 +128,17 @@ app.synth()
 # A count is the same on every run, unlike a time on a shared machine. It wraps a private
 # jsii method: if that moves, the count is reported as unavailable.
 COUNT_APP = '''
-import os, runpy, sys
+import json, os, runpy, sys
 count = [0]
+classes = set()
 try:
     from jsii._kernel.providers import process
     send = process._NodeProcess.send
     def counting_send(self, request, response_type):
         count[0] += 1
+        fqn = getattr(request, "fqn", "")
+        if fqn.startswith("aws-cdk-lib.aws_"):
+            classes.add(fqn)
         return send(self, request, response_type)
     process._NodeProcess.send = counting_send
 except (ImportError, AttributeError):
@@ -112,9 +147,35 @@ sys.argv = sys.argv[1:]
 try:
     runpy.run_path(sys.argv[0], run_name="__main__")
 finally:
+    python = sorted(m for m in sys.modules if m.startswith(("aws_cdk.aws_", "aws_cdk.custom_resources"))
+                    and "._" not in m)
     with open(os.environ["JSII_CALLS_FILE"], "w") as f:
-        f.write(str(count[0]))
+        json.dump({"calls": count[0], "python": python, "classes": sorted(classes)}, f)
 '''
+
+
+FLOOR_L1 = "replay + L1 classes, engine 1st"
+FLOOR_OURS = "replay + our classes, engine 1st"
+
+
+def counted_run(cmd: list[str], env: dict, count_file: Path) -> dict:
+    """Runs ``cmd`` (``python app.py ...``) under COUNT_APP: its round trips, modules and classes."""
+    run([sys.executable, "-c", COUNT_APP, *cmd[1:]], dict(env, JSII_CALLS_FILE=str(count_file)))
+    return json.loads(count_file.read_text())
+
+
+def l1_classes(src: Path) -> dict:
+    """The Python module and the L1 class (``CfnRole``...) of every AWS type in ``src``'s templates.
+
+    What any app of typed classes loads to write these templates, even one with no L2 at all
+    (aws-cdk-lib requires each class's file lazily, so an L1 loads its module's generated file only).
+    """
+    types = set()
+    for path in src.glob("*.template.json"):
+        types |= {r["Type"] for r in json.loads(path.read_text()).get("Resources", {}).values()}
+    aws = sorted(t.split("::") for t in types if t.startswith("AWS::") and not t.startswith("AWS::CDK::"))
+    return {"python": sorted({f"aws_cdk.aws_{svc.lower()}" for _, svc, _ in aws}),
+            "classes": [f"aws-cdk-lib.aws_{svc.lower()}.Cfn{res}" for _, svc, res in aws]}
 
 
 def fifty_teams() -> dict:
@@ -186,13 +247,22 @@ def main() -> int:
         src = work / f"src-{len(sources)}"
         run([sys.executable, "app.py"], env_for(src, config=config, nag="false"))
         sources[name] = src
+    # What our app loads: counted in an untimed run of it, before the floors that need it.
+    used = {name: counted_run([sys.executable, "app.py"], env_for(work / f"out-used-{i}", config=config, nag="false"),
+                              work / f"used-{i}")
+            for i, (name, config) in enumerate(platforms.items())}
     cases = {}
-    for name, config in platforms.items():
+    for i, (name, config) in enumerate(platforms.items()):
+        replay = [sys.executable, str(work / "replay.py"), str(sources[name])]
+        l1, classes = work / f"load-l1-{i}.json", work / f"load-ours-{i}.json"
+        l1.write_text(json.dumps(l1_classes(sources[name])))
+        classes.write_text(json.dumps({"python": used[name]["python"], "classes": used[name]["classes"]}))
         cases[(name, "ours")] = ([sys.executable, "app.py"], dict(config=config, nag="false"))
         cases[(name, "ours + cdk-nag")] = ([sys.executable, "app.py"], dict(config=config))
-        cases[(name, "raw replay")] = ([sys.executable, str(work / "replay.py"), str(sources[name])], {})
-        cases[(name, "replay, engine 1st")] = (
-            [sys.executable, str(work / "replay.py"), str(sources[name]), "--engine-first"], {})
+        cases[(name, "raw replay")] = (replay, {})
+        cases[(name, "replay, engine 1st")] = ([*replay, "--engine-first"], {})
+        cases[(name, FLOOR_L1)] = ([*replay, "--engine-first", "--load", str(l1)], {})
+        cases[(name, FLOOR_OURS)] = ([*replay, "--engine-first", "--load", str(classes)], {})
     wall: dict = {k: [] for k in cases}
     cpu: dict = {k: [] for k in cases}
     for i in range(REPEAT):
@@ -203,30 +273,31 @@ def main() -> int:
     # jsii round trips of each app, counted in one more (untimed) run of each.
     calls: dict = {}
     for k, (cmd, context) in cases.items():
-        count_file = work / f"calls-{abs(hash(k))}"
-        run([sys.executable, "-c", COUNT_APP, *cmd[1:]],
-            dict(env_for(work / f"out-calls-{abs(hash(k))}", **context), JSII_CALLS_FILE=str(count_file)))
-        n = int(count_file.read_text())
-        calls[k] = n if n >= 0 else None
+        counted = counted_run(cmd, env_for(work / f"out-calls-{abs(hash(k))}", **context),
+                              work / f"calls-{abs(hash(k))}")
+        calls[k] = counted["calls"] if counted["calls"] >= 0 else None
     print(f"synth, median of {REPEAT} fresh processes each (interleaved); ratios within this run;"
           " our package byte-compiled first, as pip does")
     for name in platforms:
         med = {k[1]: (statistics.median(wall[k]), statistics.median(cpu[k]), min(cpu[k])) for k in cases if k[0] == name}
-        print(f"  {name}: {resources_in(sources[name])} resources")
+        print(f"  {name}: {resources_in(sources[name])} resources; our app uses"
+              f" {len(used[name]['classes'])} aws-cdk-lib classes from {len(used[name]['python'])} Python modules")
         for what, (w, c, c_min) in med.items():
             n = calls[(name, what)]
-            print(f"    {what:<18} wall {w:6.2f} s   cpu {c:6.2f} s (min {c_min:5.2f})"
+            print(f"    {what:<30} wall {w:6.2f} s   cpu {c:6.2f} s (min {c_min:5.2f})"
                   f"   jsii round trips {n if n is not None else 'n/a':>5}")
         ours, raw, nag = med["ours"], med["raw replay"], med["ours + cdk-nag"]
-        early = med["replay, engine 1st"]
+        early, l1, loaded = med["replay, engine 1st"], med[FLOOR_L1], med[FLOOR_OURS]
         # The minimum is the run the other users of the machine disturbed least (load only adds).
         for clock, i in (("wall", 0), ("cpu", 1), ("cpu min", 2)):
             ratio = ours[i] / raw[i]
             extra = nag[i] / ours[i] - 1
             print(f"    {clock:<7}: synth / raw replay {ratio:4.2f}x (target <= {RATIO_TARGET}x: "
                   f"{'met' if ratio <= RATIO_TARGET else 'MISSED'});  cdk-nag adds {extra * 100:4.1f}% "
-                  f"(target <= {NAG_TARGET * 100:.0f}%: {'met' if extra <= NAG_TARGET else 'MISSED'});"
-                  f"  / replay with the engine built first {ours[i] / early[i]:4.2f}x")
+                  f"(target <= {NAG_TARGET * 100:.0f}%: {'met' if extra <= NAG_TARGET else 'MISSED'})")
+            print(f"             floors / raw replay: engine 1st {early[i] / raw[i]:4.2f}x, + L1 classes"
+                  f" {l1[i] / raw[i]:4.2f}x, + our classes {loaded[i] / raw[i]:4.2f}x;"
+                  f"  synth / + our classes {ours[i] / loaded[i]:4.2f}x")
     print(f"  load average at the end: {os.getloadavg()[0]:.1f} (2 cores)")
     return 0
 
