@@ -569,6 +569,21 @@ def test_excess_within_tolerance_fits_beyond_does_not():
     assert plan(too_big)["waiting"] == ["p"]
 
 
+def test_a_job_whose_demand_is_within_tolerance_of_zero_is_not_a_reclaim_candidate():
+    # "The job itself has demand in such a resource": demand > 0, within the tolerance.
+    # Taking the 1e-9 job would give p the last 1e-9 it lacks; it is not eligible, so
+    # reclaiming b1 alone cannot make room and nothing is taken.
+    s = state(2, [team("a", 2), team("b", 0, sharing="lend_and_borrow")], [
+        run("b1", "b", 1.5), run("tiny", "b", 1e-9), pend("p", "a", 2 + 5e-10),
+    ])
+    out = plan(s)
+    assert out["preemptions"] == []
+    assert out["waiting"] == ["p"]
+    # A job with more than the tolerance is taken.
+    s["jobs"][1]["demand"] = {"gpu": 3e-9}
+    assert sorted(p["job"] for p in plan(s)["preemptions"]) == ["b1", "tiny"]
+
+
 def test_borrowing_within_tolerance_of_the_cap_is_not_over_it():
     s = state(2, [team("a", 1, borrow_limit={"gpu": 0.3}), team("b", 1)], [
         run("x", "a", 1.1), run("y", "a", 0.2),
