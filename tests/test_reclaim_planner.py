@@ -581,7 +581,9 @@ def test_a_job_whose_demand_is_within_tolerance_of_zero_is_not_a_reclaim_candida
     assert out["waiting"] == ["p"]
     # A job with more than the tolerance is taken.
     s["jobs"][1]["demand"] = {"gpu": 3e-9}
-    assert sorted(p["job"] for p in plan(s)["preemptions"]) == ["b1", "tiny"]
+    out = plan(s)
+    assert sorted(p["job"] for p in out["preemptions"]) == ["b1", "tiny"]
+    assert out["served"] == ["p"]
 
 
 def test_borrowing_within_tolerance_of_the_cap_is_not_over_it():
