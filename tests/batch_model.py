@@ -31,6 +31,14 @@ ACTIVE = ("SUBMITTED", "PENDING", "RUNNABLE", "STARTING", "RUNNING")
 NOT_APPLIED = ("throttle", "error", "connect", "connect_timeout")
 APPLIED = ("error_after", "timeout_after")
 MUTATING = {"TerminateJobs", "TerminateJob", "SubmitJob", "PutItem", "UpdateItem"}
+#: The requests of a requeue (a cycle's reconciliation included), where the Lambda may be killed.
+REQUEUE_OPS = {"SubmitJob", "PutItem", "UpdateItem", "GetItem", "Query"}
+#: DynamoDB answers throttling with HTTP 400 and one of these codes.
+DYNAMODB_THROTTLING = ("ProvisionedThroughputExceededException", "RequestLimitExceeded", "ThrottlingException")
+
+
+class Killed(BaseException):
+    """The Lambda's process died (a timeout, out of memory): no handler code runs after it."""
 
 
 class _Raw:
@@ -68,6 +76,10 @@ class Clock:
     def __call__(self) -> float:
         return self.t
 
+    def sleep(self, seconds: float) -> None:
+        """A backoff that lets simulated time pass (outages end while a call retries)."""
+        self.t += seconds
+
 
 @dataclass
 class Faults:
@@ -80,6 +92,9 @@ class Faults:
     timeout_after: float = 0.0
     connect: float = 0.0
     repeat_page: float = 0.0
+    #: per request of a requeue: the Lambda dies before / after it, or raises after it
+    kill: float = 0.0
+    raise_after: float = 0.0
     #: scripted faults, operation -> kinds for its next requests (None: answer normally)
     script: dict = field(default_factory=dict)
 
@@ -93,6 +108,12 @@ class Faults:
             if r < rate:
                 return kind
             r -= rate
+        if op in REQUEUE_OPS:
+            for kind, rate in (("kill_before", self.kill / 2), ("kill_after", self.kill / 2),
+                               ("raise_after", self.raise_after)):
+                if r < rate:
+                    return kind
+                r -= rate
         if op in MUTATING:
             for kind in ("error_after", "timeout_after"):
                 rate = getattr(self, kind)
@@ -134,8 +155,12 @@ class BatchModel:
         self.events: list[dict] = []         # FAILED events not yet delivered
         self.requests: list[tuple[str, dict, str | None]] = []
         self.listed_responses: list[dict] = []  # every ListJobs summary answered (with the request status)
-        self.table: dict[str, dict] = {}
+        #: (service, start, end, fault): every request to the service fails so in [start, end)
+        self.outages: list[tuple[str, float, float, str]] = []
+        #: When set, SubmitJob is refused with this message (a client error: nothing is made).
+        self.refuse_submit: str | None = None
         self._ids = 0
+        new_ledger_table()
         self.batch = new_client("batch")
         self.dynamodb = new_client("dynamodb")
         self.batch.meta.events.register("before-send.batch", self._on_send)
@@ -237,36 +262,57 @@ class BatchModel:
     # ------------------------------------------------------------------ transport
 
     def _on_send(self, request, event_name: str, **_: Any):
-        op = event_name.rsplit(".", 1)[-1]
+        service, op = event_name.split(".")[-2:]
         params = json.loads(request.body or b"{}")
-        fault = self.faults.draw(op)
+        fault = self._outage(service) or self.faults.draw(op)
         self.requests.append((op, params, fault))
         if self.end_rate and self.rng.random() < self.end_rate:
             running = [jid for jid, j in self.jobs.items() if j["status"] == "RUNNING"]
             if running:
                 self.end(self.rng.choice(sorted(running)))
-        if fault == "throttle":
-            return _response(request, 429, {"__type": "TooManyRequestsException", "message": "Too many requests"},
-                             {"x-amzn-ErrorType": "TooManyRequestsException"})
+        if fault == "kill_before":
+            raise Killed(f"the Lambda died before {op}")
+        if fault and fault.startswith("throttle"):  # "throttle", or "throttle:<code>" (scripted)
+            code = fault.partition(":")[2] or (
+                self.rng.choice(DYNAMODB_THROTTLING) if service == "dynamodb" else "TooManyRequestsException")
+            status = 400 if service == "dynamodb" else 429
+            return _response(request, status, {"__type": code, "message": "Rate exceeded"}, {"x-amzn-ErrorType": code})
         if fault == "error":
             return self._server_error(request, op)
         if fault == "connect":
             raise (EndpointConnectionError if self.rng.random() < 0.5 else ConnectTimeoutError)(
                 endpoint_url=request.url)
-        try:
-            status, body = getattr(self, "_" + op)(params)
-        except _ClientError as exc:
-            status, body = exc.status, {"__type": exc.code, "message": exc.message}
-            return _response(request, status, body, {"x-amzn-ErrorType": exc.code})
+        if service == "dynamodb":
+            response = self._dynamodb(request)
+        else:
+            try:
+                status, body = getattr(self, "_" + op)(params)
+            except _ClientError as exc:
+                status, body = exc.status, {"__type": exc.code, "message": exc.message}
+                return _response(request, status, body, {"x-amzn-ErrorType": exc.code})
+            response = _response(request, status, body)
+        if response.status_code >= 400:
+            return response
         if fault == "error_after":
             return self._server_error(request, op)
         if fault == "timeout_after":
             raise ReadTimeoutError(endpoint_url=request.url)
-        return _response(request, status, body)
+        if fault == "kill_after":
+            raise Killed(f"the Lambda died after {op} was applied")
+        if fault == "raise_after":
+            raise RuntimeError(f"an unexpected error after {op} was applied")
+        return response
+
+    def _outage(self, service: str) -> str | None:
+        """The fault of a request during an outage of ``service`` (None: no outage now)."""
+        for name, start, end, kind in self.outages:
+            if name == service and start <= self.clock() < end:
+                return kind
+        return None
 
     @staticmethod
     def _server_error(request, op: str) -> AWSResponse:
-        code = "InternalServerError" if op in ("PutItem", "UpdateItem", "GetItem") else "ServerException"
+        code = "InternalServerError" if op in ("PutItem", "UpdateItem", "GetItem", "Query") else "ServerException"
         return _response(request, 500, {"__type": code, "message": "internal error"}, {"x-amzn-ErrorType": code})
 
     # ------------------------------------------------------------------ Batch
@@ -340,6 +386,8 @@ class BatchModel:
         return 200, {}
 
     def _SubmitJob(self, p: dict):
+        if self.refuse_submit:
+            raise _ClientError(400, "ClientException", self.refuse_submit)
         self._ids += 1
         jid = f"new{self._ids:05d}"
         overrides = p.get("containerOverrides") or {}
@@ -368,44 +416,58 @@ class BatchModel:
 
     # ------------------------------------------------------------------ DynamoDB (the ledger)
 
-    def _GetItem(self, p: dict):
-        item = self.table.get(p["Key"]["jobId"]["S"])
-        return 200, ({"Item": json.loads(json.dumps(item))} if item else {})
+    def _dynamodb(self, request) -> AWSResponse:
+        """Answered by moto's DynamoDB: its own conditions, update expressions and validation."""
+        status, headers, body = _MOTO.process_request(request)
+        return AWSResponse(request.url, status, dict(headers), _Raw(body if isinstance(body, bytes) else body.encode()))
 
-    def _PutItem(self, p: dict):
-        key = p["Item"]["jobId"]["S"]
-        cond = p.get("ConditionExpression")
-        if cond == "attribute_not_exists(jobId)":
-            if key in self.table:
-                raise _ClientError(400, "ConditionalCheckFailedException", "The conditional request failed")
-        elif cond is not None:
-            raise AssertionError(f"the model does not know the condition {cond!r}")
-        self.table[key] = json.loads(json.dumps(p["Item"]))
-        return 200, {}
+    @property
+    def table(self) -> dict[str, dict]:
+        """The ledger's items by job id (read without faults)."""
+        items = _admin().scan(TableName=LEDGER_TABLE, ConsistentRead=True)["Items"]
+        return {i["jobId"]["S"]: i for i in items}
 
-    def _UpdateItem(self, p: dict):
-        key = p["Key"]["jobId"]["S"]
-        item = self.table.get(key)
-        values = p.get("ExpressionAttributeValues", {})
-        names = p.get("ExpressionAttributeNames", {})
+    def put_ledger_item(self, item: dict) -> None:
+        _admin().put_item(TableName=LEDGER_TABLE, Item=item)
 
-        def attr(name: str) -> str:
-            return names.get(name, name)
 
-        ok = item is not None
-        for clause in p.get("ConditionExpression", "").split(" AND "):
-            if not clause:
-                continue
-            left, right = (x.strip() for x in clause.split("="))
-            ok = ok and item.get(attr(left)) == values[right]
-        if not ok:
-            raise _ClientError(400, "ConditionalCheckFailedException", "The conditional request failed")
-        expression = p["UpdateExpression"]
-        assert expression.startswith("SET "), expression
-        for assignment in expression[4:].split(","):
-            left, right = (x.strip() for x in assignment.split("="))
-            item[attr(left)] = values[right]
-        return 200, {}
+#: The ledger table as the FairshareQueue construct declares it (a test compares the two).
+LEDGER_TABLE = "gpu-share-requeue"
+LEDGER_KEYS = {"jobId": "S", "openQueue": "S", "settleAfter": "N"}
+LEDGER_INDEX = {"IndexName": "open-by-settle-time",
+                "KeySchema": [{"AttributeName": "openQueue", "KeyType": "HASH"},
+                              {"AttributeName": "settleAfter", "KeyType": "RANGE"}],
+                "Projection": {"ProjectionType": "KEYS_ONLY"}}
+
+_MOTO = None
+_ADMIN = None
+
+
+def _admin():
+    """A fault-free DynamoDB client answered by moto (for setting up and reading the table)."""
+    global _MOTO, _ADMIN
+    if _ADMIN is None:
+        from moto.core.botocore_stubber import BotocoreStubber
+
+        _MOTO = BotocoreStubber()
+        _MOTO.enabled = True
+        _ADMIN = new_client("dynamodb")
+        _ADMIN.meta.events.register_first("before-send.dynamodb", _MOTO)
+    return _ADMIN
+
+
+def new_ledger_table() -> None:
+    """A fresh, empty ledger table in moto's DynamoDB."""
+    admin = _admin()
+    try:
+        admin.delete_table(TableName=LEDGER_TABLE)
+    except admin.exceptions.ResourceNotFoundException:
+        pass
+    admin.create_table(
+        TableName=LEDGER_TABLE, BillingMode="PAY_PER_REQUEST",
+        AttributeDefinitions=[{"AttributeName": k, "AttributeType": t} for k, t in LEDGER_KEYS.items()],
+        KeySchema=[{"AttributeName": "jobId", "KeyType": "HASH"}],
+        GlobalSecondaryIndexes=[LEDGER_INDEX])
 
 
 class _ClientError(Exception):
@@ -419,10 +481,14 @@ def add_fault(model: BatchModel, op: str, *kinds: str | None) -> None:
     model.faults.script.setdefault(op, []).extend(kinds)
 
 
-def lambda_context(seconds: float = 120.0) -> Any:
+def lambda_context(seconds: float = 120.0, clock: Callable[[], float] | None = None) -> Any:
+    """Lambda's context: ``seconds`` left, counted down by ``clock`` when given."""
+    deadline = clock() + seconds if clock is not None else None
+
     class Context:
         def get_remaining_time_in_millis(self) -> int:
-            return int(seconds * 1000)
+            left = seconds if deadline is None or clock is None else deadline - clock()
+            return int(max(0.0, left) * 1000)
     return Context()
 
 

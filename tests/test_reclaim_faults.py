@@ -1,4 +1,4 @@
-"""The reclaim Lambda under faults (issue 9 items 14-18) and its describe cache (issue 10 part 3).
+"""The reclaim Lambda under faults (stops, requeue exactly once, the ledger's reconciliation) and its describe cache.
 
 Every call goes through real boto3 clients answered by :mod:`tests.batch_model` from
 botocore's ``before-send`` event: botocore validates and serializes every request.
@@ -12,7 +12,7 @@ import pytest
 
 from cdk_gpu_share.aws import batch_reader as br
 from cdk_gpu_share.lambdas.reclaim import handler as h
-from tests.batch_model import QUEUE, BatchModel, Clock, add_fault, lambda_context
+from tests.batch_model import QUEUE, QUEUE_NAME, BatchModel, Clock, Killed, add_fault, lambda_context
 
 SETTINGS = {
     "queue": "gpu-share-fairshare",
@@ -72,6 +72,22 @@ def stopped_job(model: BatchModel, **extra) -> dict:
     model.tick(1)
     model.events.clear()
     return job
+
+
+CYCLE = {"source": "aws.events", "detail-type": "Scheduled Event", "detail": {}}
+
+
+def cycle(model: BatchModel) -> dict:
+    """One scheduled invocation: a reclaim cycle and the ledger's reconciliation."""
+    return h.handler(CYCLE, lambda_context(clock=model.clock))
+
+
+def invoke(event: dict) -> dict | Exception:
+    """An invocation as Lambda makes it: what it raised is its answer (and Lambda retries it)."""
+    try:
+        return h.handler(event, lambda_context())
+    except Exception as exc:  # noqa: BLE001 - Lambda records any failure
+        return exc
 
 
 def failed_event(job: dict, *, tags: bool = True) -> dict:
@@ -170,64 +186,207 @@ def test_a_submit_applied_but_answered_500_is_not_submitted_twice(model, capsys)
     assert len(model.submissions) == 1 and result["requeued"] == model.submissions[0]["jobId"]
     assert [r for r in logged(capsys) if r["event"] == "requeue_answer_lost"]
     assert model.table[job["jobId"]]["status"] == {"S": "submitted"}
+    assert "openQueue" not in model.table[job["jobId"]]  # out of the cycle's index
 
 
-def test_a_lost_submit_answer_while_the_listing_lags_waits_for_the_listing_then_submits_nothing(model, capsys):
+def test_a_lost_submit_answer_while_the_listing_lags_is_finished_by_the_cycle_without_a_second_submit(model, capsys):
     model.listing_lag = (20, 20)
     job = stopped_job(model)
     add_fault(model, "SubmitJob", "timeout_after")
-    with pytest.raises(h.ReclaimError, match="may have been applied"):
-        h.handler(failed_event(job), lambda_context())
-    assert [r for r in logged(capsys) if r["event"] == "requeue_failed" and "unknown" in r.get("outcome", "")]
-    model.tick(30)  # Lambda's first retry: the listing has not settled for the ledger yet
-    with pytest.raises(h.ReclaimError, match="not known yet"):
-        h.handler(failed_event(job), lambda_context())
-    model.tick(120)  # the second retry finds the job the lost answer created
-    result = h.handler(failed_event(job), lambda_context())
-    assert len(model.submissions) == 1 and result["requeued"] == model.submissions[0]["jobId"]
-    assert result["duplicate"] is True
+    first = h.handler(failed_event(job), lambda_context())
+    assert first["deferred"] is True and len(model.submissions) == 1
+    assert [r for r in logged(capsys) if r["event"] == "requeue_deferred" and r.get("outcome") == "unknown"]
+    model.tick(30)  # a duplicate event, and a cycle: the listing has not settled for the ledger yet
+    assert h.handler(failed_event(job), lambda_context())["deferred"] is True
+    assert cycle(model)["requeues"]["requeued"] == []
+    model.tick(h.LISTING_SETTLE_SECONDS)  # the next cycles find the job the lost answer created
+    assert cycle(model)["requeues"]["found"] == [job["jobId"]]
+    assert len(model.submissions) == 1
+    assert model.table[job["jobId"]]["newJob"] == {"S": model.submissions[0]["jobId"]}
 
 
-def test_a_submit_refused_before_it_was_applied_is_retried_by_the_next_invocation(model):
+def test_a_submit_throttled_to_the_end_is_submitted_by_the_next_cycle(model):
     job = stopped_job(model)
     add_fault(model, "SubmitJob", *["throttle"] * 6)
-    with pytest.raises(Exception):
-        h.handler(failed_event(job), lambda_context())
+    assert h.handler(failed_event(job), lambda_context())["deferred"] is True
     assert model.submissions == []
-    result = h.handler(failed_event(job), lambda_context())
-    assert len(model.submissions) == 1 and result["requeued"] == model.submissions[0]["jobId"]
-
-
-def test_a_duplicate_event_while_the_listing_lags_submits_nothing(model):
-    model.listing_lag = (3_600, 3_600)  # ListJobs would not show the resubmission for an hour
-    job = stopped_job(model)
-    first = h.handler(failed_event(job), lambda_context())
-    second = h.handler(failed_event(job), lambda_context())
+    model.tick(1)
+    assert cycle(model)["requeues"]["requeued"] == [job["jobId"]]
     assert len(model.submissions) == 1
-    assert second == {"requeued": first["requeued"], "from": job["jobId"], "duplicate": True}
 
 
-def test_a_crash_between_submit_and_ledger_update_is_resolved_by_the_attempt_tag(model):
+def test_a_ledger_that_never_learns_the_new_job_is_mended_by_the_cycle(model):
     job = stopped_job(model)
     add_fault(model, "UpdateItem", *["error"] * 6)  # the ledger never learns the new job
-    with pytest.raises(Exception):
-        h.handler(failed_event(job), lambda_context())
-    assert len(model.submissions) == 1
+    assert h.handler(failed_event(job), lambda_context())["requeued"] == model.submissions[0]["jobId"]
     model.tick(h.DEFAULT_INVOCATION_SECONDS + h.LISTING_SETTLE_SECONDS + 1)
-    result = h.handler(failed_event(job), lambda_context())
-    assert len(model.submissions) == 1 and result["requeued"] == model.submissions[0]["jobId"]
+    assert cycle(model)["requeues"]["found"] == [job["jobId"]]
+    assert len(model.submissions) == 1
+    assert model.table[job["jobId"]]["status"] == {"S": "submitted"}
 
 
 def test_a_forged_resubmission_does_not_stop_the_requeue(model):
     """A team's job with the same name and a requeued-from tag is not taken for the
-    resubmission: only the ledger's attempt id (unknown to teams) counts."""
+    resubmission: only the ledger's attempt ids (unknown to teams) count."""
     job = stopped_job(model)
     model.add_job("teama", "RUNNABLE", name=job["jobName"], created=model.clock(),
                   tags={"gpu-share:requeued-from": job["jobId"], "gpu-share:requeue-attempt": "guess"})
-    model.table[job["jobId"]] = {"jobId": {"S": job["jobId"]}, "status": {"S": "claimed"},
-                                 "attempt": {"S": "crashed"}, "settleAfter": {"N": "0"}}
+    model.put_ledger_item({"jobId": {"S": job["jobId"]}, "status": {"S": "claimed"}, "attempt": {"S": "crashed"},
+                           "attempts": {"SS": ["crashed"]}, "settleAfter": {"N": "0"},
+                           "openQueue": {"S": QUEUE_NAME}})
     result = h.handler(failed_event(job), lambda_context())
     assert len(model.submissions) == 1 and result["requeued"] == model.submissions[0]["jobId"]
+
+
+# ---------------------------------------------------------------------------
+# Never twice: a call whose outcome is unknown is never followed by a path that
+# assumes it did not happen.
+
+
+def test_a_lost_submit_then_a_throttled_ledger_then_a_duplicate_event_submits_once(model):
+    """SubmitJob applied but answered 500, not listed yet; the ledger's settle-time write
+    is throttled (DynamoDB's own code); EventBridge's duplicate comes 5 s later."""
+    model.listing_lag = (30, 30)
+    job = stopped_job(model)
+    add_fault(model, "SubmitJob", "error_after")
+    add_fault(model, "UpdateItem", "throttle:ProvisionedThroughputExceededException")
+    invoke(failed_event(job))
+    model.tick(5)
+    invoke(failed_event(job))
+    assert len(model.submissions) == 1
+    model.tick(h.LISTING_SETTLE_SECONDS)
+    invoke(CYCLE)
+    assert len(model.submissions) == 1
+
+
+def test_a_batch_brownout_during_the_lookup_after_a_lost_submit_answer_submits_once(model):
+    model.listing_lag = (30, 30)
+    job = stopped_job(model)
+    add_fault(model, "SubmitJob", "error_after")
+    add_fault(model, "ListJobs", *["error"] * 6)  # find_requeued fails through all its retries
+    invoke(failed_event(job))
+    model.tick(5)
+    invoke(failed_event(job))
+    assert len(model.submissions) == 1
+    model.tick(h.DEFAULT_INVOCATION_SECONDS + h.LISTING_SETTLE_SECONDS)
+    invoke(CYCLE)
+    assert len(model.submissions) == 1 and model.table[job["jobId"]]["status"] == {"S": "submitted"}
+
+
+def test_an_unexpected_error_after_submit_was_applied_submits_once(model):
+    model.listing_lag = (30, 30)
+    job = stopped_job(model)
+    add_fault(model, "SubmitJob", "raise_after")
+    invoke(failed_event(job))
+    model.tick(5)
+    invoke(failed_event(job))
+    model.tick(h.LISTING_SETTLE_SECONDS)
+    invoke(CYCLE)
+    assert len(model.submissions) == 1 and model.table[job["jobId"]]["status"] == {"S": "submitted"}
+
+
+def test_a_take_over_looks_for_the_job_of_every_earlier_attempt(model):
+    """Attempt a1 submitted (its job listed), a2 took over and crashed: the job of a1 is
+    the resubmission, not a reason to submit again."""
+    job = stopped_job(model)
+    model.add_job("teamb", "RUNNABLE", name=job["jobName"], created=model.clock(),
+                  tags={"gpu-share:requeued-from": job["jobId"], "gpu-share:requeue-attempt": "a1"})
+    model.put_ledger_item({"jobId": {"S": job["jobId"]}, "status": {"S": "claimed"}, "attempt": {"S": "a2"},
+                           "attempts": {"SS": ["a1", "a2"]}, "settleAfter": {"N": "0"},
+                           "openQueue": {"S": QUEUE_NAME}})
+    result = h.handler(failed_event(job), lambda_context())
+    assert result["duplicate"] is True and model.submissions == []
+
+
+def test_a_take_over_applied_but_answered_500_goes_on_with_its_own_write(model):
+    job = stopped_job(model)
+    model.put_ledger_item({"jobId": {"S": job["jobId"]}, "status": {"S": "claimed"}, "attempt": {"S": "crashed"},
+                           "attempts": {"SS": ["crashed"]}, "settleAfter": {"N": "0"},
+                           "openQueue": {"S": QUEUE_NAME}})
+    add_fault(model, "UpdateItem", "error_after")  # the take-over
+    result = h.handler(failed_event(job), lambda_context())
+    assert len(model.submissions) == 1 and result["requeued"] == model.submissions[0]["jobId"]
+
+
+@pytest.mark.parametrize("code", ["ProvisionedThroughputExceededException", "RequestLimitExceeded",
+                                  "ThrottlingException"])
+def test_dynamodb_throttling_is_retried_like_batch_throttling(model, code):
+    job = stopped_job(model)
+    add_fault(model, "PutItem", f"throttle:{code}", f"throttle:{code}")
+    assert h.handler(failed_event(job), lambda_context())["requeued"] == model.submissions[0]["jobId"]
+    assert [f for op, _, f in model.requests if op == "PutItem"] == [f"throttle:{code}"] * 2 + [None]
+
+
+# ---------------------------------------------------------------------------
+# Nobody on call: once claimed, a requeue is finished by the scheduled cycle.
+
+
+def test_a_lambda_killed_after_the_claim_is_finished_by_the_cycle_and_no_event_needs_a_redrive(model):
+    """Killed right after the claim; Lambda retries at +60 s and +120 s after each failure
+    (both within the claim's settle time), the last one meets a Batch brownout."""
+    job = stopped_job(model)
+    add_fault(model, "PutItem", "kill_after")
+    with pytest.raises(Killed):
+        h.handler(failed_event(job), lambda_context(clock=model.clock))
+    model.tick(60)
+    assert h.handler(failed_event(job), lambda_context(clock=model.clock))["deferred"] is True
+    model.tick(120)
+    add_fault(model, "DescribeJobs", *["error"] * 6)
+    assert h.handler(failed_event(job), lambda_context(clock=model.clock))["deferred"] is True
+    assert model.submissions == []
+    for _ in range(3):  # the scheduled cycle, every minute
+        model.tick(60)
+        cycle(model)
+    assert len(model.submissions) == 1 and model.table[job["jobId"]]["status"] == {"S": "submitted"}
+
+
+def test_a_claim_whose_events_all_failed_later_is_finished_by_the_cycle(model):
+    job = stopped_job(model)
+    add_fault(model, "DescribeJobs", *["error"] * 6)  # a Batch brownout right after the claim
+    assert h.handler(failed_event(job), lambda_context())["deferred"] is True
+    model.tick(1)  # nothing was submitted, so the cycle need not wait for the listing
+    assert cycle(model)["requeues"]["requeued"] == [job["jobId"]]
+    assert len(model.submissions) == 1
+
+
+def test_a_ledger_down_through_every_attempt_of_an_event_leaves_the_event_for_the_failure_queue(model, capsys):
+    """What the cycle cannot finish: a job never claimed (the ledger unreachable for all of
+    its event's attempts). The event raises each time, so Lambda keeps it in the failure queue."""
+    job = stopped_job(model)
+    model.outages.append(("dynamodb", model.clock(), model.clock() + 3600, "error"))
+    for _ in range(3):
+        with pytest.raises(Exception):
+            h.handler(failed_event(job), lambda_context())
+        model.tick(60)
+    assert model.submissions == []
+    assert [r for r in logged(capsys) if r["event"] == "requeue_failed" and "failure queue" in r["outcome"]]
+
+
+def test_a_refused_resubmission_waits_for_an_operator_and_a_replay_finishes_it(model):
+    job = stopped_job(model)
+    model.refuse_submit = "JobDefinition is INACTIVE"
+    with pytest.raises(h.ReclaimError, match="refused the resubmission.*INACTIVE"):
+        h.handler(failed_event(job), lambda_context())
+    assert model.table[job["jobId"]]["status"] == {"S": "refused"}
+    model.tick(600)
+    assert cycle(model)["requeues"]["requeued"] == []  # the cycle leaves it to a person
+    model.refuse_submit = None  # the operator fixed the cause, and replays the event
+    assert h.handler(failed_event(job), lambda_context())["requeued"] == model.submissions[0]["jobId"]
+    assert len(model.submissions) == 1
+
+
+def test_a_cycle_reports_how_long_the_oldest_requeue_has_been_open(model, capsys):
+    job = stopped_job(model)
+    model.outages.append(("batch", model.clock(), model.clock() + 400, "error"))
+    h.handler(failed_event(job), lambda_context())  # claimed; Batch is down
+    model.tick(300)
+    with pytest.raises(Exception):
+        cycle(model)  # the cycle fails to read the queue, and cannot finish the requeue
+    metric = [r for r in map(json.loads, capsys.readouterr().out.splitlines())
+              if "RequeueOldestOpenSeconds" in r]
+    assert metric[-1]["RequeueOldestOpenSeconds"] == pytest.approx(300, abs=1)
+    model.tick(200)
+    assert cycle(model)["requeues"]["requeued"] == [job["jobId"]]
 
 
 def test_requeue_without_the_ledger_table_refuses_clearly(model, monkeypatch):

@@ -193,6 +193,8 @@ def decode_settings(text: str) -> dict:
 _THROTTLE_CODES = {
     "Throttling", "ThrottlingException", "ThrottledException", "TooManyRequestsException",
     "RequestLimitExceeded", "SlowDown", "RequestThrottled", "RequestThrottledException",
+    # DynamoDB's throttling (the requeue ledger): answered with HTTP 400, so only the code tells.
+    "ProvisionedThroughputExceededException",
 }
 
 

@@ -23,6 +23,9 @@ LENDER_WAIT_SECONDS = "LenderWaitSeconds"
 #: Per queue (no team dimension): reclaimer health.
 CYCLE_ERRORS = "ReclaimErrors"
 CYCLE_DURATION_MS = "ReclaimCycleMs"
+#: Per queue: how long past its settle time the oldest requeue still open in the ledger is
+#: (seconds; 0 when none is). Above a few minutes, Batch or DynamoDB has been failing.
+REQUEUE_OLDEST_OPEN_SECONDS = "RequeueOldestOpenSeconds"
 
 #: The statistic that reads each metric correctly: gauges by their maximum, counts summed.
 STATISTIC = {
@@ -32,6 +35,7 @@ STATISTIC = {
     PENDING: "Maximum",
     LENDER_WAIT_SECONDS: "Maximum",
     CYCLE_DURATION_MS: "Maximum",
+    REQUEUE_OLDEST_OPEN_SECONDS: "Maximum",
     PREEMPTIONS: "Sum",
     RECLAIMS: "Sum",
     CYCLE_ERRORS: "Sum",

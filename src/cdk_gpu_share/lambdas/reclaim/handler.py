@@ -59,12 +59,26 @@ import json
 import os
 import sys
 import time
-import uuid
 from datetime import datetime
 from typing import Any, Callable, Mapping, Sequence
 
 from cdk_gpu_share.aws import batch_reader as br
 from cdk_gpu_share.core import metrics, reclaim
+from cdk_gpu_share.lambdas.reclaim.requeue import (  # noqa: F401 - the requeue's names, importable from here
+    DEFAULT_INVOCATION_SECONDS,
+    LEDGER_TTL_SECONDS,
+    LISTING_SETTLE_SECONDS,
+    RECONCILE_LIMIT,
+    REQUEUE_TABLE_ENV,
+    TAG_REQUEUE_ATTEMPT,
+    Ledger,
+    ReclaimError,
+    find_requeued,
+    log,
+    reconcile,
+    requeue,
+    submit_params,
+)
 
 #: TerminateJobs takes at most 50 jobs.
 TERMINATE_BATCH = 50
@@ -75,20 +89,6 @@ MAX_REASON = 1024
 #: A RUNNABLE event is skipped when a cycle started at least this long after it (event
 #: times have whole seconds, and ListJobs may trail the event by a moment).
 EVENT_MARGIN_SECONDS = 2.0
-#: Environment variable names Batch reserves (never copied into a resubmission).
-_RESERVED_ENV_PREFIX = "AWS_BATCH"
-
-#: Environment variable naming the requeue ledger (a DynamoDB table).
-REQUEUE_TABLE_ENV = "GPU_SHARE_REQUEUE_TABLE"
-#: Seconds a job just submitted may take to appear in ``ListJobs`` (it lags by seconds);
-#: an earlier requeue attempt whose outcome is unknown is looked for only this long after it.
-LISTING_SETTLE_SECONDS = 60
-#: Longest a requeue attempt can run when the Lambda's context does not say (its timeout).
-DEFAULT_INVOCATION_SECONDS = 120
-#: How long the ledger keeps a requeue record (DynamoDB TTL): longer than an event can
-#: wait in the failure queue (14 days) before an operator replays it.
-LEDGER_TTL_SECONDS = 30 * 86_400
-TAG_REQUEUE_ATTEMPT = br.TAG_REQUEUE_ATTEMPT
 #: Job statuses in which a stop still has something to stop.
 _ACTIVE = {"SUBMITTED", "PENDING", "RUNNABLE", "STARTING", "RUNNING"}
 
@@ -101,16 +101,15 @@ _cache = br.DescribeCache()
 _now: Callable[[], float] = time.time
 
 
-class ReclaimError(RuntimeError):
-    """A cycle or a requeue that could not finish; the log line before it says what was done."""
-
-
 # ---------------------------------------------------------------------------
 # Entry point
 
 
 def handler(event: Mapping, context: Any = None) -> dict:
-    """Lambda entry point: a requeue for a FAILED reclaim event, a cycle otherwise."""
+    """Lambda entry point: a requeue for a FAILED reclaim event, a cycle otherwise.
+
+    A cycle also finishes the requeues its ledger holds open (:func:`reconcile`), after
+    its stops, whether or not the stops succeeded."""
     global _last_cycle_started
     queue = os.environ["GPU_SHARE_QUEUE"]
     settings = br.decode_settings(os.environ["GPU_SHARE_SETTINGS"])
@@ -119,11 +118,11 @@ def handler(event: Mapping, context: Any = None) -> dict:
     client = _batch_client()
     detail = event.get("detail") if isinstance(event, Mapping) else None
     time_left = (lambda: context.get_remaining_time_in_millis() / 1000) if context is not None else None
+    queue_name = settings.get("queue") or queue.rsplit("/", 1)[-1]
+    table = os.environ.get(REQUEUE_TABLE_ENV)
+    ledger = Ledger(_dynamodb_client(), table, queue_name) if table else None
     if isinstance(detail, Mapping) and detail.get("status") == "FAILED":
-        table = os.environ.get(REQUEUE_TABLE_ENV)
-        ledger = Ledger(_dynamodb_client(), table) if table else None
-        return requeue(client, detail, queue=queue, dry_run=dry_run, ledger=ledger, clock=_now,
-                       time_left=time_left)
+        return requeue(client, detail, queue=queue, ledger=ledger, clock=_now, time_left=time_left)
     if isinstance(detail, Mapping) and detail.get("status") == "RUNNABLE":
         happened = _event_time(event)
         if happened is not None and happened + EVENT_MARGIN_SECONDS <= _last_cycle_started:
@@ -131,9 +130,29 @@ def handler(event: Mapping, context: Any = None) -> dict:
                 job=detail.get("jobId"))
             return {"skipped": True}
     started = _now()
-    result = run_cycle(client, queue, settings, now=started, dry_run=dry_run, time_left=time_left, cache=_cache)
+    try:
+        result = run_cycle(client, queue, settings, now=started, dry_run=dry_run, time_left=time_left, cache=_cache)
+    finally:
+        requeues = _reconcile(client, ledger, queue_name, time_left)
     _last_cycle_started = started
+    result["requeues"] = requeues
+    lasting = [e for e in requeues.get("errors", ()) if not e["transient"]]
+    if lasting:
+        raise ReclaimError(f"{len(lasting)} requeues could not be finished: "
+                           + "; ".join(f"{e.get('job', 'ledger')}: {e['error']}" for e in lasting[:5]))
     return result
+
+
+def _reconcile(client: Any, ledger: Ledger | None, queue_name: str, time_left: Callable[[], float] | None,
+               emit: Callable[[str], None] | None = None) -> dict:
+    """The cycle's part of requeue (see :func:`reconcile`) and its metric: how long past its
+    settle time the oldest open requeue is (0 when none is)."""
+    if ledger is None:
+        return {}
+    out = reconcile(client, ledger, clock=_now, time_left=time_left)
+    _emf({metrics.DIM_QUEUE: queue_name},
+         {metrics.REQUEUE_OLDEST_OPEN_SECONDS: (out["oldest_open_seconds"], "Seconds")}, emit)
+    return out
 
 
 def _new_client(service: str) -> Any:
@@ -169,12 +188,6 @@ def _event_time(event: Mapping) -> float | None:
         return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
     except ValueError:
         return None
-
-
-def log(event: str, level: str = "INFO", **fields: Any) -> None:
-    """One structured log line (JSON)."""
-    print(json.dumps({"level": level, "event": event, **fields}, default=str, separators=(",", ":")))
-    sys.stdout.flush()
 
 
 # ---------------------------------------------------------------------------
@@ -406,331 +419,6 @@ def _denied(exc: Exception) -> bool:
     response = getattr(exc, "response", None) or {}
     status = response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0
     return status in (401, 403) or "AccessDenied" in response.get("Error", {}).get("Code", "")
-
-
-# ---------------------------------------------------------------------------
-# Requeue
-
-
-class Ledger:
-    """The requeue ledger: one DynamoDB item per job the reclaimer stopped, keyed by its id.
-
-    ``SubmitJob`` has no client token, and ``ListJobs`` trails a submission by seconds,
-    so neither can say whether a job was already resubmitted. The ledger can: a
-    conditional ``PutItem`` claims a job's requeue for one *attempt* (a random id),
-    ``UpdateItem`` records the new job once submitted, and reads are consistent. Only the
-    reclaimer's role writes the table, so no team can mark another team's job as done.
-
-    Item: ``jobId`` (key), ``status`` (``claimed`` | ``submitted``), ``attempt``,
-    ``settleAfter`` (when ``ListJobs`` surely shows what the attempt submitted),
-    ``newJob``, ``expiresAt`` (TTL). Every write is safe to repeat (conditions on the attempt).
-    """
-
-    CLAIMED = "claimed"
-    SUBMITTED = "submitted"
-
-    def __init__(self, client: Any, table: str, *, sleep: Callable[[float], None] | None = None) -> None:
-        self.client = client
-        self.table = table
-        self.sleep = sleep
-
-    def _call(self, operation: str, **params: Any) -> dict:
-        return br.call_with_retry(self.client, operation, sleep=self.sleep, TableName=self.table, **params)
-
-    @staticmethod
-    def _record(item: Mapping | None) -> dict | None:
-        if not item:
-            return None
-        out: dict[str, Any] = {}
-        for key, value in item.items():
-            if "S" in value:
-                out[key] = value["S"]
-            elif "N" in value:
-                out[key] = float(value["N"])
-        return out
-
-    def get(self, job_id: str) -> dict | None:
-        response = self._call("GetItem", Key={"jobId": {"S": job_id}}, ConsistentRead=True)
-        return self._record(response.get("Item"))
-
-    def claim(self, job_id: str, attempt: str, *, now: float, settle_after: float) -> dict:
-        """Claim ``job_id`` for ``attempt``; returns the job's record (``attempt`` is
-        ours when the claim succeeded, or when our own claim's answer was lost)."""
-        item = {
-            "jobId": {"S": job_id}, "status": {"S": self.CLAIMED}, "attempt": {"S": attempt},
-            "settleAfter": {"N": _n(settle_after)}, "expiresAt": {"N": str(int(now + LEDGER_TTL_SECONDS))},
-        }
-        try:
-            self._call("PutItem", Item=item, ConditionExpression="attribute_not_exists(jobId)")
-        except Exception as exc:
-            if _error_code(exc) != "ConditionalCheckFailedException":
-                raise
-            record = self.get(job_id)
-            if record is None:  # deleted (TTL) between the two calls: claim again
-                return self.claim(job_id, attempt, now=now, settle_after=settle_after)
-            return record
-        return {"jobId": job_id, "status": self.CLAIMED, "attempt": attempt, "settleAfter": settle_after}
-
-    def _update(self, job_id: str, attempt: str, expression: str, values: dict, names: dict | None = None) -> bool:
-        try:
-            self._call("UpdateItem", Key={"jobId": {"S": job_id}}, UpdateExpression=expression,
-                       ConditionExpression="attempt = :mine",
-                       ExpressionAttributeValues={":mine": {"S": attempt}, **values},
-                       **({"ExpressionAttributeNames": names} if names else {}))
-        except Exception as exc:
-            if _error_code(exc) == "ConditionalCheckFailedException":
-                return False
-            raise
-        return True
-
-    def take_over(self, job_id: str, old_attempt: str, attempt: str, *, settle_after: float) -> bool:
-        """Replace an earlier attempt that submitted nothing by ``attempt``."""
-        try:
-            self._call("UpdateItem", Key={"jobId": {"S": job_id}},
-                       UpdateExpression="SET attempt = :new, settleAfter = :settle",
-                       ConditionExpression="attempt = :old AND #status = :claimed",
-                       ExpressionAttributeNames={"#status": "status"},
-                       ExpressionAttributeValues={":new": {"S": attempt}, ":old": {"S": old_attempt},
-                                                  ":settle": {"N": _n(settle_after)},
-                                                  ":claimed": {"S": self.CLAIMED}})
-        except Exception as exc:
-            if _error_code(exc) == "ConditionalCheckFailedException":
-                return False
-            raise
-        return True
-
-    def settle_after(self, job_id: str, attempt: str, when: float) -> bool:
-        """An attempt of ours whose SubmitJob may have been applied: look for it after ``when``."""
-        return self._update(job_id, attempt, "SET settleAfter = :settle", {":settle": {"N": _n(when)}})
-
-    def submitted(self, job_id: str, attempt: str, new_job: str) -> bool:
-        return self._update(job_id, attempt, "SET #status = :submitted, newJob = :new",
-                            {":submitted": {"S": self.SUBMITTED}, ":new": {"S": new_job}}, {"#status": "status"})
-
-
-def _n(value: float) -> str:
-    return repr(round(float(value), 3))
-
-
-def _error_code(exc: Exception) -> str:
-    response = getattr(exc, "response", None)
-    return (response or {}).get("Error", {}).get("Code", "") if isinstance(response, Mapping) else ""
-
-
-def requeue(client: Any, detail: Mapping, *, queue: str, dry_run: bool = False,
-            sleep: Callable[[float], None] | None = None, ledger: Ledger | None = None,
-            clock: Callable[[], float] = time.time, time_left: Callable[[], float] | None = None) -> dict:
-    """Resubmit a job the reclaimer stopped (``detail``: the event's job detail).
-
-    What is resubmitted comes from ``DescribeJobs`` of the stopped job, not from the
-    event (an event may carry no ``tags``). Exactly once, through the :class:`Ledger`:
-    EventBridge delivers an event at least once, Lambda retries a failed invocation,
-    and a function may stop between any two calls. A duplicate finds the job's record
-    ``submitted`` and submits nothing. A ``SubmitJob`` that failed in a way that may
-    have been applied (5xx, lost answer) is never retried blindly: the job is looked for
-    (``ListJobs`` by name, ``DescribeJobs`` for this attempt's tag); when not listed
-    yet, the invocation raises, and its retry looks again once the listing has settled
-    (:data:`LISTING_SETTLE_SECONDS`) and submits only if the job is still not there.
-    Dry run does not apply: a job the reclaimer stopped (before dry run was switched
-    on) is resubmitted all the same, or it would be lost.
-    """
-    job_id = detail.get("jobId")
-    reason = detail.get("statusReason") or ""
-    if not reason.startswith(br.RECLAIM_REASON_PREFIX):
-        log("requeue_skipped", job=job_id, reason="not stopped by the reclaimer", status_reason=reason)
-        return {"requeued": None}
-    if not _same_queue(detail.get("jobQueue", ""), queue):
-        log("requeue_skipped", job=job_id, reason="job of another queue", job_queue=detail.get("jobQueue"))
-        return {"requeued": None}
-
-    def fail(step: str, error: str, **fields: Any) -> None:
-        log("requeue_failed", "ERROR", job=job_id, step=step, error=error, **fields)
-
-    if ledger is None:
-        fail("configuration", f"{REQUEUE_TABLE_ENV} is not set")
-        raise ReclaimError(f"job {job_id} cannot be resubmitted exactly once: {REQUEUE_TABLE_ENV} (the requeue"
-                           " ledger table) is not set; deploy the FairshareQueue construct of this version")
-    try:
-        response = br.call_with_retry(client, "DescribeJobs", sleep=sleep, jobs=[job_id])
-    except Exception as exc:
-        fail("reading the stopped job", f"{type(exc).__name__}: {exc}")
-        raise
-    job = next((j for j in response.get("jobs", ()) if j.get("jobId") == job_id), None)
-    if job is None:
-        fail("reading the stopped job", "DescribeJobs does not return it")
-        raise ReclaimError(f"job {job_id} was stopped by the reclaimer but DescribeJobs does not return it;"
-                           " the event (in the failure queue) holds what it was")
-    if job.get("status") != "FAILED" or not (job.get("statusReason") or "").startswith(br.RECLAIM_REASON_PREFIX):
-        log("requeue_skipped", job=job_id, reason="DescribeJobs does not show it stopped by the reclaimer",
-            status=job.get("status"), status_reason=job.get("statusReason"))
-        return {"requeued": None}
-    try:
-        params = submit_params(job)
-    except ValueError as exc:
-        fail("building the resubmission", str(exc), detail=job)
-        raise ReclaimError(f"job {job_id} was stopped by the reclaimer but cannot be resubmitted: {exc}") from None
-
-    now = clock()
-    budget = time_left() if time_left is not None else DEFAULT_INVOCATION_SECONDS
-    attempt = uuid.uuid4().hex
-    try:
-        record = ledger.claim(job_id, attempt, now=now, settle_after=now + budget + LISTING_SETTLE_SECONDS)
-        if record.get("attempt") != attempt:
-            if record.get("status") == Ledger.SUBMITTED:
-                log("requeue_skipped", job=job_id, reason="already resubmitted", new_job=record.get("newJob"))
-                return {"requeued": record.get("newJob"), "from": job_id, "duplicate": True}
-            earlier = record.get("attempt", "")
-            if clock() < record.get("settleAfter", 0):
-                log("requeue_deferred", "WARNING", job=job_id, attempt=earlier,
-                    reason="an earlier attempt may have submitted it; looked for once the listing has settled",
-                    settle_after=record.get("settleAfter"))
-                raise ReclaimError(f"job {job_id}: an earlier requeue attempt's outcome is not known yet; retry later")
-            found = find_requeued(client, job, earlier, sleep=sleep)
-            if found is not None:
-                ledger.submitted(job_id, earlier, found)
-                log("requeue_skipped", job=job_id, reason="an earlier attempt resubmitted it", new_job=found)
-                return {"requeued": found, "from": job_id, "duplicate": True}
-            if not ledger.take_over(job_id, earlier, attempt, settle_after=clock() + budget + LISTING_SETTLE_SECONDS):
-                raise ReclaimError(f"job {job_id}: another invocation took its requeue over; retry later")
-    except ReclaimError:
-        raise
-    except Exception as exc:
-        fail("claiming the requeue in the ledger", f"{type(exc).__name__}: {exc}", submit=params)
-        raise
-
-    params["tags"][TAG_REQUEUE_ATTEMPT] = attempt
-
-    def before_retry(exc: Exception, _params: dict) -> dict | None:
-        found = find_requeued(client, job, attempt, sleep=sleep)
-        if found is not None:
-            log("requeue_answer_lost", "WARNING", job=job_id, new_job=found, error=f"{type(exc).__name__}: {exc}")
-            return {"jobId": found, "jobName": params["jobName"]}
-        ledger.settle_after(job_id, attempt, clock() + LISTING_SETTLE_SECONDS)
-        fail("submitting", f"{type(exc).__name__}: {exc}", submit=params,
-             outcome="unknown: not listed yet; the retry looks again once the listing has settled")
-        raise ReclaimError(f"job {job_id}: SubmitJob failed ({type(exc).__name__}) and may have been applied;"
-                           " not retried blindly") from exc
-
-    try:
-        response = br.call_with_retry(client, "SubmitJob", sleep=sleep, before_retry=before_retry, **params)
-    except ReclaimError:
-        raise
-    except Exception as exc:
-        # Never applied (a refusal, or throttled to the end): a retry may submit at once.
-        try:
-            ledger.settle_after(job_id, attempt, 0)
-        except Exception:
-            pass
-        fail("submitting", f"{type(exc).__name__}: {exc}", submit=params)
-        raise
-    new_id = response.get("jobId")
-    try:
-        ledger.submitted(job_id, attempt, new_id)
-    except Exception as exc:
-        # Submitted; the retry finds the job by this attempt's tag once listed.
-        fail("recording the resubmission", f"{type(exc).__name__}: {exc}", new_job=new_id)
-        raise
-    log("requeued", job=job_id, new_job=new_id, job_name=params["jobName"], share=params.get("shareIdentifier"),
-        dry_run=dry_run)
-    return {"requeued": new_id, "from": job_id}
-
-
-#: How far before the stopped job's ``stoppedAt`` a resubmission is looked for (clock slack).
-REQUEUE_LOOKBACK_MS = 60_000
-
-
-def find_requeued(client: Any, job: Mapping, attempt: str, *,
-                  sleep: Callable[[float], None] | None = None) -> str | None:
-    """The id of the job requeue ``attempt`` submitted for ``job`` (a ``DescribeJobs``
-    detail), if ``ListJobs`` shows it.
-
-    ``ListJobs`` filtered by the job's name (newest first, so the listing stops at
-    the first job created before the stopped one stopped), then ``DescribeJobs`` of
-    the candidates for the tags ``gpu-share:requeued-from`` and
-    ``gpu-share:requeue-attempt``: the attempt id is known only to the ledger, so a job
-    a team submitted with the same name and tags is not taken for the resubmission.
-    """
-    job_id = job["jobId"]
-    name = job["jobName"]
-    stopped_at = job.get("stoppedAt")
-    since = stopped_at - REQUEUE_LOOKBACK_MS if stopped_at else job.get("createdAt") or 0
-    candidates: list[str] = []
-    token = None
-    while True:
-        params: dict[str, Any] = {"jobQueue": job["jobQueue"], "maxResults": br.DESCRIBE_BATCH,
-                                  "filters": [{"name": "JOB_NAME", "values": [name]}]}
-        if token:
-            params["nextToken"] = token
-        page = br.call_with_retry(client, "ListJobs", sleep=sleep, **params)
-        older = False
-        for s in page.get("jobSummaryList", ()):
-            if (s.get("createdAt") or 0) < since:
-                older = True
-            elif s["jobId"] != job_id and s.get("jobName") == name and s["jobId"] not in candidates:
-                candidates.append(s["jobId"])
-        token = page.get("nextToken")
-        if older or not token:
-            break
-    for i in range(0, len(candidates), br.DESCRIBE_BATCH):
-        response = br.call_with_retry(client, "DescribeJobs", sleep=sleep, jobs=candidates[i:i + br.DESCRIBE_BATCH])
-        for found in response.get("jobs", ()):
-            tags = found.get("tags") or {}
-            if tags.get(br.TAG_REQUEUED_FROM) == job_id and tags.get(TAG_REQUEUE_ATTEMPT) == attempt:
-                return found["jobId"]
-    return None
-
-
-def _same_queue(a: str, b: str) -> bool:
-    return a == b or a.rsplit("/", 1)[-1] == b.rsplit("/", 1)[-1]
-
-
-def submit_params(detail: Mapping) -> dict:
-    """``SubmitJob`` parameters that recreate the job of ``detail`` (a ``DescribeJobs`` detail)."""
-    if detail.get("arrayProperties", {}).get("index") is not None:
-        raise ValueError("it is a child of an array job; resubmit the array job")
-    if detail.get("arrayProperties", {}).get("size"):
-        raise ValueError("it is an array job")
-    if detail.get("nodeProperties") or detail.get("eksProperties"):
-        raise ValueError("multi-node and EKS jobs are not resubmitted")
-    params: dict[str, Any] = {
-        "jobName": detail["jobName"],
-        "jobQueue": detail["jobQueue"],
-        "jobDefinition": detail["jobDefinition"],
-    }
-    if detail.get("shareIdentifier"):
-        params["shareIdentifier"] = detail["shareIdentifier"]
-    if detail.get("schedulingPriority") is not None:
-        params["schedulingPriorityOverride"] = detail["schedulingPriority"]
-    if detail.get("parameters"):
-        params["parameters"] = dict(detail["parameters"])
-    container = detail.get("container") or {}
-    overrides: dict[str, Any] = {}
-    if container.get("command"):
-        overrides["command"] = list(container["command"])
-    env = [e for e in container.get("environment") or () if not str(e.get("name", "")).startswith(_RESERVED_ENV_PREFIX)]
-    if env:
-        overrides["environment"] = env
-    if container.get("resourceRequirements"):
-        overrides["resourceRequirements"] = list(container["resourceRequirements"])
-    if overrides:
-        params["containerOverrides"] = overrides
-    if detail.get("ecsProperties") and not container:
-        raise ValueError("ECS task-properties jobs are not resubmitted")
-    if detail.get("retryStrategy"):
-        params["retryStrategy"] = detail["retryStrategy"]
-    if detail.get("timeout"):
-        params["timeout"] = detail["timeout"]
-    if detail.get("propagateTags") is not None:
-        params["propagateTags"] = bool(detail["propagateTags"])
-    consumable = detail.get("consumableResourceProperties")
-    if consumable:
-        params["consumableResourcePropertiesOverride"] = consumable
-    tags = {k: v for k, v in (detail.get("tags") or {}).items()
-            if not k.startswith("aws:") and k != TAG_REQUEUE_ATTEMPT}
-    tags.setdefault(br.TAG_QUEUE, detail["jobQueue"].rsplit("/", 1)[-1])
-    tags[br.TAG_REQUEUED_FROM] = detail["jobId"]
-    params["tags"] = tags
-    return params
 
 
 # ---------------------------------------------------------------------------

@@ -1,0 +1,545 @@
+"""Requeue exactly once: resubmit every job the reclaimer stopped, once, with nobody on call.
+
+AWS Batch does not retry a job stopped by ``TerminateJob``, so the reclaimer resubmits
+each job it stopped. ``SubmitJob`` has no client token and ``ListJobs`` trails a
+submission by seconds, so neither Batch call can say whether a job was already
+resubmitted. The requeue ledger (:class:`Ledger`, a DynamoDB table only the reclaimer
+writes) can, and the whole protocol rests on three facts:
+
+* **One holder at a time.** A requeue is done by an *attempt* (a random id). The ledger
+  names the attempt that may submit; a conditional write claims the job, or takes it
+  over from an earlier attempt, and only the holder calls ``SubmitJob``. Every attempt
+  id ever named is kept (``attempts``) and tags the job it submits.
+* **Settle time.** Each record says when whatever its attempt may have submitted is
+  surely listed (``settleAfter``): at the claim, the end of the invocation's time plus
+  :data:`LISTING_SETTLE_SECONDS`. Nobody takes a record over before then, and a take-over
+  first looks in ``ListJobs`` for the job of *every* earlier attempt. The settle time is
+  moved earlier only when ``SubmitJob`` surely did nothing (throttled, refused, no
+  connection); a call whose outcome is unknown (a 5xx, a lost answer, any other
+  exception) only ever moves it to "now + settle".
+* **The cycle finishes what an event could not.** Once a job is claimed, its requeue no
+  longer depends on its event: the scheduled cycle (every minute) finds the open records
+  whose settle time has passed (a sparse index, oldest first, :data:`RECONCILE_LIMIT` a
+  cycle) and finishes each (find the job of an earlier attempt, or submit once). An
+  event invocation therefore raises only while nothing is in the ledger yet (Lambda
+  retries it, then keeps it in the on-failure queue), or for a job that cannot be
+  resubmitted at all.
+
+The reclaimer runs with reserved concurrency 1, so an event's invocation and a cycle
+never overlap; the conditions above keep the ledger right even if they did.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import uuid
+from typing import Any, Callable, Collection, Mapping
+
+from cdk_gpu_share.aws import batch_reader as br
+
+#: Environment variable naming the requeue ledger (a DynamoDB table).
+REQUEUE_TABLE_ENV = "GPU_SHARE_REQUEUE_TABLE"
+#: Seconds a job just submitted may take to appear in ``ListJobs`` (it lags by seconds).
+LISTING_SETTLE_SECONDS = 60
+#: Longest a requeue attempt can run when the Lambda's context does not say (its timeout).
+DEFAULT_INVOCATION_SECONDS = 120
+#: How long the ledger keeps a record (DynamoDB TTL): longer than an event can wait in
+#: the on-failure queue (14 days) before an operator replays it.
+LEDGER_TTL_SECONDS = 30 * 86_400
+#: The sparse index of open records (partition: the queue, sort: ``settleAfter``).
+OPEN_INDEX = "open-by-settle-time"
+#: Open records a cycle finishes at most (each costs about eight calls).
+RECONCILE_LIMIT = 5
+#: A cycle starts no requeue with fewer seconds than this left before the Lambda's timeout.
+RECONCILE_MARGIN_SECONDS = 30
+#: How far before the stopped job's ``stoppedAt`` a resubmission is looked for (clock slack).
+REQUEUE_LOOKBACK_MS = 60_000
+TAG_REQUEUE_ATTEMPT = br.TAG_REQUEUE_ATTEMPT
+#: Environment variable names Batch reserves (never copied into a resubmission).
+_RESERVED_ENV_PREFIX = "AWS_BATCH"
+
+
+class ReclaimError(RuntimeError):
+    """A cycle or a requeue that could not finish; the log line before it says what was done."""
+
+
+def log(event: str, level: str = "INFO", **fields: Any) -> None:
+    """One structured log line (JSON)."""
+    print(json.dumps({"level": level, "event": event, **fields}, default=str, separators=(",", ":")))
+    sys.stdout.flush()
+
+
+def _error(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+# ---------------------------------------------------------------------------
+# The ledger
+
+
+class Ledger:
+    """The requeue ledger: one DynamoDB item per job the reclaimer stopped, keyed by its id.
+
+    Item: ``jobId`` (key); ``status``: ``claimed`` (a requeue under way), ``submitted``
+    (done: ``newJob``), ``refused`` (Batch refused the resubmission, or the job cannot be
+    resubmitted: ``error``; only an operator's replay of the event tries again) or
+    ``skipped`` (the job was not stopped by the reclaimer after all); ``attempt`` (the
+    holder), ``attempts`` (every attempt id ever named), ``settleAfter``, ``openQueue``
+    (present while ``claimed``: the key of the sparse :data:`OPEN_INDEX`), ``expiresAt``
+    (TTL). Every write is conditional on the attempt and safe to repeat; a write whose
+    answer was lost is recognised on retry by the item it left. Reads are consistent.
+    """
+
+    CLAIMED = "claimed"
+    SUBMITTED = "submitted"
+    REFUSED = "refused"
+    SKIPPED = "skipped"
+
+    def __init__(self, client: Any, table: str, queue: str, *, sleep: Callable[[float], None] | None = None) -> None:
+        self.client = client
+        self.table = table
+        self.queue = queue
+        self.sleep = sleep
+
+    def _call(self, operation: str, **params: Any) -> dict:
+        return br.call_with_retry(self.client, operation, sleep=self.sleep, TableName=self.table, **params)
+
+    def _conditional(self, operation: str, **params: Any) -> dict | None:
+        """A conditional write: ``None`` when applied, else the item as it is (``{}``: none)."""
+        try:
+            self._call(operation, ReturnValuesOnConditionCheckFailure="ALL_OLD", **params)
+        except Exception as exc:
+            if _error_code(exc) != "ConditionalCheckFailedException":
+                raise
+            return getattr(exc, "response", {}).get("Item") or {}
+        return None
+
+    @staticmethod
+    def record(item: Mapping | None) -> dict | None:
+        """A DynamoDB item as plain values (``None`` for no item)."""
+        if not item:
+            return None
+        out: dict[str, Any] = {}
+        for key, value in item.items():
+            if "S" in value:
+                out[key] = value["S"]
+            elif "N" in value:
+                out[key] = float(value["N"])
+            elif "SS" in value:
+                out[key] = sorted(value["SS"])
+        return out
+
+    def get(self, job_id: str) -> dict | None:
+        response = self._call("GetItem", Key={"jobId": {"S": job_id}}, ConsistentRead=True)
+        return self.record(response.get("Item"))
+
+    def claim(self, job_id: str, attempt: str, *, now: float, settle_after: float) -> dict:
+        """Claim ``job_id`` for ``attempt``; returns the job's record (its ``attempt`` is
+        ours when the claim succeeded, or when our own claim's answer was lost)."""
+        item = {
+            "jobId": {"S": job_id}, "status": {"S": self.CLAIMED}, "attempt": {"S": attempt},
+            "attempts": {"SS": [attempt]}, "settleAfter": {"N": _n(settle_after)},
+            "openQueue": {"S": self.queue}, "expiresAt": {"N": str(int(now + LEDGER_TTL_SECONDS))},
+        }
+        current = self._conditional("PutItem", Item=item, ConditionExpression="attribute_not_exists(jobId)")
+        if current is None:
+            return self.record(item) or {}
+        if not current:  # expired (TTL) between the write and its check: claim again
+            return self.claim(job_id, attempt, now=now, settle_after=settle_after)
+        return self.record(current) or {}
+
+    def take_over(self, job_id: str, old_attempt: str, attempt: str, *, settle_after: float) -> bool:
+        """Make ``attempt`` the holder in place of ``old_attempt`` (whose record is
+        ``claimed`` past its settle time, or ``refused``)."""
+        current = self._conditional(
+            "UpdateItem", Key={"jobId": {"S": job_id}},
+            UpdateExpression="SET attempt = :new, settleAfter = :settle, #status = :claimed, openQueue = :queue"
+                             " ADD attempts :added",
+            ConditionExpression="attempt = :old AND #status IN (:claimed, :refused)",
+            ExpressionAttributeNames={"#status": "status"},
+            ExpressionAttributeValues={
+                ":new": {"S": attempt}, ":old": {"S": old_attempt}, ":settle": {"N": _n(settle_after)},
+                ":claimed": {"S": self.CLAIMED}, ":refused": {"S": self.REFUSED}, ":queue": {"S": self.queue},
+                ":added": {"SS": [attempt]},
+            },
+        )
+        return current is None or (current.get("attempt") or {}).get("S") == attempt
+
+    def _mine(self, job_id: str, attempt: str, expression: str, values: dict, names: dict | None = None) -> bool:
+        current = self._conditional(
+            "UpdateItem", Key={"jobId": {"S": job_id}}, UpdateExpression=expression,
+            ConditionExpression="attempt = :mine",
+            ExpressionAttributeValues={":mine": {"S": attempt}, **values},
+            **({"ExpressionAttributeNames": names} if names else {}))
+        return current is None
+
+    def settle_after(self, job_id: str, attempt: str, when: float) -> bool:
+        """Our attempt submitted nothing that ``ListJobs`` will not show by ``when``."""
+        return self._mine(job_id, attempt, "SET settleAfter = :settle", {":settle": {"N": _n(when)}})
+
+    def submitted(self, job_id: str, attempt: str, new_job: str) -> bool:
+        """The requeue is done: ``new_job`` is the resubmission (found or made by ``attempt``)."""
+        return self._mine(job_id, attempt, "SET #status = :done, newJob = :new REMOVE openQueue",
+                          {":done": {"S": self.SUBMITTED}, ":new": {"S": new_job}}, {"#status": "status"})
+
+    def close(self, job_id: str, attempt: str, status: str, reason: str) -> bool:
+        """End the requeue without a resubmission (``refused`` or ``skipped``)."""
+        return self._mine(job_id, attempt, "SET #status = :status, #error = :error REMOVE openQueue",
+                          {":status": {"S": status}, ":error": {"S": reason[:1000]}},
+                          {"#status": "status", "#error": "error"})
+
+    def due(self, now: float, limit: int = RECONCILE_LIMIT) -> list[tuple[str, float]]:
+        """Open records whose settle time has passed, oldest first: ``(jobId, settleAfter)``."""
+        response = self._call(
+            "Query", IndexName=OPEN_INDEX, Limit=limit, ScanIndexForward=True,
+            KeyConditionExpression="openQueue = :queue AND settleAfter <= :now",
+            ExpressionAttributeValues={":queue": {"S": self.queue}, ":now": {"N": _n(now)}})
+        return [(i["jobId"]["S"], float(i["settleAfter"]["N"])) for i in response.get("Items", ())]
+
+
+def _n(value: float) -> str:
+    return repr(round(float(value), 3))
+
+
+def _error_code(exc: BaseException) -> str:
+    response = getattr(exc, "response", None)
+    return (response or {}).get("Error", {}).get("Code", "") if isinstance(response, Mapping) else ""
+
+
+# ---------------------------------------------------------------------------
+# One requeue
+
+
+class Requeue:
+    """What every requeue needs: the clients, the ledger, the clock and the time left."""
+
+    def __init__(self, client: Any, ledger: Ledger, *, clock: Callable[[], float] = time.time,
+                 time_left: Callable[[], float] | None = None,
+                 sleep: Callable[[float], None] | None = None) -> None:
+        self.client = client
+        self.ledger = ledger
+        self.clock = clock
+        self.time_left = time_left
+        self.sleep = sleep
+        #: Whether this run has sent ``SubmitJob`` (until then, it has made nothing to look for).
+        self.submitting = False
+
+    def settle_time(self) -> float:
+        """When whatever an attempt started now may submit is surely listed."""
+        budget = self.time_left() if self.time_left is not None else DEFAULT_INVOCATION_SECONDS
+        return self.clock() + budget + LISTING_SETTLE_SECONDS
+
+    def drive(self, job_id: str, record: Mapping, attempt: str) -> dict:
+        """Bring ``job_id``'s requeue to an end from ``record`` (the ledger's), as ``attempt``.
+
+        Returns ``{"requeued": new job or None, ...}``; ``deferred`` when another attempt
+        may still submit (the cycle finishes it after its settle time). Raises
+        :class:`ReclaimError` for a job that cannot be resubmitted (the record says
+        ``refused``), and lets a dependency's error through (the record is untouched,
+        or says when to look again).
+        """
+        status = record.get("status")
+        if status == Ledger.SUBMITTED:
+            log("requeue_skipped", job=job_id, reason="already resubmitted", new_job=record.get("newJob"))
+            return {"requeued": record.get("newJob"), "from": job_id, "duplicate": True}
+        if status == Ledger.SKIPPED:
+            return {"requeued": None}
+        holder = record.get("attempt", "")
+        if holder != attempt and status == Ledger.CLAIMED and self.clock() < record.get("settleAfter", 0):
+            log("requeue_deferred", job=job_id, attempt=holder, settle_after=record.get("settleAfter"),
+                reason="another attempt holds it; the scheduled cycle finishes it after its settle time")
+            return {"requeued": None, "from": job_id, "deferred": True}
+        job = self._stopped_job(job_id, holder)
+        if job is None:
+            return {"requeued": None}
+        params = self._params(job, holder)
+        if holder != attempt:
+            found = find_requeued(self.client, job, {holder, *record.get("attempts", ())}, sleep=self.sleep)
+            if found is not None:
+                self.ledger.submitted(job_id, holder, found)
+                log("requeue_skipped", job=job_id, reason="an earlier attempt resubmitted it", new_job=found)
+                return {"requeued": found, "from": job_id, "duplicate": True}
+            if not self.ledger.take_over(job_id, holder, attempt, settle_after=self.settle_time()):
+                log("requeue_deferred", job=job_id, reason="another attempt took it over")
+                return {"requeued": None, "from": job_id, "deferred": True}
+        return self._submit(job, params, attempt)
+
+    def _stopped_job(self, job_id: str, holder: str) -> dict | None:
+        """The stopped job as ``DescribeJobs`` has it; ``None`` (and the record closed)
+        when Batch does not show it stopped by the reclaimer."""
+        response = br.call_with_retry(self.client, "DescribeJobs", sleep=self.sleep, jobs=[job_id])
+        job = next((j for j in response.get("jobs", ()) if j.get("jobId") == job_id), None)
+        if job is None:
+            raise self._refused(job_id, holder, "DescribeJobs does not return it (Batch keeps ended jobs for"
+                                                " days, not for ever); the event holds what it was")
+        if job.get("status") != "FAILED" or not (job.get("statusReason") or "").startswith(br.RECLAIM_REASON_PREFIX):
+            self.ledger.close(job_id, holder, Ledger.SKIPPED, "not stopped by the reclaimer")
+            log("requeue_skipped", job=job_id, reason="DescribeJobs does not show it stopped by the reclaimer",
+                status=job.get("status"), status_reason=job.get("statusReason"))
+            return None
+        return job
+
+    def _params(self, job: Mapping, holder: str) -> dict:
+        try:
+            return submit_params(job)
+        except ValueError as exc:
+            raise self._refused(job["jobId"], holder, f"cannot be resubmitted: {exc}", detail=job) from None
+
+    def _refused(self, job_id: str, attempt: str, reason: str, **fields: Any) -> ReclaimError:
+        """Close the record as ``refused`` (the cycle leaves it; an operator's replay of the
+        event tries again) and return the error to raise."""
+        try:
+            self.ledger.close(job_id, attempt, Ledger.REFUSED, reason)
+        except Exception as exc:  # the record stays open: the cycle meets the same refusal again
+            log("ledger_write_failed", "WARNING", job=job_id, error=_error(exc))
+        log("requeue_failed", "ERROR", job=job_id, error=reason, **fields)
+        return ReclaimError(f"job {job_id} was stopped by the reclaimer but {reason}")
+
+    def _submit(self, job: Mapping, params: dict, attempt: str) -> dict:
+        job_id = job["jobId"]
+        params = {**params, "tags": {**params["tags"], TAG_REQUEUE_ATTEMPT: attempt}}
+        self.submitting = True
+        outcome, value = submit_once(self.client, params, job, attempt, sleep=self.sleep)
+        if outcome == "done":
+            try:
+                self.ledger.submitted(job_id, attempt, value)
+            except Exception as exc:  # submitted: whoever comes next finds it by the attempt's tag
+                log("ledger_write_failed", "WARNING", job=job_id, new_job=value, error=_error(exc),
+                    reason="the resubmission is made; the cycle records it once its settle time has passed")
+            log("requeued", job=job_id, new_job=value, job_name=params["jobName"],
+                share=params.get("shareIdentifier"))
+            return {"requeued": value, "from": job_id}
+        if outcome == "refused":
+            raise self._refused(job_id, attempt, f"Batch refused the resubmission: {_error(value)}", submit=params)
+        # Not applied: look again at once. Unknown: only once anything it made is listed.
+        when = self.clock() + (LISTING_SETTLE_SECONDS if outcome == "unknown" else 0)
+        try:
+            self.ledger.settle_after(job_id, attempt, when)
+        except Exception as exc:  # the claim's settle time stands (later, and as safe)
+            log("ledger_write_failed", "WARNING", job=job_id, error=_error(exc))
+        log("requeue_deferred", "WARNING", job=job_id, outcome=outcome, error=_error(value),
+            reason="the scheduled cycle looks for the job, or submits it, after its settle time")
+        return {"requeued": None, "from": job_id, "deferred": True}
+
+
+class _OutcomeUnknown(Exception):
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
+def submit_once(client: Any, params: dict, job: Mapping, attempt: str, *,
+                sleep: Callable[[float], None] | None = None) -> tuple[str, Any]:
+    """``SubmitJob`` for ``attempt``, retried only while surely not applied.
+
+    Returns ``("done", new job id)``; ``("refused", error)`` when Batch refused it
+    (a client error: nothing was made); ``("not_applied", error)`` when every try was
+    throttled or never connected; ``("unknown", error)`` when a try may have made the
+    job and ``ListJobs`` does not show it (yet), or on any unexpected error.
+    """
+    def before_retry(exc: Exception, _params: dict) -> dict | None:
+        try:
+            found = find_requeued(client, job, {attempt}, sleep=sleep)
+        except Exception as lookup:  # the listing is down too: the outcome stays unknown
+            raise _OutcomeUnknown(exc) from lookup
+        if found is None:
+            raise _OutcomeUnknown(exc)
+        log("requeue_answer_lost", "WARNING", job=job["jobId"], new_job=found, error=_error(exc))
+        return {"jobId": found}
+
+    try:
+        response = br.call_with_retry(client, "SubmitJob", sleep=sleep, before_retry=before_retry, **params)
+    except _OutcomeUnknown as exc:
+        return "unknown", exc.cause
+    except Exception as exc:
+        if br.is_retryable(exc):  # retried to the end, and no try may have applied
+            return "not_applied", exc
+        if _error_code(exc) or type(exc).__name__ == "ParamValidationError":
+            return "refused", exc
+        return "unknown", exc
+    return "done", response["jobId"]
+
+
+# ---------------------------------------------------------------------------
+# The two ways in: an event, and the cycle's reconciliation
+
+
+def requeue(client: Any, detail: Mapping, *, queue: str, ledger: Ledger | None,
+            clock: Callable[[], float] = time.time, time_left: Callable[[], float] | None = None,
+            sleep: Callable[[float], None] | None = None) -> dict:
+    """Resubmit the job of a FAILED event the reclaimer caused (``detail``: the event's job).
+
+    Claims the job in the ledger first (so that, from then on, the cycle can finish it
+    without the event), then resubmits what ``DescribeJobs`` shows of it (an event may
+    carry no ``tags``). Raises while the claim cannot be written (Lambda retries the
+    event) and for a job that cannot be resubmitted; a dependency failing after the
+    claim is logged and left to the cycle. Dry run does not apply: a job the reclaimer
+    stopped is resubmitted all the same, or it would be lost.
+    """
+    job_id = detail.get("jobId")
+    reason = detail.get("statusReason") or ""
+    if not reason.startswith(br.RECLAIM_REASON_PREFIX):
+        log("requeue_skipped", job=job_id, reason="not stopped by the reclaimer", status_reason=reason)
+        return {"requeued": None}
+    if not _same_queue(detail.get("jobQueue", ""), queue):
+        log("requeue_skipped", job=job_id, reason="job of another queue", job_queue=detail.get("jobQueue"))
+        return {"requeued": None}
+    if ledger is None:
+        log("requeue_failed", "ERROR", job=job_id, step="configuration", error=f"{REQUEUE_TABLE_ENV} is not set")
+        raise ReclaimError(f"job {job_id} cannot be resubmitted exactly once: {REQUEUE_TABLE_ENV} (the requeue"
+                           " ledger table) is not set; deploy the FairshareQueue construct of this version")
+    run = Requeue(client, ledger, clock=clock, time_left=time_left, sleep=sleep)
+    attempt = uuid.uuid4().hex
+    try:
+        record = ledger.claim(job_id, attempt, now=clock(), settle_after=run.settle_time())
+    except Exception as exc:
+        log("requeue_failed", "ERROR", job=job_id, step="claiming the requeue in the ledger", error=_error(exc),
+            outcome="nothing claimed: Lambda retries the event, then keeps it in the failure queue")
+        raise
+    try:
+        return run.drive(job_id, record, attempt)
+    except ReclaimError:
+        raise
+    except Exception as exc:
+        if not run.submitting and record.get("attempt") == attempt:
+            try:  # nothing submitted: the cycle need not wait for a listing to settle
+                ledger.settle_after(job_id, attempt, clock())
+            except Exception as write:  # the claim's settle time stands: later, and as safe
+                log("ledger_write_failed", "WARNING", job=job_id, error=_error(write))
+        log("requeue_deferred", "WARNING", job=job_id, error=_error(exc),
+            reason="claimed in the ledger; the scheduled cycle finishes it after its settle time")
+        return {"requeued": None, "from": job_id, "deferred": True}
+
+
+def reconcile(client: Any, ledger: Ledger, *, clock: Callable[[], float] = time.time,
+              time_left: Callable[[], float] | None = None, sleep: Callable[[float], None] | None = None,
+              limit: int = RECONCILE_LIMIT) -> dict:
+    """The cycle's part of requeue: finish up to ``limit`` open records whose settle time
+    has passed, oldest first. Never raises; returns what it did, the errors it logged
+    and ``oldest_open_seconds`` (how long past its settle time the oldest open record is)."""
+    run = Requeue(client, ledger, clock=clock, time_left=time_left, sleep=sleep)
+    out: dict[str, Any] = {"requeued": [], "found": [], "deferred": [], "errors": [], "oldest_open_seconds": 0.0}
+    try:
+        due = ledger.due(clock(), limit)
+    except Exception as exc:
+        log("reconcile_failed", "ERROR", step="reading the ledger", error=_error(exc))
+        out["errors"].append({"step": "ledger", "error": _error(exc), "transient": br.is_retryable(exc)})
+        return out
+    if due:
+        out["oldest_open_seconds"] = round(max(0.0, clock() - due[0][1]), 3)
+    for job_id, _ in due:
+        if time_left is not None and time_left() < RECONCILE_MARGIN_SECONDS:
+            log("reconcile_deadline", "WARNING", reason="the Lambda's time is nearly up; the next cycle goes on")
+            break
+        try:
+            record = ledger.get(job_id)
+            if record is None or record.get("status") != Ledger.CLAIMED:
+                continue
+            result = run.drive(job_id, record, uuid.uuid4().hex)
+        except Exception as exc:
+            transient = not isinstance(exc, ReclaimError) and br.is_retryable(exc)
+            log("reconcile_failed", "WARNING" if transient else "ERROR", job=job_id, error=_error(exc),
+                reason="retried next cycle" if transient else "needs a person: see the error")
+            out["errors"].append({"job": job_id, "error": _error(exc), "transient": transient})
+            continue
+        key = "deferred" if result.get("deferred") else "found" if result.get("duplicate") else "requeued"
+        if result.get("requeued") or result.get("deferred"):
+            out[key].append(job_id)
+    log("reconciled", **out)
+    return out
+
+
+def find_requeued(client: Any, job: Mapping, attempts: Collection[str], *,
+                  sleep: Callable[[float], None] | None = None) -> str | None:
+    """The id of the job any of ``attempts`` submitted for ``job`` (a ``DescribeJobs``
+    detail), if ``ListJobs`` shows it.
+
+    ``ListJobs`` filtered by the job's name (newest first, so the listing stops at
+    the first job created before the stopped one stopped), then ``DescribeJobs`` of
+    the candidates for the tags ``gpu-share:requeued-from`` and
+    ``gpu-share:requeue-attempt``: attempt ids are known only to the ledger, so a job
+    a team submitted with the same name and tags is not taken for the resubmission.
+    """
+    job_id = job["jobId"]
+    name = job["jobName"]
+    stopped_at = job.get("stoppedAt")
+    since = stopped_at - REQUEUE_LOOKBACK_MS if stopped_at else job.get("createdAt") or 0
+    candidates: list[str] = []
+    token = None
+    while True:
+        params: dict[str, Any] = {"jobQueue": job["jobQueue"], "maxResults": br.DESCRIBE_BATCH,
+                                  "filters": [{"name": "JOB_NAME", "values": [name]}]}
+        if token:
+            params["nextToken"] = token
+        page = br.call_with_retry(client, "ListJobs", sleep=sleep, **params)
+        older = False
+        for s in page.get("jobSummaryList", ()):
+            if (s.get("createdAt") or 0) < since:
+                older = True
+            elif s["jobId"] != job_id and s.get("jobName") == name and s["jobId"] not in candidates:
+                candidates.append(s["jobId"])
+        token = page.get("nextToken")
+        if older or not token:
+            break
+    for i in range(0, len(candidates), br.DESCRIBE_BATCH):
+        response = br.call_with_retry(client, "DescribeJobs", sleep=sleep, jobs=candidates[i:i + br.DESCRIBE_BATCH])
+        for found in response.get("jobs", ()):
+            tags = found.get("tags") or {}
+            if tags.get(br.TAG_REQUEUED_FROM) == job_id and tags.get(TAG_REQUEUE_ATTEMPT) in attempts:
+                return found["jobId"]
+    return None
+
+
+def _same_queue(a: str, b: str) -> bool:
+    return a == b or a.rsplit("/", 1)[-1] == b.rsplit("/", 1)[-1]
+
+
+def submit_params(detail: Mapping) -> dict:
+    """``SubmitJob`` parameters that recreate the job of ``detail`` (a ``DescribeJobs`` detail)."""
+    if detail.get("arrayProperties", {}).get("index") is not None:
+        raise ValueError("it is a child of an array job; resubmit the array job")
+    if detail.get("arrayProperties", {}).get("size"):
+        raise ValueError("it is an array job")
+    if detail.get("nodeProperties") or detail.get("eksProperties"):
+        raise ValueError("multi-node and EKS jobs are not resubmitted")
+    params: dict[str, Any] = {
+        "jobName": detail["jobName"],
+        "jobQueue": detail["jobQueue"],
+        "jobDefinition": detail["jobDefinition"],
+    }
+    if detail.get("shareIdentifier"):
+        params["shareIdentifier"] = detail["shareIdentifier"]
+    if detail.get("schedulingPriority") is not None:
+        params["schedulingPriorityOverride"] = detail["schedulingPriority"]
+    if detail.get("parameters"):
+        params["parameters"] = dict(detail["parameters"])
+    container = detail.get("container") or {}
+    overrides: dict[str, Any] = {}
+    if container.get("command"):
+        overrides["command"] = list(container["command"])
+    env = [e for e in container.get("environment") or () if not str(e.get("name", "")).startswith(_RESERVED_ENV_PREFIX)]
+    if env:
+        overrides["environment"] = env
+    if container.get("resourceRequirements"):
+        overrides["resourceRequirements"] = list(container["resourceRequirements"])
+    if overrides:
+        params["containerOverrides"] = overrides
+    if detail.get("ecsProperties") and not container:
+        raise ValueError("ECS task-properties jobs are not resubmitted")
+    if detail.get("retryStrategy"):
+        params["retryStrategy"] = detail["retryStrategy"]
+    if detail.get("timeout"):
+        params["timeout"] = detail["timeout"]
+    if detail.get("propagateTags") is not None:
+        params["propagateTags"] = bool(detail["propagateTags"])
+    consumable = detail.get("consumableResourceProperties")
+    if consumable:
+        params["consumableResourcePropertiesOverride"] = consumable
+    tags = {k: v for k, v in (detail.get("tags") or {}).items()
+            if not k.startswith("aws:") and k != TAG_REQUEUE_ATTEMPT}
+    tags.setdefault(br.TAG_QUEUE, detail["jobQueue"].rsplit("/", 1)[-1])
+    tags[br.TAG_REQUEUED_FROM] = detail["jobId"]
+    params["tags"] = tags
+    return params
