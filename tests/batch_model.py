@@ -157,6 +157,8 @@ class BatchModel:
         self.listed_responses: list[dict] = []  # every ListJobs summary answered (with the request status)
         #: (service, start, end, fault): every request to the service fails so in [start, end)
         self.outages: list[tuple[str, float, float, str]] = []
+        #: When set, a request sent after it kills the Lambda (its timeout).
+        self.deadline: float | None = None
         #: When set, SubmitJob is refused with this message (a client error: nothing is made).
         self.refuse_submit: str | None = None
         self._ids = 0
@@ -264,6 +266,8 @@ class BatchModel:
     def _on_send(self, request, event_name: str, **_: Any):
         service, op = event_name.split(".")[-2:]
         params = json.loads(request.body or b"{}")
+        if self.deadline is not None and self.clock() > self.deadline:
+            raise Killed(f"the Lambda timed out before {op}")
         fault = self._outage(service) or self.faults.draw(op)
         self.requests.append((op, params, fault))
         if self.end_rate and self.rng.random() < self.end_rate:
@@ -343,7 +347,8 @@ class BatchModel:
         page = items[start:offset + limit] if start != offset else items[offset:offset + limit]
         body: dict[str, Any] = {"jobSummaryList": [self._summary(j) for j in page]}
         for j in page:
-            self.listed_responses.append({"jobId": j["jobId"], "status": j["status"], "at": self.clock()})
+            self.listed_responses.append({"jobId": j["jobId"], "status": j["status"], "at": self.clock(),
+                                          "by_name": bool(filters)})
         if offset + limit < len(items):
             body["nextToken"] = f"o:{offset + limit}"
         return 200, body

@@ -1,13 +1,17 @@
 """The fault suite: the real reclaim handler, cycle after cycle, against an in-memory Batch
-queue (:mod:`tests.batch_model`) behind real boto3 clients, under seeded random faults.
+queue and the requeue ledger in moto's DynamoDB (:mod:`tests.batch_model`), behind real
+boto3 clients, under seeded random faults.
 
-Each schedule (one seed) draws a queue (page size, listing lag, time a stop takes) and
-fault rates (throttling, 5xx before and after the change is applied, lost answers,
-refused connections, repeated pages, jobs ending mid-cycle, vanished jobs), then runs
-cycles (some in dry run, some on a cold start, some triggered by late RUNNABLE events),
-delivering each FAILED event of a stopped job once, twice, late, or without its tags,
-and redelivering it while the handler raises (Lambda's retries, then an operator
-replaying the failure queue). After every cycle:
+Each schedule (one seed) draws a queue (page size, listing lag up to the ledger's
+allowance, time a stop takes) and fault rates: throttling (DynamoDB's own codes for the
+ledger), 5xx before and after the change is applied, lost answers, refused connections,
+repeated pages, jobs ending mid-cycle, vanished jobs, outages of 5-40 s of Batch or
+DynamoDB, and the Lambda killed before or after any request of a requeue, or raising after
+one. Backoff lets simulated time pass, and a request sent after the invocation's deadline
+kills it, as Lambda would. Cycles run every minute (some in dry run, some on a cold start,
+some triggered by late RUNNABLE events); each FAILED event of a stopped job is delivered
+once, twice, late, or without its tags, and a failed invocation is retried as Lambda does
+(+60 s, +120 s, then the on-failure queue). After every cycle:
 
 * every stop equals the planner's plan on the state read (no stop outside it; every
   planned victim stopped, ended, or named as not stopped in a log line);
@@ -15,12 +19,15 @@ replaying the failure queue). After every cycle:
   GPUs, team and priority those it was submitted with, terminating exactly when a stop
   was requested;
 * no job stopped twice; no non-borrower stopped; dry run stops nothing;
-* every failure logged (a cycle that raised wrote an ERROR line).
+* every failure logged (a cycle that raised wrote an ERROR line; only a killed Lambda is silent).
 
-At the end of each schedule, every job the reclaimer stopped is resubmitted exactly once
-with the same share, tags, definition, priority and overrides, and no other job is.
+Then the faults stop and clean cycles run. At the end of each schedule every job the
+reclaimer stopped is resubmitted exactly once with the same share, tags, definition,
+priority and overrides, and no other job is; no event is left in the on-failure queue
+(nothing needs a redrive); the ledger holds no open or refused record.
 
-``python -m tests.test_reclaim_fault_suite [schedules]`` prints the counts.
+``python -m tests.test_reclaim_fault_suite [schedules] [--seed-base N] [--every-requeue-faulted]``
+prints the counts.
 """
 
 from __future__ import annotations
@@ -38,7 +45,7 @@ import pytest
 from cdk_gpu_share.aws import batch_reader as br
 from cdk_gpu_share.core import reclaim
 from cdk_gpu_share.lambdas.reclaim import handler as h
-from tests.batch_model import QUEUE, BatchModel, Clock, Faults, lambda_context
+from tests.batch_model import QUEUE, BatchModel, Clock, Faults, Killed, add_fault, lambda_context
 
 TEAMS = [
     {"name": "team-a", "share_identifier": "teama", "guarantee": {"gpu": 3}},
@@ -54,6 +61,18 @@ STATE_OF = {"RUNNABLE": "pending", "STARTING": "running", "RUNNING": "running"}
 CYCLES_PER_SCHEDULE = 8
 SCHEDULES = 48
 BLOCKS = 4
+#: Lambda's asynchronous retries: after a failed invocation, +60 s, then +120 s; then the
+#: event goes to the on-failure destination.
+LAMBDA_RETRY_DELAYS = (60, 120)
+LAMBDA_TIMEOUT_SECONDS = 120
+#: A fault for the first invocation of each event, when every requeue is to be faulted.
+REQUEUE_FAULTS = (
+    ("PutItem", ["kill_after"]), ("PutItem", ["error_after"]), ("PutItem", ["throttle"] * 3),
+    ("SubmitJob", ["error_after"]), ("SubmitJob", ["timeout_after"]), ("SubmitJob", ["raise_after"]),
+    ("SubmitJob", ["kill_before"]), ("SubmitJob", ["kill_after"]), ("SubmitJob", ["throttle"] * 6),
+    ("UpdateItem", ["throttle"] * 6), ("UpdateItem", ["error_after"]), ("UpdateItem", ["kill_before"]),
+    ("DescribeJobs", ["error"] * 6), ("ListJobs", ["error"] * 6),
+)
 
 
 @dataclass
@@ -64,26 +83,38 @@ class Counts:
     requeues: int = 0
     faults: int = 0
     raised: int = 0
+    killed: int = 0
+    retried: int = 0
+    dead_letters: int = 0
+    reconciled: int = 0
     violations: list = field(default_factory=list)
 
 
 class Run:
     """One schedule: a model, the handler's module state, and the checks."""
 
-    def __init__(self, seed: int, counts: Counts) -> None:
+    def __init__(self, seed: int, counts: Counts, *, every_requeue_faulted: bool = False) -> None:
         self.seed = seed
         self.counts = counts
+        self.every_requeue_faulted = every_requeue_faulted
         rng = self.rng = random.Random(seed)
         faulty = rng.random() < 0.85
         self.model = BatchModel(
             clock=Clock(), seed=seed, page_limit=rng.choice((2, 3, 5, 1000)),
-            listing_lag=(0.0, rng.choice((0.0, 5.0, 40.0))), stop_delay=(0.0, rng.choice((0.0, 30.0, 150.0))),
+            listing_lag=(0.0, rng.choice((0.0, 5.0, 40.0, float(h.LISTING_SETTLE_SECONDS)))),
+            stop_delay=(0.0, rng.choice((0.0, 30.0, 150.0))),
             end_rate=rng.choice((0.0, 0.02, 0.05)), capacity=CAPACITY,
             faults=Faults(random.Random(seed + 1), throttle=0.04 * faulty, error=0.03 * faulty,
                           error_after=0.04 * faulty, timeout_after=0.03 * faulty, connect=0.02 * faulty,
-                          repeat_page=0.3 * faulty),
+                          repeat_page=0.3 * faulty, kill=0.03 * faulty, raise_after=0.02 * faulty),
         )
-        self.events: list[tuple[float, dict]] = []  # (deliver at, event)
+        start = self.model.clock()
+        for _ in range(rng.choice((0, 1, 2)) * faulty):  # outages of 5-40 s within the schedule
+            at = start + rng.uniform(0, CYCLES_PER_SCHEDULE * 60)
+            self.model.outages.append((rng.choice(("batch", "dynamodb")), at, at + rng.uniform(5, 40),
+                                       rng.choice(("error", "throttle", "connect"))))
+        self.events: list[tuple[float, dict, int]] = []  # (deliver at, event, attempts so far)
+        self.first_seen: set[str] = set()
         self.violations: list[str] = []
 
     # ------------------------------------------------------------------ workload
@@ -109,16 +140,24 @@ class Run:
 
     # ------------------------------------------------------------------ one invocation
 
-    def invoke(self, event: dict, *, dry: bool) -> tuple[dict | None, Exception | None, list[dict]]:
+    def invoke(self, event: dict, *, dry: bool) -> tuple[dict | None, BaseException | None, list[dict]]:
         out = io.StringIO()
-        result = error = None
+        result: dict | None = None
+        error: BaseException | None = None
+        m = self.model
+        m.deadline = m.clock() + LAMBDA_TIMEOUT_SECONDS
         with contextlib.redirect_stdout(out):
             try:
                 import os
                 os.environ["GPU_SHARE_DRY_RUN"] = "true" if dry else "false"
-                result = h.handler(event, lambda_context())
+                result = h.handler(event, lambda_context(LAMBDA_TIMEOUT_SECONDS, clock=m.clock))
+            except Killed as exc:  # the process died: Lambda reports the invocation failed
+                error = exc
+                self.counts.killed += 1
             except Exception as exc:  # noqa: BLE001 - the harness records every failure
                 error = exc
+            finally:
+                m.deadline = None
         lines = []
         for line in out.getvalue().splitlines():
             record = json.loads(line)
@@ -164,8 +203,11 @@ class Run:
 
         if error is not None:
             self.counts.raised += 1
-            if not any(r["level"] == "ERROR" for r in lines):
+            if not isinstance(error, Killed) and not any(r["level"] == "ERROR" for r in lines):
                 self.violate(k, f"the cycle raised {error!r} without an ERROR log line")
+        for r in lines:
+            if r["event"] == "reconciled":
+                self.counts.reconciled += len(r["requeued"]) + len(r["found"])
         if result == {"skipped": True}:
             if applied:
                 self.violate(k, f"a skipped cycle stopped {sorted(applied)}")
@@ -214,6 +256,8 @@ class Run:
         m = self.model
         listed: dict[str, set] = {}
         for r in m.listed_responses[listed_from:]:
+            if r["by_name"]:  # the requeue's look-up of a resubmission, not the cycle's read
+                continue
             listed.setdefault(r["jobId"], set()).add(STATE_OF.get(r["status"]))
         described = {r["jobId"]: STATE_OF.get(r["status"]) for r in m.described_responses[described_from:]}
         seen = set()
@@ -250,22 +294,38 @@ class Run:
             if self.rng.random() < 0.3:
                 event = json.loads(json.dumps(event))
                 event["detail"].pop("tags", None)  # AWS's example event has no tags
-            self.events.append((when, event))
+            self.events.append((when, event, 0))
             if self.rng.random() < 0.25:  # delivered twice
-                self.events.append((when + self.rng.choice((0, 5, 90)), event))
+                self.events.append((when + self.rng.choice((0, 5, 90)), event, 0))
         m.events.clear()
 
     def deliver(self, until: float) -> None:
-        due = sorted((e for e in self.events if e[0] <= until), key=lambda e: e[0])
-        self.events = [e for e in self.events if e[0] > until]
-        for when, event in due:
+        """Invoke every event due by ``until``; a failed invocation is retried as Lambda does."""
+        m = self.model
+        while True:
+            due = sorted((e for e in self.events if e[0] <= until), key=lambda e: e[0])
+            if not due:
+                return
+            self.events.remove(due[0])
+            when, event, attempts = due[0]
+            m.clock.t = max(m.clock.t, when)
+            job = event["detail"]["jobId"]
+            if self.every_requeue_faulted and job not in self.first_seen:
+                op, kinds = self.rng.choice(REQUEUE_FAULTS)
+                add_fault(m, op, *kinds)
+            self.first_seen.add(job)
             result, error, lines = self.invoke(event, dry=self.rng.random() < 0.15)
-            if error is not None:
-                self.counts.raised += 1
-                if not any(r["level"] in ("ERROR", "WARNING") for r in lines):
-                    self.violate(-1, f"requeue raised {error!r} without a log line")
-                # Lambda retries after a minute or two; then the failure queue is replayed.
-                self.events.append((self.model.clock() + self.rng.choice((60, 120)), event))
+            if error is None:
+                continue
+            self.counts.raised += 1
+            if not isinstance(error, Killed) and not any(r["level"] in ("ERROR", "WARNING") for r in lines):
+                self.violate(-1, f"requeue raised {error!r} without a log line")
+            if attempts < len(LAMBDA_RETRY_DELAYS):
+                self.counts.retried += 1
+                self.events.append((m.clock() + LAMBDA_RETRY_DELAYS[attempts], event, attempts + 1))
+            else:
+                self.counts.dead_letters += 1
+                self.violate(-1, f"the event of {job} went to the on-failure queue ({error!r}): it needs a redrive")
 
     def check_requeues(self) -> None:
         m = self.model
@@ -303,48 +363,66 @@ class Run:
 
     # ------------------------------------------------------------------ the schedule
 
+    def check_ledger(self) -> None:
+        for job_id, item in sorted(self.model.table.items()):
+            status = item["status"]["S"]
+            if status in ("claimed", "refused"):
+                self.violate(-1, f"the ledger's record of {job_id} is still {status}")
+
+    def minute(self, k: int | None) -> None:
+        """One minute: a cycle (the schedule), then events as they come."""
+        m = self.model
+        if k is not None:
+            self.cycle(k)
+        for _ in range(2):
+            m.tick(30)
+            self.queue_events()
+            self.deliver(m.clock())
+
     def run(self) -> None:
         m = self.model
         h._client, h._dynamodb, h._now = m.batch, m.dynamodb, m.clock
         h._cache = br.DescribeCache()
         h._last_cycle_started = 0.0
+        br.time.sleep = m.clock.sleep  # a backoff lets simulated time pass
         for share in sorted(GUARANTEE):  # a full pool, unevenly used
             for _ in range(self.rng.randint(0, 5)):
                 m.add_job(share, "RUNNING", gpus=self.rng.choice((1, 2)), priority=self.rng.randint(0, 2),
                           started=m.clock() - self.rng.uniform(100, 5000))
         self.submit(self.rng.randint(1, 6))
         for k in range(CYCLES_PER_SCHEDULE):
-            self.cycle(k)
-            m.tick(30)
-            self.queue_events()
-            self.deliver(m.clock())
-            m.tick(30)
-            self.queue_events()
-            self.deliver(m.clock())
+            self.minute(k)
             self.churn()
-        # Drain: the remaining stops take effect, every event is delivered (and retried).
-        m.faults.script.clear()
-        for _ in range(40):
-            m.tick(60)
-            self.queue_events()
-            self.deliver(m.clock())
-            if not self.events and not m.fail_at:
+        # The faults stop; clean cycles run every minute until every stop has taken effect,
+        # every event was handled and the ledger has nothing open.
+        m.faults = Faults(random.Random(self.seed + 2))
+        m.outages.clear()
+        m.end_rate = 0.0
+        for k in range(CYCLES_PER_SCHEDULE, CYCLES_PER_SCHEDULE + 40):
+            self.minute(k)
+            if not self.events and not m.fail_at and not self.open_records():
                 break
+        for _ in range(2):  # and a few more
+            self.minute(None)
         if self.events or m.fail_at:
             self.violate(-1, f"{len(self.events)} events never processed")
         self.check_requeues()
+        self.check_ledger()
         self.counts.schedules += 1
         self.counts.violations += self.violations
 
+    def open_records(self) -> bool:
+        return any(i["status"]["S"] == "claimed" for i in self.model.table.values())
 
-def run_schedules(seeds) -> Counts:
+
+def run_schedules(seeds, *, every_requeue_faulted: bool = False) -> Counts:
     counts = Counts()
-    saved = (h._client, h._dynamodb, h._now, h._cache, h._last_cycle_started)
+    saved = (h._client, h._dynamodb, h._now, h._cache, h._last_cycle_started, br.time.sleep)
     try:
         for seed in seeds:
-            Run(seed, counts).run()
+            Run(seed, counts, every_requeue_faulted=every_requeue_faulted).run()
     finally:
-        h._client, h._dynamodb, h._now, h._cache, h._last_cycle_started = saved
+        h._client, h._dynamodb, h._now, h._cache, h._last_cycle_started, br.time.sleep = saved
     return counts
 
 
@@ -361,13 +439,27 @@ def _env(monkeypatch):
 def test_fault_cycles_keep_every_invariant(block):
     seeds = range(block * SCHEDULES // BLOCKS, (block + 1) * SCHEDULES // BLOCKS)
     counts = run_schedules(seeds)
-    print(f"fault suite block {block}: {counts.schedules} schedules, {counts.cycles} cycles, {counts.faults} faults"
-          f" injected, {counts.stops} stops, {counts.requeues} requeues, {counts.raised} invocations raised,"
-          f" {len(counts.violations)} invariant violations")
+    print(summary(counts))
     assert counts.violations == []
-    assert counts.cycles == len(seeds) * CYCLES_PER_SCHEDULE
-    # The suite exercises what it claims to: stops, requeues and faults happen.
+    assert counts.cycles >= len(seeds) * CYCLES_PER_SCHEDULE
+    # The suite exercises what it claims to: stops, requeues, faults, kills, Lambda's
+    # retries and the cycle's reconciliation all happen.
     assert counts.stops > 0 and counts.requeues > 0 and counts.faults > 0 and counts.raised > 0
+    assert counts.killed > 0 and counts.retried > 0 and counts.reconciled > 0
+
+
+def test_every_requeue_faulted_needs_no_redrive():
+    counts = run_schedules(range(100, 112), every_requeue_faulted=True)
+    print(summary(counts))
+    assert counts.violations == [] and counts.dead_letters == 0
+    assert counts.requeues > 0 and counts.reconciled > 0
+
+
+def summary(counts: Counts) -> str:
+    return (f"fault cycles: {counts.cycles} ({counts.schedules} schedules), faults injected {counts.faults},"
+            f" stops {counts.stops}, requeues {counts.requeues} (finished by the cycle {counts.reconciled}),"
+            f" invocations raised {counts.raised} (killed {counts.killed}), Lambda retries {counts.retried},"
+            f" events to the on-failure queue {counts.dead_letters}, invariant violations {len(counts.violations)}")
 
 
 def test_the_checks_catch_a_handler_that_resubmits_twice(monkeypatch):
@@ -391,20 +483,52 @@ def test_the_checks_catch_a_stop_retried_without_a_re_read(monkeypatch):
         return real(client, operation, **kw)
 
     monkeypatch.setattr(br, "call_with_retry", blind)
-    counts = run_schedules(range(4))
+    counts = run_schedules(range(12))
     assert any("stopped 2 times" in v for v in counts.violations)
 
 
+def test_the_checks_catch_an_unknown_submit_taken_for_one_not_applied(monkeypatch):
+    """The suite can fail: a requeue that treats a SubmitJob of unknown outcome as never
+    applied (and so lets the next attempt submit at once) is caught resubmitting twice."""
+    from cdk_gpu_share.lambdas.reclaim import requeue as rq
+
+    real = rq.submit_once
+
+    def hopeful(*args, **kwargs):
+        outcome, value = real(*args, **kwargs)
+        return ("not_applied" if outcome == "unknown" else outcome), value
+
+    monkeypatch.setattr(rq, "submit_once", hopeful)
+    counts = run_schedules(range(115, 125), every_requeue_faulted=True)
+    assert any("resubmitted 2 times" in v for v in counts.violations)
+
+
+def test_the_checks_catch_a_requeue_left_to_its_event(monkeypatch):
+    """The suite can fail: without the cycle's reconciliation, faulted requeues end in the
+    on-failure queue or are never finished."""
+    monkeypatch.setattr(h, "reconcile", lambda *a, **k: {"requeued": [], "found": [], "deferred": [],
+                                                         "errors": [], "oldest_open_seconds": 0.0})
+    counts = run_schedules(range(100, 104), every_requeue_faulted=True)
+    assert any("still claimed" in v or "resubmitted 0 times" in v for v in counts.violations)
+
+
 def main(argv=None) -> int:
-    n = int((argv or sys.argv[1:] or [SCHEDULES])[0])
+    import argparse
     import os
+    import time
+
+    parser = argparse.ArgumentParser(description="Run the reclaim fault suite for many schedules.")
+    parser.add_argument("schedules", nargs="?", type=int, default=SCHEDULES)
+    parser.add_argument("--seed-base", type=int, default=0)
+    parser.add_argument("--every-requeue-faulted", action="store_true",
+                        help="give the first invocation of every FAILED event a fault of its requeue")
+    args = parser.parse_args(argv)
     os.environ.update({"GPU_SHARE_QUEUE": QUEUE, "GPU_SHARE_SETTINGS": br.encode_settings(SETTINGS),
                        h.REQUEUE_TABLE_ENV: "gpu-share-requeue"})
-    br.time.sleep = lambda s: None
-    counts = run_schedules(range(n))
-    print(f"fault cycles: {counts.cycles} ({counts.schedules} schedules), faults injected {counts.faults},"
-          f" stops {counts.stops}, requeues {counts.requeues}, invocations raised {counts.raised},"
-          f" invariant violations {len(counts.violations)}")
+    started = time.process_time()
+    counts = run_schedules(range(args.seed_base, args.seed_base + args.schedules),
+                           every_requeue_faulted=args.every_requeue_faulted)
+    print(summary(counts) + f"; {time.process_time() - started:.1f} s CPU")
     for v in counts.violations[:20]:
         print("  " + v)
     return 1 if counts.violations else 0
