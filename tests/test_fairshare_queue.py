@@ -31,6 +31,7 @@ from cdk_gpu_share.core.config import (
 )
 from cdk_gpu_share.core.errors import ConfigError
 from cdk_gpu_share.stacks.app import build_platform
+from tests.batch_model import LEDGER_INDEX, LEDGER_KEYS
 from tests.helpers import ROOT, assert_cfn_lint_clean, assert_nag_clean, new_app, scrub, synth
 
 
@@ -339,9 +340,14 @@ def test_reclaimer_failures_go_to_a_queue_with_alarms(fleet_template):
         "DestinationConfig": {"OnFailure": {"Destination": {"Fn::GetAtt": [Match.any_value(), "Arn"]}}},
         "MaximumRetryAttempts": 2,
     })
-    fleet_template.resource_count_is("AWS::CloudWatch::Alarm", 2)
+    fleet_template.resource_count_is("AWS::CloudWatch::Alarm", 3)
     fleet_template.has_resource_properties("AWS::CloudWatch::Alarm", {
         "MetricName": "Errors", "Namespace": "AWS/Lambda", "Threshold": 1})
+    # A requeue the cycle has not finished 10 minutes past its settle time: a dependency is down.
+    fleet_template.has_resource_properties("AWS::CloudWatch::Alarm", {
+        "MetricName": "RequeueOldestOpenSeconds", "Namespace": "GpuShare", "Statistic": "Maximum",
+        "Threshold": 600, "ComparisonOperator": "GreaterThanThreshold", "Period": 300,
+        "TreatMissingData": "notBreaching"})
     fleet_template.has_resource_properties("AWS::Logs::LogGroup", {"RetentionInDays": 30})
 
 
@@ -365,11 +371,14 @@ def test_reclaimer_iam_is_least_privilege(standalone):
     assert set(by_action) <= {"batch:ListJobs", "batch:DescribeJobs", "batch:TerminateJob", "batch:SubmitJob",
                               "batch:TagResource", "logs:CreateLogStream", "logs:PutLogEvents",
                               "sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl",
-                              "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"}
+                              "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query"}
     table_id = next(iter(resources(standalone["template"], "AWS::DynamoDB::Table")))
     ledger = by_action["dynamodb:PutItem"]
     assert ledger["Resource"] == {"Fn::GetAtt": [table_id, "Arn"]} and "Condition" not in ledger
     assert sorted(ledger["Action"]) == ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"]
+    query = by_action["dynamodb:Query"]  # the index of open records only, not the table
+    assert query["Action"] == "dynamodb:Query"
+    assert query["Resource"] == {"Fn::Join": ["", [{"Fn::GetAtt": [table_id, "Arn"]}, "/index/open-by-settle-time"]]}
 
 
 def test_requeue_ledger_is_one_small_table_with_ttl_named_to_the_reclaimer(standalone):
@@ -378,7 +387,9 @@ def test_requeue_ledger_is_one_small_table_with_ttl_named_to_the_reclaimer(stand
     table_id, table = next(iter(tables.items()))
     props = table["Properties"]
     assert props["KeySchema"] == [{"AttributeName": "jobId", "KeyType": "HASH"}]
-    assert props["AttributeDefinitions"] == [{"AttributeName": "jobId", "AttributeType": "S"}]
+    # The table the fault suite runs against (moto's DynamoDB) is this one.
+    assert {a["AttributeName"]: a["AttributeType"] for a in props["AttributeDefinitions"]} == LEDGER_KEYS
+    assert props["GlobalSecondaryIndexes"] == [LEDGER_INDEX]
     assert props["BillingMode"] == "PAY_PER_REQUEST" and "ProvisionedThroughput" not in props
     assert props["TimeToLiveSpecification"] == {"AttributeName": "expiresAt", "Enabled": True}
     assert props["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}

@@ -52,6 +52,7 @@ __all__ = [
     "TAG_REQUEUED_FROM",
     "TAG_REQUEUE_ATTEMPT",
     "RECLAIM_REASON_PREFIX",
+    "LEDGER_OPEN_INDEX",
     "LIST_PAGE_SIZE",
     "DESCRIBE_BATCH",
     "share_identifier",
@@ -89,6 +90,9 @@ TAG_REQUEUE_ATTEMPT = "gpu-share:requeue-attempt"
 #: only, so that a job definition's ``evaluateOnExit.onStatusReason`` (letters,
 #: digits, periods, colons, white space) and an EventBridge prefix filter match it.
 RECLAIM_REASON_PREFIX = "GpuShare reclaim"
+#: The requeue ledger's sparse index of open records (partition ``openQueue``, sort
+#: ``settleAfter``): the construct declares it, the reclaimer queries it.
+LEDGER_OPEN_INDEX = "open-by-settle-time"
 
 #: ListJobs returns at most 1,000 jobs a page when filtered by status.
 LIST_PAGE_SIZE = 1000

@@ -185,6 +185,11 @@ class ReclaimerMetrics:
         """Duration of a reclaim cycle (milliseconds). Default statistic: Maximum."""
         return self._labelled(m.CYCLE_DURATION_MS, None, options)
 
+    def metric_requeue_oldest_open(self, **options: Any) -> cw.Metric:
+        """How long past its settle time the oldest requeue still open in the ledger is
+        (seconds; 0 when none is). Default statistic: Maximum."""
+        return self._labelled(m.REQUEUE_OLDEST_OPEN_SECONDS, None, options)
+
 
 #: SageMaker's invocation metrics per inference component (namespace AWS/SageMaker).
 SAGEMAKER_NAMESPACE = "AWS/SageMaker"

@@ -107,6 +107,9 @@ __all__ = ["FairshareQueue", "FairshareTeam", "weight_factors", "job_definition_
 
 #: Lambda's limit on the total size of a function's environment variables.
 LAMBDA_ENV_LIMIT = 4096
+#: The requeue-stalled alarm fires when a stopped job has waited this long past its settle
+#: time (the cycle finishes a requeue within a minute or two of its dependencies answering).
+REQUEUE_STALLED_SECONDS = 600
 MIN_WEIGHT = 0.0001
 MAX_WEIGHT = 999.9999
 #: Share of an instance's memory a job definition asks for (the rest is the OS and the ECS agent's).
@@ -699,6 +702,10 @@ class FairshareQueue(Construct):
         """Failed reclaim cycles of this queue (Sum)."""
         return self.metrics.metric_reclaim_errors(**options)
 
+    def metric_requeue_oldest_open(self, **options: Any) -> cloudwatch.Metric:
+        """Seconds past its settle time of the oldest requeue the ledger holds open (Maximum)."""
+        return self.metrics.metric_requeue_oldest_open(**options)
+
     # ------------------------------------------------------------------ the reclaimer
 
     def _reclaimer_statements(self) -> list[iam.PolicyStatement]:
@@ -709,7 +716,8 @@ class FairshareQueue(Construct):
         Requeue resubmits into this queue, into a configured team's share, with that team's
         job definitions and consumable resource (added by :meth:`add_team`), carrying the
         queue tag and no tag keys but the platform's four. The requeue ledger is read and
-        written item by item (no Scan, Query or DeleteItem).
+        written item by item, and queried only through its index of open records (no Scan,
+        no DeleteItem, no Query of the table itself).
         """
         jobs = self._arn("job", "*")
         tag_keys = {"aws:TagKeys": [br.TAG_QUEUE, br.TAG_TEAM, br.TAG_REQUEUED_FROM, br.TAG_REQUEUE_ATTEMPT]}
@@ -739,6 +747,9 @@ class FairshareQueue(Construct):
             # Requeue exactly once: claim, read and record in the ledger.
             iam.PolicyStatement(sid="RequeueLedger", actions=["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"],
                                 resources=[self.requeue_table.table_arn]),
+            # The cycle finds the open requeues it must finish.
+            iam.PolicyStatement(sid="RequeueLedgerOpenRecords", actions=["dynamodb:Query"],
+                                resources=[f"{self.requeue_table.table_arn}/index/{br.LEDGER_OPEN_INDEX}"]),
         ]
 
     def _reclaimer(self, stack: cdk.Stack, retention: logs.RetentionDays) -> None:
@@ -754,7 +765,8 @@ class FairshareQueue(Construct):
         acknowledge_nag(self.failure_queue, "AwsSolutions-SQS3",
                         "this queue is itself the on-failure destination (dead letters) of the reclaim Lambda")
         # The requeue ledger: one item per job the reclaimer stopped, so that each is
-        # resubmitted exactly once (SubmitJob has no client token; ListJobs lags).
+        # resubmitted exactly once (SubmitJob has no client token; ListJobs lags), and a
+        # sparse index of the records still open, which every cycle finishes (oldest first).
         # Items expire (TTL) after 30 days; the table holds nothing a redeploy needs.
         self.requeue_table = dynamodb.Table(
             self, "RequeueLedger",
@@ -764,6 +776,12 @@ class FairshareQueue(Construct):
             point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
                 point_in_time_recovery_enabled=True),
             removal_policy=cdk.RemovalPolicy.DESTROY,
+        )
+        self.requeue_table.add_global_secondary_index(
+            index_name=br.LEDGER_OPEN_INDEX,
+            partition_key=dynamodb.Attribute(name="openQueue", type=dynamodb.AttributeType.STRING),
+            sort_key=dynamodb.Attribute(name="settleAfter", type=dynamodb.AttributeType.NUMBER),
+            projection_type=dynamodb.ProjectionType.KEYS_ONLY,
         )
         settings = _Lazy(lambda: br.encode_settings(self.reclaim_settings()))
         fn = lambda_.Function(
@@ -839,9 +857,20 @@ class FairshareQueue(Construct):
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         ))
         self.alarms.append(cloudwatch.Alarm(
+            self, "RequeueStalledAlarm",
+            alarm_description=f"A job the reclaimer of {self.queue_name} stopped has waited more than"
+                              f" {REQUEUE_STALLED_SECONDS // 60} minutes for its resubmission: Batch or DynamoDB"
+                              " has been failing (the cycle resubmits it once they answer; see the logs)",
+            metric=self.metric_requeue_oldest_open(period=cdk.Duration.minutes(5)),
+            threshold=REQUEUE_STALLED_SECONDS, evaluation_periods=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        ))
+        self.alarms.append(cloudwatch.Alarm(
             self, "ReclaimerFailuresAlarm",
-            alarm_description=f"Events the reclaim Lambda of {self.queue_name} could not process"
-                              " (a stopped job may need resubmitting by hand)",
+            alarm_description=f"Events the reclaim Lambda of {self.queue_name} could not process: a job"
+                              " never claimed in the requeue ledger (DynamoDB unreachable for all of the event's"
+                              " attempts) or one Batch refused to take back; fix the cause and redrive",
             metric=self.failure_queue.metric_approximate_number_of_messages_visible(period=cdk.Duration.minutes(5)),
             threshold=1, evaluation_periods=1,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,

@@ -49,7 +49,7 @@ DEFAULT_INVOCATION_SECONDS = 120
 #: the on-failure queue (14 days) before an operator replays it.
 LEDGER_TTL_SECONDS = 30 * 86_400
 #: The sparse index of open records (partition: the queue, sort: ``settleAfter``).
-OPEN_INDEX = "open-by-settle-time"
+OPEN_INDEX = br.LEDGER_OPEN_INDEX
 #: Open records a cycle finishes at most (each costs about eight calls).
 RECONCILE_LIMIT = 5
 #: A cycle starts no requeue with fewer seconds than this left before the Lambda's timeout.
