@@ -22,17 +22,12 @@ retries*), whatever its retry strategy says. So the same function also receives 
 "Batch Job State Change" event of each job that FAILED with a ``GpuShare reclaim``
 reason, and resubmits it (same name, queue, job definition revision, share
 identifier, scheduling priority, parameters, container overrides, retry strategy,
-timeout and tags, plus ``gpu-share:requeued-from``). A job the reclaimer stopped is
-therefore never lost; a job that ends on its own before the stop takes effect
-(SUCCEEDED, or failed for another reason) is not resubmitted. What is resubmitted is
-read from ``DescribeJobs`` (an event may carry no ``tags``). Requeue is exactly-once
-through the requeue ledger (:class:`Ledger`, a DynamoDB table only this function
-writes): an event delivered twice, or retried by Lambda, finds the job's record and
-submits nothing, however far ``ListJobs`` lags; a ``SubmitJob`` whose answer was lost
-is looked for before anything is retried. Requeue ignores dry run (resubmitting stops
-nothing, and skipping it would lose the job). A job that cannot be resubmitted (array
-child, multi-node, EKS) raises, so the event, which holds the whole job, lands in the
-on-failure destination and raises the alarm.
+timeout and tags, plus ``gpu-share:requeued-from``), exactly once, through the requeue
+ledger; every scheduled cycle also finishes the requeues the ledger holds open. How, and
+what that rests on: :mod:`cdk_gpu_share.lambdas.reclaim.requeue`. A job that ends on its
+own before the stop takes effect (SUCCEEDED, or failed for another reason) is not
+resubmitted. Requeue ignores dry run (resubmitting stops nothing, and skipping it would
+lose the job).
 
 Faults: throttling, 5xx and network errors (timeouts, refused or closed connections)
 are retried with backoff; a stop that may have been applied (a 5xx or a lost answer)
@@ -49,7 +44,7 @@ new jobs; status and times always come from the cycle's listing.
 
 Environment: ``GPU_SHARE_QUEUE`` (the queue's ARN), ``GPU_SHARE_SETTINGS`` (the reclaim
 settings, :func:`cdk_gpu_share.aws.batch_reader.encode_settings`), ``GPU_SHARE_REQUEUE_TABLE``
-(the requeue ledger), optional
+(the requeue ledger, with its index of open records), optional
 ``GPU_SHARE_DRY_RUN`` (``true``: log the plan, stop nothing; overrides the settings).
 """
 
