@@ -476,6 +476,61 @@ def test_component_delete_and_already_deleted(sm):
     assert h.handle_is_complete(e, sm) == {"IsComplete": True}
 
 
+def test_component_delete_of_one_already_deleting_waits_until_it_is_gone(sm):
+    """A rollback or repeated Delete meets the component Deleting: SageMaker refuses, the Delete waits."""
+    name = h.component_name(COMPONENT_PROPS)
+    e = event("Delete", COMPONENT_PROPS, physical=name)
+    not_found(sm.stubber, "delete_inference_component", f'Cannot delete inference component "{ic_arn(name)}" while it is being'
+              " deleted.", {"InferenceComponentName": name})
+    sm.stubber.add_response("describe_inference_component", describe_ic(name, "Deleting"), {"InferenceComponentName": name})
+    e = with_data(e, h.handle_on_event(e, sm))
+    sm.stubber.add_response("describe_inference_component", describe_ic(name, "Deleting"))
+    assert h.handle_is_complete(e, sm) == {"IsComplete": False}
+    not_found(sm.stubber, "describe_inference_component", f"Could not find inference component {name}")
+    assert h.handle_is_complete(e, sm) == {"IsComplete": True}
+
+
+def test_endpoint_delete_refused_as_already_deleting_waits_until_it_is_gone(sm):
+    """The endpoint was InService when described and Deleting when the delete arrived."""
+    name = h.endpoint_name(ENDPOINT_PROPS)
+    cfg = h.config_name(ENDPOINT_PROPS)
+    e = with_data(event("Delete", ENDPOINT_PROPS, physical=name), {"Data": {"EndpointConfigName": cfg}})
+    sm.stubber.add_response("list_inference_components", {"InferenceComponents": []})
+    sm.stubber.add_response("describe_endpoint", describe_endpoint(name, "InService", cfg))
+    not_found(sm.stubber, "delete_endpoint", f'Cannot delete endpoint "{endpoint_arn(name)}" while it is being deleted.',
+              {"EndpointName": name})
+    sm.stubber.add_response("describe_endpoint", describe_endpoint(name, "Deleting", cfg))
+    assert h.handle_is_complete(e, sm) == {"IsComplete": False}
+    sm.stubber.add_response("list_inference_components", {"InferenceComponents": []})
+    sm.stubber.add_response("describe_endpoint", describe_endpoint(name, "Deleting", cfg))
+    assert h.handle_is_complete(e, sm) == {"IsComplete": False}  # no second delete_endpoint
+    sm.stubber.add_response("list_inference_components", {"InferenceComponents": []})
+    not_found(sm.stubber, "describe_endpoint", f'Could not find endpoint "{endpoint_arn(name)}".')
+    sm.stubber.add_response("delete_endpoint_config", {}, {"EndpointConfigName": cfg})
+    assert h.handle_is_complete(e, sm) == {"IsComplete": True}
+
+
+def test_a_failed_endpoint_already_deleting_is_still_reported_failed(sm):
+    name = h.endpoint_name(ENDPOINT_PROPS)
+    cfg = h.config_name(ENDPOINT_PROPS)
+    e = with_data(event("Create", ENDPOINT_PROPS), h.handle_on_event(event("Create", ENDPOINT_PROPS), sm))
+    sm.stubber.add_response("describe_endpoint", {**describe_endpoint(name, "Failed", cfg, "no capacity"),
+                                                  "CreationTime": dt.datetime.now(dt.timezone.utc)})
+    not_found(sm.stubber, "delete_endpoint", f'Cannot delete endpoint "{endpoint_arn(name)}" while it is being deleted.')
+    sm.stubber.add_response("describe_endpoint", describe_endpoint(name, "Deleting", cfg))
+    with pytest.raises(h.HandlerError, match=f"endpoint {name} is Failed: no capacity; deleting it"):
+        h.handle_is_complete(e, sm)
+
+
+def test_a_delete_refused_for_another_reason_is_reported(sm):
+    """Only gone or already Deleting counts as deleted: a refusal of a resource in another status is raised."""
+    name = h.component_name(COMPONENT_PROPS)
+    not_found(sm.stubber, "delete_inference_component", "Inference component is in Updating status")
+    sm.stubber.add_response("describe_inference_component", describe_ic(name, "Updating"))
+    with pytest.raises(Exception, match="Updating status"):
+        h.handle_on_event(event("Delete", COMPONENT_PROPS, physical=name), sm)
+
+
 def test_unknown_kind_is_refused(sm):
     with pytest.raises(h.HandlerError, match="unknown resource Kind"):
         h.handle_on_event(event("Create", {"Kind": "Bucket"}), sm)

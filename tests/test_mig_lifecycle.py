@@ -16,7 +16,7 @@ import pytest
 from cdk_gpu_share.constructs.mig_endpoint import PROVIDER_QUERY_INTERVAL, PROVIDER_TOTAL_TIMEOUT, SERVICE_TIMEOUT
 from cdk_gpu_share.lambdas.mig_endpoint import index as h
 from tests.mig_lifecycle.cloudformation import STACK_ID, Stack
-from tests.mig_lifecycle.sagemaker_model import Clock, SageMaker
+from tests.mig_lifecycle.sagemaker_model import Clock, SageMaker, arn
 
 ROLE = "arn:aws:iam::111122223333:role/mig-inference-exec"
 MIN = 60.0
@@ -495,3 +495,103 @@ def test_slow_component_create_fails_inside_the_hour_and_the_retry_converges(wor
     sm.component_seconds = 5 * MIN
     assert stack.deploy(t) == "UPDATE_COMPLETE", stack.reasons
     assert_clean_and_updatable(stack, sm, t)
+
+
+# --------------------------------------------------------------------------- deletes are idempotent
+
+HEALTH_CHECK = (
+    "The primary container for production variant AllTraffic did not pass the ping health check. Please check"
+    " CloudWatch logs for this endpoint."
+)
+
+
+def test_component_failed_on_create_is_deleted_and_the_rollback_waits_for_it(world):
+    """Create -> a component goes Failed -> the handler deletes it and reports FAILED -> the rollback
+    Delete arrives while that component is still Deleting: it waits, and the stack rolls back clean."""
+    stack, sm = world
+    sm.fail_components = [HEALTH_CHECK]
+    failed = h.component_name({**component("query-rewriter"), "EndpointName": h.endpoint_name(ENDPOINT)})
+    assert stack.deploy(template()) == "ROLLBACK_COMPLETE", stack.reasons
+    assert stack.reasons == [f"ComponentQueryRewriter: inference component {failed} failed: {HEALTH_CHECK}; deleting it"]
+    assert "Delete ComponentQueryRewriter SUCCESS" in stack.events
+    deletes = [b for op, b in sm.calls if op == "DeleteInferenceComponent" and b["InferenceComponentName"] == failed]
+    assert len(deletes) == 2, "the handler's own cleanup, then the rollback Delete's"
+    refused = [m for op, b, m in sm.refused if op == "DeleteInferenceComponent"]
+    assert refused == [f'Cannot delete inference component "{arn("inference-component", failed)}" while it is being deleted.'], (
+        "the rollback Delete arrived while the failed component was still Deleting"
+    )
+    assert orphans(stack, sm) == []
+    assert sm.inventory() == {"endpoints": set(), "configs": set(), "components": set()}
+    assert_clean_and_updatable(stack, sm)
+
+
+def test_delete_of_resources_already_gone_succeeds(world):
+    """Everything was deleted outside CloudFormation: the stack's Delete finds nothing and is done."""
+    stack, sm = world
+    assert stack.deploy(template()) == "CREATE_COMPLETE"
+    endpoint = stack.resources["Endpoint"].physical
+    config = live_endpoint(stack, sm).config
+    for logical in ("ComponentQueryRewriter", "ComponentTicketTriage"):
+        sm.client.delete_inference_component(InferenceComponentName=stack.resources[logical].physical)
+    settle(sm, 5)
+    sm.client.delete_endpoint(EndpointName=endpoint)
+    settle(sm, 5)
+    sm.client.delete_endpoint_config(EndpointConfigName=config)
+    assert sm.inventory() == {"endpoints": set(), "configs": set(), "components": set()}
+    assert stack.delete() == "DELETE_COMPLETE", stack.reasons
+    assert stack.reasons == []
+
+
+def test_delete_of_components_already_deleting_waits_for_them(world):
+    """Components someone started deleting: the stack's Delete waits until they are gone."""
+    stack, sm = world
+    assert stack.deploy(template()) == "CREATE_COMPLETE"
+    names = [stack.resources[k].physical for k in ("ComponentQueryRewriter", "ComponentTicketTriage")]
+    for name in names:
+        sm.client.delete_inference_component(InferenceComponentName=name)
+    assert stack.delete() == "DELETE_COMPLETE", stack.reasons
+    assert sm.inventory() == {"endpoints": set(), "configs": set(), "components": set()}
+
+
+def test_delete_of_an_endpoint_already_deleting_waits_for_it(world):
+    """The endpoint is Deleting (started by hand) when the stack's Delete arrives: it waits, then deletes the config."""
+    stack, sm = world
+    assert stack.deploy(template()) == "CREATE_COMPLETE"
+    endpoint = stack.resources["Endpoint"].physical
+    for logical in ("ComponentQueryRewriter", "ComponentTicketTriage"):
+        sm.client.delete_inference_component(InferenceComponentName=stack.resources[logical].physical)
+        stack.resources.pop(logical)
+    settle(sm, 5)
+    sm.client.delete_endpoint(EndpointName=endpoint)
+    assert sm._op_DescribeEndpoint({"EndpointName": endpoint})["EndpointStatus"] == "Deleting"
+    started = sm.clock.t
+    assert stack.delete() == "DELETE_COMPLETE", stack.reasons
+    assert sm.clock.t - started >= sm.delete_seconds - stack.query_interval
+    assert sm.inventory() == {"endpoints": set(), "configs": set(), "components": set()}
+
+
+def test_a_delete_delivered_twice_while_the_first_waits_succeeds_twice(world):
+    """The same Delete again while the component is Deleting, then the endpoint's: every answer is SUCCESS."""
+    stack, sm = world
+    assert stack.deploy(template()) == "CREATE_COMPLETE"
+    names = {k: stack.resources[k].physical for k in ("ComponentQueryRewriter", "ComponentTicketTriage")}
+    for logical, name in names.items():
+        answers = stack.delete_delivered_twice(logical, after=stack.query_interval)
+        assert [a.status for a in answers] == ["SUCCESS", "SUCCESS"], stack.reasons
+        assert name not in sm.components, "SUCCESS only once the component is gone"
+    endpoint = stack.resources["Endpoint"].physical
+    answers = stack.delete_delivered_twice("Endpoint", after=stack.query_interval)
+    assert [a.status for a in answers] == ["SUCCESS", "SUCCESS"], stack.reasons
+    assert endpoint not in sm.endpoints
+    assert sm.inventory() == {"endpoints": set(), "configs": set(), "components": set()}
+
+
+def test_a_delete_sent_again_after_it_succeeded_succeeds(world):
+    """A stack delete retried: each Delete arrives again once the first has removed everything."""
+    stack, sm = world
+    assert stack.deploy(template()) == "CREATE_COMPLETE"
+    for logical in ("ComponentQueryRewriter", "ComponentTicketTriage", "Endpoint"):
+        answers = stack.delete_delivered_twice(logical, after=20 * MIN)
+        assert [a.status for a in answers] == ["SUCCESS", "SUCCESS"], stack.reasons
+    assert stack.resources == {}
+    assert sm.inventory() == {"endpoints": set(), "configs": set(), "components": set()}

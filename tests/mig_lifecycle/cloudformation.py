@@ -16,8 +16,9 @@ runtime/framework.js`` and ``cfn-response.js``:
 :class:`Stack` plays CloudFormation for one endpoint and its components: creates and
 updates in dependency order (independent components at the same time), a changed
 physical id is a replacement whose old resource is deleted in the cleanup phase, a
-failure rolls back (Delete for what was created, Update with the previous properties
-for what was updated, then the cleanup of the replacements), and CloudFormation's own
+failure rolls back (components before the endpoint: Delete for what was created, the
+independent ones at the same time, Update with the previous properties for what was
+updated, then the cleanup of the replacements), and CloudFormation's own
 ``ServiceTimeout`` fails a request that got no answer in time (the physical id is then
 unknown to CloudFormation: *model*, a placeholder is sent with the rollback Delete).
 Cleanup and rollback Deletes carry the template's *current* properties for the logical
@@ -223,30 +224,23 @@ class Stack:
                 self._delete_quietly(logical, r.physical, r.props)
             self.status = "CREATE_COMPLETE" if first else "UPDATE_COMPLETE"
             return self.status
-        # ---- rollback: components first, then the endpoint
+        # ---- rollback: components first, then the endpoint; the created ones of a group are
+        # deleted at the same time (independent resources), then the updated ones go back.
         self.template = old_template
         ok = True
         rollback_cleanup: list[Resource] = []
-        for logical in sorted(set(created) | set(updated), key=lambda k: k == "Endpoint"):
-            if logical in created:
+        rolled_back = sorted(set(created) | set(updated), key=lambda k: (k == "Endpoint", k))
+        for group in ([k for k in rolled_back if k != "Endpoint"], [k for k in rolled_back if k == "Endpoint"]):
+            deletes = []
+            for logical in (k for k in group if k in created):
                 r = self.resources.pop(logical)
-                ok &= self._delete(logical, r.physical, r.props)
-                continue
-            old_physical, old_props = updated[logical]
-            r = self.resources[logical]
-            failed_props = r.__dict__.pop("failed_props", None)
-            current = failed_props if failed_props is not None else r.props
-            physical = old_physical if failed_props is not None else r.physical
-            # The previous properties, resolved against the rolled-back endpoint.
-            props = copy.deepcopy(old_props)
-            answers = self._run_all([(logical, self._request("Update", logical, props, physical=physical, old=current))])
-            out = answers[logical]
-            if out.status != "SUCCESS":
-                ok = False
-                continue
-            if out.physical != physical:
-                rollback_cleanup.append(Resource(logical, physical, current, r.data))
-            self.resources[logical] = Resource(logical, out.physical, props, out.data)
+                deletes.append((logical, self._request("Delete", logical, r.props, physical=r.physical)))
+            if deletes:
+                answers = self._run_all(deletes)
+                ok &= all(answers[logical].status == "SUCCESS" for logical, _ in deletes)
+            for logical in group:
+                if logical not in created:
+                    ok &= self._roll_back_update(logical, updated[logical], rollback_cleanup)
         for r in sorted(rollback_cleanup, key=lambda r: r.logical == "Endpoint"):
             self._delete_quietly(r.logical, r.physical, self.resources[r.logical].props)
         if first:
@@ -255,6 +249,24 @@ class Stack:
             self.status = "UPDATE_ROLLBACK_COMPLETE" if ok else "UPDATE_ROLLBACK_FAILED"
         return self.status
 
+    def _roll_back_update(self, logical: str, previous: tuple[str, dict], rollback_cleanup: list[Resource]) -> bool:
+        """The rollback Update of ``logical`` to its previous properties; ``False`` when it failed."""
+        old_physical, old_props = previous
+        r = self.resources[logical]
+        failed_props = r.__dict__.pop("failed_props", None)
+        current = failed_props if failed_props is not None else r.props
+        physical = old_physical if failed_props is not None else r.physical
+        # The previous properties, resolved against the rolled-back endpoint.
+        props = copy.deepcopy(old_props)
+        answers = self._run_all([(logical, self._request("Update", logical, props, physical=physical, old=current))])
+        out = answers[logical]
+        if out.status != "SUCCESS":
+            return False
+        if out.physical != physical:
+            rollback_cleanup.append(Resource(logical, physical, current, r.data))
+        self.resources[logical] = Resource(logical, out.physical, props, out.data)
+        return True
+
     def _delete(self, logical: str, physical: str, props: dict) -> bool:
         answers = self._run_all([(logical, self._request("Delete", logical, props, physical=physical))])
         return answers[logical].status == "SUCCESS"
@@ -262,6 +274,39 @@ class Stack:
     def _delete_quietly(self, logical: str, physical: str, props: dict) -> None:
         """Cleanup deletes: CloudFormation logs a failure and carries on (the resource is abandoned)."""
         self._delete(logical, physical, props)
+
+    def delete_delivered_twice(self, logical: str, *, after: float) -> list[Response]:
+        """A Delete of ``logical`` and the same request again ``after`` seconds later.
+
+        Lambda's asynchronous invocation delivers an event at least once, and a stack delete
+        retried after ``DELETE_FAILED`` sends the Delete again: the second may arrive while
+        the first still waits, or once it is done. Both run to their answer, polled side by
+        side; the resource leaves the stack when both succeeded.
+        """
+        r = self.resources[logical]
+        request = self._request("Delete", logical, r.props, physical=r.physical)
+        starts = [0.0, after]
+        runs = [self._framework().run(request), self._framework().run(request)]
+        answers: list[Response | None] = [None, None]
+        started = self.sm.clock.t
+        while True:
+            elapsed = self.sm.clock.t - started
+            for i, run in enumerate(runs):
+                if answers[i] is None and elapsed >= starts[i]:
+                    out = next(run)
+                    if out is not None:
+                        answers[i] = out
+                        self.events.append(f"Delete {logical} {out.status} {out.reason[:200]}".strip())
+                        if out.status == "FAILED":
+                            self.reasons.append(f"{logical}: {out.reason}")
+            if all(a is not None for a in answers):
+                break
+            if elapsed + self.query_interval > after + self.service_timeout:
+                raise AssertionError(f"a Delete of {logical} got no answer within ServiceTimeout")
+            self.sm.advance(self.query_interval)
+        if all(a.status == "SUCCESS" for a in answers):
+            del self.resources[logical]
+        return [a for a in answers if a is not None]
 
     def delete(self) -> str:
         ok = True

@@ -12,6 +12,10 @@ What is modelled (and what is an assumption, marked *model*):
   ``DeleteEndpoint`` refused while ``Creating``/``Updating`` (*model*, the existing
   handler's behaviour); refused while inference components remain (*model*: the SageMaker
   guide says to delete them first); a ``Failed`` endpoint accepts only ``DeleteEndpoint``.
+* Deletes take time: an endpoint is ``Deleting`` for ``delete_seconds``, a component for
+  ``component_delete_seconds``, then gone (describe: ValidationException ``Could not find
+  ...``). A second delete of a resource still ``Deleting`` is refused with a
+  ValidationException (the wording is *model*). An endpoint config goes at once.
 * ``ResourceLimitExceeded`` when more endpoints of an instance type would run than
   ``endpoint_quota`` allows (GPU endpoint quotas are often 0).
 * Inference components occupy one partition of their profile per copy on the endpoint
@@ -21,6 +25,8 @@ What is modelled (and what is an assumption, marked *model*):
   ``DeploymentConfig`` (*model* of the default), and rolls back otherwise.
   ``UpdateInferenceComponentRuntimeConfig`` sets ``DesiredCopyCount`` at once and
   ``CurrentCopyCount`` follows after ``copy_seconds``, the status staying ``InService``.
+  ``fail_components`` makes the next creates fail as a container that never passes its
+  health check does (``Creating`` then ``Failed`` with the reason).
 * IAM: mutating calls on names outside ``allowed_prefix`` fail with AccessDenied, as the
   handler role's ``<base>-*`` resources do.
 """
@@ -100,6 +106,7 @@ class Component:
     failure: str | None = None
     pending_spec: dict | None = None
     by_hand: bool = False
+    fail: str | None = None
 
 
 class SageMaker:
@@ -117,11 +124,14 @@ class SageMaker:
         self.update_seconds = 480.0
         self.delete_seconds = 120.0
         self.component_seconds = 300.0
+        self.component_delete_seconds = 150.0
         self.copy_seconds = 120.0
         self.endpoint_quota: dict[str, int] = {}
         self.fail_endpoints: list[str] = []  # reasons, one per endpoint create that fails
         self.fail_updates: list[str] = []  # reasons, one per UpdateEndpoint that rolls back
+        self.fail_components: list[str] = []  # reasons, one per component create that fails
         self.calls: list[tuple[str, dict]] = []
+        self.refused: list[tuple[str, dict, str]] = []  # (operation, request, error message)
         self.max_endpoints_seen = 0
         self.client = self._client()
 
@@ -153,6 +163,7 @@ class SageMaker:
             status, payload = 200, out or {}
         except ApiError as exc:
             status, payload = exc.status, {"__type": exc.code, "message": exc.message}
+            self.refused.append((op, body, exc.message))
         return AWSResponse(request.url, status, {"Content-Type": "application/x-amz-json-1.1"}, _Raw(json.dumps(payload).encode()))
 
     # ------------------------------------------------------------------ time
@@ -198,7 +209,9 @@ class SageMaker:
         profile = self.profile(c.spec if c.pending_spec is None else c.pending_spec)
         if c.status == "Creating":
             free = self.free_partitions(c.endpoint, profile, excluding=c.name)
-            if free < c.desired:
+            if c.fail:
+                c.status, c.failure = "Failed", c.fail
+            elif free < c.desired:
                 c.status = "Failed"
                 c.failure = f"not enough free {profile} partitions for {c.desired} copies ({free} free)"  # model
             else:
@@ -368,6 +381,7 @@ class SageMaker:
         self.components[name] = Component(
             name, e.name, copy.deepcopy(b["Specification"]), "Creating", n, 0, now, now, now + self.component_seconds,
             tags={t["Key"]: t["Value"] for t in b.get("Tags", [])}, by_hand=by_hand,
+            fail=self.fail_components.pop(0) if self.fail_components and not by_hand else None,
         )
         return {"InferenceComponentArn": arn("inference-component", name)}
 
@@ -437,8 +451,11 @@ class SageMaker:
         name = b["InferenceComponentName"]
         self._iam(name)
         self._component(name)
-        if name not in self.deleting_components:
-            self.deleting_components[name] = self.clock.t + self.component_seconds / 2
+        if name in self.deleting_components:
+            raise self._validation(
+                f"Cannot delete inference component \"{arn('inference-component', name)}\" while it is being deleted."
+            )  # model: the wording
+        self.deleting_components[name] = self.clock.t + self.component_delete_seconds
         return {}
 
     def _op_ListInferenceComponents(self, b: dict) -> dict:

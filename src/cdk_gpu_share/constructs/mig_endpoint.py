@@ -63,7 +63,10 @@ Lifecycle and what it costs
   ``min``/``max`` only moves it back inside). Fixed copies (``min == max``) are set.
 * Delete removes the construct's own components, the endpoint and its configs. A
   component added by hand is never deleted: its endpoint is then kept, tagged
-  ``gpu-share:retained`` and named in the handler's log.
+  ``gpu-share:retained`` and named in the handler's log. Deletes are idempotent: a
+  resource already ``Deleting`` (the rollback after a component the handler deleted as
+  ``Failed``, a Delete sent twice) is waited for until it is gone, one already gone is
+  done, so a rollback does not end ``ROLLBACK_FAILED`` on it.
 
 Models that need whole GPUs
 ---------------------------

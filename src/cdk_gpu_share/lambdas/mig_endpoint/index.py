@@ -26,6 +26,12 @@ Lifecycle rules (why the code looks the way it does)
 * **Retries converge.** An endpoint or component of our name left ``Failed`` by an
   earlier attempt is deleted and recreated; a ``Failed`` one of this attempt is reported
   with its reason and deleted.
+* **Deletes are idempotent.** SageMaker refuses to delete an endpoint or inference
+  component that is already ``Deleting`` (a ``ValidationException``), which is what the
+  rollback Delete after a reported failure, or a Delete sent twice, meets. Every delete
+  therefore treats a resource already gone as deleted and one already ``Deleting`` as
+  being deleted; the Delete then waits in ``is_complete`` until it is gone, within the
+  same budget as any other step. An endpoint config is deleted at once, or is gone.
 * **Ours** means named under the construct's prefix (``<base>-``): exactly what the
   handler role may touch. Anything else on our endpoint (a component added by hand) is
   never deleted; the endpoint it blocks is kept, tagged ``gpu-share:retained`` and
@@ -308,14 +314,46 @@ def _delete_config(sm: Any, name: str) -> bool:
         return False
 
 
-def _delete_component(sm: Any, name: str) -> None:
+def _delete(what: str, name: str, delete: Any, describe: Any, status_key: str) -> None:
+    """Start deleting ``what`` ``name``; already gone or already ``Deleting`` counts as started.
+
+    SageMaker answers a delete of a resource in ``Deleting`` with a ``ValidationException``;
+    its wording is not relied on: after any ``ValidationException`` the resource is
+    described, and only one that exists in another status re-raises the refusal.
+    """
     try:
-        sm.delete_inference_component(InferenceComponentName=name)
-        LOG.info("deleting inference component %s", name)
+        delete()
+        LOG.info("deleting %s %s", what, name)
+        return
     except _client_error() as exc:
-        if not _is_gone(exc):
+        if _is_gone(exc):
+            LOG.info("%s %s is already gone", what, name)
+            return
+        if _code(exc)[0] != "ValidationException":
             raise
-        LOG.info("inference component %s is already gone", name)
+        described = describe()
+        if described is None:
+            LOG.info("%s %s is already gone", what, name)
+            return
+        if described.get(status_key) != "Deleting":
+            raise
+        LOG.info("%s %s is already being deleted", what, name)
+
+
+def _delete_component(sm: Any, name: str) -> None:
+    _delete(
+        "inference component", name,
+        lambda: sm.delete_inference_component(InferenceComponentName=name),
+        lambda: _describe_component(sm, name), "InferenceComponentStatus",
+    )
+
+
+def _delete_endpoint(sm: Any, name: str) -> None:
+    _delete(
+        "endpoint", name,
+        lambda: sm.delete_endpoint(EndpointName=name),
+        lambda: _describe_endpoint(sm, name), "EndpointStatus",
+    )
 
 
 def _components_on(sm: Any, endpoint: str) -> list[dict]:
@@ -365,8 +403,7 @@ def _remove_endpoint(sm: Any, name: str, base: str, configs: list[str], event: d
     if status in _BUSY:
         LOG.info("endpoint %s is %s: deleting it once that ends", name, status)
     elif status != "Deleting":
-        sm.delete_endpoint(EndpointName=name)
-        LOG.info("deleting endpoint %s", name)
+        _delete_endpoint(sm, name)
     return False, foreign
 
 
@@ -465,9 +502,9 @@ def _endpoint_reached(sm: Any, event: dict, props: dict, name: str, creating: bo
             # Left by an earlier attempt (a failed endpoint accepts only DeleteEndpoint):
             # delete it and create it again, instead of reporting its old failure.
             LOG.info("endpoint %s is Failed from an earlier attempt: deleting it to create it again", name)
-            sm.delete_endpoint(EndpointName=name)
+            _delete_endpoint(sm, name)
             return None
-        sm.delete_endpoint(EndpointName=name)
+        _delete_endpoint(sm, name)
         cleanup = "deleting it; the rollback deletes its endpoint config" if creating else "deleting it"
         raise HandlerError(f"endpoint {name} is Failed: {described.get('FailureReason', 'no reason given')}; {cleanup}")
     if status == "UpdateRollbackFailed":
