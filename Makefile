@@ -1,7 +1,8 @@
 # The two commands a newcomer runs (see README.md):
 #   make synth   synthesize the default platform into cdk.out/ (no AWS account needed)
 #   make test    run every test and quality gate
-# Both install what they need on first run: a virtual environment in .venv,
+# and `make docs` builds the documentation site into site/ (strict: CI runs it after make test).
+# Each installs what it needs on first run: a virtual environment in .venv,
 # and the CDK CLI with Node 22 in node_modules (from the npm registry).
 
 PYTHON ?= python3
@@ -14,7 +15,7 @@ export PATH := $(NODE_BIN):$(BIN):$(PATH)
 export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
 PYTEST_ARGS ?=
 
-.PHONY: synth test install benchmarks mutation clean
+.PHONY: synth test docs install benchmarks mutation clean
 
 # Synthesize into a fresh folder and swap it in only on success: a failing synth
 # (a config error, a bug) leaves the previous good cdk.out/ as it was.
@@ -28,6 +29,15 @@ test: install
 	python -m pytest -n 2 $(PYTEST_ARGS)
 
 install: $(VENV)/.installed node_modules/.installed
+
+# The documentation site: a broken link, a missing page, an undocumented config field or CLI
+# flag fails the build (--strict). Its tools are the `docs` extra, installed here only.
+docs: $(VENV)/.docs-installed
+	NO_MKDOCS_2_WARNING=1 mkdocs build --strict --site-dir site
+
+$(VENV)/.docs-installed: pyproject.toml $(VENV)/.installed
+	$(BIN)/python -m pip install --quiet -e '.[docs]'
+	touch $@
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -52,4 +62,4 @@ mutation: install
 	nice -n 15 python tools/mutation.py $(MUTATION_ARGS)
 
 clean:
-	rm -rf cdk.out .pytest_cache mutants
+	rm -rf cdk.out .pytest_cache mutants site

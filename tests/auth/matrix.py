@@ -5,7 +5,7 @@ the action authorizes for that request (``SubmitJob``: queue, job definition,
 consumable resource, job), the context keys the request carries. ``expect`` is
 ``Allowed`` for what the product does (a denied legitimate request is a product that
 does not work) and ``Denied`` for every cross-team, cross-queue and escalation attempt.
-``residual`` marks a request IAM cannot deny (README, *Security model*: the risk and
+``residual`` marks a request IAM cannot deny (docs/security.md, *Residual risks*: the risk and
 its mitigation); it is evaluated and asserted like the rest, so a change either way is
 noticed.
 

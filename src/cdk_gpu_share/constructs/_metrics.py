@@ -10,7 +10,7 @@
   :class:`~cdk_gpu_share.constructs.dashboard.InferenceDashboard`.
 
 Batch quota management and HyperPod task governance have no per-team CloudWatch metrics
-(see README, "What the dashboards cover"), so they have no factory here. For Batch quota
+(``docs/operations.md``, "What the dashboards cover"), so they have no factory here. For Batch quota
 management (SageMaker Training service jobs in quota shares) the sources checked were:
 
 * https://docs.aws.amazon.com/batch/latest/userguide/using_cloudwatch_metrics.html -- AWS Batch

@@ -157,6 +157,7 @@ class FairshareTeam:
     job_definition_names: dict[int, str] = field(default_factory=dict)
 
     def job_definition_name(self, gpus: int) -> str:
+        """The name of the team's job definition for jobs of ``gpus`` GPUs."""
         name = self.job_definition_names.get(gpus)  # as given, without a jsii round trip
         return name if name is not None else self.job_definitions[gpus].job_definition_name
 
@@ -402,6 +403,7 @@ class FairshareQueue(Construct):
 
     @property
     def teams(self) -> dict[str, FairshareTeam]:
+        """The teams added so far, by name."""
         return dict(self._teams)
 
     def add_team(self, team: TeamConfig, *, scope: Construct | None = None, image: str | None = None) -> FairshareTeam:
@@ -527,6 +529,7 @@ class FairshareQueue(Construct):
         return self._team(team).share_identifier
 
     def weight_factor(self, team: str) -> float:
+        """``team``'s fair-share weight factor: largest guarantee / its guarantee (lower gets more)."""
         return weight_factors({t.share_identifier: t.guarantee_gpus for t in self._teams.values()})[
             self._team(team).share_identifier]
 
@@ -538,6 +541,7 @@ class FairshareQueue(Construct):
 
     @property
     def job_queue_arn(self) -> str:
+        """The ARN of the job queue."""
         arn = self.__dict__.get("_job_queue_arn")  # the same token every time: read it once
         if arn is None:
             arn = self.__dict__["_job_queue_arn"] = self.job_queue.attr_job_queue_arn
@@ -545,6 +549,7 @@ class FairshareQueue(Construct):
 
     @property
     def job_queue_name(self) -> str:
+        """The name of the job queue."""
         return self.queue_name
 
     def job_tags(self, team: str) -> dict[str, str]:
@@ -575,6 +580,7 @@ class FairshareQueue(Construct):
         return f"{self.job_definition_prefix}{share_identifier}-gpus"[:128]
 
     def consumable_resource_arn(self, team: str) -> str:
+        """The ARN of ``team``'s consumable GPU resource (its guarantee plus borrow cap)."""
         return self._arn("consumable-resource", self.consumable_resource_name(self._team(team).share_identifier))
 
     def _job_definition_arns(self, member: FairshareTeam) -> list[str]:

@@ -750,10 +750,12 @@ class MigInferenceEndpoint(Construct):
 
     @property
     def endpoint_arn(self) -> str:
+        """The partitioned endpoint's ARN (a token)."""
         return self.endpoint.get_att_string("EndpointArn")
 
     @property
     def whole_gpu_endpoint_name(self) -> str | None:
+        """The whole-GPU endpoint's name (a token), or None when no model needs whole GPUs."""
         return self.whole_gpu_endpoint.attr_endpoint_name if self.whole_gpu_endpoint is not None else None
 
     def endpoint_name_of(self, model: str) -> str:

@@ -128,6 +128,7 @@ class BatchQuotaBackend(Construct):
 
     @property
     def job_queue_arn(self) -> str:
+        """The ARN of the job queue."""
         arn = self.__dict__.get("_job_queue_arn")  # the same token every time: read it once
         if arn is None:
             arn = self.__dict__["_job_queue_arn"] = self.job_queue.attr_job_queue_arn
@@ -144,6 +145,7 @@ class BatchQuotaBackend(Construct):
 
     @property
     def teams(self) -> dict[str, TeamQuota]:
+        """The teams added so far, by name: each one's quota share."""
         return dict(self._teams)
 
     def add_team(self, team: TeamConfig, *, scope: Construct | None = None) -> TeamQuota:
@@ -189,6 +191,7 @@ class BatchQuotaBackend(Construct):
         return quota
 
     def quota_share_name(self, team: str) -> str:
+        """The name of ``team``'s quota share (the team's name)."""
         return self._team(team).name
 
     def _team(self, team: str) -> TeamQuota:
@@ -351,6 +354,7 @@ class CfnComputeQuota(cdk.CfnResource):
 
     @property
     def attr_compute_quota_arn(self) -> str:
+        """The ARN of the compute quota (``Fn::GetAtt ComputeQuotaArn``)."""
         return self.get_att("ComputeQuotaArn").to_string()
 
 
@@ -410,6 +414,7 @@ class HyperPodBackend(Construct):
 
     @property
     def teams(self) -> dict[str, TeamQuota]:
+        """The teams added so far, by name: each one's compute quota."""
         return dict(self._teams)
 
     def add_team(self, team: TeamConfig, *, scope: Construct | None = None) -> TeamQuota:
@@ -518,17 +523,21 @@ class SharedGpuQuota(Construct):
 
     @property
     def job_queue(self) -> batch.CfnJobQueue:
+        """The Batch job queue of the ``batch_quota`` backend."""
         return self._require_batch().job_queue
 
     @property
     def job_queue_arn(self) -> str:
+        """The ARN of the Batch job queue."""
         return self._require_batch().job_queue_arn
 
     @property
     def job_queue_name(self) -> str:
+        """The name of the Batch job queue (pass it to ``TrainingQueue``)."""
         return self._require_batch().job_queue_name
 
     def quota_share_name(self, team: str) -> str:
+        """The name of ``team``'s quota share (pass it as ``quota_share_name`` when submitting)."""
         return self._require_batch().quota_share_name(team)
 
     def grant_submit(self, team: str, grantee: iam.IGrantable) -> iam.Grant:

@@ -82,10 +82,12 @@ class Sharing(str, Enum):
 
     @property
     def lends(self) -> bool:
+        """True when the team lends its idle guarantee (``lend``, ``lend_and_borrow``)."""
         return self is not Sharing.RESERVE
 
     @property
     def borrows(self) -> bool:
+        """True when the team may borrow beyond its guarantee (``lend_and_borrow``)."""
         return self is Sharing.LEND_AND_BORROW
 
     @property
@@ -142,6 +144,7 @@ class Amount:
 
     @property
     def is_instances_only(self) -> bool:
+        """True when the amount is a whole number of instances and nothing else."""
         return (
             self.instances is not None
             and self.accelerators is None
@@ -160,6 +163,7 @@ class Amount:
         return None
 
     def describe(self) -> str:
+        """The amount in words, such as ``2 instances`` or ``4 accelerators, 96 vCPU``."""
         parts = []
         if self.instances is not None:
             parts.append(f"{self.instances} instance{'s' if self.instances != 1 else ''}")
@@ -273,6 +277,7 @@ class BatchQuotaConfig:
 
 @dataclass(frozen=True)
 class PriorityClass:
+    """A HyperPod task priority class: ``name`` and ``weight`` (0 to 100; higher goes first)."""
     name: str
     weight: int
 
@@ -362,12 +367,14 @@ class PlatformConfig:
     alerts: Any = None
 
     def team(self, name: str) -> TeamConfig:
+        """The team named ``name`` (``KeyError`` when there is none)."""
         for team in self.teams:
             if team.name == name:
                 return team
         raise KeyError(name)
 
     def backend(self, name: str) -> Any:
+        """The section of backend ``name`` (``batch_quota``, ``hyperpod`` or ``fairshare``), or None."""
         return getattr(self, name)
 
     def teams_for(self, backend: str) -> list[TeamConfig]:
@@ -378,6 +385,7 @@ class PlatformConfig:
         return [t for t in self.teams if t.guarantee_for(section.capacity)]
 
     def backends_of(self, team: TeamConfig) -> list[str]:
+        """The backends ``team`` takes part in: those whose capacity its guarantee names."""
         return [b for b in BACKENDS if team in self.teams_for(b)]
 
 
@@ -648,7 +656,7 @@ def _eks_cluster_arn(value: Any, problems: _Problems) -> str | None:
     return value
 
 
-# -- who may act as a team, and how far (issue 8). Self-contained: new fields only.
+# -- who may act as a team, and how far. Self-contained: new fields only.
 
 #: Batch's scheduling priorities run from 0 to 9999; a team's jobs may use 0..max_priority.
 #: The same default for every team means no team outranks another unless the platform

@@ -112,6 +112,7 @@ class Copies:
 
     @property
     def autoscaled(self) -> bool:
+        """True when the copies scale between ``min`` and ``max`` (``max > min``)."""
         return self.max > self.min
 
 
@@ -138,6 +139,7 @@ class InferenceModelConfig:
 
     @property
     def partitioned(self) -> bool:
+        """True when a copy occupies one MIG partition (``profile``), False for whole GPUs (``gpus``)."""
         return self.gpus is None
 
 
@@ -151,6 +153,7 @@ class WholeGpuConfig:
 
 @dataclass(frozen=True)
 class InferenceVpcConfig:
+    """Subnets and security groups the models run in (``inference.vpc``)."""
     subnet_ids: tuple[str, ...]
     security_group_ids: tuple[str, ...]
 

@@ -4,7 +4,7 @@ SageMaker Inference takes one accelerator partition layout per production varian
 applies it to every GPU of the instance and refuses a layout that does not fit the
 GPU with an HTTP 400 in the middle of a deploy. This module decides, at synth time,
 whether a set of MIG profiles fits one GPU, says why not, and lists the layouts that
-do fit (contract: ``/work/shared/contracts/mig.md``).
+do fit (documentation: ``docs/backends/mig-inference.md``).
 
 Facts (NVIDIA MIG user guide): every GPU here has 7 compute slices and 8 memory
 slices and holds at most 7 instances. Each instance occupies a run of memory slices

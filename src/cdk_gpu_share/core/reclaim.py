@@ -1,6 +1,6 @@
 """The reclaim planner: which running jobs to stop so that a team gets back what it lent.
 
-This module implements ``shared/contracts/reclaim-plan.md`` and is the *only*
+This module implements the rules of ``docs/reclaim-planner.md`` and is the *only*
 implementation of it: the reclaim Lambda, the ``gpu-share reclaim plan`` command and
 the what-if simulator all call it. It is pure Python (standard library only).
 
@@ -623,7 +623,7 @@ def _parse_jobs(state: Mapping, capacity: Mapping | None, team_names: set | None
 
 
 def plan(state: Mapping) -> dict:
-    """Validate ``state`` (see the contract) and return the plan.
+    """Validate ``state`` (the input of ``gpu-share reclaim plan``) and return the plan.
 
     Raises :class:`ConfigError` on invalid input. The same input always gives the
     same output, byte for byte under ``json.dumps``.

@@ -3,7 +3,7 @@
 One pure function, :func:`scenario_from_config`, maps a validated
 :class:`~cdk_gpu_share.core.config.PlatformConfig` and one of its backends to the
 ``capacity``, ``settings`` and ``teams`` of a reclaim-plan input
-(shared/contracts/simulate.md), so nobody hand-writes a scenario JSON.
+(``docs/simulator.md``), so nobody hand-writes a scenario JSON.
 
 The simulator's pool is fungible GPUs. Amounts are therefore counted in GPUs:
 

@@ -1,6 +1,6 @@
 """The what-if simulator: replay a job trace against a quota policy.
 
-Contract: ``shared/contracts/simulate.md``. The simulator answers "how much would
+Documentation: ``docs/simulator.md``. The simulator answers "how much would
 borrowing buy us, how often would our jobs be interrupted?" for three modes:
 
 - ``static``: a team never runs beyond its guarantee;
@@ -431,7 +431,7 @@ class JobOutcome:
 
 @dataclass
 class SimResult:
-    """The outcome of :func:`simulate`. :meth:`to_dict` is the contract's JSON.
+    """The outcome of :func:`simulate`. :meth:`to_dict` is the JSON of ``gpu-share simulate --json``.
 
     ``series_t`` and ``series_usage`` are a step function of each team's GPU usage
     (``series_usage[i][k]`` is team ``team_names[k]`` from ``series_t[i]`` on), for plots;
@@ -503,14 +503,17 @@ class SimResult:
 
     @property
     def series_t(self) -> list[float]:
+        """The times of :attr:`series_usage`: one per distinct time the usage changed."""
         return self._build_series()[0]
 
     @property
     def series_usage(self) -> list[tuple[float, ...]]:
+        """Each team's GPUs in use from the matching :attr:`series_t` on (order of ``team_names``)."""
         return self._build_series()[1]
 
     @property
     def utilization(self) -> float:
+        """Busy GPU-seconds over capacity GPU-seconds in the window (work later lost counts as busy)."""
         span = self.window[1] - self.window[0]
         if span <= 0 or self.capacity <= 0:
             return 0.0
@@ -518,9 +521,11 @@ class SimResult:
 
     @property
     def wait_gpu_hours(self) -> float:
+        """The sum over all jobs of the wait to their final start times their GPUs, in GPU-hours."""
         return self.wait_gpu_seconds / 3600.0
 
     def to_dict(self) -> dict[str, Any]:
+        """The result as ``gpu-share simulate --json`` prints it."""
         return {
             "mode": self.mode,
             "jobs": self.jobs,
@@ -1345,7 +1350,7 @@ def simulate(
     seconds of its own running time (default ``None``: from zero).
     ``progress``: called now and then with the fraction of jobs completed.
     ``skip_idle_ticks``: skip the planner calls whose result cannot change (the
-    contract's rule; default). ``False`` calls the planner at every tick while a job
+    simulator's rule; default). ``False`` calls the planner at every tick while a job
     is pending: the same result, slower (for tests).
     ``source``: the trace's name in error messages.
 

@@ -1,13 +1,13 @@
 """Convert published GPU cluster traces into the simulator's job trace.
 
-The simulator (:mod:`cdk_gpu_share.core.simulate`, contract
-``shared/contracts/simulate.md``) reads a CSV with the columns
+The simulator (:mod:`cdk_gpu_share.core.simulate`, documented in
+``docs/simulator.md``) reads a CSV with the columns
 ``job_id,team,submit_time,duration_s,gpus,priority``. Public traces carry no team,
 so every converter states here, in one place, how it assigns teams and priorities.
 
 Alibaba OpenB (``alibaba/clusterdata``, ``cluster-trace-gpu-v2023``; Weng et al.,
 "Beware of Fragmentation: Scheduling GPU-Sharing Workloads with Fragmentation
-Gradient Descent", USENIX ATC 2023). The rule (``shared/data/README.md``):
+Gradient Descent", USENIX ATC 2023). The rule:
 
 - keep the tasks with ``num_gpu > 0``, a ``scheduled_time`` and
   ``deletion_time > scheduled_time``;

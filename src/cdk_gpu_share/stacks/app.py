@@ -15,11 +15,13 @@ from cdk_gpu_share.stacks.team import TeamStack
 
 @dataclass
 class Platform:
+    """What :func:`build_platform` added: the platform stack and each team's stack."""
     platform: PlatformStack
     teams: dict[str, TeamStack] = field(default_factory=dict)
 
     @property
     def stacks(self) -> list[cdk.Stack]:
+        """Every stack of the platform, the platform stack first."""
         return [self.platform, *self.teams.values()]
 
 
@@ -42,7 +44,7 @@ def template_validator() -> cdk.CloudFormationValidatePlugin | None:
     full garbage collections in jsii's Node process ("external memory pressure"), and each one
     marks the whole heap. At synth the heap also holds the L2 modules and the construct tree (31
     MB against 12 MB at 3 teams, 38 MB at 50), so building the engine first saved 0.5 to 1.5 s of
-    CPU per synth at 3 and at 50 teams (README, "Synth speed at scale").
+    CPU per synth at 3 and at 50 teams (``docs/performance.md``, "Synth").
 
     One engine per process, as CDK's own (an engine only reads the templates it is given). None
     when ``CDK_VALIDATION=false``, which turns CDK's default validation off. For an App made with

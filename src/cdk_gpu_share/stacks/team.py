@@ -167,6 +167,7 @@ class TeamStack(cdk.Stack):
         add_statements(self.submit_role, reads)
 
     def output(self, name: str, value: str, description: str) -> cdk.CfnOutput:
+        """Add a stack output ``name``; its description starts with the team's name."""
         return cdk.CfnOutput(self, name, value=value, description=f"{self.team.name}: {description}")
 
     def acknowledge_submit_wildcards(self, *findings: str) -> None:

@@ -1,0 +1,138 @@
+"""The documentation: the API reference covers the public names and each has a docstring;
+nothing a user reads narrates the project's history; the Python examples of the README and
+the docs run.
+
+The site itself is built by `make docs` (`mkdocs build --strict`, in CI after `make test`),
+which fails on a broken link, a missing page or an undocumented config field or CLI flag.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import re
+from pathlib import Path
+
+import pytest
+
+import cdk_gpu_share
+
+ROOT = Path(__file__).resolve().parents[1]
+API_PAGES = sorted((ROOT / "docs" / "api").glob("*.md"))
+DIRECTIVE = re.compile(r"^::: ([\w.]+)\s*$", re.M)
+
+
+def _documented() -> dict[str, object]:
+    """Every object an API page renders (`::: dotted.path`), by path."""
+    out: dict[str, object] = {}
+    for page in API_PAGES:
+        for path in DIRECTIVE.findall(page.read_text()):
+            module, _, name = path.rpartition(".")
+            try:
+                out[path] = getattr(importlib.import_module(module), name)
+            except (ImportError, AttributeError):
+                out[path] = importlib.import_module(path)
+    return out
+
+
+def _public_members(cls: type) -> list[tuple[str, object]]:
+    """Methods and properties a class defines itself (inherited ones are CDK's or the stdlib's)."""
+    members = []
+    for key, value in vars(cls).items():
+        if key.startswith("_"):
+            continue
+        if isinstance(value, (staticmethod, classmethod)):
+            value = value.__func__
+        if isinstance(value, property) or inspect.isfunction(value):
+            members.append((key, value))
+    return members
+
+
+def test_api_pages_exist():
+    assert API_PAGES and _documented()
+
+
+def test_every_exported_name_is_in_the_api_reference():
+    documented = {id(obj) for obj in _documented().values()}
+    missing = [name for name in cdk_gpu_share.__all__ if id(getattr(cdk_gpu_share, name)) not in documented]
+    assert not missing, f"add these to a page of docs/api/: {missing}"
+
+
+def test_every_documented_name_has_a_docstring():
+    missing = []
+    for path, obj in _documented().items():
+        if not (inspect.getdoc(obj) or "").strip():
+            missing.append(path)
+        if inspect.isclass(obj):
+            missing += [f"{path}.{key}" for key, member in _public_members(obj) if not (member.__doc__ or "").strip()]
+    assert not missing, f"public names without a docstring (the API reference would omit them): {missing}"
+
+
+# --------------------------------------------------------------------------- narration
+
+#: What a user must not read: the project's internal history and paths outside the repository.
+NARRATION = re.compile(
+    r"\bsessions? \d|\bissues? #?\d+|\bfindings? #?\d+|\.\./shared|\bshared/(contracts|data)\b|/work/",
+    re.I,
+)
+
+
+def _user_facing_files() -> list[Path]:
+    files = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    files += sorted((ROOT / "src").rglob("*.py"))
+    files += sorted(p for p in (ROOT / "examples").glob("*") if p.suffix in (".py", ".yaml", ".yml", ".json", ".md"))
+    return files
+
+
+def test_nothing_a_user_reads_narrates_history():
+    hits = []
+    for path in _user_facing_files():
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if NARRATION.search(line):
+                hits.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()[:120]}")
+    assert not hits, "rewrite these for a user (no session, issue or finding numbers, no ../shared):\n" + "\n".join(hits)
+
+
+@pytest.mark.parametrize("text", ["Session 7's run", "issue 10", "(finding 10)", "../shared/data/x.csv",
+                                  "see shared/contracts/mig.md", "/work/shared"])
+def test_the_narration_pattern_catches(text):
+    assert NARRATION.search(text)
+
+
+@pytest.mark.parametrize("text", ["max_session_duration=4", "findings=['Resource::*']", "a session of boto3",
+                                  "shared GPUs", "the issue is"])
+def test_the_narration_pattern_lets_through(text):
+    assert not NARRATION.search(text)
+
+
+# --------------------------------------------------------------------------- examples
+
+def _python_blocks(path: Path) -> list[str]:
+    return re.findall(r"^```python\n(.*?)^```", path.read_text(), re.S | re.M)
+
+
+def _runnable_examples() -> list[tuple[str, int, str]]:
+    """Every ```python block of the README and the docs, but those that call AWS (boto3)."""
+    out = []
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
+        for i, code in enumerate(_python_blocks(path)):
+            if "boto3" not in code:
+                out.append((str(path.relative_to(ROOT)), i, code))
+    return out
+
+
+_EXAMPLES = _runnable_examples()
+
+
+def test_readme_has_python_examples():
+    assert len(_python_blocks(ROOT / "README.md")) >= 3
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("where,index,code", _EXAMPLES, ids=[f"{w}:{i}" for w, i, _ in _EXAMPLES])
+def test_python_example_runs(where, index, code, tmp_path, monkeypatch):
+    """Each ```python block is a whole program, run from the repository root; one that builds an
+    app must synthesize it."""
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setenv("CDK_OUTDIR", str(tmp_path))
+    exec(compile(code, f"{where} python block {index}", "exec"), {"__name__": "__example__"})
