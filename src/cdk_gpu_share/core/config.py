@@ -676,7 +676,8 @@ def _team_authorization(data: Mapping, where: str, problems: _Problems) -> dict[
       SubmitRole, e.g. an IAM Identity Center permission-set role or a CI role.
     * ``principal_tag`` (default ``gpu-share:team``): when ``assumed_by`` is empty, principals
       of the platform's account may assume the role only if their principal tag of this key
-      is the team's name.
+      is the team's name. Whoever can set that tag can become the team: the tag guard
+      (:mod:`cdk_gpu_share.core.guard`) keeps it with ``security.administrators``.
     """
     out: dict[str, Any] = {}
     if data.get("max_priority") is not None:
