@@ -1,9 +1,9 @@
 """The tag guard: a service control policy (or permissions boundary) for the account a platform runs in.
 
 IAM cannot express everything the platform's isolation needs (README, *Security model*).
-This policy closes two gaps account-wide. Attach it as an SCP to the account (or OU); a
-permissions boundary on every principal of the account covers the same requests when
-every principal carries it.
+This policy closes two gaps account-wide. Attach it as an SCP to the account (or OU), or
+as the permissions boundary of every principal of the account (a principal without the
+boundary is not held by it).
 
     gpu-share guard platform.yaml          # the guard for a config, as JSON
 
@@ -28,21 +28,22 @@ that tag *is* team identity. The guard lets only the administrators
 (``security.administrators`` of the config, matched on ``aws:PrincipalArn``) set or remove
 it on an IAM user or role (``iam:TagUser``, ``iam:TagRole``, ``iam:UntagUser``,
 ``iam:UntagRole``), create a user or role that carries it (``iam:CreateUser``,
-``iam:CreateRole``), pass it as a session tag (``sts:TagSession``, which ``AssumeRole``,
-``AssumeRoleWithSAML``, ``AssumeRoleWithWebIdentity`` and ``GetFederationToken`` authorize
-whenever they carry tags), or change the trust policy of a role that carries it
+``iam:CreateRole``), pass it as a session tag (``sts:TagSession``, which ``AssumeRole`` and
+``GetFederationToken`` authorize whenever they carry tags), or change the trust policy of a
+role that carries it
 (``iam:UpdateAssumeRolePolicy``: whoever may rewrite who assumes a team's role acts as the
 team). Tag keys are compared ignoring case, as IAM and STS compare them. The team stacks
-tag their own roles ``gpu-share:team=<team>``, so the principal that deploys them (for CDK,
-its ``cfn-exec-role``) must be an administrator; anyone who may deploy with that role then
-holds team identity too.
+tag their own roles ``gpu-share:team=<team>``, so while that key is guarded the principal
+that deploys them (for CDK, its ``cfn-exec-role``) must be an administrator; anyone who may
+deploy with that role then holds team identity too.
 
 What the guard cannot cover:
 
-* Identity providers. Tags that a SAML or OIDC identity provider asserts
-  (``AssumeRoleWithSAML``, ``AssumeRoleWithWebIdentity``) and IAM Identity Center's
-  attributes for access control come from outside IAM; SCPs govern requests of the
-  account's own users and roles, not what an identity provider asserts. Whoever administers
+* Identity providers. Session tags that a SAML or OIDC identity provider asserts
+  (``AssumeRoleWithSAML``, ``AssumeRoleWithWebIdentity``, which authorize
+  ``sts:TagSession`` too) and IAM Identity Center's attributes for access control come
+  from outside IAM; SCPs govern requests of the account's own users and roles, not what an
+  identity provider asserts. Whoever administers
   the identity provider, or the attributes it maps to the tag key, effectively holds team
   identity.
 * Other accounts. When a role's trust policy here allows ``sts:TagSession`` to principals
