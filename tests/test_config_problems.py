@@ -90,7 +90,7 @@ CASES = [
     ),
     pytest.param(
         top(B, zzz=1),
-        [('zzz', 1, 'unknown key', 'allowed keys: alerts, batch_quota, fairshare, hyperpod, inference, platform, teams')],
+        [('zzz', 1, 'unknown key', 'allowed keys: alerts, batch_quota, fairshare, hyperpod, inference, platform, security, teams')],
         id='unknown-top-key-far',
     ),
     pytest.param(

@@ -24,15 +24,28 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from cdk_gpu_share.core.guard import tag_guard_policy
-from tests.auth.resolve import ACCOUNT, REGION, App
+import yaml
+
+from cdk_gpu_share.core.config import parse_config
+from cdk_gpu_share.core.guard import guard_policy
+from tests.auth.resolve import ACCOUNT, REGION, ROOT, App
 
 ALLOWED = "Allowed"
 DENIED = "Denied"
 Q, T, R = "gpu-share:queue", "gpu-share:team", "gpu-share:requeued-from"
 A = "gpu-share:requeue-attempt"  # the requeue ledger's attempt id on a resubmitted job
 SHARE_ID = ["batch:ShareIdentifier"]
-GUARD = tag_guard_policy()
+#: The administrators of team identity in the guard the matrix evaluates: a named role, and
+#: CDK's deployment role (the team stacks tag their roles with the team key).
+GUARD_ADMINS = [f"arn:aws:iam::{ACCOUNT}:role/platform-admin", "arn:aws:iam::*:role/cdk-*-cfn-exec-role-*"]
+DEPLOYER = f"cdk-hnb659fds-cfn-exec-role-{ACCOUNT}-{REGION}"
+
+
+def guard_for(config_path: str) -> dict:
+    """The guard ``gpu-share guard`` prints for ``config_path`` with :data:`GUARD_ADMINS` as its administrators."""
+    raw = yaml.safe_load((ROOT / config_path).read_text())
+    raw["security"] = {"administrators": GUARD_ADMINS}
+    return guard_policy(parse_config(raw))
 
 
 @dataclass
@@ -46,7 +59,10 @@ class Req:
     documented: list[str] = field(default_factory=list)
     residual: str | None = None  # finding number and why IAM cannot deny it
     scps: list[dict] = field(default_factory=list)
-    caller: str | None = None  # for sts:AssumeRole: the principal assuming the role
+    #: The principal's ARN when it is not one of the app's roles; for sts:AssumeRole, the
+    #: principal assuming the role (whose trust policy is the resource policy).
+    caller: str | None = None
+    resource_policy: dict | None = None  # e.g. the trust policy of a role a session tag is passed to
 
 
 def arn(service: str, resource: str) -> str:
@@ -428,30 +444,108 @@ def fleet_roles(app: App, stack: str) -> list[Req]:
     ]
 
 
-def guard(app: App, team_role: str, reclaimer_role: str, queue: str, sid: str, team: str) -> list[Req]:
-    """The tag guard (core/guard.py) as SCP: untagged jobs cannot exist; legitimate work still passes."""
+def guard(app: App, team_role: str, reclaimer_role: str, queue: str, sid: str, team: str,
+          other: str) -> tuple[list[Req], dict[str, list[dict]]]:
+    """The tag guard (core/guard.py) as SCP beside FullAWSAccess: untagged jobs cannot exist, only the
+    administrators move the team identity tag; legitimate work and ordinary tagging still pass."""
+    g = guard_for(app.config_path)
     qarn = arn("batch", f"job-queue/{queue}")
     jd = arn("batch", f"job-definition/{queue}-{sid}-gpu1:1")
     cr = arn("batch", f"consumable-resource/{queue}-{sid}-gpus")
     admin = "guard: an account admin (batch:*)"
     admin_policy = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "batch:*", "Resource": "*"}]}
-    return [
+    batch = [
         Req(f"guard: {team} still submits into its share", team_role, "batch:SubmitJob", [qarn, jd, cr, job()],
-            ALLOWED, {"batch:ShareIdentifier": sid, **req_tags(queue=queue, team=team)}, SHARE_ID, scps=[GUARD]),
+            ALLOWED, {"batch:ShareIdentifier": sid, **req_tags(queue=queue, team=team)}, SHARE_ID, scps=[g]),
         Req("guard: the reclaimer still requeues", reclaimer_role, "batch:SubmitJob", [qarn, jd, cr, job()], ALLOWED,
             {"batch:ShareIdentifier": sid, **req_tags(queue=queue, team=team, requeued="x")}, SHARE_ID,
-            scps=[GUARD]),
+            scps=[g]),
         Req(f"{admin} submits an untagged job (finding 10's precondition)", "admin", "batch:SubmitJob",
             [arn("batch", "job-queue/legacy"), arn("batch", "job-definition/legacy:1"), job()], DENIED,
-            scps=[GUARD]),
+            scps=[g]),
         Req(f"{admin} submits an untagged service job", "admin", "batch:SubmitServiceJob",
-            [arn("batch", "job-queue/legacy"), service_job()], DENIED, scps=[GUARD]),
+            [arn("batch", "job-queue/legacy"), service_job()], DENIED, scps=[g]),
         Req(f"{admin} removes a job's team tag", "admin", "batch:UntagResource", [job("own")], DENIED,
-            {"aws:TagKeys": [T], **res_tags(queue=queue, team=team)}, scps=[GUARD]),
+            {"aws:TagKeys": [T], **res_tags(queue=queue, team=team)}, scps=[g]),
         Req(f"{admin} submits a job tagged with its own queue", "admin", "batch:SubmitJob",
             [arn("batch", "job-queue/legacy"), arn("batch", "job-definition/legacy:1"), job()], ALLOWED,
-            req_tags(queue="legacy"), scps=[GUARD]),
-    ], admin_policy
+            req_tags(queue="legacy"), scps=[g]),
+        Req("guard: an administrator of team identity still cannot submit an untagged job", "platform-admin",
+            "batch:SubmitJob", [arn("batch", "job-queue/legacy"), arn("batch", "job-definition/legacy:1"), job()],
+            DENIED, scps=[g]),
+    ]
+    # Team identity: the tag on principals and sessions.
+    everything = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": ["iam:*", "sts:*"],
+                                                          "Resource": "*"}]}
+    def iam(kind: str, name: str) -> str:
+        return f"arn:aws:iam::{ACCOUNT}:{kind}/{name}"
+
+    mallory, mallory_user = iam("role", "mallory"), iam("user", "mallory")
+    tools = iam("role", "team-tools")  # a role whose trust lets the account pass session tags
+    tools_trust = {"Version": "2012-10-17", "Statement": [{
+        "Effect": "Allow", "Principal": {"AWS": f"arn:aws:iam::{ACCOUNT}:root"},
+        "Action": ["sts:AssumeRole", "sts:TagSession"]}]}
+    submit_role = app.principals[team_role].arn
+    as_team = tags(**{T: team})
+    as_other = tags(**{T: other})
+    unrelated = tags(**{"cost-center": "4711"})
+    p = "guard (team identity)"
+    identity = [
+        Req(f"{p}: a role tags itself {T}={other}", "mallory", "iam:TagRole", [mallory], DENIED, as_other,
+            scps=[g]),
+        Req(f"{p}: a user tags itself {T}={other}", "mallory", "iam:TagUser", [mallory_user], DENIED, as_other,
+            scps=[g], caller=mallory_user),
+        Req(f"{p}: a role tags itself with the key in other letter case (GPU-Share:Team)", "mallory",
+            "iam:TagRole", [mallory], DENIED, tags(**{"GPU-Share:Team": other}), scps=[g]),
+        Req(f"{p}: a role tags itself with the team key among other tags", "mallory", "iam:TagRole", [mallory],
+            DENIED, tags(**{"cost-center": "4711", T: other}), scps=[g]),
+        Req(f"{p}: a role removes its own team tag", "mallory", "iam:UntagRole", [mallory], DENIED,
+            {"aws:TagKeys": [T]}, scps=[g]),
+        Req(f"{p}: a user removes its own team tag", "mallory", "iam:UntagUser", [mallory_user], DENIED,
+            {"aws:TagKeys": [T]}, scps=[g], caller=mallory_user),
+        Req(f"{p}: creates a role tagged {T}={other} (to assume it)", "mallory", "iam:CreateRole",
+            [iam("role", "sleeper")], DENIED, as_other, scps=[g]),
+        Req(f"{p}: creates a user tagged {T}={other}", "mallory", "iam:CreateUser", [iam("user", "sleeper")], DENIED,
+            as_other, scps=[g]),
+        Req(f"{p}: passes session tag {T}={other} (AssumeRole --tags)", "mallory", "sts:TagSession", [tools],
+            DENIED, as_other, scps=[g], resource_policy=tools_trust),
+        Req(f"{p}: a user passes session tag {T}={other} (GetFederationToken --tags)", "mallory", "sts:TagSession",
+            ["*"], DENIED, as_other, scps=[g], caller=mallory_user),
+        Req(f"{p}: rewrites the trust policy of {team}'s SubmitRole (tagged {T})", "mallory",
+            "iam:UpdateAssumeRolePolicy", [submit_role], DENIED, {f"aws:ResourceTag/{T}": team}, scps=[g]),
+        # Ordinary tagging and role management keep working.
+        Req(f"{p}: a role tags itself cost-center=4711", "mallory", "iam:TagRole", [mallory], ALLOWED, unrelated,
+            scps=[g]),
+        Req(f"{p}: a user tags itself cost-center=4711", "mallory", "iam:TagUser", [mallory_user], ALLOWED,
+            unrelated, scps=[g], caller=mallory_user),
+        Req(f"{p}: a role removes its cost-center tag", "mallory", "iam:UntagRole", [mallory], ALLOWED,
+            {"aws:TagKeys": ["cost-center"]}, scps=[g]),
+        Req(f"{p}: creates a role tagged cost-center=4711", "mallory", "iam:CreateRole", [iam("role", "app")],
+            ALLOWED, unrelated, scps=[g]),
+        Req(f"{p}: creates an untagged role", "mallory", "iam:CreateRole", [iam("role", "app")], ALLOWED,
+            scps=[g]),
+        Req(f"{p}: passes session tag cost-center=4711", "mallory", "sts:TagSession", [tools], ALLOWED, unrelated,
+            scps=[g], resource_policy=tools_trust),
+        Req(f"{p}: rewrites the trust policy of an untagged role", "mallory", "iam:UpdateAssumeRolePolicy",
+            [iam("role", "app")], ALLOWED, scps=[g]),
+        # The administrators.
+        Req(f"{p}: an administrator tags a user {T}={team}", "platform-admin", "iam:TagUser", [iam("user", "bob")],
+            ALLOWED, as_team, scps=[g]),
+        Req(f"{p}: an administrator removes a user's team tag", "platform-admin", "iam:UntagUser",
+            [iam("user", "bob")], ALLOWED, {"aws:TagKeys": [T]}, scps=[g]),
+        Req(f"{p}: an administrator passes session tag {T}={team}", "platform-admin", "sts:TagSession", [tools],
+            ALLOWED, as_team, scps=[g], resource_policy=tools_trust),
+        Req(f"{p}: the deployment role creates {team}'s SubmitRole with its tag", DEPLOYER, "iam:CreateRole",
+            [submit_role], ALLOWED, as_team, scps=[g]),
+        Req(f"{p}: the deployment role tags {team}'s SubmitRole", DEPLOYER, "iam:TagRole", [submit_role], ALLOWED,
+            as_team, scps=[g]),
+        Req(f"{p}: the deployment role updates {team}'s SubmitRole trust", DEPLOYER, "iam:UpdateAssumeRolePolicy",
+            [submit_role], ALLOWED, {f"aws:ResourceTag/{T}": team}, scps=[g]),
+    ]
+    extra = {"admin": [{"name": "batch-admin", "policy": admin_policy}]}
+    for name in ("mallory", "platform-admin", DEPLOYER):
+        extra[name] = [{"name": "iam-and-sts", "policy": everything}]
+    return batch + identity, extra
 
 
 # ---------------------------------------------------------------------------- per config
@@ -484,10 +578,11 @@ def requests_for(app: App) -> tuple[list[Req], dict[str, list[dict]]]:
             reqs += training_role(app, team_stacks[team], team)
         reqs += fleet_roles(app, platform)
         reclaimer_role = f"{platform}/{app.resolver.logical_id(platform, 'FairshareQueueReclaimerRole')}"
-        guarded, admin_policy = guard(app, f"{team_stacks['team-a']}/{app.resolver.logical_id(team_stacks['team-a'], 'SubmitRole')}",
-                                      reclaimer_role, "gpu-share-fairshare", "teama", "team-a")
+        guarded, guard_principals = guard(
+            app, f"{team_stacks['team-a']}/{app.resolver.logical_id(team_stacks['team-a'], 'SubmitRole')}",
+            reclaimer_role, "gpu-share-fairshare", "teama", "team-a", "team-b")
         reqs += guarded
-        extra["admin"] = [{"name": "batch-admin", "policy": admin_policy}]
+        extra.update(guard_principals)
         del sids
     elif app.config_path == "examples/hyperpod.yaml":
         cluster = "arn:aws:sagemaker:us-east-1:111122223333:cluster/abcdef123456"

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from cdk_gpu_share.core.guard import tag_guard_policy
-from tests.auth.matrix import ALLOWED, DENIED, Req, requests_for
+from tests.auth.matrix import ALLOWED, DENIED, GUARD_ADMINS, Req, guard_for, requests_for
 from tests.auth.resolve import ROOT, load_app
 
 CONFIGS = ["platform.yaml", "examples/hyperpod.yaml", "examples/inference.yaml"]
@@ -37,7 +37,7 @@ def _job(apps: dict) -> tuple[list[tuple[str, Req]], dict]:
             item = {
                 "id": f"{config}: {r.id}",
                 "principal_arn": app.principals[r.principal].arn if r.principal in app.principals
-                else f"arn:aws:iam::111122223333:role/{r.principal}",
+                else r.caller or f"arn:aws:iam::111122223333:role/{r.principal}",
                 "action": r.action,
                 "resources": r.resources,
                 "context": r.context,
@@ -45,6 +45,8 @@ def _job(apps: dict) -> tuple[list[tuple[str, Req]], dict]:
                 "scps": r.scps,
                 "policies": [{"name": p["name"], "policy": p["policy"]} for p in policies],
             }
+            if r.resource_policy is not None:
+                item["resource_policy"] = r.resource_policy
             if r.action == "sts:AssumeRole":
                 # The role's trust policy decides; the caller may call sts:AssumeRole on anything.
                 item["resource_policy"] = app.principals[r.principal].trust
@@ -52,12 +54,18 @@ def _job(apps: dict) -> tuple[list[tuple[str, Req]], dict]:
                 item["policies"] = [] if r.caller.endswith(".amazonaws.com") else [
                     {"name": "caller", "policy": {"Version": "2012-10-17", "Statement": [
                         {"Effect": "Allow", "Action": "sts:AssumeRole", "Resource": "*"}]}}]
+            if not item["principal_arn"].endswith(".amazonaws.com"):
+                # AWS puts the caller's ARN (a session's: its role's) into every request it signs.
+                item["context"] = {"aws:PrincipalArn": item["principal_arn"], **item["context"]}
             wire.append(item)
         for key, p in app.principals.items():
             lint.append({"principal": key, "name": "trust", "policy": p.trust})
             lint += [{"principal": key, "name": d["name"], "policy": d["policy"]}
                      for d in p.policies if not d.get("aws_managed")]
-    lint.append({"principal": "tag guard (core/guard.py)", "name": "scp", "policy": tag_guard_policy()})
+    lint.append({"principal": "tag guard (core/guard.py)", "name": "scp", "policy": guard_for("platform.yaml")})
+    lint.append({"principal": "tag guard (core/guard.py)", "name": "scp, two team keys",
+                 "policy": tag_guard_policy(team_tag_keys=["gpu-share:team", "department"],
+                                            administrators=GUARD_ADMINS)})
     return requests, {"requests": wire, "lint": lint}
 
 
@@ -152,3 +160,26 @@ def test_residual_risks_are_the_named_ones(evaluated):
     security = (ROOT / "docs" / "security.md").read_text()
     assert "## Residual risks" in security and "core/guard.py" in security
     assert "## Security model" in (ROOT / "README.md").read_text()
+
+
+def test_the_guard_is_what_denies_moving_the_team_tag(apps, evaluated):
+    """Each denied team-identity request is denied by the guard's own statements (explicitly,
+    no condition key dropped), and the same request without the guard is allowed: the
+    principals hold iam:* and sts:*, so no denial is an artefact of a missing grant."""
+    requests, results, _ = evaluated
+    denied = [(req, res) for (config, req), res in zip(requests, results)
+              if req.id.startswith("guard (team identity)") and req.expect == DENIED]
+    assert len(denied) >= 10
+    for req, res in denied:
+        assert res["decision"] == "ExplicitlyDenied", req.id
+        assert all(not r.get("ignored") and not r.get("unsafe") for r in res["resources"]), req.id
+    _, job = _job(apps)
+    wire = [w for w in job["requests"] if w["id"] in {f"platform.yaml: {req.id}" for req, _ in denied}]
+    assert len(wire) == len(denied)
+    for w in wire:
+        w["scps"] = []
+    proc = subprocess.run([str(NODE), str(EVALUATOR)], input=json.dumps({"requests": wire}), capture_output=True,
+                          text=True, cwd=ROOT, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    unguarded = {r["id"]: r["decision"] for r in json.loads(proc.stdout)["results"]}
+    assert set(unguarded.values()) == {"Allowed"}, unguarded

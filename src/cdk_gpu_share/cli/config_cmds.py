@@ -1,9 +1,10 @@
-"""`gpu-share validate`, `gpu-share plan` and `gpu-share summary`."""
+"""`gpu-share validate`, `gpu-share plan`, `gpu-share guard` and `gpu-share summary`."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from cdk_gpu_share.core.config import BACKENDS, load_config
@@ -22,6 +23,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("config", help="platform config (YAML)")
     p.add_argument("--json", action="store_true", help="one JSON object instead of tables")
     p.set_defaults(func=_plan)
+
+    p = sub.add_parser("guard", help="print the tag guard for a config: the SCP that protects job tags and team identity tags")
+    p.add_argument("config", help="platform config (YAML)")
+    p.add_argument("--partition", default="aws", help="AWS partition of the Batch ARNs (default: aws)")
+    p.set_defaults(func=_guard)
 
     p = sub.add_parser("schema", help="print the JSON Schema of platform.yaml (for editors and CI)")
     p.set_defaults(func=_schema)
@@ -79,12 +85,29 @@ def _schema(args: argparse.Namespace) -> int:
 
 
 def _plan(args: argparse.Namespace) -> int:
+    from cdk_gpu_share.core.guard import identity_warnings
+
     config = load_config(args.config)
     plan = fleet_plan(config)
     if args.json:
         print(json.dumps(plan, indent=2))
     else:
         print(format_plan(plan))
+    for line in identity_warnings(config, args.config):
+        print(line, file=sys.stderr)
+    return 0
+
+
+def _guard(args: argparse.Namespace) -> int:
+    from cdk_gpu_share.core.guard import guard_policy, identity_tag_keys
+
+    config = load_config(args.config)
+    print(json.dumps(guard_policy(config, args.partition), indent=2))
+    if config.security is None:
+        keys = ", ".join(identity_tag_keys(config))
+        print(f"note: {args.config} names no security.administrators, so this guard lets nobody set {keys} on a"
+              " principal or session, not even the role that deploys the team stacks (they tag their roles with"
+              " it); name your administrators and that role in security.administrators", file=sys.stderr)
     return 0
 
 

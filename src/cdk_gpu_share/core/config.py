@@ -33,6 +33,8 @@ Schema (see ``platform.yaml`` and ``examples/`` for complete files)::
         vpc_id: vpc-0123456789abcdef0
         subnet_ids: [subnet-0123456789abcdef0, subnet-0fedcba9876543210]
         security_group_ids: [sg-0123456789abcdef0]   # optional: default a new egress-only group
+    security:                         # who may set the team identity tag (the tag guard)
+      administrators: [arn:aws:iam::111122223333:role/platform-admin]
 
 A team takes part in a backend when its guarantee names an instance type that
 the backend's ``capacity`` declares.
@@ -365,6 +367,8 @@ class PlatformConfig:
     source: str | None = None
     #: Where every alarm goes (:class:`cdk_gpu_share.core.alerts_config.AlertsConfig`), or None.
     alerts: Any = None
+    #: Who may set the team identity tags (:class:`cdk_gpu_share.core.security_config.SecurityConfig`), or None.
+    security: Any = None
 
     def team(self, name: str) -> TeamConfig:
         """The team named ``name`` (``KeyError`` when there is none)."""
@@ -680,7 +684,8 @@ def _team_authorization(data: Mapping, where: str, problems: _Problems) -> dict[
       SubmitRole, e.g. an IAM Identity Center permission-set role or a CI role.
     * ``principal_tag`` (default ``gpu-share:team``): when ``assumed_by`` is empty, principals
       of the platform's account may assume the role only if their principal tag of this key
-      is the team's name.
+      is the team's name. Whoever can set that tag can become the team: the tag guard
+      (:mod:`cdk_gpu_share.core.guard`) keeps it with ``security.administrators``.
     """
     out: dict[str, Any] = {}
     if data.get("max_priority") is not None:
@@ -1012,6 +1017,7 @@ def _fairshare_vpc(raw: Any, problems: _Problems) -> FairshareVpcConfig | None:
 EXTRA_SECTIONS: dict[str, str] = {
     "inference": "cdk_gpu_share.core.inference_config:parse_inference",
     "alerts": "cdk_gpu_share.core.alerts_config:parse_alerts",
+    "security": "cdk_gpu_share.core.security_config:parse_security",
 }
 
 _TOP_KEYS = {"platform", "teams", BATCH, HYPERPOD, FAIRSHARE, *EXTRA_SECTIONS}
@@ -1382,6 +1388,7 @@ def parse_config(raw: Any, *, source: str | None = None) -> PlatformConfig:
         inference=inference,
         source=source,
         alerts=extras.get("alerts"),
+        security=extras.get("security"),
     )
 
 

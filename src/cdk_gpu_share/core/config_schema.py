@@ -22,6 +22,7 @@ from cdk_gpu_share.core import config as C
 from cdk_gpu_share.core import hyperpod_schema as hp
 from cdk_gpu_share.core import alerts_config as AL
 from cdk_gpu_share.core import inference_config as IC
+from cdk_gpu_share.core import security_config as SEC
 
 SCHEMA_ID = "https://github.com/cdk-gpu-share/cdk-gpu-share/platform.schema.json"
 
@@ -35,6 +36,8 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
         "fairshare": "Classic AWS Batch on EC2 GPU instances with fair share and the reclaim Lambda.",
         "inference": "MIG-partitioned SageMaker inference endpoints.",
         "alerts": "Where every alarm of the platform goes: emails (a new encrypted topic) or topic_arn (an existing one).",
+        "security": "Who administers team identity: the principals the tag guard (`gpu-share guard`) still lets set"
+        " the teams' principal tags.",
     },
     "platform": {"name": "Prefix of stack and resource names: a letter, then up to 39 letters, digits and hyphens."},
     "team": {
@@ -97,6 +100,11 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
         " CloudWatch (a NAT gateway or interface endpoints).",
         "security_group_ids": "Security groups of the instances (sg-...). Default: a new egress-only group in the VPC.",
     },
+    "security": {
+        "administrators": "ARN patterns (aws:PrincipalArn; * and ? wildcards) of the IAM roles or users that may set"
+        " or remove a team's principal tag on users, roles and sessions under the tag guard. Include the role that"
+        " deploys the team stacks (they tag their roles). Default: none (nobody may).",
+    },
     "reclaim": {
         "enabled": "Run the reclaim Lambda. Default: true.",
         "schedule_minutes": "Minutes between reclaim cycles. Default: 1.",
@@ -117,6 +125,7 @@ VALIDATOR_KEYS: dict[str, set[str]] = {
     "fairshare": set(C._FAIRSHARE_KEYS),
     "reclaim": set(C._RECLAIM_KEYS),
     "fairshare_vpc": set(C._FAIRSHARE_VPC_KEYS),
+    "security": set(SEC._KEYS),
 }
 
 
@@ -302,6 +311,18 @@ def platform_schema() -> dict[str, Any]:
                         "topic_arn": {"type": "string", "pattern": AL.TOPIC_ARN_PATTERN.pattern},
                     },
                 },
+                "security": _obj(
+                    "security",
+                    {
+                        "administrators": {"oneOf": [
+                            {"type": "string", "pattern": SEC.ADMINISTRATOR_ARN_PATTERN.pattern},
+                            {"type": "array", "minItems": 1, "maxItems": SEC.MAX_ADMINISTRATORS, "uniqueItems": True,
+                             "items": {"type": "string", "pattern": SEC.ADMINISTRATOR_ARN_PATTERN.pattern}},
+                        ]},
+                    },
+                    required=["administrators"],
+                    description=DESCRIPTIONS[""]["security"],
+                ),
             },
         ),
     }

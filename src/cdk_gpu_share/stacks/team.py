@@ -25,6 +25,8 @@ def submit_role_principal(team: TeamConfig) -> iam.IPrincipal:
     ``assumed_by`` names exact roles or users (e.g. an IAM Identity Center permission-set
     role, a CI role); otherwise principals of this account whose principal tag
     ``principal_tag`` (default ``gpu-share:team``) is the team's name. Never the whole account.
+    That tag is then the team's identity: the tag guard (:mod:`cdk_gpu_share.core.guard`,
+    attached as an SCP) lets only ``security.administrators`` set it.
     """
     if team.assumed_by:
         principals = [iam.ArnPrincipal(arn) for arn in team.assumed_by]

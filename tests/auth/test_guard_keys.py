@@ -1,0 +1,70 @@
+"""The tag guard protects whichever principal tag keys the teams use, decided by the IAM policy
+evaluator (tests/auth/evaluate.mjs) with the guard as an SCP beside FullAWSAccess."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+from cdk_gpu_share.core.config import parse_config
+from cdk_gpu_share.core.guard import guard_policy
+from tests.auth.test_authorization import EVALUATOR, NODE
+from tests.auth.resolve import ACCOUNT, ROOT
+
+ADMIN = f"arn:aws:iam::{ACCOUNT}:role/platform-admin"
+MALLORY = f"arn:aws:iam::{ACCOUNT}:role/mallory"
+TOOLS = f"arn:aws:iam::{ACCOUNT}:role/team-tools"
+EVERYTHING = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": ["iam:*", "sts:*"], "Resource": "*"}]}
+TOOLS_TRUST = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"AWS": f"arn:aws:iam::{ACCOUNT}:root"},
+                                                       "Action": ["sts:AssumeRole", "sts:TagSession"]}]}
+
+
+def _guard() -> dict:
+    raw = {"platform": {"name": "p"}, "fairshare": {"capacity": {"g5.xlarge": 2}}, "security": {"administrators": [ADMIN]},
+           "teams": [{"name": "team-a", "guarantee": {"g5.xlarge": 1}, "principal_tag": "department"},
+                     {"name": "team-b", "guarantee": {"g5.xlarge": 1}}]}
+    return guard_policy(parse_config(raw))
+
+
+def _tags(**kv: str) -> dict:
+    return {**{f"aws:RequestTag/{k}": v for k, v in kv.items()}, "aws:TagKeys": list(kv)}
+
+
+def _decide(cases: list[tuple], scps: list[dict]) -> list[dict]:
+    requests = []
+    for i, (who, action, resource, context) in enumerate(cases):
+        requests.append({
+            "id": str(i), "principal_arn": who, "action": action, "resources": [resource],
+            "context": {"aws:PrincipalArn": who, **context}, "scps": scps,
+            "policies": [{"name": "iam-and-sts", "policy": EVERYTHING}],
+            **({"resource_policy": TOOLS_TRUST} if action == "sts:TagSession" else {}),
+        })
+    proc = subprocess.run([str(NODE), str(EVALUATOR)], input=json.dumps({"requests": requests}), capture_output=True,
+                          text=True, cwd=ROOT, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)["results"]
+
+
+def test_a_custom_principal_tag_is_guarded_like_the_default():
+    denied = [
+        (MALLORY, "iam:TagRole", MALLORY, _tags(department="team-a")),
+        (MALLORY, "iam:TagRole", MALLORY, _tags(DEPARTMENT="team-a")),
+        (MALLORY, "iam:TagRole", MALLORY, _tags(**{"gpu-share:team": "team-b"})),
+        (MALLORY, "iam:UntagRole", MALLORY, {"aws:TagKeys": ["department"]}),
+        (MALLORY, "iam:CreateRole", f"arn:aws:iam::{ACCOUNT}:role/sleeper", _tags(department="team-a")),
+        (MALLORY, "sts:TagSession", TOOLS, _tags(department="team-a")),
+        (MALLORY, "iam:UpdateAssumeRolePolicy", f"arn:aws:iam::{ACCOUNT}:role/team-a-ci",
+         {"aws:ResourceTag/department": "team-a"}),
+    ]
+    allowed = [
+        (MALLORY, "iam:TagRole", MALLORY, _tags(**{"cost-center": "4711"})),
+        (MALLORY, "sts:TagSession", TOOLS, _tags(project="x")),
+        (ADMIN, "iam:TagUser", f"arn:aws:iam::{ACCOUNT}:user/bob", _tags(department="team-a")),
+        (ADMIN, "sts:TagSession", TOOLS, _tags(department="team-a")),
+    ]
+    guarded = _decide(denied + allowed, [_guard()])
+    for result in guarded:
+        assert all(r["ignored"] == [] and not r.get("unsafe") for r in result["resources"]), result
+    assert [r["decision"] for r in guarded] == ["ExplicitlyDenied"] * len(denied) + ["Allowed"] * len(allowed)
+    # Without the guard every one of them is allowed: the denials are the guard's.
+    assert {r["decision"] for r in _decide(denied, [])} == {"Allowed"}

@@ -1,0 +1,205 @@
+"""The tag guard for a config: ``security.administrators``, the keys it protects, ``gpu-share guard``
+and the warning of ``gpu-share plan`` for teams whose identity is a principal tag.
+
+The guard's decisions are evaluated by the IAM policy evaluator in tests/auth.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from cdk_gpu_share.cli import main
+from cdk_gpu_share.core.config import load_config, parse_config
+from cdk_gpu_share.core.errors import ConfigError
+from cdk_gpu_share.core.guard import guard_policy, identity_tag_keys, identity_warnings, tag_guard_policy
+from cdk_gpu_share.core.security_config import MAX_ADMINISTRATORS
+
+ROOT = Path(__file__).resolve().parents[1]
+ADMIN = "arn:aws:iam::111122223333:role/platform-admin"
+DEPLOYER = "arn:aws:iam::111122223333:role/cdk-hnb659fds-cfn-exec-role-111122223333-*"
+BASE = {"platform": {"name": "p"}, "fairshare": {"capacity": {"g5.xlarge": 2}},
+        "teams": [{"name": "team-a", "guarantee": {"g5.xlarge": 1}}, {"name": "team-b", "guarantee": {"g5.xlarge": 1}}]}
+
+
+def with_security(security) -> dict:
+    raw = copy.deepcopy(BASE)
+    raw["security"] = security
+    return raw
+
+
+def problems(raw) -> list:
+    with pytest.raises(ConfigError) as info:
+        parse_config(raw)
+    return info.value.problems
+
+
+def statement(policy: dict, sid: str) -> dict:
+    [found] = [s for s in policy["Statement"] if s["Sid"] == sid]
+    return found
+
+
+def test_administrators_parse_and_reach_the_guard():
+    config = parse_config(with_security({"administrators": [ADMIN, DEPLOYER]}))
+    assert config.security.administrators == (ADMIN, DEPLOYER)
+    assert parse_config(with_security({"administrators": ADMIN})).security.administrators == (ADMIN,)
+    assert parse_config(copy.deepcopy(BASE)).security is None
+    policy = guard_policy(config)
+    for sid in ("GpuShareTeamTagOnPrincipalsOnlyByAdministrators", "GpuShareTeamTagInSessionsOnlyByAdministrators",
+                "GpuShareTeamRoleTrustOnlyByAdministrators"):
+        assert statement(policy, sid)["Condition"]["ArnNotLike"] == {"aws:PrincipalArn": [ADMIN, DEPLOYER]}, sid
+
+
+def test_without_administrators_nobody_is_exempt():
+    policy = guard_policy(parse_config(copy.deepcopy(BASE)))
+    identity = [s for s in policy["Statement"] if not s["Sid"].startswith(("GpuShareEvery", "GpuShareTagsAre"))]
+    assert len(identity) == 3
+    assert all("ArnNotLike" not in s["Condition"] for s in identity)
+
+
+def test_the_guard_protects_every_principal_tag_the_teams_use():
+    raw = copy.deepcopy(BASE)
+    raw["teams"][0]["principal_tag"] = "department"
+    raw["teams"].append({"name": "team-c", "guarantee": {"g5.xlarge": 0}, "principal_tag": "Department"})
+    config = parse_config(raw)
+    assert identity_tag_keys(config) == ["department", "gpu-share:team"]  # letter case does not make a new key
+    policy = guard_policy(config)
+    for sid in ("GpuShareTeamTagOnPrincipalsOnlyByAdministrators", "GpuShareTeamTagInSessionsOnlyByAdministrators"):
+        assert statement(policy, sid)["Condition"]["ForAnyValue:StringEqualsIgnoreCase"] == {
+            "aws:TagKeys": ["department", "gpu-share:team"]}
+    assert statement(policy, "GpuShareTeamRoleTrustOnlyByAdministrators")["Condition"] == {
+        "Null": {"aws:ResourceTag/department": "false"}}
+    assert statement(policy, "GpuShareTeamRoleTrustOnlyByAdministrators2")["Condition"] == {
+        "Null": {"aws:ResourceTag/gpu-share:team": "false"}}
+
+
+def test_the_batch_statements_are_unchanged():
+    batch = [s for s in tag_guard_policy(administrators=[ADMIN])["Statement"]
+             if s["Sid"].startswith(("GpuShareEvery", "GpuShareTagsAre"))]
+    assert batch == [
+        {"Sid": "GpuShareEveryJobCarriesItsQueue", "Effect": "Deny", "Action": "batch:SubmitJob",
+         "Resource": "arn:aws:batch:*:*:job/*", "Condition": {"Null": {"aws:RequestTag/gpu-share:queue": "true"}}},
+        {"Sid": "GpuShareEveryServiceJobCarriesItsTeam", "Effect": "Deny", "Action": "batch:SubmitServiceJob",
+         "Resource": "arn:aws:batch:*:*:service-job/*",
+         "Condition": {"Null": {"aws:RequestTag/gpu-share:team": "true"}}},
+        {"Sid": "GpuShareTagsAreNeverRemoved", "Effect": "Deny", "Action": "batch:UntagResource",
+         "Resource": ["arn:aws:batch:*:*:job/*", "arn:aws:batch:*:*:service-job/*"],
+         "Condition": {"ForAnyValue:StringLike": {"aws:TagKeys": ["gpu-share:*"]}}},
+    ]
+
+
+def test_the_guard_fits_an_scp():
+    """AWS Organizations takes SCPs of at most 5,120 characters."""
+    raw = yaml.safe_load((ROOT / "platform.yaml").read_text())
+    raw["security"] = {"administrators": [f"arn:aws:iam::111122223333:role/admin-{i:02d}-*"
+                                          for i in range(MAX_ADMINISTRATORS)]}
+    policy = guard_policy(parse_config(raw))
+    assert len(json.dumps(policy, separators=(",", ":"))) <= 5120
+
+
+@pytest.mark.parametrize("security, field, value, message, fix", [
+    ([ADMIN], "security", [ADMIN], "must be a mapping", "write security: {administrators: [" + ADMIN + "]}"),
+    ({"administrators": [ADMIN], "admins": [ADMIN]}, "security.admins", "admins", "is not a field of security", "use administrators"),
+    ({}, "security", {}, "names no administrators",
+     f"write administrators: [{ADMIN}], or remove the section (then nobody may set the team tag)"),
+    ({"administrators": []}, "security.administrators", [], "must be a non-empty list of IAM role or user ARN patterns",
+     f"write administrators: [{ADMIN}], or remove the section (then nobody may set the team tag)"),
+    ({"administrators": ["platform-admin"]}, "security.administrators[0]", "platform-admin",
+     "is not an IAM role or user ARN pattern",
+     f"write arn:aws:iam::ACCOUNT:role/NAME (* and ? match any characters), such as {ADMIN}"),
+    ({"administrators": [ADMIN, 7]}, "security.administrators[1]", 7, "is not an IAM role or user ARN pattern",
+     f"write arn:aws:iam::ACCOUNT:role/NAME (* and ? match any characters), such as {ADMIN}"),
+    ({"administrators": ["arn:aws:sts::111122223333:assumed-role/platform-admin/alice"]},
+     "security.administrators[0]", "arn:aws:sts::111122223333:assumed-role/platform-admin/alice",
+     "is a session ARN; aws:PrincipalArn of a session is its role's ARN",
+     "write the role: arn:aws:iam::ACCOUNT:role/NAME"),
+    ({"administrators": ["arn:aws:iam::*:role/*"]}, "security.administrators[0]", "arn:aws:iam::*:role/*",
+     "matches every role or user of the account, so the guard would stop nobody",
+     f"name the administrators' roles, such as {ADMIN}"),
+    ({"administrators": ["arn:aws:iam::111122223333:user/*/*"]}, "security.administrators[0]",
+     "arn:aws:iam::111122223333:user/*/*", "matches every role or user of the account, so the guard would stop nobody",
+     f"name the administrators' roles, such as {ADMIN}"),
+    ({"administrators": [ADMIN, ADMIN]}, "security.administrators[1]", ADMIN, "is listed twice",
+     "list each pattern once"),
+    ({"administrators": [f"{ADMIN}-{i}" for i in range(MAX_ADMINISTRATORS + 1)]}, "security.administrators",
+     f"{MAX_ADMINISTRATORS + 1} patterns", f"lists more than {MAX_ADMINISTRATORS} patterns",
+     "give the administrators' roles a common path or name prefix and write one pattern, such as"
+     " arn:aws:iam::111122223333:role/admins/*"),
+])
+def test_bad_administrators_name_field_value_and_fix(security, field, value, message, fix):
+    [p] = problems(with_security(security))
+    assert (p.field, p.value, p.message, p.fix) == (field, value, message, fix)
+
+
+def test_root_and_wildcard_accounts_are_administrator_patterns():
+    arns = ["arn:aws:iam::111122223333:root", "arn:aws:iam::*:role/admins/*", "arn:aws-cn:iam::111122223333:user/ops?"]
+    assert parse_config(with_security({"administrators": arns})).security.administrators == tuple(arns)
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_guard_prints_the_guard_of_the_config(tmp_path, capsys):
+    raw = yaml.safe_load((ROOT / "platform.yaml").read_text())
+    raw["security"] = {"administrators": [ADMIN]}
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    code, out, err = run(capsys, "guard", str(path))
+    assert (code, err) == (0, "")
+    assert json.loads(out) == guard_policy(load_config(path))
+    code, out, _ = run(capsys, "guard", str(path), "--partition", "aws-cn")
+    assert "arn:aws-cn:batch:*:*:job/*" in out
+
+
+def test_cli_guard_says_when_nobody_is_an_administrator(capsys):
+    code, out, err = run(capsys, "guard", str(ROOT / "platform.yaml"))
+    assert code == 0 and json.loads(out) == guard_policy(load_config(ROOT / "platform.yaml"))
+    assert err == (f"note: {ROOT / 'platform.yaml'} names no security.administrators, so this guard lets nobody set"
+                   " gpu-share:team on a principal or session, not even the role that deploys the team stacks (they"
+                   " tag their roles with it); name your administrators and that role in security.administrators\n")
+
+
+def test_cli_guard_refuses_a_bad_config(tmp_path, capsys):
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(with_security({"administrators": ["arn:aws:iam::*:role/*"]})))
+    code, out, err = run(capsys, "guard", str(path))
+    assert (code, out) == (2, "")
+    assert "security.administrators[0]" in err and "arn:aws:iam::*:role/*" in err and "stop nobody" in err
+
+
+def test_plan_warns_for_each_team_without_assumed_by(tmp_path, capsys):
+    raw = copy.deepcopy(BASE)
+    raw["teams"][1]["assumed_by"] = ["arn:aws:iam::111122223333:role/team-b-ci"]
+    raw["teams"].append({"name": "team-c", "guarantee": {"g5.xlarge": 0}, "principal_tag": "department"})
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    code, out, err = run(capsys, "plan", str(path))
+    assert code == 0 and "fairshare:" in out and "warning" not in out
+    lines = err.splitlines()
+    assert lines == [
+        f"warning: team team-a has no assumed_by, so any principal of the account tagged gpu-share:team=team-a may"
+        f" assume its SubmitRole. Prefer assumed_by (the role ARNs of its members or CI); otherwise attach the tag"
+        f" guard (`gpu-share guard {path}`) as an SCP so that only security.administrators can set that tag.",
+        f"warning: team team-c has no assumed_by, so any principal of the account tagged department=team-c may"
+        f" assume its SubmitRole. Prefer assumed_by (the role ARNs of its members or CI); otherwise attach the tag"
+        f" guard (`gpu-share guard {path}`) as an SCP so that only security.administrators can set that tag.",
+    ]
+    code, out, err = run(capsys, "plan", str(path), "--json")
+    assert code == 0 and json.loads(out)["platform"] == "p"  # standard output stays one JSON document
+    assert err.splitlines() == lines
+
+
+def test_plan_warns_for_every_team_of_the_shipped_config(capsys):
+    code, _, err = run(capsys, "plan", str(ROOT / "platform.yaml"))
+    assert code == 0
+    assert [line.split(" has ")[0] for line in err.splitlines()] == [
+        "warning: team team-a", "warning: team team-b", "warning: team team-c"]
+    assert identity_warnings(load_config(ROOT / "platform.yaml")) == [
+        line.replace(str(ROOT / "platform.yaml"), "platform.yaml") for line in err.splitlines()]
