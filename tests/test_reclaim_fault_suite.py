@@ -18,7 +18,8 @@ once, twice, late, or without its tags, and a failed invocation is retried as La
 * the state read is the queue's: every job listed this cycle with that status, its
   GPUs, team and priority those it was submitted with, terminating exactly when a stop
   was requested;
-* no job stopped twice; no non-borrower stopped; dry run stops nothing;
+* no job stopped twice, nor without its record in the requeue ledger; no non-borrower
+  stopped; dry run stops nothing;
 * every failure logged (a cycle that raised wrote an ERROR line; only a killed Lambda is silent).
 
 Then the faults stop and clean cycles run. At the end of each schedule every job the
@@ -115,6 +116,7 @@ class Run:
                                        rng.choice(("error", "throttle", "connect"))))
         self.events: list[tuple[float, dict, int]] = []  # (deliver at, event, attempts so far)
         self.first_seen: set[str] = set()
+        self.dead_letters: list[tuple[str, BaseException]] = []
         self.violations: list[str] = []
 
     # ------------------------------------------------------------------ workload
@@ -131,8 +133,12 @@ class Run:
         for jid in active:
             if self.rng.random() < 0.08:
                 m.end(jid)
-        if active and self.rng.random() < 0.1:
-            m.vanish(self.rng.choice(active))
+        # A job ages out of Batch's listing days after it ends; here a running one vanishes at
+        # once, which is harsher. A resubmission is spared: the requeue relies on finding it
+        # for a few minutes, and Batch keeps every job far longer than that.
+        originals = [jid for jid in active if br.TAG_REQUEUED_FROM not in m.jobs[jid]["tags"]]
+        if originals and self.rng.random() < 0.1:
+            m.vanish(self.rng.choice(originals))
         self.submit(self.rng.randint(0, 3))
 
     def violate(self, cycle: int, text: str) -> None:
@@ -240,7 +246,11 @@ class Run:
             team = victims[jid]["team"]
             if usage.get(team, 0) <= GUARANTEE[TEAM_OF[team]]:
                 self.violate(k, f"stopped {jid} of {team}, not a borrower ({usage.get(team, 0)} GPUs)")
-        if not dry:
+        recorded = m.table
+        for jid in applied:
+            if jid not in recorded:
+                self.violate(k, f"stopped {jid} without a record in the requeue ledger")
+        if not dry and not isinstance(error, Killed):  # a killed Lambda logs nothing more
             named = set()
             for r in lines:
                 for entry in r.get("not_stopped") or ():
@@ -323,9 +333,9 @@ class Run:
             if attempts < len(LAMBDA_RETRY_DELAYS):
                 self.counts.retried += 1
                 self.events.append((m.clock() + LAMBDA_RETRY_DELAYS[attempts], event, attempts + 1))
-            else:
+            else:  # a redrive is needed only if the cycle never finishes the job (checked at the end)
                 self.counts.dead_letters += 1
-                self.violate(-1, f"the event of {job} went to the on-failure queue ({error!r}): it needs a redrive")
+                self.dead_letters.append((job, error))
 
     def check_requeues(self) -> None:
         m = self.model
@@ -366,7 +376,7 @@ class Run:
     def check_ledger(self) -> None:
         for job_id, item in sorted(self.model.table.items()):
             status = item["status"]["S"]
-            if status in ("claimed", "refused"):
+            if status in ("stopping", "claimed", "refused"):
                 self.violate(-1, f"the ledger's record of {job_id} is still {status}")
 
     def minute(self, k: int | None) -> None:
@@ -408,11 +418,14 @@ class Run:
             self.violate(-1, f"{len(self.events)} events never processed")
         self.check_requeues()
         self.check_ledger()
+        for job, error in self.dead_letters:
+            if len(m.requeued_from(job)) != 1:
+                self.violate(-1, f"the event of {job} went to the on-failure queue ({error!r}): it needs a redrive")
         self.counts.schedules += 1
         self.counts.violations += self.violations
 
     def open_records(self) -> bool:
-        return any(i["status"]["S"] == "claimed" for i in self.model.table.values())
+        return any(i["status"]["S"] in ("stopping", "claimed") for i in self.model.table.values())
 
 
 def run_schedules(seeds, *, every_requeue_faulted: bool = False) -> Counts:

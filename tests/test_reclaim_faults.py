@@ -362,6 +362,66 @@ def test_a_ledger_down_through_every_attempt_of_an_event_leaves_the_event_for_th
     assert [r for r in logged(capsys) if r["event"] == "requeue_failed" and "failure queue" in r["outcome"]]
 
 
+def test_a_job_is_stopped_only_once_its_requeue_is_recorded(model, capsys):
+    victim = borrowing(model)
+    model.outages.append(("dynamodb", model.clock(), model.clock() + 3600, "error"))
+    with pytest.raises(h.ReclaimError, match="could not be stopped"):
+        cycle(model)
+    assert model.stops == {}  # not stopped: it could not have been brought back
+    failed = [r for r in logged(capsys) if r["event"] == "cycle_done"][0]["not_stopped"]
+    assert [n["job"] for n in failed] == [victim] and "requeue ledger did not answer" in failed[0]["error"]
+
+
+def test_a_stopped_job_whose_event_never_comes_is_resubmitted_by_the_cycle(model):
+    victim = borrowing(model)
+    cycle(model)
+    assert model.stops == {victim: 1} and model.table[victim]["status"] == {"S": "stopping"}
+    model.tick(5)
+    model.events.clear()  # its FAILED event is lost (or every attempt of it failed)
+    for _ in range(4):
+        model.tick(60)
+        cycle(model)
+    [sub] = model.requeued_from(victim)
+    assert model.table[victim]["status"] == {"S": "submitted"} and model.table[victim]["newJob"]["S"] == sub["jobId"]
+
+
+def test_a_stop_still_under_way_is_waited_for_and_one_never_applied_closes_its_record(model):
+    model.stop_delay = (400, 400)  # Batch takes a while to stop a running job
+    victim = borrowing(model)
+    cycle(model)
+    model.tick(h.DEFAULT_INVOCATION_SECONDS + h.LISTING_SETTLE_SECONDS + 1)
+    cycle(model)  # still RUNNING, being stopped: its record waits
+    assert model.table[victim]["status"] == {"S": "stopping"} and model.submissions == []
+    model.tick(300)
+    model.events.clear()
+    for _ in range(2):
+        model.tick(60)
+        cycle(model)
+    assert len(model.requeued_from(victim)) == 1
+    other = model.add_job("teama", "RUNNING")  # a record whose stop was never applied
+    model.put_ledger_item({"jobId": {"S": other["jobId"]}, "status": {"S": "stopping"},
+                           "settleAfter": {"N": "0"}, "openQueue": {"S": QUEUE_NAME}})
+    cycle(model)
+    assert model.table[other["jobId"]]["status"] == {"S": "skipped"} and model.stops.get(other["jobId"]) is None
+
+
+def test_an_event_killed_before_its_claim_on_every_attempt_is_finished_by_the_cycle(model):
+    victim = borrowing(model)
+    cycle(model)
+    model.tick(5)
+    [event] = model.events
+    for delay in (60, 120, 0):  # Lambda's attempts, each killed: the event lands in the failure queue
+        add_fault(model, "PutItem", "kill_before")
+        with pytest.raises(Killed):
+            h.handler(event, lambda_context(clock=model.clock))
+        model.tick(delay)
+    for _ in range(2):
+        model.tick(60)
+        cycle(model)
+    assert len(model.requeued_from(victim)) == 1  # a redrive of the event would find it done
+    assert h.handler(event, lambda_context())["duplicate"] is True
+
+
 def test_a_refused_resubmission_waits_for_an_operator_and_a_replay_finishes_it(model):
     job = stopped_job(model)
     model.refuse_submit = "JobDefinition is INACTIVE"

@@ -71,6 +71,7 @@ from cdk_gpu_share.lambdas.reclaim.requeue import (  # noqa: F401 - the requeue'
     find_requeued,
     log,
     reconcile,
+    record_stops,
     requeue,
     submit_params,
 )
@@ -126,7 +127,8 @@ def handler(event: Mapping, context: Any = None) -> dict:
             return {"skipped": True}
     started = _now()
     try:
-        result = run_cycle(client, queue, settings, now=started, dry_run=dry_run, time_left=time_left, cache=_cache)
+        result = run_cycle(client, queue, settings, now=started, dry_run=dry_run, time_left=time_left, cache=_cache,
+                           ledger=ledger)
     finally:
         requeues = _reconcile(client, ledger, queue_name, time_left)
     _last_cycle_started = started
@@ -200,8 +202,13 @@ def run_cycle(
     emit: Callable[[str], None] | None = None,
     time_left: Callable[[], float] | None = None,
     cache: br.DescribeCache | None = None,
+    ledger: Ledger | None = None,
 ) -> dict:
     """Read, plan, stop, report. Returns a summary (also logged).
+
+    ``ledger`` (the requeue ledger): each victim's record is written before it is stopped,
+    and a victim whose record cannot be written is not stopped (see
+    :func:`~cdk_gpu_share.lambdas.reclaim.requeue.record_stops`).
 
     ``cache`` (the warm function's :class:`~cdk_gpu_share.aws.batch_reader.DescribeCache`)
     spares describing jobs an earlier cycle described; the jobs this cycle stops are
@@ -232,8 +239,13 @@ def run_cycle(
             preemptions=victims, served=len(plan["served"]), waiting=len(plan["waiting"]))
         if victims and not dry_run:
             team_of = {j["id"]: j["team"] for j in snapshot.state["jobs"]}
+            to_stop: Sequence[Mapping] = victims
+            if ledger is not None:  # no stop without its requeue record
+                budget = time_left() if time_left is not None else DEFAULT_INVOCATION_SECONDS
+                to_stop = record_stops(ledger, victims, now=now, settle_after=now + budget + LISTING_SETTLE_SECONDS,
+                                       not_stopped=not_stopped)
             # The lists fill as calls return, so a failure mid-way still logs what was stopped.
-            terminate(client, victims, sleep=sleep, counter=calls, beneficiary_team=team_of,
+            terminate(client, to_stop, sleep=sleep, counter=calls, beneficiary_team=team_of,
                       stopped=stopped, not_stopped=not_stopped, time_left=time_left)
     except Exception as exc:
         _note_stops(cache, stopped, not_stopped, victims)

@@ -6,6 +6,10 @@ submission by seconds, so neither Batch call can say whether a job was already
 resubmitted. The requeue ledger (:class:`Ledger`, a DynamoDB table only the reclaimer
 writes) can, and the whole protocol rests on three facts:
 
+* **No stop without a record.** Before the cycle stops a job, it writes the job's record
+  (``stopping``), and a job whose record cannot be written is not stopped. The ledger
+  therefore knows every job the reclaimer stopped, whether or not its FAILED event
+  ever arrives or succeeds.
 * **One holder at a time.** A requeue is done by an *attempt* (a random id). The ledger
   names the attempt that may submit; a conditional write claims the job, or takes it
   over from an earlier attempt, and only the holder calls ``SubmitJob``. Every attempt
@@ -17,13 +21,14 @@ writes) can, and the whole protocol rests on three facts:
   moved earlier only when ``SubmitJob`` surely did nothing (throttled, refused, no
   connection); a call whose outcome is unknown (a 5xx, a lost answer, any other
   exception) only ever moves it to "now + settle".
-* **The cycle finishes what an event could not.** Once a job is claimed, its requeue no
-  longer depends on its event: the scheduled cycle (every minute) finds the open records
-  whose settle time has passed (a sparse index, oldest first, :data:`RECONCILE_LIMIT` a
-  cycle) and finishes each (find the job of an earlier attempt, or submit once). An
-  event invocation therefore raises only while nothing is in the ledger yet (Lambda
-  retries it, then keeps it in the on-failure queue), or for a job that cannot be
-  resubmitted at all.
+* **The cycle finishes what an event could not.** A requeue never depends on its event:
+  the scheduled cycle (every minute) finds the open records whose settle time has passed
+  (a sparse index, oldest first, :data:`RECONCILE_LIMIT` a cycle) and finishes each: a
+  stop still under way is waited for, a stop that did not happen closes the record, and
+  a stopped job is resubmitted (the job of an earlier attempt is found, or the job is
+  submitted once). The FAILED event is the fast path; an event invocation raises only
+  for a job that cannot be resubmitted at all, or while the ledger is unreachable (and
+  the cycle finishes that job anyway).
 
 The reclaimer runs with reserved concurrency 1, so an event's invocation and a cycle
 never overlap; the conditions above keep the ledger right even if they did.
@@ -35,7 +40,7 @@ import json
 import sys
 import time
 import uuid
-from typing import Any, Callable, Collection, Mapping
+from typing import Any, Callable, Collection, Mapping, Sequence
 
 from cdk_gpu_share.aws import batch_reader as br
 
@@ -59,6 +64,8 @@ REQUEUE_LOOKBACK_MS = 60_000
 TAG_REQUEUE_ATTEMPT = br.TAG_REQUEUE_ATTEMPT
 #: Environment variable names Batch reserves (never copied into a resubmission).
 _RESERVED_ENV_PREFIX = "AWS_BATCH"
+#: Job statuses in which a stop still has something to stop.
+_ACTIVE = {"SUBMITTED", "PENDING", "RUNNABLE", "STARTING", "RUNNING"}
 
 
 class ReclaimError(RuntimeError):
@@ -82,16 +89,20 @@ def _error(exc: BaseException) -> str:
 class Ledger:
     """The requeue ledger: one DynamoDB item per job the reclaimer stopped, keyed by its id.
 
-    Item: ``jobId`` (key); ``status``: ``claimed`` (a requeue under way), ``submitted``
+    Item: ``jobId`` (key); ``status``: ``stopping`` (the cycle is stopping the job; no
+    attempt yet), ``claimed`` (a requeue under way), ``submitted``
     (done: ``newJob``), ``refused`` (Batch refused the resubmission, or the job cannot be
     resubmitted: ``error``; only an operator's replay of the event tries again) or
     ``skipped`` (the job was not stopped by the reclaimer after all); ``attempt`` (the
     holder), ``attempts`` (every attempt id ever named), ``settleAfter``, ``openQueue``
     (present while ``claimed``: the key of the sparse :data:`OPEN_INDEX`), ``expiresAt``
-    (TTL). Every write is conditional on the attempt and safe to repeat; a write whose
-    answer was lost is recognised on retry by the item it left. Reads are consistent.
+    (TTL), ``openQueue`` present while ``stopping`` or ``claimed``. Every write is
+    conditional (on the attempt, or on ``stopping`` for a record with no attempt yet) and
+    safe to repeat; a write whose answer was lost is recognised on retry by the item it
+    left. Reads are consistent.
     """
 
+    STOPPING = "stopping"
     CLAIMED = "claimed"
     SUBMITTED = "submitted"
     REFUSED = "refused"
@@ -135,6 +146,19 @@ class Ledger:
         response = self._call("GetItem", Key={"jobId": {"S": job_id}}, ConsistentRead=True)
         return self.record(response.get("Item"))
 
+    def stopping(self, job_id: str, *, now: float, settle_after: float) -> bool:
+        """Record that the cycle is about to stop ``job_id`` (before it does). False when the
+        ledger already holds a requeue of it (the job must not be stopped again)."""
+        item = {
+            "jobId": {"S": job_id}, "status": {"S": self.STOPPING}, "settleAfter": {"N": _n(settle_after)},
+            "openQueue": {"S": self.queue}, "expiresAt": {"N": str(int(now + LEDGER_TTL_SECONDS))},
+        }
+        current = self._conditional(
+            "PutItem", Item=item, ConditionExpression="attribute_not_exists(jobId) OR #status IN (:stopping, :skipped)",
+            ExpressionAttributeNames={"#status": "status"},
+            ExpressionAttributeValues={":stopping": {"S": self.STOPPING}, ":skipped": {"S": self.SKIPPED}})
+        return current is None
+
     def claim(self, job_id: str, attempt: str, *, now: float, settle_after: float) -> dict:
         """Claim ``job_id`` for ``attempt``; returns the job's record (its ``attempt`` is
         ours when the claim succeeded, or when our own claim's answer was lost)."""
@@ -167,11 +191,32 @@ class Ledger:
         )
         return current is None or (current.get("attempt") or {}).get("S") == attempt
 
+    def take_over_stop(self, job_id: str, attempt: str, *, settle_after: float) -> bool:
+        """Make ``attempt`` the first holder of a ``stopping`` record (its job has stopped)."""
+        current = self._conditional(
+            "UpdateItem", Key={"jobId": {"S": job_id}},
+            UpdateExpression="SET attempt = :new, settleAfter = :settle, #status = :claimed ADD attempts :added",
+            ConditionExpression="#status = :stopping AND attribute_not_exists(attempt)",
+            ExpressionAttributeNames={"#status": "status"},
+            ExpressionAttributeValues={
+                ":new": {"S": attempt}, ":settle": {"N": _n(settle_after)}, ":claimed": {"S": self.CLAIMED},
+                ":stopping": {"S": self.STOPPING}, ":added": {"SS": [attempt]},
+            },
+        )
+        return current is None or (current.get("attempt") or {}).get("S") == attempt
+
     def _mine(self, job_id: str, attempt: str, expression: str, values: dict, names: dict | None = None) -> bool:
+        """A write conditional on ``attempt`` holding the record ("": a ``stopping`` record, no holder)."""
+        names = {"#status": "status", **(names or {})}
+        if attempt:
+            condition, mine = "attempt = :mine", {":mine": {"S": attempt}}
+        else:
+            condition, mine = "#status = :stopping AND attribute_not_exists(attempt)", {":stopping": {"S": self.STOPPING}}
+        if "#status" not in expression and attempt:
+            names.pop("#status")
         current = self._conditional(
             "UpdateItem", Key={"jobId": {"S": job_id}}, UpdateExpression=expression,
-            ConditionExpression="attempt = :mine",
-            ExpressionAttributeValues={":mine": {"S": attempt}, **values},
+            ConditionExpression=condition, ExpressionAttributeValues={**mine, **values},
             **({"ExpressionAttributeNames": names} if names else {}))
         return current is None
 
@@ -225,6 +270,8 @@ class Requeue:
         self.sleep = sleep
         #: Whether this run has sent ``SubmitJob`` (until then, it has made nothing to look for).
         self.submitting = False
+        #: Whether the last stopped job read is still being stopped by Batch.
+        self._waiting = False
 
     def settle_time(self) -> float:
         """When whatever an attempt started now may submit is surely listed."""
@@ -234,11 +281,11 @@ class Requeue:
     def drive(self, job_id: str, record: Mapping, attempt: str) -> dict:
         """Bring ``job_id``'s requeue to an end from ``record`` (the ledger's), as ``attempt``.
 
-        Returns ``{"requeued": new job or None, ...}``; ``deferred`` when another attempt
-        may still submit (the cycle finishes it after its settle time). Raises
-        :class:`ReclaimError` for a job that cannot be resubmitted (the record says
-        ``refused``), and lets a dependency's error through (the record is untouched,
-        or says when to look again).
+        Returns ``{"requeued": new job or None, ...}``; ``deferred`` when the requeue is
+        not over yet (another attempt may still submit, or the stop is under way: the
+        cycle finishes it after its settle time). Raises :class:`ReclaimError` for a job
+        that cannot be resubmitted (the record says ``refused``), and lets a dependency's
+        error through (the record is untouched, or says when to look again).
         """
         status = record.get("status")
         if status == Ledger.SUBMITTED:
@@ -251,35 +298,48 @@ class Requeue:
             log("requeue_deferred", job=job_id, attempt=holder, settle_after=record.get("settleAfter"),
                 reason="another attempt holds it; the scheduled cycle finishes it after its settle time")
             return {"requeued": None, "from": job_id, "deferred": True}
-        job = self._stopped_job(job_id, holder)
+        job = self._stopped_job(job_id, holder, status)
         if job is None:
-            return {"requeued": None}
+            return {"requeued": None, "from": job_id, "deferred": True} if self._waiting else {"requeued": None}
         params = self._params(job, holder)
         if holder != attempt:
-            found = find_requeued(self.client, job, {holder, *record.get("attempts", ())}, sleep=self.sleep)
+            earlier = {holder, *record.get("attempts", ())} - {""}
+            found = find_requeued(self.client, job, earlier, sleep=self.sleep) if earlier else None
             if found is not None:
                 self.ledger.submitted(job_id, holder, found)
                 log("requeue_skipped", job=job_id, reason="an earlier attempt resubmitted it", new_job=found)
                 return {"requeued": found, "from": job_id, "duplicate": True}
-            if not self.ledger.take_over(job_id, holder, attempt, settle_after=self.settle_time()):
+            taken = (self.ledger.take_over_stop(job_id, attempt, settle_after=self.settle_time())
+                     if status == Ledger.STOPPING else
+                     self.ledger.take_over(job_id, holder, attempt, settle_after=self.settle_time()))
+            if not taken:
                 log("requeue_deferred", job=job_id, reason="another attempt took it over")
                 return {"requeued": None, "from": job_id, "deferred": True}
         return self._submit(job, params, attempt)
 
-    def _stopped_job(self, job_id: str, holder: str) -> dict | None:
-        """The stopped job as ``DescribeJobs`` has it; ``None`` (and the record closed)
-        when Batch does not show it stopped by the reclaimer."""
+    def _stopped_job(self, job_id: str, holder: str, status: str | None) -> dict | None:
+        """The stopped job as ``DescribeJobs`` has it; ``None`` when there is nothing to
+        resubmit now: a stop still under way (``_waiting``: the record's settle time moves
+        on), or a job Batch does not show stopped by the reclaimer (the record is closed)."""
+        self._waiting = False
         response = br.call_with_retry(self.client, "DescribeJobs", sleep=self.sleep, jobs=[job_id])
         job = next((j for j in response.get("jobs", ()) if j.get("jobId") == job_id), None)
         if job is None:
             raise self._refused(job_id, holder, "DescribeJobs does not return it (Batch keeps ended jobs for"
                                                 " days, not for ever); the event holds what it was")
-        if job.get("status") != "FAILED" or not (job.get("statusReason") or "").startswith(br.RECLAIM_REASON_PREFIX):
-            self.ledger.close(job_id, holder, Ledger.SKIPPED, "not stopped by the reclaimer")
-            log("requeue_skipped", job=job_id, reason="DescribeJobs does not show it stopped by the reclaimer",
-                status=job.get("status"), status_reason=job.get("statusReason"))
+        if job.get("status") == "FAILED" and (job.get("statusReason") or "").startswith(br.RECLAIM_REASON_PREFIX):
+            return job
+        if status == Ledger.STOPPING and job.get("status") in _ACTIVE and job.get("isTerminated"):
+            self._waiting = True  # Batch is stopping it: look again once it has had time to end
+            self.ledger.settle_after(job_id, holder, self.clock() + LISTING_SETTLE_SECONDS)
+            log("requeue_waiting", job=job_id, status=job.get("status"), reason="its stop is under way")
             return None
-        return job
+        reason = ("its stop was not applied" if status == Ledger.STOPPING and job.get("status") in _ACTIVE
+                  else "not stopped by the reclaimer")
+        self.ledger.close(job_id, holder, Ledger.SKIPPED, reason)
+        log("requeue_skipped", job=job_id, reason=f"DescribeJobs shows {reason}",
+            status=job.get("status"), status_reason=job.get("statusReason"))
+        return None
 
     def _params(self, job: Mapping, holder: str) -> dict:
         try:
@@ -435,7 +495,7 @@ def reconcile(client: Any, ledger: Ledger, *, clock: Callable[[], float] = time.
             break
         try:
             record = ledger.get(job_id)
-            if record is None or record.get("status") != Ledger.CLAIMED:
+            if record is None or record.get("status") not in (Ledger.STOPPING, Ledger.CLAIMED):
                 continue
             result = run.drive(job_id, record, uuid.uuid4().hex)
         except Exception as exc:
@@ -449,6 +509,30 @@ def reconcile(client: Any, ledger: Ledger, *, clock: Callable[[], float] = time.
             out[key].append(job_id)
     log("reconciled", **out)
     return out
+
+
+def record_stops(ledger: Ledger, victims: Sequence[Mapping], *, now: float, settle_after: float,
+                 not_stopped: list[dict]) -> list[Mapping]:
+    """Write each victim's ``stopping`` record before it is stopped; returns the victims that
+    may be stopped. A victim whose record cannot be written is not stopped (named in
+    ``not_stopped``, fatal: the cycle fails and its alarm fires), and neither is any after
+    it once the ledger fails to answer: a job is never stopped without a way back."""
+    allowed: list[Mapping] = []
+    for k, v in enumerate(victims):
+        try:
+            recorded = ledger.stopping(v["job"], now=now, settle_after=settle_after)
+        except Exception as exc:
+            error = f"not stopped: the requeue ledger did not answer ({_error(exc)})"
+            log("ledger_write_failed", "ERROR", jobs=[x["job"] for x in victims[k:]], error=_error(exc),
+                reason="a job is stopped only once its requeue is recorded")
+            not_stopped.extend({"job": x["job"], "error": error, "fatal": True} for x in victims[k:])
+            break
+        if recorded:
+            allowed.append(v)
+        else:
+            log("stop_skipped", "WARNING", job=v["job"], reason="the requeue ledger already holds a requeue of it")
+            not_stopped.append({"job": v["job"], "error": "not stopped: the requeue ledger already holds a requeue of it"})
+    return allowed
 
 
 def find_requeued(client: Any, job: Mapping, attempts: Collection[str], *,
