@@ -1,6 +1,6 @@
 """``gpu-share simulate`` and ``gpu-share trace convert``.
 
-    gpu-share simulate (--config PLATFORM.yaml [--backend B] | --scenario S.json) --trace JOBS.csv
+    gpu-share simulate ([--config] PLATFORM.yaml [--backend B] | --scenario S.json) --trace JOBS.csv
                        (--mode static|share|share+reclaim | --compare) [--poll-seconds S]
                        [--checkpoint-seconds N] [--json] [--plot OUT.png] [--report OUT.html]
     gpu-share trace convert --from alibaba-openb FILE [-o OUT.csv]
@@ -19,6 +19,7 @@ import sys
 import time
 from typing import Any
 
+from cdk_gpu_share.cli._parser import add_config_argument
 from cdk_gpu_share.cli._table import format_table, html_table
 from cdk_gpu_share.core.errors import ConfigError, GpuShareError, Problem
 
@@ -38,9 +39,11 @@ def register(subparsers: Any) -> None:
             "comparison as one HTML page with usage plots."
         ),
     )
-    source = p.add_mutually_exclusive_group(required=True)
-    source.add_argument("--config", metavar="PLATFORM.yaml",
-                        help="build the scenario from the platform config (teams, guarantees, sharing, limits)")
+    # The config or a scenario, one of them: the parser requires it (the config has two spellings).
+    source = p.add_mutually_exclusive_group()
+    add_config_argument(p, metavar="PLATFORM.yaml", group=source, alternative="--scenario",
+                        help="the platform config",
+                        option_help="build the scenario from the platform config (teams, guarantees, sharing, limits)")
     source.add_argument("--scenario", metavar="SCENARIO.json",
                         help="capacity, settings and teams of a reclaim-plan input (no now, no jobs)")
     p.add_argument("--backend", metavar="BACKEND",
