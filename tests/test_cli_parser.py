@@ -85,6 +85,8 @@ def test_validate_json_with_config_flag(capsys):
     ["simulate", "--config", PLATFORM, "--trace", "t.csv", "--mode", "share"],
     ["status", PLATFORM, "--queue", "q"],
     ["status", "--config", PLATFORM, "--queue", "q"],
+    ["trace", "sample", PLATFORM],
+    ["trace", "sample", "--config", PLATFORM],
 ])
 def test_every_command_reading_a_config_takes_both_spellings(argv):
     args = build_parser().parse_args(argv)
@@ -95,6 +97,7 @@ def test_every_command_reading_a_config_takes_both_spellings(argv):
 
 def test_an_optional_config_may_be_left_out():
     assert build_parser().parse_args(["status", "--queue", "q"]).config is None
+    assert build_parser().parse_args(["trace", "sample"]).config is None
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -137,6 +140,7 @@ MISTYPED = {
     "mig layouts": (["mig", "layouts", "--gpu", "H100-80GB", "--jsno"], "--json"),
     "simulate": (["simulate", "--config", PLATFORM, "--trace", "t.csv", "--compre"], "--compare"),
     "trace convert": (["trace", "convert", "--from", "alibaba-openb", "f.csv", "--ouptut", "o.csv"], "--output"),
+    "trace sample": (["trace", "sample", "--sede", "3"], "--seed"),
     "status": (["status", "--queue", "q", "--regoin", "us-east-1"], "--region"),
 }
 
@@ -177,6 +181,7 @@ def test_nothing_close_gets_no_suggestion(capsys):
     (["simulte"], "simulate"),
     (["reclaim", "plam"], "plan"),
     (["mig", "layots", "--gpu", "A100"], "layouts"),
+    (["trace", "sampel"], "sample"),
     (["trace", "covnert"], "convert"),
     (["trace", "convert", "--from", "alibaba-openbb", "f.csv"], "alibaba-openb"),
 ])
