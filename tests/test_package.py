@@ -176,3 +176,5 @@ def test_installed_wheel_provides_the_cli(wheel, tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert "valid" in result.stdout
+    version = subprocess.run([env_dir / "bin" / "gpu-share", "--version"], capture_output=True, text=True)
+    assert version.stdout == "gpu-share 0.1.0\n"  # from the installed wheel's metadata
