@@ -402,8 +402,10 @@ def test_a_failing_make_synth_keeps_the_previous_cdk_out(tmp_path):
     (out / "manifest.json").write_text("{}")  # the previous good synth
     bad = tmp_path / "bad.yaml"
     bad.write_text(edited(PLATFORM, setter("teams/1/name", "team_b")))
+    # -o install-runtime: the tests run in an installed environment, and this one checks what a
+    # failing synth leaves behind, not the install (which would rewrite the environment's own install).
     result = subprocess.run(
-        ["make", "--no-print-directory", "synth", f"CONFIG={bad}", f"OUT={out}"],
+        ["make", "--no-print-directory", "-o", "install-runtime", "synth", f"CONFIG={bad}", f"OUT={out}"],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
     )
     assert result.returncode != 0

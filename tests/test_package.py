@@ -3,6 +3,8 @@ and synthesize a tiny user app that imports SharedGpuQuota from cdk_gpu_share.""
 
 from __future__ import annotations
 
+import email.parser
+import hashlib
 import json
 import os
 import shutil
@@ -16,6 +18,9 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import ROOT
+
+#: sha256 of https://www.apache.org/licenses/LICENSE-2.0.txt, the canonical text.
+APACHE_2_0_SHA256 = "cfc7749b96f63bd31c3c42b5c471bf756814053e847c10f3eb003417bc523d30"
 
 USER_APP = '''
 import aws_cdk as cdk
@@ -40,22 +45,86 @@ print("IMPORTED_FROM", cdk_gpu_share.__file__)
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory) -> Path:
+def built(tmp_path_factory) -> tuple[Path, str]:
+    """The wheel, and what the build printed (standard output and error)."""
     out = tmp_path_factory.mktemp("dist")
     # Build from a copy: building in the checkout leaves build/ and *.egg-info there, a stale
     # build/lib can put deleted modules into the wheel, and two xdist workers would race on it.
     src = tmp_path_factory.mktemp("src")
     shutil.copytree(ROOT / "src", src / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy2(ROOT / name, src / name)
-    subprocess.run(
+    result = subprocess.run(
         [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(out), str(src)],
-        check=True,
         capture_output=True,
+        text=True,
         timeout=600,
     )
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
     (whl,) = out.glob("cdk_gpu_share-*.whl")
-    return whl
+    return whl, result.stdout + result.stderr
+
+
+@pytest.fixture(scope="module")
+def wheel(built) -> Path:
+    return built[0]
+
+
+def _metadata(wheel: Path) -> email.message.Message:
+    with zipfile.ZipFile(wheel) as whl:
+        name = next(n for n in whl.namelist() if n.endswith(".dist-info/METADATA"))
+        return email.parser.Parser().parsestr(whl.read(name).decode())
+
+
+def test_the_build_prints_no_deprecation_warning(built):
+    _, output = built
+    for word in ("Deprecat", "deprecat", "BuildBackendWarning", "SetuptoolsWarning"):
+        assert word not in output, output[-3000:]
+
+
+def test_wheel_metadata_names_the_license_classifiers_and_project_urls(wheel):
+    meta = _metadata(wheel)
+    assert meta["Name"] == "cdk-gpu-share"
+    assert meta["Version"] == "0.1.0"
+    assert meta["License-Expression"] == "Apache-2.0"
+    assert meta["License"] is None  # the expression replaces the free-text field
+    assert meta.get_all("License-File") == ["LICENSE"]
+    assert meta["Author"] == "cdk-gpu-share maintainers"
+    assert "aws-cdk" in meta["Keywords"].split(",")
+    classifiers = meta.get_all("Classifier")
+    for expected in (
+        "Framework :: AWS CDK :: 2",
+        "Typing :: Typed",
+        "Programming Language :: Python :: 3.10",
+        "Programming Language :: Python :: 3.13",
+    ):
+        assert expected in classifiers
+    assert any(c.startswith("Development Status :: ") for c in classifiers)
+    assert any(c.startswith("Topic :: ") for c in classifiers)
+    assert any(c.startswith("Intended Audience :: ") for c in classifiers)
+    # PEP 639: a license expression and a License :: classifier may not be combined.
+    assert not any(c.startswith("License :: ") for c in classifiers)
+    repo = "https://github.com/cdk-gpu-share/cdk-gpu-share"
+    urls = dict(u.split(", ", 1) for u in meta.get_all("Project-URL"))
+    assert set(urls) == {"Homepage", "Repository", "Issues", "Documentation", "Changelog"}
+    assert urls["Repository"] == urls["Homepage"] == repo
+    assert urls["Issues"] == f"{repo}/issues"
+    assert urls["Changelog"] == f"{repo}/blob/main/CHANGELOG.md"
+    assert urls["Documentation"].startswith("https://")
+    requires = meta.get_all("Requires-Dist")
+    runtime = [r for r in requires if "extra ==" not in r]
+    assert sorted(r.split("<")[0].split(">")[0].lower() for r in runtime) == [
+        "aws-cdk-lib", "boto3", "cdk-nag", "constructs", "pyyaml"]
+
+
+def test_wheel_ships_the_full_apache_license(wheel):
+    with zipfile.ZipFile(wheel) as whl:
+        (name,) = [n for n in whl.namelist() if n.endswith(".dist-info/licenses/LICENSE")]
+        text = whl.read(name).decode()
+    assert text == (ROOT / "LICENSE").read_text()
+    assert "Apache License\n                           Version 2.0, January 2004" in text
+    assert "END OF TERMS AND CONDITIONS" in text
+    assert hashlib.sha256(text.encode()).hexdigest() == APACHE_2_0_SHA256
 
 
 def test_wheel_ships_the_typed_marker_and_lambda_code(wheel):
@@ -107,3 +176,5 @@ def test_installed_wheel_provides_the_cli(wheel, tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert "valid" in result.stdout
+    version = subprocess.run([env_dir / "bin" / "gpu-share", "--version"], capture_output=True, text=True)
+    assert version.stdout == "gpu-share 0.1.0\n"  # from the installed wheel's metadata

@@ -5,16 +5,25 @@ Each subcommand lives in its own module of this package and exposes
 taking the parsed arguments and returning the exit code. Exit codes: 0 success,
 1 a negative answer (for example ``mig check`` on profiles that do not fit),
 2 bad input (a one-line message on standard error, never a traceback).
+
+Every parser is a :class:`~cdk_gpu_share.cli._parser.Parser`: a mistyped option or
+subcommand gets a suggestion, and a command that reads a platform config takes it as a
+positional argument or as ``--config`` (:func:`~cdk_gpu_share.cli._parser.add_config_argument`).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.metadata
 import sys
 from typing import Sequence
 
+from cdk_gpu_share.cli._parser import Parser
 from cdk_gpu_share.core.errors import GpuShareError
+
+#: The distribution that installs the ``gpu-share`` command.
+DISTRIBUTION = "cdk-gpu-share"
 
 # Modules that register subcommands, in the order they appear in --help.
 SUBCOMMAND_MODULES = [
@@ -26,15 +35,24 @@ SUBCOMMAND_MODULES = [
 ]
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse exits 2 on bad usage already; keep its one-line message."""
+def package_version() -> str:
+    """The installed version of cdk-gpu-share; the package's own ``__version__`` when it runs
+    from a source tree that was not installed."""
+    try:
+        return importlib.metadata.version(DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError:
+        from cdk_gpu_share import __version__
+
+        return __version__
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = Parser(
         prog="gpu-share",
         description="Validate, plan, simulate and explain a shared GPU platform.",
     )
+    parser.add_argument("--version", action="version", version=f"gpu-share {package_version()}",
+                        help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in SUBCOMMAND_MODULES:

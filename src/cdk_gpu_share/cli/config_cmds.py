@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+from cdk_gpu_share.cli._parser import add_config_argument
 from cdk_gpu_share.core.config import BACKENDS, load_config
 from cdk_gpu_share.core.errors import ConfigError, Problem
 from cdk_gpu_share.core.plan import fleet_plan, format_plan, summarize
@@ -14,13 +15,13 @@ from cdk_gpu_share.core.plan import fleet_plan, format_plan, summarize
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("validate", help="check a platform config; list every problem")
-    p.add_argument("config", help="platform config (YAML)")
+    add_config_argument(p, help="platform config (YAML)")
     p.add_argument("--json", action="store_true",
                    help='one JSON object: {"valid": true, ...} or {"valid": false, "problems": [...]} (exit 2)')
     p.set_defaults(func=_validate)
 
     p = sub.add_parser("plan", help="each team's guarantee, strategy, borrow limit and most it could use")
-    p.add_argument("config", help="platform config (YAML)")
+    add_config_argument(p, help="platform config (YAML)")
     p.add_argument("--json", action="store_true", help="one JSON object instead of tables")
     p.set_defaults(func=_plan)
 

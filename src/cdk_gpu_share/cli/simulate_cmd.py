@@ -1,9 +1,10 @@
-"""``gpu-share simulate`` and ``gpu-share trace convert``.
+"""``gpu-share simulate``, ``gpu-share trace convert`` and ``gpu-share trace sample``.
 
-    gpu-share simulate (--config PLATFORM.yaml [--backend B] | --scenario S.json) --trace JOBS.csv
+    gpu-share simulate ([--config] PLATFORM.yaml [--backend B] | --scenario S.json) --trace JOBS.csv
                        (--mode static|share|share+reclaim | --compare) [--poll-seconds S]
                        [--checkpoint-seconds N] [--json] [--plot OUT.png] [--report OUT.html]
     gpu-share trace convert --from alibaba-openb FILE [-o OUT.csv]
+    gpu-share trace sample [[--config] PLATFORM.yaml [--backend B]] [--jobs N] [--seed S] [-o OUT.csv]
 
 The rules live in :mod:`cdk_gpu_share.core.simulate` and :mod:`cdk_gpu_share.core.trace`;
 this module only parses arguments and renders results.
@@ -19,6 +20,7 @@ import sys
 import time
 from typing import Any
 
+from cdk_gpu_share.cli._parser import add_config_argument
 from cdk_gpu_share.cli._table import format_table, html_table
 from cdk_gpu_share.core.errors import ConfigError, GpuShareError, Problem
 
@@ -38,9 +40,11 @@ def register(subparsers: Any) -> None:
             "comparison as one HTML page with usage plots."
         ),
     )
-    source = p.add_mutually_exclusive_group(required=True)
-    source.add_argument("--config", metavar="PLATFORM.yaml",
-                        help="build the scenario from the platform config (teams, guarantees, sharing, limits)")
+    # The config or a scenario, one of them: the parser requires it (the config has two spellings).
+    source = p.add_mutually_exclusive_group()
+    add_config_argument(p, metavar="PLATFORM.yaml", group=source, alternative="--scenario",
+                        help="the platform config",
+                        option_help="build the scenario from the platform config (teams, guarantees, sharing, limits)")
     source.add_argument("--scenario", metavar="SCENARIO.json",
                         help="capacity, settings and teams of a reclaim-plan input (no now, no jobs)")
     p.add_argument("--backend", metavar="BACKEND",
@@ -69,8 +73,9 @@ def register(subparsers: Any) -> None:
 
     t = subparsers.add_parser(
         "trace",
-        help="convert public cluster traces to the simulator's job trace",
-        description="Convert public GPU cluster traces into the simulator's job trace CSV.",
+        help="convert public cluster traces to the simulator's job trace, or write a sample one",
+        description="Convert public GPU cluster traces into the simulator's job trace CSV, or write a "
+                    "small sample trace to try the simulator with.",
     )
     tsub = t.add_subparsers(dest="trace_command", metavar="ACTION")
     tsub.required = True
@@ -87,6 +92,30 @@ def register(subparsers: Any) -> None:
     c.add_argument("file", metavar="FILE", help="the trace file to convert")
     c.add_argument("-o", "--output", metavar="OUT", help="write the CSV here (default: standard output)")
     c.set_defaults(func=run_convert)
+
+    from cdk_gpu_share.core.trace import SAMPLE_JOBS, SAMPLE_SEED
+
+    s = tsub.add_parser(
+        "sample",
+        help="write a small deterministic job trace for the teams of a config (no data needed)",
+        description=(
+            "Write a small synthetic job trace, the same bytes for the same arguments: each team is busy "
+            "half of every 12 hours and then asks for about twice its guarantee, so teams lend, borrow "
+            "and reclaim. Jobs take a quarter, half or all of their team's guarantee for 5 minutes to 8 "
+            "hours. Without a config: the three teams of platform.yaml (team-a, team-b, team-c, one GPU "
+            "each)."
+        ),
+    )
+    add_config_argument(s, required=False, metavar="PLATFORM.yaml",
+                        help="take the teams and their guarantees from this platform config")
+    s.add_argument("--backend", metavar="BACKEND",
+                   help="with a config: batch_quota, hyperpod or fairshare (default: the config's only backend)")
+    s.add_argument("--jobs", type=int, default=SAMPLE_JOBS, metavar="N",
+                   help=f"number of jobs (default: {SAMPLE_JOBS})")
+    s.add_argument("--seed", type=int, default=SAMPLE_SEED, metavar="S",
+                   help=f"seed of the generator; another seed, another trace (default: {SAMPLE_SEED})")
+    s.add_argument("-o", "--output", metavar="OUT", help="write the CSV here (default: standard output)")
+    s.set_defaults(func=run_sample)
 
 
 # ---------------------------------------------------------------------------
@@ -574,25 +603,63 @@ def write_report(cmp: Any, runs: Any, jobs: Any, path: str, **kwargs: Any) -> No
 
 
 def run_convert(args: argparse.Namespace) -> int:
-    from cdk_gpu_share.core.trace import convert, write_trace
+    from cdk_gpu_share.core.trace import convert
 
-    jobs = convert(args.source_format, args.file)
-    if args.output:
-        tmp = f"{args.output}.tmp-{os.getpid()}"
-        try:
-            with open(tmp, "w", newline="", encoding="utf-8") as out:
-                write_trace(jobs, out)
-            os.replace(tmp, args.output)
-        except OSError as exc:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise ConfigError(Problem(field="-o", value=args.output,
-                                      message=f"cannot be written ({exc.strerror})",
-                                      fix="choose a writable path")) from None
-        print(f"wrote {len(jobs)} jobs to {args.output}", file=sys.stderr)
-    else:
-        write_trace(jobs, sys.stdout)
+    _write_jobs(convert(args.source_format, args.file), args.output)
     return 0
 
+
+#: Most jobs ``trace sample --jobs`` writes.
+MAX_SAMPLE_JOBS = 1_000_000
+
+
+def run_sample(args: argparse.Namespace) -> int:
+    from cdk_gpu_share.core import trace
+
+    if not 1 <= args.jobs <= MAX_SAMPLE_JOBS:
+        raise ConfigError(Problem(field="--jobs", value=args.jobs, message=f"must be 1 to {MAX_SAMPLE_JOBS:,}",
+                                  fix="give the number of jobs to write, e.g. --jobs 300"))
+    if args.config is None:
+        if args.backend is not None:
+            raise ConfigError(Problem(field="--backend", value=args.backend, message="needs a config",
+                                      fix="add --config PLATFORM.yaml, or drop --backend"))
+        teams, capacity = trace.SAMPLE_TEAMS, None
+        config, backend = "platform.yaml", "fairshare"
+    else:
+        from cdk_gpu_share.core import scenario as sc
+        from cdk_gpu_share.core.config import load_config
+
+        platform = load_config(args.config)
+        backend = sc.choose_backend(platform, args.backend)
+        data = sc.scenario_from_config(platform, backend)
+        teams = [(t["name"], t["guarantee"][sc.RESOURCE]) for t in data["teams"]]
+        capacity = data["capacity"][sc.RESOURCE]
+        config = args.config
+    jobs = trace.sample_jobs(teams, jobs=args.jobs, seed=args.seed, capacity=capacity)
+    _write_jobs(jobs, args.output)
+    if args.output:
+        print(f"try: gpu-share simulate --config {config} --backend {backend} --trace {args.output} "
+              "--compare --report report.html", file=sys.stderr)
+    return 0
+
+
+def _write_jobs(jobs: Any, output: str | None) -> None:
+    """The trace CSV to ``output`` (replaced only once it is complete), or to standard output."""
+    from cdk_gpu_share.core.trace import write_trace
+
+    if not output:
+        write_trace(jobs, sys.stdout)
+        return
+    tmp = f"{output}.tmp-{os.getpid()}"
+    try:
+        with open(tmp, "w", newline="", encoding="utf-8") as out:
+            write_trace(jobs, out)
+        os.replace(tmp, output)
+    except OSError as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise ConfigError(Problem(field="-o", value=output, message=f"cannot be written ({exc.strerror})",
+                                  fix="choose a writable path")) from None
+    print(f"wrote {len(jobs)} jobs to {output}", file=sys.stderr)

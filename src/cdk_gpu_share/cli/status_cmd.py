@@ -26,6 +26,7 @@ import time
 from datetime import datetime, timezone
 from typing import Any, Callable
 
+from cdk_gpu_share.cli._parser import add_config_argument
 from cdk_gpu_share.core.errors import GpuShareError
 
 #: IAM actions ``gpu-share status`` needs, per kind of queue (named in access-denied messages).
@@ -44,7 +45,7 @@ def register(subparsers) -> None:
         ),
     )
     parser.add_argument("--queue", required=True, metavar="NAME", help="job queue name or ARN")
-    parser.add_argument("--config", metavar="CONFIG", help="platform config (YAML); required for a classic queue")
+    add_config_argument(parser, required=False, help="platform config (YAML); required for a classic queue")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     parser.add_argument("--region", metavar="R", help="AWS region of the queue (default: your AWS configuration)")
     parser.set_defaults(func=run_status)

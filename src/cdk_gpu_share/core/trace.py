@@ -1,4 +1,4 @@
-"""Convert published GPU cluster traces into the simulator's job trace.
+"""Convert published GPU cluster traces into the simulator's job trace, or write a sample one.
 
 The simulator (:mod:`cdk_gpu_share.core.simulate`, documented in
 ``docs/simulator.md``) reads a CSV with the columns
@@ -17,6 +17,9 @@ Gradient Descent", USENIX ATC 2023). The rule:
 - ``priority``: guaranteed 3, ls 2, burstable 1, be 0.
 
 On ``openb_pod_list_default.csv`` that keeps 6,203 of 8,152 tasks, in file order.
+
+:func:`sample_jobs` makes a small deterministic trace for trying the simulator without
+external data (``gpu-share trace sample``).
 """
 
 from __future__ import annotations
@@ -24,9 +27,10 @@ from __future__ import annotations
 import csv
 import io
 import os
+import random
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
-from typing import IO, Iterable, Iterator, Mapping
+from typing import IO, Any, Iterable, Iterator, Mapping, Sequence
 
 from cdk_gpu_share.core.errors import ConfigError, Problem
 from cdk_gpu_share.core.validation import decimal_problem
@@ -237,3 +241,95 @@ def trace_text(jobs: Iterable[TraceJob]) -> str:
     buf = io.StringIO()
     write_trace(jobs, buf)
     return buf.getvalue()
+
+
+# ---------------------------------------------------------------------------
+# A sample trace
+
+#: Defaults of :func:`sample_jobs`: the three teams of ``platform.yaml``, one GPU each.
+SAMPLE_TEAMS: tuple[tuple[str, float], ...] = (("team-a", 1.0), ("team-b", 1.0), ("team-c", 1.0))
+SAMPLE_JOBS = 300
+SAMPLE_SEED = 1
+#: Busy share of the pool the sample aims at, over its whole span (its bursts go well above it).
+SAMPLE_LOAD = 0.5
+#: Each team is busy for half of every period, the teams' busy halves staggered.
+SAMPLE_PERIOD_S = 12 * 3600
+#: Durations in seconds: (share of the jobs, shortest, longest).
+SAMPLE_DURATIONS = ((0.5, 300, 1800), (0.35, 1800, 3 * 3600), (0.15, 3 * 3600, 8 * 3600))
+#: Job sizes as shares of the team's guarantee, and how often each is drawn.
+SAMPLE_SIZES = ((0.25, 0.35), (0.5, 0.35), (1.0, 0.3))
+
+
+def _sample_size(guarantee: Decimal, share: float) -> Decimal:
+    """``share`` of the guarantee, rounded down to a quarter GPU (at least a quarter, at most the
+    guarantee; a guarantee below a quarter GPU is the size itself)."""
+    quarter = Decimal("0.25")
+    if guarantee <= quarter:
+        return guarantee
+    size = (guarantee * Decimal(str(share)) / quarter).to_integral_value(rounding="ROUND_FLOOR") * quarter
+    return max(quarter, min(size, guarantee))
+
+
+def sample_jobs(
+    teams: Iterable[tuple[str, float]] = SAMPLE_TEAMS,
+    *,
+    jobs: int = SAMPLE_JOBS,
+    seed: int = SAMPLE_SEED,
+    capacity: float | None = None,
+) -> list[TraceJob]:
+    """A small synthetic job trace, the same for the same arguments on every Python version.
+
+    Each team is busy for half of every 12 hours (the teams' busy halves staggered) and then
+    asks for about twice its guarantee, so it borrows what the quiet teams lend; a team that
+    turns busy finds its guarantee lent, which a reclaim takes back. Jobs take a quarter, half
+    or all of their team's guarantee (so ``static`` can run every one of them) for 5 minutes to
+    8 hours. The span is set so that the jobs would keep the pool (``capacity``, default the
+    sum of the guarantees) about 80 % busy. Only :meth:`random.Random.random` is drawn from,
+    whose sequence for a seed Python keeps stable across versions.
+    """
+    teams = [(name, Decimal(str(g))) for name, g in teams]
+    if not teams:
+        raise ValueError("a sample trace needs at least one team")
+    if jobs < 1:
+        raise ValueError("a sample trace needs at least one job")
+    pool = Decimal(str(capacity)) if capacity is not None else sum((g for _, g in teams), Decimal(0))
+    if pool <= 0:
+        pool = Decimal(len(teams))
+    fallback = pool / len(teams)  # the size basis of a team guaranteed nothing
+    rng = random.Random(seed)
+
+    def pick(weighted: Sequence[tuple[Any, float]]) -> Any:
+        x = rng.random()
+        for value, weight in weighted:
+            x -= weight
+            if x < 0:
+                return value
+        return weighted[-1][0]
+
+    drafts = []
+    for i in range(jobs):
+        k = i % len(teams)
+        name, guarantee = teams[k]
+        size = _sample_size(guarantee if guarantee > 0 else fallback, pick(SAMPLE_SIZES))
+        low, high = pick([((lo, hi), w) for w, lo, hi in SAMPLE_DURATIONS])
+        duration = int(low + (high - low) * rng.random())
+        drafts.append((k, name, size, duration, rng.random(), rng.random(), 1 if rng.random() < 0.2 else 0))
+    work = sum(float(size) * duration for _, _, size, duration, *_ in drafts)
+    span = max(SAMPLE_PERIOD_S, int(work / (SAMPLE_LOAD * float(pool))))
+    half = SAMPLE_PERIOD_S // 2
+    rows = []
+    for k, name, size, duration, where, when, priority in drafts:
+        if where < 0.85:  # in one of the team's busy halves
+            periods = max(1, span // SAMPLE_PERIOD_S)
+            start = int(when * periods) * SAMPLE_PERIOD_S + (k * SAMPLE_PERIOD_S) // len(teams) % SAMPLE_PERIOD_S
+            submit = (start + int((when * periods % 1) * half)) % span
+        else:
+            submit = int(when * span)
+        rows.append((submit, k, name, duration, size, priority))
+    rows.sort(key=lambda r: (r[0], r[1]))
+    width = len(str(len(rows)))
+    return [
+        TraceJob(job_id=f"job-{n:0{width}d}", team=name, submit_time=str(submit), duration_s=str(duration),
+                 gpus=_fmt(size), priority=priority)
+        for n, (submit, _, name, duration, size, priority) in enumerate(rows, start=1)
+    ]

@@ -1,0 +1,120 @@
+"""`gpu-share trace sample`: a fresh clone tries the simulator without external data; and
+examples/state.json, the example input of `gpu-share reclaim plan`."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+
+import pytest
+
+from cdk_gpu_share.cli import main
+from cdk_gpu_share.core import scenario as sc
+from cdk_gpu_share.core import simulate as sim
+from cdk_gpu_share.core import trace
+from cdk_gpu_share.core.config import load_config
+from tests.helpers import ROOT
+
+#: sha256 of `gpu-share trace sample` with the defaults. A change here changes every sample
+#: run in the documentation: change it on purpose only.
+DEFAULT_SHA256 = "8988b2624217f60e8b565bc0f53236f7c260a5d7e66f4b9d03a24861d95476e9"
+
+
+def _sample(capsys, *argv: str) -> str:
+    assert main(["trace", "sample", *argv]) == 0
+    return capsys.readouterr().out
+
+
+def _scenario(path=ROOT / "platform.yaml", backend="fairshare"):
+    return sim.parse_scenario(sc.scenario_from_config(load_config(path), backend))
+
+
+def test_the_default_sample_is_the_same_bytes_every_run(capsys, tmp_path):
+    first = _sample(capsys)
+    assert _sample(capsys) == first
+    assert hashlib.sha256(first.encode()).hexdigest() == DEFAULT_SHA256
+    out = tmp_path / "jobs.csv"
+    assert main(["trace", "sample", "-o", str(out)]) == 0
+    assert out.read_bytes() == first.encode()
+    err = capsys.readouterr().err
+    assert f"wrote 300 jobs to {out}" in err
+    assert f"gpu-share simulate --config platform.yaml --backend fairshare --trace {out} --compare" in err
+
+
+def test_the_sample_is_a_trace_of_the_teams_of_platform_yaml(capsys):
+    text = _sample(capsys)
+    assert text.splitlines()[0] == ",".join(trace.TRACE_COLUMNS)
+    for backend in ("batch_quota", "fairshare"):
+        jobs = sim.parse_jobs(io.StringIO(text), _scenario(backend=backend))
+        assert len(jobs) == 300
+    assert {j.team for j in jobs} == {"team-a", "team-b", "team-c"}
+    assert {j.gpus for j in jobs} == {0.25, 0.5, 1.0}  # up to the guarantee: static runs every job
+    assert min(j.duration_s for j in jobs) >= 300 and max(j.duration_s for j in jobs) <= 8 * 3600
+    assert [j.submit_time for j in jobs] == sorted(j.submit_time for j in jobs)
+    assert len({j.id for j in jobs}) == 300
+
+
+def test_seed_jobs_and_config_change_the_sample(capsys):
+    default = _sample(capsys)
+    assert _sample(capsys, "--seed", "2") != default
+    rows = list(csv.reader(io.StringIO(_sample(capsys, "--jobs", "40"))))
+    assert len(rows) == 41
+    openb = ROOT / "examples" / "alibaba-openb.yaml"
+    text = _sample(capsys, "--config", str(openb))
+    assert _sample(capsys, str(openb)) == text  # the config positional or as --config
+    jobs = sim.parse_jobs(io.StringIO(text), _scenario(openb))
+    assert {j.team for j in jobs} == {"ls", "burstable", "be", "guaranteed"}
+    guarantees = {"ls": 16, "burstable": 8, "be": 4, "guaranteed": 4}
+    assert all(j.gpus <= guarantees[j.team] for j in jobs)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--jobs", "0"], "--jobs: must be 1 to 1,000,000"),
+    (["--backend", "fairshare"], "--backend: needs a config"),
+    (["--config", str(ROOT / "platform.yaml")], "add --backend batch_quota"),
+])
+def test_bad_arguments_exit_2(capsys, argv, message):
+    assert main(["trace", "sample", *argv]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and message in err and err.count("\n") == 1
+
+
+def test_simulate_compare_on_the_sample_shows_what_sharing_and_reclaim_change(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    jobs = tmp_path / "jobs.csv"
+    assert main(["trace", "sample", "-o", str(jobs)]) == 0
+    capsys.readouterr()
+    assert main(["simulate", "--config", "platform.yaml", "--backend", "fairshare", "--trace", str(jobs),
+                 "--compare", "--json"]) == 0
+    results = json.loads(capsys.readouterr().out)["results"]
+    static, share, reclaim = results["static"], results["share"], results["share+reclaim"]
+    assert all(r["completed"] == r["jobs"] == 300 for r in (static, share, reclaim))
+    # Sharing: teams borrow, and the pool's queue shrinks against static partitions.
+    assert static["wait_gpu_hours"] > 5 * share["wait_gpu_hours"]
+    assert all(t["borrowed_gpu_seconds"] > 0 for t in share["teams"].values())
+    # Reclaim: preemptions give every lender its guarantee back within a few polls,
+    # where without them it waits for the borrower's job to end.
+    assert static["preemptions"] == share["preemptions"] == 0 < reclaim["preemptions"]
+    for name in ("team-a", "team-b", "team-c"):
+        assert reclaim["teams"][name]["reclaim_wait_p99_s"] <= 180
+        assert share["teams"][name]["reclaim_wait_p99_s"] > 600
+
+
+def test_the_positional_config_runs_simulate_too(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    jobs = tmp_path / "jobs.csv"
+    jobs.write_text(trace.trace_text(trace.sample_jobs(jobs=30)))
+    assert main(["simulate", "platform.yaml", "--backend", "batch_quota", "--trace", str(jobs),
+                 "--mode", "share", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["completed"] == 30
+
+
+def test_example_state_plans_a_reclaim_for_the_lender(capsys):
+    assert main(["reclaim", "plan", str(ROOT / "examples" / "state.json")]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["preemptions"] == [
+        {"job": "b-sweep-1", "team": "team-b", "reason": "reclaim", "beneficiary": "a-finetune"}]
+    assert plan["served"] == ["a-finetune"]
+    assert plan["waiting"] == ["b-sweep-2"]
