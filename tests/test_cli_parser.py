@@ -87,6 +87,8 @@ def test_validate_json_with_config_flag(capsys):
     ["status", "--config", PLATFORM, "--queue", "q"],
     ["trace", "sample", PLATFORM],
     ["trace", "sample", "--config", PLATFORM],
+    ["guard", PLATFORM],
+    ["guard", "--config", PLATFORM],
 ])
 def test_every_command_reading_a_config_takes_both_spellings(argv):
     args = build_parser().parse_args(argv)
@@ -133,6 +135,7 @@ def _leaves(parser: argparse.ArgumentParser, path=()):
 MISTYPED = {
     "validate": (["validate", PLATFORM, "--jsno"], "--json"),
     "plan": (["plan", PLATFORM, "--jsno"], "--json"),
+    "guard": (["guard", PLATFORM, "--partiton", "aws"], "--partition"),
     "schema": (["schema", "--hepl"], "--help"),
     "summary": (["summary", "cdk.out", "--hlep"], "--help"),
     "reclaim plan": (["reclaim", "plan", "s.json", "--compcat"], "--compact"),

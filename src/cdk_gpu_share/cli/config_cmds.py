@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_plan)
 
     p = sub.add_parser("guard", help="print the tag guard for a config: the SCP that protects job tags and team identity tags")
-    p.add_argument("config", help="platform config (YAML)")
+    add_config_argument(p, help="platform config (YAML)")
     p.add_argument("--partition", default="aws", help="AWS partition of the Batch ARNs (default: aws)")
     p.set_defaults(func=_guard)
 
