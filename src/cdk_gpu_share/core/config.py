@@ -515,6 +515,15 @@ def _capacity(value: Any, where: str, problems: _Problems, *, ml: bool) -> dict[
     return out
 
 
+def _catalogued(capacity: dict[str, int], backend: str, problems: _Problems) -> None:
+    """Drop from ``capacity`` the types the instance catalog refuses (typo, no GPU), each reported."""
+    for it in list(capacity):
+        refusal = instances.instance_type_problem(it, sagemaker=backend != FAIRSHARE)
+        if refusal is not None:
+            problems.add(f"{backend}.capacity.{it}", it, *refusal)
+            del capacity[it]
+
+
 _TEAM_KEYS = {
     "name",
     "guarantee",
@@ -717,6 +726,7 @@ def _batch(raw: Any, problems: _Problems) -> BatchQuotaConfig | None:
         return None
     _check_keys(data, _BATCH_KEYS, BATCH, problems)
     capacity = _capacity(data.get("capacity", _MISSING), f"{BATCH}.capacity", problems, ml=True)
+    _catalogued(capacity, BATCH, problems)
     names = {}
     for key in ("queue_name", "service_environment_name"):
         if data.get(key) is not None:
@@ -760,6 +770,7 @@ def _hyperpod(raw: Any, problems: _Problems) -> HyperPodConfig | None:
                 f"did you mean '{close[0]}'?" if close else "use a HyperPod instance type such as ml.p5.48xlarge",
             )
             del capacity[it]
+    _catalogued(capacity, HYPERPOD, problems)
     flags = {}
     for key in ("fair_share", "idle_resource_sharing"):
         if key in data:
@@ -870,16 +881,7 @@ def _fairshare(raw: Any, problems: _Problems) -> FairshareConfig | None:
         return None
     _check_keys(data, _FAIRSHARE_KEYS, FAIRSHARE, problems)
     capacity = _capacity(data.get("capacity", _MISSING), f"{FAIRSHARE}.capacity", problems, ml=False)
-    for it in list(capacity):
-        if instances.lookup(it) is None:
-            close = difflib.get_close_matches(it, instances.known_types(), n=1)
-            problems.add(
-                f"{FAIRSHARE}.capacity.{it}",
-                it,
-                "is not a GPU instance type this library knows",
-                f"did you mean '{close[0]}'?" if close else f"use one of {', '.join(instances.known_types())}",
-            )
-            del capacity[it]
+    _catalogued(capacity, FAIRSHARE, problems)
     kwargs: dict[str, Any] = {}
     if data.get("queue_name") is not None:
         kwargs["queue_name"] = _str(

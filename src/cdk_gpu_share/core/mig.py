@@ -22,6 +22,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
+from cdk_gpu_share.core import instances
 from cdk_gpu_share.core.errors import ConfigError, Problem
 
 __all__ = [
@@ -140,14 +141,10 @@ class InstanceGpuInfo:
     gpu_count: int
 
 
-#: SageMaker instance types with MIG-capable GPUs (contract list; 8 GPUs each).
+#: SageMaker instance types with MIG-capable GPUs (contract list; 8 GPUs each): the
+#: instance catalog's types marked ``mig`` (:func:`cdk_gpu_share.core.instances.mig_types`).
 INSTANCE_TYPES: dict[str, InstanceGpuInfo] = {
-    "ml.p4d.24xlarge": InstanceGpuInfo("A100-40GB", 8),
-    "ml.p4de.24xlarge": InstanceGpuInfo("A100-80GB", 8),
-    "ml.p5.48xlarge": InstanceGpuInfo("H100-80GB", 8),
-    "ml.p5e.48xlarge": InstanceGpuInfo("H200-141GB", 8),
-    "ml.p5en.48xlarge": InstanceGpuInfo("H200-141GB", 8),
-    "ml.p6-b200.48xlarge": InstanceGpuInfo("B200-180GB", 8),
+    name: InstanceGpuInfo(info.gpu_model, info.gpus) for name, info in instances.mig_types().items()
 }
 
 
