@@ -442,14 +442,21 @@ def test_a_queue_without_teams_fails_validation():
         app.synth()
 
 
-def test_guarantees_above_the_fleet_fail_validation():
+def test_guarantees_above_the_fleet_are_refused_when_the_team_is_added():
     app = cdk.App()
     stack = cdk.Stack(app, "S")
     fleet = FairshareQueue(stack, "Fleet", config=FairshareConfig(capacity={"g5.xlarge": 1}))
     fleet.add_team(team("a", {"g5.xlarge": 1}))
-    fleet.add_team(team("b", {"g5.xlarge": 1}))
-    with pytest.raises(Exception, match="guarantees sum to 2 instances of g5.xlarge, above the 1"):
-        app.synth()
+    with pytest.raises(ConfigError) as info:
+        fleet.add_team(team("b", {"g5.xlarge": 1}))
+    assert [(p.field, p.message) for p in info.value.problems] == [
+        ("fairshare.capacity.g5.xlarge",
+         "the teams' guarantees sum to 2 instances of g5.xlarge, above the 1 the capacity declares"),
+    ]
+    assert list(fleet.teams) == ["a"]
+    with pytest.raises(ConfigError, match="guarantees sum to 2 instances of g5.xlarge, above the 1"):
+        FairshareQueue(stack, "Fleet2", config=FairshareConfig(capacity={"g5.xlarge": 1}),
+                       teams=[team("a", {"g5.xlarge": 1}), team("b", {"g5.xlarge": 1})])
 
 
 def test_settings_too_large_for_lambda_fail_validation():

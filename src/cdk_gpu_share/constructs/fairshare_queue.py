@@ -64,6 +64,7 @@ Example::
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 import shutil
@@ -88,7 +89,7 @@ from constructs import Construct, IValidation
 
 import cdk_gpu_share
 from cdk_gpu_share.aws import batch_reader as br
-from cdk_gpu_share.constructs._checks import acknowledge_nag
+from cdk_gpu_share.constructs._checks import acknowledge_nag, raise_props_problems
 from cdk_gpu_share.constructs._iam import add_statements, format_arn, stack_of
 from cdk_gpu_share.constructs._metrics import ReclaimerMetrics
 from cdk_gpu_share.core import instances, metrics, reclaim
@@ -100,10 +101,16 @@ from cdk_gpu_share.core.config import (
     PlatformConfig,
     TeamConfig,
     check_backend,
+    config_problems,
 )
 from cdk_gpu_share.core.errors import ConfigError, Problem
 
 __all__ = ["FairshareQueue", "FairshareTeam", "weight_factors", "job_definition_sizes", "LAMBDA_ENV_LIMIT"]
+
+def _ec2_type(instance_type: str) -> bool:
+    """The instance types a FairshareQueue answers for; SageMaker types are a SharedGpuQuota's."""
+    return not instance_type.startswith("ml.")
+
 
 #: Lambda's limit on the total size of a function's environment variables.
 LAMBDA_ENV_LIMIT = 4096
@@ -246,29 +253,26 @@ class FairshareQueue(Construct):
         :param log_retention: retention of the reclaimer's logs. Default: one month.
         :param teams: teams added at once; more can follow with :meth:`add_team`. Default: none.
         """
+        # The section and every team at once, by the config file's rules, before any resource.
+        named = queue_name is not None and isinstance(queue_name, str) and re.fullmatch(BATCH_NAME_PATTERN, queue_name)
+        checked = dataclasses.replace(config, queue_name=queue_name) if named and isinstance(config, FairshareConfig) \
+            else config
+        problems = config_problems(list(teams), platform=platform_name, fairshare=checked, owned=_ec2_type)
+        if queue_name is not None and not named:
+            problems.append(Problem("queue_name", queue_name, "is not a valid job queue name",
+                                    "use up to 128 letters, digits, hyphens and underscores (no tokens)"))
+        name = queue_name or getattr(config, "queue_name", None) or f"{platform_name}-fairshare"
+        if vpc is not None and getattr(config, "vpc", None) is not None:
+            problems.append(Problem("vpc", config.vpc.vpc_id, "is given twice: as vpc and as config.vpc (fairshare.vpc)",
+                                    "pass one of them"))
+        raise_props_problems(problems, scope, id)
         super().__init__(scope, id)
         self.config = config
         self.image = image
         self.retry_on_error = retry_on_error
         self._teams: dict[str, FairshareTeam] = {}
         self._requeue_statement: iam.PolicyStatement | None = None
-        problems = []
-        for it in config.capacity:
-            if instances.lookup(it) is None:
-                problems.append(Problem(f"{FAIRSHARE}.capacity.{it}", it, "is not a GPU instance type this library knows",
-                                        f"use one of {', '.join(instances.known_types())}"))
-            elif it.startswith("ml."):
-                problems.append(Problem(f"{FAIRSHARE}.capacity.{it}", it, "is a SageMaker type; this fleet runs EC2",
-                                        f"write {it[3:]}"))
-        name = queue_name or config.queue_name or f"{platform_name}-fairshare"
-        if cdk.Token.is_unresolved(name) or not re.match(BATCH_NAME_PATTERN, name):
-            problems.append(Problem("queue_name", name, "is not a valid job queue name",
-                                    "use up to 128 letters, digits, hyphens and underscores (no tokens)"))
-        if vpc is not None and config.vpc is not None:
-            problems.append(Problem("vpc", config.vpc.vpc_id, "is given twice: as vpc and as config.vpc (fairshare.vpc)",
-                                    "pass one of them"))
-        if problems:
-            raise ConfigError(problems, source=self.node.path)
+        self._platform_name = platform_name
         self.queue_name = name
         #: Job definitions are named ``<prefix><share>-gpu<N>``.
         self.job_definition_prefix = f"{name[:96]}-"
@@ -407,13 +411,18 @@ class FairshareQueue(Construct):
         :param scope: where to create the team's resources (its stack). Default: this construct.
         :param image: container image of the team's job definitions. Default: the queue's ``image``.
         """
-        problems = check_backend(FAIRSHARE, self.config, [team])
+        teams = [*(t.team for t in self._teams.values()), team]
+        if isinstance(team, TeamConfig) and team.name in self._teams:
+            raise ConfigError(Problem("team.name", team.name, "is already on this queue", "add each team once"),
+                              source=self.node.path)
+        checked = dataclasses.replace(self.config, queue_name=self.queue_name)
+        problems = config_problems(teams, platform=self._platform_name, fairshare=checked, owned=_ec2_type)
+        if problems:
+            raise ConfigError(problems, source=self.node.path)
         if not team.guarantee_for(self.config.capacity):
             problems.append(Problem(f"TeamConfig({team.name!r}).guarantee", sorted(team.guarantee),
                                     "names no instance type of this fair-share fleet",
                                     f"guarantee one of {', '.join(self.config.capacity)}"))
-        if team.name in self._teams:
-            problems.append(Problem("team.name", team.name, "is already on this queue", "add each team once"))
         sid = br.share_identifier(team.name)
         taken = {t.share_identifier: name for name, t in self._teams.items()}
         problems += [p for p in br.share_identifier_problems([*taken.values(), team.name]) if team.name in p.field]

@@ -99,7 +99,7 @@ from aws_cdk import aws_sagemaker as sagemaker
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
-from cdk_gpu_share.constructs._checks import acknowledge_nag, nag_arn
+from cdk_gpu_share.constructs._checks import acknowledge_nag, nag_arn, raise_props_problems
 from cdk_gpu_share.constructs._iam import add_statements
 from cdk_gpu_share.core import instances
 from cdk_gpu_share.core.errors import ConfigError, Problem
@@ -109,8 +109,8 @@ from cdk_gpu_share.core.inference_config import (
     InferenceModelConfig,
     InferenceVpcConfig,
     WholeGpuConfig,
-    check_endpoint,
     endpoint_layout,
+    endpoint_problems,
     model_profile,
     teams_sharing,
 )
@@ -381,9 +381,8 @@ class MigInferenceEndpoint(Construct):
         :param role: the execution role of the models and endpoints. Default: a role with the least
             it needs: pull the images, read the model data, write logs and metrics.
         """
-        super().__init__(scope, id)
         base = endpoint_name if endpoint_name is not None else re.sub(r"[^a-z0-9-]+", "-", id.lower()).strip("-")
-        self.spec = InferenceEndpointConfig(
+        spec = InferenceEndpointConfig(
             name=base,
             instance_type=instance_type,
             instance_count=instance_count,
@@ -391,11 +390,10 @@ class MigInferenceEndpoint(Construct):
             models=tuple(models),
             whole_gpu=WholeGpuConfig(whole_gpu_instance_type, whole_gpu_instance_count) if whole_gpu_instance_type else None,
         )
-        problems = check_endpoint(self.spec)
-        if problems:
-            raise ConfigError(
-                [Problem(p.field, p.value, p.message, p.fix) for p in problems], source=self.node.path
-            )
+        # The rules of an endpoint of the config's inference section, before any resource.
+        raise_props_problems(endpoint_problems(spec, vpc=vpc_config), scope, id)
+        super().__init__(scope, id)
+        self.spec = spec
         self.base_name = base
         self.layout: list[str] = endpoint_layout(self.spec)
         self.vpc_config = vpc_config

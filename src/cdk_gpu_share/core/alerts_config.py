@@ -36,6 +36,18 @@ class AlertsConfig:
     topic_arn: str | None = None
 
 
+def alerts_mapping(alerts: AlertsConfig) -> Any:
+    """``alerts`` as the config file writes it (:func:`parse_alerts` reads it back)."""
+    if not isinstance(alerts, AlertsConfig):
+        return alerts
+    out: dict[str, Any] = {}
+    if alerts.emails:
+        out["emails"] = list(alerts.emails) if isinstance(alerts.emails, (tuple, list)) else alerts.emails
+    if alerts.topic_arn is not None:
+        out["topic_arn"] = alerts.topic_arn
+    return out
+
+
 def parse_alerts(raw: Any, teams: Sequence[Any], add_problem: AddProblem) -> AlertsConfig | None:
     """Parse ``alerts``; record every problem with ``add_problem``. None when unusable."""
     if not isinstance(raw, Mapping):

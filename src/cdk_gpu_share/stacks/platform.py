@@ -8,7 +8,8 @@ from typing import Any
 import aws_cdk as cdk
 from constructs import Construct
 
-from cdk_gpu_share.core.config import PlatformConfig
+from cdk_gpu_share.core.config import PlatformConfig, check_config
+from cdk_gpu_share.core.errors import ConfigError
 from cdk_gpu_share.constructs.shared_gpu_quota import SharedGpuQuota
 
 
@@ -34,6 +35,9 @@ class PlatformStack(cdk.Stack):
         :param config: the validated platform config.
         :param kwargs: passed to :class:`aws_cdk.Stack` (``env`` stays unset: environment-agnostic).
         """
+        problems = check_config(config)
+        if problems:
+            raise ConfigError(problems, source=getattr(config, "source", None))
         super().__init__(scope, id, description=f"cdk-gpu-share: shared GPU platform {config.name}", **kwargs)
         self.config = config
         cdk.Tags.of(self).add("gpu-share:platform", config.name)
