@@ -47,6 +47,7 @@ __all__ = [
     "clear_layout_cache",
     "resolve_layout",
     "format_placement",
+    "format_layout",
 ]
 
 COMPUTE_SLICES = 7
@@ -182,6 +183,11 @@ class Layout:
 
     def __str__(self) -> str:
         return format_placement(zip(self.profiles, self.starts))
+
+    @property
+    def layout(self) -> str:
+        """The profiles as a config's ``layout:`` takes them (:func:`format_layout`)."""
+        return format_layout(self.profiles)
 
 
 #: Named layouts, in profile kinds (see ``KINDS``); ``resolve_layout`` turns them into
@@ -407,6 +413,11 @@ def format_placement(placement: Iterable[tuple[str, int]]) -> str:
     return " ".join(f"{name}@{start}" for name, start in placement)
 
 
+def format_layout(profiles: Iterable[str]) -> str:
+    """Profile names as a config's ``layout:`` takes them: ``[mig-4g.40gb, mig-3g.40gb]``."""
+    return "[" + ", ".join(profiles) + "]"
+
+
 def _sorted_for_placement(items: Sequence[Profile]) -> list[Profile]:
     return sorted(items, key=lambda p: (_KIND_RANK[p.kind], p.name))
 
@@ -610,7 +621,7 @@ def resolve_layout(gpu: str, layout: str | Sequence[str], *, field: str = "layou
     items = _resolve_profiles(gpu, list(layout), field=field)
     result = _check(gpu, items)
     if not result.fits:
-        maximal = [str(x) for x in layouts(gpu)][:3]
+        maximal = [x.layout for x in layouts(gpu)][:3]
         raise MigError(
             Problem(
                 field,
