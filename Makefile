@@ -25,6 +25,8 @@ synth: install
 	gpu-share summary $(OUT)
 
 test: install
+	ruff check src tests
+	mypy
 	python -m pytest -n 2 $(PYTEST_ARGS)
 
 install: $(VENV)/.installed node_modules/.installed

@@ -8,8 +8,6 @@ validation helpers. Tables keep one behaviour per row.
 
 from __future__ import annotations
 
-import copy
-
 import pytest
 
 from cdk_gpu_share.core import config as cfg

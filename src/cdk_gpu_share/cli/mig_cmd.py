@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from cdk_gpu_share.core import mig
 from cdk_gpu_share.core.errors import ConfigError
@@ -62,7 +62,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     lay.set_defaults(func=run_layouts)
 
 
-def _argument_errors(func):
+def _argument_errors(func: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
     """MIG errors raised on command-line values are argument errors, not configuration errors."""
 
     def run(args: argparse.Namespace) -> int:

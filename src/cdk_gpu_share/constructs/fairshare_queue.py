@@ -68,9 +68,10 @@ import dataclasses
 import math
 import re
 import shutil
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, cast
 
 import aws_cdk as cdk
 import jsii
@@ -92,7 +93,7 @@ from cdk_gpu_share.aws import batch_reader as br
 from cdk_gpu_share.constructs._checks import acknowledge_nag, raise_props_problems
 from cdk_gpu_share.constructs._iam import add_statements, format_arn, stack_of
 from cdk_gpu_share.constructs._metrics import ReclaimerMetrics
-from cdk_gpu_share.core import instances, metrics, reclaim
+from cdk_gpu_share.core import instances, reclaim
 from cdk_gpu_share.core.config import (
     BATCH_NAME_PATTERN,
     FAIRSHARE,
@@ -137,7 +138,7 @@ def weight_factors(guarantees: dict[str, float]) -> dict[str, float]:
 
 def job_definition_sizes(capacity: dict[str, int], cap_gpus: float) -> list[int]:
     """GPU counts of a team's job definitions: 1, 2, 4, 8... up to the largest instance and the cap."""
-    largest = max((instances.lookup(it).gpus for it in capacity if instances.lookup(it)), default=0)
+    largest = max((info.gpus for it in capacity if (info := instances.lookup(it)) is not None), default=0)
     sizes = []
     n = 1
     while n <= largest and n <= cap_gpus + reclaim.TOLERANCE:
@@ -162,7 +163,7 @@ class FairshareTeam:
 
     def job_definition_name(self, gpus: int) -> str:
         name = self.job_definition_names.get(gpus)  # as given, without a jsii round trip
-        return name if name is not None else self.job_definitions[gpus].job_definition_name
+        return name if name is not None else str(self.job_definitions[gpus].job_definition_name)
 
 
 @jsii.implements(cdk.ILocalBundling)
@@ -210,7 +211,7 @@ def reclaim_code() -> lambda_.Code:
 class _Lazy:
     """A value computed at synthesis, after every add_team() call."""
 
-    def __init__(self, produce) -> None:
+    def __init__(self, produce: Callable[[], Any]) -> None:
         self._produce = produce
         self.creation_stack: list[str] = []
 
@@ -262,8 +263,9 @@ class FairshareQueue(Construct):
             problems.append(Problem("queue_name", queue_name, "is not a valid job queue name",
                                     "use up to 128 letters, digits, hyphens and underscores (no tokens)"))
         name = queue_name or getattr(config, "queue_name", None) or f"{platform_name}-fairshare"
-        if vpc is not None and getattr(config, "vpc", None) is not None:
-            problems.append(Problem("vpc", config.vpc.vpc_id, "is given twice: as vpc and as config.vpc (fairshare.vpc)",
+        given_vpc: Any = getattr(config, "vpc", None)
+        if vpc is not None and given_vpc is not None:
+            problems.append(Problem("vpc", given_vpc.vpc_id, "is given twice: as vpc and as config.vpc (fairshare.vpc)",
                                     "pass one of them"))
         raise_props_problems(problems, scope, id)
         super().__init__(scope, id)
@@ -286,9 +288,9 @@ class FairshareQueue(Construct):
             self.vpc, subnets, security_groups = self._existing_network(config.vpc)
         else:
             self.vpc = vpc or self._default_vpc()
-        types = sorted(config.capacity, key=lambda t: (instances.lookup(t).vcpus, t))
-        max_vcpus = sum(instances.lookup(t).vcpus * n for t, n in config.capacity.items())
-        min_vcpus = min(max_vcpus, config.min_instances * instances.lookup(types[0]).vcpus)
+        types = sorted(config.capacity, key=lambda t: (instances.get(t).vcpus, t))
+        max_vcpus = sum(instances.get(t).vcpus * n for t, n in config.capacity.items())
+        min_vcpus = min(max_vcpus, config.min_instances * instances.get(types[0]).vcpus)
         self.compute_environment = batch.ManagedEc2EcsComputeEnvironment(
             self,
             "ComputeEnvironment",
@@ -320,7 +322,7 @@ class FairshareQueue(Construct):
             fairshare_policy=batch.CfnSchedulingPolicy.FairsharePolicyProperty(
                 share_decay_seconds=config.share_decay_seconds,
                 compute_reservation=config.compute_reservation,
-                share_distribution=_Lazy(self._share_distribution),
+                share_distribution=cast(cdk.IResolvable, _Lazy(self._share_distribution)),
             ),
         )
         self.job_queue = batch.CfnJobQueue(
@@ -351,7 +353,7 @@ class FairshareQueue(Construct):
     # ------------------------------------------------------------------ factory
 
     @classmethod
-    def from_config(cls, scope: Construct, id: str, *, config: PlatformConfig, **kwargs: Any) -> "FairshareQueue":
+    def from_config(cls, scope: Construct, id: str, *, config: PlatformConfig, **kwargs: Any) -> FairshareQueue:
         """The queue of ``config.fairshare``; teams are added with :meth:`add_team` (the app does,
         in each team's stack). Share-identifier collisions among the config's teams fail here."""
         if config.fairshare is None:
@@ -479,7 +481,7 @@ class FairshareQueue(Construct):
     def _job_definition(self, scope: Construct, id: str, sid: str, gpus: int, resource: batch.ConsumableResource,
                         image: str, tags: dict) -> batch.CfnJobDefinition:
         # The smallest instance type with enough GPUs sets the job's share of vCPUs and memory.
-        fitting = sorted((instances.lookup(t) for t in self.config.capacity if instances.lookup(t).gpus >= gpus),
+        fitting = sorted((instances.get(t) for t in self.config.capacity if instances.get(t).gpus >= gpus),
                          key=lambda i: (i.gpus, i.vcpus))
         info = fitting[0]
         vcpus = max(1, info.vcpus * gpus // info.gpus)
@@ -802,7 +804,7 @@ class FairshareQueue(Construct):
         self._reclaimer_role = role  # fn.role is a jsii round trip: add_team acknowledges on it per team
         # aws-cdk-lib makes the function depend on its role although Role is already a GetAtt
         # (cfn-lint W3005, a warning about redundancy, not an error).
-        fn.node.default_child.add_metadata("cfn-lint", {"config": {"ignore_checks": ["W3005"]}})
+        cast(cdk.CfnResource, fn.node.default_child).add_metadata("cfn-lint", {"config": {"ignore_checks": ["W3005"]}})
         add_statements(role, self._reclaimer_statements())
         acknowledge_nag(
             role,

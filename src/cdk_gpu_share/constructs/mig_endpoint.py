@@ -85,8 +85,9 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 import aws_cdk as cdk
 from aws_cdk import aws_applicationautoscaling as appscaling
@@ -101,7 +102,6 @@ from constructs import Construct
 
 from cdk_gpu_share.constructs._checks import acknowledge_nag, nag_arn, raise_props_problems
 from cdk_gpu_share.constructs._iam import add_statements
-from cdk_gpu_share.core import instances
 from cdk_gpu_share.core.errors import ConfigError, Problem
 from cdk_gpu_share.core.inference_config import (
     Copies,
@@ -114,6 +114,10 @@ from cdk_gpu_share.core.inference_config import (
     model_profile,
     teams_sharing,
 )
+
+if TYPE_CHECKING:
+    from cdk_gpu_share.constructs._metrics import InferenceComponentMetrics
+    from cdk_gpu_share.core.config import PlatformConfig
 
 __all__ = [
     "MigInferenceEndpoint",
@@ -167,10 +171,10 @@ class _Provider(Construct):
     ID = "GpuShareMigEndpointProvider"
 
     @classmethod
-    def of(cls, scope: Construct) -> "_Provider":
+    def of(cls, scope: Construct) -> _Provider:
         stack = cdk.Stack.of(scope)
         existing = stack.node.try_find_child(cls.ID)
-        return existing if existing is not None else cls(stack, cls.ID)
+        return cast(_Provider, existing) if existing is not None else cls(stack, cls.ID)
 
     def __init__(self, scope: Construct, id: str) -> None:
         super().__init__(scope, id)
@@ -247,7 +251,7 @@ class _Provider(Construct):
             "the provider framework invokes the handler functions by ARN with any version qualifier (:*),"
             " as aws-cdk-lib's custom_resources.Provider generates it",
             findings=[
-                f"Resource::<{stack.get_logical_id(fn.node.default_child)}.Arn>:*"
+                f"Resource::<{stack.get_logical_id(cast(cdk.CfnElement, fn.node.default_child))}.Arn>:*"
                 for fn in (self.on_event, self.is_complete, *self._framework_functions())
             ],
         )
@@ -783,7 +787,7 @@ class MigInferenceEndpoint(Construct):
         return iam.Grant.add_to_principal(grantee=grantee, actions=INVOKE_ACTIONS, resource_arns=arns)
 
     @property
-    def metrics(self) -> "InferenceComponentMetrics":
+    def metrics(self) -> InferenceComponentMetrics:
         """SageMaker's per-inference-component metric factory (1-minute period), shared with
         :class:`~cdk_gpu_share.constructs.dashboard.InferenceDashboard`."""
         from cdk_gpu_share.constructs._metrics import InferenceComponentMetrics
@@ -823,7 +827,7 @@ class MigInferenceEndpoint(Construct):
         return self.metrics.metric_copies(model, **props)
 
 
-def endpoints_from_config(scope: Construct, config: Any) -> list[MigInferenceEndpoint]:
+def endpoints_from_config(scope: Construct, config: PlatformConfig) -> list[MigInferenceEndpoint]:
     """Build one :class:`MigInferenceEndpoint` per ``config.inference.endpoints`` entry in ``scope``.
 
     Adds stack outputs: each endpoint's name and each model's endpoint and

@@ -43,19 +43,22 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import importlib
-import math
 import re
 import unicodedata
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from cdk_gpu_share.core import hyperpod_schema as hp
 from cdk_gpu_share.core import instances
 from cdk_gpu_share.core import validation as V
 from cdk_gpu_share.core.errors import ConfigError, Problem
+
+if TYPE_CHECKING:
+    from cdk_gpu_share.core.alerts_config import AlertsConfig
+    from cdk_gpu_share.core.inference_config import InferenceConfig
 
 # ---------------------------------------------------------------------------
 # Limits of the services, in one place.
@@ -239,11 +242,11 @@ class TeamConfig:
             if f.name in fields:
                 value = fields[f.name]
             else:
-                value = f.default_factory() if f.default is dataclasses.MISSING else f.default  # type: ignore[misc]
+                value = f.default_factory() if callable(f.default_factory) else f.default
             object.__setattr__(team, f.name, value)
         return team
 
-    def guarantee_for(self, capacity: Mapping[str, Any]) -> dict[str, Amount]:
+    def guarantee_for(self, capacity: Mapping[str, object]) -> dict[str, Amount]:
         """The part of the guarantee on instance types that ``capacity`` declares."""
         return {it: a for it, a in self.guarantee.items() if it in capacity}
 
@@ -379,10 +382,10 @@ class PlatformConfig:
     batch_quota: BatchQuotaConfig | None = None
     hyperpod: HyperPodConfig | None = None
     fairshare: FairshareConfig | None = None
-    inference: Any = None
+    inference: InferenceConfig | None = None
     source: str | None = None
     #: Where every alarm goes (:class:`cdk_gpu_share.core.alerts_config.AlertsConfig`), or None.
-    alerts: Any = None
+    alerts: AlertsConfig | None = None
 
     def team(self, name: str) -> TeamConfig:
         for team in self.teams:
@@ -390,8 +393,9 @@ class PlatformConfig:
                 return team
         raise KeyError(name)
 
-    def backend(self, name: str) -> Any:
-        return getattr(self, name)
+    def backend(self, name: str) -> BatchQuotaConfig | HyperPodConfig | FairshareConfig | None:
+        section: BatchQuotaConfig | HyperPodConfig | FairshareConfig | None = getattr(self, name)
+        return section
 
     def teams_for(self, backend: str) -> list[TeamConfig]:
         """The teams whose guarantee names an instance type of ``backend``."""
@@ -1264,7 +1268,9 @@ def _check_backend(
                             )
 
 
-def check_backend(backend: str, section: Any, teams: list[TeamConfig]) -> list[Problem]:
+def check_backend(
+    backend: str, section: BatchQuotaConfig | HyperPodConfig | FairshareConfig, teams: list[TeamConfig]
+) -> list[Problem]:
     """The problems of ``teams`` on one backend section (used by the constructs)."""
     problems = _Problems()
     _check_backend(backend, section, list(teams), problems)
@@ -1283,7 +1289,7 @@ def _mig_fits_gpu(profile: str, gpu_model: str) -> bool:
     return True
 
 
-def parse_config(raw: Any, *, source: str | None = None) -> PlatformConfig:
+def parse_config(raw: object, *, source: str | None = None) -> PlatformConfig:
     """Validate a platform config mapping; raise ConfigError listing every problem."""
     problems = _Problems()
     config = _read_config(raw, problems, source=source)
@@ -1437,7 +1443,7 @@ def load_config(path: str | Path) -> PlatformConfig:
 # A value of the wrong type is passed through as it is, for the parser to name.
 
 
-def amount_mapping(amount: Amount) -> Any:
+def amount_mapping(amount: Amount) -> object:
     """``amount`` as a config file writes it: a number of instances, or a mapping."""
     if not isinstance(amount, Amount):
         return amount
@@ -1450,15 +1456,15 @@ def amount_mapping(amount: Amount) -> Any:
     return out
 
 
-def _amounts_mapping(amounts: Any) -> Any:
+def _amounts_mapping(amounts: object) -> object:
     if not isinstance(amounts, Mapping):
         return amounts
     return {it: amount_mapping(a) for it, a in amounts.items()}
 
 
-def team_mapping(team: TeamConfig) -> dict[str, Any]:
+def team_mapping(team: TeamConfig) -> dict[str, object]:
     """``team`` as an entry of the config file's ``teams`` list."""
-    out: dict[str, Any] = {
+    out: dict[str, object] = {
         "name": team.name,
         "guarantee": _amounts_mapping(team.guarantee),
         "sharing": team.sharing.value if isinstance(team.sharing, Sharing) else team.sharing,
@@ -1479,7 +1485,7 @@ def team_mapping(team: TeamConfig) -> dict[str, Any]:
     return out
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> object:
     """Tuples as lists and mappings as dicts, as a config file holds them."""
     if isinstance(value, Mapping):
         return {k: _plain(v) for k, v in value.items()}
@@ -1488,7 +1494,7 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def section_mapping(section: Any) -> Any:
+def section_mapping(section: BatchQuotaConfig | HyperPodConfig | FairshareConfig) -> object:
     """A backend section (:class:`BatchQuotaConfig`, :class:`HyperPodConfig`, :class:`FairshareConfig`)
     as the config file writes it; fields left at None are left out."""
     if isinstance(section, HyperPodConfig):
@@ -1525,9 +1531,9 @@ EXTRA_MAPPINGS: dict[str, str] = {
 }
 
 
-def config_mapping(config: PlatformConfig) -> dict[str, Any]:
+def config_mapping(config: PlatformConfig) -> dict[str, object]:
     """``config`` as the mapping a config file holds (:func:`parse_config` reads it back)."""
-    raw: dict[str, Any] = {"platform": {"name": config.name}, "teams": _team_list(config.teams)}
+    raw: dict[str, object] = {"platform": {"name": config.name}, "teams": _team_list(config.teams)}
     for key in BACKENDS:
         section = getattr(config, key)
         if section is not None:
@@ -1540,7 +1546,7 @@ def config_mapping(config: PlatformConfig) -> dict[str, Any]:
     return raw
 
 
-def _team_list(teams: Any) -> Any:
+def _team_list(teams: object) -> object:
     if not isinstance(teams, (tuple, list)):
         return teams
     return [team_mapping(t) if isinstance(t, TeamConfig) else t for t in teams]
@@ -1574,7 +1580,7 @@ def config_problems(
     a declared instance type only where ``owned`` accepts the type (a construct owns the SageMaker
     types, another the EC2 types; types that belong to another construct are its business).
     """
-    raw: dict[str, Any] = {"platform": {"name": platform}, "teams": _team_list(list(teams))}
+    raw: dict[str, object] = {"platform": {"name": platform}, "teams": _team_list(list(teams))}
     for key, section in ((BATCH, batch_quota), (HYPERPOD, hyperpod), (FAIRSHARE, fairshare)):
         if section is not None:
             raw[key] = section_mapping(section)

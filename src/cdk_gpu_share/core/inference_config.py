@@ -51,9 +51,9 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from cdk_gpu_share.core import instances, mig
 from cdk_gpu_share.core import validation as V
@@ -289,7 +289,8 @@ def check_endpoint(endpoint: InferenceEndpointConfig, *, where: str = "") -> lis
         if m.cpus is not None and m.cpus < MIN_CPUS:
             add(f"{mwhere}.cpus", m.cpus, f"must be at least {MIN_CPUS}", "give the CPU cores one copy needs, or leave it out")
         if m.invocations_per_copy <= 0:
-            add(f"{mwhere}.invocations_per_copy", m.invocations_per_copy, "must be positive", "use the invocations per copy per minute to scale at, such as 10")
+            add(f"{mwhere}.invocations_per_copy", m.invocations_per_copy, "must be positive",
+                "use the invocations per copy per minute to scale at, such as 10")
         if len(m.environment) > MAX_ENVIRONMENT_ENTRIES:
             add(f"{mwhere}.environment", len(m.environment), f"SageMaker takes at most {MAX_ENVIRONMENT_ENTRIES} variables", "drop some")
         if m.model_data_url is not None and not re.match(r"^s3://[a-z0-9.\-]{3,63}/.+", m.model_data_url):
@@ -344,7 +345,7 @@ def check_endpoint(endpoint: InferenceEndpointConfig, *, where: str = "") -> lis
                 )
             continue
         try:
-            name = mig.profile(gpu, m.profile, field=f"{pre}{mwhere}.profile").name
+            name = mig.profile(gpu, m.profile or "", field=f"{pre}{mwhere}.profile").name
         except mig.MigError as exc:
             problems.extend(exc.problems)
             continue
@@ -668,6 +669,7 @@ def _model(raw: Any, where: str, team_names: set[str] | None, r: _Reader) -> Inf
             ok = False
     if not ok:
         return None
+    assert name is not None and image is not None and copies is not None and memory is not None  # ok says so
     return InferenceModelConfig(
         name=name,
         image=image,
@@ -703,7 +705,7 @@ def _endpoint(raw: Any, where: str, team_names: set[str] | None, r: _Reader) -> 
         _at(where, "instance_type"),
         f"use a MIG instance type: {', '.join(mig.INSTANCE_TYPES)}",
     )
-    count = 1
+    count: int | None = 1
     if "instance_count" in data:
         count = r.integer(data["instance_count"], _at(where, "instance_count"), minimum=1, fix="use 1 or more")
     layout_raw = data.get("layout")
@@ -723,8 +725,9 @@ def _endpoint(raw: Any, where: str, team_names: set[str] | None, r: _Reader) -> 
     wraw = r.mapping(data.get("whole_gpu"), _at(where, "whole_gpu"))
     if wraw is not None:
         r.keys(wraw, {"instance_type", "instance_count"}, _at(where, "whole_gpu"))
-        wtype = r.string(wraw.get("instance_type"), _at(where, "whole_gpu.instance_type"), "give an ml. GPU instance type such as ml.p4d.24xlarge")
-        wcount = 1
+        wtype = r.string(wraw.get("instance_type"), _at(where, "whole_gpu.instance_type"),
+                         "give an ml. GPU instance type such as ml.p4d.24xlarge")
+        wcount: int | None = 1
         if "instance_count" in wraw:
             wcount = r.integer(wraw["instance_count"], _at(where, "whole_gpu.instance_count"), minimum=1, fix="use 1 or more")
         if wtype is not None and wcount is not None:
@@ -754,7 +757,7 @@ def _endpoint(raw: Any, where: str, team_names: set[str] | None, r: _Reader) -> 
     return endpoint if complete else None
 
 
-def model_mapping(model: InferenceModelConfig) -> Any:
+def model_mapping(model: InferenceModelConfig) -> object:
     """``model`` as an entry of an endpoint's ``models`` list in the config file."""
     if not isinstance(model, InferenceModelConfig):
         return model
@@ -776,7 +779,7 @@ def model_mapping(model: InferenceModelConfig) -> Any:
     return {k: v for k, v in out.items() if v is not None}
 
 
-def endpoint_mapping(endpoint: InferenceEndpointConfig) -> Any:
+def endpoint_mapping(endpoint: InferenceEndpointConfig) -> object:
     """``endpoint`` as an entry of the config file's ``inference.endpoints``."""
     if not isinstance(endpoint, InferenceEndpointConfig):
         return endpoint
@@ -795,7 +798,7 @@ def endpoint_mapping(endpoint: InferenceEndpointConfig) -> Any:
     return out
 
 
-def inference_mapping(inference: InferenceConfig) -> Any:
+def inference_mapping(inference: InferenceConfig) -> object:
     """``inference`` as the config file writes it (:func:`parse_inference` reads it back)."""
     if not isinstance(inference, InferenceConfig):
         return inference
@@ -838,7 +841,7 @@ def _vpc(raw: Any, where: str, r: _Reader) -> InferenceVpcConfig | None:
     return InferenceVpcConfig(lists["subnet_ids"], lists["security_group_ids"])
 
 
-def vpc_mapping(vpc: InferenceVpcConfig) -> Any:
+def vpc_mapping(vpc: InferenceVpcConfig) -> object:
     """``vpc`` as the config file's ``inference.vpc``."""
     if not isinstance(vpc, InferenceVpcConfig):
         return vpc
@@ -846,7 +849,7 @@ def vpc_mapping(vpc: InferenceVpcConfig) -> Any:
             for k, v in (("subnet_ids", vpc.subnet_ids), ("security_group_ids", vpc.security_group_ids))}
 
 
-def parse_inference(raw: Any, teams: Sequence[Any], add_problem: AddProblem) -> InferenceConfig | None:
+def parse_inference(raw: object, teams: Sequence[object], add_problem: AddProblem) -> InferenceConfig | None:
     """Parse the ``inference`` section; record every problem with ``add_problem``.
 
     ``teams`` are the config's parsed teams (``TeamConfig``): a model's ``team`` must
@@ -857,7 +860,7 @@ def parse_inference(raw: Any, teams: Sequence[Any], add_problem: AddProblem) -> 
     if data is None:
         return None
     r.keys(data, _TOP_KEYS, "inference")
-    team_names = {getattr(t, "name", t) for t in teams}
+    team_names = {str(getattr(t, "name", t)) for t in teams}
     endpoints: list[InferenceEndpointConfig] = []
     eraw = data.get("endpoints")
     if not isinstance(eraw, list) or not eraw:

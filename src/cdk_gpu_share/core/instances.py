@@ -23,6 +23,7 @@ __all__ = [
     "CATALOG",
     "GpuInstanceType",
     "ec2_name",
+    "get",
     "instance_type_problem",
     "known_types",
     "lookup",
@@ -173,6 +174,14 @@ def lookup(instance_type: str) -> GpuInstanceType | None:
     info = CATALOG.get(ec2_name(instance_type))
     if info is not None and instance_type.startswith("ml.") and not info.sagemaker:
         return None
+    return info
+
+
+def get(instance_type: str) -> GpuInstanceType:
+    """The catalog entry of a type a checked config declares (``KeyError`` for any other)."""
+    info = lookup(instance_type)
+    if info is None:
+        raise KeyError(instance_type)
     return info
 
 

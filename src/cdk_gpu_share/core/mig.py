@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 from cdk_gpu_share.core import instances
 from cdk_gpu_share.core.errors import ConfigError, Problem
@@ -233,7 +233,7 @@ def _norm_gpu(text: str) -> str:
     return re.sub(r"[\s_]+", "-", text.strip()).upper()
 
 
-def _closest(value: str, choices: Iterable[str], *, key=lambda s: s) -> list[str]:
+def _closest(value: str, choices: Iterable[str], *, key: Callable[[str], str] = lambda s: s) -> list[str]:
     choices = list(choices)
     by_key = {key(c): c for c in choices}
     return [by_key[m] for m in difflib.get_close_matches(key(value), list(by_key), n=2, cutoff=0.6)]
@@ -373,13 +373,13 @@ def profile(gpu: str, name: str, *, field: str = "profile") -> Profile:
         )
     # Not a profile of this GPU: is it another GPU's?
     owners: dict[str, list[str]] = {}
-    for other, names in _NAMES.items():
+    for other in _NAMES:
         okind = _kind_of(other, norm)
         if okind is not None:
             owners.setdefault(okind, []).append(other)
     if owners:
         gpus = sorted({g for gs in owners.values() for g in gs}, key=list(GPUS).index)
-        kinds = sorted(owners, key=_KIND_RANK.get)
+        kinds = sorted(owners, key=lambda k: _KIND_RANK[k])
         if len(kinds) == 1:
             alts = [_NAMES[gpu][kinds[0]]]
         else:  # the same name is a different shape on different GPUs

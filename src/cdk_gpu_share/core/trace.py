@@ -24,9 +24,10 @@ from __future__ import annotations
 import csv
 import io
 import os
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
-from typing import IO, Iterable, Iterator, Mapping
+from typing import IO
 
 from cdk_gpu_share.core.errors import ConfigError, Problem
 from cdk_gpu_share.core.validation import decimal_problem
