@@ -35,6 +35,8 @@ synth: install-runtime
 	gpu-share summary $(OUT)
 
 test: install-dev
+	ruff check src tests
+	mypy
 	python -m pytest -n 2 $(PYTEST_ARGS)
 
 install: install-dev

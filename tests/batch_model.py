@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import botocore.session
 from botocore.awsrequest import AWSResponse

@@ -703,8 +703,9 @@ CASES = [
           'g4dn.xlarge, g5.12xlarge, g5.16xlarge, g5.24xlarge, g5.2xlarge, g5.48xlarge, g5.4xlarge, g5.8xlarge, '
           'g5.xlarge, g6.12xlarge, g6.16xlarge, g6.24xlarge, g6.2xlarge, g6.48xlarge, g6.4xlarge, g6.8xlarge, '
           'g6.xlarge, g6e.12xlarge, g6e.16xlarge, g6e.24xlarge, g6e.2xlarge, g6e.48xlarge, g6e.4xlarge, g6e.8xlarge, '
-          'g6e.xlarge, p4d.24xlarge, p4de.24xlarge, p5.48xlarge, p5.4xlarge, p5e.48xlarge, p5en.48xlarge, '
-          'p6-b200.48xlarge')],
+          'g6e.xlarge, g7e.12xlarge, g7e.24xlarge, g7e.2xlarge, g7e.48xlarge, g7e.4xlarge, g7e.8xlarge, gr6.4xlarge, '
+          'gr6.8xlarge, p4d.24xlarge, p4de.24xlarge, p5.48xlarge, p5.4xlarge, p5e.48xlarge, p5en.48xlarge, '
+          'p6-b200.48xlarge, p6-b300.48xlarge, p6e-gb200.36xlarge')],
         id='fs-capacity-unknown-far',
     ),
     pytest.param(
@@ -792,11 +793,11 @@ CASES = [
         id='fs-share-id-empty',
     ),
     pytest.param(
-        {"teams": [{"name": "research", "guarantee": {"ml.c5.2xlarge": {"mig": {"mig-1g.5gb": 1}}}}], "hyperpod": {"cluster_arn": ARN, "capacity": {"ml.c5.2xlarge": 2}}},
-        [('teams[0] (research).guarantee.ml.c5.2xlarge.mig.mig-1g.5gb',
+        {"teams": [{"name": "research", "guarantee": {"ml.g6e.48xlarge": {"mig": {"mig-1g.5gb": 1}}}}], "hyperpod": {"cluster_arn": ARN, "capacity": {"ml.g6e.48xlarge": 2}}},
+        [('teams[0] (research).guarantee.ml.g6e.48xlarge.mig.mig-1g.5gb',
           'mig-1g.5gb',
-          'is not a MIG profile of ml.c5.2xlarge (no MIG support known)',
-          'run `gpu-share mig layouts --instance-type ml.c5.2xlarge` for the profiles it has')],
+          'is not a MIG profile of ml.g6e.48xlarge (L40S)',
+          'run `gpu-share mig layouts --instance-type ml.g6e.48xlarge` for the profiles it has')],
         id='amount-mig-unknown-gpu',
     ),
     pytest.param(

@@ -8,8 +8,6 @@ validation helpers. Tables keep one behaviour per row.
 
 from __future__ import annotations
 
-import copy
-
 import pytest
 
 from cdk_gpu_share.core import config as cfg
@@ -298,7 +296,7 @@ def test_hyperpod_resources_of_two_teams_add_up_per_dimension():
 
 def hyperpod_entries(types: int, mig_profiles: int) -> dict:
     """A HyperPod guarantee of ``types`` instance types, the first with ``mig_profiles`` MIG profiles."""
-    names = sorted(cfg.hp.HYPERPOD_INSTANCE_TYPES)
+    names = sorted(t for t in cfg.hp.HYPERPOD_INSTANCE_TYPES if cfg.instances.lookup(t) is not None)
     chosen = ["ml.p5.48xlarge"] + [t for t in names if t != "ml.p5.48xlarge"][: types - 1]
     mig = dict(list({"mig-1g.10gb": 1, "mig-2g.20gb": 1, "mig-3g.40gb": 1, "mig-4g.40gb": 1}.items())[:mig_profiles])
     guarantee = {t: 1 for t in chosen}
@@ -824,14 +822,12 @@ def test_a_sum_within_the_rounding_tolerance_of_the_capacity_is_accepted():
     )
 
 
-def test_resources_of_a_type_without_catalogue_numbers_are_checked_in_instances_only():
-    raw = hyperpod({"ml.c5.2xlarge": {"accelerators": 99, "vcpu": 999, "memory_gib": 9999}},
-                   capacity={"ml.c5.2xlarge": 1})
-    assert parse_config(raw).team("research").guarantee["ml.c5.2xlarge"].accelerators == 99
-    p = only_problem(hyperpod({"ml.c5.2xlarge": {"instances": 2}}, capacity={"ml.c5.2xlarge": 1}))
-    assert p.message == (
-        "the teams' guarantees sum to 2 instances of ml.c5.2xlarge, above the 1 the capacity declares"
-    )
+@pytest.mark.parametrize("instance_type", ["ml.c5.2xlarge", "ml.m5.xlarge", "ml.t3.medium"])
+def test_a_hyperpod_type_without_a_gpu_is_refused(instance_type):
+    # HyperPod's schema takes CPU types; a GPU quota on one would plan 0 GPUs.
+    p = only_problem(hyperpod({instance_type: {"instances": 1}}, capacity={instance_type: 1}))
+    assert (p.field, p.value, p.message) == (f"hyperpod.capacity.{instance_type}", instance_type, "has no GPU")
+    assert p.fix == "use a GPU instance type such as ml.g5.xlarge or ml.p5.48xlarge"
 
 
 def test_every_capacity_entry_is_checked_after_a_wrong_prefix():

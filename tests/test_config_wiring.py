@@ -350,7 +350,7 @@ def test_the_shorthand_of_the_yaml_is_accepted():
     team = TeamConfig(
         name="t",
         guarantee={"ml.g5.xlarge": 2, "ml.p5.48xlarge": {"accelerators": 4}, "ml.p4d.24xlarge": Amount(vcpu=2)},
-        sharing="lend",
+        sharing="lend_and_borrow",
         borrow_limit={"ml.g5.xlarge": 1.0},
     )
     assert team.guarantee == {
@@ -360,7 +360,8 @@ def test_the_shorthand_of_the_yaml_is_accepted():
     }
     assert team.borrow_limit == {"ml.g5.xlarge": Amount(instances=1)}
     assert type(team.borrow_limit["ml.g5.xlarge"].instances) is int
-    assert team.sharing is Sharing.LEND
+    assert team.sharing is Sharing.LEND_AND_BORROW
+    assert TeamConfig(name="t", guarantee=G, sharing="lend").sharing is Sharing.LEND
     defaults = TeamConfig(name="t", guarantee=G, borrow_limit=None, in_team_preemption=False, borrow_limit_percent=-1,
                           fair_share_weight=0, max_priority=0)
     assert (defaults.borrow_limit, defaults.sharing, defaults.in_team_preemption) == ({}, Sharing.LEND_AND_BORROW, False)

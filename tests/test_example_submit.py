@@ -53,8 +53,8 @@ def test_missing_credentials_is_one_line(no_aws):
 
 
 def test_missing_stack_names_the_stack(monkeypatch):
-    from botocore.stub import Stubber
     import boto3
+    from botocore.stub import Stubber
 
     module = load()
     client = boto3.client("cloudformation", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="y")

@@ -20,14 +20,13 @@ from aws_cdk.assertions import Match, Template
 from cdk_gpu_share.aws import batch_reader as br
 from cdk_gpu_share.constructs.fairshare_queue import FairshareQueue, job_definition_sizes, weight_factors
 from cdk_gpu_share.core.config import (
-    PlatformConfig,
     Amount,
     FairshareConfig,
+    PlatformConfig,
     ReclaimConfig,
     Sharing,
     TeamConfig,
     load_config,
-    parse_config,
 )
 from cdk_gpu_share.core.errors import ConfigError
 from cdk_gpu_share.stacks.app import build_platform
@@ -453,14 +452,21 @@ def test_a_queue_without_teams_fails_validation():
         app.synth()
 
 
-def test_guarantees_above_the_fleet_fail_validation():
+def test_guarantees_above_the_fleet_are_refused_when_the_team_is_added():
     app = cdk.App()
     stack = cdk.Stack(app, "S")
     fleet = FairshareQueue(stack, "Fleet", config=FairshareConfig(capacity={"g5.xlarge": 1}))
     fleet.add_team(team("a", {"g5.xlarge": 1}))
-    fleet.add_team(team("b", {"g5.xlarge": 1}))
-    with pytest.raises(Exception, match="guarantees sum to 2 instances of g5.xlarge, above the 1"):
-        app.synth()
+    with pytest.raises(ConfigError) as info:
+        fleet.add_team(team("b", {"g5.xlarge": 1}))
+    assert [(p.field, p.message) for p in info.value.problems] == [
+        ("fairshare.capacity.g5.xlarge",
+         "the teams' guarantees sum to 2 instances of g5.xlarge, above the 1 the capacity declares"),
+    ]
+    assert list(fleet.teams) == ["a"]
+    with pytest.raises(ConfigError, match="guarantees sum to 2 instances of g5.xlarge, above the 1"):
+        FairshareQueue(stack, "Fleet2", config=FairshareConfig(capacity={"g5.xlarge": 1}),
+                       teams=[team("a", {"g5.xlarge": 1}), team("b", {"g5.xlarge": 1})])
 
 
 def test_settings_too_large_for_lambda_fail_validation():
@@ -470,7 +476,7 @@ def test_settings_too_large_for_lambda_fail_validation():
     import random
 
     rng = random.Random(1)
-    for i in range(400):
+    for _ in range(400):
         name = "t" + "".join(rng.choice("abcdefghijklmnopqrstuvwxyz0123456789") for _ in range(40))
         fleet.add_team(team(name, {"g5.xlarge": 1}))
     with pytest.raises(Exception, match="above the 4096 bytes Lambda allows"):
@@ -499,11 +505,11 @@ def test_bundle_holds_only_what_the_handler_needs(asset_dir):
 
 def test_bundled_handler_imports_without_cdk(asset_dir):
     code = (
-        "import sys; sys.path[:0] = [%r];"
+        f"import sys; sys.path[:0] = [{str(asset_dir)!r}];"
         "import cdk_gpu_share.lambdas.reclaim.handler as h, cdk_gpu_share.core.reclaim as r;"
-        "assert r.__file__.startswith(%r), r.__file__;"
+        f"assert r.__file__.startswith({str(asset_dir)!r}), r.__file__;"
         "assert 'aws_cdk' not in sys.modules and 'boto3' not in sys.modules; print(h.TERMINATE_BATCH)"
-    ) % (str(asset_dir), str(asset_dir))
+    )
     out = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, env={"PATH": os.environ["PATH"]})
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "50"

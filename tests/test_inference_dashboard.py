@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import aws_cdk as cdk
 import pytest
 from aws_cdk.assertions import Template
 
-import aws_cdk as cdk
 from cdk_gpu_share.constructs.dashboard import InferenceDashboard
 from cdk_gpu_share.core.config import load_config
 from cdk_gpu_share.core.errors import ConfigError

@@ -310,7 +310,7 @@ def test_check_agrees_with_brute_force(case):
 # --------------------------------------------------------------------------- layouts
 
 
-@functools.lru_cache(maxsize=None)  # pure test code, seconds per GPU: compute it once per process
+@functools.cache  # pure test code, seconds per GPU: compute it once per process
 def maximal_oracle(gpu: str) -> frozenset[tuple[str, ...]]:
     found = set()
     row = TABLE[gpu]

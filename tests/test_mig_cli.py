@@ -24,7 +24,7 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
 def test_check_fits_exits_0_with_one_placement_line(capsys):
     code, out, err = run(capsys, "mig", "check", "--gpu", "H100-80GB", "mig-3g.40gb", "mig-3g.40gb")
     assert code == 0
-    assert out == "mig-3g.40gb@0 mig-3g.40gb@4\n"
+    assert out == "layout: [mig-3g.40gb, mig-3g.40gb]  # placement: mig-3g.40gb@0 mig-3g.40gb@4\n"
     assert err == ""
 
 
@@ -33,7 +33,7 @@ def test_check_by_instance_type_uses_its_gpu(capsys):
         capsys, "mig", "check", "--instance-type", "ml.p4d.24xlarge", "mig-3g.20gb", "mig-4g.20gb"
     )
     assert code == 0
-    assert out == "mig-4g.20gb@0 mig-3g.20gb@4\n"
+    assert out == "layout: [mig-4g.20gb, mig-3g.20gb]  # placement: mig-4g.20gb@0 mig-3g.20gb@4\n"
 
 
 @pytest.mark.parametrize(
@@ -109,8 +109,8 @@ def test_layouts_human_list_has_a_header_and_one_line_per_layout(capsys):
     lines = out.splitlines()
     assert lines[0].startswith("28 maximal MIG layouts on ml.p5e.48xlarge (H200-141GB)")
     assert len(lines) == 29
-    assert lines[1].split() == ["mig-7g.141gb@0", "(compute", "7/7,", "memory", "8/8)"]
-    assert lines[2].strip().startswith("mig-4g.71gb@0 mig-3g.71gb@4")
+    assert lines[1] == "  layout: [mig-7g.141gb]  # mig-7g.141gb@0, compute 7/7, memory 8/8"
+    assert lines[2].strip().startswith("layout: [mig-4g.71gb, mig-3g.71gb]  # mig-4g.71gb@0 mig-3g.71gb@4")
 
 
 def test_layouts_unknown_gpu_exits_2(capsys):
@@ -125,4 +125,54 @@ def test_module_entry_point_runs_check_end_to_end():
         capture_output=True,
         text=True,
     )
-    assert (proc.returncode, proc.stdout) == (0, "mig-7g.80gb@0\n")
+    assert (proc.returncode, proc.stdout) == (0, "layout: [mig-7g.80gb]  # placement: mig-7g.80gb@0\n")
+
+
+# --------------------------------------------------------------------------- pasted into a config
+
+ENDPOINT = """\
+teams:
+  - name: team-a
+inference:
+  endpoints:
+    - name: small
+      instance_type: {instance_type}
+      {line}
+      models:
+        - name: m
+          image: 763104351884.dkr.ecr.us-east-1.amazonaws.com/djl-inference:0.33.0-lmi15.0.0-cu128
+          profile: {profile}
+          memory_mb: 1024
+"""
+
+
+def _pasted(instance_type: str, line: str, profile: str):
+    from cdk_gpu_share.core import validation as V
+    from cdk_gpu_share.core.config import parse_config
+
+    text = ENDPOINT.format(instance_type=instance_type, line=line, profile=profile)
+    return parse_config(V.load_yaml(text, source="pasted.yaml"), source="pasted.yaml").inference.endpoints[0]
+
+
+@pytest.mark.parametrize(
+    ("instance_type", "profiles"),
+    [
+        ("ml.p4d.24xlarge", ["mig-3g.20gb", "mig-4g.20gb"]),
+        ("ml.p5.48xlarge", ["mig-1g.10gb", "mig-3g.40gb", "mig-2g.20gb"]),
+        ("ml.p6-b200.48xlarge", ["mig-7g.180gb"]),
+    ],
+)
+def test_the_layout_check_prints_is_taken_by_the_config(capsys, instance_type, profiles):
+    code, out, _ = run(capsys, "mig", "check", "--instance-type", instance_type, *profiles)
+    assert code == 0
+    endpoint = _pasted(instance_type, out.strip(), profiles[0])
+    assert sorted(endpoint.layout) == sorted(profiles)
+
+
+def test_every_layout_layouts_prints_is_taken_by_the_config(capsys):
+    code, out, _ = run(capsys, "mig", "layouts", "--instance-type", "ml.p4d.24xlarge")
+    assert code == 0
+    lines = out.splitlines()[1:]
+    assert len(lines) == len(mig.layouts("A100-40GB"))
+    for line, layout in zip(lines, mig.layouts("A100-40GB")):
+        assert _pasted("ml.p4d.24xlarge", line.strip(), layout.profiles[0]).layout == layout.profiles

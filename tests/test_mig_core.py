@@ -126,9 +126,9 @@ def test_check_takes_one_profile_name_as_a_string():
 
 
 FIRST_THREE = {
-    "H100-80GB": "mig-7g.80gb@0; mig-4g.40gb@0 mig-3g.40gb@4; mig-4g.40gb@0 mig-2g.20gb@4 mig-1g.20gb@6",
-    "A100-40GB": "mig-7g.40gb@0; mig-4g.20gb@0 mig-3g.20gb@4; mig-4g.20gb@0 mig-2g.10gb@4 mig-1g.10gb@6",
-    "B200-180GB": "mig-7g.180gb@0; mig-4g.90gb@0 mig-3g.90gb@4; mig-4g.90gb@0 mig-2g.45gb@4 mig-1g.45gb@6",
+    "H100-80GB": "[mig-7g.80gb]; [mig-4g.40gb, mig-3g.40gb]; [mig-4g.40gb, mig-2g.20gb, mig-1g.20gb]",
+    "A100-40GB": "[mig-7g.40gb]; [mig-4g.20gb, mig-3g.20gb]; [mig-4g.20gb, mig-2g.10gb, mig-1g.10gb]",
+    "B200-180GB": "[mig-7g.180gb]; [mig-4g.90gb, mig-3g.90gb]; [mig-4g.90gb, mig-2g.45gb, mig-1g.45gb]",
 }
 
 
@@ -150,7 +150,7 @@ def test_a_layout_refused_for_compute_gives_the_sum_and_the_suggestions():
     assert p.message == (
         "does not fit one H100-80GB GPU: compute slices sum to 8 > 7 (4 + 4); each H100-80GB GPU has 7 compute slices"
     )
-    assert p.fix.startswith("choose a layout that fits, e.g. mig-7g.80gb@0; ")
+    assert p.fix.startswith("choose a layout that fits, e.g. [mig-7g.80gb]; ")
 
 
 def test_suggestions_are_computed_again_after_the_cache_is_cleared():
@@ -340,5 +340,6 @@ def test_exports_are_the_used_api():
         "clear_layout_cache",
         "resolve_layout",
         "format_placement",
+        "format_layout",
     ]
     assert all(hasattr(mig, name) for name in mig.__all__)

@@ -14,7 +14,6 @@ from aws_cdk import aws_kms as kms
 from aws_cdk.assertions import Match
 
 from cdk_gpu_share.constructs.mig_endpoint import (
-    SHARED_INSTANCE_WARNING,
     MigInferenceEndpoint,
 )
 from cdk_gpu_share.core.config import load_config
@@ -28,9 +27,10 @@ ENDPOINT = "Custom::GpuShareMigEndpoint"
 COMPONENT = "Custom::GpuShareMigInferenceComponent"
 
 
-def model(name, profile=None, *, gpus=None, copies=Copies(1, 1, 1), memory_mb=8192, team=None, **kw):
+def model(name, profile=None, *, gpus=None, copies=None, memory_mb=8192, team=None, **kw):
     return InferenceModelConfig(
-        name=name, image=IMAGE, profile=profile, gpus=gpus, copies=copies, memory_mb=memory_mb, team=team, **kw
+        name=name, image=IMAGE, profile=profile, gpus=gpus, copies=copies or Copies(1, 1, 1), memory_mb=memory_mb, team=team,
+        **kw
     )
 
 

@@ -9,10 +9,10 @@ tests/test_mig_lifecycle.py.
 from __future__ import annotations
 
 import copy
-import functools
-import os
 import datetime as dt
+import functools
 import json
+import os
 from pathlib import Path
 
 import botocore.session
@@ -27,7 +27,7 @@ ROLE = "arn:aws:iam::111122223333:role/gpu-share-mig-exec"
 NOW = dt.datetime(2026, 11, 30, tzinfo=dt.timezone.utc)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _client(data_path: str | None):
     session = botocore.session.get_session()
     if data_path:

@@ -288,7 +288,7 @@ class Run:
                 self.violate(k, f"{jid}: state {j} differs from what it was submitted with")
             if j["terminating"] != terminated.get(jid, False):
                 self.violate(k, f"{jid}: terminating {j['terminating']}, Batch says {terminated.get(jid)}")
-        for jid, states in listed.items():
+        for jid in listed:
             if jid in seen:
                 continue
             job = m.jobs.get(jid)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from botocore.exceptions import ClientError
 
 from cdk_gpu_share.aws import batch_reader as br
 from cdk_gpu_share.lambdas.reclaim import handler as h
@@ -355,7 +356,7 @@ def test_a_ledger_down_through_every_attempt_of_an_event_leaves_the_event_for_th
     job = stopped_job(model)
     model.outages.append(("dynamodb", model.clock(), model.clock() + 3600, "error"))
     for _ in range(3):
-        with pytest.raises(Exception):
+        with pytest.raises(ClientError, match="InternalServerError"):
             h.handler(failed_event(job), lambda_context())
         model.tick(60)
     assert model.submissions == []
@@ -440,7 +441,7 @@ def test_a_cycle_reports_how_long_the_oldest_requeue_has_been_open(model, capsys
     model.outages.append(("batch", model.clock(), model.clock() + 400, "error"))
     h.handler(failed_event(job), lambda_context())  # claimed; Batch is down
     model.tick(300)
-    with pytest.raises(Exception):
+    with pytest.raises(ClientError, match="ServerException"):
         cycle(model)  # the cycle fails to read the queue, and cannot finish the requeue
     metric = [r for r in map(json.loads, capsys.readouterr().out.splitlines())
               if "RequeueOldestOpenSeconds" in r]

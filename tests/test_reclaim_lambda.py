@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import shutil
 from datetime import datetime, timezone
 from pathlib import Path

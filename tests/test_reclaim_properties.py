@@ -559,7 +559,7 @@ def check_invariants(state: dict, out: dict) -> None:
     for pre in out["preemptions"]:
         if pre["reason"] == "borrow_limit":
             by_team.setdefault(pre["team"], []).append(pre["job"])
-    for t, ids in by_team.items():
+    for t in by_team:
         assert any(rp.C(t, r) is not None and rp.B(t, r) > rp.C(t, r) + TOL for r in rp.res)
     for ids in by_team.values():
         rp.removed.update(ids)

@@ -12,11 +12,18 @@ from __future__ import annotations
 import pytest
 
 from cdk_gpu_share.core.reclaim import (
-    TOLERANCE, TeamSpec, fits, has_room, parse_state, plan, plan_state, within_cap, within_guarantee,
+    TOLERANCE,
+    TeamSpec,
+    fits,
+    has_room,
+    parse_state,
+    plan,
+    plan_state,
+    within_cap,
+    within_guarantee,
 )
 from tests.test_reclaim_planner import NOW, pend, run, state, team
 from tests.test_reclaim_properties import grouped, shared_demands
-
 
 TOL = TOLERANCE
 

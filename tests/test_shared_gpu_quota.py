@@ -249,12 +249,23 @@ def test_a_queue_without_shares_fails_synth():
         app.synth()
 
 
-def test_more_than_20_shares_fail_synth():
+def test_a_21st_share_is_refused_when_it_is_added():
+    app = new_app()
+    stack = cdk.Stack(app, "S")
+    quota = SharedGpuQuota(stack, "Q", batch_quota=BatchQuotaConfig(capacity={"ml.g5.xlarge": 21}))
+    for i in range(20):
+        quota.add_team(team(f"t{i}"))
+    with pytest.raises(ConfigError, match="batch_quota: a job queue holds at most 20 quota shares"):
+        quota.add_team(team("t20"))
+    assert len(quota.batch.teams) == 20
+
+
+def test_more_than_20_shares_added_to_the_backend_behind_the_checks_fail_synth():
     app = new_app()
     stack = cdk.Stack(app, "S")
     quota = SharedGpuQuota(stack, "Q", batch_quota=BatchQuotaConfig(capacity={"ml.g5.xlarge": 21}))
     for i in range(21):
-        quota.add_team(team(f"t{i}"))
+        quota.batch._add(team(f"t{i}"), None)
     with pytest.raises(Exception, match="21 quota shares, above the 20"):
         app.synth()
 
@@ -269,8 +280,12 @@ def test_a_team_on_no_backend_is_refused():
     app = new_app()
     stack = cdk.Stack(app, "S")
     quota = SharedGpuQuota(stack, "Q", teams=BATCH_TEAMS[:1], batch_quota=BatchQuotaConfig(capacity={"ml.g5.xlarge": 3}))
-    with pytest.raises(ConfigError, match="names no instance type of this SharedGpuQuota"):
+    with pytest.raises(ConfigError, match=r"teams\[1\] \(x\)\.guarantee\.ml\.p5\.48xlarge: names an instance type that no backend"
+                                          " declares in its capacity"):
         quota.add_team(TeamConfig(name="x", guarantee={"ml.p5.48xlarge": Amount(instances=1)}))
+    # An EC2 type is a FairshareQueue's: not this construct's to declare, but a team needs one of its types.
+    with pytest.raises(ConfigError, match="names no instance type of this SharedGpuQuota"):
+        quota.add_team(TeamConfig(name="x", guarantee={"g5.xlarge": Amount(instances=1)}))
 
 
 # --- HyperPod task governance ------------------------------------------------------

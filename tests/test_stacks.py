@@ -139,7 +139,7 @@ def test_platform_snapshots(which, default_platform, hyperpod_platform, template
 def test_app_py_with_a_bad_config_exits_2_naming_the_problem(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("teams:\n  - name: a\n    guarantee: {ml.g5.xlarge: 5}\nbatch_quota: {capacity: {ml.g5.xlarge: 1}}\n")
-    env = dict(os.environ, CDK_CONTEXT_JSON='{"config": "%s"}' % bad, CDK_OUTDIR=str(tmp_path / "out"))
+    env = dict(os.environ, CDK_CONTEXT_JSON=json.dumps({"config": str(bad)}), CDK_OUTDIR=str(tmp_path / "out"))
     result = subprocess.run([sys.executable, "app.py"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 2
     assert "batch_quota.capacity.ml.g5.xlarge" in result.stderr and "Traceback" not in result.stderr

@@ -2,15 +2,43 @@
 
 The constructs are imported lazily, so that the pure-Python core
 (:mod:`cdk_gpu_share.core`) and the ``gpu-share`` CLI can be used, and shipped
-inside Lambda functions, without loading aws-cdk-lib.
+inside Lambda functions, without loading aws-cdk-lib. Type checkers see every
+name with its type (the imports under ``TYPE_CHECKING``).
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from cdk_gpu_share.constructs.dashboard import GpuShareDashboard
+    from cdk_gpu_share.constructs.fairshare_queue import FairshareQueue
+    from cdk_gpu_share.constructs.mig_endpoint import MigInferenceEndpoint
+    from cdk_gpu_share.constructs.shared_gpu_quota import (
+        BatchQuotaBackend,
+        CfnComputeQuota,
+        HyperPodBackend,
+        SharedGpuQuota,
+    )
+    from cdk_gpu_share.core.config import (
+        Amount,
+        BatchQuotaConfig,
+        FairshareConfig,
+        FairshareVpcConfig,
+        HyperPodConfig,
+        PlatformConfig,
+        Sharing,
+        TeamConfig,
+        load_config,
+    )
+    from cdk_gpu_share.core.errors import ConfigError
+    from cdk_gpu_share.core.inference_config import Copies, InferenceModelConfig, InferenceVpcConfig
+    from cdk_gpu_share.stacks.app import build_platform
+    from cdk_gpu_share.stacks.platform import PlatformStack
+    from cdk_gpu_share.stacks.team import TeamStack
 
 _LAZY = {
     "SharedGpuQuota": "cdk_gpu_share.constructs.shared_gpu_quota",
@@ -38,16 +66,41 @@ _LAZY = {
     "InferenceVpcConfig": "cdk_gpu_share.core.inference_config",
 }
 
-__all__ = sorted(_LAZY)
+__all__ = [
+    "Amount",
+    "BatchQuotaBackend",
+    "BatchQuotaConfig",
+    "CfnComputeQuota",
+    "ConfigError",
+    "Copies",
+    "FairshareConfig",
+    "FairshareQueue",
+    "FairshareVpcConfig",
+    "GpuShareDashboard",
+    "HyperPodBackend",
+    "HyperPodConfig",
+    "InferenceModelConfig",
+    "InferenceVpcConfig",
+    "MigInferenceEndpoint",
+    "PlatformConfig",
+    "PlatformStack",
+    "SharedGpuQuota",
+    "Sharing",
+    "TeamConfig",
+    "TeamStack",
+    "build_platform",
+    "load_config",
+]
 
+if not TYPE_CHECKING:  # at run time only: type checkers read the imports above
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'cdk_gpu_share' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+    def __getattr__(name: str) -> Any:
+        module = _LAZY.get(name)
+        if module is None:
+            raise AttributeError(f"module 'cdk_gpu_share' has no attribute {name!r}")
+        value = getattr(importlib.import_module(module), name)
+        globals()[name] = value
+        return value
 
 
 def __dir__() -> list[str]:

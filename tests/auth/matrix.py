@@ -343,7 +343,7 @@ def mig(app: App, stack: str, base: str, models: list[str]) -> list[Req]:
     cfg = arn("sagemaker", f"endpoint-config/{base}-1a2b3c-4d5e6f")
     ic = arn("sagemaker", f"inference-component/{base}-query-rewriter-7a8b9c")
     other_ep = arn("sagemaker", f"endpoint/{base}-v2-1a2b3c")
-    own_tag = {f"aws:RequestTag/gpu-share:endpoint": base, "aws:TagKeys": ["gpu-share:endpoint"]}
+    own_tag = {"aws:RequestTag/gpu-share:endpoint": base, "aws:TagKeys": ["gpu-share:endpoint"]}
     mine = {"aws:ResourceTag/gpu-share:endpoint": base}
     theirs = {"aws:ResourceTag/gpu-share:endpoint": f"{base}-v2"}
     p = "MIG handler"

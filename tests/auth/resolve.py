@@ -80,7 +80,7 @@ class App:
     config_path: str
     templates: dict[str, dict]
     principals: dict[str, Principal]  # by "<stack>/<logical id>"
-    resolver: "Resolver"
+    resolver: Resolver
 
     def role(self, stack: str, prefix: str) -> Principal:
         """The role of ``stack`` whose logical ID is ``prefix`` plus CDK's hash."""

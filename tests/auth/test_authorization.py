@@ -97,7 +97,7 @@ def _summary(requests, results, lint) -> str:
 def test_every_request_gets_the_decision_the_product_promises(evaluated):
     requests, results, lint = evaluated
     wrong = []
-    for (config, req), res in zip(requests, results):
+    for (_config, req), res in zip(requests, results):
         got = res["decision"]
         if got == "Error":
             wrong.append(f"{res['id']}: ERROR {[r.get('error') for r in res['resources'] if r.get('error')]}")

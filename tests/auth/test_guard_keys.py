@@ -8,8 +8,8 @@ import subprocess
 
 from cdk_gpu_share.core.config import parse_config
 from cdk_gpu_share.core.guard import guard_policy
-from tests.auth.test_authorization import EVALUATOR, NODE
 from tests.auth.resolve import ACCOUNT, ROOT
+from tests.auth.test_authorization import EVALUATOR, NODE
 
 ADMIN = f"arn:aws:iam::{ACCOUNT}:role/platform-admin"
 MALLORY = f"arn:aws:iam::{ACCOUNT}:role/mallory"

@@ -104,7 +104,7 @@ def hyperpod():
 
 def test_each_hyperpod_team_gets_an_access_entry_to_its_namespace_only(hyperpod):
     entries = {}
-    for stack, lid, r in hyperpod.resources("AWS::EKS::AccessEntry"):
+    for stack, _lid, r in hyperpod.resources("AWS::EKS::AccessEntry"):
         props = hyperpod.resolver.resolve(stack, r["Properties"])
         entries[stack.rsplit("-team-", 1)[1]] = props
     assert sorted(entries) == ["applied", "inference", "research"]

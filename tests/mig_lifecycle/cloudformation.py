@@ -28,8 +28,9 @@ id (the harsher case: they may describe another generation).
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any
 
 CREATE_FAILED = "AWSCDK::CustomResourceProviderFramework::CREATE_FAILED"
 STACK_ID = "arn:aws:cloudformation:us-east-1:111122223333:stack/mig-inference/4c1d7a40-0000-11ef-9f1d-0a1b2c3d4e5f"

@@ -38,11 +38,11 @@ import math
 import random
 import time
 import zlib
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 from cdk_gpu_share.core import instances
-from cdk_gpu_share.core.errors import Problem
 from cdk_gpu_share.core.fairshare import SHARE_IDENTIFIER_MAX, share_identifier, share_identifier_problems  # noqa: F401
 
 __all__ = [
@@ -429,7 +429,7 @@ class DescribeCache:
         self._facts.clear()
         self.queue = None
 
-    def for_queue(self, queue: str) -> "DescribeCache":
+    def for_queue(self, queue: str) -> DescribeCache:
         if self.queue != queue:
             self._facts.clear()
             self.queue = queue
@@ -559,9 +559,10 @@ def read_queue(
             job_state = state_of.get(detail.get("status", ""))
             started = detail.get("startedAt") or summary.get("startedAt")
         else:
-            facts = cache.get(jid) if cache is not None else None
-            if facts is None:
+            cached = cache.get(jid) if cache is not None else None
+            if cached is None:
                 continue  # finished (and aged out) between the listing and the describe
+            facts = cached
             job_state = state_of.get(summary.get("status", ""))
             started = summary.get("startedAt")
         if job_state is None:
@@ -587,7 +588,7 @@ def read_queue(
     if cache is not None:
         cache.keep_only(listed)
 
-    for sid, name in unknown.items():
+    for name in unknown.values():
         teams.append({"name": name, "guarantee": {RESOURCE: 0}})
     planner_teams = [{k: v for k, v in t.items() if k not in ("share_identifier", "max_priority")} for t in teams]
     state = {

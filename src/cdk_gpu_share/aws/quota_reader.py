@@ -19,8 +19,9 @@ Amounts are in the queue's capacity units: instances of each ``ml.`` instance ty
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from cdk_gpu_share.core import instances
 from cdk_gpu_share.core.errors import GpuShareError

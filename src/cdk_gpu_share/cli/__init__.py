@@ -17,7 +17,7 @@ import argparse
 import importlib
 import importlib.metadata
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from cdk_gpu_share.cli._parser import Parser
 from cdk_gpu_share.core.errors import GpuShareError

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import argparse
 import difflib
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 #: Namespace attribute naming the innermost parser that parsed the command line (removed before
 #: the namespace is returned).

@@ -9,7 +9,7 @@ The HTML report renders the same rows with :func:`html_table`.
 from __future__ import annotations
 
 import html
-from typing import Collection, Sequence
+from collections.abc import Collection, Sequence
 
 
 def format_table(

@@ -3,9 +3,11 @@
     gpu-share mig check (--gpu GPU | --instance-type ML_TYPE) PROFILE [PROFILE ...]
     gpu-share mig layouts (--gpu GPU | --instance-type ML_TYPE) [--json]
 
-``check`` exits 0 and prints one placement (``mig-3g.40gb@0 mig-3g.40gb@4``) when the
-profiles fit one GPU, 1 with the reason when they do not, 2 on an unknown GPU,
-instance type or profile. ``layouts`` lists every maximal layout once.
+``check`` exits 0 when the profiles fit one GPU and prints them as an endpoint's ``layout:``
+line, ready to paste into the config, with their placement as a comment
+(``layout: [mig-3g.40gb, mig-3g.40gb]  # placement: mig-3g.40gb@0 mig-3g.40gb@4``); it exits 1
+with the reason when they do not fit, 2 on an unknown GPU, instance type or profile.
+``layouts`` lists every maximal layout once, each as such a line.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable, Iterable
 
 from cdk_gpu_share.core import mig
 from cdk_gpu_share.core.errors import ConfigError
@@ -41,8 +44,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     chk = sub.add_parser(
         "check",
         help="do these profiles fit together on one GPU?",
-        description="Exit 0 and print a placement when the profiles fit one GPU; exit 1 "
-        "with the reason when they do not; exit 2 on an unknown GPU, instance type or profile.",
+        description="Exit 0 and print the profiles as an endpoint's layout: line (with their placement) "
+        "when they fit one GPU; exit 1 with the reason when they do not; exit 2 on an unknown GPU, "
+        "instance type or profile.",
     )
     _add_target(chk)
     chk.add_argument("profiles", nargs="+", metavar="PROFILE", help="e.g. mig-3g.40gb")
@@ -58,7 +62,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     lay.set_defaults(func=run_layouts)
 
 
-def _argument_errors(func):
+def _argument_errors(func: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
     """MIG errors raised on command-line values are argument errors, not configuration errors."""
 
     def run(args: argparse.Namespace) -> int:
@@ -76,7 +80,7 @@ def run_check(args: argparse.Namespace) -> int:
     result = mig.check(gpu, args.profiles)
     if result.fits:
         assert result.placement is not None
-        print(mig.format_placement(result.placement))
+        print(layout_line([name for name, _ in result.placement], f"placement: {mig.format_placement(result.placement)}"))
         return 0
     print(f"does not fit one {gpu} GPU: {result.reason}")
     return 1
@@ -99,5 +103,12 @@ def run_layouts(args: argparse.Namespace) -> int:
         items = [mig.profile(gpu, name) for name in layout.profiles]
         compute = sum(p.compute_slices for p in items)
         memory = sum(p.memory_slices for p in items)
-        print(f"  {layout}  (compute {compute}/{mig.COMPUTE_SLICES}, memory {memory}/{mig.MEMORY_SLICES})")
+        print("  " + layout_line(
+            layout.profiles, f"{layout}, compute {compute}/{mig.COMPUTE_SLICES}, memory {memory}/{mig.MEMORY_SLICES}"
+        ))
     return 0
+
+
+def layout_line(profiles: Iterable[str], comment: str) -> str:
+    """``layout: [...]  # comment``: a line of an endpoint in the config, as ``layout:`` reads it."""
+    return f"layout: {mig.format_layout(profiles)}  # {comment}"

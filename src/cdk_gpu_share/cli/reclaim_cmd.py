@@ -17,7 +17,7 @@ from cdk_gpu_share.core.validation import load_json
 STDIN = "-"
 
 
-def register(subparsers) -> None:
+def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "reclaim",
         help="plan which running jobs to stop so teams get back the capacity they lent",

@@ -18,14 +18,21 @@ import math
 import os
 import sys
 import time
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from cdk_gpu_share.cli._parser import add_config_argument
 from cdk_gpu_share.cli._table import format_table, html_table
 from cdk_gpu_share.core.errors import ConfigError, GpuShareError, Problem
 
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
-def register(subparsers: Any) -> None:
+    from cdk_gpu_share.core.compare import Comparison
+    from cdk_gpu_share.core.simulate import Job, SimResult
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
     # core.simulate is imported when the command runs, so that --help and the other
     # subcommands never pay for (or depend on) the simulator and the planner.
     from cdk_gpu_share.core.trace import SOURCES
@@ -268,7 +275,9 @@ def _run_one(scenario: Any, jobs: Any, mode: str, poll: float, checkpoint: float
 
 def compare_modes(checkpoint_seconds: float | None) -> list[tuple[str, str, float | None]]:
     """(column label, mode, checkpoint period) of ``--compare``, in column order."""
-    modes = [("static", "static", None), ("share", "share", None), ("share+reclaim", "share+reclaim", None)]
+    modes: list[tuple[str, str, float | None]] = [
+        ("static", "static", None), ("share", "share", None), ("share+reclaim", "share+reclaim", None)
+    ]
     if checkpoint_seconds:
         modes.append((f"share+reclaim, checkpoints {human_seconds(checkpoint_seconds)}", "share+reclaim",
                       checkpoint_seconds))
@@ -372,7 +381,7 @@ def _gpus(n: float) -> str:
     return f"{n:.3g} GPU" + ("" if n == 1 else "s")
 
 
-def comparison_tables(cmp: Any) -> list[tuple[str, list[str], list[list[str]], set[tuple[int, int]]]]:
+def comparison_tables(cmp: Comparison) -> list[tuple[str, list[str], list[list[str]], set[tuple[int, int]]]]:
     """(title, headers, rows, best cells) of the pool and of each team: the text and the HTML alike."""
     headers = ["", *cmp.modes]
     out = []
@@ -388,7 +397,7 @@ def comparison_tables(cmp: Any) -> list[tuple[str, list[str], list[list[str]], s
     return out
 
 
-def render_compare(cmp: Any, *, described: str = "", trace: str = "") -> str:
+def render_compare(cmp: Comparison, *, described: str = "", trace: str = "") -> str:
     """The comparison as text: one table for the pool, one per team; * marks the best value of a row."""
     lines = []
     if described:
@@ -429,7 +438,7 @@ def _pyplot(flag: str) -> Any:
     return plt
 
 
-def waiting_series(result: Any, jobs: Any = ()) -> tuple[list[float], list[tuple[float, ...]]]:
+def waiting_series(result: SimResult, jobs: Sequence[Job] = ()) -> tuple[list[float], list[tuple[float, ...]]]:
     """Per team, the GPUs of its pending jobs over time, as a step function: the simulator's own
     pending set (:attr:`~cdk_gpu_share.core.simulate.SimResult.series_waiting`), so a job stopped by
     a preemption counts again from its stop to its restart, and not while it ran. ``jobs`` is
@@ -438,7 +447,7 @@ def waiting_series(result: Any, jobs: Any = ()) -> tuple[list[float], list[tuple
     return list(times), list(values)
 
 
-def usage_figure(result: Any, jobs: Any = (), *, label: str | None = None) -> Any:
+def usage_figure(result: SimResult, jobs: Sequence[Job] = (), *, label: str | None = None) -> Figure:
     """Each team's usage against its guarantee on one shared GPU scale, its waiting demand and its
     preemptions over time, then the pool's busy share. The legend sits above the data."""
     plt = _pyplot("--plot")
@@ -466,7 +475,7 @@ def usage_figure(result: Any, jobs: Any = (), *, label: str | None = None) -> An
     preempt_days: list[list[float]] = [[] for _ in names]
     for t, k in getattr(result, "preemption_events", ()):
         preempt_days[k].append(t / 86400.0)
-    handles = {}
+    handles: dict = {}
     for k, name in enumerate(names):
         ax = team_axes[k]
         if wdays:
@@ -506,7 +515,7 @@ def usage_figure(result: Any, jobs: Any = (), *, label: str | None = None) -> An
     return fig
 
 
-def write_plot(result: Any, path: str, *, jobs: Any = (), label: str | None = None) -> None:
+def write_plot(result: SimResult, path: str, *, jobs: Sequence[Job] = (), label: str | None = None) -> None:
     """A PNG of :func:`usage_figure`. matplotlib is imported here, with the Agg backend."""
     plt = _pyplot("--plot")
     fig = usage_figure(result, jobs, label=label)
@@ -533,7 +542,8 @@ img{max-width:100%;border:1px solid #d0d7de;margin:0.5rem 0}
 """
 
 
-def render_report(cmp: Any, runs: Any, jobs: Any, *, described: str = "", trace: str = "",
+def render_report(cmp: Comparison, runs: Sequence[tuple[str, SimResult | None]], jobs: Sequence[Job], *,
+                  described: str = "", trace: str = "",
                   poll_seconds: float | None = None, plots: bool = True) -> str:
     """The comparison as one self-contained HTML page: tables, then each mode's usage plot as an
     embedded PNG (no scripts, no external resources)."""
@@ -588,7 +598,8 @@ def render_report(cmp: Any, runs: Any, jobs: Any, *, described: str = "", trace:
     return "\n".join(parts)
 
 
-def write_report(cmp: Any, runs: Any, jobs: Any, path: str, **kwargs: Any) -> None:
+def write_report(cmp: Comparison, runs: Sequence[tuple[str, SimResult | None]], jobs: Sequence[Job], path: str,
+                 **kwargs: Any) -> None:
     text = render_report(cmp, runs, jobs, **kwargs)
     try:
         with open(path, "w", encoding="utf-8") as fh:
@@ -623,7 +634,8 @@ def run_sample(args: argparse.Namespace) -> int:
         if args.backend is not None:
             raise ConfigError(Problem(field="--backend", value=args.backend, message="needs a config",
                                       fix="add --config PLATFORM.yaml, or drop --backend"))
-        teams, capacity = trace.SAMPLE_TEAMS, None
+        teams: Sequence[tuple[str, float]] = trace.SAMPLE_TEAMS
+        capacity = None
         config, backend = "platform.yaml", "fairshare"
     else:
         from cdk_gpu_share.core import scenario as sc

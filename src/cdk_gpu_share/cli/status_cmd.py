@@ -23,8 +23,9 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections.abc import Callable
 from datetime import datetime, timezone
-from typing import Any, Callable
+from typing import Any
 
 from cdk_gpu_share.cli._parser import add_config_argument
 from cdk_gpu_share.core.errors import GpuShareError
@@ -34,7 +35,7 @@ QUOTA_ACTIONS = ("batch:DescribeJobQueues", "batch:ListQuotaShares", "batch:GetJ
 CLASSIC_ACTIONS = ("batch:DescribeJobQueues", "batch:ListJobs", "batch:DescribeJobs")
 
 
-def register(subparsers) -> None:
+def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "status",
         help="each team's live usage, guarantee, borrowed capacity and waiting jobs on a Batch queue",
@@ -138,7 +139,7 @@ def run_status(args: argparse.Namespace) -> int:
     queue = args.queue
     region = args.region or region_of_arn(queue)
     client = None
-    actions = QUOTA_ACTIONS
+    actions: tuple[str, ...] = QUOTA_ACTIONS
     try:
         client = make_client(region)
         from cdk_gpu_share.aws import quota_reader

@@ -1,4 +1,5 @@
-"""Acknowledgements of CDK policy-validation findings (cdk-nag 3, CloudFormation rules).
+"""Acknowledgements of CDK policy-validation findings (cdk-nag 3, CloudFormation rules), and the
+refusal of a construct's props (:func:`raise_props_problems`).
 
 Every acknowledgement is made next to the resource it is about, with a reason a
 reviewer can check. cdk-nag 3 plugs into CDK policy validation, so findings are
@@ -8,12 +9,13 @@ idiom does not work with it.
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable, Sequence
 
 import aws_cdk as cdk
 from constructs import IConstruct
 
 from cdk_gpu_share.constructs._iam import stack_env
+from cdk_gpu_share.core.errors import ConfigError, Problem
 
 NAG_PACK = "AwsSolutions"
 CFN_VALIDATE = "CloudFormation-Validate"
@@ -64,3 +66,15 @@ def nag_arn(stack: cdk.Stack, service: str, resource: str) -> str:
     region = "<AWS::Region>" if region_token else env.region
     account = "<AWS::AccountId>" if account_token else env.account
     return f"arn:{partition}:{service}:{region}:{account}:{resource}"
+
+
+def raise_props_problems(problems: Sequence[Problem], scope: IConstruct, id: str) -> None:
+    """Raise one ConfigError listing ``problems`` of a construct's props, before the construct
+    exists: its source is the path the construct would have had."""
+    if not problems:
+        return
+    try:
+        parent = scope.node.path
+    except Exception:  # not a construct: the id alone
+        parent = ""
+    raise ConfigError(list(problems), source=f"{parent}/{id}" if parent else id)

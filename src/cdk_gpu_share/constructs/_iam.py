@@ -16,7 +16,7 @@ construct analytics of which methods were called, may differ).
 from __future__ import annotations
 
 import functools
-from typing import Sequence
+from collections.abc import Sequence
 
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
@@ -35,7 +35,7 @@ class StackEnv:
     @functools.cached_property
     def unresolved(self) -> tuple[bool, bool, bool]:
         """Whether partition, region and account are tokens (read only when asked)."""
-        return tuple(is_token_string(v) for v in (self.partition, self.region, self.account))
+        return is_token_string(self.partition), is_token_string(self.region), is_token_string(self.account)
 
 
 def is_token_string(value: str) -> bool:

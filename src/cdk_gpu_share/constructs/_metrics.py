@@ -28,13 +28,13 @@ A factory here would have to name metrics no source gives per share; it would gr
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import aws_cdk as cdk
 from aws_cdk import aws_cloudwatch as cw
 
 from cdk_gpu_share.core import metrics as m
-
 
 #: The label of each reclaimer metric in graphs ("team-a used"; per-queue metrics unprefixed).
 LABELS = {

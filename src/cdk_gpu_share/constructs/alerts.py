@@ -11,10 +11,11 @@ endpoints) are routed too, each once, on ALARM and on OK.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
-import jsii
 import aws_cdk as cdk
+import jsii
 from aws_cdk import aws_cloudwatch as cw
 from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_iam as iam
@@ -29,7 +30,7 @@ from cdk_gpu_share.core.errors import ConfigError, Problem
 
 @jsii.implements(cdk.IAspect)
 class _RouteAlarms:
-    def __init__(self, routing: "AlarmRouting") -> None:
+    def __init__(self, routing: AlarmRouting) -> None:
         self.routing = routing
 
     def visit(self, node: IConstruct) -> None:
@@ -87,7 +88,7 @@ class AlarmRouting(Construct):
         self._action = cw_actions.SnsAction(self.topic)
 
     @classmethod
-    def from_config(cls, scope: Construct, id: str, *, alerts: AlertsConfig) -> "AlarmRouting":
+    def from_config(cls, scope: Construct, id: str, *, alerts: AlertsConfig) -> AlarmRouting:
         """The routing of a validated config's ``alerts`` section."""
         return cls(scope, id, emails=alerts.emails, topic_arn=alerts.topic_arn)
 

@@ -35,7 +35,8 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 import aws_cdk as cdk
 import jsii
@@ -52,6 +53,10 @@ from cdk_gpu_share.constructs._metrics import ReclaimerMetrics
 from cdk_gpu_share.core import metrics as m
 from cdk_gpu_share.core.config import FAIRSHARE
 from cdk_gpu_share.core.errors import ConfigError, Problem
+
+if TYPE_CHECKING:
+    from cdk_gpu_share.constructs.mig_endpoint import MigInferenceEndpoint
+    from cdk_gpu_share.stacks.platform import PlatformStack
 
 __all__ = ["GpuShareDashboard", "InferenceDashboard", "DEFAULT_LENDER_WAIT_THRESHOLD", "DEFAULT_PERIOD"]
 
@@ -174,7 +179,7 @@ class GpuShareDashboard(Construct):
         self.alarm_topic: sns.ITopic | None = alarm_topic
         if self.alarm_topic is None and emails:
             self.alarm_topic = self._new_topic()
-        for i, email in enumerate(emails):
+        for email in emails:
             if not isinstance(self.alarm_topic, sns.Topic):
                 raise _problem(
                     "alarm_emails",
@@ -207,7 +212,7 @@ class GpuShareDashboard(Construct):
     # From a platform stack
 
     @classmethod
-    def from_platform(cls, scope: Construct, id: str, *, platform: Any, **overrides: Any) -> "GpuShareDashboard":
+    def from_platform(cls, scope: Construct, id: str, *, platform: PlatformStack, **overrides: Any) -> GpuShareDashboard:
         """The dashboard of a :class:`~cdk_gpu_share.stacks.platform.PlatformStack`'s fair-share queue.
 
         Reads ``platform.fairshare`` (its ``job_queue_name``, ``reclaimer`` and ``alarms``,
@@ -556,10 +561,10 @@ class GpuShareDashboard(Construct):
         )
 
 
-def _grid(rows: list[list[dict[str, Any]]]) -> cw.Column:
+def _grid(rows: list[list[dict[str, Any]]]) -> cw.IWidget:
     # In a Column, which asks the grid's size once and keeps it in Node: a widget written in
     # Python answers each question about it by a jsii callback, and layouts ask often.
-    return cw.Column(_GraphGrid(rows))
+    return cast(cw.IWidget, cw.Column(cast(cw.IWidget, _GraphGrid(rows))))
 
 
 def _rows_of_three(graphs: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
@@ -623,7 +628,7 @@ class InferenceDashboard(Construct):
         scope: Construct,
         id: str,
         *,
-        endpoints: Sequence[Any],
+        endpoints: Sequence[MigInferenceEndpoint],
         dashboard_name: str | None = None,
         period: cdk.Duration | None = None,
     ) -> None:

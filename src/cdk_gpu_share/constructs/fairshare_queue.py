@@ -64,12 +64,14 @@ Example::
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 import shutil
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, cast
 
 import aws_cdk as cdk
 import jsii
@@ -88,10 +90,10 @@ from constructs import Construct, IValidation
 
 import cdk_gpu_share
 from cdk_gpu_share.aws import batch_reader as br
-from cdk_gpu_share.constructs._checks import acknowledge_nag
+from cdk_gpu_share.constructs._checks import acknowledge_nag, raise_props_problems
 from cdk_gpu_share.constructs._iam import add_statements, format_arn, stack_of
 from cdk_gpu_share.constructs._metrics import ReclaimerMetrics
-from cdk_gpu_share.core import instances, metrics, reclaim
+from cdk_gpu_share.core import instances, reclaim
 from cdk_gpu_share.core.config import (
     BATCH_NAME_PATTERN,
     FAIRSHARE,
@@ -100,10 +102,16 @@ from cdk_gpu_share.core.config import (
     PlatformConfig,
     TeamConfig,
     check_backend,
+    config_problems,
 )
 from cdk_gpu_share.core.errors import ConfigError, Problem
 
 __all__ = ["FairshareQueue", "FairshareTeam", "weight_factors", "job_definition_sizes", "LAMBDA_ENV_LIMIT"]
+
+def _ec2_type(instance_type: str) -> bool:
+    """The instance types a FairshareQueue answers for; SageMaker types are a SharedGpuQuota's."""
+    return not instance_type.startswith("ml.")
+
 
 #: Lambda's limit on the total size of a function's environment variables.
 LAMBDA_ENV_LIMIT = 4096
@@ -133,7 +141,7 @@ def weight_factors(guarantees: dict[str, float]) -> dict[str, float]:
 
 def job_definition_sizes(capacity: dict[str, int], cap_gpus: float) -> list[int]:
     """GPU counts of a team's job definitions: 1, 2, 4, 8... up to the largest instance and the cap."""
-    largest = max((instances.lookup(it).gpus for it in capacity if instances.lookup(it)), default=0)
+    largest = max((info.gpus for it in capacity if (info := instances.lookup(it)) is not None), default=0)
     sizes = []
     n = 1
     while n <= largest and n <= cap_gpus + reclaim.TOLERANCE:
@@ -159,7 +167,7 @@ class FairshareTeam:
     def job_definition_name(self, gpus: int) -> str:
         """The name of the team's job definition for jobs of ``gpus`` GPUs."""
         name = self.job_definition_names.get(gpus)  # as given, without a jsii round trip
-        return name if name is not None else self.job_definitions[gpus].job_definition_name
+        return name if name is not None else str(self.job_definitions[gpus].job_definition_name)
 
 
 @jsii.implements(cdk.ILocalBundling)
@@ -207,7 +215,7 @@ def reclaim_code() -> lambda_.Code:
 class _Lazy:
     """A value computed at synthesis, after every add_team() call."""
 
-    def __init__(self, produce) -> None:
+    def __init__(self, produce: Callable[[], Any]) -> None:
         self._produce = produce
         self.creation_stack: list[str] = []
 
@@ -250,29 +258,27 @@ class FairshareQueue(Construct):
         :param log_retention: retention of the reclaimer's logs. Default: one month.
         :param teams: teams added at once; more can follow with :meth:`add_team`. Default: none.
         """
+        # The section and every team at once, by the config file's rules, before any resource.
+        named = queue_name is not None and isinstance(queue_name, str) and re.fullmatch(BATCH_NAME_PATTERN, queue_name)
+        checked = dataclasses.replace(config, queue_name=queue_name) if named and isinstance(config, FairshareConfig) \
+            else config
+        problems = config_problems(list(teams), platform=platform_name, fairshare=checked, owned=_ec2_type)
+        if queue_name is not None and not named:
+            problems.append(Problem("queue_name", queue_name, "is not a valid job queue name",
+                                    "use up to 128 letters, digits, hyphens and underscores (no tokens)"))
+        name = queue_name or getattr(config, "queue_name", None) or f"{platform_name}-fairshare"
+        given_vpc: Any = getattr(config, "vpc", None)
+        if vpc is not None and given_vpc is not None:
+            problems.append(Problem("vpc", given_vpc.vpc_id, "is given twice: as vpc and as config.vpc (fairshare.vpc)",
+                                    "pass one of them"))
+        raise_props_problems(problems, scope, id)
         super().__init__(scope, id)
         self.config = config
         self.image = image
         self.retry_on_error = retry_on_error
         self._teams: dict[str, FairshareTeam] = {}
         self._requeue_statement: iam.PolicyStatement | None = None
-        problems = []
-        for it in config.capacity:
-            if instances.lookup(it) is None:
-                problems.append(Problem(f"{FAIRSHARE}.capacity.{it}", it, "is not a GPU instance type this library knows",
-                                        f"use one of {', '.join(instances.known_types())}"))
-            elif it.startswith("ml."):
-                problems.append(Problem(f"{FAIRSHARE}.capacity.{it}", it, "is a SageMaker type; this fleet runs EC2",
-                                        f"write {it[3:]}"))
-        name = queue_name or config.queue_name or f"{platform_name}-fairshare"
-        if cdk.Token.is_unresolved(name) or not re.match(BATCH_NAME_PATTERN, name):
-            problems.append(Problem("queue_name", name, "is not a valid job queue name",
-                                    "use up to 128 letters, digits, hyphens and underscores (no tokens)"))
-        if vpc is not None and config.vpc is not None:
-            problems.append(Problem("vpc", config.vpc.vpc_id, "is given twice: as vpc and as config.vpc (fairshare.vpc)",
-                                    "pass one of them"))
-        if problems:
-            raise ConfigError(problems, source=self.node.path)
+        self._platform_name = platform_name
         self.queue_name = name
         #: Job definitions are named ``<prefix><share>-gpu<N>``.
         self.job_definition_prefix = f"{name[:96]}-"
@@ -286,9 +292,9 @@ class FairshareQueue(Construct):
             self.vpc, subnets, security_groups = self._existing_network(config.vpc)
         else:
             self.vpc = vpc or self._default_vpc()
-        types = sorted(config.capacity, key=lambda t: (instances.lookup(t).vcpus, t))
-        max_vcpus = sum(instances.lookup(t).vcpus * n for t, n in config.capacity.items())
-        min_vcpus = min(max_vcpus, config.min_instances * instances.lookup(types[0]).vcpus)
+        types = sorted(config.capacity, key=lambda t: (instances.get(t).vcpus, t))
+        max_vcpus = sum(instances.get(t).vcpus * n for t, n in config.capacity.items())
+        min_vcpus = min(max_vcpus, config.min_instances * instances.get(types[0]).vcpus)
         self.compute_environment = batch.ManagedEc2EcsComputeEnvironment(
             self,
             "ComputeEnvironment",
@@ -320,7 +326,7 @@ class FairshareQueue(Construct):
             fairshare_policy=batch.CfnSchedulingPolicy.FairsharePolicyProperty(
                 share_decay_seconds=config.share_decay_seconds,
                 compute_reservation=config.compute_reservation,
-                share_distribution=_Lazy(self._share_distribution),
+                share_distribution=cast(cdk.IResolvable, _Lazy(self._share_distribution)),
             ),
         )
         self.job_queue = batch.CfnJobQueue(
@@ -351,7 +357,7 @@ class FairshareQueue(Construct):
     # ------------------------------------------------------------------ factory
 
     @classmethod
-    def from_config(cls, scope: Construct, id: str, *, config: PlatformConfig, **kwargs: Any) -> "FairshareQueue":
+    def from_config(cls, scope: Construct, id: str, *, config: PlatformConfig, **kwargs: Any) -> FairshareQueue:
         """The queue of ``config.fairshare``; teams are added with :meth:`add_team` (the app does,
         in each team's stack). Share-identifier collisions among the config's teams fail here."""
         if config.fairshare is None:
@@ -412,13 +418,18 @@ class FairshareQueue(Construct):
         :param scope: where to create the team's resources (its stack). Default: this construct.
         :param image: container image of the team's job definitions. Default: the queue's ``image``.
         """
-        problems = check_backend(FAIRSHARE, self.config, [team])
+        teams = [*(t.team for t in self._teams.values()), team]
+        if isinstance(team, TeamConfig) and team.name in self._teams:
+            raise ConfigError(Problem("team.name", team.name, "is already on this queue", "add each team once"),
+                              source=self.node.path)
+        checked = dataclasses.replace(self.config, queue_name=self.queue_name)
+        problems = config_problems(teams, platform=self._platform_name, fairshare=checked, owned=_ec2_type)
+        if problems:
+            raise ConfigError(problems, source=self.node.path)
         if not team.guarantee_for(self.config.capacity):
             problems.append(Problem(f"TeamConfig({team.name!r}).guarantee", sorted(team.guarantee),
                                     "names no instance type of this fair-share fleet",
                                     f"guarantee one of {', '.join(self.config.capacity)}"))
-        if team.name in self._teams:
-            problems.append(Problem("team.name", team.name, "is already on this queue", "add each team once"))
         sid = br.share_identifier(team.name)
         taken = {t.share_identifier: name for name, t in self._teams.items()}
         problems += [p for p in br.share_identifier_problems([*taken.values(), team.name]) if team.name in p.field]
@@ -475,7 +486,7 @@ class FairshareQueue(Construct):
     def _job_definition(self, scope: Construct, id: str, sid: str, gpus: int, resource: batch.ConsumableResource,
                         image: str, tags: dict) -> batch.CfnJobDefinition:
         # The smallest instance type with enough GPUs sets the job's share of vCPUs and memory.
-        fitting = sorted((instances.lookup(t) for t in self.config.capacity if instances.lookup(t).gpus >= gpus),
+        fitting = sorted((instances.get(t) for t in self.config.capacity if instances.get(t).gpus >= gpus),
                          key=lambda i: (i.gpus, i.vcpus))
         info = fitting[0]
         vcpus = max(1, info.vcpus * gpus // info.gpus)
@@ -817,7 +828,7 @@ class FairshareQueue(Construct):
         self._reclaimer_role = role  # fn.role is a jsii round trip: add_team acknowledges on it per team
         # aws-cdk-lib makes the function depend on its role although Role is already a GetAtt
         # (cfn-lint W3005, a warning about redundancy, not an error).
-        fn.node.default_child.add_metadata("cfn-lint", {"config": {"ignore_checks": ["W3005"]}})
+        cast(cdk.CfnResource, fn.node.default_child).add_metadata("cfn-lint", {"config": {"ignore_checks": ["W3005"]}})
         add_statements(role, self._reclaimer_statements())
         acknowledge_nag(
             role,

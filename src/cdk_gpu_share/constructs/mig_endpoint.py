@@ -88,8 +88,9 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 import aws_cdk as cdk
 from aws_cdk import aws_applicationautoscaling as appscaling
@@ -102,9 +103,8 @@ from aws_cdk import aws_sagemaker as sagemaker
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
-from cdk_gpu_share.constructs._checks import acknowledge_nag, nag_arn
+from cdk_gpu_share.constructs._checks import acknowledge_nag, nag_arn, raise_props_problems
 from cdk_gpu_share.constructs._iam import add_statements
-from cdk_gpu_share.core import instances
 from cdk_gpu_share.core.errors import ConfigError, Problem
 from cdk_gpu_share.core.inference_config import (
     Copies,
@@ -112,11 +112,15 @@ from cdk_gpu_share.core.inference_config import (
     InferenceModelConfig,
     InferenceVpcConfig,
     WholeGpuConfig,
-    check_endpoint,
     endpoint_layout,
+    endpoint_problems,
     model_profile,
     teams_sharing,
 )
+
+if TYPE_CHECKING:
+    from cdk_gpu_share.constructs._metrics import InferenceComponentMetrics
+    from cdk_gpu_share.core.config import PlatformConfig
 
 __all__ = [
     "MigInferenceEndpoint",
@@ -170,10 +174,10 @@ class _Provider(Construct):
     ID = "GpuShareMigEndpointProvider"
 
     @classmethod
-    def of(cls, scope: Construct) -> "_Provider":
+    def of(cls, scope: Construct) -> _Provider:
         stack = cdk.Stack.of(scope)
         existing = stack.node.try_find_child(cls.ID)
-        return existing if existing is not None else cls(stack, cls.ID)
+        return cast(_Provider, existing) if existing is not None else cls(stack, cls.ID)
 
     def __init__(self, scope: Construct, id: str) -> None:
         super().__init__(scope, id)
@@ -250,7 +254,7 @@ class _Provider(Construct):
             "the provider framework invokes the handler functions by ARN with any version qualifier (:*),"
             " as aws-cdk-lib's custom_resources.Provider generates it",
             findings=[
-                f"Resource::<{stack.get_logical_id(fn.node.default_child)}.Arn>:*"
+                f"Resource::<{stack.get_logical_id(cast(cdk.CfnElement, fn.node.default_child))}.Arn>:*"
                 for fn in (self.on_event, self.is_complete, *self._framework_functions())
             ],
         )
@@ -384,9 +388,8 @@ class MigInferenceEndpoint(Construct):
         :param role: the execution role of the models and endpoints. Default: a role with the least
             it needs: pull the images, read the model data, write logs and metrics.
         """
-        super().__init__(scope, id)
         base = endpoint_name if endpoint_name is not None else re.sub(r"[^a-z0-9-]+", "-", id.lower()).strip("-")
-        self.spec = InferenceEndpointConfig(
+        spec = InferenceEndpointConfig(
             name=base,
             instance_type=instance_type,
             instance_count=instance_count,
@@ -394,11 +397,10 @@ class MigInferenceEndpoint(Construct):
             models=tuple(models),
             whole_gpu=WholeGpuConfig(whole_gpu_instance_type, whole_gpu_instance_count) if whole_gpu_instance_type else None,
         )
-        problems = check_endpoint(self.spec)
-        if problems:
-            raise ConfigError(
-                [Problem(p.field, p.value, p.message, p.fix) for p in problems], source=self.node.path
-            )
+        # The rules of an endpoint of the config's inference section, before any resource.
+        raise_props_problems(endpoint_problems(spec, vpc=vpc_config), scope, id)
+        super().__init__(scope, id)
+        self.spec = spec
         self.base_name = base
         self.layout: list[str] = endpoint_layout(self.spec)
         self.vpc_config = vpc_config
@@ -790,7 +792,7 @@ class MigInferenceEndpoint(Construct):
         return iam.Grant.add_to_principal(grantee=grantee, actions=INVOKE_ACTIONS, resource_arns=arns)
 
     @property
-    def metrics(self) -> "InferenceComponentMetrics":
+    def metrics(self) -> InferenceComponentMetrics:
         """SageMaker's per-inference-component metric factory (1-minute period), shared with
         :class:`~cdk_gpu_share.constructs.dashboard.InferenceDashboard`."""
         from cdk_gpu_share.constructs._metrics import InferenceComponentMetrics
@@ -830,7 +832,7 @@ class MigInferenceEndpoint(Construct):
         return self.metrics.metric_copies(model, **props)
 
 
-def endpoints_from_config(scope: Construct, config: Any) -> list[MigInferenceEndpoint]:
+def endpoints_from_config(scope: Construct, config: PlatformConfig) -> list[MigInferenceEndpoint]:
     """Build one :class:`MigInferenceEndpoint` per ``config.inference.endpoints`` entry in ``scope``.
 
     Adds stack outputs: each endpoint's name and each model's endpoint and

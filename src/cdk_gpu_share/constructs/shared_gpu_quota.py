@@ -20,8 +20,10 @@ Example::
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import aws_cdk as cdk
 import jsii
@@ -29,18 +31,16 @@ from aws_cdk import aws_batch as batch
 from aws_cdk import aws_iam as iam
 from constructs import Construct, IValidation
 
+from cdk_gpu_share.constructs._checks import acknowledge_cfn_rule, acknowledge_nag, nag_arn, raise_props_problems
+from cdk_gpu_share.constructs._iam import add_statements, format_arn, stack_of
 from cdk_gpu_share.core.config import (
-    BATCH,
-    HYPERPOD,
     MAX_QUOTA_SHARES_PER_QUEUE,
     BatchQuotaConfig,
     HyperPodConfig,
     TeamConfig,
-    check_backend,
+    config_problems,
 )
 from cdk_gpu_share.core.errors import ConfigError, Problem
-from cdk_gpu_share.constructs._checks import acknowledge_cfn_rule, acknowledge_nag, nag_arn
-from cdk_gpu_share.constructs._iam import add_statements, format_arn, stack_of
 
 #: The IAM actions a team needs to submit, inspect and stop its own service jobs.
 SUBMIT_ACTIONS = ["batch:SubmitServiceJob"]
@@ -53,6 +53,24 @@ def _raise_problems(problems: list[Problem], construct: Construct) -> None:
     # The construct's path is read only when there is a problem (a jsii round trip).
     if problems:
         raise ConfigError(problems, source=construct.node.path)
+
+
+def _sagemaker_type(instance_type: str) -> bool:
+    """The instance types a SharedGpuQuota answers for; EC2 types are a FairshareQueue's."""
+    return instance_type.startswith("ml.")
+
+
+def _another_backends(instance_type: str) -> bool:
+    """A backend answers for its own capacity only: a guarantee elsewhere is the other backend's."""
+    return False
+
+
+def _batch_config(config: Any, queue_name: str | None, service_environment_name: str | None) -> Any:
+    """``config`` with the names given to the construct, which take precedence, for the checks."""
+    if not isinstance(config, BatchQuotaConfig) or (queue_name is None and service_environment_name is None):
+        return config
+    return dataclasses.replace(config, queue_name=queue_name or config.queue_name,
+                               service_environment_name=service_environment_name or config.service_environment_name)
 
 
 @dataclass(frozen=True)
@@ -88,6 +106,10 @@ class BatchQuotaBackend(Construct):
             CloudFormation.
         :param service_environment_name: Default: ``config.service_environment_name``, else generated.
         """
+        raise_props_problems(
+            config_problems(batch_quota=_batch_config(config, queue_name, service_environment_name), owned=_another_backends),
+            scope, id,
+        )
         super().__init__(scope, id)
         self.config = config
         self._teams: dict[str, TeamQuota] = {}
@@ -153,7 +175,17 @@ class BatchQuotaBackend(Construct):
 
         :param scope: where to create the share (a team's stack). Default: this construct.
         """
-        _raise_problems(check_backend(BATCH, self.config, [team]), self)
+        if isinstance(team, TeamConfig) and team.name in self._teams:
+            raise ConfigError(
+                Problem("team.name", team.name, "already has a quota share on this queue", "add each team once"),
+                source=self.node.path,
+            )
+        teams = [*(q.team for q in self._teams.values()), team]
+        _raise_problems(config_problems(teams, batch_quota=self.config, owned=_another_backends), self)
+        return self._add(team, scope)
+
+    def _add(self, team: TeamConfig, scope: Construct | None) -> TeamQuota:
+        """Add the quota share of a team whose checks passed."""
         if team.name in self._teams:
             raise ConfigError(
                 Problem("team.name", team.name, "already has a quota share on this queue", "add each team once"),
@@ -395,6 +427,8 @@ class HyperPodBackend(Construct):
         :param name: the cluster policy's name. Default: ``config.scheduler_config_name``, else
             ``<stack name>-policy`` truncated to 63 characters.
         """
+        checked = dataclasses.replace(config, scheduler_config_name=name) if name and isinstance(config, HyperPodConfig) else config
+        raise_props_problems(config_problems(hyperpod=checked, owned=_another_backends), scope, id)
         super().__init__(scope, id)
         self.config = config
         self._teams: dict[str, TeamQuota] = {}
@@ -422,7 +456,17 @@ class HyperPodBackend(Construct):
 
         :param scope: where to create it (a team's stack). Default: this construct.
         """
-        _raise_problems(check_backend(HYPERPOD, self.config, [team]), self)
+        if isinstance(team, TeamConfig) and team.name in self._teams:
+            raise ConfigError(
+                Problem("team.name", team.name, "already has a compute quota on this cluster", "add each team once"),
+                source=self.node.path,
+            )
+        teams = [*(q.team for q in self._teams.values()), team]
+        _raise_problems(config_problems(teams, hyperpod=self.config, owned=_another_backends), self)
+        return self._add(team, scope)
+
+    def _add(self, team: TeamConfig, scope: Construct | None) -> TeamQuota:
+        """Add the compute quota of a team whose checks passed."""
         if team.name in self._teams:
             raise ConfigError(
                 Problem("team.name", team.name, "already has a compute quota on this cluster", "add each team once"),
@@ -481,21 +525,26 @@ class SharedGpuQuota(Construct):
         :param hyperpod: the HyperPod cluster. Default: no HyperPod backend.
         :param queue_name: the Batch job queue's name. Default: ``batch_quota.queue_name``, else generated.
         """
-        super().__init__(scope, id)
         if batch_quota is None and hyperpod is None:
-            raise ConfigError(
+            problems = [
                 Problem(
                     "batch_quota/hyperpod",
                     None,
                     "SharedGpuQuota needs a backend",
                     "pass batch_quota=BatchQuotaConfig(...) or hyperpod=HyperPodConfig(...)",
-                ),
-                source=self.node.path,
-            )
+                )
+            ]
+        else:
+            # Every team and both sections at once, by the config file's rules, before any resource.
+            problems = config_problems(list(teams), batch_quota=_batch_config(batch_quota, queue_name, None),
+                                       hyperpod=hyperpod, owned=_sagemaker_type)
+        raise_props_problems(problems, scope, id)
+        super().__init__(scope, id)
+        self._teams: list[TeamConfig] = []
         self.batch = BatchQuotaBackend(self, "Batch", config=batch_quota, queue_name=queue_name) if batch_quota else None
         self.hyperpod = HyperPodBackend(self, "HyperPod", config=hyperpod) if hyperpod else None
         for team in teams:
-            self.add_team(team)
+            self._add(team, None)
 
     @property
     def backends(self) -> list[BatchQuotaBackend | HyperPodBackend]:
@@ -503,11 +552,27 @@ class SharedGpuQuota(Construct):
         return [b for b in (self.batch, self.hyperpod) if b is not None]
 
     def add_team(self, team: TeamConfig, *, scope: Construct | None = None) -> list[TeamQuota]:
-        """Give ``team`` its share on every backend whose capacity its guarantee names."""
+        """Give ``team`` its share on every backend whose capacity its guarantee names.
+
+        The team is checked together with the teams added before (their guarantees must fit the
+        capacity together), by the config file's rules.
+        """
+        if isinstance(team, TeamConfig) and any(t.name == team.name for t in self._teams):
+            raise ConfigError(
+                Problem("team.name", team.name, "already has a quota share or compute quota here", "add each team once"),
+                source=self.node.path,
+            )
+        batch_quota = self.batch.config if self.batch is not None else None
+        hyperpod = self.hyperpod.config if self.hyperpod is not None else None
+        _raise_problems(config_problems([*self._teams, team], batch_quota=batch_quota, hyperpod=hyperpod,
+                                        owned=_sagemaker_type), self)
+        return self._add(team, scope)
+
+    def _add(self, team: TeamConfig, scope: Construct | None) -> list[TeamQuota]:
         added = []
         for backend in self.backends:
             if team.guarantee_for(backend.config.capacity):
-                added.append(backend.add_team(team, scope=scope))
+                added.append(backend._add(team, scope))
         if not added:
             declared = sorted({it for b in self.backends for it in b.config.capacity})
             raise ConfigError(
@@ -519,6 +584,7 @@ class SharedGpuQuota(Construct):
                 ),
                 source=self.node.path,
             )
+        self._teams.append(team)
         return added
 
     @property

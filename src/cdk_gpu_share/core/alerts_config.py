@@ -17,8 +17,9 @@ the config's ``add_problem(field, value, message, fix)``.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 EMAIL_PATTERN = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 TOPIC_ARN_PATTERN = re.compile(r"^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_-]{1,256}(\.fifo)?$")
@@ -36,7 +37,19 @@ class AlertsConfig:
     topic_arn: str | None = None
 
 
-def parse_alerts(raw: Any, teams: Sequence[Any], add_problem: AddProblem) -> AlertsConfig | None:
+def alerts_mapping(alerts: AlertsConfig) -> object:
+    """``alerts`` as the config file writes it (:func:`parse_alerts` reads it back)."""
+    if not isinstance(alerts, AlertsConfig):
+        return alerts
+    out: dict[str, Any] = {}
+    if alerts.emails:
+        out["emails"] = list(alerts.emails) if isinstance(alerts.emails, (tuple, list)) else alerts.emails
+    if alerts.topic_arn is not None:
+        out["topic_arn"] = alerts.topic_arn
+    return out
+
+
+def parse_alerts(raw: object, teams: Sequence[object], add_problem: AddProblem) -> AlertsConfig | None:
     """Parse ``alerts``; record every problem with ``add_problem``. None when unusable."""
     if not isinstance(raw, Mapping):
         add_problem("alerts", raw, "must be a mapping", "write alerts: {emails: [oncall@example.com]}")

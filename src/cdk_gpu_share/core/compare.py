@@ -13,8 +13,12 @@ team's guarantee) shows no value and does not compete.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cdk_gpu_share.core.simulate import Job, SimResult
 
 LOWER, HIGHER = "lower", "higher"
 TOL = 1e-9
@@ -66,7 +70,7 @@ class Comparison:
         }
 
 
-def lost_by_team(result: Any, jobs: Sequence[Any]) -> dict[str, float]:
+def lost_by_team(result: SimResult, jobs: Sequence[Job]) -> dict[str, float]:
     """GPU-seconds of work thrown away per team: what the team's jobs ran beyond their own work."""
     work = {j.id: j.duration_s * j.gpus for j in jobs}
     lost = {name: 0.0 for name in result.team_names}
@@ -75,7 +79,7 @@ def lost_by_team(result: Any, jobs: Sequence[Any]) -> dict[str, float]:
     return lost
 
 
-def compare(runs: Sequence[tuple[str, Any | None]], jobs: Sequence[Any], *, notes: Sequence[str] = ()) -> Comparison:
+def compare(runs: Sequence[tuple[str, SimResult | None]], jobs: Sequence[Job], *, notes: Sequence[str] = ()) -> Comparison:
     """``runs``: (mode label, SimResult or None when the mode could not run), in column order."""
     modes = tuple(label for label, _ in runs)
     results = [r for _, r in runs]
@@ -84,7 +88,7 @@ def compare(runs: Sequence[tuple[str, Any | None]], jobs: Sequence[Any], *, note
         raise ValueError("no mode ran")
     names = first.team_names
 
-    def per(fn) -> tuple[float | None, ...]:
+    def per(fn: Callable[[Any], float]) -> tuple[float | None, ...]:
         return tuple(None if r is None else float(fn(r)) for r in results)
 
     pool = [
@@ -96,18 +100,24 @@ def compare(runs: Sequence[tuple[str, Any | None]], jobs: Sequence[Any], *, note
     lost = [None if r is None else lost_by_team(r, jobs) for r in results]
     teams: dict[str, list[Row]] = {}
     for name in names:
-        def team_value(key: str):
+        def team_value(key: str, name: str = name) -> Callable[[Any], float]:
             def get(r: Any) -> float:
                 return r.teams[name].to_dict()[key]
             return get
+
+        def borrowed_hours(r: Any, name: str = name) -> float:
+            return r.teams[name].borrowed_gpu_seconds / 3600.0
+
+        def preempted(r: Any, name: str = name) -> float:
+            return r.teams[name].preempted
 
         teams[name] = [
             Row("wait_p50_s", "wait p50", "s", LOWER, per(team_value("wait_p50_s"))),
             Row("wait_p99_s", "wait p99", "s", LOWER, per(team_value("wait_p99_s"))),
             Row("lender_wait_p99_s", "wait for own guarantee p99", "s", LOWER, per(team_value("reclaim_wait_p99_s"))),
             Row("borrowed_gpu_hours", "GPU-hours borrowed", "GPU-h", HIGHER,
-                per(lambda r: r.teams[name].borrowed_gpu_seconds / 3600.0)),
-            Row("preemptions", "preemptions", "count", LOWER, per(lambda r: r.teams[name].preempted)),
+                per(borrowed_hours)),
+            Row("preemptions", "preemptions", "count", LOWER, per(preempted)),
             Row("lost_gpu_hours", "lost GPU-hours", "GPU-h", LOWER,
                 tuple(None if d is None else d[name] / 3600.0 for d in lost)),
         ]

@@ -42,21 +42,26 @@ the backend's ``capacity`` declares.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import importlib
-import math
 import re
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from cdk_gpu_share.core import hyperpod_schema as hp
 from cdk_gpu_share.core import instances
 from cdk_gpu_share.core import validation as V
 from cdk_gpu_share.core.errors import ConfigError, Problem
+
+if TYPE_CHECKING:
+    from cdk_gpu_share.core.alerts_config import AlertsConfig
+    from cdk_gpu_share.core.inference_config import InferenceConfig
+    from cdk_gpu_share.core.security_config import SecurityConfig
 
 # ---------------------------------------------------------------------------
 # Limits of the services, in one place.
@@ -217,16 +222,38 @@ class TeamConfig:
         if self.in_team_preemption is not None and not isinstance(self.in_team_preemption, bool):
             problems.add(f"{where}.in_team_preemption", self.in_team_preemption, "must be True, False or None",
                          "pass a bool, or None for the service's default")
-        for name, lo, hi in (("borrow_limit_percent", -1, None), ("fair_share_weight", 0, 100),
-                             ("max_priority", 0, MAX_SCHEDULING_PRIORITY)):
+        for name, lo, hi in (*((k, lo, hi) for k, lo, hi, _ in TEAM_INT_RANGES), ("max_priority", 0, MAX_SCHEDULING_PRIORITY)):
             value = getattr(self, name)
             if value is not None:
-                V.read_int(value, f"{where}.{name}", problems.add, minimum=lo, maximum=MAX_INT if hi is None else hi)
+                V.read_int(value, f"{where}.{name}", problems.add, minimum=lo, maximum=hi)
         if not isinstance(self.description, str):
             problems.add(f"{where}.description", self.description, "must be a string", 'pass description="..."')
+        if not isinstance(self.assumed_by, (tuple, list)):
+            problems.add(f"{where}.assumed_by", self.assumed_by, "must be a tuple of IAM role or user ARNs",
+                         'pass assumed_by=("arn:aws:iam::111122223333:role/team-a-ci",)')
+        if not isinstance(self.principal_tag, str):
+            problems.add(f"{where}.principal_tag", self.principal_tag, "must be a string",
+                         f'pass principal_tag="{DEFAULT_PRINCIPAL_TAG}"')
+        if not problems.items:
+            # The rules every team meets, from YAML or Python: the config parser's own.
+            _team_fields(team_mapping(self), where, problems, guarantee_required=False)
+            object.__setattr__(self, "assumed_by", tuple(self.assumed_by))
         problems.raise_if_any(label="invalid argument")
 
-    def guarantee_for(self, capacity: Mapping[str, Any]) -> dict[str, Amount]:
+    @classmethod
+    def _read(cls, **fields: Any) -> TeamConfig:
+        """A team of fields the config parser has read and checked (:func:`_team_fields`): built
+        without checking them a second time."""
+        team = cls.__new__(cls)
+        for f in dataclasses.fields(cls):
+            if f.name in fields:
+                value = fields[f.name]
+            else:
+                value = f.default_factory() if callable(f.default_factory) else f.default
+            object.__setattr__(team, f.name, value)
+        return team
+
+    def guarantee_for(self, capacity: Mapping[str, object]) -> dict[str, Amount]:
         """The part of the guarantee on instance types that ``capacity`` declares."""
         return {it: a for it, a in self.guarantee.items() if it in capacity}
 
@@ -363,12 +390,12 @@ class PlatformConfig:
     batch_quota: BatchQuotaConfig | None = None
     hyperpod: HyperPodConfig | None = None
     fairshare: FairshareConfig | None = None
-    inference: Any = None
+    inference: InferenceConfig | None = None
     source: str | None = None
     #: Where every alarm goes (:class:`cdk_gpu_share.core.alerts_config.AlertsConfig`), or None.
-    alerts: Any = None
+    alerts: AlertsConfig | None = None
     #: Who may set the team identity tags (:class:`cdk_gpu_share.core.security_config.SecurityConfig`), or None.
-    security: Any = None
+    security: SecurityConfig | None = None
 
     def team(self, name: str) -> TeamConfig:
         """The team named ``name`` (``KeyError`` when there is none)."""
@@ -377,9 +404,10 @@ class PlatformConfig:
                 return team
         raise KeyError(name)
 
-    def backend(self, name: str) -> Any:
+    def backend(self, name: str) -> BatchQuotaConfig | HyperPodConfig | FairshareConfig | None:
         """The section of backend ``name`` (``batch_quota``, ``hyperpod`` or ``fairshare``), or None."""
-        return getattr(self, name)
+        section: BatchQuotaConfig | HyperPodConfig | FairshareConfig | None = getattr(self, name)
+        return section
 
     def teams_for(self, backend: str) -> list[TeamConfig]:
         """The teams whose guarantee names an instance type of ``backend``."""
@@ -527,6 +555,15 @@ def _capacity(value: Any, where: str, problems: _Problems, *, ml: bool) -> dict[
     return out
 
 
+def _catalogued(capacity: dict[str, int], backend: str, problems: _Problems) -> None:
+    """Drop from ``capacity`` the types the instance catalog refuses (typo, no GPU), each reported."""
+    for it in list(capacity):
+        refusal = instances.instance_type_problem(it, sagemaker=backend != FAIRSHARE)
+        if refusal is not None:
+            problems.add(f"{backend}.capacity.{it}", it, *refusal)
+            del capacity[it]
+
+
 _TEAM_KEYS = {
     "name",
     "guarantee",
@@ -555,6 +592,23 @@ def _team(raw: Any, index: int, problems: _Problems, *, guarantee_required: bool
     name = _str(data.get("name"), f"{where}.name", problems, fix="give the team a name such as team-a")
     if name:
         where = V.item("teams", index, name)
+    fields = _team_fields(data, where, problems, guarantee_required=guarantee_required)
+    if name is None:
+        return None
+    return TeamConfig._read(name=name, **fields)
+
+
+#: (field, minimum, maximum, fix) of a team's bounded whole numbers, in YAML and in Python
+#: (:class:`TeamConfig` gives its own fix, in Python's words).
+TEAM_INT_RANGES: tuple[tuple[str, int, int, str], ...] = (
+    ("borrow_limit_percent", -1, MAX_INT, "use -1 for unlimited, or a percentage >= 0"),
+    ("fair_share_weight", 0, 100, "HyperPod fair-share weights run from 0 to 100"),
+)
+
+
+def _team_fields(data: Mapping[str, Any], where: str, problems: _Problems, *, guarantee_required: bool) -> dict[str, Any]:
+    """Every field of one team but its name, read and checked; a field that breaks a rule is
+    reported and left out. The rules of a team, for the YAML parser and :class:`TeamConfig` alike."""
     guarantee: dict[str, Amount] = {}
     graw = _mapping(data.get("guarantee", _MISSING), f"{where}.guarantee", problems, required=guarantee_required)
     for it, amount in (graw or {}).items():
@@ -574,22 +628,20 @@ def _team(raw: Any, index: int, problems: _Problems, *, guarantee_required: bool
                 "is not a sharing strategy",
                 "use reserve, lend or lend_and_borrow",
             )
-    percent = None
-    if data.get("borrow_limit_percent") is not None:
-        percent = _int(
-            data["borrow_limit_percent"],
+    ints: dict[str, int | None] = {}
+    for key, lo, hi, fix in TEAM_INT_RANGES:
+        ints[key] = None
+        if data.get(key) is not None:
+            ints[key] = _int(data[key], f"{where}.{key}", problems, minimum=lo, maximum=hi, fix=fix)
+    percent = ints["borrow_limit_percent"]
+    if percent is not None and not sharing.borrows:
+        problems.add(
             f"{where}.borrow_limit_percent",
-            problems,
-            minimum=-1,
-            fix="use -1 for unlimited, or a percentage >= 0",
+            percent,
+            f"is set but sharing is {sharing.value}, which never borrows",
+            "remove borrow_limit_percent, or set sharing: lend_and_borrow",
         )
-        if percent is not None and not sharing.borrows:
-            problems.add(
-                f"{where}.borrow_limit_percent",
-                percent,
-                f"is set but sharing is {sharing.value}, which never borrows",
-                "remove borrow_limit_percent, or set sharing: lend_and_borrow",
-            )
+        percent = None
     borrow_limit: dict[str, Amount] = {}
     braw = _mapping(data.get("borrow_limit"), f"{where}.borrow_limit", problems)
     for it, amount in (braw or {}).items():
@@ -603,19 +655,10 @@ def _team(raw: Any, index: int, problems: _Problems, *, guarantee_required: bool
             f"is set but sharing is {sharing.value}, which never borrows",
             "remove borrow_limit, or set sharing: lend_and_borrow",
         )
+        borrow_limit = {}
     preempt = None  # unset: the service's default
     if data.get("in_team_preemption") is not None:
         preempt = _bool(data["in_team_preemption"], f"{where}.in_team_preemption", problems)
-    weight = None
-    if data.get("fair_share_weight") is not None:
-        weight = _int(
-            data["fair_share_weight"],
-            f"{where}.fair_share_weight",
-            problems,
-            minimum=0,
-            maximum=100,
-            fix="HyperPod fair-share weights run from 0 to 100",
-        )
     description = data.get("description", "")
     if not isinstance(description, str):
         problems.add(f"{where}.description", description, "must be a string", "quote it")
@@ -629,20 +672,16 @@ def _team(raw: Any, index: int, problems: _Problems, *, guarantee_required: bool
             "shorten it, and write it on one line (no `|` block)",
         )
         description = ""
-    authorization = _team_authorization(data, where, problems)
-    if name is None:
-        return None
-    return TeamConfig(
-        **authorization,
-        name=name,
-        guarantee=guarantee,
-        sharing=sharing,
-        borrow_limit_percent=percent,
-        borrow_limit=borrow_limit,
-        in_team_preemption=preempt,
-        fair_share_weight=weight,
-        description=description,
-    )
+    return {
+        **_team_authorization(data, where, problems),
+        "guarantee": guarantee,
+        "sharing": sharing,
+        "borrow_limit_percent": percent,
+        "borrow_limit": borrow_limit,
+        "in_team_preemption": preempt,
+        "fair_share_weight": ints["fair_share_weight"],
+        "description": description,
+    }
 
 
 EKS_CLUSTER_ARN_PATTERN = r"arn:aws[a-z-]*:eks:[a-z0-9-]+:\d{12}:cluster/[A-Za-z0-9][A-Za-z0-9_-]{0,99}"
@@ -730,6 +769,7 @@ def _batch(raw: Any, problems: _Problems) -> BatchQuotaConfig | None:
         return None
     _check_keys(data, _BATCH_KEYS, BATCH, problems)
     capacity = _capacity(data.get("capacity", _MISSING), f"{BATCH}.capacity", problems, ml=True)
+    _catalogued(capacity, BATCH, problems)
     names = {}
     for key in ("queue_name", "service_environment_name"):
         if data.get(key) is not None:
@@ -773,6 +813,7 @@ def _hyperpod(raw: Any, problems: _Problems) -> HyperPodConfig | None:
                 f"did you mean '{close[0]}'?" if close else "use a HyperPod instance type such as ml.p5.48xlarge",
             )
             del capacity[it]
+    _catalogued(capacity, HYPERPOD, problems)
     flags = {}
     for key in ("fair_share", "idle_resource_sharing"):
         if key in data:
@@ -883,16 +924,7 @@ def _fairshare(raw: Any, problems: _Problems) -> FairshareConfig | None:
         return None
     _check_keys(data, _FAIRSHARE_KEYS, FAIRSHARE, problems)
     capacity = _capacity(data.get("capacity", _MISSING), f"{FAIRSHARE}.capacity", problems, ml=False)
-    for it in list(capacity):
-        if instances.lookup(it) is None:
-            close = difflib.get_close_matches(it, instances.known_types(), n=1)
-            problems.add(
-                f"{FAIRSHARE}.capacity.{it}",
-                it,
-                "is not a GPU instance type this library knows",
-                f"did you mean '{close[0]}'?" if close else f"use one of {', '.join(instances.known_types())}",
-            )
-            del capacity[it]
+    _catalogued(capacity, FAIRSHARE, problems)
     kwargs: dict[str, Any] = {}
     if data.get("queue_name") is not None:
         kwargs["queue_name"] = _str(
@@ -1251,7 +1283,9 @@ def _check_backend(
                             )
 
 
-def check_backend(backend: str, section: Any, teams: list[TeamConfig]) -> list[Problem]:
+def check_backend(
+    backend: str, section: BatchQuotaConfig | HyperPodConfig | FairshareConfig, teams: list[TeamConfig]
+) -> list[Problem]:
     """The problems of ``teams`` on one backend section (used by the constructs)."""
     problems = _Problems()
     _check_backend(backend, section, list(teams), problems)
@@ -1270,12 +1304,28 @@ def _mig_fits_gpu(profile: str, gpu_model: str) -> bool:
     return True
 
 
-def parse_config(raw: Any, *, source: str | None = None) -> PlatformConfig:
+def parse_config(raw: object, *, source: str | None = None) -> PlatformConfig:
     """Validate a platform config mapping; raise ConfigError listing every problem."""
     problems = _Problems()
+    config = _read_config(raw, problems, source=source)
+    if problems.items or config is None:
+        raise ConfigError(problems.items, source=source)
+    return config
+
+
+def _read_config(
+    raw: Any, problems: _Problems, *, source: str | None = None, owned: Callable[[str], bool] | None = None
+) -> PlatformConfig | None:
+    """The config of ``raw``, or None; every problem recorded in ``problems``.
+
+    ``owned``: ``raw`` is part of a platform (one construct's props, see :func:`config_problems`):
+    teams may be none, no backend is required, only the guarantees on instance types ``owned``
+    accepts must name a type the sections declare, and team names are not checked against the
+    stack names of a whole platform's app. None: a whole platform.
+    """
     data = _mapping(raw, "config", problems, required=True)
     if data is None:
-        raise ConfigError(problems.items, source=source)
+        return None
     _check_keys(data, _TOP_KEYS, "", problems)
 
     name = "gpu-share"
@@ -1296,7 +1346,7 @@ def parse_config(raw: Any, *, source: str | None = None) -> PlatformConfig:
 
     teams: list[TeamConfig] = []
     raw_teams = data.get("teams")
-    if not isinstance(raw_teams, list) or not raw_teams:
+    if not isinstance(raw_teams, list) or (not raw_teams and owned is None):
         problems.add("teams", raw_teams, "must be a non-empty list", "list at least one team with a name and a guarantee")
         raw_teams = []
     seen: dict[str, int] = {}
@@ -1317,17 +1367,18 @@ def parse_config(raw: Any, *, source: str | None = None) -> PlatformConfig:
             continue
         seen[team.name] = i
         paths[team.name] = V.item("teams", i, team.name)
-        before = len(problems)
-        team_name_problems(name, team.name, f"{paths[team.name]}.name", problems.add)
-        if len(problems) > before:
-            refused.add(team.name)
+        if owned is None:  # a whole platform: every team gets a stack named after it
+            before = len(problems)
+            team_name_problems(name, team.name, f"{paths[team.name]}.name", problems.add)
+            if len(problems) > before:
+                refused.add(team.name)
         teams.append(team)
 
     batch = _batch(data.get(BATCH), problems)
     hyperpod = _hyperpod(data.get(HYPERPOD), problems)
     fairshare = _fairshare(data.get(FAIRSHARE), problems)
     sections = {BATCH: batch, HYPERPOD: hyperpod, FAIRSHARE: fairshare}
-    if not any(sections.values()) and "inference" not in data:
+    if not any(sections.values()) and "inference" not in data and owned is None:
         problems.add(
             "config",
             sorted(str(k) for k in data),
@@ -1353,7 +1404,7 @@ def parse_config(raw: Any, *, source: str | None = None) -> PlatformConfig:
             declared |= {str(k) for k in section_raw["capacity"]}
     for team in teams:
         for it in team.guarantee:
-            if it not in declared:
+            if it not in declared and (owned is None or owned(it)):
                 problems.add(
                     V.key(f"{paths[team.name]}.guarantee", it),
                     it,
@@ -1377,8 +1428,6 @@ def parse_config(raw: Any, *, source: str | None = None) -> PlatformConfig:
         extras[key] = parser(data[key], teams, problems.add)
     inference = extras.get("inference")
 
-    if problems.items:
-        raise ConfigError(problems.items, source=source)
     return PlatformConfig(
         name=name,
         teams=tuple(teams),
@@ -1402,3 +1451,163 @@ def load_config(path: str | Path) -> PlatformConfig:
     text = V.read_text(path)
     raw = V.load_yaml(text, source=source)
     return parse_config(raw, source=source)
+
+
+# ---------------------------------------------------------------------------
+# A config built in Python meets the rules of a config file through the same code:
+# the dataclasses are written back as the mapping a file holds and read by the parser.
+# A value of the wrong type is passed through as it is, for the parser to name.
+
+
+def amount_mapping(amount: Amount) -> object:
+    """``amount`` as a config file writes it: a number of instances, or a mapping."""
+    if not isinstance(amount, Amount):
+        return amount
+    if amount.is_instances_only:
+        return amount.instances
+    out: dict[str, Any] = {k: getattr(amount, k) for k in ("instances", "accelerators", "vcpu", "memory_gib")
+                           if getattr(amount, k) is not None}
+    if amount.mig:
+        out["mig"] = dict(amount.mig)
+    return out
+
+
+def _amounts_mapping(amounts: object) -> object:
+    if not isinstance(amounts, Mapping):
+        return amounts
+    return {it: amount_mapping(a) for it, a in amounts.items()}
+
+
+def team_mapping(team: TeamConfig) -> dict[str, object]:
+    """``team`` as an entry of the config file's ``teams`` list."""
+    out: dict[str, object] = {
+        "name": team.name,
+        "guarantee": _amounts_mapping(team.guarantee),
+        "sharing": team.sharing.value if isinstance(team.sharing, Sharing) else team.sharing,
+    }
+    optional = {
+        "borrow_limit_percent": team.borrow_limit_percent,
+        "borrow_limit": _amounts_mapping(team.borrow_limit) or None,
+        "in_team_preemption": team.in_team_preemption,
+        "fair_share_weight": team.fair_share_weight,
+        "description": team.description or None,
+        "max_priority": team.max_priority,
+        "assumed_by": list(team.assumed_by) if isinstance(team.assumed_by, (tuple, list)) and team.assumed_by
+        else (team.assumed_by or None),
+        # The default tag is the file's default too: written only when it is another one.
+        "principal_tag": None if team.principal_tag == DEFAULT_PRINCIPAL_TAG else team.principal_tag,
+    }
+    out.update({k: v for k, v in optional.items() if v is not None})
+    return out
+
+
+def _plain(value: object) -> object:
+    """Tuples as lists and mappings as dicts, as a config file holds them."""
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (tuple, list)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def section_mapping(section: BatchQuotaConfig | HyperPodConfig | FairshareConfig) -> object:
+    """A backend section (:class:`BatchQuotaConfig`, :class:`HyperPodConfig`, :class:`FairshareConfig`)
+    as the config file writes it; fields left at None are left out."""
+    if isinstance(section, HyperPodConfig):
+        classes = section.priority_classes
+        out: dict[str, Any] = {
+            "cluster_arn": section.cluster_arn,
+            "capacity": _plain(section.capacity),
+            "fair_share": section.fair_share,
+            "idle_resource_sharing": section.idle_resource_sharing,
+            "priority_classes": [{"name": c.name, "weight": c.weight} if isinstance(c, PriorityClass) else c
+                                 for c in classes] if isinstance(classes, (tuple, list)) else classes,
+            "scheduler_config_name": section.scheduler_config_name,
+            "eks_cluster_arn": section.eks_cluster_arn,
+        }
+    elif isinstance(section, (BatchQuotaConfig, FairshareConfig)):
+        out = {f.name: getattr(section, f.name) for f in dataclasses.fields(section)}
+        if isinstance(section, FairshareConfig):
+            reclaim, vpc = section.reclaim, section.vpc
+            out["reclaim"] = dataclasses.asdict(reclaim) if isinstance(reclaim, ReclaimConfig) else reclaim
+            if isinstance(vpc, FairshareVpcConfig):
+                out["vpc"] = {"vpc_id": vpc.vpc_id, "subnet_ids": list(vpc.subnet_ids)}
+                if vpc.security_group_ids:
+                    out["vpc"]["security_group_ids"] = list(vpc.security_group_ids)
+        out = {k: _plain(v) for k, v in out.items()}
+    else:
+        return section
+    return {k: v for k, v in out.items() if v is not None}
+
+
+# Mappings of the sections owned by other modules: name -> "module:function".
+EXTRA_MAPPINGS: dict[str, str] = {
+    "inference": "cdk_gpu_share.core.inference_config:inference_mapping",
+    "alerts": "cdk_gpu_share.core.alerts_config:alerts_mapping",
+}
+
+
+def config_mapping(config: PlatformConfig) -> dict[str, object]:
+    """``config`` as the mapping a config file holds (:func:`parse_config` reads it back)."""
+    raw: dict[str, object] = {"platform": {"name": config.name}, "teams": _team_list(config.teams)}
+    for key in BACKENDS:
+        section = getattr(config, key)
+        if section is not None:
+            raw[key] = section_mapping(section)
+    for key, target in EXTRA_MAPPINGS.items():
+        section = getattr(config, key)
+        if section is not None:
+            module_name, func_name = target.split(":")
+            raw[key] = getattr(importlib.import_module(module_name), func_name)(section)
+    return raw
+
+
+def _team_list(teams: object) -> object:
+    if not isinstance(teams, (tuple, list)):
+        return teams
+    return [team_mapping(t) if isinstance(t, TeamConfig) else t for t in teams]
+
+
+def check_config(config: PlatformConfig) -> list[Problem]:
+    """Every problem :func:`parse_config` finds in ``config`` (one built in Python), by its rules."""
+    problems = _Problems()
+    if not isinstance(config, PlatformConfig):
+        problems.add("config", config, f"must be a PlatformConfig, not {V.kind(config)}",
+                     "pass PlatformConfig(...) or the result of load_config(path)")
+        return problems.items
+    _read_config(config_mapping(config), problems, source=config.source)
+    return problems.items
+
+
+def config_problems(
+    teams: Sequence[TeamConfig] = (),
+    *,
+    platform: str = "gpu-share",
+    batch_quota: BatchQuotaConfig | None = None,
+    hyperpod: HyperPodConfig | None = None,
+    fairshare: FairshareConfig | None = None,
+    owned: Callable[[str], bool] = lambda instance_type: True,
+) -> list[Problem]:
+    """The problems of one construct's props: the teams and sections it is given, checked by the
+    config parser's rules as if they were a platform config of their own (fields are the config's:
+    ``teams[1] (team-b).guarantee``, ``batch_quota.capacity.ml.g5.xlarge``).
+
+    Unlike a whole config, the teams may be none and no backend is required; a guarantee must name
+    a declared instance type only where ``owned`` accepts the type (a construct owns the SageMaker
+    types, another the EC2 types; types that belong to another construct are its business).
+    """
+    raw: dict[str, object] = {"platform": {"name": platform}, "teams": _team_list(list(teams))}
+    for key, section in ((BATCH, batch_quota), (HYPERPOD, hyperpod), (FAIRSHARE, fairshare)):
+        if section is not None:
+            raw[key] = section_mapping(section)
+    problems = _Problems()
+    _read_config(raw, problems, owned=owned)
+    return problems.items
+
+
+def team_problems(team: TeamConfig) -> list[Problem]:
+    """The problems of one team on its own (a team's stack): the rules every team meets."""
+    if not isinstance(team, TeamConfig):
+        return [Problem("team", team, f"must be a TeamConfig, not {V.kind(team)}",
+                        'pass TeamConfig(name="team-a", guarantee={"ml.g5.xlarge": 1})')]
+    return config_problems([team], owned=lambda instance_type: False)

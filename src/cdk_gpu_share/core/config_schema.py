@@ -18,9 +18,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from cdk_gpu_share.core import alerts_config as AL
 from cdk_gpu_share.core import config as C
 from cdk_gpu_share.core import hyperpod_schema as hp
-from cdk_gpu_share.core import alerts_config as AL
 from cdk_gpu_share.core import inference_config as IC
 from cdk_gpu_share.core import security_config as SEC
 

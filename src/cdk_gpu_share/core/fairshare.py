@@ -3,7 +3,7 @@ validation, the FairshareQueue construct, the reclaim Lambda and ``gpu-share sta
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 from cdk_gpu_share.core.errors import Problem
 

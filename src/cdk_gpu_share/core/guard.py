@@ -57,7 +57,8 @@ What the guard cannot cover:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from cdk_gpu_share.core.config import PlatformConfig
@@ -151,12 +152,12 @@ def tag_guard_policy(
     return {"Version": "2012-10-17", "Statement": statements}
 
 
-def identity_tag_keys(config: "PlatformConfig") -> list[str]:
+def identity_tag_keys(config: PlatformConfig) -> list[str]:
     """The principal tag keys the config's teams use for identity (each team's ``principal_tag``)."""
     return _unique_ignoring_case(team.principal_tag for team in config.teams)
 
 
-def guard_policy(config: "PlatformConfig", partition: str = "aws") -> dict:
+def guard_policy(config: PlatformConfig, partition: str = "aws") -> dict:
     """The guard for ``config``: its teams' tag keys, its ``security.administrators``."""
     security = config.security
     return tag_guard_policy(
@@ -166,7 +167,7 @@ def guard_policy(config: "PlatformConfig", partition: str = "aws") -> dict:
     )
 
 
-def identity_warnings(config: "PlatformConfig", config_path: str = "platform.yaml") -> list[str]:
+def identity_warnings(config: PlatformConfig, config_path: str = "platform.yaml") -> list[str]:
     """One line per team without ``assumed_by``: its identity is a principal tag."""
     return [
         f"warning: team {team.name} has no assumed_by, so any principal of the account tagged"

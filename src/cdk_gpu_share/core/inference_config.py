@@ -51,9 +51,9 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from cdk_gpu_share.core import instances, mig
 from cdk_gpu_share.core import validation as V
@@ -68,6 +68,7 @@ __all__ = [
     "InferenceConfig",
     "parse_inference",
     "check_endpoint",
+    "endpoint_problems",
     "rolling_update_problems",
     "ROLLING_UPDATE_BATCH_COPIES",
     "rolling_update_batch",
@@ -136,6 +137,14 @@ class InferenceModelConfig:
     team: str | None = None
     invocations_per_copy: float = DEFAULT_INVOCATIONS_PER_COPY
     network_isolation: bool = True
+
+    def __post_init__(self) -> None:
+        # The config file's shorthand: copies=3 is 3 fixed copies, a mapping is read as there.
+        if not isinstance(self.copies, Copies):
+            problems = V.Problems()
+            copies = _copies(self.copies, f"InferenceModelConfig({self.name!r}).copies", _Reader(problems.add))
+            problems.raise_if_any(label="invalid argument")
+            object.__setattr__(self, "copies", copies)
 
     @property
     def partitioned(self) -> bool:
@@ -283,7 +292,8 @@ def check_endpoint(endpoint: InferenceEndpointConfig, *, where: str = "") -> lis
         if m.cpus is not None and m.cpus < MIN_CPUS:
             add(f"{mwhere}.cpus", m.cpus, f"must be at least {MIN_CPUS}", "give the CPU cores one copy needs, or leave it out")
         if m.invocations_per_copy <= 0:
-            add(f"{mwhere}.invocations_per_copy", m.invocations_per_copy, "must be positive", "use the invocations per copy per minute to scale at, such as 10")
+            add(f"{mwhere}.invocations_per_copy", m.invocations_per_copy, "must be positive",
+                "use the invocations per copy per minute to scale at, such as 10")
         if len(m.environment) > MAX_ENVIRONMENT_ENTRIES:
             add(f"{mwhere}.environment", len(m.environment), f"SageMaker takes at most {MAX_ENVIRONMENT_ENTRIES} variables", "drop some")
         if m.model_data_url is not None and not re.match(r"^s3://[a-z0-9.\-]{3,63}/.+", m.model_data_url):
@@ -338,7 +348,7 @@ def check_endpoint(endpoint: InferenceEndpointConfig, *, where: str = "") -> lis
                 )
             continue
         try:
-            name = mig.profile(gpu, m.profile, field=f"{pre}{mwhere}.profile").name
+            name = mig.profile(gpu, m.profile or "", field=f"{pre}{mwhere}.profile").name
         except mig.MigError as exc:
             problems.extend(exc.problems)
             continue
@@ -578,7 +588,12 @@ def _copies(value: Any, where: str, r: _Reader) -> Copies | None:
     return Copies(initial=initial, min=lo, max=hi)
 
 
-def _model(raw: Any, where: str, team_names: set[str], r: _Reader) -> InferenceModelConfig | None:
+def _at(where: str, name: str) -> str:
+    """The path of ``name`` under ``where`` (``name`` alone at the top of a construct's props)."""
+    return f"{where}.{name}" if where else name
+
+
+def _model(raw: Any, where: str, team_names: set[str] | None, r: _Reader) -> InferenceModelConfig | None:
     data = r.mapping(raw, where)
     if data is None:
         return None
@@ -640,7 +655,7 @@ def _model(raw: Any, where: str, team_names: set[str], r: _Reader) -> InferenceM
     team = None
     if data.get("team") is not None:
         team = r.string(data["team"], f"{where}.team", "name one of the config's teams")
-        if team is not None and team not in team_names:
+        if team is not None and team_names is not None and team not in team_names:
             r.add(f"{where}.team", team, "is not a team of this config", f"use one of {', '.join(sorted(team_names)) or '(no teams)'}")
             ok = False
     target = DEFAULT_INVOCATIONS_PER_COPY
@@ -657,6 +672,7 @@ def _model(raw: Any, where: str, team_names: set[str], r: _Reader) -> InferenceM
             ok = False
     if not ok:
         return None
+    assert name is not None and image is not None and copies is not None and memory is not None  # ok says so
     return InferenceModelConfig(
         name=name,
         image=image,
@@ -673,28 +689,28 @@ def _model(raw: Any, where: str, team_names: set[str], r: _Reader) -> InferenceM
     )
 
 
-def _endpoint(raw: Any, where: str, team_names: set[str], r: _Reader) -> InferenceEndpointConfig | None:
+def _endpoint(raw: Any, where: str, team_names: set[str] | None, r: _Reader) -> InferenceEndpointConfig | None:
     data = r.mapping(raw, where)
     if data is None:
         return None
     name = r.string(
         data.get("name"),
-        f"{where}.name",
+        _at(where, "name"),
         "use lower-case letters, digits and hyphens",
         pattern=NAME_PATTERN,
         message="is not a valid endpoint name",
     )
-    if name:
+    if name and where:
         where = f"{where} ({name})"
     r.keys(data, _ENDPOINT_KEYS, where)
     instance_type = r.string(
         data.get("instance_type"),
-        f"{where}.instance_type",
+        _at(where, "instance_type"),
         f"use a MIG instance type: {', '.join(mig.INSTANCE_TYPES)}",
     )
-    count = 1
+    count: int | None = 1
     if "instance_count" in data:
-        count = r.integer(data["instance_count"], f"{where}.instance_count", minimum=1, fix="use 1 or more")
+        count = r.integer(data["instance_count"], _at(where, "instance_count"), minimum=1, fix="use 1 or more")
     layout_raw = data.get("layout")
     layout: str | tuple[str, ...] | None = None
     if isinstance(layout_raw, str) and layout_raw.strip():
@@ -703,28 +719,29 @@ def _endpoint(raw: Any, where: str, team_names: set[str], r: _Reader) -> Inferen
         layout = tuple(layout_raw)
     else:
         r.add(
-            f"{where}.layout",
+            _at(where, "layout"),
             layout_raw,
             "is required: a preset name or a list of MIG profiles",
             f"for example layout: half, or layout: [mig-3g.20gb, mig-3g.20gb]; presets: {', '.join(mig.PRESETS)}",
         )
     whole = None
-    wraw = r.mapping(data.get("whole_gpu"), f"{where}.whole_gpu")
+    wraw = r.mapping(data.get("whole_gpu"), _at(where, "whole_gpu"))
     if wraw is not None:
-        r.keys(wraw, {"instance_type", "instance_count"}, f"{where}.whole_gpu")
-        wtype = r.string(wraw.get("instance_type"), f"{where}.whole_gpu.instance_type", "give an ml. GPU instance type such as ml.p4d.24xlarge")
-        wcount = 1
+        r.keys(wraw, {"instance_type", "instance_count"}, _at(where, "whole_gpu"))
+        wtype = r.string(wraw.get("instance_type"), _at(where, "whole_gpu.instance_type"),
+                         "give an ml. GPU instance type such as ml.p4d.24xlarge")
+        wcount: int | None = 1
         if "instance_count" in wraw:
-            wcount = r.integer(wraw["instance_count"], f"{where}.whole_gpu.instance_count", minimum=1, fix="use 1 or more")
+            wcount = r.integer(wraw["instance_count"], _at(where, "whole_gpu.instance_count"), minimum=1, fix="use 1 or more")
         if wtype is not None and wcount is not None:
             whole = WholeGpuConfig(wtype, wcount)
     models: list[InferenceModelConfig] = []
     mraw = data.get("models")
     if not isinstance(mraw, list) or not mraw:
-        r.add(f"{where}.models", mraw, "must be a non-empty list", "list the models this endpoint serves")
+        r.add(_at(where, "models"), mraw, "must be a non-empty list", "list the models this endpoint serves")
         mraw = []
     for i, entry in enumerate(mraw):
-        m = _model(entry, f"{where}.models[{i}]", team_names, r)
+        m = _model(entry, _at(where, f"models[{i}]"), team_names, r)
         if m is not None:
             models.append(m)
     if name is None or instance_type is None or count is None or layout is None:
@@ -743,7 +760,99 @@ def _endpoint(raw: Any, where: str, team_names: set[str], r: _Reader) -> Inferen
     return endpoint if complete else None
 
 
-def parse_inference(raw: Any, teams: Sequence[Any], add_problem: AddProblem) -> InferenceConfig | None:
+def model_mapping(model: InferenceModelConfig) -> object:
+    """``model`` as an entry of an endpoint's ``models`` list in the config file."""
+    if not isinstance(model, InferenceModelConfig):
+        return model
+    c = model.copies
+    out: dict[str, Any] = {
+        "name": model.name,
+        "image": model.image,
+        "memory_mb": model.memory_mb,
+        "model_data_url": model.model_data_url,
+        "environment": dict(model.environment) if isinstance(model.environment, Mapping) else model.environment,
+        "profile": model.profile,
+        "gpus": model.gpus,
+        "copies": {"initial": c.initial, "min": c.min, "max": c.max} if isinstance(c, Copies) else c,
+        "cpus": model.cpus,
+        "team": model.team,
+        "invocations_per_copy": model.invocations_per_copy,
+        "network_isolation": model.network_isolation,
+    }
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def endpoint_mapping(endpoint: InferenceEndpointConfig) -> object:
+    """``endpoint`` as an entry of the config file's ``inference.endpoints``."""
+    if not isinstance(endpoint, InferenceEndpointConfig):
+        return endpoint
+    models = endpoint.models
+    out: dict[str, Any] = {
+        "name": endpoint.name,
+        "instance_type": endpoint.instance_type,
+        "instance_count": endpoint.instance_count,
+        "layout": list(endpoint.layout) if isinstance(endpoint.layout, (tuple, list)) else endpoint.layout,
+        "models": [model_mapping(m) for m in models] if isinstance(models, (tuple, list)) else models,
+    }
+    wg = endpoint.whole_gpu
+    if wg is not None:
+        out["whole_gpu"] = {"instance_type": wg.instance_type, "instance_count": wg.instance_count} \
+            if isinstance(wg, WholeGpuConfig) else wg
+    return out
+
+
+def inference_mapping(inference: InferenceConfig) -> object:
+    """``inference`` as the config file writes it (:func:`parse_inference` reads it back)."""
+    if not isinstance(inference, InferenceConfig):
+        return inference
+    endpoints = inference.endpoints
+    out: dict[str, Any] = {
+        "endpoints": [endpoint_mapping(e) for e in endpoints] if isinstance(endpoints, (tuple, list)) else endpoints,
+    }
+    if inference.vpc is not None:
+        out["vpc"] = vpc_mapping(inference.vpc)
+    if inference.kms_key_arn is not None:
+        out["kms_key_arn"] = inference.kms_key_arn
+    return out
+
+
+def endpoint_problems(endpoint: InferenceEndpointConfig, *, vpc: InferenceVpcConfig | None = None) -> list[Problem]:
+    """Every problem of one endpoint built in Python, by the rules of the config's ``inference``
+    section (fields relative to the endpoint: ``models[0] (summarizer).memory_mb``, ``vpc_config``)."""
+    problems = V.Problems()
+    r = _Reader(problems.add)
+    _endpoint(endpoint_mapping(endpoint), "", None, r)
+    if vpc is not None:
+        _vpc(vpc_mapping(vpc), "vpc_config", r)
+    return problems.items
+
+
+def _vpc(raw: Any, where: str, r: _Reader) -> InferenceVpcConfig | None:
+    vraw = r.mapping(raw, where)
+    if vraw is None:
+        return None
+    r.keys(vraw, {"subnet_ids", "security_group_ids"}, where)
+    lists: dict[str, tuple[str, ...]] = {}
+    for key, prefix in (("subnet_ids", "subnet-"), ("security_group_ids", "sg-")):
+        value = vraw.get(key)
+        if not isinstance(value, list) or not value or not all(isinstance(v, str) and v.startswith(prefix) for v in value):
+            r.add(f"{where}.{key}", value, f"must be a non-empty list of {prefix}... ids", f"for example [{prefix}0123456789abcdef0]")
+        else:
+            lists[key] = tuple(value)
+    if len(lists) != 2:
+        return None
+    return InferenceVpcConfig(lists["subnet_ids"], lists["security_group_ids"])
+
+
+def vpc_mapping(vpc: InferenceVpcConfig) -> object:
+    """``vpc`` as the config file's ``inference.vpc``."""
+    if not isinstance(vpc, InferenceVpcConfig):
+        return vpc
+    return {k: list(v) if isinstance(v, (tuple, list)) else v
+            for k, v in (("subnet_ids", vpc.subnet_ids), ("security_group_ids", vpc.security_group_ids))}
+
+
+def parse_inference(raw: object, teams: Sequence[object], add_problem: AddProblem) -> InferenceConfig | None:
     """Parse the ``inference`` section; record every problem with ``add_problem``.
 
     ``teams`` are the config's parsed teams (``TeamConfig``): a model's ``team`` must
@@ -754,7 +863,7 @@ def parse_inference(raw: Any, teams: Sequence[Any], add_problem: AddProblem) -> 
     if data is None:
         return None
     r.keys(data, _TOP_KEYS, "inference")
-    team_names = {getattr(t, "name", t) for t in teams}
+    team_names = {str(getattr(t, "name", t)) for t in teams}
     endpoints: list[InferenceEndpointConfig] = []
     eraw = data.get("endpoints")
     if not isinstance(eraw, list) or not eraw:
@@ -775,19 +884,7 @@ def parse_inference(raw: Any, teams: Sequence[Any], add_problem: AddProblem) -> 
             continue
         seen[e.name] = i
         endpoints.append(e)
-    vpc = None
-    vraw = r.mapping(data.get("vpc"), "inference.vpc")
-    if vraw is not None:
-        r.keys(vraw, {"subnet_ids", "security_group_ids"}, "inference.vpc")
-        lists: dict[str, tuple[str, ...]] = {}
-        for key, prefix in (("subnet_ids", "subnet-"), ("security_group_ids", "sg-")):
-            value = vraw.get(key)
-            if not isinstance(value, list) or not value or not all(isinstance(v, str) and v.startswith(prefix) for v in value):
-                r.add(f"inference.vpc.{key}", value, f"must be a non-empty list of {prefix}... ids", f"for example [{prefix}0123456789abcdef0]")
-            else:
-                lists[key] = tuple(value)
-        if len(lists) == 2:
-            vpc = InferenceVpcConfig(lists["subnet_ids"], lists["security_group_ids"])
+    vpc = _vpc(data.get("vpc"), "inference.vpc", r)
     kms = None
     if data.get("kms_key_arn") is not None:
         kms = r.string(

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
+from cdk_gpu_share.core import instances
 from cdk_gpu_share.core.errors import ConfigError, Problem
 
 __all__ = [
@@ -46,6 +47,7 @@ __all__ = [
     "clear_layout_cache",
     "resolve_layout",
     "format_placement",
+    "format_layout",
 ]
 
 COMPUTE_SLICES = 7
@@ -140,14 +142,10 @@ class InstanceGpuInfo:
     gpu_count: int
 
 
-#: SageMaker instance types with MIG-capable GPUs (contract list; 8 GPUs each).
+#: SageMaker instance types with MIG-capable GPUs (contract list; 8 GPUs each): the
+#: instance catalog's types marked ``mig`` (:func:`cdk_gpu_share.core.instances.mig_types`).
 INSTANCE_TYPES: dict[str, InstanceGpuInfo] = {
-    "ml.p4d.24xlarge": InstanceGpuInfo("A100-40GB", 8),
-    "ml.p4de.24xlarge": InstanceGpuInfo("A100-80GB", 8),
-    "ml.p5.48xlarge": InstanceGpuInfo("H100-80GB", 8),
-    "ml.p5e.48xlarge": InstanceGpuInfo("H200-141GB", 8),
-    "ml.p5en.48xlarge": InstanceGpuInfo("H200-141GB", 8),
-    "ml.p6-b200.48xlarge": InstanceGpuInfo("B200-180GB", 8),
+    name: InstanceGpuInfo(info.gpu_model, info.gpus) for name, info in instances.mig_types().items()
 }
 
 
@@ -185,6 +183,11 @@ class Layout:
 
     def __str__(self) -> str:
         return format_placement(zip(self.profiles, self.starts))
+
+    @property
+    def layout(self) -> str:
+        """The profiles as a config's ``layout:`` takes them (:func:`format_layout`)."""
+        return format_layout(self.profiles)
 
 
 #: Named layouts, in profile kinds (see ``KINDS``); ``resolve_layout`` turns them into
@@ -230,7 +233,7 @@ def _norm_gpu(text: str) -> str:
     return re.sub(r"[\s_]+", "-", text.strip()).upper()
 
 
-def _closest(value: str, choices: Iterable[str], *, key=lambda s: s) -> list[str]:
+def _closest(value: str, choices: Iterable[str], *, key: Callable[[str], str] = lambda s: s) -> list[str]:
     choices = list(choices)
     by_key = {key(c): c for c in choices}
     return [by_key[m] for m in difflib.get_close_matches(key(value), list(by_key), n=2, cutoff=0.6)]
@@ -370,13 +373,13 @@ def profile(gpu: str, name: str, *, field: str = "profile") -> Profile:
         )
     # Not a profile of this GPU: is it another GPU's?
     owners: dict[str, list[str]] = {}
-    for other, names in _NAMES.items():
+    for other in _NAMES:
         okind = _kind_of(other, norm)
         if okind is not None:
             owners.setdefault(okind, []).append(other)
     if owners:
         gpus = sorted({g for gs in owners.values() for g in gs}, key=list(GPUS).index)
-        kinds = sorted(owners, key=_KIND_RANK.get)
+        kinds = sorted(owners, key=lambda k: _KIND_RANK[k])
         if len(kinds) == 1:
             alts = [_NAMES[gpu][kinds[0]]]
         else:  # the same name is a different shape on different GPUs
@@ -408,6 +411,11 @@ def profile(gpu: str, name: str, *, field: str = "profile") -> Profile:
 def format_placement(placement: Iterable[tuple[str, int]]) -> str:
     """``mig-3g.40gb@0 mig-3g.40gb@4``."""
     return " ".join(f"{name}@{start}" for name, start in placement)
+
+
+def format_layout(profiles: Iterable[str]) -> str:
+    """Profile names as a config's ``layout:`` takes them: ``[mig-4g.40gb, mig-3g.40gb]``."""
+    return "[" + ", ".join(profiles) + "]"
 
 
 def _sorted_for_placement(items: Sequence[Profile]) -> list[Profile]:
@@ -613,7 +621,7 @@ def resolve_layout(gpu: str, layout: str | Sequence[str], *, field: str = "layou
     items = _resolve_profiles(gpu, list(layout), field=field)
     result = _check(gpu, items)
     if not result.fits:
-        maximal = [str(x) for x in layouts(gpu)][:3]
+        maximal = [x.layout for x in layouts(gpu)][:3]
         raise MigError(
             Problem(
                 field,

@@ -111,7 +111,7 @@ def fleet_plan(config: PlatformConfig) -> dict[str, Any]:
             t["guaranteed_gpus"] = t["guaranteed"] * per
             t["unguaranteed_gpus"] = t["unguaranteed"] * per
         out["backends"][backend] = {"teams": rows, "totals": totals, "strategy": STRATEGY[backend]}
-        if backend == FAIRSHARE:
+        if isinstance(section, FairshareConfig):
             out["backends"][backend]["network"] = fairshare_network(section)
     out["inference"] = inference_plan(config)
     out["idle_costs"] = idle_costs(config)
@@ -234,7 +234,8 @@ def idle_costs(config: PlatformConfig) -> list[dict[str, str]]:
             })
         if fs.reclaim.enabled:
             out.append({"backend": FAIRSHARE, "resource": "reclaim Lambda",
-                        "what": f"the reclaim Lambda runs every {fs.reclaim.schedule_minutes} min (Lambda and CloudWatch metrics; cents a month)"})
+                        "what": f"the reclaim Lambda runs every {fs.reclaim.schedule_minutes} min"
+                                " (Lambda and CloudWatch metrics; cents a month)"})
     if config.hyperpod is not None:
         out.append({"backend": HYPERPOD, "resource": "HyperPod cluster (not created here)",
                     "what": f"the cluster {config.hyperpod.cluster_arn.rsplit('/', 1)[-1]} bills its instances whether "

@@ -55,10 +55,10 @@ from __future__ import annotations
 import bisect
 import heapq
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 from cdk_gpu_share.core import validation as V
 from cdk_gpu_share.core.errors import ConfigError, Problem
@@ -312,14 +312,15 @@ class _Checker:
     def missing(self, field: str, fix: str) -> None:
         self.add(field, None, "is missing", fix)
 
-    def number(self, obj: Mapping, key: str, path: str, *, default: Any = _MISSING, minimum=None, fix: str):
+    def number(self, obj: Mapping, key: str, path: str, *, default: Any = _MISSING, minimum: float | None = None,
+               fix: str) -> Any:
         value = obj.get(key, _MISSING)
         if value is _MISSING:
             if default is _MISSING:
                 self.missing(path, fix)
             return default
         if not _is_number(value):
-            self.add(path, value, _number_problem(value), fix)
+            self.add(path, value, _number_problem(value), fix)  # type: ignore[arg-type]
             return default if default is not _MISSING else None
         if minimum is not None and value < minimum:
             self.add(path, value, f"must not be below {minimum}", fix)
@@ -346,7 +347,7 @@ class _Checker:
                 self.add(where, r, "resource names must be strings", 'write a name such as "gpu"')
                 continue
             if not _is_number(amount):
-                self.add(where, amount, _number_problem(amount),
+                self.add(where, amount, _number_problem(amount),  # type: ignore[arg-type]
                          "write a non-negative number such as 1 or 0.5")
                 continue
             if amount < 0:
@@ -369,7 +370,7 @@ def _one_of(values: Iterable[str], limit: int = 8) -> str:
     return shown or "none"
 
 
-def parse_state(state: Mapping) -> State:
+def parse_state(state: object) -> State:
     """Validate a JSON-like state and return it as a :class:`State`.
 
     Raises :class:`ConfigError` listing every problem, each naming the field (a
@@ -468,7 +469,7 @@ def _parse_teams(state: Mapping, capacity: dict, names: dict | None, check: _Che
             ok = False
         percent = raw.get("borrow_limit_percent", -1)
         if not _is_number(percent):
-            check.add(f"{where}.borrow_limit_percent", percent, _number_problem(percent),
+            check.add(f"{where}.borrow_limit_percent", percent, _number_problem(percent),  # type: ignore[arg-type]
                       "use -1 for unlimited, or a percentage >= 0")
             ok = False
         elif percent < -1:
@@ -538,7 +539,7 @@ def _parse_jobs(state: Mapping, capacity: Mapping | None, team_names: set | None
                 and type(team) is str and team in fast_teams
                 and (job_state == "running" or job_state == "pending")
                 and type(priority) is int
-                and (ts is int or ts is float) and -_SAFE <= since <= _SAFE
+                and (ts is int or ts is float) and -_SAFE <= since <= _SAFE  # type: ignore[operator]
                 and (terminating is False or terminating is True)
                 and type(demand) is dict
             ):
@@ -548,14 +549,14 @@ def _parse_jobs(state: Mapping, capacity: Mapping | None, team_names: set | None
                         break
                 else:
                     seen[job_id] = i
-                    append(JobSpec(job_id, team, job_state, demand, priority, since, terminating))
+                    append(JobSpec(job_id, team, job_state, demand, priority, since, terminating))  # type: ignore[arg-type]
                     continue
         where = f"jobs[{i}]"
         if not isinstance(raw, Mapping):
             check.add(where, raw, f"must be a job object, not {_kind(raw)}",
                       'write {"id": "j1", "team": "alpha", "state": "running", "demand": {"gpu": 1}, "since": 0}')
             continue
-        get = raw.get
+        get = raw.get  # type: ignore[assignment]
         n = len(check.problems)
         job_id = get("id", _MISSING)
         if type(job_id) is not str:
@@ -577,7 +578,7 @@ def _parse_jobs(state: Mapping, capacity: Mapping | None, team_names: set | None
                 check.add(f"{where}.team", team, f"must be a string, not {_kind(team)}", "write the team's name")
             else:
                 check.add(f"{where}.team", team, "is not a team of this state",
-                          f"use one of the teams ({_one_of(sorted(team_names))}) or add the team")
+                          f"use one of the teams ({_one_of(sorted(team_names))}) or add the team")  # type: ignore[arg-type]
         job_state = get("state", _MISSING)
         if job_state != "running" and job_state != "pending":
             if job_state is _MISSING:
@@ -607,14 +608,14 @@ def _parse_jobs(state: Mapping, capacity: Mapping | None, team_names: set | None
             if since is _MISSING:
                 check.missing(f"{where}.since", "add the start time (running) or enqueue time (pending) in seconds")
             else:
-                check.add(f"{where}.since", since, _number_problem(since),
+                check.add(f"{where}.since", since, _number_problem(since),  # type: ignore[arg-type]
                           "write the start time (running) or enqueue time (pending) in seconds")
         terminating = get("terminating", False)
         if type(terminating) is not bool:
             check.add(f"{where}.terminating", terminating, f"must be true or false, not {_kind(terminating)}",
                       "write true or false")
         if len(check.problems) == n:
-            jobs.append(JobSpec(job_id, team, job_state, demand, priority, since, terminating))
+            jobs.append(JobSpec(job_id, team, job_state, demand, priority, since, terminating))  # type: ignore[arg-type]
     return jobs
 
 
@@ -622,7 +623,7 @@ def _parse_jobs(state: Mapping, capacity: Mapping | None, team_names: set | None
 # The planner
 
 
-def plan(state: Mapping) -> dict:
+def plan(state: object) -> dict:
     """Validate ``state`` (the input of ``gpu-share reclaim plan``) and return the plan.
 
     Raises :class:`ConfigError` on invalid input. The same input always gives the
@@ -768,14 +769,16 @@ class PlanState:
         sums: list[dict] = []
         victims_in: list[dict] = []
         for _ in range(nt):
-            team_sums, team_lists = {}, {}
+            team_sums: dict = {}
+            team_lists: dict = {}
             for r in resources:
                 team_sums[r] = []
                 team_lists[r] = []
             sums.append(team_sums)
             victims_in.append(team_lists)
         self.sums, self.victims_in = sums, victims_in
-        self.victims_of = victims_of = [[] for _ in range(nt)]
+        victims_of: list[list[int]] = [[] for _ in range(nt)]
+        self.victims_of = victims_of
         for j in range(n_running):
             ti = r_team[j]
             acc = sums[ti]
@@ -1185,7 +1188,7 @@ def serve_pending(ps: PlanState, preemptions: list, *, waiting: bool) -> tuple[l
             return served, None
         done = {id(p) for p in served}
         return served, [p.id for p in merged(parts) if id(p) not in done]
-    served: list[JobSpec] = []
+    served = []
     left: list[str] = []
     t_index = ps.t_index
     standing: dict = {}  # (team, id(demand)) -> ps.standing, as in pending_order
@@ -1264,7 +1267,7 @@ def serve_one(ps: PlanState, ti: int, p: JobSpec, st: int, preemptions: list) ->
     with its victims added to ``preemptions``."""
     demand = p.demand
     if st == FITS:
-        victims = []
+        victims: list[int] | None = []
     else:
         if not has_waited(p, ps.now, ps.settings):
             return False
@@ -1276,7 +1279,7 @@ def serve_one(ps: PlanState, ti: int, p: JobSpec, st: int, preemptions: list) ->
         if victims is None:
             return False
     teams = ps.teams
-    for j in victims:
+    for j in victims:  # type: ignore[union-attr]  # None returned above
         vt = ps.r_team[j]
         preemptions.append({
             "job": ps.r_id[j],

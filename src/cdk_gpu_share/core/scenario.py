@@ -25,11 +25,12 @@ and its ``schedule_minutes`` the planner's period (:func:`poll_seconds_of`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from fractions import Fraction
-from typing import Any, Mapping
+from typing import Any
 
 from cdk_gpu_share.core import instances
-from cdk_gpu_share.core.config import BACKENDS, FAIRSHARE, HYPERPOD, Amount, PlatformConfig, TeamConfig
+from cdk_gpu_share.core.config import BACKENDS, FAIRSHARE, HYPERPOD, Amount, FairshareConfig, PlatformConfig, TeamConfig
 from cdk_gpu_share.core.errors import ConfigError, Problem
 
 RESOURCE = "gpu"
@@ -133,9 +134,10 @@ def scenario_from_config(config: PlatformConfig, backend: str | None = None) -> 
     """
     backend = choose_backend(config, backend)
     section = config.backend(backend)
+    assert section is not None  # choose_backend picks a section the config has
     capacity = sum((amount_gpus(it, n) for it, n in section.capacity.items()), Fraction(0))
     settings = {"reclaim_after_seconds": 0, "min_runtime_seconds": 0}
-    if backend == FAIRSHARE:
+    if isinstance(section, FairshareConfig):
         settings = {
             "reclaim_after_seconds": section.reclaim.reclaim_after_seconds,
             "min_runtime_seconds": section.reclaim.min_runtime_seconds,

@@ -20,8 +20,9 @@ the config's ``add_problem(field, value, message, fix)``.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 #: An IAM role, user or root ARN as aws:PrincipalArn carries it; * and ? match any characters.
 ADMINISTRATOR_ARN_PATTERN = re.compile(

@@ -58,9 +58,10 @@ import math
 import os
 import time
 from bisect import bisect_left, bisect_right, insort
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import IO, Any, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import IO, Any
 
 from cdk_gpu_share.core import reclaim
 from cdk_gpu_share.core.errors import ConfigError, Problem
@@ -102,7 +103,7 @@ class Scenario:
     def team_names(self) -> tuple[str, ...]:
         return tuple(t.name for t in self.state.teams)
 
-    def team(self, name: str):
+    def team(self, name: str) -> reclaim.TeamSpec:
         for t in self.state.teams:
             if t.name == name:
                 return t
@@ -136,7 +137,7 @@ class Job:
         return f"{place} (job {self.id!r})"
 
 
-def parse_scenario(obj: Any, *, source: str = "scenario") -> Scenario:
+def parse_scenario(obj: object, *, source: str = "scenario") -> Scenario:
     """Validate a scenario mapping (the planner's validation) and return a :class:`Scenario`."""
     if not isinstance(obj, Mapping):
         raise ConfigError(
@@ -256,7 +257,7 @@ def parse_jobs(stream: IO[str] | Iterable[str], scenario: Scenario, *, source: s
         job_id = row[col["job_id"]].strip() if col["job_id"] < len(row) else ""
         where = f"line {line}" + (f" (job {job_id!r})" if job_id else "")
 
-        def cell(name: str) -> str:
+        def cell(name: str, row: list[str] = row, where: str = where) -> str:
             i = col[name]
             if i >= len(row) or row[i].strip() == "":
                 raise _row_error(source, where, name, "", "is empty",
@@ -551,7 +552,7 @@ class _Run:
     __slots__ = ("job", "t", "g", "q", "key", "progress", "start", "run", "stops", "first_start",
                  "done", "entitled", "completion", "busy", "pending_spec", "running_spec", "arrived", "pkey", "grouped")
 
-    def __init__(self, job: Job, t: "_Team"):
+    def __init__(self, job: Job, t: _Team):
         self.job = job
         self.t = t
         self.g = job.gpus
@@ -566,10 +567,10 @@ class _Run:
         self.entitled = False
         self.completion = 0.0
         self.busy = 0.0
-        self.pending_spec = None
-        self.running_spec = None
+        self.pending_spec: reclaim.JobSpec | None = None
+        self.running_spec: reclaim.JobSpec | None = None
         self.arrived = False
-        self.pkey = None  # reclaim.pending_key(pending_spec), in reclaim mode
+        self.pkey: tuple | None = None  # reclaim.pending_key(pending_spec), in reclaim mode
         self.grouped = False  # in its PendingGroup (reclaim mode)
 
 
@@ -755,7 +756,7 @@ class _Sim:
             usage = {t.name: {RESOURCE: t.U} for t in self.reserve_teams}
             name = reserve_name if reserve_name is not None else self.other_name
             ri = self.ri_cache[reserve_name] = reclaim.reserved_idle_of(
-                name, self.reserve_specs, usage).get(RESOURCE, 0.0)
+                name, self.reserve_specs, usage).get(RESOURCE, 0.0)  # type: ignore[arg-type]
         return ri
 
     def _threshold(self, pred: Callable[[dict], bool]) -> int:
@@ -829,7 +830,7 @@ class _Sim:
         if ver != team.ver:
             return False
         bucket = team.buckets.get(self.sizes[k])
-        return bool(bucket) and bucket[0][0] == head
+        return bool(bucket and bucket[0][0] == head)
 
     def _compact(self) -> None:
         live = self._live
@@ -1022,7 +1023,7 @@ class _Sim:
                 hi = mid - 1
         return found
 
-    def _best_reserve(self, free: float, best_key, best):
+    def _best_reserve(self, free: float, best_key: Any, best: Any) -> tuple[Any, Any]:
         """The reserve teams' candidates (each has its own RI), scanned one by one."""
         static = self.static
         for team in self.reserve_teams:
@@ -1048,7 +1049,7 @@ class _Sim:
                     best_key, best = cand, (team, keys[i])
         return best_key, best
 
-    def _best(self):
+    def _best(self) -> Any:
         """The next job to start, as (team, size), or None."""
         free = self._free()
         best_key = best = None
@@ -1073,7 +1074,7 @@ class _Sim:
             best_key, best = self._best_reserve(free, best_key, best)
         return best
 
-    def _best_in(self, group: int, below: int):
+    def _best_in(self, group: int, below: int) -> tuple[Any, Any]:
         """The best bucket of one group of the index, as (its key, (team, size)),
         or (None, None): group 0 (within the team's guarantee) by head key, group 1
         (beyond it, within its cap) by (U/G, head key). A walk of the group's
@@ -1163,7 +1164,7 @@ class _Sim:
                         return True
         return False
 
-    def _pending_spec(self, r: _Run):
+    def _pending_spec(self, r: _Run) -> reclaim.JobSpec:
         # One demand dict per size, shared by every job of that size: the planner's
         # memo of fits per (team, demand) then answers a team's many pending jobs once.
         if r.pending_spec is None:
@@ -1173,14 +1174,14 @@ class _Sim:
             r.pkey = reclaim.pending_key(r.pending_spec)
         return r.pending_spec
 
-    def _running_spec(self, r: _Run):
+    def _running_spec(self, r: _Run) -> reclaim.JobSpec:
         if r.running_spec is None:
             r.running_spec = reclaim.JobSpec(
                 id=r.job.id, team=r.job.team, state="running", demand=self.demands[self.kidx[r.g]],
                 priority=r.job.priority, since=r.start, terminating=False)
         return r.running_spec
 
-    def _planner_state(self, t: float):
+    def _planner_state(self, t: float) -> reclaim.State:
         specs, running = self.specs, self.running
         for position, r in self.touched.items():
             if position in running:
@@ -1475,7 +1476,7 @@ def demand_excess(scenario: Scenario, jobs: Sequence[Job]) -> dict[str, Any]:
         events.append((j.submit_time + j.duration_s, idx[j.team], -j.gpus))
     events.sort(key=lambda e: e[0])
     demand = [Fraction(0)] * len(names)
-    exact = {}
+    exact: dict = {}
     shared = 0.0
     per_team = [0.0] * len(names)
     last_t = events[0][0] if events else 0.0

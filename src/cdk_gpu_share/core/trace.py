@@ -28,9 +28,10 @@ import csv
 import io
 import os
 import random
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
-from typing import IO, Any, Iterable, Iterator, Mapping, Sequence
+from typing import IO, Any
 
 from cdk_gpu_share.core.errors import ConfigError, Problem
 from cdk_gpu_share.core.validation import decimal_problem
@@ -287,15 +288,15 @@ def sample_jobs(
     sum of the guarantees) about 80 % busy. Only :meth:`random.Random.random` is drawn from,
     whose sequence for a seed Python keeps stable across versions.
     """
-    teams = [(name, Decimal(str(g))) for name, g in teams]
-    if not teams:
+    exact = [(name, Decimal(str(g))) for name, g in teams]
+    if not exact:
         raise ValueError("a sample trace needs at least one team")
     if jobs < 1:
         raise ValueError("a sample trace needs at least one job")
-    pool = Decimal(str(capacity)) if capacity is not None else sum((g for _, g in teams), Decimal(0))
+    pool = Decimal(str(capacity)) if capacity is not None else sum((g for _, g in exact), Decimal(0))
     if pool <= 0:
-        pool = Decimal(len(teams))
-    fallback = pool / len(teams)  # the size basis of a team guaranteed nothing
+        pool = Decimal(len(exact))
+    fallback = pool / len(exact)  # the size basis of a team guaranteed nothing
     rng = random.Random(seed)
 
     def pick(weighted: Sequence[tuple[Any, float]]) -> Any:
@@ -308,8 +309,8 @@ def sample_jobs(
 
     drafts = []
     for i in range(jobs):
-        k = i % len(teams)
-        name, guarantee = teams[k]
+        k = i % len(exact)
+        name, guarantee = exact[k]
         size = _sample_size(guarantee if guarantee > 0 else fallback, pick(SAMPLE_SIZES))
         low, high = pick([((lo, hi), w) for w, lo, hi in SAMPLE_DURATIONS])
         duration = int(low + (high - low) * rng.random())
@@ -321,7 +322,7 @@ def sample_jobs(
     for k, name, size, duration, where, when, priority in drafts:
         if where < 0.85:  # in one of the team's busy halves
             periods = max(1, span // SAMPLE_PERIOD_S)
-            start = int(when * periods) * SAMPLE_PERIOD_S + (k * SAMPLE_PERIOD_S) // len(teams) % SAMPLE_PERIOD_S
+            start = int(when * periods) * SAMPLE_PERIOD_S + (k * SAMPLE_PERIOD_S) // len(exact) % SAMPLE_PERIOD_S
             submit = (start + int((when * periods % 1) * half)) % span
         else:
             submit = int(when * span)

@@ -32,9 +32,9 @@ import json
 import math
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from fractions import Fraction
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from cdk_gpu_share.core.errors import ConfigError, Problem
 
@@ -97,7 +97,7 @@ class OutOfRange(float):
 
     text: str
 
-    def __new__(cls, text: str) -> "OutOfRange":
+    def __new__(cls, text: str) -> OutOfRange:
         obj = super().__new__(cls, -math.inf if text.lstrip().startswith("-") else math.inf)
         obj.text = text
         return obj
@@ -166,7 +166,7 @@ def _quote_into(value: object, out: list[str], budget: list[int], depth: int) ->
             return
         out.append(opener)
         budget[0] -= 2
-        for n, entry in enumerate(value.items() if is_map else value):
+        for n, entry in enumerate(value.items() if isinstance(value, Mapping) else value):
             if n:
                 out.append(", ")
                 budget[0] -= 2
@@ -259,7 +259,7 @@ def is_number(value: object) -> bool:
     if t is int:
         return -SAFE_NUMBER <= value <= SAFE_NUMBER  # type: ignore[operator]
     if t is float:
-        return -SAFE_NUMBER <= value <= SAFE_NUMBER  # False for nan and inf
+        return -SAFE_NUMBER <= value <= SAFE_NUMBER  # type: ignore[operator]  # False for nan and inf
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return False
     if isinstance(value, int):
@@ -513,7 +513,8 @@ def _make_loader() -> type:
                 node = super().compose_node(parent, index)
             finally:
                 self._depth -= 1
-            self._count(1, node.start_mark)
+            if node is not None:
+                self._count(1, node.start_mark)
             return node
 
         def _count(self, n: int, mark: Any) -> None:

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 
 import aws_cdk as cdk
 
-from cdk_gpu_share.core import validation as V
-from cdk_gpu_share.core.config import PlatformConfig, team_name_problems
+from cdk_gpu_share.core.config import PlatformConfig, check_config
+from cdk_gpu_share.core.errors import ConfigError
 from cdk_gpu_share.stacks.platform import PlatformStack
 from cdk_gpu_share.stacks.team import TeamStack
 
@@ -62,12 +62,11 @@ def build_platform(app: cdk.App, config: PlatformConfig, *, checks: bool = True)
 
     :param checks: add cdk-nag's AwsSolutions pack to the app's policy validation. Default: True.
     """
-    # A PlatformConfig built in Python skipped parse_config: refuse names a stack cannot hold
-    # here, with a ConfigError, rather than inside jsii.
-    problems = V.Problems()
-    for i, team in enumerate(config.teams):
-        team_name_problems(config.name, team.name, f"{V.item('teams', i, team.name)}.name", problems.add)
-    problems.raise_if_any(label="invalid argument")
+    # A PlatformConfig built in Python skipped parse_config: it meets the same rules here, with a
+    # ConfigError, before anything is built.
+    problems = check_config(config)
+    if problems:
+        raise ConfigError(problems, source=getattr(config, "source", None))
     if checks:
         from cdk_nag import AwsSolutionsChecks  # loading its jsii assembly costs ~0.4 s: only when used
 

@@ -8,8 +8,9 @@ from typing import Any
 import aws_cdk as cdk
 from constructs import Construct
 
-from cdk_gpu_share.core.config import PlatformConfig
 from cdk_gpu_share.constructs.shared_gpu_quota import SharedGpuQuota
+from cdk_gpu_share.core.config import PlatformConfig, check_config
+from cdk_gpu_share.core.errors import ConfigError
 
 
 def _optional(module: str, name: str) -> Any:
@@ -34,13 +35,16 @@ class PlatformStack(cdk.Stack):
         :param config: the validated platform config.
         :param kwargs: passed to :class:`aws_cdk.Stack` (``env`` stays unset: environment-agnostic).
         """
+        problems = check_config(config)
+        if problems:
+            raise ConfigError(problems, source=getattr(config, "source", None))
         super().__init__(scope, id, description=f"cdk-gpu-share: shared GPU platform {config.name}", **kwargs)
         self.config = config
         cdk.Tags.of(self).add("gpu-share:platform", config.name)
         # Every alarm of the stack (and of the team stacks, see build_platform) notifies the
         # topic of the config's alerts section; the routing is an aspect, so order does not matter.
         self.alerts = None
-        if getattr(config, "alerts", None) is not None:
+        if config.alerts is not None:
             from cdk_gpu_share.constructs.alerts import AlarmRouting
 
             self.alerts = AlarmRouting.from_config(self, "Alerts", alerts=config.alerts)

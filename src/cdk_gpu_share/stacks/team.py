@@ -9,10 +9,9 @@ import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from cdk_gpu_share.core.config import TeamConfig
-from cdk_gpu_share.constructs._checks import acknowledge_nag, nag_arn
+from cdk_gpu_share.constructs._checks import acknowledge_nag, nag_arn, raise_props_problems
 from cdk_gpu_share.constructs._iam import add_statements, format_arn, stack_env
-
+from cdk_gpu_share.core.config import TeamConfig, team_problems
 
 #: Services the SubmitRole may pass the training role to: SageMaker runs the job, and Batch
 #: hands it over (SubmitServiceJob carries the role in its payload).
@@ -62,6 +61,7 @@ class TeamStack(cdk.Stack):
         :param team: the team.
         :param kwargs: passed to :class:`aws_cdk.Stack` (``env`` stays unset: environment-agnostic).
         """
+        raise_props_problems(team_problems(team), scope, id)
         super().__init__(scope, id, description=f"cdk-gpu-share: team {team.name}", **kwargs)
         self.team = team
         cdk.Tags.of(self).add("gpu-share:team", team.name)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 from collections import OrderedDict
 from pathlib import Path
+from typing import Any
 
 OPERATIONS = (
     "CreateEndpointConfig",
@@ -42,7 +43,7 @@ HERE = Path(__file__).resolve().parent
 DATA = HERE / "data"
 
 
-def _strip(value):
+def _strip(value: Any) -> Any:
     if isinstance(value, dict):
         return OrderedDict((k, _strip(v)) for k, v in value.items() if k not in ("documentation", "documentationUrl"))
     if isinstance(value, list):
@@ -50,7 +51,7 @@ def _strip(value):
     return value
 
 
-def trimmed_model(loader=None) -> tuple[str, dict]:
+def trimmed_model(loader: Any = None) -> tuple[str, dict]:
     """(api_version, model) of the installed botocore's SageMaker model, cut to ``OPERATIONS``."""
     import botocore.session
 

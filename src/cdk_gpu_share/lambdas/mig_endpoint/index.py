@@ -266,7 +266,7 @@ def _endpoint_data(props: dict, name: str, arn: str | None = None) -> dict:
 
 
 def _owned(name: str | None, base: str) -> bool:
-    return bool(name) and name.startswith(f"{base}-")
+    return name is not None and name.startswith(f"{base}-")
 
 
 # --------------------------------------------------------------------------- SageMaker steps
@@ -578,9 +578,10 @@ def endpoint_is_complete(event: dict, sm: Any) -> dict:
                 raise HandlerError(f"endpoint {stale} (the failed replacement) is not deleted after {_minutes()}; retry")
             return {"IsComplete": False}
     creating = kind == "Create" or (endpoint_name(old) != name and not stale)
-    described = _endpoint_reached(sm, event, props, name, creating)
-    if described is None:
+    reached = _endpoint_reached(sm, event, props, name, creating)
+    if reached is None:
         return {"IsComplete": False}
+    described = reached
     if kind == "Update" and endpoint_name(old) == name and config_name(old) != config_name(props):
         # The config the endpoint left (after an update, or after a rolled-back one).
         _delete_config(sm, config_name(old))

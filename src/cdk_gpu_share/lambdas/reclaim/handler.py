@@ -54,8 +54,9 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from cdk_gpu_share.aws import batch_reader as br
 from cdk_gpu_share.core import metrics, reclaim
@@ -257,7 +258,7 @@ def run_cycle(
         raise
     _note_stops(cache, stopped, not_stopped, victims)
     failed_calls = [n for n in not_stopped if n.get("fatal")]
-    summary = {
+    summary: dict[str, Any] = {
         "queue": queue_name,
         "dry_run": dry_run,
         "planned": [v["job"] for v in victims],
@@ -334,10 +335,11 @@ def terminate(
     logged, not fatal.
     """
     counter = counter if counter is not None else {}
-    victims = [dict(v) for v in victims]
-    for v in victims:
+    named: list[dict[str, Any]] = [dict(v) for v in victims]
+    for v in named:
         if v.get("beneficiary") is not None and "beneficiary_team" not in v:
             v["beneficiary_team"] = (beneficiary_team or {}).get(v["beneficiary"], "?")
+    victims = named
     stopped = stopped if stopped is not None else []
     not_stopped = not_stopped if not_stopped is not None else []
 
@@ -349,7 +351,7 @@ def terminate(
         not_stopped.extend({"job": v["job"], "error": "not attempted: the Lambda's time ran out"} for v in rest)
         return True
 
-    def reread(ids_key: str, done: set):
+    def reread(ids_key: str, done: set) -> Callable[[Exception, dict], dict | None]:
         """Before retrying a stop that may have been applied: describe its jobs and
         retry only those neither being stopped nor ended (a job stopped twice would be
         stopped with a second reason, and counted twice)."""
@@ -432,7 +434,8 @@ def _denied(exc: Exception) -> bool:
 # Metrics (CloudWatch embedded metric format)
 
 
-def _emf(dimensions: Mapping[str, str], values: Mapping[str, tuple[float, str]], emit, **properties: Any) -> None:
+def _emf(dimensions: Mapping[str, str], values: Mapping[str, tuple[float, str]],
+         emit: Callable[[str], None] | None, **properties: Any) -> None:
     record: dict[str, Any] = {
         "_aws": {
             "Timestamp": int(time.time() * 1000),
@@ -454,12 +457,13 @@ def _print(line: str) -> None:
     sys.stdout.flush()
 
 
-def _emit_queue_metrics(queue: str, *, errors: int, ms: float, emit=None) -> None:
+def _emit_queue_metrics(queue: str, *, errors: int, ms: float, emit: Callable[[str], None] | None = None) -> None:
     _emf({metrics.DIM_QUEUE: queue},
          {metrics.CYCLE_ERRORS: (errors, "Count"), metrics.CYCLE_DURATION_MS: (round(ms, 3), "Milliseconds")}, emit)
 
 
-def _emit_team_metrics(queue: str, snapshot, plan, stopped: Sequence[str], now: float, emit=None) -> None:
+def _emit_team_metrics(queue: str, snapshot: br.QueueSnapshot, plan: Mapping[str, Any], stopped: Sequence[str],
+                       now: float, emit: Callable[[str], None] | None = None) -> None:
     state = snapshot.state
     teams = {t["name"]: t for t in state["teams"]}
     usage = {name: 0.0 for name in teams}

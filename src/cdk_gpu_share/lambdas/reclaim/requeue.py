@@ -40,7 +40,8 @@ import json
 import sys
 import time
 import uuid
-from typing import Any, Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import Any
 
 from cdk_gpu_share.aws import batch_reader as br
 
@@ -440,6 +441,9 @@ def requeue(client: Any, detail: Mapping, *, queue: str, ledger: Ledger | None,
     """
     job_id = detail.get("jobId")
     reason = detail.get("statusReason") or ""
+    if not isinstance(job_id, str) or not job_id:
+        log("requeue_skipped", "WARNING", reason="the event names no job", detail=detail)
+        return {"requeued": None}
     if not reason.startswith(br.RECLAIM_REASON_PREFIX):
         log("requeue_skipped", job=job_id, reason="not stopped by the reclaimer", status_reason=reason)
         return {"requeued": None}
