@@ -406,6 +406,13 @@ def test_a_stop_still_under_way_is_waited_for_and_one_never_applied_closes_its_r
     assert model.table[other["jobId"]]["status"] == {"S": "skipped"} and model.stops.get(other["jobId"]) is None
 
 
+def test_a_record_of_a_stop_never_sent_whose_job_is_gone_is_closed_without_an_alarm(model):
+    model.put_ledger_item({"jobId": {"S": "gone"}, "status": {"S": "stopping"}, "settleAfter": {"N": "0"},
+                           "openQueue": {"S": QUEUE_NAME}})  # the Lambda died between the record and the stop
+    assert cycle(model)["requeues"]["errors"] == []
+    assert model.table["gone"]["status"] == {"S": "skipped"} and model.submissions == []
+
+
 def test_an_event_killed_before_its_claim_on_every_attempt_is_finished_by_the_cycle(model):
     victim = borrowing(model)
     cycle(model)

@@ -325,6 +325,13 @@ class Requeue:
         self._waiting = False
         response = br.call_with_retry(self.client, "DescribeJobs", sleep=self.sleep, jobs=[job_id])
         job = next((j for j in response.get("jobs", ()) if j.get("jobId") == job_id), None)
+        if job is None and status == Ledger.STOPPING:
+            # Batch keeps every job for days, and no FAILED event of it was claimed: a job about
+            # to be stopped that vanished was not stopped by us (it ended, and was removed).
+            self.ledger.close(job_id, holder, Ledger.SKIPPED, "Batch no longer has it")
+            log("requeue_skipped", "WARNING", job=job_id, reason="DescribeJobs does not return a job about to be"
+                " stopped; nothing to resubmit")
+            return None
         if job is None:
             raise self._refused(job_id, holder, "DescribeJobs does not return it (Batch keeps ended jobs for"
                                                 " days, not for ever); the event holds what it was")
