@@ -7,7 +7,6 @@ import os
 import re
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -56,33 +55,17 @@ def test_importing_the_package_loads_no_construct_library():
 
 
 def readme_example() -> str:
-    """The Python block of the README's "The constructs in Python" section."""
+    """The README's Python example of ``SharedGpuQuota`` (a whole app, as a user copies it)."""
     text = (ROOT / "README.md").read_text()
-    section = text.split("## The constructs in Python", 1)[1]
-    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    return next(b for b in blocks if "SharedGpuQuota(" in b)
 
 
-def app(example: str) -> str:
-    """A user's app around the example: a stack with the ``role`` it grants to."""
-    imports = [line for line in example.splitlines() if line.startswith(("from ", "import "))]
-    body = [line for line in example.splitlines() if not line.startswith(("from ", "import "))]
-    return "\n".join([
-        "import aws_cdk as cdk",
-        "from aws_cdk import aws_iam as iam",
-        "from constructs import Construct",
-        *imports,
-        "",
-        "",
-        "class TrainingStack(cdk.Stack):",
-        "    def __init__(self, scope: Construct, id: str) -> None:",
-        "        super().__init__(scope, id)",
-        '        role = iam.Role(self, "Submitter", assumed_by=iam.AccountRootPrincipal())',
-        textwrap.indent("\n".join(body).strip("\n"), " " * 8),
-        "",
-        "",
-        'TrainingStack(cdk.App(), "Training")',
-        "",
-    ])
+def documented_examples() -> list[str]:
+    """The Python blocks of the README and the documentation that use the library."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    blocks = [b for page in pages for b in re.findall(r"```python\n(.*?)```", page.read_text(), re.S)]
+    return [b for b in blocks if "cdk_gpu_share" in b]
 
 
 def mypy(tmp_path: Path, files: dict[str, str]) -> list[str]:
@@ -102,13 +85,15 @@ def mypy(tmp_path: Path, files: dict[str, str]) -> list[str]:
 def test_mypy_checks_the_readme_example_and_names_a_wrong_argument(tmp_path):
     example = readme_example()
     assert "TeamConfig(name=t," in example
-    good = app(example)
-    bad = app(example.replace("TeamConfig(name=t,", "TeamConfig(name=3,"))
+    assert "SharedGpuQuota, Sharing" in example
+    good = example
+    bad = example.replace("TeamConfig(name=t,", "TeamConfig(name=3,")
     # An unknown name is an error too, not Any.
-    typo = app(example.replace("from cdk_gpu_share import SharedGpuQuota",
-                               "from cdk_gpu_share import SharedGpuQuota, SharedGpuQuotta"))
-    errors = mypy(tmp_path, {"good_app.py": good, "bad_app.py": bad, "typo_app.py": typo})
-    assert [e for e in errors if e.startswith("good_app.py")] == []
+    typo = example.replace("SharedGpuQuota, Sharing", "SharedGpuQuota, SharedGpuQuotta, Sharing")
+    # Every other Python example a user reads type-checks too (each is a whole app).
+    documented = {f"doc_{i}.py": block for i, block in enumerate(documented_examples())}
+    errors = mypy(tmp_path, {"good_app.py": good, "bad_app.py": bad, "typo_app.py": typo, **documented})
+    assert [e for e in errors if e.startswith(("good_app.py", "doc_"))] == []
     bad_errors = [e for e in errors if e.startswith("bad_app.py")]
     assert len(bad_errors) == 1, errors
     assert 'Argument "name" to "TeamConfig" has incompatible type "int"; expected "str"' in bad_errors[0]
