@@ -117,6 +117,8 @@ class Run:
         self.events: list[tuple[float, dict, int]] = []  # (deliver at, event, attempts so far)
         self.first_seen: set[str] = set()
         self.dead_letters: list[tuple[str, BaseException]] = []
+        #: At the very end, cycles run in dry run: they finish requeues but start no new stops.
+        self.no_more_stops = False
         self.violations: list[str] = []
 
     # ------------------------------------------------------------------ workload
@@ -175,7 +177,7 @@ class Run:
 
     def cycle(self, k: int) -> None:
         m = self.model
-        dry = self.rng.random() < 0.15
+        dry = self.rng.random() < 0.15 or self.no_more_stops
         if self.rng.random() < 0.15:
             h._cache = br.DescribeCache()  # a cold start
         terminated_at_start = {jid: j["isTerminated"] for jid, j in m.jobs.items()}
@@ -408,7 +410,8 @@ class Run:
         m.faults = Faults(random.Random(self.seed + 2))
         m.outages.clear()
         m.end_rate = 0.0
-        for k in range(CYCLES_PER_SCHEDULE, CYCLES_PER_SCHEDULE + 40):
+        for k in range(CYCLES_PER_SCHEDULE, CYCLES_PER_SCHEDULE + 50):
+            self.no_more_stops = k >= CYCLES_PER_SCHEDULE + 30  # reclaim may go on for a while
             self.minute(k)
             if not self.events and not m.fail_at and not self.open_records():
                 break
