@@ -193,7 +193,7 @@ class BatchModel:
             "retryStrategy": {"attempts": 2},
             "timeout": {"attemptDurationSeconds": 86_400},
             "propagateTags": True,
-            "tags": {"gpu-share:queue": QUEUE_NAME, "gpu-share:team": share, "owner": f"{share}-ml", **(tags or {})},
+            "tags": {"gpu-share:queue": QUEUE_NAME, "gpu-share:team": share, **(tags or {})},
             "isTerminated": False, "isCancelled": False,
         }
         if status in ("STARTING", "RUNNING"):
@@ -368,7 +368,8 @@ class BatchModel:
             return None  # ended meanwhile: nothing to do, reported successful
         self.stops[jid] = self.stops.get(jid, 0) + 1
         self.stops_log.append((self.clock(), jid, reason))
-        job["isTerminated"] = True
+        # Batch terminates a started job and cancels one not yet started (TerminateJob's documentation).
+        job["isCancelled" if job["status"] in ("SUBMITTED", "PENDING", "RUNNABLE") else "isTerminated"] = True
         job["statusReason"] = reason
         if job["status"] in ("SUBMITTED", "PENDING", "RUNNABLE"):
             self.fail_at[jid] = self.clock()

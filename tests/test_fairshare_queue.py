@@ -397,6 +397,17 @@ def test_requeue_ledger_is_one_small_table_with_ttl_named_to_the_reclaimer(stand
     assert fn["Properties"]["Environment"]["Variables"]["GPU_SHARE_REQUEUE_TABLE"] == {"Ref": table_id}
 
 
+def test_the_reclaimer_may_put_a_requeue_that_needs_a_person_in_its_failure_queue_only(standalone):
+    template = standalone["template"]
+    [queue_id] = resources(template, "AWS::SQS::Queue")
+    fn = next(iter(resources(template, "AWS::Lambda::Function").values()))
+    assert fn["Properties"]["Environment"]["Variables"]["GPU_SHARE_FAILURE_QUEUE"] == {"Ref": queue_id}
+    stmts = [s for k, p in resources(template, "AWS::IAM::Policy").items() if "Reclaimer" in k
+             for s in p["Properties"]["PolicyDocument"]["Statement"]]
+    send = [s for s in stmts if "sqs:SendMessage" in as_list(s["Action"])]
+    assert [s["Resource"] for s in send] == [{"Fn::GetAtt": [queue_id, "Arn"]}]
+
+
 def test_disabled_reclaim_creates_no_lambda():
     app = new_app()
     stack = cdk.Stack(app, "NoReclaim")

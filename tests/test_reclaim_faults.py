@@ -100,7 +100,7 @@ def failed_event(job: dict, *, tags: bool = True) -> dict:
 
 
 # ---------------------------------------------------------------------------
-# Item 18: network errors are retried
+# Network errors are retried
 
 
 @pytest.mark.parametrize("fault", ["connect", "timeout_after"])
@@ -169,7 +169,7 @@ def test_a_stopped_job_is_resubmitted_from_describe_jobs_when_the_event_has_no_t
     result = h.handler(failed_event(job, tags=False), lambda_context())
     [sub] = model.submissions
     assert result == {"requeued": sub["jobId"], "from": job["jobId"]}
-    assert sub["tags"]["gpu-share:team"] == "teamb" and sub["tags"]["project"] == "llm"
+    assert sub["tags"]["gpu-share:team"] == "teamb" and sub["tags"]["gpu-share:queue"] == QUEUE_NAME
     assert sub["tags"]["gpu-share:requeued-from"] == job["jobId"]
     assert sub["shareIdentifier"] == "teamb" and sub["schedulingPriorityOverride"] == 5
     assert sub["jobDefinition"] == job["jobDefinition"]
@@ -200,7 +200,9 @@ def test_a_lost_submit_answer_while_the_listing_lags_is_finished_by_the_cycle_wi
     model.tick(30)  # a duplicate event, and a cycle: the listing has not settled for the ledger yet
     assert h.handler(failed_event(job), lambda_context())["deferred"] is True
     assert cycle(model)["requeues"]["requeued"] == []
-    model.tick(h.LISTING_SETTLE_SECONDS)  # the next cycles find the job the lost answer created
+    model.tick(h.LISTING_SETTLE_SECONDS)  # an unknown outcome never moves the claim's settle time earlier
+    assert cycle(model)["requeues"]["found"] == []
+    model.tick(h.DEFAULT_INVOCATION_SECONDS)  # the next cycles find the job the lost answer created
     assert cycle(model)["requeues"]["found"] == [job["jobId"]]
     assert len(model.submissions) == 1
     assert model.table[job["jobId"]]["newJob"] == {"S": model.submissions[0]["jobId"]}
@@ -281,7 +283,7 @@ def test_an_unexpected_error_after_submit_was_applied_submits_once(model):
     invoke(failed_event(job))
     model.tick(5)
     invoke(failed_event(job))
-    model.tick(h.LISTING_SETTLE_SECONDS)
+    model.tick(h.DEFAULT_INVOCATION_SECONDS + h.LISTING_SETTLE_SECONDS)
     invoke(CYCLE)
     assert len(model.submissions) == 1 and model.table[job["jobId"]]["status"] == {"S": "submitted"}
 
@@ -430,17 +432,59 @@ def test_an_event_killed_before_its_claim_on_every_attempt_is_finished_by_the_cy
     assert h.handler(event, lambda_context())["duplicate"] is True
 
 
-def test_a_refused_resubmission_waits_for_an_operator_and_a_replay_finishes_it(model):
+def test_a_refusal_that_passes_is_resubmitted_by_the_cycle_with_no_replay(model):
+    job = stopped_job(model)
+    model.refuse_submit = "Job queue gpu-share-fairshare is DISABLED"
+    with pytest.raises(h.ReclaimError, match="refused the resubmission.*DISABLED.*again in 5 minutes"):
+        h.handler(failed_event(job), lambda_context(clock=model.clock))
+    assert model.table[job["jobId"]]["status"] == {"S": "claimed"}  # open: the cycle tries again
+    assert h.handler(failed_event(job), lambda_context(clock=model.clock))["deferred"] is True  # Lambda's retry
+    model.refuse_submit = None  # an operator enables the queue
+    for _ in range(6):
+        model.tick(60)
+        cycle(model)
+    [sub] = model.requeued_from(job["jobId"])
+    assert model.table[job["jobId"]]["newJob"] == {"S": sub["jobId"]}
+
+
+def test_a_refusal_that_lasts_goes_to_the_failure_queue_and_a_replay_of_it_finishes_it(model, monkeypatch):
+    sent: list[dict] = []
+    monkeypatch.setattr(h, "_failure_notifier", lambda: sent.append)
     job = stopped_job(model)
     model.refuse_submit = "JobDefinition is INACTIVE"
-    with pytest.raises(h.ReclaimError, match="refused the resubmission.*INACTIVE"):
-        h.handler(failed_event(job), lambda_context())
-    assert model.table[job["jobId"]]["status"] == {"S": "refused"}
-    model.tick(600)
-    assert cycle(model)["requeues"]["requeued"] == []  # the cycle leaves it to a person
-    model.refuse_submit = None  # the operator fixed the cause, and replays the event
-    assert h.handler(failed_event(job), lambda_context())["requeued"] == model.submissions[0]["jobId"]
-    assert len(model.submissions) == 1
+    invoke(failed_event(job))
+    errors = []
+    for _ in range(200):  # the cycle tries again, 5 minutes apart and doubling
+        model.tick(60)
+        result = invoke(CYCLE)
+        if isinstance(result, h.ReclaimError):
+            errors.append(str(result))
+        if sent:
+            break
+    assert len(errors) == h.REFUSAL_LIMIT - 1 and "INACTIVE" in errors[-1]
+    assert model.table[job["jobId"]]["status"] == {"S": "refused"} and model.submissions == []
+    [message] = sent
+    assert message["requestContext"]["approximateInvokeCount"] == h.REFUSAL_LIMIT
+    assert "INACTIVE" in message["responsePayload"]["errorMessage"]
+    model.tick(3600)
+    assert not isinstance(invoke(CYCLE), Exception) and sent == [message]  # closed: the cycle leaves it
+    model.refuse_submit = None  # the operator registers the job definition again, and replays the message
+    replayed = h.handler(message["requestPayload"], lambda_context(clock=model.clock))
+    [sub] = model.requeued_from(job["jobId"])
+    assert replayed["requeued"] == sub["jobId"] and model.table[job["jobId"]]["status"] == {"S": "submitted"}
+
+
+def test_a_job_that_cannot_be_resubmitted_goes_to_the_failure_queue_at_once(model, monkeypatch):
+    sent: list[dict] = []
+    monkeypatch.setattr(h, "_failure_notifier", lambda: sent.append)
+    job = stopped_job(model, nodeProperties={"numNodes": 2})
+    model.events.clear()  # its event is lost: the cycle meets the job
+    model.put_ledger_item({"jobId": {"S": job["jobId"]}, "status": {"S": "stopping"}, "settleAfter": {"N": "0"},
+                           "openQueue": {"S": QUEUE_NAME}})
+    with pytest.raises(h.ReclaimError, match="multi-node"):
+        cycle(model)
+    assert model.table[job["jobId"]]["status"] == {"S": "refused"} and len(sent) == 1
+    assert sent[0]["requestPayload"]["detail"]["jobId"] == job["jobId"]
 
 
 def test_a_cycle_reports_how_long_the_oldest_requeue_has_been_open(model, capsys):
@@ -471,11 +515,12 @@ def test_dry_run_still_resubmits_a_stopped_job(model, monkeypatch):
     assert h.handler(failed_event(job), lambda_context())["requeued"] == model.submissions[0]["jobId"]
 
 
-def test_an_event_for_a_job_describe_jobs_shows_otherwise_submits_nothing(model):
+def test_an_event_for_a_job_describe_jobs_shows_ended_by_itself_submits_nothing(model):
     job = model.add_job("teamb", "RUNNING")
+    model.end(job["jobId"])
     event = failed_event(dict(job, status="FAILED", statusReason="GpuShare reclaim: for job x of team a"))
     assert h.handler(event, lambda_context()) == {"requeued": None}
-    assert model.submissions == []
+    assert model.submissions == [] and model.table[job["jobId"]]["status"] == {"S": "skipped"}
 
 
 # ---------------------------------------------------------------------------
@@ -545,3 +590,86 @@ def test_terminated_is_sticky_in_the_cache():
     assert cache.get("j").terminated is True
     with pytest.raises(ValueError, match="max_jobs"):
         br.DescribeCache(max_jobs=-1)
+
+
+# ---------------------------------------------------------------------------
+# What a resubmission carries, and what closes a record
+
+
+def test_a_resubmission_carries_only_the_tags_the_reclaimers_policy_allows(model, capsys):
+    job = stopped_job(model)  # tagged "project" by a principal outside the teams' grants
+    h.handler(failed_event(job), lambda_context())
+    [sub] = model.submissions
+    assert set(sub["tags"]) == set(br.REQUEUE_TAG_KEYS)  # the policy's aws:TagKeys, exactly
+    [dropped] = [r for r in logged(capsys) if r["event"] == "requeue_tags_dropped"]
+    assert dropped["tags"] == ["project"] and dropped["job"] == job["jobId"]
+
+
+def test_a_stop_a_trailing_read_hid_is_resubmitted_when_its_failed_event_comes(model, capsys):
+    model.stop_delay = (900, 900)  # Batch takes a while to stop the running job
+    victim = borrowing(model)
+    cycle(model)
+    hidden = model.jobs[victim]
+    hidden["isTerminated"], hidden["statusReason"] = False, None  # DescribeJobs trails the stop
+    for _ in range(11):
+        model.tick(60)
+        cycle(model)
+    assert model.table[victim]["status"] == {"S": "skipped"}  # no sign of the stop for 10 minutes
+    assert model.submissions == []
+    hidden["statusReason"] = "GpuShare reclaim: for job x of team team-a"
+    model.tick(300)  # the stop ends the job: its FAILED event re-opens the record
+    [event] = model.events
+    result = h.handler(event, lambda_context(clock=model.clock))
+    [sub] = model.requeued_from(victim)
+    assert result["requeued"] == sub["jobId"] and model.table[victim]["status"] == {"S": "submitted"}
+    assert any(r["event"] == "requeue_reopened" for r in logged(capsys))
+    assert h.handler(event, lambda_context())["duplicate"] is True  # EventBridge's duplicate
+    assert len(model.requeued_from(victim)) == 1
+
+
+@pytest.mark.parametrize("shows", [{"isCancelled": True}, {"statusReason": "GpuShare reclaim: for job x of team a"}])
+def test_a_stop_batch_shows_by_cancel_or_by_reason_is_waited_for(model, shows):
+    job = model.add_job("teamb", "RUNNABLE", **shows)  # a job not yet started is cancelled, not terminated
+    model.put_ledger_item({"jobId": {"S": job["jobId"]}, "status": {"S": "stopping"}, "settleAfter": {"N": "0"},
+                           "openQueue": {"S": QUEUE_NAME}})
+    cycle(model)
+    assert model.table[job["jobId"]]["status"] == {"S": "stopping"}
+    assert float(model.table[job["jobId"]]["settleAfter"]["N"]) > model.clock()
+
+
+def test_an_event_for_a_job_describe_jobs_shows_running_waits_then_closes_its_record(model):
+    job = model.add_job("teamb", "RUNNING")
+    event = failed_event(dict(job, status="FAILED", statusReason="GpuShare reclaim: for job x of team a"))
+    assert h.handler(event, lambda_context(clock=model.clock))["deferred"] is True  # the read may trail
+    for _ in range(12):
+        model.tick(60)
+        cycle(model)
+    assert model.table[job["jobId"]]["status"] == {"S": "skipped"} and model.submissions == []
+
+
+def test_a_stop_record_is_settled_from_when_it_is_written_not_from_the_cycles_start(model):
+    victim = borrowing(model)
+    started = model.clock()
+    model.clock.t += 40  # the cycle spent 40 s reading the queue before it recorded its stops
+    h.run_cycle(model.batch, QUEUE, SETTINGS, now=started, clock=model.clock, time_left=lambda: 80.0,
+                ledger=h.Ledger(model.dynamodb, "gpu-share-requeue", QUEUE_NAME))
+    assert float(model.table[victim]["settleAfter"]["N"]) == pytest.approx(started + 40 + 80 + h.LISTING_SETTLE_SECONDS)
+
+
+def test_the_cycle_leaves_a_record_the_index_shows_due_but_the_table_does_not(model):
+    job = stopped_job(model)
+    model.put_ledger_item({"jobId": {"S": job["jobId"]}, "status": {"S": "stopping"},
+                           "settleAfter": {"N": str(model.clock() + 300)}, "openQueue": {"S": QUEUE_NAME}})
+    ledger = h.Ledger(model.dynamodb, "gpu-share-requeue", QUEUE_NAME)
+    monkey_due = [(job["jobId"], 0.0)]  # what a trailing index answers
+    ledger.due = lambda now, limit=h.RECONCILE_LIMIT: monkey_due  # type: ignore[method-assign]
+    assert h.reconcile(model.batch, ledger, clock=model.clock)["requeued"] == []
+    assert model.submissions == [] and model.table[job["jobId"]]["status"] == {"S": "stopping"}
+
+
+def test_a_look_for_an_earlier_attempts_job_that_cannot_finish_never_says_not_found(model):
+    job = stopped_job(model)
+    for _ in range(h.FIND_PAGE_LIMIT * br.DESCRIBE_BATCH + 1):  # that many jobs of the same name since
+        model.add_job("teamb", "RUNNABLE", name=job["jobName"], created=model.clock())
+    with pytest.raises(RuntimeError, match="did not finish"):
+        h.find_requeued(model.batch, model.jobs[job["jobId"]], {"a1"})

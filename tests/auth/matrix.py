@@ -203,6 +203,7 @@ def reclaimer(app: App, stack: str, queue: str, sids: dict[str, str], other_queu
     requeue_tags = req_tags(queue=queue, team=team, requeued="0c1d-stopped", attempt="5e6f-attempt")
     requeue = {"batch:ShareIdentifier": sid, **requeue_tags}
     ledger = app.attr(stack, 'FairshareQueueRequeueLedger', 'Arn')
+    failures = app.attr(stack, 'FairshareQueueReclaimerFailures', 'Arn')
     p = "reclaimer"
     return [
         Req(f"{p}: lists its queue", role, "batch:ListJobs", ["*"], ALLOWED),
@@ -222,6 +223,13 @@ def reclaimer(app: App, stack: str, queue: str, sids: dict[str, str], other_queu
         Req(f"{p}: queries the requeue ledger itself", role, "dynamodb:Query", [ledger], DENIED),
         Req(f"{p}: queries another index of the ledger", role, "dynamodb:Query", [f"{ledger}/index/other"], DENIED),
         Req(f"{p}: writes another table", role, "dynamodb:PutItem", [arn("dynamodb", "table/other")], DENIED),
+        Req(f"{p}: puts a requeue that needs a person in its on-failure queue", role, "sqs:SendMessage",
+            [failures], ALLOWED),
+        Req(f"{p}: sends to another queue", role, "sqs:SendMessage", [arn("sqs", "other")], DENIED),
+        Req(f"{p}: resubmits with a tag outside the platform's (so a resubmission carries none)", role,
+            "batch:SubmitJob", [qarn, jd, cr, job()], DENIED,
+            {"batch:ShareIdentifier": sid, **tags(**{**_kv(queue=queue, team=team, requeued="0c1d-stopped",
+                                                             attempt="5e6f-attempt"), "project": "llm"})}, SHARE_ID),
         Req(f"{p}: terminates a job of another queue", role, "batch:TerminateJob", [job("elsewhere")], DENIED,
             res_tags(queue=other_queue, team=team)),
         Req(f"{p}: terminates an untagged job", role, "batch:TerminateJob", [job("untagged")], DENIED),

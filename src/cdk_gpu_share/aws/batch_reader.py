@@ -51,6 +51,7 @@ __all__ = [
     "TAG_TEAM",
     "TAG_REQUEUED_FROM",
     "TAG_REQUEUE_ATTEMPT",
+    "REQUEUE_TAG_KEYS",
     "RECLAIM_REASON_PREFIX",
     "LEDGER_OPEN_INDEX",
     "LIST_PAGE_SIZE",
@@ -86,6 +87,9 @@ TAG_TEAM = "gpu-share:team"
 TAG_REQUEUED_FROM = "gpu-share:requeued-from"
 #: Tag of a resubmitted job: the requeue attempt (a random id kept in the ledger) that made it.
 TAG_REQUEUE_ATTEMPT = "gpu-share:requeue-attempt"
+#: The only tag keys a resubmission carries (the reclaimer's IAM allows no other: a job's
+#: other tags, which only a principal outside the teams' grants can set, are not carried).
+REQUEUE_TAG_KEYS = (TAG_QUEUE, TAG_TEAM, TAG_REQUEUED_FROM, TAG_REQUEUE_ATTEMPT)
 #: Start of every reason the reclaimer writes on a job it stops. Letters and spaces
 #: only, so that a job definition's ``evaluateOnExit.onStatusReason`` (letters,
 #: digits, periods, colons, white space) and an EventBridge prefix filter match it.

@@ -737,7 +737,7 @@ class FairshareQueue(Construct):
         no DeleteItem, no Query of the table itself).
         """
         jobs = self._arn("job", "*")
-        tag_keys = {"aws:TagKeys": [br.TAG_QUEUE, br.TAG_TEAM, br.TAG_REQUEUED_FROM, br.TAG_REQUEUE_ATTEMPT]}
+        tag_keys = {"aws:TagKeys": list(br.REQUEUE_TAG_KEYS)}
         queue_tag = {f"aws:RequestTag/{br.TAG_QUEUE}": self.queue_name}
         self._requeue_statement = iam.PolicyStatement(
             sid="RequeueIntoTeamShares",
@@ -819,6 +819,8 @@ class FairshareQueue(Construct):
                 "GPU_SHARE_SETTINGS": cdk.Token.as_string(settings),
                 "GPU_SHARE_DRY_RUN": "true" if reclaim_cfg.dry_run else "false",
                 "GPU_SHARE_REQUEUE_TABLE": self.requeue_table.table_name,
+                # The cycle puts a requeue that needs a person here too (a replayable event).
+                "GPU_SHARE_FAILURE_QUEUE": self.failure_queue.queue_url,
             },
             on_failure=destinations.SqsDestination(self.failure_queue),
             retry_attempts=2,
@@ -885,9 +887,11 @@ class FairshareQueue(Construct):
         ))
         self.alarms.append(cloudwatch.Alarm(
             self, "ReclaimerFailuresAlarm",
-            alarm_description=f"Events the reclaim Lambda of {self.queue_name} could not process: a job"
-                              " never claimed in the requeue ledger (DynamoDB unreachable for all of the event's"
-                              " attempts) or one Batch refused to take back; fix the cause and redrive",
+            alarm_description=f"A job the reclaimer of {self.queue_name} stopped needs a person: Batch refused its"
+                              " resubmission again and again for about two hours, or it cannot be resubmitted (array,"
+                              " multi-node, EKS); or an event found DynamoDB unreachable (the cycle resubmits"
+                              " that job anyway). Fix the cause, then send each message's requestPayload to the"
+                              " reclaim Lambda",
             metric=self.failure_queue.metric_approximate_number_of_messages_visible(period=cdk.Duration.minutes(5)),
             threshold=1, evaluation_periods=1,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,

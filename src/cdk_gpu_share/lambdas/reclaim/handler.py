@@ -62,9 +62,12 @@ from cdk_gpu_share.aws import batch_reader as br
 from cdk_gpu_share.core import metrics, reclaim
 from cdk_gpu_share.lambdas.reclaim.requeue import (  # noqa: F401 - the requeue's names, importable from here
     DEFAULT_INVOCATION_SECONDS,
+    FAILURE_QUEUE_ENV,
+    FIND_PAGE_LIMIT,
     LEDGER_TTL_SECONDS,
     LISTING_SETTLE_SECONDS,
     RECONCILE_LIMIT,
+    REFUSAL_LIMIT,
     REQUEUE_TABLE_ENV,
     TAG_REQUEUE_ATTEMPT,
     Ledger,
@@ -91,6 +94,7 @@ _ACTIVE = {"SUBMITTED", "PENDING", "RUNNABLE", "STARTING", "RUNNING"}
 
 _client: Any = None
 _dynamodb: Any = None
+_sqs: Any = None
 _last_cycle_started: float = 0.0
 #: Immutable facts of the jobs this (warm) function has described: a cycle describes only new jobs.
 _cache = br.DescribeCache()
@@ -129,9 +133,9 @@ def handler(event: Mapping, context: Any = None) -> dict:
     started = _now()
     try:
         result = run_cycle(client, queue, settings, now=started, dry_run=dry_run, time_left=time_left, cache=_cache,
-                           ledger=ledger)
+                           ledger=ledger, clock=_now)
     finally:
-        requeues = _reconcile(client, ledger, queue_name, time_left)
+        requeues = _reconcile(client, ledger, queue_name, time_left, notify=_failure_notifier())
     _last_cycle_started = started
     result["requeues"] = requeues
     lasting = [e for e in requeues.get("errors", ()) if not e["transient"]]
@@ -142,12 +146,12 @@ def handler(event: Mapping, context: Any = None) -> dict:
 
 
 def _reconcile(client: Any, ledger: Ledger | None, queue_name: str, time_left: Callable[[], float] | None,
-               emit: Callable[[str], None] | None = None) -> dict:
+               emit: Callable[[str], None] | None = None, notify: Callable[[Mapping], None] | None = None) -> dict:
     """The cycle's part of requeue (see :func:`reconcile`) and its metric: how long past its
     settle time the oldest open requeue is (0 when none is)."""
     if ledger is None:
         return {}
-    out = reconcile(client, ledger, clock=_now, time_left=time_left)
+    out = reconcile(client, ledger, clock=_now, time_left=time_left, notify=notify)
     _emf({metrics.DIM_QUEUE: queue_name},
          {metrics.REQUEUE_OLDEST_OPEN_SECONDS: (out["oldest_open_seconds"], "Seconds")}, emit)
     return out
@@ -178,6 +182,28 @@ def _dynamodb_client() -> Any:
     return _dynamodb
 
 
+def _sqs_client() -> Any:
+    global _sqs
+    if _sqs is None:
+        _sqs = _new_client("sqs")
+    return _sqs
+
+
+def _failure_notifier() -> Callable[[Mapping], None] | None:
+    """Sends a requeue that needs a person to the on-failure queue (``None``: no queue configured).
+    A send that fails is logged; the cycle raises for that requeue all the same (its alarm)."""
+    url = os.environ.get(FAILURE_QUEUE_ENV)
+    if not url:
+        return None
+
+    def notify(record: Mapping) -> None:
+        try:
+            br.call_with_retry(_sqs_client(), "SendMessage", QueueUrl=url, MessageBody=json.dumps(record))
+        except Exception as exc:  # noqa: BLE001 - the error is raised by the cycle anyway
+            log("failure_queue_send_failed", "ERROR", error=f"{type(exc).__name__}: {exc}", message=record)
+    return notify
+
+
 def _event_time(event: Mapping) -> float | None:
     text = event.get("time")
     if not isinstance(text, str):
@@ -204,6 +230,7 @@ def run_cycle(
     time_left: Callable[[], float] | None = None,
     cache: br.DescribeCache | None = None,
     ledger: Ledger | None = None,
+    clock: Callable[[], float] | None = None,
 ) -> dict:
     """Read, plan, stop, report. Returns a summary (also logged).
 
@@ -242,8 +269,9 @@ def run_cycle(
             team_of = {j["id"]: j["team"] for j in snapshot.state["jobs"]}
             to_stop: Sequence[Mapping] = victims
             if ledger is not None:  # no stop without its requeue record
+                at = clock() if clock is not None else now  # the stops follow the records, not the cycle's start
                 budget = time_left() if time_left is not None else DEFAULT_INVOCATION_SECONDS
-                to_stop = record_stops(ledger, victims, now=now, settle_after=now + budget + LISTING_SETTLE_SECONDS,
+                to_stop = record_stops(ledger, victims, now=at, settle_after=at + budget + LISTING_SETTLE_SECONDS,
                                        not_stopped=not_stopped)
             # The lists fill as calls return, so a failure mid-way still logs what was stopped.
             terminate(client, to_stop, sleep=sleep, counter=calls, beneficiary_team=team_of,

@@ -4,7 +4,7 @@ AWS Batch does not retry a job stopped by ``TerminateJob``, so the reclaimer res
 each job it stopped. ``SubmitJob`` has no client token and ``ListJobs`` trails a
 submission by seconds, so neither Batch call can say whether a job was already
 resubmitted. The requeue ledger (:class:`Ledger`, a DynamoDB table only the reclaimer
-writes) can, and the whole protocol rests on three facts:
+writes) can, and the whole protocol rests on four rules:
 
 * **No stop without a record.** Before the cycle stops a job, it writes the job's record
   (``stopping``), and a job whose record cannot be written is not stopped. The ledger
@@ -27,8 +27,17 @@ writes) can, and the whole protocol rests on three facts:
   stop still under way is waited for, a stop that did not happen closes the record, and
   a stopped job is resubmitted (the job of an earlier attempt is found, or the job is
   submitted once). The FAILED event is the fast path; an event invocation raises only
-  for a job that cannot be resubmitted at all, or while the ledger is unreachable (and
-  the cycle finishes that job anyway).
+  for a job that cannot be resubmitted, or while the ledger is unreachable (and the
+  cycle finishes that job anyway).
+
+A record is closed without a resubmission (``skipped``) only once ``DescribeJobs`` shows
+the job ended by itself, or active with no sign of a stop for
+:data:`STOP_VISIBLE_SECONDS`; a FAILED event of the reclaimer's re-opens a ``skipped``
+record, so a read that trailed the stop cannot lose the job. A resubmission Batch refuses
+(a client error: a disabled queue, an inactive job definition) is tried again by the
+cycle, :func:`refusal_backoff` apart; after :data:`REFUSAL_LIMIT` refusals, or at once
+for a job that cannot be resubmitted at all, the record says ``refused`` and the cycle
+puts a replayable event in the on-failure queue, where a person finds it.
 
 The reclaimer runs with reserved concurrency 1, so an event's invocation and a cycle
 never overlap; the conditions above keep the ledger right even if they did.
@@ -62,6 +71,15 @@ RECONCILE_LIMIT = 5
 RECONCILE_MARGIN_SECONDS = 30
 #: How far before the stopped job's ``stoppedAt`` a resubmission is looked for (clock slack).
 REQUEUE_LOOKBACK_MS = 60_000
+#: Seconds a record waits while ``DescribeJobs`` shows its job active with no sign of the
+#: stop (the read can trail the stop) before it is closed as ``skipped``.
+STOP_VISIBLE_SECONDS = 600
+#: Refusals of a resubmission before it needs a person (the on-failure queue).
+REFUSAL_LIMIT = 6
+#: ``ListJobs`` pages (100 jobs each) a look for an earlier attempt's job reads at most.
+FIND_PAGE_LIMIT = 20
+#: Environment variable naming the on-failure queue (its URL).
+FAILURE_QUEUE_ENV = "GPU_SHARE_FAILURE_QUEUE"
 TAG_REQUEUE_ATTEMPT = br.TAG_REQUEUE_ATTEMPT
 #: Environment variable names Batch reserves (never copied into a resubmission).
 _RESERVED_ENV_PREFIX = "AWS_BATCH"
@@ -83,6 +101,12 @@ def _error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+def refusal_backoff(refusals: int) -> float:
+    """Seconds before a refused resubmission is tried again: 5 minutes, doubling, at most an hour
+    (the first five refusals span about two hours, time for a person to fix the cause)."""
+    return float(min(300 * 2 ** max(refusals - 1, 0), 3600))
+
+
 # ---------------------------------------------------------------------------
 # The ledger
 
@@ -91,16 +115,17 @@ class Ledger:
     """The requeue ledger: one DynamoDB item per job the reclaimer stopped, keyed by its id.
 
     Item: ``jobId`` (key); ``status``: ``stopping`` (the cycle is stopping the job; no
-    attempt yet), ``claimed`` (a requeue under way), ``submitted``
-    (done: ``newJob``), ``refused`` (Batch refused the resubmission, or the job cannot be
-    resubmitted: ``error``; only an operator's replay of the event tries again) or
-    ``skipped`` (the job was not stopped by the reclaimer after all); ``attempt`` (the
-    holder), ``attempts`` (every attempt id ever named), ``settleAfter``, ``openQueue``
-    (present while ``claimed``: the key of the sparse :data:`OPEN_INDEX`), ``expiresAt``
-    (TTL), ``openQueue`` present while ``stopping`` or ``claimed``. Every write is
-    conditional (on the attempt, or on ``stopping`` for a record with no attempt yet) and
-    safe to repeat; a write whose answer was lost is recognised on retry by the item it
-    left. Reads are consistent.
+    attempt yet), ``claimed`` (a requeue under way), ``submitted`` (done: ``newJob``),
+    ``refused`` (Batch refused the resubmission :data:`REFUSAL_LIMIT` times, or the job
+    cannot be resubmitted: ``error``; a replay of its event tries again) or ``skipped``
+    (the job was not stopped by the reclaimer after all; a FAILED event of the
+    reclaimer's re-opens it); ``since`` (when the record was opened), ``attempt`` (the
+    holder), ``attempts`` (every attempt id ever named), ``settleAfter``, ``refusals``,
+    ``openQueue`` (present while ``stopping`` or ``claimed``: the key of the sparse
+    :data:`OPEN_INDEX`) and ``expiresAt`` (TTL, moved on by every write of an open
+    record). Every write is conditional (on the attempt, or on ``stopping`` for a record
+    with no attempt yet) and safe to repeat; a write whose answer was lost is recognised
+    on retry by the item it left. Reads are consistent.
     """
 
     STOPPING = "stopping"
@@ -152,7 +177,7 @@ class Ledger:
         ledger already holds a requeue of it (the job must not be stopped again)."""
         item = {
             "jobId": {"S": job_id}, "status": {"S": self.STOPPING}, "settleAfter": {"N": _n(settle_after)},
-            "openQueue": {"S": self.queue}, "expiresAt": {"N": str(int(now + LEDGER_TTL_SECONDS))},
+            "since": {"N": _n(now)}, "openQueue": {"S": self.queue}, "expiresAt": {"N": _expires(now)},
         }
         current = self._conditional(
             "PutItem", Item=item, ConditionExpression="attribute_not_exists(jobId) OR #status IN (:stopping, :skipped)",
@@ -165,15 +190,34 @@ class Ledger:
         ours when the claim succeeded, or when our own claim's answer was lost)."""
         item = {
             "jobId": {"S": job_id}, "status": {"S": self.CLAIMED}, "attempt": {"S": attempt},
-            "attempts": {"SS": [attempt]}, "settleAfter": {"N": _n(settle_after)},
-            "openQueue": {"S": self.queue}, "expiresAt": {"N": str(int(now + LEDGER_TTL_SECONDS))},
+            "attempts": {"SS": [attempt]}, "settleAfter": {"N": _n(settle_after)}, "since": {"N": _n(now)},
+            "openQueue": {"S": self.queue}, "expiresAt": {"N": _expires(now)},
         }
-        current = self._conditional("PutItem", Item=item, ConditionExpression="attribute_not_exists(jobId)")
-        if current is None:
-            return self.record(item) or {}
-        if not current:  # expired (TTL) between the write and its check: claim again
-            return self.claim(job_id, attempt, now=now, settle_after=settle_after)
-        return self.record(current) or {}
+        for _ in range(3):  # an item that expired (TTL) between the write and its check: claim again
+            current = self._conditional("PutItem", Item=item, ConditionExpression="attribute_not_exists(jobId)")
+            if current is None:
+                return self.record(item) or {}
+            if current:
+                return self.record(current) or {}
+        raise RuntimeError(f"the requeue ledger's record of {job_id} neither exists nor can be written")
+
+    def reopen(self, job_id: str, attempt: str, *, now: float, settle_after: float) -> bool:
+        """Make ``attempt`` the holder of a ``skipped`` record (a FAILED event of the
+        reclaimer's shows the job was stopped after all). Nothing was submitted for a
+        ``skipped`` record, so nothing needs looking for."""
+        current = self._conditional(
+            "UpdateItem", Key={"jobId": {"S": job_id}},
+            UpdateExpression="SET attempt = :new, settleAfter = :settle, #status = :claimed, openQueue = :queue,"
+                             " since = :now, expiresAt = :expires ADD attempts :added REMOVE #error",
+            ConditionExpression="#status = :skipped",
+            ExpressionAttributeNames={"#status": "status", "#error": "error"},
+            ExpressionAttributeValues={
+                ":new": {"S": attempt}, ":settle": {"N": _n(settle_after)}, ":claimed": {"S": self.CLAIMED},
+                ":skipped": {"S": self.SKIPPED}, ":queue": {"S": self.queue}, ":now": {"N": _n(now)},
+                ":expires": {"N": _expires(now)}, ":added": {"SS": [attempt]},
+            },
+        )
+        return current is None or (current.get("attempt") or {}).get("S") == attempt
 
     def take_over(self, job_id: str, old_attempt: str, attempt: str, *, settle_after: float) -> bool:
         """Make ``attempt`` the holder in place of ``old_attempt`` (whose record is
@@ -223,18 +267,35 @@ class Ledger:
 
     def settle_after(self, job_id: str, attempt: str, when: float) -> bool:
         """Our attempt submitted nothing that ``ListJobs`` will not show by ``when``."""
-        return self._mine(job_id, attempt, "SET settleAfter = :settle", {":settle": {"N": _n(when)}})
+        return self._logged(job_id, attempt, "settle time", self._mine(
+            job_id, attempt, "SET settleAfter = :settle, expiresAt = :expires",
+            {":settle": {"N": _n(when)}, ":expires": {"N": _expires(when)}}))
+
+    def refused_again(self, job_id: str, attempt: str, when: float, reason: str) -> bool:
+        """Batch refused ``attempt``'s resubmission (it made nothing): count it, try again at ``when``."""
+        return self._logged(job_id, attempt, "refusal", self._mine(
+            job_id, attempt, "SET settleAfter = :settle, expiresAt = :expires, #error = :error ADD refusals :one",
+            {":settle": {"N": _n(when)}, ":expires": {"N": _expires(when)}, ":error": {"S": reason[:1000]},
+             ":one": {"N": "1"}}, {"#error": "error"}))
+
+    @staticmethod
+    def _logged(job_id: str, attempt: str, what: str, applied: bool) -> bool:
+        if not applied:  # harmless (the holder's write stands), but worth a line when tracing a job
+            log("ledger_write_skipped", job=job_id, attempt=attempt, write=what,
+                reason="another attempt holds the record now")
+        return applied
 
     def submitted(self, job_id: str, attempt: str, new_job: str) -> bool:
         """The requeue is done: ``new_job`` is the resubmission (found or made by ``attempt``)."""
-        return self._mine(job_id, attempt, "SET #status = :done, newJob = :new REMOVE openQueue",
-                          {":done": {"S": self.SUBMITTED}, ":new": {"S": new_job}}, {"#status": "status"})
+        return self._logged(job_id, attempt, "submitted", self._mine(
+            job_id, attempt, "SET #status = :done, newJob = :new REMOVE openQueue",
+            {":done": {"S": self.SUBMITTED}, ":new": {"S": new_job}}, {"#status": "status"}))
 
     def close(self, job_id: str, attempt: str, status: str, reason: str) -> bool:
         """End the requeue without a resubmission (``refused`` or ``skipped``)."""
-        return self._mine(job_id, attempt, "SET #status = :status, #error = :error REMOVE openQueue",
-                          {":status": {"S": status}, ":error": {"S": reason[:1000]}},
-                          {"#status": "status", "#error": "error"})
+        return self._logged(job_id, attempt, status, self._mine(
+            job_id, attempt, "SET #status = :status, #error = :error REMOVE openQueue",
+            {":status": {"S": status}, ":error": {"S": reason[:1000]}}, {"#status": "status", "#error": "error"}))
 
     def due(self, now: float, limit: int = RECONCILE_LIMIT) -> list[tuple[str, float]]:
         """Open records whose settle time has passed, oldest first: ``(jobId, settleAfter)``."""
@@ -247,6 +308,14 @@ class Ledger:
 
 def _n(value: float) -> str:
     return repr(round(float(value), 3))
+
+
+def _tries(n: int) -> str:
+    return f"{n} try" if n == 1 else f"{n} tries"
+
+
+def _expires(now: float) -> str:
+    return str(int(now + LEDGER_TTL_SECONDS))
 
 
 def _error_code(exc: BaseException) -> str:
@@ -263,16 +332,22 @@ class Requeue:
 
     def __init__(self, client: Any, ledger: Ledger, *, clock: Callable[[], float] = time.time,
                  time_left: Callable[[], float] | None = None,
-                 sleep: Callable[[float], None] | None = None) -> None:
+                 sleep: Callable[[float], None] | None = None,
+                 notify: Callable[[Mapping], None] | None = None) -> None:
         self.client = client
         self.ledger = ledger
         self.clock = clock
         self.time_left = time_left
         self.sleep = sleep
+        #: Puts a requeue that needs a person in the on-failure queue (the cycle's; an event's
+        #: invocation raises instead, and Lambda puts the event there itself).
+        self.notify = notify
         #: Whether this run has sent ``SubmitJob`` (until then, it has made nothing to look for).
         self.submitting = False
         #: Whether the last stopped job read is still being stopped by Batch.
         self._waiting = False
+        #: The ledger's record of the requeue being driven.
+        self._record: Mapping = {}
 
     def settle_time(self) -> float:
         """When whatever an attempt started now may submit is surely listed."""
@@ -288,6 +363,7 @@ class Requeue:
         that cannot be resubmitted (the record says ``refused``), and lets a dependency's
         error through (the record is untouched, or says when to look again).
         """
+        self._record = record
         status = record.get("status")
         if status == Ledger.SUBMITTED:
             log("requeue_skipped", job=job_id, reason="already resubmitted", new_job=record.get("newJob"))
@@ -320,8 +396,9 @@ class Requeue:
 
     def _stopped_job(self, job_id: str, holder: str, status: str | None) -> dict | None:
         """The stopped job as ``DescribeJobs`` has it; ``None`` when there is nothing to
-        resubmit now: a stop still under way (``_waiting``: the record's settle time moves
-        on), or a job Batch does not show stopped by the reclaimer (the record is closed)."""
+        resubmit now: a stop still under way, or not yet visible (``_waiting``: the record's
+        settle time moves on), or a job Batch shows not stopped by the reclaimer (the record
+        is closed ``skipped``, which a FAILED event of the reclaimer's re-opens)."""
         self._waiting = False
         response = br.call_with_retry(self.client, "DescribeJobs", sleep=self.sleep, jobs=[job_id])
         job = next((j for j in response.get("jobs", ()) if j.get("jobId") == job_id), None)
@@ -333,36 +410,75 @@ class Requeue:
                 " stopped; nothing to resubmit")
             return None
         if job is None:
-            raise self._refused(job_id, holder, "DescribeJobs does not return it (Batch keeps ended jobs for"
-                                                " days, not for ever); the event holds what it was")
+            raise self._refused(job_id, holder, "DescribeJobs no longer returns it (Batch keeps ended jobs for"
+                                                " days, not for ever), so there is nothing to resubmit it from",
+                                permanent=True)
         if job.get("status") == "FAILED" and (job.get("statusReason") or "").startswith(br.RECLAIM_REASON_PREFIX):
             return job
-        if status == Ledger.STOPPING and job.get("status") in _ACTIVE and job.get("isTerminated"):
-            self._waiting = True  # Batch is stopping it: look again once it has had time to end
+        if job.get("status") in _ACTIVE and self._stop_may_be_under_way(job):
+            self._waiting = True  # look again once the stop has had time to end the job, or to show
             self.ledger.settle_after(job_id, holder, self.clock() + LISTING_SETTLE_SECONDS)
-            log("requeue_waiting", job=job_id, status=job.get("status"), reason="its stop is under way")
+            log("requeue_waiting", job=job_id, status=job.get("status"), reason="its stop is under way, or"
+                " DescribeJobs does not show it yet")
             return None
-        reason = ("its stop was not applied" if status == Ledger.STOPPING and job.get("status") in _ACTIVE
-                  else "not stopped by the reclaimer")
-        self.ledger.close(job_id, holder, Ledger.SKIPPED, reason)
-        log("requeue_skipped", job=job_id, reason=f"DescribeJobs shows {reason}",
-            status=job.get("status"), status_reason=job.get("statusReason"))
+        reason = (f"it active with no sign of a stop for {STOP_VISIBLE_SECONDS} s" if job.get("status") in _ACTIVE
+                  else "it ended, not stopped by the reclaimer")
+        self.ledger.close(job_id, holder, Ledger.SKIPPED, f"DescribeJobs shows {reason}")
+        log("requeue_skipped", job=job_id, reason=f"DescribeJobs shows {reason} (a FAILED event of the"
+            " reclaimer's re-opens the record)", status=job.get("status"), status_reason=job.get("statusReason"))
         return None
+
+    def _stop_may_be_under_way(self, job: Mapping) -> bool:
+        """Whether an active job may still be on its way to FAILED by our stop: Batch shows the
+        stop (``isTerminated`` for a started job, ``isCancelled`` for one not yet started, or
+        our reason), or the record is too young for a read that trails the stop to be trusted."""
+        if job.get("isTerminated") or job.get("isCancelled"):
+            return True
+        if (job.get("statusReason") or "").startswith(br.RECLAIM_REASON_PREFIX):
+            return True
+        return self.clock() < float(self._record.get("since", 0)) + STOP_VISIBLE_SECONDS
 
     def _params(self, job: Mapping, holder: str) -> dict:
         try:
-            return submit_params(job)
+            params = submit_params(job)
         except ValueError as exc:
-            raise self._refused(job["jobId"], holder, f"cannot be resubmitted: {exc}", detail=job) from None
+            raise self._refused(job["jobId"], holder, f"it cannot be resubmitted: {exc}", permanent=True,
+                                job=job) from None
+        dropped = sorted(set(job.get("tags") or {}) - set(params["tags"]) - {TAG_REQUEUE_ATTEMPT})
+        if dropped:
+            log("requeue_tags_dropped", "WARNING", job=job["jobId"], tags=dropped,
+                reason="a resubmission carries only the platform's tags (the reclaimer may set no other)")
+        return params
 
-    def _refused(self, job_id: str, attempt: str, reason: str, **fields: Any) -> ReclaimError:
-        """Close the record as ``refused`` (the cycle leaves it; an operator's replay of the
-        event tries again) and return the error to raise."""
+    def _refused(self, job_id: str, attempt: str, reason: str, *, permanent: bool = False,
+                 job: Mapping | None = None) -> ReclaimError:
+        """Batch refused the resubmission, or the job cannot be resubmitted: returns the error to raise.
+
+        A refusal that may pass (a disabled queue, a job definition being replaced) keeps the
+        record open, to be tried again by the cycle :func:`refusal_backoff` later. After
+        :data:`REFUSAL_LIMIT` refusals, or at once when ``permanent``, the record says
+        ``refused`` and the cycle puts a replayable event in the on-failure queue."""
+        refusals = int(self._record.get("refusals", 0)) + 1
+        if not permanent and refusals < REFUSAL_LIMIT:
+            wait = refusal_backoff(refusals)
+            try:
+                self.ledger.refused_again(job_id, attempt, self.clock() + wait, reason)
+            except Exception as exc:  # the record's settle time stands: the cycle meets the refusal again
+                log("ledger_write_failed", "WARNING", job=job_id, error=_error(exc))
+            log("requeue_refused", "ERROR", job=job_id, error=reason, refusals=refusals, next_try_seconds=wait,
+                fix="fix the cause (enable the queue, register the job definition, restore the share);"
+                    " the cycle tries again by itself")
+            return ReclaimError(f"job {job_id} was stopped by the reclaimer but {reason}; the cycle tries again in"
+                                f" {int(wait // 60)} minutes ({_tries(REFUSAL_LIMIT - refusals)} left)")
         try:
             self.ledger.close(job_id, attempt, Ledger.REFUSED, reason)
         except Exception as exc:  # the record stays open: the cycle meets the same refusal again
             log("ledger_write_failed", "WARNING", job=job_id, error=_error(exc))
-        log("requeue_failed", "ERROR", job=job_id, error=reason, **fields)
+            return ReclaimError(f"job {job_id} was stopped by the reclaimer but {reason}")
+        log("requeue_failed", "ERROR", job=job_id, error=reason, refusals=refusals,
+            fix="fix the cause, then replay the message's requestPayload from the on-failure queue")
+        if self.notify is not None:
+            self.notify(failure_record(job_id, self.ledger.queue, reason, refusals, job))
         return ReclaimError(f"job {job_id} was stopped by the reclaimer but {reason}")
 
     def _submit(self, job: Mapping, params: dict, attempt: str) -> dict:
@@ -380,9 +496,12 @@ class Requeue:
                 share=params.get("shareIdentifier"))
             return {"requeued": value, "from": job_id}
         if outcome == "refused":
-            raise self._refused(job_id, attempt, f"Batch refused the resubmission: {_error(value)}", submit=params)
-        # Not applied: look again at once. Unknown: only once anything it made is listed.
-        when = self.clock() + (LISTING_SETTLE_SECONDS if outcome == "unknown" else 0)
+            raise self._refused(job_id, attempt, f"Batch refused the resubmission: {_error(value)}", job=job)
+        # Not applied: look again at once. Unknown: only once anything it made is listed, and
+        # never before the claim's own bound (what this invocation may still have in flight).
+        when = self.clock()
+        if outcome == "unknown":
+            when = max(when + LISTING_SETTLE_SECONDS, float(self._record.get("settleAfter", 0)))
         try:
             self.ledger.settle_after(job_id, attempt, when)
         except Exception as exc:  # the claim's settle time stands (later, and as safe)
@@ -390,6 +509,19 @@ class Requeue:
         log("requeue_deferred", "WARNING", job=job_id, outcome=outcome, error=_error(value),
             reason="the scheduled cycle looks for the job, or submits it, after its settle time")
         return {"requeued": None, "from": job_id, "deferred": True}
+
+
+def failure_record(job_id: str, queue: str, reason: str, refusals: int, job: Mapping | None) -> dict:
+    """A message for the on-failure queue, shaped as Lambda's own on-failure records: its
+    ``requestPayload`` is a FAILED event that, sent to the reclaimer, tries the requeue again."""
+    detail = {"jobId": job_id, "jobName": (job or {}).get("jobName", ""), "jobQueue": (job or {}).get("jobQueue", queue),
+              "status": "FAILED", "statusReason": (job or {}).get("statusReason") or br.RECLAIM_REASON_PREFIX}
+    return {
+        "version": "1.0",
+        "requestContext": {"condition": "RequeueRefused", "approximateInvokeCount": refusals},
+        "requestPayload": {"source": "aws.batch", "detail-type": "Batch Job State Change", "detail": detail},
+        "responsePayload": {"errorType": "ReclaimError", "errorMessage": reason},
+    }
 
 
 class _OutcomeUnknown(Exception):
@@ -465,6 +597,8 @@ def requeue(client: Any, detail: Mapping, *, queue: str, ledger: Ledger | None,
     attempt = uuid.uuid4().hex
     try:
         record = ledger.claim(job_id, attempt, now=clock(), settle_after=run.settle_time())
+        if record.get("status") == Ledger.SKIPPED:
+            record = _reopen(ledger, job_id, attempt, clock(), run.settle_time(), record)
     except Exception as exc:
         log("requeue_failed", "ERROR", job=job_id, step="claiming the requeue in the ledger", error=_error(exc),
             outcome="nothing claimed: Lambda retries the event, then keeps it in the failure queue")
@@ -484,13 +618,25 @@ def requeue(client: Any, detail: Mapping, *, queue: str, ledger: Ledger | None,
         return {"requeued": None, "from": job_id, "deferred": True}
 
 
+def _reopen(ledger: Ledger, job_id: str, attempt: str, now: float, settle_after: float, record: dict) -> dict:
+    """A FAILED event of the reclaimer's for a ``skipped`` record: the job was stopped after
+    all (the read that closed the record trailed the stop), so the requeue starts again."""
+    log("requeue_reopened", "WARNING", job=job_id, closed_because=record.get("error"),
+        reason="a FAILED event of the reclaimer's shows the job was stopped after all")
+    if ledger.reopen(job_id, attempt, now=now, settle_after=settle_after):
+        return {**record, "status": Ledger.CLAIMED, "attempt": attempt, "since": now, "settleAfter": settle_after,
+                "attempts": sorted({*record.get("attempts", ()), attempt})}
+    return ledger.get(job_id) or {}  # another attempt re-opened it first: drive what it left
+
+
 def reconcile(client: Any, ledger: Ledger, *, clock: Callable[[], float] = time.time,
               time_left: Callable[[], float] | None = None, sleep: Callable[[float], None] | None = None,
-              limit: int = RECONCILE_LIMIT) -> dict:
+              limit: int = RECONCILE_LIMIT, notify: Callable[[Mapping], None] | None = None) -> dict:
     """The cycle's part of requeue: finish up to ``limit`` open records whose settle time
     has passed, oldest first. Never raises; returns what it did, the errors it logged
-    and ``oldest_open_seconds`` (how long past its settle time the oldest open record is)."""
-    run = Requeue(client, ledger, clock=clock, time_left=time_left, sleep=sleep)
+    and ``oldest_open_seconds`` (how long past its settle time the oldest open record is).
+    ``notify`` puts a requeue that needs a person in the on-failure queue."""
+    run = Requeue(client, ledger, clock=clock, time_left=time_left, sleep=sleep, notify=notify)
     out: dict[str, Any] = {"requeued": [], "found": [], "deferred": [], "errors": [], "oldest_open_seconds": 0.0}
     try:
         due = ledger.due(clock(), limit)
@@ -507,6 +653,8 @@ def reconcile(client: Any, ledger: Ledger, *, clock: Callable[[], float] = time.
         try:
             record = ledger.get(job_id)
             if record is None or record.get("status") not in (Ledger.STOPPING, Ledger.CLAIMED):
+                continue
+            if record.get("settleAfter", 0) > clock():  # the index trails the table: not due after all
                 continue
             result = run.drive(job_id, record, uuid.uuid4().hex)
         except Exception as exc:
@@ -563,7 +711,7 @@ def find_requeued(client: Any, job: Mapping, attempts: Collection[str], *,
     since = stopped_at - REQUEUE_LOOKBACK_MS if stopped_at else job.get("createdAt") or 0
     candidates: list[str] = []
     token = None
-    while True:
+    for _ in range(FIND_PAGE_LIMIT):
         params: dict[str, Any] = {"jobQueue": job["jobQueue"], "maxResults": br.DESCRIBE_BATCH,
                                   "filters": [{"name": "JOB_NAME", "values": [name]}]}
         if token:
@@ -578,6 +726,9 @@ def find_requeued(client: Any, job: Mapping, attempts: Collection[str], *,
         token = page.get("nextToken")
         if older or not token:
             break
+    else:  # never "not found" from a look that did not finish: the caller must not submit
+        raise RuntimeError(f"more than {FIND_PAGE_LIMIT * br.DESCRIBE_BATCH} jobs named {name!r} were created"
+                           f" since {job_id} stopped; the look for its resubmission did not finish")
     for i in range(0, len(candidates), br.DESCRIBE_BATCH):
         response = br.call_with_retry(client, "DescribeJobs", sleep=sleep, jobs=candidates[i:i + br.DESCRIBE_BATCH])
         for found in response.get("jobs", ()):
@@ -632,8 +783,7 @@ def submit_params(detail: Mapping) -> dict:
     consumable = detail.get("consumableResourceProperties")
     if consumable:
         params["consumableResourcePropertiesOverride"] = consumable
-    tags = {k: v for k, v in (detail.get("tags") or {}).items()
-            if not k.startswith("aws:") and k != TAG_REQUEUE_ATTEMPT}
+    tags = {k: v for k, v in (detail.get("tags") or {}).items() if k in (br.TAG_QUEUE, br.TAG_TEAM)}
     tags.setdefault(br.TAG_QUEUE, detail["jobQueue"].rsplit("/", 1)[-1])
     tags[br.TAG_REQUEUED_FROM] = detail["jobId"]
     params["tags"] = tags
