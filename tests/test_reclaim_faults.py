@@ -126,7 +126,7 @@ def test_network_errors_are_retryable_and_only_a_lost_answer_may_have_applied():
 
 
 # ---------------------------------------------------------------------------
-# Item 15: a stop that may have been applied is re-read, never sent twice
+# A stop that may have been applied is re-read, never sent twice
 
 
 @pytest.mark.parametrize("fault", ["error_after", "timeout_after"])
@@ -161,7 +161,7 @@ def test_a_job_stopped_last_cycle_and_still_running_is_not_stopped_again(model):
 
 
 # ---------------------------------------------------------------------------
-# Items 14, 16, 17: requeue exactly once, as the job was
+# Requeue exactly once, as the job was
 
 
 def test_a_stopped_job_is_resubmitted_from_describe_jobs_when_the_event_has_no_tags(model):
@@ -524,7 +524,7 @@ def test_an_event_for_a_job_describe_jobs_shows_ended_by_itself_submits_nothing(
 
 
 # ---------------------------------------------------------------------------
-# Issue 10 part 3: the describe cache
+# The describe cache
 
 
 def test_a_warm_cycle_describes_only_new_jobs_and_takes_state_from_the_listing(model):
