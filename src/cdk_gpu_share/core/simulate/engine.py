@@ -18,10 +18,8 @@ import gc
 import heapq
 import math
 import time
-from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from fractions import Fraction
-from typing import Any
 
 from cdk_gpu_share.core import reclaim
 from cdk_gpu_share.core.errors import ConfigError, Problem
@@ -33,12 +31,12 @@ from cdk_gpu_share.core.simulate.inputs import (
     RECLAIM,
     RESOURCE,
     STATIC,
-    TOL,
     Job,
     Scenario,
     _row_error,
     check_jobs,
 )
+from cdk_gpu_share.core.simulate.planner_view import PlannerView
 from cdk_gpu_share.core.simulate.state import Run, Team
 
 __all__ = ["check_mode", "simulate"]
@@ -102,15 +100,7 @@ class _Sim:
         self.by_id = {r.job.id: r for r in self.runs}
         self.running: dict[int, Run] = {}
         self.live: dict[int, Run] = {}  # arrived and not completed, in arrival order
-        # The planner's view (reclaim mode only): a spec per running job, and the
-        # pending jobs as the planner's PendingGroups, one per team and size, each in
-        # rule 2's order. Both are brought up to date at a tick, for the jobs that
-        # changed state since the last one (touched): most jobs start as they arrive,
-        # between two ticks, and never reach a group.
-        self.reclaiming = mode == RECLAIM
-        self.specs: dict[int, Any] = {}
-        self.touched: dict[int, Run] = {}
-        self.groups: dict[tuple[int, float], reclaim.PendingGroup] = {}
+        self.reclaiming = mode == RECLAIM  # the planner's view is kept in this mode only
         self.usedq = 0  # exact, in units of 1/scale GPU
         self.heap: list[tuple] = []
         self.busy = 0.0
@@ -128,6 +118,7 @@ class _Sim:
         self.index = DispatchIndex(self.teams, sorted({r.g for r in self.runs}), static=mode == STATIC,
                                    reclaiming=self.reclaiming, compact_slack=self.COMPACT_SLACK,
                                    lazy_ratio=self.LAZY_RATIO)
+        self.view = PlannerView(scenario, self.index, self.running)
 
     # -- usage bookkeeping -------------------------------------------------
 
@@ -147,19 +138,19 @@ class _Sim:
     def _push_pending(self, r: Run) -> None:
         self.index.push(r)
         if self.reclaiming:
-            self.touched[r.job.position] = r
+            self.view.touch(r)
         self.pending_log.append((self.now, r.t.idx, r.g))
 
     def _remove_pending(self, r: Run) -> None:
         self.index.remove(r)
         if self.reclaiming:
-            self.touched[r.job.position] = r
+            self.view.touch(r)
         self.pending_log.append((self.now, r.t.idx, -r.g))
 
     def _pop_pending(self, team: Team, g: float) -> Run:
         r = self.index.pop(team, g)
         if self.reclaiming:
-            self.touched[r.job.position] = r
+            self.view.touch(r)
         self.pending_log.append((self.now, team.idx, -r.g))
         return r
 
@@ -174,7 +165,7 @@ class _Sim:
         r.running_spec = None
         self.running[r.job.position] = r
         if self.reclaiming:
-            self.touched[r.job.position] = r
+            self.view.touch(r)
         self._set_usage(team, t, r.q)
         heapq.heappush(self.heap, (t + (r.job.duration_s - r.progress), _COMPLETE, r.job.position, r.run, r))
 
@@ -190,13 +181,7 @@ class _Sim:
         r.completion = t
         del self.live[r.job.position]
         if self.reclaiming:
-            if r.grouped or r.job.position in self.specs:
-                self.touched[r.job.position] = r  # the planner's view still holds it
-            else:
-                self.touched.pop(r.job.position, None)  # nothing to bring up to date
-            # Never asked for again (leaving the planner's view needs pkey only): a
-            # million-job trace would otherwise keep two specs per job to its end.
-            r.pending_spec = r.running_spec = None
+            self.view.completed(r)
         self.completed += 1
         self.last_completion = t if self.last_completion is None else max(self.last_completion, t)
 
@@ -222,7 +207,7 @@ class _Sim:
         self.preemptions += 1
         self.preemption_events.append((t, team.idx))
         if self.reclaiming:
-            self.touched[r.job.position] = r
+            self.view.touch(r)
         self._push_pending(r)
 
     # -- dispatch ------------------------------------------------------------
@@ -246,95 +231,11 @@ class _Sim:
         (kept per team in ``ticky`` as usage and queues change)."""
         return self.index.ticky > 0
 
-    def _tick_useful(self, t: float) -> bool:
-        """Whether the planner may choose a victim at ``t``; when not, the tick skips
-        the call (the contract's rule, with time).
-
-        Until the plan's first victim, the plan only serves pending jobs (rule 2a),
-        which raises U: a job within its guarantee when it is reached was within it
-        when the plan started. The first victim must then come from rule 1
-        (a team above its borrow cap), rule 2b (a pending job within its team's
-        guarantee that has waited) or rule 2c (a pending job that has waited, of a
-        team with in-team preemption). None of them: no victim, the same as the call.
-        Only teams in ``ticky_teams`` can have such a job; whether a job has waited
-        is the planner's own :func:`reclaim.has_waited`."""
-        settings = self.scenario.state.settings
-        kidx = self.index.kidx
-        has_waited = reclaim.has_waited
-        for team in self.index.ticky_teams:
-            if team.U - team.G > team.cap + TOL:
-                return True
-            wk = team.wk
-            for g in team.keys:  # ascending
-                if not team.in_team and kidx[g] > wk:
-                    break  # beyond the guarantee from here on
-                for _, r in team.buckets[g]:
-                    if has_waited(self._pending_spec(r), t, settings):
-                        return True
-        return False
-
-    def _pending_spec(self, r: Run) -> reclaim.JobSpec:
-        # One demand dict per size, shared by every job of that size: the planner's
-        # memo of fits per (team, demand) then answers a team's many pending jobs once.
-        if r.pending_spec is None:
-            r.pending_spec = reclaim.JobSpec(
-                id=r.job.id, team=r.job.team, state="pending", demand=self.index.demands[self.index.kidx[r.g]],
-                priority=r.job.priority, since=r.job.submit_time, terminating=False)
-            r.pkey = reclaim.pending_key(r.pending_spec)
-        return r.pending_spec
-
-    def _running_spec(self, r: Run) -> reclaim.JobSpec:
-        if r.running_spec is None:
-            r.running_spec = reclaim.JobSpec(
-                id=r.job.id, team=r.job.team, state="running", demand=self.index.demands[self.index.kidx[r.g]],
-                priority=r.job.priority, since=r.start, terminating=False)
-        return r.running_spec
-
-    def _planner_state(self, t: float) -> reclaim.State:
-        specs, running = self.specs, self.running
-        for position, r in self.touched.items():
-            if position in running:
-                specs[position] = self._running_spec(r)
-            else:
-                specs.pop(position, None)
-            pending = r.arrived and not r.done and position not in running
-            if pending != r.grouped:
-                (self._group_add if pending else self._group_remove)(r)
-        self.touched.clear()
-        base = self.scenario.state
-        return reclaim.State(now=t, capacity=base.capacity, settings=base.settings, teams=base.teams,
-                             jobs=tuple(specs.values()), pending_groups=tuple(self.groups.values()))
-
-    def _group_add(self, r: Run) -> None:
-        """r joins its team's pending group of its size, at its place in rule 2's order."""
-        spec = self._pending_spec(r)
-        gkey = (r.t.idx, r.g)
-        group = self.groups.get(gkey)
-        if group is None:
-            group = self.groups[gkey] = reclaim.PendingGroup(
-                team=r.t.name, demand=spec.demand, jobs=[], keys=[])
-        keys = group.keys
-        i = bisect_left(keys, r.pkey)
-        keys.insert(i, r.pkey)
-        group.jobs.insert(i, spec)
-        r.grouped = True
-
-    def _group_remove(self, r: Run) -> None:
-        gkey = (r.t.idx, r.g)
-        group = self.groups[gkey]
-        jobs = group.jobs
-        i = bisect_left(group.keys, r.pkey)
-        del group.keys[i]
-        del jobs[i]
-        if not jobs:
-            del self.groups[gkey]
-        r.grouped = False
-
     def _tick(self, t: float) -> None:
-        if self.skip_idle_ticks and not self._tick_useful(t):
+        if self.skip_idle_ticks and not self.view.tick_useful(t):
             return  # no victim possible: the call would change nothing, nor would dispatch
         self.planner_calls += 1
-        result = reclaim.plan_state(self._planner_state(t), full=False)
+        result = reclaim.plan_state(self.view.state(t), full=False)
         preemptions = result.get("preemptions", ())
         beneficiaries: list[Run] = []
         for p in preemptions:
