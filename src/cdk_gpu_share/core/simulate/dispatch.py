@@ -146,7 +146,7 @@ class DispatchIndex:
             # when it reaches the top. Half of the changes of U are starts, which
             # raise U: a borrowing team would otherwise push every bucket anew.
             # (Strictly above: a team without guarantee, U/G always infinite, bumps
-            # its version at every change as before, so an old entry of a job that
+            # its version at every change (below), so an old entry of a job that
             # comes back to the head of its queue never turns live again.)
             team.ratio = ratio
             if self.reclaiming:

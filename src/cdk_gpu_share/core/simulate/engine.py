@@ -42,7 +42,6 @@ from cdk_gpu_share.core.simulate.state import Run, Team
 __all__ = ["check_mode", "simulate"]
 
 _INF = math.inf
-_COMPLETE, _ARRIVE = 0, 1  # event phases at equal times: completions, then arrivals
 
 
 def _exact_units(jobs: Sequence[Job], capacity: float) -> tuple[int, int, list[int]]:
@@ -167,7 +166,7 @@ class _Sim:
         if self.reclaiming:
             self.view.touch(r)
         self._set_usage(team, t, r.q)
-        heapq.heappush(self.heap, (t + (r.job.duration_s - r.progress), _COMPLETE, r.job.position, r.run, r))
+        heapq.heappush(self.heap, (t + (r.job.duration_s - r.progress), r.job.position, r.run, r))
 
     def _complete(self, r: Run, t: float) -> None:
         team = r.t
@@ -272,63 +271,70 @@ class _Sim:
     # -- main loop -----------------------------------------------------------
 
     def run(self) -> None:
-        # Completions in a heap; arrivals, known up front, in one sorted list (submit
-        # time, then trace position): the heap stays as small as the running jobs.
+        """Process every event in time order: planner ticks before the events they
+        precede, completions before arrivals at equal times, each followed by dispatch."""
+        # Completions in a heap of (time, trace position, run number, job); arrivals,
+        # known up front, in one sorted list (submit time, then trace position): the
+        # heap stays as small as the running jobs.
         heap = self.heap
         arrivals = sorted(self.runs, key=lambda r: r.job.submit_time)  # stable: trace order at ties
         ai, n_arrivals = 0, len(arrivals)
         total = len(self.runs)
         report_every = max(1, total // 200)
-        last_k = 0
-        reclaiming = self.mode == RECLAIM
-        poll = self.poll
+        last_k = 0  # the last tick ran at last_k * poll
         while True:
             t_done = heap[0][0] if heap else _INF
             t_arrive = arrivals[ai].job.submit_time if ai < n_arrivals else _INF
             t_ev = t_done if t_done <= t_arrive else t_arrive  # completions first at equal times
-            t_tick = _INF
-            if reclaiming and (heap or ai < n_arrivals or self.running) and self.index.npending and (
-                not self.skip_idle_ticks or self._tick_needed()
-            ):
-                k = max(last_k + 1, math.ceil(self.now / poll))
-                t_tick = k * poll
-            if t_tick < t_ev:
-                last_k = k
-                self.now = t_tick
-                self._tick(t_tick)
-                continue
+            if self.reclaiming and (heap or ai < n_arrivals or self.running):
+                k = self._next_tick(last_k)
+                if k is not None and k * self.poll < t_ev:
+                    last_k = k
+                    self.now = k * self.poll
+                    self._tick(self.now)
+                    continue
             if t_ev == _INF:
                 break
             if t_done <= t_arrive:
-                t, phase, _, run, r = heapq.heappop(heap)
-            else:
-                r = arrivals[ai]
-                ai += 1
-                t, phase = t_arrive, _ARRIVE
-            self.now = t
-            if phase == _COMPLETE:
+                t, _, run, r = heapq.heappop(heap)
+                self.now = t
                 if run != r.run or r.done:
                     continue  # stale: the job was stopped after this was scheduled
                 self._complete(r, t)
                 if self.progress_cb is not None and self.completed % report_every == 0:
                     self.progress_cb(self.completed / total)
             else:
-                team = r.t
-                r.arrived = True
-                self.live[r.job.position] = r
-                r.entitled = self.index.kidx[r.g] <= team.wk  # reclaim.within_guarantee, as wk holds it
-                self._push_pending(r)
-                if self.ARRIVAL_SHORTCUT and len(team.buckets[r.g]) > 1:
-                    # Every event ends with a dispatch that found nothing to start, and
-                    # an arrival changes nothing but its own bucket. A job that joins
-                    # its team's queue of its size cannot start: the queue's head, of
-                    # the same team and size, could not (whether a job may start
-                    # depends on its team and size only; the order within the queue
-                    # decides only which of them goes first).
+                r = arrivals[ai]
+                ai += 1
+                t = self.now = t_arrive
+                if not self._arrive(r):
                     continue
             self._dispatch(t)
-        # close the borrowed-capacity integrals
-        end = self.now
+        self._close_borrowing(self.now)
+
+    def _next_tick(self, last_k: int) -> int | None:
+        """The number k of the next planner tick (at k * poll, after the last one and not
+        before now), or None while no tick can change anything."""
+        if not self.index.npending or (self.skip_idle_ticks and not self._tick_needed()):
+            return None
+        return max(last_k + 1, math.ceil(self.now / self.poll))
+
+    def _arrive(self, r: Run) -> bool:
+        """r arrives and joins its team's queue; whether a dispatch may start anything."""
+        team = r.t
+        r.arrived = True
+        self.live[r.job.position] = r
+        r.entitled = self.index.kidx[r.g] <= team.wk  # reclaim.within_guarantee, as wk holds it
+        self._push_pending(r)
+        # Every event ends with a dispatch that found nothing to start, and an arrival
+        # changes nothing but its own bucket. A job that joins its team's queue of its
+        # size cannot start: the queue's head, of the same team and size, could not
+        # (whether a job may start depends on its team and size only; the order within
+        # the queue decides only which of them goes first).
+        return not (self.ARRIVAL_SHORTCUT and len(team.buckets[r.g]) > 1)
+
+    def _close_borrowing(self, end: float) -> None:
+        """Add each borrowing team's last stretch, up to ``end``, to its borrowed GPU-seconds."""
         for team in self.teams:
             if team.U > team.G:
                 team.result.borrowed_gpu_seconds += (team.U - team.G) * (end - team.last_t)
@@ -368,21 +374,8 @@ def simulate(
     that could never start (see :func:`check_jobs`).
     """
     check_mode(mode)
-    if not (isinstance(poll_seconds, (int, float)) and math.isfinite(poll_seconds) and poll_seconds > 0):
-        raise ConfigError(Problem(field="--poll-seconds", value=poll_seconds, message="must be above 0",
-                                  fix="give the planner's period in seconds, e.g. 60"))
-    if checkpoint_seconds is not None and not (
-        isinstance(checkpoint_seconds, (int, float)) and math.isfinite(checkpoint_seconds) and checkpoint_seconds > 0
-    ):
-        raise ConfigError(Problem(field="--checkpoint-seconds", value=checkpoint_seconds, message="must be above 0",
-                                  fix="give the checkpoint period in seconds, or leave it out for no checkpoints"))
-    ids: dict[str, Job] = {}
-    for j in jobs:
-        if j.id in ids:
-            raise _row_error(source, j.where(), "job_id", j.id, "repeats the id of another job",
-                             "give every job a unique id")
-        ids[j.id] = j
-    jobs = [j if j.position == i else _replace_position(j, i) for i, j in enumerate(jobs)]
+    _check_periods(poll_seconds, checkpoint_seconds)
+    jobs = _numbered(jobs, source)
     check_jobs(scenario, jobs, mode, source=source)
 
     started = time.perf_counter()
@@ -402,6 +395,29 @@ def simulate(
         if collecting:
             gc.enable()
 
+
+def _check_periods(poll_seconds: float, checkpoint_seconds: float | None) -> None:
+    """Reject a planner period or a checkpoint period that is not a number above 0."""
+    if not (isinstance(poll_seconds, (int, float)) and math.isfinite(poll_seconds) and poll_seconds > 0):
+        raise ConfigError(Problem(field="--poll-seconds", value=poll_seconds, message="must be above 0",
+                                  fix="give the planner's period in seconds, e.g. 60"))
+    if checkpoint_seconds is not None and not (
+        isinstance(checkpoint_seconds, (int, float)) and math.isfinite(checkpoint_seconds) and checkpoint_seconds > 0
+    ):
+        raise ConfigError(Problem(field="--checkpoint-seconds", value=checkpoint_seconds, message="must be above 0",
+                                  fix="give the checkpoint period in seconds, or leave it out for no checkpoints"))
+
+
+def _numbered(jobs: Sequence[Job], source: str) -> list[Job]:
+    """The jobs with unique ids (else a ConfigError naming the repeat), each ``position``
+    its place in the sequence: the engine orders ties and indexes its state by it."""
+    ids: dict[str, Job] = {}
+    for j in jobs:
+        if j.id in ids:
+            raise _row_error(source, j.where(), "job_id", j.id, "repeats the id of another job",
+                             "give every job a unique id")
+        ids[j.id] = j
+    return [j if j.position == i else _replace_position(j, i) for i, j in enumerate(jobs)]
 
 
 def _replace_position(job: Job, position: int) -> Job:

@@ -192,14 +192,9 @@ def _rows(reader: Any, source: str) -> Iterator[list[str]]:
         yield row
 
 
-def parse_jobs(stream: IO[str] | Iterable[str], scenario: Scenario, *, source: str = "trace") -> list[Job]:
-    """Read a job trace CSV (``job_id,team,submit_time,duration_s,gpus[,priority]``).
-
-    Raises :class:`ConfigError` naming the first bad row: a missing column, an unknown
-    team, a number that is not a number, a negative time or duration, a non-positive
-    or non-integer amount, a duplicate id, or a job larger than the whole pool.
-    """
-    reader = csv.reader(stream)
+def _header_columns(reader: Any, source: str) -> dict[str, int]:
+    """The index of each known column in the trace's header row, which must name every
+    required column."""
     try:
         header = next(reader)
     except StopIteration:
@@ -215,7 +210,42 @@ def parse_jobs(stream: IO[str] | Iterable[str], scenario: Scenario, *, source: s
                     fix=f"the header must name {','.join(REQUIRED_COLUMNS)} (priority is optional)"),
             source=source,
         )
-    col = {c: names.index(c) for c in REQUIRED_COLUMNS + OPTIONAL_COLUMNS if c in names}
+    return {c: names.index(c) for c in REQUIRED_COLUMNS + OPTIONAL_COLUMNS if c in names}
+
+
+def _gpus(text: str, scenario: Scenario, *, source: str, where: str) -> Fraction:
+    """A job's size: above 0, and no larger than the whole pool (such a job could never start)."""
+    gpus = _number(text, source=source, where=where, column="gpus")
+    if gpus <= 0:
+        raise _row_error(source, where, "gpus", text, "must be above 0",
+                         "give the GPUs the job holds (fractions allowed, e.g. 0.5)")
+    if float(gpus) > scenario.capacity + TOL:
+        raise _row_error(source, where, "gpus", text,
+                         f"is larger than the whole pool ({_num(scenario.capacity)} GPUs), so the job could never start",
+                         "split the job or enlarge capacity.gpu in the scenario")
+    return gpus
+
+
+def _priority(raw: str, *, source: str, where: str) -> int:
+    """A job's priority: a whole number, higher is more important."""
+    try:
+        if len(raw) > 18:  # int() of a 5,001-digit text raises ValueError; bound it first
+            raise ValueError(raw)
+        return int(raw)
+    except ValueError:
+        raise _row_error(source, where, "priority", raw, "is not an integer",
+                         "write a whole number; higher is more important") from None
+
+
+def parse_jobs(stream: IO[str] | Iterable[str], scenario: Scenario, *, source: str = "trace") -> list[Job]:
+    """Read a job trace CSV (``job_id,team,submit_time,duration_s,gpus[,priority]``).
+
+    Raises :class:`ConfigError` naming the first bad row: a missing column, an unknown
+    team, a number that is not a number, a negative time or duration, a non-positive
+    or non-integer amount, a duplicate id, or a job larger than the whole pool.
+    """
+    reader = csv.reader(stream)
+    col = _header_columns(reader, source)
     team_names = set(scenario.team_names)
     seen: dict[str, int] = {}
     sizes: dict[str, Fraction] = {}
@@ -251,27 +281,12 @@ def parse_jobs(stream: IO[str] | Iterable[str], scenario: Scenario, *, source: s
             raise _row_error(source, where, "duration_s", cell("duration_s"), "is negative",
                              "a duration is the job's running time in seconds (>= 0)")
         gpus_text = cell("gpus")
-        gpus = sizes.get(gpus_text)  # one Fraction per distinct valid text (see _Sim)
+        gpus = sizes.get(gpus_text)  # one Fraction per distinct valid text (see the engine's exact units)
         if gpus is None:
-            gpus = _number(gpus_text, source=source, where=where, column="gpus")
-            if gpus <= 0:
-                raise _row_error(source, where, "gpus", gpus_text, "must be above 0",
-                                 "give the GPUs the job holds (fractions allowed, e.g. 0.5)")
-            if float(gpus) > scenario.capacity + TOL:
-                raise _row_error(source, where, "gpus", gpus_text,
-                                 f"is larger than the whole pool ({_num(scenario.capacity)} GPUs), so the job could never start",
-                                 "split the job or enlarge capacity.gpu in the scenario")
-            sizes[gpus_text] = gpus
+            gpus = sizes[gpus_text] = _gpus(gpus_text, scenario, source=source, where=where)
         priority = 0
         if "priority" in col and col["priority"] < len(row) and row[col["priority"]].strip():
-            raw = row[col["priority"]].strip()
-            try:
-                if len(raw) > 18:  # int() of a 5,001-digit text raises ValueError; bound it first
-                    raise ValueError(raw)
-                priority = int(raw)
-            except ValueError:
-                raise _row_error(source, where, "priority", raw, "is not an integer",
-                                 "write a whole number; higher is more important") from None
+            priority = _priority(row[col["priority"]].strip(), source=source, where=where)
         seen[job_id] = line
         jobs.append(Job(id=job_id, team=team, submit_time=float(submit), duration_s=float(duration),
                         gpus=float(gpus), priority=priority, position=len(jobs), line=line,
