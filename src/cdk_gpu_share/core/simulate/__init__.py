@@ -19,14 +19,22 @@ Entry points: :func:`load_scenario` / :func:`parse_scenario`, :func:`load_jobs` 
 :meth:`SimResult.to_dict` is the contract's JSON), :func:`demand_excess` (the fluid
 limits the benchmark prints).
 
-The package, one concern a module:
+A job that could never start (larger than the pool, or than what its team may hold in
+an empty pool in the mode simulated) is rejected up front, naming its row, so every
+simulation ends with every job completed.
+
+The package, one concern a module, each importing only modules listed before it:
 
 - :mod:`~cdk_gpu_share.core.simulate.inputs`: the scenario, the job trace and the
   checks that reject a job that could never start;
-- :mod:`~cdk_gpu_share.core.simulate.engine`: the event loop, the planner ticks and
-  :func:`simulate`;
+- :mod:`~cdk_gpu_share.core.simulate.state`: the per-job and per-team state of a run;
 - :mod:`~cdk_gpu_share.core.simulate.accounting`: the metrics of a run
-  (:class:`SimResult`) and the fluid limits.
+  (:class:`SimResult`, its JSON, the per-job waits) and the fluid limits;
+- :mod:`~cdk_gpu_share.core.simulate.dispatch`: the dispatch index, which pending job
+  starts next;
+- :mod:`~cdk_gpu_share.core.simulate.planner_view`: the reclaim planner's input, kept
+  up to date between ticks;
+- :mod:`~cdk_gpu_share.core.simulate.engine`: the event loop and :func:`simulate`.
 """
 
 from __future__ import annotations
@@ -63,32 +71,16 @@ from cdk_gpu_share.core.simulate.inputs import (
     trace_from_rows,
 )
 
+# The public names, by concern: a trace and a scenario in, a run, a result out.
 __all__ = [
-    "DEFAULT_POLL_SECONDS",
-    "MODES",
-    "OPTIONAL_COLUMNS",
-    "RECLAIM",
-    "REQUIRED_COLUMNS",
-    "RESOURCE",
-    "SHARE",
-    "STATIC",
-    "TOL",
-    "Job",
-    "JobOutcome",
-    "Scenario",
-    "SimResult",
-    "TeamResult",
-    "check_jobs",
-    "check_mode",
-    "demand_excess",
-    "load_jobs",
-    "load_scenario",
-    "nearest_rank",
-    "parse_jobs",
-    "parse_scenario",
-    "result_json",
-    "simulate",
-    "trace_from_rows",
+    # inputs
+    "Scenario", "Job", "parse_scenario", "load_scenario", "parse_jobs", "load_jobs", "trace_from_rows", "check_jobs",
+    "MODES", "STATIC", "SHARE", "RECLAIM", "RESOURCE", "REQUIRED_COLUMNS", "OPTIONAL_COLUMNS",
+    "DEFAULT_POLL_SECONDS", "TOL",
+    # engine
+    "simulate", "check_mode",
+    # accounting
+    "SimResult", "TeamResult", "JobOutcome", "nearest_rank", "result_json", "demand_excess",
 ]
 
 # The public classes carry this module's name, the one users import them from: a pickle

@@ -2,9 +2,11 @@
 
 :class:`SimResult` is the outcome of a run; :meth:`SimResult.to_dict` is the JSON that
 ``gpu-share simulate --json`` prints (waits as nearest-rank percentiles, GPU-seconds as
-floats, counts as integers). :func:`build_result` turns a finished engine's per-job
-state into it. :func:`demand_excess` gives the fluid lower bounds the benchmark prints
-beside the simulated waits.
+floats, counts as integers). The engine keeps the running totals as events happen
+(busy, lost and borrowed GPU-seconds, preemptions, the usage and pending logs);
+the engine's finished run becomes a :class:`SimResult` with what is measured per job
+here (waits, reclaim waits, outcomes, the window). :func:`demand_excess` gives the
+fluid lower bounds the benchmark prints beside the simulated waits.
 """
 
 from __future__ import annotations
@@ -13,18 +15,15 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from cdk_gpu_share.core.simulate.inputs import Job, Scenario, _num
-
-if TYPE_CHECKING:
-    from cdk_gpu_share.core.simulate.engine import _Sim
+from cdk_gpu_share.core.simulate.state import Run
 
 __all__ = [
     "JobOutcome",
     "SimResult",
     "TeamResult",
-    "build_result",
     "demand_excess",
     "nearest_rank",
     "result_json",
@@ -193,11 +192,13 @@ class SimResult:
         }
 
 
-def build_result(sim: _Sim, scenario: Scenario, jobs: Sequence[Job], mode: str, elapsed: float) -> SimResult:
-    """The :class:`SimResult` of a finished run of ``sim`` (``elapsed``: its wall time)."""
+def _tally_jobs(runs: Sequence[Run]) -> tuple[list[JobOutcome], float]:
+    """Count each job and its wait into its team's result (a reclaim wait too, when the
+    job was within its guarantee and did not start at once); return the completed jobs'
+    outcomes, in trace order, and the sum of their waits times their GPUs."""
     outcomes: list[JobOutcome] = []
     wait_gs = 0.0
-    for r in sim.runs:
+    for r in runs:
         res = r.t.result
         res.jobs += 1
         if not r.done:
@@ -210,33 +211,16 @@ def build_result(sim: _Sim, scenario: Scenario, jobs: Sequence[Job], mode: str, 
         outcomes.append(JobOutcome(id=r.job.id, team=r.job.team, submit_time=r.job.submit_time,
                                    final_start=r.start, completion=r.completion, stops=r.stops,
                                    entitled=r.entitled, busy_gpu_seconds=r.busy))
-    if jobs:
-        first = min(j.submit_time for j in jobs)
-        last = sim.last_completion if sim.last_completion is not None else first
-        window = (first, max(first, last))
-    else:
-        window = (0.0, 0.0)
-    return SimResult(
-        mode=mode,
-        capacity=scenario.capacity,
-        team_names=scenario.team_names,
-        guarantees=tuple(t.G for t in sim.teams),
-        jobs=len(jobs),
-        completed=sim.completed,
-        window=window,
-        busy_gpu_seconds=sim.busy,
-        preemptions=sim.preemptions,
-        lost_gpu_seconds=sim.lost,
-        wait_gpu_seconds=wait_gs,
-        sim_seconds=elapsed,
-        teams=sim.results,
-        outcomes=outcomes,
-        series_log=sim.series_log,
-        planner_calls=sim.planner_calls,
-        max_total_usage=sim.max_total,
-        preemption_events=sim.preemption_events,
-        pending_log=sim.pending_log,
-    )
+    return outcomes, wait_gs
+
+
+def _window(jobs: Sequence[Job], last_completion: float | None) -> tuple[float, float]:
+    """From the first submit time to the last completion: the span utilization is measured over."""
+    if not jobs:
+        return (0.0, 0.0)
+    first = min(j.submit_time for j in jobs)
+    last = last_completion if last_completion is not None else first
+    return (first, max(first, last))
 
 
 def demand_excess(scenario: Scenario, jobs: Sequence[Job]) -> dict[str, Any]:

@@ -87,14 +87,14 @@ class DispatchIndex:
         self.ticky = 0  # teams with ticky set
         self.ticky_teams: set[Team] = set()  # those teams
         for team in teams:
-            self.refresh(team)
+            self._refresh(team)
 
     def usage_changed(self, team: Team) -> None:
         """After a change of team's U: the cached RI (when the team is reserve) and the
         team's thresholds."""
         if team.reserve:
             self.ri_cache.clear()
-        self.refresh(team)
+        self._refresh(team)
 
     def ri(self, team: Team) -> float:
         """RI(team) (the planner's :func:`reclaim.reserved_idle_of`)."""
@@ -115,18 +115,9 @@ class DispatchIndex:
     def _threshold(self, pred: Callable[[dict], bool]) -> int:
         """The largest index k into sizes with pred(size k) (-1: none); pred is monotone."""
         demands = self.demands
-        lo, hi = 0, len(demands) - 1
-        found = -1
-        while lo <= hi:
-            mid = (lo + hi) // 2
-            if pred(demands[mid]):
-                found = mid
-                lo = mid + 1
-            else:
-                hi = mid - 1
-        return found
+        return _last_true(len(demands), lambda k: pred(demands[k]))
 
-    def refresh(self, team: Team) -> None:
+    def _refresh(self, team: Team) -> None:
         """After a change of team's U: its thresholds and ratio and, unless the
         team's index entries all still hold (see below), a new version and an index
         entry for each of its non-empty buckets."""
@@ -205,8 +196,10 @@ class DispatchIndex:
         self.entries = n
 
     def _retick(self, team: Team) -> None:
-        """Whether the team makes a planner tick needed (see :attr:`ticky`). Only
-        share+reclaim ticks, so only it calls this."""
+        """Whether the team makes a planner tick needed: above its borrow cap, or with a
+        pending job within its guarantee or of a team with in-team preemption. Kept in
+        ``ticky`` (a count) and ``ticky_teams``, which the engine's tick filter reads.
+        Only share+reclaim ticks, so only it calls this."""
         ticky = team.U - team.G > team.cap + TOL or bool(team.npending) and (
             team.in_team or self.kidx[team.keys[0]] <= team.wk)
         if ticky != team.ticky:
@@ -298,7 +291,7 @@ class DispatchIndex:
         non-empty heaps for k <= iF (the bits of ``below``), k ascending.
 
         An entry that is not :meth:`_live` is dropped. A group-1 entry that holds an
-        older, lower U/G than its team's (see refresh) is raised to the team's U/G
+        older, lower U/G than its team's (see _refresh) is raised to the team's U/G
         first."""
         teams, sizes = self.teams, self.sizes
         heaps = self.heap0 if group == 0 else self.heap1
@@ -372,16 +365,7 @@ class DispatchIndex:
         fr = {RESOURCE: free}
         rid = {RESOURCE: ri}
         spec = team.spec
-        lo, hi = 0, len(keys) - 1
-        found = -1
-        while lo <= hi:
-            mid = (lo + hi) // 2
-            if reclaim.fits({RESOURCE: keys[mid]}, spec, usage, fr, rid):
-                found = mid
-                lo = mid + 1
-            else:
-                hi = mid - 1
-        return found
+        return _last_true(len(keys), lambda i: reclaim.fits({RESOURCE: keys[i]}, spec, usage, fr, rid))
 
     def _largest_within(self, team: Team) -> int:
         """Index into team.keys of the largest size within the team's guarantee
@@ -389,13 +373,19 @@ class DispatchIndex:
         keys = team.keys
         usage = {RESOURCE: team.U}
         spec = team.spec
-        lo, hi = 0, len(keys) - 1
-        found = -1
-        while lo <= hi:
-            mid = (lo + hi) // 2
-            if reclaim.within_guarantee({RESOURCE: keys[mid]}, spec, usage):
-                found = mid
-                lo = mid + 1
-            else:
-                hi = mid - 1
-        return found
+        return _last_true(len(keys), lambda i: reclaim.within_guarantee({RESOURCE: keys[i]}, spec, usage))
+
+
+def _last_true(n: int, pred: Callable[[int], bool]) -> int:
+    """The largest i in range(n) with pred(i), -1 when none, for a pred that holds up to
+    some index and not after it: a binary search, so pred is asked about log2(n) indices."""
+    lo, hi = 0, n - 1
+    found = -1
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        if pred(mid):
+            found = mid
+            lo = mid + 1
+        else:
+            hi = mid - 1
+    return found

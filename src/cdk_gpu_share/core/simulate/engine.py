@@ -10,6 +10,13 @@ planner's tolerance: as integers in units of 1/D GPU, D the least common multipl
 the denominators of every job size and of the capacity (:class:`fractions.Fraction`
 values, converted once). A float of usage is then ``n / D``, which Python rounds
 correctly, so it is the same float as ``float(Fraction(n, D))``.
+
+One addition to the contract's tick: when the plan stops a team's own jobs (reason
+``in_team``) for a job, that job is started first (if it fits), then dispatch runs.
+Otherwise a job beyond its team's guarantee would see its room handed back to the
+lower-priority victims (within-guarantee jobs dispatch first) and the planner would
+stop them again at every tick, forever. Room made by ``reclaim`` goes to dispatch
+unchanged.
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ from fractions import Fraction
 
 from cdk_gpu_share.core import reclaim
 from cdk_gpu_share.core.errors import ConfigError, Problem
-from cdk_gpu_share.core.simulate.accounting import SimResult, TeamResult, build_result
+from cdk_gpu_share.core.simulate.accounting import SimResult, TeamResult, _tally_jobs, _window
 from cdk_gpu_share.core.simulate.dispatch import DispatchIndex
 from cdk_gpu_share.core.simulate.inputs import (
     DEFAULT_POLL_SECONDS,
@@ -333,6 +340,31 @@ class _Sim:
         # the queue decides only which of them goes first).
         return not (self.ARRIVAL_SHORTCUT and len(team.buckets[r.g]) > 1)
 
+    def result(self, jobs: Sequence[Job], elapsed: float) -> SimResult:
+        """The :class:`SimResult` of the finished run of ``jobs`` (``elapsed``: its wall time)."""
+        outcomes, wait_gs = _tally_jobs(self.runs)
+        return SimResult(
+            mode=self.mode,
+            capacity=self.scenario.capacity,
+            team_names=self.scenario.team_names,
+            guarantees=tuple(t.G for t in self.teams),
+            jobs=len(jobs),
+            completed=self.completed,
+            window=_window(jobs, self.last_completion),
+            busy_gpu_seconds=self.busy,
+            preemptions=self.preemptions,
+            lost_gpu_seconds=self.lost,
+            wait_gpu_seconds=wait_gs,
+            sim_seconds=elapsed,
+            teams=self.results,
+            outcomes=outcomes,
+            series_log=self.series_log,
+            planner_calls=self.planner_calls,
+            max_total_usage=self.max_total,
+            preemption_events=self.preemption_events,
+            pending_log=self.pending_log,
+        )
+
     def _close_borrowing(self, end: float) -> None:
         """Add each borrowing team's last stretch, up to ``end``, to its borrowed GPU-seconds."""
         for team in self.teams:
@@ -390,7 +422,7 @@ def simulate(
                       float(checkpoint_seconds) if checkpoint_seconds else None, progress)
         engine.skip_idle_ticks = skip_idle_ticks
         engine.run()
-        return build_result(engine, scenario, jobs, mode, time.perf_counter() - started)
+        return engine.result(jobs, time.perf_counter() - started)
     finally:
         if collecting:
             gc.enable()

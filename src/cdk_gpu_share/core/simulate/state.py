@@ -8,11 +8,13 @@ index and the planner's view all read and write these few fields.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cdk_gpu_share.core import reclaim
-from cdk_gpu_share.core.simulate.accounting import TeamResult
 from cdk_gpu_share.core.simulate.inputs import RESOURCE, Job
+
+if TYPE_CHECKING:
+    from cdk_gpu_share.core.simulate.accounting import TeamResult
 
 __all__ = ["Run", "Team"]
 
@@ -68,7 +70,7 @@ class Team:
         self.npending = 0
         self.last_t = 0.0
         self.result = result
-        # Dispatch index (see DispatchIndex.refresh): bumped whenever U changes; the
+        # Dispatch index (see DispatchIndex._refresh): bumped whenever U changes; the
         # largest index into DispatchIndex.sizes within the team's guarantee (wk) and
         # within its borrow cap (ck) at this U; U/G; whether the team makes a planner
         # tick needed.
