@@ -3,10 +3,10 @@
 :class:`SimResult` is the outcome of a run; :meth:`SimResult.to_dict` is the JSON that
 ``gpu-share simulate --json`` prints (waits as nearest-rank percentiles, GPU-seconds as
 floats, counts as integers). The engine keeps the running totals as events happen
-(busy, lost and borrowed GPU-seconds, preemptions, the usage and pending logs);
-the engine's finished run becomes a :class:`SimResult` with what is measured per job
-here (waits, reclaim waits, outcomes, the window). :func:`demand_excess` gives the
-fluid lower bounds the benchmark prints beside the simulated waits.
+(busy, lost and borrowed GPU-seconds, preemptions, the usage and pending logs); when
+the run ends, what is measured per job is added here (:func:`_tally_jobs`: waits,
+reclaim waits, outcomes; :func:`_window`). :func:`demand_excess` gives the fluid lower
+bounds the benchmark prints beside the simulated waits.
 """
 
 from __future__ import annotations
@@ -43,6 +43,8 @@ def nearest_rank(values: Sequence[float], percent: int) -> float:
 
 @dataclass
 class TeamResult:
+    """One team's figures in a run; :meth:`to_dict` is its entry under ``teams`` in the JSON."""
+
     name: str
     guarantee: float
     jobs: int = 0

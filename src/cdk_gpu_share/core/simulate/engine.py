@@ -129,6 +129,8 @@ class _Sim:
     # -- usage bookkeeping -------------------------------------------------
 
     def _set_usage(self, team: Team, t: float, delta: int) -> None:
+        """Change team's usage by ``delta`` units at ``t``: close the borrowed stretch up
+        to ``t``, log the new usage, and let the index recompute the team's place."""
         if team.U > team.G:
             team.result.borrowed_gpu_seconds += (team.U - team.G) * (t - team.last_t)
         team.last_t = t
@@ -140,6 +142,9 @@ class _Sim:
         if total > self.max_total:
             self.max_total = total
         self.index.usage_changed(team)
+
+    # A job joins or leaves the pending set in the index, in the planner's view and in
+    # the pending log (SimResult.series_waiting) at once, through these three.
 
     def _push_pending(self, r: Run) -> None:
         self.index.push(r)
@@ -163,6 +168,7 @@ class _Sim:
     # -- events --------------------------------------------------------------
 
     def _start(self, r: Run, t: float) -> None:
+        """r starts at ``t``; its completion is due once its remaining work is done."""
         team = r.t
         r.start = t
         r.run += 1
@@ -176,6 +182,7 @@ class _Sim:
         heapq.heappush(self.heap, (t + (r.job.duration_s - r.progress), r.job.position, r.run, r))
 
     def _complete(self, r: Run, t: float) -> None:
+        """r completes at ``t``: its GPUs are free, its run counts as busy time."""
         team = r.t
         del self.running[r.job.position]
         self._set_usage(team, t, -r.q)
@@ -192,6 +199,8 @@ class _Sim:
         self.last_completion = t if self.last_completion is None else max(self.last_completion, t)
 
     def _stop(self, r: Run, t: float) -> None:
+        """The planner stops r at ``t``: the work since its last checkpoint is lost and it
+        goes back to its queue."""
         team = r.t
         del self.running[r.job.position]
         self._set_usage(team, t, -r.q)
@@ -219,9 +228,11 @@ class _Sim:
     # -- dispatch ------------------------------------------------------------
 
     def _free(self) -> float:
+        """Idle GPUs of the pool, from the exact sums."""
         return (self.capq - self.usedq) / self.scale
 
     def _dispatch(self, t: float) -> None:
+        """Start, one at a time, the job the index puts first, until none fits."""
         while True:
             best = self.index.best(self._free())
             if best is None:
@@ -238,6 +249,7 @@ class _Sim:
         return self.index.ticky > 0
 
     def _tick(self, t: float) -> None:
+        """A planner tick at ``t``: stop the jobs the plan chooses, then dispatch."""
         if self.skip_idle_ticks and not self.view.tick_useful(t):
             return  # no victim possible: the call would change nothing, nor would dispatch
         self.planner_calls += 1
@@ -263,6 +275,7 @@ class _Sim:
         self._dispatch(t)
 
     def _start_if_fits(self, r: Run, t: float) -> bool:
+        """Start r, pending, at ``t`` if it fits now (the planner's rules); whether it started."""
         if r.done or r.job.position in self.running or not r.arrived:
             return False
         team = r.t

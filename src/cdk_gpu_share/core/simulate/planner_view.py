@@ -58,8 +58,8 @@ class PlannerView:
         (a team above its borrow cap), rule 2b (a pending job within its team's
         guarantee that has waited) or rule 2c (a pending job that has waited, of a
         team with in-team preemption). None of them: no victim, the same as the call.
-        Only teams in the index's ``ticky_teams`` can have such a job; whether a job has waited
-        is the planner's own :func:`reclaim.has_waited`."""
+        Only teams in the index's ``ticky_teams`` can have such a job; whether a job
+        has waited is the planner's own :func:`reclaim.has_waited`."""
         settings = self.base.settings
         kidx = self.index.kidx
         has_waited = reclaim.has_waited
@@ -76,6 +76,7 @@ class PlannerView:
         return False
 
     def pending_spec(self, r: Run) -> reclaim.JobSpec:
+        """r as a pending job of the planner's input (made once, with its rule-2 key ``pkey``)."""
         # One demand dict per size, shared by every job of that size: the planner's
         # memo of fits per (team, demand) then answers a team's many pending jobs once.
         if r.pending_spec is None:
@@ -86,6 +87,7 @@ class PlannerView:
         return r.pending_spec
 
     def running_spec(self, r: Run) -> reclaim.JobSpec:
+        """r as a running job of the planner's input (made again after each start)."""
         if r.running_spec is None:
             r.running_spec = reclaim.JobSpec(
                 id=r.job.id, team=r.job.team, state="running", demand=self.index.demands[self.index.kidx[r.g]],
@@ -123,6 +125,7 @@ class PlannerView:
         r.grouped = True
 
     def _group_remove(self, r: Run) -> None:
+        """r leaves its team's pending group of its size (found by its rule-2 key)."""
         gkey = (r.t.idx, r.g)
         group = self.groups[gkey]
         jobs = group.jobs
