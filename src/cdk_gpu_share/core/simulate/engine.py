@@ -1,0 +1,472 @@
+"""The simulator's event engine: replay a job trace, event by event.
+
+Events are completions (a heap, as small as the running jobs) and arrivals (known up
+front, one sorted list), completions first at equal times; in ``share+reclaim`` the
+reclaim planner's ticks come every ``poll_seconds``. After each event, dispatch starts
+the pending jobs that fit, in the contract's order, through the dispatch index.
+
+Usage is summed exactly, so that thousands of starts and stops never drift past the
+planner's tolerance: as integers in units of 1/D GPU, D the least common multiple of
+the denominators of every job size and of the capacity (:class:`fractions.Fraction`
+values, converted once). A float of usage is then ``n / D``, which Python rounds
+correctly, so it is the same float as ``float(Fraction(n, D))``.
+
+One addition to the contract's tick: when the plan stops a team's own jobs (reason
+``in_team``) for a job, that job is started first (if it fits), then dispatch runs.
+Otherwise a job beyond its team's guarantee would see its room handed back to the
+lower-priority victims (within-guarantee jobs dispatch first) and the planner would
+stop them again at every tick, forever. Room made by ``reclaim`` goes to dispatch
+unchanged.
+"""
+
+from __future__ import annotations
+
+import gc
+import heapq
+import math
+import time
+from collections.abc import Callable, Sequence
+from fractions import Fraction
+
+from cdk_gpu_share.core import reclaim
+from cdk_gpu_share.core.errors import ConfigError, Problem
+from cdk_gpu_share.core.simulate.accounting import SimResult, TeamResult, _tally_jobs, _window
+from cdk_gpu_share.core.simulate.dispatch import DispatchIndex
+from cdk_gpu_share.core.simulate.inputs import (
+    DEFAULT_POLL_SECONDS,
+    MODES,
+    RECLAIM,
+    RESOURCE,
+    STATIC,
+    Job,
+    Scenario,
+    _row_error,
+    check_jobs,
+)
+from cdk_gpu_share.core.simulate.planner_view import PlannerView
+from cdk_gpu_share.core.simulate.state import Run, Team
+
+__all__ = ["check_mode", "simulate"]
+
+_INF = math.inf
+
+
+def _exact_units(jobs: Sequence[Job], capacity: float) -> tuple[int, int, list[int]]:
+    """(D, the capacity in units of 1/D GPU, each job's size in those units): D is the
+    least common multiple of the denominators of every job size and of the capacity.
+
+    Jobs of one size often share one Fraction (the trace parser keeps one per distinct
+    text): each distinct object is asked for its value once, since hashing a Fraction
+    costs a microsecond and a trace can hold a million jobs.
+    """
+    sizes_exact = [j.exact_gpus for j in jobs]  # kept alive: their ids stay unique
+    exact_of = {id(q): q for q in sizes_exact}  # one entry per distinct object
+    exact = set(exact_of.values())  # distinct exact sizes
+    capq = Fraction(capacity)
+    scale = capq.denominator
+    for q in exact:
+        scale = math.lcm(scale, q.denominator)
+    units = {q: int(q * scale) for q in exact}
+    units_of = {key: units[q] for key, q in exact_of.items()}
+    return scale, int(capq * scale), [units_of[id(q)] for q in sizes_exact]
+
+
+class _Sim:
+    """The event loop: arrivals, completions, stops and planner ticks, each followed by
+    dispatch through the :class:`~cdk_gpu_share.core.simulate.dispatch.DispatchIndex`.
+
+    The class-level switches below turn the index's shortcuts off; a run gives the same
+    result either way (the tests compare both).
+    """
+
+    COMPACT_SLACK = 4096
+    """Stale heap entries tolerated beyond twice the live buckets before a compaction."""
+    ARRIVAL_SHORTCUT = True
+    """No dispatch after an arrival that joins a non-empty queue (False: always, for tests)."""
+    LAZY_RATIO = True
+    """A rise of U/G that keeps a team's thresholds re-indexes nothing (False: every
+    change of U re-indexes every bucket, for tests)."""
+
+    def __init__(self, scenario: Scenario, jobs: Sequence[Job], mode: str, poll: float,
+                 checkpoint: float | None, progress: Callable[[float], None] | None):
+        self.scenario = scenario
+        self.mode = mode
+        self.poll = poll
+        self.ckpt = checkpoint
+        self.progress_cb = progress
+        # Exact usage in integers: units of 1/scale GPU (see the module docstring).
+        self.scale, self.capq, units = _exact_units(jobs, scenario.capacity)
+        self.results = {t.name: TeamResult(name=t.name, guarantee=float(t.guarantee.get(RESOURCE, 0) or 0))
+                        for t in scenario.teams}
+        self.teams = [Team(spec, i, self.results[spec.name]) for i, spec in enumerate(scenario.teams)]
+        by_name = {t.name: t for t in self.teams}
+        self.runs = [Run(j, by_name[j.team]) for j in jobs]
+        for r, q in zip(self.runs, units):
+            r.q = q
+        self.by_id = {r.job.id: r for r in self.runs}
+        self.running: dict[int, Run] = {}
+        self.live: dict[int, Run] = {}  # arrived and not completed, in arrival order
+        self.reclaiming = mode == RECLAIM  # the planner's view is kept in this mode only
+        self.usedq = 0  # exact, in units of 1/scale GPU
+        self.heap: list[tuple] = []
+        self.busy = 0.0
+        self.lost = 0.0
+        self.preemptions = 0
+        self.preemption_events: list[tuple[float, int]] = []  # (time, team index), for plots
+        self.completed = 0
+        self.last_completion: float | None = None
+        self.series_log: list[tuple[float, int, float]] = []
+        self.pending_log: list[tuple[float, int, float]] = []  # for plots: SimResult.series_waiting
+        self.planner_calls = 0
+        self.max_total = 0.0
+        self.now = 0.0
+        self.skip_idle_ticks = True
+        self.index = DispatchIndex(self.teams, sorted({r.g for r in self.runs}), static=mode == STATIC,
+                                   reclaiming=self.reclaiming, compact_slack=self.COMPACT_SLACK,
+                                   lazy_ratio=self.LAZY_RATIO)
+        self.view = PlannerView(scenario, self.index, self.running)
+
+    # -- usage bookkeeping -------------------------------------------------
+
+    def _set_usage(self, team: Team, t: float, delta: int) -> None:
+        """Change team's usage by ``delta`` units at ``t``: close the borrowed stretch up
+        to ``t``, log the new usage, and let the index recompute the team's place."""
+        if team.U > team.G:
+            team.result.borrowed_gpu_seconds += (team.U - team.G) * (t - team.last_t)
+        team.last_t = t
+        team.Uq += delta
+        team.U = team.Uq / self.scale
+        self.usedq += delta
+        self.series_log.append((t, team.idx, team.U))
+        total = self.usedq / self.scale
+        if total > self.max_total:
+            self.max_total = total
+        self.index.usage_changed(team)
+
+    # A job joins or leaves the pending set in the index, in the planner's view and in
+    # the pending log (SimResult.series_waiting) at once, through these three.
+
+    def _push_pending(self, r: Run) -> None:
+        self.index.push(r)
+        if self.reclaiming:
+            self.view.touch(r)
+        self.pending_log.append((self.now, r.t.idx, r.g))
+
+    def _remove_pending(self, r: Run) -> None:
+        self.index.remove(r)
+        if self.reclaiming:
+            self.view.touch(r)
+        self.pending_log.append((self.now, r.t.idx, -r.g))
+
+    def _pop_pending(self, team: Team, g: float) -> Run:
+        r = self.index.pop(team, g)
+        if self.reclaiming:
+            self.view.touch(r)
+        self.pending_log.append((self.now, team.idx, -r.g))
+        return r
+
+    # -- events --------------------------------------------------------------
+
+    def _start(self, r: Run, t: float) -> None:
+        """r starts at ``t``; its completion is due once its remaining work is done."""
+        team = r.t
+        r.start = t
+        r.run += 1
+        if r.first_start is None:
+            r.first_start = t
+        r.running_spec = None
+        self.running[r.job.position] = r
+        if self.reclaiming:
+            self.view.touch(r)
+        self._set_usage(team, t, r.q)
+        heapq.heappush(self.heap, (t + (r.job.duration_s - r.progress), r.job.position, r.run, r))
+
+    def _complete(self, r: Run, t: float) -> None:
+        """r completes at ``t``: its GPUs are free, its run counts as busy time."""
+        team = r.t
+        del self.running[r.job.position]
+        self._set_usage(team, t, -r.q)
+        ran = (t - r.start) * r.g
+        self.busy += ran
+        r.busy += ran
+        team.result.gpu_seconds += ran
+        r.done = True
+        r.completion = t
+        del self.live[r.job.position]
+        if self.reclaiming:
+            self.view.completed(r)
+        self.completed += 1
+        self.last_completion = t if self.last_completion is None else max(self.last_completion, t)
+
+    def _stop(self, r: Run, t: float) -> None:
+        """The planner stops r at ``t``: the work since its last checkpoint is lost and it
+        goes back to its queue."""
+        team = r.t
+        del self.running[r.job.position]
+        self._set_usage(team, t, -r.q)
+        elapsed = t - r.start
+        ran = elapsed * r.g
+        self.busy += ran
+        r.busy += ran
+        team.result.gpu_seconds += ran
+        reached = r.progress + elapsed
+        saved = r.progress
+        if self.ckpt:
+            saved = max(saved, math.floor(reached / self.ckpt) * self.ckpt)
+            saved = min(saved, r.job.duration_s)
+        self.lost += (reached - saved) * r.g
+        r.progress = saved
+        r.run += 1  # its completion event is now stale
+        r.stops += 1
+        team.result.preempted += 1
+        self.preemptions += 1
+        self.preemption_events.append((t, team.idx))
+        if self.reclaiming:
+            self.view.touch(r)
+        self._push_pending(r)
+
+    # -- dispatch ------------------------------------------------------------
+
+    def _free(self) -> float:
+        """Idle GPUs of the pool, from the exact sums."""
+        return (self.capq - self.usedq) / self.scale
+
+    def _dispatch(self, t: float) -> None:
+        """Start, one at a time, the job the index puts first, until none fits."""
+        while True:
+            best = self.index.best(self._free())
+            if best is None:
+                return
+            team, g = best
+            self._start(self._pop_pending(team, g), t)
+
+    # -- planner ticks -------------------------------------------------------
+
+    def _tick_needed(self) -> bool:
+        """Whether a tick may change anything: a team above its borrow cap, or a
+        pending job within its team's guarantee or of a team with in-team preemption
+        (kept per team in ``ticky`` as usage and queues change)."""
+        return self.index.ticky > 0
+
+    def _tick(self, t: float) -> None:
+        """A planner tick at ``t``: stop the jobs the plan chooses, then dispatch."""
+        if self.skip_idle_ticks and not self.view.tick_useful(t):
+            return  # no victim possible: the call would change nothing, nor would dispatch
+        self.planner_calls += 1
+        result = reclaim.plan_state(self.view.state(t), full=False)
+        preemptions = result.get("preemptions", ())
+        beneficiaries: list[Run] = []
+        for p in preemptions:
+            r = self.by_id[p["job"]]
+            if r.job.position in self.running:
+                self._stop(r, t)
+            if p.get("reason") == "in_team":
+                b = self.by_id.get(p.get("beneficiary"))
+                if b is not None and b not in beneficiaries:
+                    beneficiaries.append(b)
+        # Room made by stopping a team's own jobs (reason in_team) goes to the job it
+        # was made for, then dispatch runs. Without this, dispatch would hand it back
+        # to the victims whenever the beneficiary is beyond its team's guarantee
+        # (within-guarantee jobs dispatch first) and the planner would stop them again
+        # at the next tick, forever. Room made by reclaim goes to dispatch as the
+        # contract says (its beneficiary is within its guarantee, so dispatched early).
+        for b in beneficiaries:
+            self._start_if_fits(b, t)
+        self._dispatch(t)
+
+    def _start_if_fits(self, r: Run, t: float) -> bool:
+        """Start r, pending, at ``t`` if it fits now (the planner's rules); whether it started."""
+        if r.done or r.job.position in self.running or not r.arrived:
+            return False
+        team = r.t
+        if not reclaim.fits({RESOURCE: r.g}, team.spec, {RESOURCE: team.U}, {RESOURCE: self._free()},
+                            {RESOURCE: self.index.ri(team)}):
+            return False
+        if self.mode == STATIC and not reclaim.within_guarantee({RESOURCE: r.g}, team.spec, {RESOURCE: team.U}):
+            return False
+        self._remove_pending(r)
+        self._start(r, t)
+        return True
+
+    # -- main loop -----------------------------------------------------------
+
+    def run(self) -> None:
+        """Process every event in time order: planner ticks before the events they
+        precede, completions before arrivals at equal times, each followed by dispatch."""
+        # Completions in a heap of (time, trace position, run number, job); arrivals,
+        # known up front, in one sorted list (submit time, then trace position): the
+        # heap stays as small as the running jobs.
+        heap = self.heap
+        arrivals = sorted(self.runs, key=lambda r: r.job.submit_time)  # stable: trace order at ties
+        ai, n_arrivals = 0, len(arrivals)
+        total = len(self.runs)
+        report_every = max(1, total // 200)
+        last_k = 0  # the last tick ran at last_k * poll
+        while True:
+            t_done = heap[0][0] if heap else _INF
+            t_arrive = arrivals[ai].job.submit_time if ai < n_arrivals else _INF
+            t_ev = t_done if t_done <= t_arrive else t_arrive  # completions first at equal times
+            if self.reclaiming and (heap or ai < n_arrivals or self.running):
+                k = self._next_tick(last_k)
+                if k is not None and k * self.poll < t_ev:
+                    last_k = k
+                    self.now = k * self.poll
+                    self._tick(self.now)
+                    continue
+            if t_ev == _INF:
+                break
+            if t_done <= t_arrive:
+                t, _, run, r = heapq.heappop(heap)
+                self.now = t
+                if run != r.run or r.done:
+                    continue  # stale: the job was stopped after this was scheduled
+                self._complete(r, t)
+                if self.progress_cb is not None and self.completed % report_every == 0:
+                    self.progress_cb(self.completed / total)
+            else:
+                r = arrivals[ai]
+                ai += 1
+                t = self.now = t_arrive
+                if not self._arrive(r):
+                    continue
+            self._dispatch(t)
+        self._close_borrowing(self.now)
+
+    def _next_tick(self, last_k: int) -> int | None:
+        """The number k of the next planner tick (at k * poll, after the last one and not
+        before now), or None while no tick can change anything."""
+        if not self.index.npending or (self.skip_idle_ticks and not self._tick_needed()):
+            return None
+        return max(last_k + 1, math.ceil(self.now / self.poll))
+
+    def _arrive(self, r: Run) -> bool:
+        """r arrives and joins its team's queue; whether a dispatch may start anything."""
+        team = r.t
+        r.arrived = True
+        self.live[r.job.position] = r
+        r.entitled = self.index.kidx[r.g] <= team.wk  # reclaim.within_guarantee, as wk holds it
+        self._push_pending(r)
+        # Every event ends with a dispatch that found nothing to start, and an arrival
+        # changes nothing but its own bucket. A job that joins its team's queue of its
+        # size cannot start: the queue's head, of the same team and size, could not
+        # (whether a job may start depends on its team and size only; the order within
+        # the queue decides only which of them goes first).
+        return not (self.ARRIVAL_SHORTCUT and len(team.buckets[r.g]) > 1)
+
+    def result(self, jobs: Sequence[Job], elapsed: float) -> SimResult:
+        """The :class:`SimResult` of the finished run of ``jobs`` (``elapsed``: its wall time)."""
+        outcomes, wait_gs = _tally_jobs(self.runs)
+        return SimResult(
+            mode=self.mode,
+            capacity=self.scenario.capacity,
+            team_names=self.scenario.team_names,
+            guarantees=tuple(t.G for t in self.teams),
+            jobs=len(jobs),
+            completed=self.completed,
+            window=_window(jobs, self.last_completion),
+            busy_gpu_seconds=self.busy,
+            preemptions=self.preemptions,
+            lost_gpu_seconds=self.lost,
+            wait_gpu_seconds=wait_gs,
+            sim_seconds=elapsed,
+            teams=self.results,
+            outcomes=outcomes,
+            series_log=self.series_log,
+            planner_calls=self.planner_calls,
+            max_total_usage=self.max_total,
+            preemption_events=self.preemption_events,
+            pending_log=self.pending_log,
+        )
+
+    def _close_borrowing(self, end: float) -> None:
+        """Add each borrowing team's last stretch, up to ``end``, to its borrowed GPU-seconds."""
+        for team in self.teams:
+            if team.U > team.G:
+                team.result.borrowed_gpu_seconds += (team.U - team.G) * (end - team.last_t)
+            team.last_t = end
+
+
+def check_mode(mode: str) -> None:
+    """Raise :class:`ConfigError` unless ``mode`` is one of :data:`MODES`."""
+    if mode not in MODES:
+        raise ConfigError(Problem(field="--mode", value=mode, message="is not a simulation mode",
+                                  fix=f"use one of {', '.join(MODES)}"))
+
+
+def simulate(
+    scenario: Scenario,
+    jobs: Sequence[Job],
+    mode: str,
+    *,
+    poll_seconds: float = DEFAULT_POLL_SECONDS,
+    checkpoint_seconds: float | None = None,
+    progress: Callable[[float], None] | None = None,
+    skip_idle_ticks: bool = True,
+    source: str = "trace",
+) -> SimResult:
+    """Replay ``jobs`` against ``scenario`` in ``mode`` (one of :data:`MODES`).
+
+    ``poll_seconds``: the planner's period in ``share+reclaim`` (default 60).
+    ``checkpoint_seconds``: a stopped job restarts from its last multiple of this many
+    seconds of its own running time (default ``None``: from zero).
+    ``progress``: called now and then with the fraction of jobs completed.
+    ``skip_idle_ticks``: skip the planner calls whose result cannot change (the
+    simulator's rule; default). ``False`` calls the planner at every tick while a job
+    is pending: the same result, slower (for tests).
+    ``source``: the trace's name in error messages.
+
+    Raises :class:`ConfigError` for an unknown mode, a non-positive period, or a job
+    that could never start (see :func:`check_jobs`).
+    """
+    check_mode(mode)
+    _check_periods(poll_seconds, checkpoint_seconds)
+    jobs = _numbered(jobs, source)
+    check_jobs(scenario, jobs, mode, source=source)
+
+    started = time.perf_counter()
+    # The run allocates a few objects per job that live until it ends (and no cyclic
+    # garbage): the cyclic collector would only walk them again and again, which
+    # grows with the trace (a fifth of the time at 800k jobs). Paused for the run,
+    # as it was before afterwards.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        engine = _Sim(scenario, jobs, mode, float(poll_seconds),
+                      float(checkpoint_seconds) if checkpoint_seconds else None, progress)
+        engine.skip_idle_ticks = skip_idle_ticks
+        engine.run()
+        return engine.result(jobs, time.perf_counter() - started)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _check_periods(poll_seconds: float, checkpoint_seconds: float | None) -> None:
+    """Reject a planner period or a checkpoint period that is not a number above 0."""
+    if not (isinstance(poll_seconds, (int, float)) and math.isfinite(poll_seconds) and poll_seconds > 0):
+        raise ConfigError(Problem(field="--poll-seconds", value=poll_seconds, message="must be above 0",
+                                  fix="give the planner's period in seconds, e.g. 60"))
+    if checkpoint_seconds is not None and not (
+        isinstance(checkpoint_seconds, (int, float)) and math.isfinite(checkpoint_seconds) and checkpoint_seconds > 0
+    ):
+        raise ConfigError(Problem(field="--checkpoint-seconds", value=checkpoint_seconds, message="must be above 0",
+                                  fix="give the checkpoint period in seconds, or leave it out for no checkpoints"))
+
+
+def _numbered(jobs: Sequence[Job], source: str) -> list[Job]:
+    """The jobs with unique ids (else a ConfigError naming the repeat), each ``position``
+    its place in the sequence: the engine orders ties and indexes its state by it."""
+    ids: dict[str, Job] = {}
+    for j in jobs:
+        if j.id in ids:
+            raise _row_error(source, j.where(), "job_id", j.id, "repeats the id of another job",
+                             "give every job a unique id")
+        ids[j.id] = j
+    return [j if j.position == i else _replace_position(j, i) for i, j in enumerate(jobs)]
+
+
+def _replace_position(job: Job, position: int) -> Job:
+    from dataclasses import replace
+
+    return replace(job, position=position)
+

@@ -1,0 +1,137 @@
+"""The reclaim planner's view of a running simulation (``share+reclaim`` only).
+
+A planner call costs in the running jobs and the (team, size) groups of pending jobs,
+not in the length of the queue: the view keeps a spec per running job and the pending
+jobs as the planner's :class:`~cdk_gpu_share.core.reclaim.PendingGroup` objects, one per
+team and size, each in rule 2's order. Both are brought up to date at a call, for the
+jobs that changed state since the last one (:meth:`PlannerView.touch`): most jobs start
+as they arrive, between two ticks, and never reach a group. One demand dict per size is
+shared by every spec of that size, and :meth:`PlannerView.tick_useful` tells the engine
+when a call could not choose a victim, so that it skips it.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from typing import Any
+
+from cdk_gpu_share.core import reclaim
+from cdk_gpu_share.core.simulate.dispatch import DispatchIndex
+from cdk_gpu_share.core.simulate.inputs import TOL, Scenario
+from cdk_gpu_share.core.simulate.state import Run
+
+__all__ = ["PlannerView"]
+
+
+class PlannerView:
+    """The planner's input, kept up to date incrementally between ticks."""
+
+    def __init__(self, scenario: Scenario, index: DispatchIndex, running: dict[int, Run]):
+        self.base = scenario.state
+        self.index = index
+        self.running = running  # the engine's running jobs, by trace position (read only here)
+        self.specs: dict[int, Any] = {}  # running jobs, by trace position
+        self.touched: dict[int, Run] = {}  # changed state since the last call, in order
+        self.groups: dict[tuple[int, float], reclaim.PendingGroup] = {}
+
+    def touch(self, r: Run) -> None:
+        """r started, stopped, or joined or left its queue: bring it up to date at the next call."""
+        self.touched[r.job.position] = r
+
+    def completed(self, r: Run) -> None:
+        """r completed: it leaves the view at the next call, if the view holds it."""
+        if r.grouped or r.job.position in self.specs:
+            self.touched[r.job.position] = r  # the planner's view still holds it
+        else:
+            self.touched.pop(r.job.position, None)  # nothing to bring up to date
+        # Never asked for again (leaving the planner's view needs pkey only): a
+        # million-job trace would otherwise keep two specs per job to its end.
+        r.pending_spec = r.running_spec = None
+
+    def tick_useful(self, t: float) -> bool:
+        """Whether the planner may choose a victim at ``t``; when not, the tick skips
+        the call (the contract's rule, with time).
+
+        Until the plan's first victim, the plan only serves pending jobs (rule 2a),
+        which raises U: a job within its guarantee when it is reached was within it
+        when the plan started. The first victim must then come from rule 1
+        (a team above its borrow cap), rule 2b (a pending job within its team's
+        guarantee that has waited) or rule 2c (a pending job that has waited, of a
+        team with in-team preemption). None of them: no victim, the same as the call.
+        Only teams in the index's ``ticky_teams`` can have such a job; whether a job
+        has waited is the planner's own :func:`reclaim.has_waited`."""
+        settings = self.base.settings
+        kidx = self.index.kidx
+        has_waited = reclaim.has_waited
+        for team in self.index.ticky_teams:
+            if team.U - team.G > team.cap + TOL:
+                return True
+            wk = team.wk
+            for g in team.keys:  # ascending
+                if not team.in_team and kidx[g] > wk:
+                    break  # beyond the guarantee from here on
+                for _, r in team.buckets[g]:
+                    if has_waited(self.pending_spec(r), t, settings):
+                        return True
+        return False
+
+    def pending_spec(self, r: Run) -> reclaim.JobSpec:
+        """r as a pending job of the planner's input (made once, with its rule-2 key ``pkey``)."""
+        # One demand dict per size, shared by every job of that size: the planner's
+        # memo of fits per (team, demand) then answers a team's many pending jobs once.
+        if r.pending_spec is None:
+            r.pending_spec = reclaim.JobSpec(
+                id=r.job.id, team=r.job.team, state="pending", demand=self.index.demands[self.index.kidx[r.g]],
+                priority=r.job.priority, since=r.job.submit_time, terminating=False)
+            r.pkey = reclaim.pending_key(r.pending_spec)
+        return r.pending_spec
+
+    def running_spec(self, r: Run) -> reclaim.JobSpec:
+        """r as a running job of the planner's input (made again after each start)."""
+        if r.running_spec is None:
+            r.running_spec = reclaim.JobSpec(
+                id=r.job.id, team=r.job.team, state="running", demand=self.index.demands[self.index.kidx[r.g]],
+                priority=r.job.priority, since=r.start, terminating=False)
+        return r.running_spec
+
+    def state(self, t: float) -> reclaim.State:
+        """The planner's input at ``t``, brought up to date for the jobs touched since the last call."""
+        specs, running = self.specs, self.running
+        for position, r in self.touched.items():
+            if position in running:
+                specs[position] = self.running_spec(r)
+            else:
+                specs.pop(position, None)
+            pending = r.arrived and not r.done and position not in running
+            if pending != r.grouped:
+                (self._group_add if pending else self._group_remove)(r)
+        self.touched.clear()
+        base = self.base
+        return reclaim.State(now=t, capacity=base.capacity, settings=base.settings, teams=base.teams,
+                             jobs=tuple(specs.values()), pending_groups=tuple(self.groups.values()))
+
+    def _group_add(self, r: Run) -> None:
+        """r joins its team's pending group of its size, at its place in rule 2's order."""
+        spec = self.pending_spec(r)
+        gkey = (r.t.idx, r.g)
+        group = self.groups.get(gkey)
+        if group is None:
+            group = self.groups[gkey] = reclaim.PendingGroup(
+                team=r.t.name, demand=spec.demand, jobs=[], keys=[])
+        keys = group.keys
+        i = bisect_left(keys, r.pkey)
+        keys.insert(i, r.pkey)
+        group.jobs.insert(i, spec)
+        r.grouped = True
+
+    def _group_remove(self, r: Run) -> None:
+        """r leaves its team's pending group of its size (found by its rule-2 key)."""
+        gkey = (r.t.idx, r.g)
+        group = self.groups[gkey]
+        jobs = group.jobs
+        i = bisect_left(group.keys, r.pkey)
+        del group.keys[i]
+        del jobs[i]
+        if not jobs:
+            del self.groups[gkey]
+        r.grouped = False
