@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import pytest
 
+from cdk_gpu_share.backends.fairshare import network as fairshare_network
 from cdk_gpu_share.core.config import FairshareConfig, FairshareVpcConfig, parse_config
 from cdk_gpu_share.core.errors import ConfigError
-from cdk_gpu_share.core.plan import fairshare_network, fleet_plan, format_plan, idle_costs
+from cdk_gpu_share.core.plan import fleet_plan, format_plan, idle_costs
 
 VPC = "vpc-0123456789abcdef0"
 SUBNET_A = "subnet-0123456789abcdef0"

@@ -295,15 +295,25 @@ def test_yaml_and_python_report_the_same_problems(case, raw, build):
 CONSTRUCT_ONLY = {"is not a valid quota share name"}
 
 
-def test_every_rule_of_check_backend_has_a_row():
-    """Each message _check_backend can give is the message of some row."""
+def _rule_sources() -> str:
+    """The capacity check every backend shares, and the rules part of each backend's module."""
     import inspect
+    import sys
 
-    from cdk_gpu_share.core import config
+    from cdk_gpu_share.core import backends, config
 
-    source = inspect.getsource(config._check_backend)
-    # the first words of each message the function writes
-    written = set(re.findall(r'\n\s+f?"((?:is |a |the |names |Batch|HyperPod|makes )[^"{]{8,}?)(?:"|\{)', source))
+    parts = [inspect.getsource(config._guarantees_fit)]
+    for spec in backends.registered():
+        module = inspect.getsource(sys.modules[type(spec).__module__])
+        rules = module.split("# -- rules")[1].split("\ndef schema")[0]
+        parts.append(rules)
+    return "\n".join(parts)
+
+
+def test_every_rule_of_check_backend_has_a_row():
+    """Each message a backend's rules can give is the message of some row."""
+    # the first words of each message the rules write
+    written = set(re.findall(r'[\s(,]f?"((?:is |a |the |names |Batch|HyperPod|makes )[^"{]{8,}?)(?:"|\{)', _rule_sources()))
     assert len(written) >= 13, written
     covered = " | ".join(msg for _, raw, _ in ROWS for _, msg in yaml_problems(raw))
     missing = sorted(w for w in written - CONSTRUCT_ONLY if w.strip() not in covered)

@@ -77,7 +77,7 @@ __all__ = [
 ]
 
 #: The planner's one resource: GPUs of the fleet.
-RESOURCE = "gpu"
+RESOURCE = instances.GPU_RESOURCE
 #: The priority cap of a team without ``max_priority`` (core.config.DEFAULT_MAX_PRIORITY).
 DEFAULT_MAX_PRIORITY = 100
 #: Tags every job of the queue carries (required by ``FairshareQueue.grant_submit``).

@@ -31,15 +31,10 @@ from aws_cdk import aws_batch as batch
 from aws_cdk import aws_iam as iam
 from constructs import Construct, IValidation
 
+from cdk_gpu_share.backends.batch_quota import MAX_QUOTA_SHARES_PER_QUEUE
 from cdk_gpu_share.constructs._checks import acknowledge_cfn_rule, acknowledge_nag, nag_arn, raise_props_problems
 from cdk_gpu_share.constructs._iam import add_statements, format_arn, stack_of
-from cdk_gpu_share.core.config import (
-    MAX_QUOTA_SHARES_PER_QUEUE,
-    BatchQuotaConfig,
-    HyperPodConfig,
-    TeamConfig,
-    config_problems,
-)
+from cdk_gpu_share.core.config import BatchQuotaConfig, HyperPodConfig, TeamConfig, config_problems
 from cdk_gpu_share.core.errors import ConfigError, Problem
 
 #: The IAM actions a team needs to submit, inspect and stop its own service jobs.

@@ -66,18 +66,26 @@ if TYPE_CHECKING:
 # ---------------------------------------------------------------------------
 # Limits of the services, in one place.
 
-MAX_QUOTA_SHARES_PER_QUEUE = 20
-MAX_CAPACITY_LIMITS_PER_SHARE = 5
 BATCH_NAME_PATTERN = r"^[A-Za-z0-9_-]{1,128}$"
 PLATFORM_NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9-]{0,39}$"
-HYPERPOD_MAX_BORROW_PERCENT = 500
 # AWS APIs take 32-bit integers; larger values would also overflow float arithmetic.
 MAX_INT = 2**31 - 1
 MAX_NUMBER = 10_000_000  # the largest VCpu / MemoryInGiB a HyperPod compute quota takes
 BATCH = "batch_quota"
 HYPERPOD = "hyperpod"
 FAIRSHARE = "fairshare"
-BACKENDS = (BATCH, HYPERPOD, FAIRSHARE)
+#: The backends whose sections are fields of :class:`PlatformConfig` (a registered backend's
+#: section is in ``PlatformConfig.other_backends``); every backend: :func:`cdk_gpu_share.core.backends.keys`.
+_BUILTIN_SECTIONS = (BATCH, HYPERPOD, FAIRSHARE)
+
+
+def __getattr__(name: str) -> Any:
+    # BACKENDS: every backend's key, the registered ones included (read when asked, not at import).
+    if name == "BACKENDS":
+        from cdk_gpu_share.core import backends
+
+        return backends.keys()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class Sharing(str, Enum):
@@ -357,7 +365,7 @@ class FairshareVpcConfig:
         if self.security_group_ids is not None and self.security_group_ids != ():
             values["security_group_ids"] = self.security_group_ids
         problems = _Problems()
-        _vpc_problems(values, "FairshareVpcConfig", problems.add)
+        vpc_problems(values, "FairshareVpcConfig", problems.add)
         problems.raise_if_any(label="invalid argument")
         object.__setattr__(self, "subnet_ids", tuple(self.subnet_ids))
         object.__setattr__(self, "security_group_ids", tuple(self.security_group_ids or ()))
@@ -396,6 +404,9 @@ class PlatformConfig:
     alerts: AlertsConfig | None = None
     #: Who may set the team identity tags (:class:`cdk_gpu_share.core.security_config.SecurityConfig`), or None.
     security: SecurityConfig | None = None
+    #: The sections of backends registered besides the built-in three, by key
+    #: (:func:`cdk_gpu_share.core.backends.register`).
+    other_backends: Mapping[str, Any] = field(default_factory=dict)
 
     def team(self, name: str) -> TeamConfig:
         """The team named ``name`` (``KeyError`` when there is none)."""
@@ -404,10 +415,12 @@ class PlatformConfig:
                 return team
         raise KeyError(name)
 
-    def backend(self, name: str) -> BatchQuotaConfig | HyperPodConfig | FairshareConfig | None:
-        """The section of backend ``name`` (``batch_quota``, ``hyperpod`` or ``fairshare``), or None."""
-        section: BatchQuotaConfig | HyperPodConfig | FairshareConfig | None = getattr(self, name)
-        return section
+    def backend(self, name: str) -> Any:
+        """The section of backend ``name`` (``batch_quota``, ``hyperpod``, ``fairshare`` or a
+        registered one), or None when the config has none."""
+        if name in _BUILTIN_SECTIONS:
+            return getattr(self, name)
+        return self.other_backends.get(name)
 
     def teams_for(self, backend: str) -> list[TeamConfig]:
         """The teams whose guarantee names an instance type of ``backend``."""
@@ -418,7 +431,9 @@ class PlatformConfig:
 
     def backends_of(self, team: TeamConfig) -> list[str]:
         """The backends ``team`` takes part in: those whose capacity its guarantee names."""
-        return [b for b in BACKENDS if team in self.teams_for(b)]
+        from cdk_gpu_share.core import backends
+
+        return [b for b in backends.keys() if team in self.teams_for(b)]
 
 
 # ---------------------------------------------------------------------------
@@ -482,6 +497,16 @@ def _str(value: Any, where: str, problems: _Problems, pattern: str | None = None
         problems.add(where, value, f"does not match {pattern}", fix)
         return None
     return value
+
+
+# The readers a backend's section parser uses (cdk_gpu_share.backends): each records the
+# problem of a bad value and returns None (read_capacity drops the bad entries).
+MISSING = _MISSING
+read_mapping = _mapping
+check_keys = _check_keys
+read_int = _int
+read_bool = _bool
+read_str = _str
 
 
 _AMOUNT_KEYS = {"instances", "accelerators", "vcpu", "memory_gib", "mig"}
@@ -555,13 +580,17 @@ def _capacity(value: Any, where: str, problems: _Problems, *, ml: bool) -> dict[
     return out
 
 
-def _catalogued(capacity: dict[str, int], backend: str, problems: _Problems) -> None:
+def _catalogued(capacity: dict[str, int], backend: str, problems: _Problems, *, sagemaker: bool) -> None:
     """Drop from ``capacity`` the types the instance catalog refuses (typo, no GPU), each reported."""
     for it in list(capacity):
-        refusal = instances.instance_type_problem(it, sagemaker=backend != FAIRSHARE)
+        refusal = instances.instance_type_problem(it, sagemaker=sagemaker)
         if refusal is not None:
             problems.add(f"{backend}.capacity.{it}", it, *refusal)
             del capacity[it]
+
+
+read_capacity = _capacity
+drop_uncatalogued = _catalogued
 
 
 _TEAM_KEYS = {
@@ -684,19 +713,8 @@ def _team_fields(data: Mapping[str, Any], where: str, problems: _Problems, *, gu
     }
 
 
-EKS_CLUSTER_ARN_PATTERN = r"arn:aws[a-z-]*:eks:[a-z0-9-]+:\d{12}:cluster/[A-Za-z0-9][A-Za-z0-9_-]{0,99}"
 
 
-def _eks_cluster_arn(value: Any, problems: _Problems) -> str | None:
-    """``hyperpod.eks_cluster_arn``: optional; teams get namespace access on this cluster."""
-    if value is None:
-        return None
-    if not isinstance(value, str) or not re.fullmatch(EKS_CLUSTER_ARN_PATTERN, value):
-        problems.add(f"{HYPERPOD}.eks_cluster_arn", value, "is not an EKS cluster ARN",
-                     "write arn:aws:eks:REGION:ACCOUNT:cluster/NAME (the Orchestrator.Eks.ClusterArn of"
-                     " `aws sagemaker describe-cluster`)")
-        return None
-    return value
 
 
 # -- who may act as a team, and how far. Self-contained: new fields only.
@@ -763,227 +781,18 @@ def _team_authorization(data: Mapping, where: str, problems: _Problems) -> dict[
     return out
 
 
-def _batch(raw: Any, problems: _Problems) -> BatchQuotaConfig | None:
-    data = _mapping(raw, BATCH, problems)
-    if data is None:
-        return None
-    _check_keys(data, _BATCH_KEYS, BATCH, problems)
-    capacity = _capacity(data.get("capacity", _MISSING), f"{BATCH}.capacity", problems, ml=True)
-    _catalogued(capacity, BATCH, problems)
-    names = {}
-    for key in ("queue_name", "service_environment_name"):
-        if data.get(key) is not None:
-            names[key] = _str(
-                data[key],
-                f"{BATCH}.{key}",
-                problems,
-                BATCH_NAME_PATTERN,
-                "use up to 128 letters, digits, hyphens and underscores",
-            )
-    priority = 1
-    if "priority" in data:
-        value = _int(data["priority"], f"{BATCH}.priority", problems, minimum=0, maximum=1000)
-        priority = 1 if value is None else value
-    return BatchQuotaConfig(capacity=capacity, priority=priority, **names)
 
 
-def _hyperpod(raw: Any, problems: _Problems) -> HyperPodConfig | None:
-    data = _mapping(raw, HYPERPOD, problems)
-    if data is None:
-        return None
-    _check_keys(data, _HYPERPOD_KEYS, HYPERPOD, problems)
-    arn = data.get("cluster_arn")
-    if not isinstance(arn, str) or not re.fullmatch(hp.CLUSTER_ARN_PATTERN, arn):
-        problems.add(
-            f"{HYPERPOD}.cluster_arn",
-            arn,
-            "is not a HyperPod cluster ARN",
-            "write arn:aws:sagemaker:REGION:ACCOUNT:cluster/ID with a 12-digit account and a 12-character"
-            " lower-case cluster id",
-        )
-        arn = ""
-    capacity = _capacity(data.get("capacity", _MISSING), f"{HYPERPOD}.capacity", problems, ml=True)
-    for it in list(capacity):
-        if it not in hp.HYPERPOD_INSTANCE_TYPES:
-            close = difflib.get_close_matches(it, sorted(hp.HYPERPOD_INSTANCE_TYPES), n=1)
-            problems.add(
-                f"{HYPERPOD}.capacity.{it}",
-                it,
-                "is not an instance type HyperPod accepts",
-                f"did you mean '{close[0]}'?" if close else "use a HyperPod instance type such as ml.p5.48xlarge",
-            )
-            del capacity[it]
-    _catalogued(capacity, HYPERPOD, problems)
-    flags = {}
-    for key in ("fair_share", "idle_resource_sharing"):
-        if key in data:
-            value = _bool(data[key], f"{HYPERPOD}.{key}", problems)
-            if value is not None:
-                flags[key] = value
-    classes: list[PriorityClass] = []
-    raw_classes = data.get("priority_classes")
-    if raw_classes is None:
-        raw_classes = []
-    if not isinstance(raw_classes, list):
-        problems.add(f"{HYPERPOD}.priority_classes", raw_classes, "must be a list", "write - {name: x, weight: 50}")
-        raw_classes = []
-    if len(raw_classes) > hp.MAX_PRIORITY_CLASSES:
-        problems.add(
-            f"{HYPERPOD}.priority_classes",
-            f"{len(raw_classes)} classes",
-            f"HyperPod allows at most {hp.MAX_PRIORITY_CLASSES} priority classes",
-            "merge classes with similar weights",
-        )
-    seen: set[str] = set()
-    for i, entry in enumerate(raw_classes):
-        where = f"{HYPERPOD}.priority_classes[{i}]"
-        item = _mapping(entry, where, problems)
-        if item is None:
-            continue
-        _check_keys(item, {"name", "weight"}, where, problems)
-        name = _str(
-            item.get("name"),
-            f"{where}.name",
-            problems,
-            hp.PRIORITY_CLASS_NAME_PATTERN,
-            "use lower-case letters, digits and hyphens, starting and ending with a letter or digit",
-        )
-        weight = _int(item.get("weight"), f"{where}.weight", problems, minimum=0, maximum=100)
-        if name and name in seen:
-            problems.add(f"{where}.name", name, "is a duplicate priority class", "give each class its own name")
-        if name:
-            seen.add(name)
-        if name and weight is not None:
-            classes.append(PriorityClass(name, weight))
-    scheduler_name = None
-    if data.get("scheduler_config_name") is not None:
-        scheduler_name = _str(
-            data["scheduler_config_name"],
-            f"{HYPERPOD}.scheduler_config_name",
-            problems,
-            hp.RESOURCE_NAME_PATTERN,
-            "use up to 63 letters, digits and hyphens",
-        )
-    eks_arn = _eks_cluster_arn(data.get("eks_cluster_arn"), problems)
-    return HyperPodConfig(
-        eks_cluster_arn=eks_arn,
-        cluster_arn=arn,
-        capacity=capacity,
-        priority_classes=tuple(classes),
-        scheduler_config_name=scheduler_name,
-        **flags,
-    )
 
 
-_FAIRSHARE_KEYS = {
-    "capacity",
-    "queue_name",
-    "share_decay_seconds",
-    "compute_reservation",
-    "allocation_strategy",
-    "spot",
-    "min_instances",
-    "job_attempts",
-    "reclaim",
-    "vpc",
-}
-_FAIRSHARE_VPC_KEYS = {"vpc_id", "subnet_ids", "security_group_ids"}
 #: EC2 resource IDs: the prefix, then 8 (older) or 17 hexadecimal digits.
 VPC_ID_PATTERN = r"^vpc-(?:[0-9a-f]{8}|[0-9a-f]{17})$"
 SUBNET_ID_PATTERN = r"^subnet-(?:[0-9a-f]{8}|[0-9a-f]{17})$"
 SECURITY_GROUP_ID_PATTERN = r"^sg-(?:[0-9a-f]{8}|[0-9a-f]{17})$"
-_BATCH_KEYS = {"capacity", "queue_name", "service_environment_name", "priority"}
-_HYPERPOD_KEYS = {"cluster_arn", "capacity", "fair_share", "idle_resource_sharing", "priority_classes", "scheduler_config_name",
-                  "eks_cluster_arn"}
-_RECLAIM_KEYS = {"enabled", "schedule_minutes", "dry_run", "reclaim_after_seconds", "min_runtime_seconds"}
-# (key, minimum, maximum) of the bounded whole numbers; the schema (core/config_schema.py) reads these too.
-FAIRSHARE_INT_RANGES = (
-    ("share_decay_seconds", 0, 604800),
-    ("compute_reservation", 0, 99),
-    ("min_instances", 0, 10000),
-    ("job_attempts", 1, 10),
-)
-RECLAIM_INT_RANGES = (("schedule_minutes", 1, 1440), ("reclaim_after_seconds", 0, 86400), ("min_runtime_seconds", 0, 86400))
-ALLOCATION_STRATEGIES = ("BEST_FIT_PROGRESSIVE", "SPOT_CAPACITY_OPTIMIZED", "SPOT_PRICE_CAPACITY_OPTIMIZED")
 
 
-def _take_ints(
-    raw: Mapping, where: str, specs: tuple[tuple[str, int, int], ...], problems: _Problems, into: dict[str, Any]
-) -> None:
-    """Copy the bounded whole numbers ``(key, minimum, maximum)`` that ``raw`` gives into ``into``."""
-    for key, lo, hi in specs:
-        if key in raw:
-            value = _int(raw[key], f"{where}.{key}", problems, minimum=lo, maximum=hi)
-            if value is not None:
-                into[key] = value
 
 
-def _fairshare(raw: Any, problems: _Problems) -> FairshareConfig | None:
-    data = _mapping(raw, FAIRSHARE, problems)
-    if data is None:
-        return None
-    _check_keys(data, _FAIRSHARE_KEYS, FAIRSHARE, problems)
-    capacity = _capacity(data.get("capacity", _MISSING), f"{FAIRSHARE}.capacity", problems, ml=False)
-    _catalogued(capacity, FAIRSHARE, problems)
-    kwargs: dict[str, Any] = {}
-    if data.get("queue_name") is not None:
-        kwargs["queue_name"] = _str(
-            data["queue_name"], f"{FAIRSHARE}.queue_name", problems, BATCH_NAME_PATTERN, "use up to 128 letters, digits, - and _"
-        )
-    _take_ints(
-        data,
-        FAIRSHARE,
-        FAIRSHARE_INT_RANGES,
-        problems,
-        kwargs,
-    )
-    if "allocation_strategy" in data:
-        if data["allocation_strategy"] in ALLOCATION_STRATEGIES:
-            kwargs["allocation_strategy"] = data["allocation_strategy"]
-        else:
-            problems.add(
-                f"{FAIRSHARE}.allocation_strategy",
-                data["allocation_strategy"],
-                "is not a Batch allocation strategy",
-                f"use one of {', '.join(ALLOCATION_STRATEGIES)}",
-            )
-    if "spot" in data:
-        spot = _bool(data["spot"], f"{FAIRSHARE}.spot", problems)
-        if spot is not None:
-            kwargs["spot"] = spot
-    if kwargs.get("spot") and "allocation_strategy" not in data:
-        # BEST_FIT_PROGRESSIVE, the on-demand default, is not a Spot strategy.
-        kwargs["allocation_strategy"] = "SPOT_PRICE_CAPACITY_OPTIMIZED"
-    if kwargs.get("spot") and kwargs.get("allocation_strategy") == "BEST_FIT_PROGRESSIVE":
-        problems.add(
-            f"{FAIRSHARE}.allocation_strategy",
-            "BEST_FIT_PROGRESSIVE",
-            "is not a Spot allocation strategy",
-            "use SPOT_PRICE_CAPACITY_OPTIMIZED with spot: true",
-        )
-    reclaim = _mapping(data.get("reclaim"), f"{FAIRSHARE}.reclaim", problems)
-    if reclaim is not None:
-        where = f"{FAIRSHARE}.reclaim"
-        _check_keys(reclaim, _RECLAIM_KEYS, where, problems)
-        rk: dict[str, Any] = {}
-        for key in ("enabled", "dry_run"):
-            if key in reclaim:
-                value = _bool(reclaim[key], f"{where}.{key}", problems)
-                if value is not None:
-                    rk[key] = value
-        _take_ints(
-            reclaim,
-            where,
-            RECLAIM_INT_RANGES,
-            problems,
-            rk,
-        )
-        kwargs["reclaim"] = ReclaimConfig(**rk)
-    if data.get("vpc") is not None:
-        vpc = _fairshare_vpc(data["vpc"], problems)
-        if vpc is not None:
-            kwargs["vpc"] = vpc
-    return FairshareConfig(capacity=capacity, **kwargs)
 
 
 #: (field, pattern, example) of each id ``fairshare.vpc`` takes.
@@ -994,7 +803,7 @@ _VPC_IDS = (
 )
 
 
-def _vpc_problems(values: Mapping[str, Any], where: str, add: V.AddProblem) -> None:
+def vpc_problems(values: Mapping[str, Any], where: str, add: V.AddProblem) -> None:
     """The one rule for ``fairshare.vpc``, from YAML and Python alike: an id like ``vpc-...``, and
     non-empty lists of distinct ``subnet-...`` / ``sg-...`` ids (security groups may be absent)."""
     given = [entry for entry in _VPC_IDS if entry[0] != "security_group_ids" or "security_group_ids" in values]
@@ -1021,26 +830,6 @@ def _vpc_problems(values: Mapping[str, Any], where: str, add: V.AddProblem) -> N
                 first[entry] = i
 
 
-def _fairshare_vpc(raw: Any, problems: _Problems) -> FairshareVpcConfig | None:
-    where = f"{FAIRSHARE}.vpc"
-    data = _mapping(raw, where, problems)
-    if data is None:
-        return None
-    _check_keys(data, _FAIRSHARE_VPC_KEYS, where, problems)
-    for name in ("vpc_id", "subnet_ids"):
-        if name not in data:
-            problems.add(V.key(where, name), None, "is required with fairshare.vpc",
-                         f"add {name}: " + ("vpc-0123456789abcdef0 (the VPC of the subnets)" if name == "vpc_id"
-                                            else "[subnet-0123456789abcdef0] (private subnets with egress)"))
-    if "vpc_id" not in data or "subnet_ids" not in data:
-        return None
-    values = {k: data[k] for k in _FAIRSHARE_VPC_KEYS if k in data and not (k == "security_group_ids" and data[k] is None)}
-    before = len(problems)
-    _vpc_problems(values, where, problems.add)
-    if len(problems) > before:
-        return None
-    return FairshareVpcConfig(vpc_id=values["vpc_id"], subnet_ids=tuple(values["subnet_ids"]),
-                              security_group_ids=tuple(values.get("security_group_ids", ())))
 
 
 # Sections owned by other modules: name -> "module:function". The function
@@ -1052,14 +841,8 @@ EXTRA_SECTIONS: dict[str, str] = {
     "security": "cdk_gpu_share.core.security_config:parse_security",
 }
 
-_TOP_KEYS = {"platform", "teams", BATCH, HYPERPOD, FAIRSHARE, *EXTRA_SECTIONS}
 
 
-def _slice_units(amount: Amount) -> int:
-    total = 0
-    for profile, count in amount.mig:
-        total += int(profile.split("-")[1].split("g")[0]) * count
-    return total
 
 
 # Names derived from a team's name that every team has, whatever its backends.
@@ -1111,176 +894,68 @@ def _check_backend(
     refused: frozenset[str] = frozenset(),
     platform: str = "gpu-share",
 ) -> None:
-    """Rules that need both the teams and one backend section.
+    """Rules that need both the teams and one backend section: the guarantees fit the
+    capacity, then the backend's own rules (:attr:`~cdk_gpu_share.core.backends.BackendSpec.rules`).
 
     ``refused``: team names already refused by :func:`team_name_problems` (reported once).
     """
+    from cdk_gpu_share.core import backends
+
     members = [t for t in teams if t.guarantee_for(section.capacity)]
-    paths = _team_paths(teams, paths)
-    # Names refused by team_name_problems are reported once, there.
-    named = [t for t in members if t.name not in refused]
-    named_set = {t.name for t in named}
-    # Sum of guarantees per instance type within the declared capacity.
     for it, count in section.capacity.items():
-        info = instances.lookup(it)
-        totals = {"instances": 0.0, "accelerators": 0.0, "vcpu": 0.0, "memory_gib": 0.0, "mig slices": 0.0}
-        given = {"instances"}  # the kinds some team guarantees explicitly: the ones to check
-        for team in members:
-            a = team.guarantee.get(it)
-            if a is None:
-                continue
-            given.update(k for k in ("accelerators", "vcpu", "memory_gib") if getattr(a, k) is not None)
-            if a.mig:
-                given.add("mig slices")
-            # Per resource kind: a guarantee of whole instances holds every resource of
-            # them, so 1 instance (8 GPUs) + 9 accelerators is 17 of 16 GPUs on 2 p5s.
-            whole = a.instances or 0
-            totals["instances"] += whole
-            # A type without catalogue numbers has a limit in instances only (below), so
-            # its other resource kinds are not summed.
-            if info is not None:
-                totals["accelerators"] += a.accelerators if a.accelerators is not None else whole * info.gpus
-                totals["vcpu"] += a.vcpu if a.vcpu is not None else whole * info.vcpus
-                totals["memory_gib"] += a.memory_gib if a.memory_gib is not None else whole * info.memory_gib
-                totals["mig slices"] += _slice_units(a) if a.mig else whole * info.gpus * 7
-        limits = {"instances": count}
+        _guarantees_fit(backend, it, count, members, problems)
+    check = backends.SectionCheck(backend, section, teams, members, _team_paths(teams, paths), platform, refused)
+    for rule in backends.spec(backend).rules:
+        problems.items.extend(rule(check))
+
+
+#: The resource kinds a guarantee may name, as the capacity check sums them.
+_KINDS = ("instances", "accelerators", "vcpu", "memory_gib", "mig slices")
+
+
+def _capacity_limits(it: str, count: int) -> dict[str, float]:
+    """What ``count`` instances of ``it`` hold, per kind (instances only for a type the catalog lacks)."""
+    info = instances.lookup(it)
+    if info is None:
+        return {"instances": count}
+    return {"instances": count, "accelerators": count * info.gpus, "vcpu": count * info.vcpus,
+            "memory_gib": count * info.memory_gib, "mig slices": count * info.gpus * instances.MIG_COMPUTE_SLICES}
+
+
+def _guarantees_fit(backend: str, it: str, count: int, members: list[TeamConfig], problems: _Problems) -> None:
+    """The teams' guarantees of ``it`` sum, per resource kind some team names, to at most the capacity."""
+    info = instances.lookup(it)
+    totals = dict.fromkeys(_KINDS, 0.0)
+    given = {"instances"}  # the kinds some team guarantees explicitly: the ones to check
+    for team in members:
+        a = team.guarantee.get(it)
+        if a is None:
+            continue
+        given.update(k for k in ("accelerators", "vcpu", "memory_gib") if getattr(a, k) is not None)
+        if a.mig:
+            given.add("mig slices")
+        # Per resource kind: a guarantee of whole instances holds every resource of
+        # them, so 1 instance (8 GPUs) + 9 accelerators is 17 of 16 GPUs on 2 p5s.
+        whole = a.instances or 0
+        totals["instances"] += whole
+        # A type without catalogue numbers has a limit in instances only, so its other
+        # resource kinds are not summed.
         if info is not None:
-            limits.update(
-                accelerators=count * info.gpus,
-                vcpu=count * info.vcpus,
-                memory_gib=count * info.memory_gib,
-            )
-            limits["mig slices"] = count * info.gpus * 7
-        for dim, total in totals.items():
-            if dim in given and dim in limits and total > limits[dim] + 1e-9:
-                problems.add(
-                    f"{backend}.capacity.{it}",
-                    count,
-                    f"the teams' guarantees sum to {total:g} {dim} of {it}, above the {limits[dim]:g} the capacity"
-                    " declares",
-                    f"raise {backend}.capacity.{it} or lower the teams' guarantees",
-                )
-    if backend == BATCH:
-        if len(members) > MAX_QUOTA_SHARES_PER_QUEUE:
+            totals["accelerators"] += a.accelerators if a.accelerators is not None else whole * info.gpus
+            totals["vcpu"] += a.vcpu if a.vcpu is not None else whole * info.vcpus
+            totals["memory_gib"] += a.memory_gib if a.memory_gib is not None else whole * info.memory_gib
+            totals["mig slices"] += (instances.mig_slices(a.mig) if a.mig
+                                     else whole * info.gpus * instances.MIG_COMPUTE_SLICES)
+    limits = _capacity_limits(it, count)
+    for dim, total in totals.items():
+        if dim in given and dim in limits and total > limits[dim] + 1e-9:
             problems.add(
-                f"{BATCH}",
-                f"{len(members)} teams",
-                f"a job queue holds at most {MAX_QUOTA_SHARES_PER_QUEUE} quota shares",
-                "split the teams over two platforms or merge small teams",
+                f"{backend}.capacity.{it}",
+                count,
+                f"the teams' guarantees sum to {total:g} {dim} of {it}, above the {limits[dim]:g} the capacity"
+                " declares",
+                f"raise {backend}.capacity.{it} or lower the teams' guarantees",
             )
-        for team in members:
-            g = team.guarantee_for(section.capacity)
-            where = paths[team.name]
-            if len(g) > MAX_CAPACITY_LIMITS_PER_SHARE:
-                problems.add(
-                    f"{where}.guarantee",
-                    sorted(g),
-                    f"a quota share takes 1 to {MAX_CAPACITY_LIMITS_PER_SHARE} capacity limits, this names {len(g)}"
-                    " instance types of batch_quota",
-                    f"keep at most {MAX_CAPACITY_LIMITS_PER_SHARE} instance types",
-                )
-            for it, a in g.items():
-                if not a.is_instances_only:
-                    problems.add(
-                        f"{where}.guarantee.{it}",
-                        a.describe(),
-                        "Batch quota shares count whole instances",
-                        f"write {it}: N (a number of instances)",
-                    )
-                elif (a.instances or 0) < 1:
-                    problems.add(
-                        f"{where}.guarantee.{it}",
-                        a.instances,
-                        "a quota share's capacity limit must be at least 1 instance",
-                        "guarantee at least 1, or remove the instance type",
-                    )
-            if team.name in named_set and not re.fullmatch(BATCH_NAME_PATTERN, team.name):
-                problems.add(
-                    f"{where}.name",
-                    team.name,
-                    "is not a valid quota share name",
-                    "use up to 128 letters, digits, hyphens and underscores",
-                )
-            for it in team.borrow_limit:
-                if it in section.capacity:
-                    problems.add(
-                        f"{where}.borrow_limit.{it}",
-                        team.borrow_limit[it].describe(),
-                        "Batch quota shares take only a percentage borrow limit",
-                        "use borrow_limit_percent for batch_quota instance types",
-                    )
-    if backend == FAIRSHARE:
-        from cdk_gpu_share.core.fairshare import share_identifier_problems
-
-        for problem in share_identifier_problems((t.name for t in named), paths=paths):
-            problems.items.append(problem)
-        # Job definitions are named <queue[:96]>-<share identifier>-gpu<N>, at most 128 characters.
-        from cdk_gpu_share.core.fairshare import share_identifier
-
-        queue = section.queue_name or f"{platform}-fairshare"
-        # Every catalogued type has at least 1 GPU; one the catalogue lacks (a FairshareConfig
-        # built in Python) counts as 8.
-        total_gpus = sum(n * getattr(instances.lookup(it), "gpus", 8) for it, n in section.capacity.items())
-        fixed = len(queue[:96]) + 1 + len("-gpu") + len(str(max(total_gpus, 1)))
-        for team in named:
-            sid = share_identifier(team.name)
-            if sid and fixed + len(sid) > 128:
-                problems.add(
-                    f"{paths[team.name]}.name",
-                    team.name,
-                    f"makes its job definition names {fixed + len(sid)} characters long (queue name, its letters and"
-                    " digits, -gpuN); Batch takes at most 128",
-                    f"use at most {128 - fixed} letters and digits, or a shorter fairshare.queue_name",
-                )
-    if backend == HYPERPOD:
-        for team in members:
-            where = paths[team.name]
-            if team.name in named_set and (not re.fullmatch(hp.TEAM_NAME_PATTERN, team.name) or len(team.name) > hp.MAX_TEAM_NAME_LENGTH):
-                problems.add(
-                    f"{where}.name",
-                    team.name,
-                    "is not valid on HyperPod, where a team becomes the Kubernetes namespace hyperpod-ns-<name>",
-                    f"use at most {hp.MAX_TEAM_NAME_LENGTH} lower-case letters, digits and hyphens, starting and"
-                    " ending with a letter or digit",
-                )
-            g = team.guarantee_for(section.capacity)
-            entries = sum(1 + (len(a.mig) - 1 if len(a.mig) > 1 else 0) for a in g.values())
-            if entries > hp.MAX_COMPUTE_QUOTA_RESOURCES:
-                problems.add(
-                    f"{where}.guarantee",
-                    sorted(g),
-                    f"a compute quota takes at most {hp.MAX_COMPUTE_QUOTA_RESOURCES} resource entries",
-                    "guarantee fewer instance types",
-                )
-            pct = team.borrow_limit_percent
-            if pct is not None and not (0 <= pct <= HYPERPOD_MAX_BORROW_PERCENT):
-                problems.add(
-                    f"{where}.borrow_limit_percent",
-                    pct,
-                    f"HyperPod borrow limits run from 0 to {HYPERPOD_MAX_BORROW_PERCENT} percent (no -1)",
-                    "give a percentage, or leave it out for the service default of 50",
-                )
-            for it in team.borrow_limit:
-                if it not in section.capacity and it.startswith("ml."):
-                    problems.add(
-                        f"{where}.borrow_limit.{it}",
-                        it,
-                        "names an instance type the hyperpod capacity does not declare",
-                        f"declare it in hyperpod.capacity or remove it; declared: {', '.join(section.capacity)}",
-                    )
-            limits = {it: a for it, a in team.borrow_limit.items() if it in section.capacity}
-            for part, amounts in (("guarantee", g), ("borrow_limit", limits)):
-                for it, a in amounts.items():
-                    info = instances.lookup(it)
-                    for profile, _ in a.mig:
-                        if info is None or not _mig_fits_gpu(profile, info.gpu_model):
-                            problems.add(
-                                f"{where}.{part}.{it}.mig.{profile}",
-                                profile,
-                                f"is not a MIG profile of {it}"
-                                + (f" ({info.gpu_model})" if info else " (no MIG support known)"),
-                                "run `gpu-share mig layouts --instance-type " + it + "` for the profiles it has",
-                            )
 
 
 def check_backend(
@@ -1292,16 +967,6 @@ def check_backend(
     return problems.items
 
 
-def _mig_fits_gpu(profile: str, gpu_model: str) -> bool:
-    try:
-        mig = importlib.import_module("cdk_gpu_share.core.mig")
-    except ModuleNotFoundError:  # pragma: no cover - the MIG catalog ships with the package
-        return True
-    try:
-        mig.profile(gpu_model, profile)
-    except Exception:
-        return False
-    return True
 
 
 def parse_config(raw: object, *, source: str | None = None) -> PlatformConfig:
@@ -1323,27 +988,55 @@ def _read_config(
     accepts must name a type the sections declare, and team names are not checked against the
     stack names of a whole platform's app. None: a whole platform.
     """
+    from cdk_gpu_share.core import backends
+
     data = _mapping(raw, "config", problems, required=True)
     if data is None:
         return None
-    _check_keys(data, _TOP_KEYS, "", problems)
+    _check_keys(data, _top_keys(), "", problems)
+    name = _platform_name(data, problems)
+    # Inference-only platforms have teams (for endpoint ownership) without guarantees.
+    guarantee_required = any(data.get(k) is not None for k in backends.keys())
+    teams, paths, refused = _read_teams(data, name, problems, owned=owned, guarantee_required=guarantee_required)
 
+    sections = {spec.key: spec.parse(data.get(spec.key), problems) for spec in backends.registered()}
+    if not any(sections.values()) and "inference" not in data and owned is None:
+        problems.add("config", sorted(str(k) for k in data), "declares no backend",
+                     f"add one of {', '.join(sections)} (see platform.yaml)")
+    _one_fleet_per_type(sections, problems)
+    _guarantees_declared(data, sections, teams, paths, problems, owned)
+    for backend, section in sections.items():
+        if section is not None:
+            _check_backend(backend, section, teams, problems, paths, frozenset(refused), name)
+
+    extras = _extra_sections(data, teams, problems)
+    builtin = {key: sections.pop(key) for key in _BUILTIN_SECTIONS}
+    return PlatformConfig(name=name, teams=tuple(teams), **builtin, other_backends=sections,
+                          inference=extras.get("inference"), source=source, alerts=extras.get("alerts"),
+                          security=extras.get("security"))
+
+
+def _top_keys() -> set[str]:
+    from cdk_gpu_share.core import backends
+
+    return {"platform", "teams", *backends.keys(), *EXTRA_SECTIONS}
+
+
+def _platform_name(data: Mapping, problems: _Problems) -> str:
     name = "gpu-share"
     platform = _mapping(data.get("platform"), "platform", problems)
     if platform is not None:
         _check_keys(platform, {"name"}, "platform", problems)
         if "name" in platform:
-            name = (
-                _str(
-                    platform["name"],
-                    "platform.name",
-                    problems,
-                    PLATFORM_NAME_PATTERN,
-                    "start with a letter; use up to 40 letters, digits and hyphens",
-                )
-                or name
-            )
+            name = _str(platform["name"], "platform.name", problems, PLATFORM_NAME_PATTERN,
+                        "start with a letter; use up to 40 letters, digits and hyphens") or name
+    return name
 
+
+def _read_teams(
+    data: Mapping, platform: str, problems: _Problems, *, owned: Callable[[str], bool] | None, guarantee_required: bool
+) -> tuple[list[TeamConfig], dict[str, str], set[str]]:
+    """The teams, the field path of each by name, and the names refused for the stacks' names."""
     teams: list[TeamConfig] = []
     raw_teams = data.get("teams")
     if not isinstance(raw_teams, list) or (not raw_teams and owned is None):
@@ -1353,68 +1046,61 @@ def _read_config(
     paths: dict[str, str] = {}
     refused: set[str] = set()
     for i, entry in enumerate(raw_teams):
-        # Inference-only platforms have teams (for endpoint ownership) without guarantees.
-        team = _team(entry, i, problems, guarantee_required=any(data.get(k) is not None for k in BACKENDS))
+        team = _team(entry, i, problems, guarantee_required=guarantee_required)
         if team is None:
             continue
         if team.name in seen:
-            problems.add(
-                f"{V.item('teams', i, team.name)}.name",
-                team.name,
-                f"duplicates the name of teams[{seen[team.name]}]",
-                "give every team a unique name",
-            )
+            problems.add(f"{V.item('teams', i, team.name)}.name", team.name,
+                         f"duplicates the name of teams[{seen[team.name]}]", "give every team a unique name")
             continue
         seen[team.name] = i
         paths[team.name] = V.item("teams", i, team.name)
         if owned is None:  # a whole platform: every team gets a stack named after it
             before = len(problems)
-            team_name_problems(name, team.name, f"{paths[team.name]}.name", problems.add)
+            team_name_problems(platform, team.name, f"{paths[team.name]}.name", problems.add)
             if len(problems) > before:
                 refused.add(team.name)
         teams.append(team)
+    return teams, paths, refused
 
-    batch = _batch(data.get(BATCH), problems)
-    hyperpod = _hyperpod(data.get(HYPERPOD), problems)
-    fairshare = _fairshare(data.get(FAIRSHARE), problems)
-    sections = {BATCH: batch, HYPERPOD: hyperpod, FAIRSHARE: fairshare}
-    if not any(sections.values()) and "inference" not in data and owned is None:
-        problems.add(
-            "config",
-            sorted(str(k) for k in data),
-            "declares no backend",
-            f"add one of {', '.join(BACKENDS)} (see platform.yaml)",
-        )
 
-    # An ml. type declared by both SageMaker backends would be counted twice.
-    if batch and hyperpod:
-        for it in set(batch.capacity) & set(hyperpod.capacity):
-            problems.add(
-                f"{HYPERPOD}.capacity.{it}",
-                it,
-                "is declared by batch_quota too; a guarantee must map to one fleet",
-                "declare each instance type in one backend only",
-            )
+def _one_fleet_per_type(sections: Mapping[str, Any], problems: _Problems) -> None:
+    """An instance type declared by two backends would be counted twice: the later one is refused."""
+    first: dict[str, str] = {}
+    for key, section in sections.items():
+        for it in section.capacity if section is not None else ():
+            if it in first:
+                problems.add(f"{key}.capacity.{it}", it, f"is declared by {first[it]} too; a guarantee must map to one"
+                             " fleet", "declare each instance type in one backend only")
+            else:
+                first[it] = key
+
+
+def _guarantees_declared(
+    data: Mapping, sections: Mapping[str, Any], teams: list[TeamConfig], paths: Mapping[str, str], problems: _Problems,
+    owned: Callable[[str], bool] | None,
+) -> None:
+    """Every instance type a team guarantees is declared by some backend's capacity."""
+    from cdk_gpu_share.core import backends
 
     declared = {it for s in sections.values() if s is not None for it in s.capacity}
     # Types declared with a bad count are reported there; don't report every team's guarantee too.
-    for key in BACKENDS:
+    for key in sections:
         section_raw = data.get(key)
         if isinstance(section_raw, Mapping) and isinstance(section_raw.get("capacity"), Mapping):
             declared |= {str(k) for k in section_raw["capacity"]}
+    hints = [backends.spec(key).capacity_hint or key for key in sections]
+    where = ", ".join(hints[:-1]) + " or " + hints[-1] if len(hints) > 1 else hints[0]
     for team in teams:
         for it in team.guarantee:
             if it not in declared and (owned is None or owned(it)):
-                problems.add(
-                    V.key(f"{paths[team.name]}.guarantee", it),
-                    it,
-                    "names an instance type that no backend declares in its capacity",
-                    "add it to the capacity of batch_quota, hyperpod (ml. types) or fairshare (EC2 types)",
-                )
-    for backend, section in sections.items():
-        if section is not None:
-            _check_backend(backend, section, teams, problems, paths, frozenset(refused), name)
+                problems.add(V.key(f"{paths[team.name]}.guarantee", it), it,
+                             "names an instance type that no backend declares in its capacity",
+                             f"add it to the capacity of {where}")
 
+
+def _extra_sections(data: Mapping, teams: list[TeamConfig], problems: _Problems) -> dict[str, Any]:
+    """The sections other modules own (:data:`EXTRA_SECTIONS`), each read by its own parser."""
     extras: dict[str, Any] = {}
     for key, target in EXTRA_SECTIONS.items():
         if data.get(key) is None:
@@ -1426,19 +1112,7 @@ def _read_config(
             problems.add(key, "...", "is not supported by this version of cdk-gpu-share", "remove the section")
             continue
         extras[key] = parser(data[key], teams, problems.add)
-    inference = extras.get("inference")
-
-    return PlatformConfig(
-        name=name,
-        teams=tuple(teams),
-        batch_quota=batch,
-        hyperpod=hyperpod,
-        fairshare=fairshare,
-        inference=inference,
-        source=source,
-        alerts=extras.get("alerts"),
-        security=extras.get("security"),
-    )
+    return extras
 
 
 def load_config(path: str | Path) -> PlatformConfig:
@@ -1550,8 +1224,10 @@ EXTRA_MAPPINGS: dict[str, str] = {
 def config_mapping(config: PlatformConfig) -> dict[str, object]:
     """``config`` as the mapping a config file holds (:func:`parse_config` reads it back)."""
     raw: dict[str, object] = {"platform": {"name": config.name}, "teams": _team_list(config.teams)}
-    for key in BACKENDS:
-        section = getattr(config, key)
+    from cdk_gpu_share.core import backends
+
+    for key in backends.keys():
+        section = config.backend(key)
         if section is not None:
             raw[key] = section_mapping(section)
     for key, target in EXTRA_MAPPINGS.items():

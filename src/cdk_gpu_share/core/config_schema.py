@@ -19,6 +19,7 @@ import json
 from typing import Any
 
 from cdk_gpu_share.core import alerts_config as AL
+from cdk_gpu_share.core import backends
 from cdk_gpu_share.core import config as C
 from cdk_gpu_share.core import hyperpod_schema as hp
 from cdk_gpu_share.core import inference_config as IC
@@ -116,67 +117,73 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
 
 #: Keys the validator accepts, per section (the test compares these with DESCRIPTIONS).
 VALIDATOR_KEYS: dict[str, set[str]] = {
-    "": set(C._TOP_KEYS),
+    "": {"platform", "teams", *C.EXTRA_SECTIONS},
     "platform": {"name"},
     "team": set(C._TEAM_KEYS),
     "amount": set(C._AMOUNT_KEYS),
-    "batch_quota": set(C._BATCH_KEYS),
-    "hyperpod": set(C._HYPERPOD_KEYS),
-    "fairshare": set(C._FAIRSHARE_KEYS),
-    "reclaim": set(C._RECLAIM_KEYS),
-    "fairshare_vpc": set(C._FAIRSHARE_VPC_KEYS),
     "security": set(SEC._KEYS),
 }
 
 
-def _obj(section: str, properties: dict[str, Any], **extra: Any) -> dict[str, Any]:
+def validator_keys() -> dict[str, set[str]]:
+    """:data:`VALIDATOR_KEYS` with every registered backend's keys: its top-level key, and the
+    keys of each object its section holds (``fairshare``, ``reclaim``, ``fairshare_vpc``)."""
+    out = {k: set(v) for k, v in VALIDATOR_KEYS.items()}
+    for spec in backends.registered():
+        out[""].add(spec.key)
+        out.update({name: set(keys) for name, keys in spec.section_keys.items()})
+    return out
+
+
+def schema_object(section: str, properties: dict[str, Any], **extra: Any) -> dict[str, Any]:
     for k, prop in properties.items():
-        prop.setdefault("description", DESCRIPTIONS[section][k])
+        if "description" not in prop:  # a registered backend's fragment brings its own
+            prop["description"] = DESCRIPTIONS[section][k]
     return {"type": "object", "additionalProperties": False, "properties": properties, **extra}
 
 
-def _int(lo: int, hi: int = C.MAX_INT) -> dict[str, Any]:
+def schema_int(lo: int, hi: int = C.MAX_INT) -> dict[str, Any]:
     return {"type": "integer", "minimum": lo, "maximum": hi}
 
 
-def _ids(pattern: str) -> dict[str, Any]:
+def schema_ids(pattern: str) -> dict[str, Any]:
     return {"type": "array", "minItems": 1, "uniqueItems": True, "items": {"type": "string", "pattern": pattern}}
 
 
-def _capacity(instance_pattern: str, description: str, enum: list[str] | None = None) -> dict[str, Any]:
+def schema_capacity(instance_pattern: str, description: str, enum: list[str] | None = None) -> dict[str, Any]:
     names: dict[str, Any] = {"pattern": instance_pattern} if enum is None else {"enum": enum}
     return {
         "type": "object",
         "minProperties": 1,
         "propertyNames": names,
-        "additionalProperties": _int(1),
+        "additionalProperties": schema_int(1),
         "description": description,
     }
 
 
 def platform_schema() -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of a platform config."""
-    amount = _obj(
+    amount = schema_object(
         "amount",
         {
-            "instances": _int(0),
-            "accelerators": _int(0),
+            "instances": schema_int(0),
+            "accelerators": schema_int(0),
             "vcpu": {"type": "number", "minimum": 0, "maximum": C.MAX_NUMBER},
             "memory_gib": {"type": "number", "minimum": 0, "maximum": C.MAX_NUMBER},
             "mig": {
                 "type": "object",
                 "propertyNames": {"enum": sorted(hp.HYPERPOD_MIG_PROFILES)},
-                "additionalProperties": _int(0),
+                "additionalProperties": schema_int(0),
             },
         },
         minProperties=1,
     )
     amount_or_count = {
         "description": "Whole instances (shorthand: a number), or resources of the instance type.",
-        "oneOf": [{**_int(0), "description": "Whole instances (shorthand for {instances: N})."}, {"$ref": "#/$defs/amount"}],
+        "oneOf": [{**schema_int(0), "description": "Whole instances (shorthand for {instances: N})."}, {"$ref": "#/$defs/amount"}],
     }
     amounts = {"type": "object", "minProperties": 1, "additionalProperties": {"$ref": "#/$defs/amountOrCount"}}
-    team = _obj(
+    team = schema_object(
         "team",
         {
             "name": {"type": "string", "pattern": f"^{C.TEAM_NAME_CHARS}$", "minLength": 1, "maxLength": 128},
@@ -185,9 +192,9 @@ def platform_schema() -> dict[str, Any]:
             "borrow_limit_percent": {"type": "integer", "minimum": -1, "maximum": C.MAX_INT},
             "borrow_limit": dict(amounts),
             "in_team_preemption": {"type": "boolean"},
-            "fair_share_weight": _int(0, 100),
+            "fair_share_weight": schema_int(0, 100),
             "description": {"type": "string", "maxLength": 1024},
-            "max_priority": {**_int(0, C.MAX_SCHEDULING_PRIORITY), "default": C.DEFAULT_MAX_PRIORITY},
+            "max_priority": {**schema_int(0, C.MAX_SCHEDULING_PRIORITY), "default": C.DEFAULT_MAX_PRIORITY},
             "assumed_by": {"oneOf": [{"type": "string", "pattern": f"^{C.ASSUMER_ARN_PATTERN}$"},
                                      {"type": "array", "minItems": 1,
                                       "items": {"type": "string", "pattern": f"^{C.ASSUMER_ARN_PATTERN}$"}}]},
@@ -195,8 +202,6 @@ def platform_schema() -> dict[str, Any]:
         },
         required=["name"],
     )
-    ranges_fs = {k: {**_int(lo, hi)} for k, lo, hi in C.FAIRSHARE_INT_RANGES}
-    ranges_rc = {k: {**_int(lo, hi)} for k, lo, hi in C.RECLAIM_INT_RANGES}
     schema: dict[str, Any] = {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": SCHEMA_ID,
@@ -204,74 +209,13 @@ def platform_schema() -> dict[str, Any]:
         "description": "Teams sharing a GPU fleet and the backends that enforce it. `gpu-share validate` checks"
         " everything, including rules across fields that this schema cannot express.",
         "$defs": {"amount": amount, "amountOrCount": amount_or_count, "team": team},
-        **_obj(
+        **schema_object(
             "",
             {
-                "platform": _obj("platform", {"name": {"type": "string", "pattern": C.PLATFORM_NAME_PATTERN,
+                "platform": schema_object("platform", {"name": {"type": "string", "pattern": C.PLATFORM_NAME_PATTERN,
                                                        "default": "gpu-share"}}),
                 "teams": {"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/team"}},
-                "batch_quota": _obj(
-                    "batch_quota",
-                    {
-                        "capacity": _capacity(r"^ml\.", DESCRIPTIONS["batch_quota"]["capacity"]),
-                        "queue_name": {"type": "string", "pattern": C.BATCH_NAME_PATTERN},
-                        "service_environment_name": {"type": "string", "pattern": C.BATCH_NAME_PATTERN},
-                        "priority": {**_int(0, 1000), "default": 1},
-                    },
-                    required=["capacity"],
-                ),
-                "hyperpod": _obj(
-                    "hyperpod",
-                    {
-                        "cluster_arn": {"type": "string", "pattern": hp.CLUSTER_ARN_PATTERN},
-                        "capacity": _capacity("", DESCRIPTIONS["hyperpod"]["capacity"],
-                                              enum=sorted(hp.HYPERPOD_INSTANCE_TYPES)),
-                        "fair_share": {"type": "boolean", "default": True},
-                        "idle_resource_sharing": {"type": "boolean", "default": True},
-                        "priority_classes": {
-                            "type": "array",
-                            "maxItems": hp.MAX_PRIORITY_CLASSES,
-                            "items": {
-                                "type": "object",
-                                "additionalProperties": False,
-                                "required": ["name", "weight"],
-                                "properties": {
-                                    "name": {"type": "string", "pattern": hp.PRIORITY_CLASS_NAME_PATTERN},
-                                    "weight": _int(0, 100),
-                                },
-                            },
-                        },
-                        "scheduler_config_name": {"type": "string", "pattern": hp.RESOURCE_NAME_PATTERN},
-                        "eks_cluster_arn": {"type": "string", "pattern": f"^{C.EKS_CLUSTER_ARN_PATTERN}$"},
-                    },
-                    required=["cluster_arn", "capacity"],
-                ),
-                "fairshare": _obj(
-                    "fairshare",
-                    {
-                        "capacity": _capacity(r"^(?!ml\.)", DESCRIPTIONS["fairshare"]["capacity"]),
-                        "queue_name": {"type": "string", "pattern": C.BATCH_NAME_PATTERN},
-                        **ranges_fs,
-                        "allocation_strategy": {"enum": list(C.ALLOCATION_STRATEGIES), "default": "BEST_FIT_PROGRESSIVE"},
-                        "spot": {"type": "boolean", "default": False},
-                        "reclaim": _obj(
-                            "reclaim",
-                            {"enabled": {"type": "boolean", "default": True}, "dry_run": {"type": "boolean", "default": False},
-                             **ranges_rc},
-                        ),
-                        "vpc": _obj(
-                            "fairshare_vpc",
-                            {
-                                "vpc_id": {"type": "string", "pattern": C.VPC_ID_PATTERN},
-                                "subnet_ids": _ids(C.SUBNET_ID_PATTERN),
-                                "security_group_ids": _ids(C.SECURITY_GROUP_ID_PATTERN),
-                            },
-                            required=["vpc_id", "subnet_ids"],
-                            description=DESCRIPTIONS["fairshare"]["vpc"],
-                        ),
-                    },
-                    required=["capacity"],
-                ),
+                **{spec.key: spec.schema() for spec in backends.registered()},
                 "inference": {
                     "type": "object",
                     "description": DESCRIPTIONS[""]["inference"],
@@ -287,7 +231,7 @@ def platform_schema() -> dict[str, Any]:
                                     "name": {"type": "string", "pattern": IC.NAME_PATTERN,
                                              "maxLength": IC.MAX_ENDPOINT_NAME_LENGTH},
                                     "instance_type": {"enum": list(IC.mig.INSTANCE_TYPES)},
-                                    "instance_count": _int(1),
+                                    "instance_count": schema_int(1),
                                     "layout": {"oneOf": [{"enum": list(IC.mig.PRESETS)},
                                                          {"type": "array", "items": {"type": "string"}, "minItems": 1}]},
                                     "models": {"type": "array", "minItems": 1,
@@ -311,7 +255,7 @@ def platform_schema() -> dict[str, Any]:
                         "topic_arn": {"type": "string", "pattern": AL.TOPIC_ARN_PATTERN.pattern},
                     },
                 },
-                "security": _obj(
+                "security": schema_object(
                     "security",
                     {
                         "administrators": {"oneOf": [

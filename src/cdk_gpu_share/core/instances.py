@@ -17,10 +17,15 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 __all__ = [
     "CATALOG",
+    "GPU_RESOURCE",
+    "MIG_COMPUTE_SLICES",
+    "mig_compute_slices",
+    "mig_slices",
     "GpuInstanceType",
     "ec2_name",
     "get",
@@ -167,6 +172,22 @@ _AWS_ACCELERATOR_FAMILY = re.compile(r"^(?:trn|inf)\d+[a-z]*$")
 def ec2_name(instance_type: str) -> str:
     """``ml.g5.xlarge`` -> ``g5.xlarge``; an EC2 name is returned unchanged."""
     return instance_type[3:] if instance_type.startswith("ml.") else instance_type
+
+
+#: The resource under which the reclaim planner, the simulator and the reclaim Lambda count GPUs.
+GPU_RESOURCE = "gpu"
+#: Compute slices of a MIG-capable GPU: a ``mig-<k>g.*`` profile takes k of them.
+MIG_COMPUTE_SLICES = 7
+
+
+def mig_compute_slices(profile: str) -> int:
+    """The compute slices of a MIG profile: ``mig-3g.40gb`` -> 3 (of :data:`MIG_COMPUTE_SLICES`)."""
+    return int(profile.split("-", 1)[1].split("g", 1)[0])
+
+
+def mig_slices(partitions: Iterable[tuple[str, int]]) -> int:
+    """The compute slices of ``(profile, count)`` partitions, summed."""
+    return sum(mig_compute_slices(profile) * count for profile, count in partitions)
 
 
 def lookup(instance_type: str) -> GpuInstanceType | None:

@@ -17,12 +17,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from cdk_gpu_share.core import instances
-from cdk_gpu_share.core.config import BACKENDS, FAIRSHARE, HYPERPOD, Amount, FairshareConfig, PlatformConfig, TeamConfig
+from cdk_gpu_share.core import backends, instances
+from cdk_gpu_share.core.config import Amount, PlatformConfig, TeamConfig
 
 UNLIMITED = None
-#: A HyperPod compute quota without BorrowLimit gets the service default of 50 percent.
-HYPERPOD_DEFAULT_BORROW_PERCENT = 50
 
 
 def instance_equivalent(instance_type: str, amount: Amount) -> float:
@@ -39,22 +37,21 @@ def instance_equivalent(instance_type: str, amount: Amount) -> float:
         if amount.memory_gib is not None:
             parts.append(amount.memory_gib / info.memory_gib)
         if amount.mig:
-            slices = sum(int(p.split("-")[1].split("g")[0]) * n for p, n in amount.mig)
-            parts.append(slices / (7 * info.gpus))
+            parts.append(instances.mig_slices(amount.mig) / (instances.MIG_COMPUTE_SLICES * info.gpus))
     return max(parts)
 
 
 def borrow_cap(team: TeamConfig, instance_type: str, guarantee: float, backend: str | None = None) -> float | None:
     """The most ``team`` may borrow on ``instance_type`` (None: unbounded).
 
-    On HyperPod a team without ``borrow_limit_percent`` gets the service default (50).
+    A team without ``borrow_limit_percent`` gets the backend's default (HyperPod: 50).
     """
     if not team.sharing.borrows:
         return 0.0
     caps = []
     pct = team.borrow_limit_percent
-    if pct is None and backend == HYPERPOD:
-        pct = HYPERPOD_DEFAULT_BORROW_PERCENT
+    if pct is None and backend is not None:
+        pct = backends.spec(backend).default_borrow_percent
     if pct is not None and pct >= 0:
         caps.append(guarantee * pct / 100)
     if instance_type in team.borrow_limit:
@@ -65,8 +62,8 @@ def borrow_cap(team: TeamConfig, instance_type: str, guarantee: float, backend: 
 def fleet_plan(config: PlatformConfig) -> dict[str, Any]:
     """Per backend: each team's guarantee, strategy, borrow cap and most it could use."""
     out: dict[str, Any] = {"platform": config.name, "backends": {}}
-    for backend in BACKENDS:
-        section = config.backend(backend)
+    for spec in backends.registered():
+        backend, section = spec.key, config.backend(spec.key)
         if section is None:
             continue
         rows = []
@@ -110,20 +107,11 @@ def fleet_plan(config: PlatformConfig) -> dict[str, Any]:
             t["capacity_gpus"] = t["capacity"] * per
             t["guaranteed_gpus"] = t["guaranteed"] * per
             t["unguaranteed_gpus"] = t["unguaranteed"] * per
-        out["backends"][backend] = {"teams": rows, "totals": totals, "strategy": STRATEGY[backend]}
-        if isinstance(section, FairshareConfig):
-            out["backends"][backend]["network"] = fairshare_network(section)
+        out["backends"][backend] = {"teams": rows, "totals": totals, "strategy": spec.strategy,
+                                    **spec.plan_extras(section)}
     out["inference"] = inference_plan(config)
     out["idle_costs"] = idle_costs(config)
     return out
-
-
-#: One name per backend's scheduling strategy, used by plan, validate and summary alike.
-STRATEGY = {
-    "batch_quota": "AWS Batch quota management (SageMaker Training)",
-    HYPERPOD: "SageMaker HyperPod task governance",
-    FAIRSHARE: "AWS Batch fair-share scheduling (EC2) with the reclaim Lambda",
-}
 
 
 def _gpus_per_instance(instance_type: str) -> int:
@@ -200,46 +188,13 @@ def inference_plan(config: PlatformConfig) -> list[dict[str, Any]]:
     return out
 
 
-def fairshare_network(fs: FairshareConfig) -> str:
-    """Where the fair-share fleet's instances run, in one line."""
-    if fs.vpc is None:
-        return "a new VPC (2 AZs, 1 NAT gateway, flow logs); set fairshare.vpc to use yours"
-    groups = (f"security groups {', '.join(fs.vpc.security_group_ids)}" if fs.vpc.security_group_ids
-              else "a new egress-only security group")
-    return (f"your VPC {fs.vpc.vpc_id}: subnets {', '.join(fs.vpc.subnet_ids)}, {groups};"
-            " no VPC or NAT gateway is created")
-
-
 def idle_costs(config: PlatformConfig) -> list[dict[str, str]]:
     """What the config's platform costs while no job runs: one entry per billed resource."""
     out: list[dict[str, str]] = []
-    fs = config.fairshare
-    # With fairshare.vpc the fleet uses the platform team's own network: nothing of ours idles there.
-    if fs is not None and fs.vpc is None:
-        out.append({
-            "backend": FAIRSHARE,
-            "resource": "NAT gateway",
-            "what": "1 NAT gateway in the VPC created for the fair-share fleet (billed per hour and per GB); "
-                    "set fairshare.vpc (or FairshareQueue(vpc=...)) to use an existing VPC instead",
-        })
-    if fs is not None:
-        if fs.min_instances > 0:
-            it = sorted(fs.capacity, key=lambda t: (_gpus_per_instance(t), t))[0]
-            info = instances.lookup(it)
-            out.append({
-                "backend": FAIRSHARE,
-                "resource": "compute environment minimum",
-                "what": f"min_instances {fs.min_instances}: {_plural(fs.min_instances, 'instance')} of {it} "
-                        f"({fs.min_instances * (info.vcpus if info else 0)} min vCPUs) always running",
-            })
-        if fs.reclaim.enabled:
-            out.append({"backend": FAIRSHARE, "resource": "reclaim Lambda",
-                        "what": f"the reclaim Lambda runs every {fs.reclaim.schedule_minutes} min"
-                                " (Lambda and CloudWatch metrics; cents a month)"})
-    if config.hyperpod is not None:
-        out.append({"backend": HYPERPOD, "resource": "HyperPod cluster (not created here)",
-                    "what": f"the cluster {config.hyperpod.cluster_arn.rsplit('/', 1)[-1]} bills its instances whether "
-                            "or not a team uses its quota; this platform adds only policies, which cost nothing"})
+    for spec in backends.registered():
+        section = config.backend(spec.key)
+        if section is not None:
+            out += spec.idle_costs(config, section)
     for e in inference_plan(config):
         out.append({
             "backend": "inference",
@@ -264,11 +219,7 @@ def idle_costs(config: PlatformConfig) -> list[dict[str, str]]:
 
 def in_team_preemption_text(team: TeamConfig, backend: str) -> str:
     """What a team's own higher-priority jobs may do to its lower ones, and whose default that is."""
-    if backend == HYPERPOD:
-        if team.in_team_preemption is None:
-            return "LowerPriority (HyperPod default)"
-        return "LowerPriority" if team.in_team_preemption else "Never"
-    return "enabled" if team.in_team_preemption else "disabled" + (" (default)" if team.in_team_preemption is None else "")
+    return backends.spec(backend).in_team_preemption_text(team)
 
 
 def _num(x: float | None) -> str:
@@ -329,7 +280,7 @@ def format_plan(plan: dict[str, Any]) -> str:
 def summarize(config: PlatformConfig) -> str:
     """One line: what the config declares."""
     parts = [f"platform {config.name}", f"{len(config.teams)} team{'s' if len(config.teams) != 1 else ''}"]
-    for backend in BACKENDS:
+    for backend in backends.keys():
         section = config.backend(backend)
         if section is None:
             continue

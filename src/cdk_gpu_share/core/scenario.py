@@ -29,21 +29,15 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
-from cdk_gpu_share.core import instances
-from cdk_gpu_share.core.config import BACKENDS, FAIRSHARE, HYPERPOD, Amount, FairshareConfig, PlatformConfig, TeamConfig
+from cdk_gpu_share.core import backends, instances
+from cdk_gpu_share.core.config import Amount, PlatformConfig, TeamConfig
 from cdk_gpu_share.core.errors import ConfigError, Problem
-
-RESOURCE = "gpu"
-#: Compute slices of a MIG-capable GPU: a ``mig-<k>g.*`` profile is k/7 of one GPU.
-MIG_COMPUTE_SLICES = 7
-#: A HyperPod compute quota without BorrowLimit gets the service default of 50 percent.
-HYPERPOD_DEFAULT_BORROW_PERCENT = 50
+from cdk_gpu_share.core.instances import GPU_RESOURCE as RESOURCE
 
 
 def mig_fraction(profile: str) -> Fraction:
     """The fraction of one GPU a MIG profile is: ``mig-3g.40gb`` -> 3/7."""
-    slices = int(profile.split("-", 1)[1].split("g", 1)[0])
-    return Fraction(slices, MIG_COMPUTE_SLICES)
+    return Fraction(instances.mig_compute_slices(profile), instances.MIG_COMPUTE_SLICES)
 
 
 def amount_gpus(instance_type: str, amount: Amount | int) -> Fraction:
@@ -72,13 +66,17 @@ def amount_gpus(instance_type: str, amount: Amount | int) -> Fraction:
     return total
 
 
+def _one_of(names: tuple[str, ...]) -> str:
+    return ", ".join(names[:-1]) + " or " + names[-1] if len(names) > 1 else names[0]
+
+
 def _number(x: Fraction) -> int | float:
     return int(x) if x.denominator == 1 else float(x)
 
 
 def simulated_backends(config: PlatformConfig) -> list[str]:
     """The backends of ``config`` with at least one team: what ``--backend`` may name."""
-    return [b for b in BACKENDS if config.backend(b) is not None and config.teams_for(b)]
+    return [b for b in backends.keys() if config.backend(b) is not None and config.teams_for(b)]
 
 
 def choose_backend(config: PlatformConfig, backend: str | None) -> str:
@@ -90,13 +88,13 @@ def choose_backend(config: PlatformConfig, backend: str | None) -> str:
         if not present:
             raise ConfigError(Problem("--config", config.source or config.name,
                                       "declares no backend with teams, so there is nothing to simulate",
-                                      "add batch_quota, hyperpod or fairshare with a capacity the teams guarantee"))
+                                      f"add {_one_of(backends.keys())} with a capacity the teams guarantee"))
         raise ConfigError(Problem("--backend", None,
                                   f"is needed: the config declares {len(present)} backends ({', '.join(present)})",
                                   f"add --backend {present[0]} (or one of {', '.join(present)})"))
-    if backend not in BACKENDS:
+    if backend not in backends.keys():
         raise ConfigError(Problem("--backend", backend, "is not a backend",
-                                  f"use one of {', '.join(BACKENDS)}"))
+                                  f"use one of {', '.join(backends.keys())}"))
     if backend not in present:
         raise ConfigError(Problem("--backend", backend,
                                   "is not declared by the config (or no team guarantees its capacity)",
@@ -115,7 +113,8 @@ def _team_entry(team: TeamConfig, capacity: Mapping[str, int], backend: str) -> 
     if team.sharing.borrows:
         percent = team.borrow_limit_percent
         if percent is None:
-            percent = HYPERPOD_DEFAULT_BORROW_PERCENT if backend == HYPERPOD else -1
+            default = backends.spec(backend).default_borrow_percent
+            percent = -1 if default is None else default
         entry["borrow_limit_percent"] = percent
         limits = {it: a for it, a in team.borrow_limit.items() if it in capacity}
         if limits:
@@ -136,12 +135,7 @@ def scenario_from_config(config: PlatformConfig, backend: str | None = None) -> 
     section = config.backend(backend)
     assert section is not None  # choose_backend picks a section the config has
     capacity = sum((amount_gpus(it, n) for it, n in section.capacity.items()), Fraction(0))
-    settings = {"reclaim_after_seconds": 0, "min_runtime_seconds": 0}
-    if isinstance(section, FairshareConfig):
-        settings = {
-            "reclaim_after_seconds": section.reclaim.reclaim_after_seconds,
-            "min_runtime_seconds": section.reclaim.min_runtime_seconds,
-        }
+    settings = backends.spec(backend).scenario_settings(section)
     return {
         "capacity": {RESOURCE: _number(capacity)},
         "settings": settings,
@@ -151,9 +145,8 @@ def scenario_from_config(config: PlatformConfig, backend: str | None = None) -> 
 
 def poll_seconds_of(config: PlatformConfig, backend: str) -> float | None:
     """The planner's period the deployed backend uses (fair share: its reclaim schedule), or None."""
-    if backend == FAIRSHARE and config.fairshare is not None:
-        return float(config.fairshare.reclaim.schedule_minutes * 60)
-    return None
+    section = config.backend(backend)
+    return None if section is None else backends.spec(backend).poll_seconds(section)
 
 
 def describe_source(config: PlatformConfig, backend: str) -> str:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import IO, Any
 
-from cdk_gpu_share.core import reclaim
+from cdk_gpu_share.core import instances, reclaim
 from cdk_gpu_share.core.errors import ConfigError, Problem
 from cdk_gpu_share.core.validation import load_json, parse_decimal
 
@@ -46,7 +46,7 @@ __all__ = [
 
 MODES = ("static", "share", "share+reclaim")
 STATIC, SHARE, RECLAIM = MODES
-RESOURCE = "gpu"
+RESOURCE = instances.GPU_RESOURCE
 REQUIRED_COLUMNS = ("job_id", "team", "submit_time", "duration_s", "gpus")
 OPTIONAL_COLUMNS = ("priority",)
 DEFAULT_POLL_SECONDS = 60.0

@@ -1,0 +1,130 @@
+"""AWS Batch quota management for SageMaker Training jobs (``batch_quota``).
+
+One job queue on a SageMaker Training service environment; each team is a quota share
+whose capacity limits are its guarantee in whole instances, with the Batch borrow
+percentage and preemption of borrowed capacity done by the service.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from cdk_gpu_share.core import config as C
+from cdk_gpu_share.core import config_schema as S
+from cdk_gpu_share.core.backends import Backend, SectionCheck
+from cdk_gpu_share.core.config import BatchQuotaConfig, TeamConfig
+from cdk_gpu_share.core.errors import Problem
+from cdk_gpu_share.core.validation import Problems
+
+KEY = C.BATCH
+#: The keys of the ``batch_quota`` section.
+SECTION_KEYS = frozenset({"capacity", "queue_name", "service_environment_name", "priority"})
+#: A job queue holds at most this many quota shares, each at most this many capacity limits.
+MAX_QUOTA_SHARES_PER_QUEUE = 20
+MAX_CAPACITY_LIMITS_PER_SHARE = 5
+DEFAULT_PRIORITY = 1
+
+
+def parse(raw: Any, problems: Problems) -> BatchQuotaConfig | None:
+    """The ``batch_quota`` section, or None when it is absent or not a mapping."""
+    data = C.read_mapping(raw, KEY, problems)
+    if data is None:
+        return None
+    C.check_keys(data, set(SECTION_KEYS), KEY, problems)
+    capacity = C.read_capacity(data.get("capacity", C.MISSING), f"{KEY}.capacity", problems, ml=True)
+    C.drop_uncatalogued(capacity, KEY, problems, sagemaker=True)
+    names = {}
+    for key in ("queue_name", "service_environment_name"):
+        if data.get(key) is not None:
+            names[key] = C.read_str(data[key], f"{KEY}.{key}", problems, C.BATCH_NAME_PATTERN,
+                                    "use up to 128 letters, digits, hyphens and underscores")
+    priority = DEFAULT_PRIORITY
+    if "priority" in data:
+        value = C.read_int(data["priority"], f"{KEY}.priority", problems, minimum=0, maximum=1000)
+        priority = DEFAULT_PRIORITY if value is None else value
+    return BatchQuotaConfig(capacity=capacity, priority=priority, **names)
+
+
+# -- rules: each names the field, the value and the fix.
+
+
+def quota_share_count(c: SectionCheck) -> Iterator[Problem]:
+    """A job queue takes at most 20 quota shares: one per team."""
+    if len(c.members) > MAX_QUOTA_SHARES_PER_QUEUE:
+        yield Problem(KEY, f"{len(c.members)} teams", f"a job queue holds at most {MAX_QUOTA_SHARES_PER_QUEUE} quota shares",
+                      "split the teams over two platforms or merge small teams")
+
+
+def _capacity_limit_count(where: str, guarantee: dict[str, C.Amount]) -> Iterator[Problem]:
+    if len(guarantee) > MAX_CAPACITY_LIMITS_PER_SHARE:
+        yield Problem(f"{where}.guarantee", sorted(guarantee),
+                      f"a quota share takes 1 to {MAX_CAPACITY_LIMITS_PER_SHARE} capacity limits, this names"
+                      f" {len(guarantee)} instance types of batch_quota",
+                      f"keep at most {MAX_CAPACITY_LIMITS_PER_SHARE} instance types")
+
+
+def _whole_instances(where: str, guarantee: dict[str, C.Amount]) -> Iterator[Problem]:
+    for it, a in guarantee.items():
+        if not a.is_instances_only:
+            yield Problem(f"{where}.guarantee.{it}", a.describe(), "Batch quota shares count whole instances",
+                          f"write {it}: N (a number of instances)")
+        elif (a.instances or 0) < 1:
+            yield Problem(f"{where}.guarantee.{it}", a.instances,
+                          "a quota share's capacity limit must be at least 1 instance",
+                          "guarantee at least 1, or remove the instance type")
+
+
+def _share_name(c: SectionCheck, team: TeamConfig, where: str) -> Iterator[Problem]:
+    if team.name not in c.refused and not re.fullmatch(C.BATCH_NAME_PATTERN, team.name):
+        yield Problem(f"{where}.name", team.name, "is not a valid quota share name",
+                      "use up to 128 letters, digits, hyphens and underscores")
+
+
+def _percent_borrow_limit_only(c: SectionCheck, team: TeamConfig, where: str) -> Iterator[Problem]:
+    for it in team.borrow_limit:
+        if it in c.section.capacity:
+            yield Problem(f"{where}.borrow_limit.{it}", team.borrow_limit[it].describe(),
+                          "Batch quota shares take only a percentage borrow limit",
+                          "use borrow_limit_percent for batch_quota instance types")
+
+
+def quota_shares(c: SectionCheck) -> Iterator[Problem]:
+    """Each team's quota share: 1 to 5 capacity limits of whole instances, a valid name, a percent borrow limit."""
+    for team in c.members:
+        where = c.paths[team.name]
+        guarantee = team.guarantee_for(c.section.capacity)
+        yield from _capacity_limit_count(where, guarantee)
+        yield from _whole_instances(where, guarantee)
+        yield from _share_name(c, team, where)
+        yield from _percent_borrow_limit_only(c, team, where)
+
+
+def schema() -> dict[str, Any]:
+    return S.schema_object(KEY, {
+        "capacity": S.schema_capacity(r"^ml\.", S.DESCRIPTIONS[KEY]["capacity"]),
+        "queue_name": {"type": "string", "pattern": C.BATCH_NAME_PATTERN},
+        "service_environment_name": {"type": "string", "pattern": C.BATCH_NAME_PATTERN},
+        "priority": {**S.schema_int(0, 1000), "default": DEFAULT_PRIORITY},
+    }, required=["capacity"])
+
+
+class BatchQuotaBackend(Backend):
+    key = KEY
+    strategy = "AWS Batch quota management (SageMaker Training)"
+    capacity_hint = KEY
+    section_keys = {KEY: SECTION_KEYS}
+    construct = "cdk_gpu_share.constructs.shared_gpu_quota:SharedGpuQuota"
+    rules = (quota_share_count, quota_shares)
+
+    def parse(self, raw: Any, problems: Problems) -> BatchQuotaConfig | None:
+        return parse(raw, problems)
+
+    def schema(self) -> dict[str, Any]:
+        return schema()
+
+
+SPEC = BatchQuotaBackend()
+
+__all__ = ["KEY", "SECTION_KEYS", "SPEC", "BatchQuotaBackend", "parse", "quota_share_count", "quota_shares", "schema"]

@@ -1,0 +1,236 @@
+"""SageMaker HyperPod task governance on one EKS-orchestrated cluster (``hyperpod``).
+
+Each team is a compute quota (a Kubernetes namespace ``hyperpod-ns-<team>``) with its
+guarantee in instances, accelerators, vCPU, memory or MIG partitions; the service lends,
+borrows and preempts by itself, so no reclaim planner runs.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from cdk_gpu_share.core import config as C
+from cdk_gpu_share.core import config_schema as S
+from cdk_gpu_share.core import hyperpod_schema as hp
+from cdk_gpu_share.core import instances
+from cdk_gpu_share.core.backends import Backend, SectionCheck
+from cdk_gpu_share.core.config import HyperPodConfig, PlatformConfig, PriorityClass, TeamConfig
+from cdk_gpu_share.core.errors import Problem
+from cdk_gpu_share.core.validation import Problems
+
+KEY = C.HYPERPOD
+#: The keys of the ``hyperpod`` section.
+SECTION_KEYS = frozenset({"cluster_arn", "capacity", "fair_share", "idle_resource_sharing", "priority_classes",
+                          "scheduler_config_name", "eks_cluster_arn"})
+#: A compute quota without BorrowLimit gets the service default of 50 percent of its guarantee.
+DEFAULT_BORROW_PERCENT = 50
+#: The largest BorrowLimit a compute quota takes, in percent.
+MAX_BORROW_PERCENT = 500
+EKS_CLUSTER_ARN_PATTERN = r"arn:aws[a-z-]*:eks:[a-z0-9-]+:\d{12}:cluster/[A-Za-z0-9][A-Za-z0-9_-]{0,99}"
+
+
+def _cluster_arn(value: Any, problems: Problems) -> str:
+    if not isinstance(value, str) or not re.fullmatch(hp.CLUSTER_ARN_PATTERN, value):
+        problems.add(f"{KEY}.cluster_arn", value, "is not a HyperPod cluster ARN",
+                     "write arn:aws:sagemaker:REGION:ACCOUNT:cluster/ID with a 12-digit account and a 12-character"
+                     " lower-case cluster id")
+        return ""
+    return value
+
+
+def _capacity(value: Any, problems: Problems) -> dict[str, int]:
+    """The declared instance types HyperPod accepts, each refusal with the closest one it does."""
+    capacity = C.read_capacity(value, f"{KEY}.capacity", problems, ml=True)
+    for it in list(capacity):
+        if it not in hp.HYPERPOD_INSTANCE_TYPES:
+            close = difflib.get_close_matches(it, sorted(hp.HYPERPOD_INSTANCE_TYPES), n=1)
+            problems.add(f"{KEY}.capacity.{it}", it, "is not an instance type HyperPod accepts",
+                         f"did you mean '{close[0]}'?" if close else "use a HyperPod instance type such as ml.p5.48xlarge")
+            del capacity[it]
+    C.drop_uncatalogued(capacity, KEY, problems, sagemaker=True)
+    return capacity
+
+
+def _priority_class(entry: Any, where: str, seen: set[str], problems: Problems) -> PriorityClass | None:
+    item = C.read_mapping(entry, where, problems)
+    if item is None:
+        return None
+    C.check_keys(item, {"name", "weight"}, where, problems)
+    name = C.read_str(item.get("name"), f"{where}.name", problems, hp.PRIORITY_CLASS_NAME_PATTERN,
+                      "use lower-case letters, digits and hyphens, starting and ending with a letter or digit")
+    weight = C.read_int(item.get("weight"), f"{where}.weight", problems, minimum=0, maximum=100)
+    if name and name in seen:
+        problems.add(f"{where}.name", name, "is a duplicate priority class", "give each class its own name")
+    if name:
+        seen.add(name)
+    return PriorityClass(name, weight) if name and weight is not None else None
+
+
+def _priority_classes(raw: Any, problems: Problems) -> tuple[PriorityClass, ...]:
+    where = f"{KEY}.priority_classes"
+    if raw is None:
+        raw = []
+    if not isinstance(raw, list):
+        problems.add(where, raw, "must be a list", "write - {name: x, weight: 50}")
+        raw = []
+    if len(raw) > hp.MAX_PRIORITY_CLASSES:
+        problems.add(where, f"{len(raw)} classes", f"HyperPod allows at most {hp.MAX_PRIORITY_CLASSES} priority classes",
+                     "merge classes with similar weights")
+    seen: set[str] = set()
+    classes = (_priority_class(entry, f"{where}[{i}]", seen, problems) for i, entry in enumerate(raw))
+    return tuple(c for c in classes if c is not None)
+
+
+def _eks_cluster_arn(value: Any, problems: Problems) -> str | None:
+    """``hyperpod.eks_cluster_arn``: optional; teams get namespace access on this cluster."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not re.fullmatch(EKS_CLUSTER_ARN_PATTERN, value):
+        problems.add(f"{KEY}.eks_cluster_arn", value, "is not an EKS cluster ARN",
+                     "write arn:aws:eks:REGION:ACCOUNT:cluster/NAME (the Orchestrator.Eks.ClusterArn of"
+                     " `aws sagemaker describe-cluster`)")
+        return None
+    return value
+
+
+def parse(raw: Any, problems: Problems) -> HyperPodConfig | None:
+    """The ``hyperpod`` section, or None when it is absent or not a mapping."""
+    data = C.read_mapping(raw, KEY, problems)
+    if data is None:
+        return None
+    C.check_keys(data, set(SECTION_KEYS), KEY, problems)
+    arn = _cluster_arn(data.get("cluster_arn"), problems)
+    capacity = _capacity(data.get("capacity", C.MISSING), problems)
+    flags = {}
+    for key in ("fair_share", "idle_resource_sharing"):
+        if key in data:
+            value = C.read_bool(data[key], f"{KEY}.{key}", problems)
+            if value is not None:
+                flags[key] = value
+    classes = _priority_classes(data.get("priority_classes"), problems)
+    scheduler_name = None
+    if data.get("scheduler_config_name") is not None:
+        scheduler_name = C.read_str(data["scheduler_config_name"], f"{KEY}.scheduler_config_name", problems,
+                                    hp.RESOURCE_NAME_PATTERN, "use up to 63 letters, digits and hyphens")
+    eks_arn = _eks_cluster_arn(data.get("eks_cluster_arn"), problems)
+    return HyperPodConfig(eks_cluster_arn=eks_arn, cluster_arn=arn, capacity=capacity, priority_classes=classes,
+                          scheduler_config_name=scheduler_name, **flags)
+
+
+# -- rules: each names the field, the value and the fix.
+
+
+def _mig_fits_gpu(profile: str, gpu_model: str) -> bool:
+    mig = importlib.import_module("cdk_gpu_share.core.mig")
+    try:
+        mig.profile(gpu_model, profile)
+    except Exception:
+        return False
+    return True
+
+
+def _namespace_name(team: TeamConfig, where: str) -> Iterator[Problem]:
+    if not re.fullmatch(hp.TEAM_NAME_PATTERN, team.name) or len(team.name) > hp.MAX_TEAM_NAME_LENGTH:
+        yield Problem(f"{where}.name", team.name,
+                      "is not valid on HyperPod, where a team becomes the Kubernetes namespace hyperpod-ns-<name>",
+                      f"use at most {hp.MAX_TEAM_NAME_LENGTH} lower-case letters, digits and hyphens, starting and"
+                      " ending with a letter or digit")
+
+
+def _resource_entries(where: str, guarantee: Mapping[str, C.Amount]) -> Iterator[Problem]:
+    entries = sum(1 + (len(a.mig) - 1 if len(a.mig) > 1 else 0) for a in guarantee.values())
+    if entries > hp.MAX_COMPUTE_QUOTA_RESOURCES:
+        yield Problem(f"{where}.guarantee", sorted(guarantee),
+                      f"a compute quota takes at most {hp.MAX_COMPUTE_QUOTA_RESOURCES} resource entries",
+                      "guarantee fewer instance types")
+
+
+def _borrow_percent(team: TeamConfig, where: str) -> Iterator[Problem]:
+    pct = team.borrow_limit_percent
+    if pct is not None and not (0 <= pct <= MAX_BORROW_PERCENT):
+        yield Problem(f"{where}.borrow_limit_percent", pct,
+                      f"HyperPod borrow limits run from 0 to {MAX_BORROW_PERCENT} percent (no -1)",
+                      f"give a percentage, or leave it out for the service default of {DEFAULT_BORROW_PERCENT}")
+
+
+def _borrow_limit_types(c: SectionCheck, team: TeamConfig, where: str) -> Iterator[Problem]:
+    for it in team.borrow_limit:
+        if it not in c.section.capacity and it.startswith("ml."):
+            yield Problem(f"{where}.borrow_limit.{it}", it, "names an instance type the hyperpod capacity does not declare",
+                          f"declare it in hyperpod.capacity or remove it; declared: {', '.join(c.section.capacity)}")
+
+
+def _mig_profiles(c: SectionCheck, team: TeamConfig, where: str, guarantee: Mapping[str, C.Amount]) -> Iterator[Problem]:
+    limits = {it: a for it, a in team.borrow_limit.items() if it in c.section.capacity}
+    for part, amounts in (("guarantee", guarantee), ("borrow_limit", limits)):
+        for it, a in amounts.items():
+            info = instances.lookup(it)
+            for profile, _ in a.mig:
+                if info is None or not _mig_fits_gpu(profile, info.gpu_model):
+                    yield Problem(f"{where}.{part}.{it}.mig.{profile}", profile,
+                                  f"is not a MIG profile of {it}" + (f" ({info.gpu_model})" if info else " (no MIG support known)"),
+                                  "run `gpu-share mig layouts --instance-type " + it + "` for the profiles it has")
+
+
+def compute_quotas(c: SectionCheck) -> Iterator[Problem]:
+    """Each team's compute quota: a namespace name, at most 10 resource entries, a borrow limit
+    HyperPod takes, and MIG profiles of the declared instance types."""
+    for team in c.members:
+        where = c.paths[team.name]
+        guarantee = team.guarantee_for(c.section.capacity)
+        if team.name not in c.refused:
+            yield from _namespace_name(team, where)
+        yield from _resource_entries(where, guarantee)
+        yield from _borrow_percent(team, where)
+        yield from _borrow_limit_types(c, team, where)
+        yield from _mig_profiles(c, team, where, guarantee)
+
+
+def schema() -> dict[str, Any]:
+    priority_class = {"type": "object", "additionalProperties": False, "required": ["name", "weight"],
+                      "properties": {"name": {"type": "string", "pattern": hp.PRIORITY_CLASS_NAME_PATTERN},
+                                     "weight": S.schema_int(0, 100)}}
+    return S.schema_object(KEY, {
+        "cluster_arn": {"type": "string", "pattern": hp.CLUSTER_ARN_PATTERN},
+        "capacity": S.schema_capacity("", S.DESCRIPTIONS[KEY]["capacity"], enum=sorted(hp.HYPERPOD_INSTANCE_TYPES)),
+        "fair_share": {"type": "boolean", "default": True},
+        "idle_resource_sharing": {"type": "boolean", "default": True},
+        "priority_classes": {"type": "array", "maxItems": hp.MAX_PRIORITY_CLASSES, "items": priority_class},
+        "scheduler_config_name": {"type": "string", "pattern": hp.RESOURCE_NAME_PATTERN},
+        "eks_cluster_arn": {"type": "string", "pattern": f"^{EKS_CLUSTER_ARN_PATTERN}$"},
+    }, required=["cluster_arn", "capacity"])
+
+
+class HyperPodBackend(Backend):
+    key = KEY
+    strategy = "SageMaker HyperPod task governance"
+    capacity_hint = f"{KEY} (ml. types)"
+    default_borrow_percent = DEFAULT_BORROW_PERCENT
+    section_keys = {KEY: SECTION_KEYS}
+    construct = "cdk_gpu_share.constructs.shared_gpu_quota:SharedGpuQuota"
+    rules = (compute_quotas,)
+
+    def parse(self, raw: Any, problems: Problems) -> HyperPodConfig | None:
+        return parse(raw, problems)
+
+    def schema(self) -> dict[str, Any]:
+        return schema()
+
+    def idle_costs(self, config: PlatformConfig, section: HyperPodConfig) -> list[dict[str, str]]:
+        return [{"backend": KEY, "resource": "HyperPod cluster (not created here)",
+                 "what": f"the cluster {section.cluster_arn.rsplit('/', 1)[-1]} bills its instances whether "
+                         "or not a team uses its quota; this platform adds only policies, which cost nothing"}]
+
+    def in_team_preemption_text(self, team: TeamConfig) -> str:
+        if team.in_team_preemption is None:
+            return "LowerPriority (HyperPod default)"
+        return "LowerPriority" if team.in_team_preemption else "Never"
+
+
+SPEC = HyperPodBackend()
+
+__all__ = ["DEFAULT_BORROW_PERCENT", "KEY", "SECTION_KEYS", "SPEC", "HyperPodBackend", "compute_quotas", "parse", "schema"]

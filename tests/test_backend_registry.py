@@ -1,0 +1,164 @@
+"""A backend is one spec in the registry: a toy backend registered by this module, and nothing
+else changed, is validated, planned, described by the schema and simulated like a built-in one."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from cdk_gpu_share.cli import main
+from cdk_gpu_share.core import backends
+from cdk_gpu_share.core import config as C
+from cdk_gpu_share.core.backends import Backend, SectionCheck
+from cdk_gpu_share.core.config_schema import platform_schema
+from cdk_gpu_share.core.errors import ConfigError, Problem
+from cdk_gpu_share.core.plan import fleet_plan, format_plan
+from cdk_gpu_share.core.scenario import poll_seconds_of, scenario_from_config
+
+
+@dataclass(frozen=True)
+class ToyConfig:
+    capacity: dict[str, int]
+    poll_minutes: int = 2
+
+
+def _at_most_two_teams(c: SectionCheck) -> Iterator[Problem]:
+    if len(c.members) > 2:
+        yield Problem("toy", f"{len(c.members)} teams", "a toy fleet takes at most 2 teams", "remove a team")
+
+
+class ToyBackend(Backend):
+    key = "toy"
+    strategy = "a toy scheduler"
+    capacity_hint = "toy (EC2 types)"
+    default_borrow_percent = 25
+    construct = "tests.test_backend_registry:ToyConstruct"
+    section_keys = {"toy": frozenset({"capacity", "poll_minutes"})}
+    rules = (_at_most_two_teams,)
+
+    def parse(self, raw: Any, problems: C.V.Problems) -> ToyConfig | None:
+        data = C.read_mapping(raw, "toy", problems)
+        if data is None:
+            return None
+        C.check_keys(data, {"capacity", "poll_minutes"}, "toy", problems)
+        capacity = C.read_capacity(data.get("capacity", C.MISSING), "toy.capacity", problems, ml=False)
+        minutes = C.read_int(data.get("poll_minutes", 2), "toy.poll_minutes", problems, minimum=1, maximum=60)
+        return ToyConfig(capacity=capacity, poll_minutes=minutes or 2)
+
+    def schema(self) -> dict[str, Any]:
+        return {"type": "object", "description": "A toy backend.", "additionalProperties": False,
+                "properties": {"capacity": {"type": "object"}, "poll_minutes": {"type": "integer", "minimum": 1}}}
+
+    def idle_costs(self, config: Any, section: ToyConfig) -> list[dict[str, str]]:
+        return [{"backend": "toy", "resource": "toy poller", "what": f"a poller every {section.poll_minutes} min"}]
+
+    def poll_seconds(self, section: ToyConfig) -> float | None:
+        return section.poll_minutes * 60.0
+
+
+@pytest.fixture
+def toy() -> Iterator[ToyBackend]:
+    spec = backends.register(ToyBackend())
+    yield spec
+    backends.unregister("toy")
+
+
+def toy_config(teams: int = 2) -> dict[str, Any]:
+    return {
+        "platform": {"name": "gpu-share"},
+        "teams": [{"name": f"team-{i}", "guarantee": {"g5.xlarge": 1}} for i in range(teams)],
+        "toy": {"capacity": {"g5.xlarge": 3}, "poll_minutes": 5},
+    }
+
+
+def test_without_registration_the_section_is_an_unknown_key():
+    with pytest.raises(ConfigError) as err:
+        C.parse_config(toy_config())
+    assert any(p.field == "toy" and "unknown" in p.message for p in err.value.problems), err.value.problems
+
+
+def test_a_registered_backend_is_parsed_and_its_teams_found(toy):
+    config = C.parse_config(toy_config())
+    assert config.backend("toy") == ToyConfig(capacity={"g5.xlarge": 3}, poll_minutes=5)
+    assert [t.name for t in config.teams_for("toy")] == ["team-0", "team-1"]
+    assert config.backends_of(config.teams[0]) == ["toy"]
+    assert "toy" in C.BACKENDS
+
+
+def test_its_rules_and_the_shared_capacity_rule_run(toy):
+    raw = toy_config(teams=4)
+    with pytest.raises(ConfigError) as err:
+        C.parse_config(raw)
+    found = {(p.field, p.message) for p in err.value.problems}
+    assert ("toy", "a toy fleet takes at most 2 teams") in found
+    assert ("toy.capacity.g5.xlarge",
+            "the teams' guarantees sum to 4 instances of g5.xlarge, above the 3 the capacity declares") in found
+
+
+def test_its_section_is_checked_and_its_hint_names_it(toy):
+    raw = toy_config()
+    raw["toy"]["poll_minutes"] = 0
+    raw["teams"][0]["guarantee"] = {"g4dn.xlarge": 1}
+    with pytest.raises(ConfigError) as err:
+        C.parse_config(raw)
+    by_field = {p.field: p for p in err.value.problems}
+    assert "toy.poll_minutes" in by_field
+    assert by_field["teams[0] (team-0).guarantee.g4dn.xlarge"].fix.endswith(
+        "fairshare (EC2 types) or toy (EC2 types)")
+
+
+def test_an_instance_type_of_two_backends_is_refused(toy):
+    raw = toy_config()
+    raw["fairshare"] = {"capacity": {"g5.xlarge": 3}}
+    with pytest.raises(ConfigError) as err:
+        C.parse_config(raw)
+    assert ("toy.capacity.g5.xlarge", "is declared by fairshare too; a guarantee must map to one fleet") in {
+        (p.field, p.message) for p in err.value.problems}
+
+
+def test_plan_shows_its_rows_strategy_default_borrow_and_idle_costs(toy):
+    plan = fleet_plan(C.parse_config(toy_config()))
+    toy_plan = plan["backends"]["toy"]
+    assert toy_plan["strategy"] == "a toy scheduler"
+    assert [(r["team"], r["guarantee"], r["borrow_cap"]) for r in toy_plan["teams"]] == [
+        ("team-0", 1.0, 0.25), ("team-1", 1.0, 0.25)]
+    assert {"backend": "toy", "resource": "toy poller", "what": "a poller every 5 min"} in plan["idle_costs"]
+    assert "toy: a toy scheduler" in format_plan(plan)
+
+
+def test_the_schema_describes_its_section(toy):
+    schema = platform_schema()
+    assert schema["properties"]["toy"]["properties"]["poll_minutes"] == {"type": "integer", "minimum": 1}
+
+
+def test_the_simulator_builds_its_scenario(toy):
+    config = C.parse_config(toy_config())
+    scenario = scenario_from_config(config, "toy")
+    assert scenario["capacity"] == {"gpu": 3}
+    assert [t["borrow_limit_percent"] for t in scenario["teams"]] == [25, 25]
+    assert poll_seconds_of(config, "toy") == 300.0
+
+
+def test_validate_plan_and_simulate_from_the_command_line(toy, tmp_path, capsys):
+    path = tmp_path / "toy.yaml"
+    path.write_text(json.dumps(toy_config()))
+    assert main(["validate", str(path)]) == 0
+    assert "toy: 2 teams on 3 g5.xlarge" in capsys.readouterr().out
+    assert main(["plan", str(path), "--json"]) == 0
+    assert "toy" in json.loads(capsys.readouterr().out)["backends"]
+    trace = tmp_path / "trace.csv"
+    trace.write_text("job_id,team,submit_time,duration_s,gpus\nj1,team-0,0,60,1\nj2,team-1,0,60,1\n")
+    assert main(["simulate", "--config", str(path), "--backend", "toy", "--trace", str(trace),
+                 "--mode", "share+reclaim", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)
+
+
+def test_a_key_already_taken_is_refused():
+    with pytest.raises(ValueError, match="'fairshare' is taken"):
+        backends.register(type("Dup", (ToyBackend,), {"key": "fairshare"})())
+    with pytest.raises(ValueError, match="'inference' is taken"):
+        backends.register(type("Inf", (ToyBackend,), {"key": "inference"})())
