@@ -8,7 +8,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import aws_cdk as cdk
 import pytest
+from aws_cdk import aws_sqs as sqs
+from aws_cdk import aws_ssm as ssm
+from aws_cdk.assertions import Template
+from constructs import Construct
 
 from cdk_gpu_share.cli import main
 from cdk_gpu_share.core import backends
@@ -18,6 +23,7 @@ from cdk_gpu_share.core.config_schema import platform_schema
 from cdk_gpu_share.core.errors import ConfigError, Problem
 from cdk_gpu_share.core.plan import fleet_plan, format_plan
 from cdk_gpu_share.core.scenario import poll_seconds_of, scenario_from_config
+from cdk_gpu_share.stacks.app import build_platform
 
 
 @dataclass(frozen=True)
@@ -29,6 +35,24 @@ class ToyConfig:
 def _at_most_two_teams(c: SectionCheck) -> Iterator[Problem]:
     if len(c.members) > 2:
         yield Problem("toy", f"{len(c.members)} teams", "a toy fleet takes at most 2 teams", "remove a team")
+
+
+class ToyConstruct(Construct):
+    """The toy backend's construct: a queue in the platform stack and a parameter per team."""
+
+    def __init__(self, scope: Construct, id: str, *, config: ToyConfig) -> None:
+        super().__init__(scope, id)
+        self.config = config
+        self.queue = sqs.CfnQueue(self, "Queue")
+
+    @classmethod
+    def for_platform(cls, scope: Construct, config: C.PlatformConfig) -> ToyConstruct:
+        return cls(scope, "Toy", config=config.backend("toy"))
+
+    def add_team_to(self, team: C.TeamConfig, stack: Any) -> None:
+        if team.guarantee_for(self.config.capacity):
+            ssm.CfnParameter(stack, "ToyShare", type="String", value=team.name)
+            stack.output("ToyQueueName", self.queue.attr_queue_name, "the toy queue")
 
 
 class ToyBackend(Backend):
@@ -58,6 +82,13 @@ class ToyBackend(Backend):
 
     def poll_seconds(self, section: ToyConfig) -> float | None:
         return section.poll_minutes * 60.0
+
+    resource_labels = (("AWS::SSM::Parameter", "toy shares"),)
+
+    def describe_resource(self, resource: Any) -> list[str]:
+        if resource["Type"] != "AWS::SSM::Parameter":
+            return []
+        return [f"{resource['Properties']['Value']}: toy share"]
 
 
 @pytest.fixture
@@ -155,6 +186,22 @@ def test_validate_plan_and_simulate_from_the_command_line(toy, tmp_path, capsys)
     assert main(["simulate", "--config", str(path), "--backend", "toy", "--trace", str(trace),
                  "--mode", "share+reclaim", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)
+
+
+def test_synth_builds_its_construct_and_each_team_its_part_and_summary_lists_them(toy, tmp_path, capsys):
+    app = cdk.App(outdir=str(tmp_path / "cdk.out"))
+    platform = build_platform(app, C.parse_config(toy_config()), checks=False)
+    assert isinstance(platform.platform.parts["toy"], ToyConstruct)
+    Template.from_stack(platform.platform).resource_count_is("AWS::SQS::Queue", 1)
+    for name, stack in platform.teams.items():
+        team = Template.from_stack(stack)
+        team.has_resource_properties("AWS::SSM::Parameter", {"Value": name})
+        assert "ToyQueueName" in team.to_json()["Outputs"]
+    app.synth()
+    assert main(["summary", str(tmp_path / "cdk.out")]) == 0
+    out = capsys.readouterr().out
+    assert "2 toy shares" in out
+    assert "team-0: toy share" in out and "team-1: toy share" in out
 
 
 def test_a_key_already_taken_is_refused():

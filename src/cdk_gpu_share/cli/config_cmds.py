@@ -8,9 +8,11 @@ import sys
 from pathlib import Path
 
 from cdk_gpu_share.cli._parser import add_config_argument
-from cdk_gpu_share.core.config import BACKENDS, load_config
+from cdk_gpu_share.core import backends
+from cdk_gpu_share.core.config import load_config
 from cdk_gpu_share.core.errors import ConfigError, Problem
 from cdk_gpu_share.core.plan import fleet_plan, format_plan, summarize
+from cdk_gpu_share.core.text import plural
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -131,27 +133,11 @@ def _summary(args: argparse.Namespace) -> int:
         stacks.append((name, len(resources)))
         for res in resources.values():
             counts[res["Type"]] = counts.get(res["Type"], 0) + 1
-            quotas.extend(_describe_quota(res))
+            quotas.extend(_describe(res))
     print(f"{len(stacks)} stacks in {out}/:")
     for name, n in stacks:
         print(f"  {name:<40} {n:>3} resources")
-    interesting = [
-        ("AWS::Batch::ServiceEnvironment", "service environments"),
-        ("AWS::Batch::JobQueue", "job queues"),
-        ("AWS::Batch::SchedulingPolicy", "scheduling policies"),
-        ("AWS::Batch::QuotaShare", "quota shares"),
-        ("AWS::SageMaker::ClusterSchedulerConfig", "HyperPod cluster policies"),
-        ("AWS::SageMaker::ComputeQuota", "HyperPod compute quotas"),
-        ("AWS::Batch::ComputeEnvironment", "compute environments"),
-        ("AWS::Batch::JobDefinition", "job definitions"),
-        ("AWS::Batch::ConsumableResource", "consumable resources"),
-        ("AWS::Lambda::Function", "Lambda functions"),
-        ("Custom::GpuShareMigEndpoint", "MIG-partitioned endpoints"),
-        ("Custom::GpuShareMigInferenceComponent", "inference components on MIG partitions"),
-        ("AWS::SageMaker::Endpoint", "whole-GPU SageMaker endpoints"),
-        ("AWS::SageMaker::InferenceComponent", "inference components"),
-        ("AWS::CloudWatch::Dashboard", "dashboards"),
-    ]
+    interesting = _resource_labels()
     shown = [f"{counts[t]} {_singular(label) if counts[t] == 1 else label}" for t, label in interesting if counts.get(t)]
     if shown:
         print("  " + ", ".join(shown))
@@ -166,19 +152,21 @@ def _summary(args: argparse.Namespace) -> int:
     return 0
 
 
-#: CloudFormation's spellings of a sharing strategy, printed as the config spells it.
-_STRATEGY = {"RESERVE": "reserve", "LEND": "lend", "LEND_AND_BORROW": "lend_and_borrow",
-             "DontLend": "reserve", "Lend": "lend", "LendAndBorrow": "lend_and_borrow"}
-#: Units of a HyperPod compute quota resource.
-_UNITS = {"Count": "instance", "Accelerators": "accelerator", "VCpu": "vCPU", "MemoryInGiB": "GiB"}
+#: What the summary counts besides each backend's own types (``BackendSpec.resource_labels``).
+_PLATFORM_LABELS = (
+    ("AWS::Lambda::Function", "Lambda functions"),
+    ("Custom::GpuShareMigEndpoint", "MIG-partitioned endpoints"),
+    ("Custom::GpuShareMigInferenceComponent", "inference components on MIG partitions"),
+    ("AWS::SageMaker::Endpoint", "whole-GPU SageMaker endpoints"),
+    ("AWS::SageMaker::InferenceComponent", "inference components"),
+    ("AWS::CloudWatch::Dashboard", "dashboards"),
+)
 
 
-def _plural(n: object, unit: str) -> str:
-    if unit in ("GiB", "vCPU"):
-        return f"{n} {unit}"
-    if str(n) == "1":
-        return f"{n} {unit}"
-    return f"{n} {unit[:-1]}ies" if unit.endswith("y") else f"{n} {unit}s"
+def _resource_labels() -> list[tuple[str, str]]:
+    """The types the summary counts: each backend's, in the order of the backends, then the platform's."""
+    labels = [label for spec in backends.registered() for label in spec.resource_labels] + list(_PLATFORM_LABELS)
+    return list(dict(labels).items())
 
 
 def _singular(label: str) -> str:
@@ -217,30 +205,28 @@ def _idle_costs(out: Path, data: dict) -> list[str]:
                     lines.append(f"{name}: a compute environment keeps {minv} min vCPUs of {types} running")
             elif kind == "Custom::GpuShareMigEndpoint":
                 lines.append(f"{name}: endpoint {props.get('EndpointBaseName')}: "
-                             f"{_plural(props.get('InstanceCount'), 'instance')} of {props.get('InstanceType')}, always on")
+                             f"{plural(props.get('InstanceCount'), 'instance')} of {props.get('InstanceType')}, always on")
             elif kind == "AWS::SageMaker::EndpointConfig":
                 for v in props.get("ProductionVariants", []):
                     if "InitialInstanceCount" in v:
                         lines.append(f"{name}: endpoint variant {v.get('VariantName')}: "
-                                     f"{_plural(v['InitialInstanceCount'], 'instance')} of {v.get('InstanceType')}, always on")
+                                     f"{plural(v['InitialInstanceCount'], 'instance')} of {v.get('InstanceType')}, always on")
         keys = sum(1 for r in resources if r["Type"] == "AWS::KMS::Key")
         if keys:
-            lines.append(f"{name}: {_plural(keys, 'customer-managed KMS key')} (billed monthly)")
+            lines.append(f"{name}: {plural(keys, 'customer-managed KMS key')} (billed monthly)")
     return lines
 
 
-def _describe_quota(resource: dict) -> list[str]:
+def _describe(resource: dict) -> list[str]:
     """One line per team quota, share or endpoint found in a template resource, amounts with units."""
+    lines = [line for spec in backends.registered() for line in spec.describe_resource(resource)]
+    return lines + _describe_endpoint(resource)
+
+
+def _describe_endpoint(resource: dict) -> list[str]:
+    """A MIG-partitioned endpoint or one of its inference components, in one line."""
     props = resource.get("Properties", {})
     kind = resource["Type"]
-    if kind == "AWS::Batch::QuotaShare":
-        limits = ", ".join(f"{_plural(c['MaxCapacity'], 'instance')} of {c['CapacityUnit']}"
-                           for c in props.get("CapacityLimits", []))
-        sharing = props.get("ResourceSharingConfiguration", {})
-        borrow = sharing.get("BorrowLimit")
-        strategy = _STRATEGY.get(sharing.get("Strategy"), sharing.get("Strategy"))
-        extra = "" if borrow is None else f", borrow limit {'unlimited' if borrow == -1 else f'{borrow}% of the guarantee'}"
-        return [f"{props.get('QuotaShareName')}: Batch quota share, {limits}, {strategy}{extra}"]
     if kind == "Custom::GpuShareMigEndpoint":
         from cdk_gpu_share.core import instances
 
@@ -249,45 +235,19 @@ def _describe_quota(resource: dict) -> list[str]:
         count = props.get("InstanceCount")
         total = ""
         if info is not None and isinstance(count, int):
-            total = f", {_plural(count * info.gpus * len(layout), 'MIG partition')} on {_plural(count * info.gpus, 'GPU')}"
+            total = f", {plural(count * info.gpus * len(layout), 'MIG partition')} on {plural(count * info.gpus, 'GPU')}"
         return [
-            f"endpoint {props.get('EndpointBaseName')}: {_plural(count, 'instance')} of"
+            f"endpoint {props.get('EndpointBaseName')}: {plural(count, 'instance')} of"
             f" {props.get('InstanceType')}, every GPU split {' + '.join(layout)}"
-            f" ({_plural(len(layout), 'MIG partition')} per GPU{total})"
+            f" ({plural(len(layout), 'MIG partition')} per GPU{total})"
         ]
     if kind == "Custom::GpuShareMigInferenceComponent":
         copies = props.get("CopyCount")
         low, high = props.get("MinCopyCount"), props.get("MaxCopyCount")
         scale = f", autoscaled {low}..{high}" if low is not None and high is not None and low != high else ""
-        return [f"model {props.get('ComponentBaseName')}: {_plural(copies, 'copy')} on "
+        return [f"model {props.get('ComponentBaseName')}: {plural(copies, 'copy')} on "
                 f"{props.get('AcceleratorPartitionType')} MIG partitions (one each){scale}"]
-    if kind == "AWS::SageMaker::ComputeQuota":
-        cfg = props.get("ComputeQuotaConfig", {})
-        parts = []
-        for r in cfg.get("ComputeQuotaResources", []):
-            amounts = [_plural(r[k], unit) for k, unit in _UNITS.items() if k in r]
-            if "AcceleratorPartition" in r:
-                part = r["AcceleratorPartition"]
-                amounts.append(f"{_plural(part['Count'], 'MIG partition')} {part['Type']}")
-            parts.append(f"{r['InstanceType']}: {', '.join(amounts)}")
-        sharing = cfg.get("ResourceSharingConfig", {})
-        strategy = _STRATEGY.get(sharing.get("Strategy"), sharing.get("Strategy"))
-        borrow = sharing.get("BorrowLimit")
-        extra = f", borrow limit {borrow}% of the guarantee" if borrow is not None else ""
-        team = props.get("ComputeQuotaTarget", {}).get("TeamName")
-        return [f"{team}: HyperPod compute quota, {'; '.join(parts)}, {strategy}{extra}"]
-    if kind == "AWS::Batch::SchedulingPolicy":
-        shares = props.get("FairsharePolicy", {}).get("ShareDistribution", [])
-        if not shares:
-            return []
-        text = ", ".join(f"{s['ShareIdentifier']} weight {s.get('WeightFactor', 1):g}" for s in shares)
-        return [f"fair-share scheduling policy: {text} (a lower weight gets more)"]
-    if kind == "AWS::Batch::ConsumableResource":
-        tags = props.get("Tags", {}) or {}
-        team = tags.get("gpu-share:team") if isinstance(tags, dict) else None
-        return [f"{team or 'a team'}: fair-share GPU quota, at most {_plural(props.get('TotalQuantity'), 'GPU')} "
-                "at once (guarantee plus borrow cap)"]
     return []
 
 
-__all__ = ["register", "BACKENDS"]
+__all__ = ["register"]

@@ -93,6 +93,7 @@ from cdk_gpu_share.aws import batch_reader as br
 from cdk_gpu_share.constructs._checks import acknowledge_nag, raise_props_problems
 from cdk_gpu_share.constructs._iam import add_statements, format_arn, stack_of
 from cdk_gpu_share.constructs._metrics import ReclaimerMetrics
+from cdk_gpu_share.constructs._platform_part import TeamStackLike
 from cdk_gpu_share.core import instances, reclaim
 from cdk_gpu_share.core.config import (
     BATCH_NAME_PATTERN,
@@ -368,6 +369,26 @@ class FairshareQueue(Construct):
             raise ConfigError(problems, source=config.source)
         kwargs.setdefault("platform_name", config.name)
         return cls(scope, id, config=config.fairshare, **kwargs)
+
+    @classmethod
+    def for_platform(cls, scope: Construct, config: PlatformConfig) -> FairshareQueue:
+        """The queue of ``config.fairshare`` (construct id ``FairshareQueue``), as :meth:`from_config` builds it."""
+        return cls.from_config(scope, "FairshareQueue", config=config)
+
+    def add_team_to(self, team: TeamConfig, stack: TeamStackLike) -> None:
+        """Give a fair-share ``team`` its job definitions and GPU quota in its stack, the right to submit
+        into its share, and the outputs naming the queue, the share, the job definitions and the tags."""
+        if not team.guarantee_for(self.config.capacity):
+            return
+        member = self.add_team(team, scope=cast(Construct, stack))
+        self.grant_submit(team.name, stack.submit_role)
+        stack.output("FairshareQueueName", self.job_queue_name, "classic Batch GPU queue")
+        stack.output("ShareIdentifier", self.share_identifier(team.name), "fair-share identifier")
+        stack.output("FairshareJobDefinitions", ",".join(member.job_definition_name(n) for n in sorted(member.job_definitions)),
+                     "job definitions of the team (one per GPU count)")
+        stack.output("FairshareJobTags", ",".join(f"{k}={v}" for k, v in self.job_tags(team.name).items()),
+                     "tags every job must carry (submissions without them are denied)")
+        stack.acknowledge_submit_wildcards(*self.submit_wildcard_findings(team.name))
 
     def _existing_network(self, net: FairshareVpcConfig) -> tuple[ec2.IVpc, ec2.SubnetSelection, list | None]:
         """The VPC, subnets and security groups of ``fairshare.vpc``, imported by id (no lookup, so

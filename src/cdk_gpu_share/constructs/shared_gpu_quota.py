@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import aws_cdk as cdk
 import jsii
@@ -34,7 +34,8 @@ from constructs import Construct, IValidation
 from cdk_gpu_share.backends.batch_quota import MAX_QUOTA_SHARES_PER_QUEUE
 from cdk_gpu_share.constructs._checks import acknowledge_cfn_rule, acknowledge_nag, nag_arn, raise_props_problems
 from cdk_gpu_share.constructs._iam import add_statements, format_arn, stack_of
-from cdk_gpu_share.core.config import BatchQuotaConfig, HyperPodConfig, TeamConfig, config_problems
+from cdk_gpu_share.constructs._platform_part import TeamStackLike
+from cdk_gpu_share.core.config import BatchQuotaConfig, HyperPodConfig, PlatformConfig, TeamConfig, config_problems
 from cdk_gpu_share.core.errors import ConfigError, Problem
 
 #: The IAM actions a team needs to submit, inspect and stop its own service jobs.
@@ -540,6 +541,34 @@ class SharedGpuQuota(Construct):
         self.hyperpod = HyperPodBackend(self, "HyperPod", config=hyperpod) if hyperpod else None
         for team in teams:
             self._add(team, None)
+
+    @classmethod
+    def for_platform(cls, scope: Construct, config: PlatformConfig) -> SharedGpuQuota:
+        """The quota of ``config``'s ``batch_quota`` and ``hyperpod`` sections (construct id ``SharedGpuQuota``);
+        the Batch job queue is named ``batch_quota.queue_name``, else ``<platform>-training``."""
+        batch_quota = config.batch_quota
+        return cls(scope, "SharedGpuQuota", batch_quota=batch_quota, hyperpod=config.hyperpod,
+                   queue_name=(batch_quota.queue_name or f"{config.name}-training") if batch_quota else None)
+
+    def add_team_to(self, team: TeamConfig, stack: TeamStackLike) -> None:
+        """Give ``team`` its quota share and compute quota in its stack, with what it needs to use them:
+        on Batch a training role, the right to submit into its share and the outputs naming the queue,
+        the share and the tags; on HyperPod access to its namespace and the output naming it."""
+        if not any(b.config.capacity.keys() & team.guarantee.keys() for b in self.backends):
+            return
+        self.add_team(team, scope=cast(Construct, stack))
+        if self.batch is not None and team.name in self.batch.teams:
+            stack.add_training_role()
+            self.grant_submit(team.name, stack.submit_role)
+            stack.output("TrainingQueueName", self.job_queue_name, "Batch job queue for SageMaker Training")
+            stack.output("QuotaShareName", self.quota_share_name(team.name), "the team's quota share")
+            stack.output("TrainingJobTags", ",".join(f"{k}={v}" for k, v in self.batch.service_job_tags(team.name).items()),
+                         "tags every service job must carry (submissions without them are denied)")
+        if self.hyperpod is not None and team.name in self.hyperpod.teams:
+            stack.add_hyperpod_access(cluster_arn=self.hyperpod.config.cluster_arn,
+                                      eks_cluster_arn=self.hyperpod.config.eks_cluster_arn,
+                                      compute_quota_arn=self.hyperpod.teams[team.name].arn)
+            stack.output("HyperPodNamespace", f"hyperpod-ns-{team.name}", "Kubernetes namespace of the team")
 
     @property
     def backends(self) -> list[BatchQuotaBackend | HyperPodBackend]:

@@ -16,6 +16,7 @@ shows them; :func:`register` adds one at run time (a test's toy backend, a plugi
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -80,6 +81,8 @@ class BackendSpec(Protocol):
     construct: str
     #: Its rules across teams and section, each a small named function (see :class:`SectionCheck`).
     rules: tuple[Rule, ...]
+    #: The CloudFormation types ``gpu-share summary`` counts for it, each with its label (plural).
+    resource_labels: tuple[tuple[str, str], ...]
     #: The keys of each object its section holds, by the name the schema's descriptions use
     #: (``{"fairshare": ..., "reclaim": ...}``); the schema's test compares them with the descriptions.
     section_keys: Mapping[str, frozenset[str]]
@@ -90,6 +93,15 @@ class BackendSpec(Protocol):
 
     def schema(self) -> dict[str, Any]:
         """The JSON-schema fragment of the section."""
+        ...
+
+    def to_mapping(self, section: Any) -> Any:
+        """The section as the config file writes it (:meth:`parse` reads it back): how a config
+        built in Python meets the same rules as one read from YAML."""
+        ...
+
+    def describe_resource(self, resource: Mapping[str, Any]) -> list[str]:
+        """``gpu-share summary``'s lines for one resource of a synthesized template (a share, a quota), or none."""
         ...
 
     def plan_extras(self, section: Any) -> dict[str, Any]:
@@ -122,6 +134,16 @@ class Backend:
     default_borrow_percent: int | None = None
     rules: tuple[Rule, ...] = ()
     section_keys: Mapping[str, frozenset[str]] = {}
+    resource_labels: tuple[tuple[str, str], ...] = ()
+
+    def describe_resource(self, resource: Mapping[str, Any]) -> list[str]:
+        return []
+
+    def to_mapping(self, section: Any) -> Any:
+        # A dataclass section: its fields, those left at None left out; anything else as it is.
+        if dataclasses.is_dataclass(section) and not isinstance(section, type):
+            return {k: v for k, v in dataclasses.asdict(section).items() if v is not None}
+        return section
 
     def plan_extras(self, section: Any) -> dict[str, Any]:
         return {}

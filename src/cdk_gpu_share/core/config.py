@@ -1226,10 +1226,10 @@ def config_mapping(config: PlatformConfig) -> dict[str, object]:
     raw: dict[str, object] = {"platform": {"name": config.name}, "teams": _team_list(config.teams)}
     from cdk_gpu_share.core import backends
 
-    for key in backends.keys():
-        section = config.backend(key)
+    for spec in backends.registered():
+        section = config.backend(spec.key)
         if section is not None:
-            raw[key] = section_mapping(section)
+            raw[spec.key] = spec.to_mapping(section)
     for key, target in EXTRA_MAPPINGS.items():
         section = getattr(config, key)
         if section is not None:

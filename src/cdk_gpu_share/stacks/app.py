@@ -79,43 +79,6 @@ def build_platform(app: cdk.App, config: PlatformConfig, *, checks: bool = True)
         if platform.alerts is not None:
             platform.alerts.route(stack)
         result.teams[team.name] = stack
-        wildcards: list[str] = []
-        quota = platform.quota
-        if quota is not None and any(b.config.capacity.keys() & team.guarantee.keys() for b in quota.backends):
-            quota.add_team(team, scope=stack)
-            if quota.batch is not None and team.name in quota.batch.teams:
-                stack.add_training_role()
-                quota.grant_submit(team.name, stack.submit_role)
-                stack.output("TrainingQueueName", quota.job_queue_name, "Batch job queue for SageMaker Training")
-                stack.output("QuotaShareName", quota.quota_share_name(team.name), "the team's quota share")
-                stack.output(
-                    "TrainingJobTags",
-                    ",".join(f"{k}={v}" for k, v in quota.batch.service_job_tags(team.name).items()),
-                    "tags every service job must carry (submissions without them are denied)",
-                )
-            if quota.hyperpod is not None and team.name in quota.hyperpod.teams:
-                stack.add_hyperpod_access(
-                    cluster_arn=quota.hyperpod.config.cluster_arn,
-                    eks_cluster_arn=quota.hyperpod.config.eks_cluster_arn,
-                    compute_quota_arn=quota.hyperpod.teams[team.name].arn,
-                )
-                stack.output("HyperPodNamespace", f"hyperpod-ns-{team.name}", "Kubernetes namespace of the team")
-        fairshare = platform.fairshare
-        if fairshare is not None and team in config.teams_for("fairshare"):
-            member = fairshare.add_team(team, scope=stack)
-            fairshare.grant_submit(team.name, stack.submit_role)
-            wildcards += fairshare.submit_wildcard_findings(team.name)
-            stack.output("FairshareQueueName", fairshare.job_queue_name, "classic Batch GPU queue")
-            stack.output("ShareIdentifier", fairshare.share_identifier(team.name), "fair-share identifier")
-            stack.output(
-                "FairshareJobDefinitions",
-                ",".join(member.job_definition_name(n) for n in sorted(member.job_definitions)),
-                "job definitions of the team (one per GPU count)",
-            )
-            stack.output(
-                "FairshareJobTags",
-                ",".join(f"{k}={v}" for k, v in fairshare.job_tags(team.name).items()),
-                "tags every job must carry (submissions without them are denied)",
-            )
-            stack.acknowledge_submit_wildcards(*wildcards)
+        for part in platform.team_parts():
+            part.add_team_to(team, stack)
     return result

@@ -8,7 +8,9 @@ from typing import Any
 import aws_cdk as cdk
 from constructs import Construct
 
+from cdk_gpu_share.constructs._platform_part import PlatformPart
 from cdk_gpu_share.constructs.shared_gpu_quota import SharedGpuQuota
+from cdk_gpu_share.core import backends
 from cdk_gpu_share.core.config import PlatformConfig, check_config
 from cdk_gpu_share.core.errors import ConfigError
 
@@ -49,20 +51,16 @@ class PlatformStack(cdk.Stack):
 
             self.alerts = AlarmRouting.from_config(self, "Alerts", alerts=config.alerts)
             self.alerts.route(self)
-        self.quota: SharedGpuQuota | None = None
-        if config.batch_quota or config.hyperpod:
-            self.quota = SharedGpuQuota(
-                self,
-                "SharedGpuQuota",
-                batch_quota=config.batch_quota,
-                hyperpod=config.hyperpod,
-                queue_name=(config.batch_quota.queue_name or f"{config.name}-training") if config.batch_quota else None,
-            )
-        self.fairshare = None
-        if config.fairshare is not None:
-            cls = _optional("cdk_gpu_share.constructs.fairshare_queue", "FairshareQueue")
-            if cls is not None:
-                self.fairshare = cls.from_config(self, "FairshareQueue", config=config)
+        # Each backend's construct, built once even when two backends name the same one.
+        self.parts: dict[str, PlatformPart] = {}
+        built: dict[str, PlatformPart] = {}
+        for spec in backends.registered():
+            if config.backend(spec.key) is None:
+                continue
+            if spec.construct not in built:
+                module, name = spec.construct.split(":")
+                built[spec.construct] = getattr(importlib.import_module(module), name).for_platform(self, config)
+            self.parts[spec.key] = built[spec.construct]
         self.endpoints: list[Any] = []
         if config.inference is not None:
             build = _optional("cdk_gpu_share.constructs.mig_endpoint", "endpoints_from_config")
@@ -79,3 +77,18 @@ class PlatformStack(cdk.Stack):
         dash = _optional("cdk_gpu_share.constructs.dashboard", "GpuShareDashboard")
         if dash is not None and getattr(self.fairshare, "reclaimer", None) is not None:
             self.dashboard = dash.from_platform(self, "Dashboard", platform=self)
+
+    @property
+    def quota(self) -> SharedGpuQuota | None:
+        """The construct of the ``batch_quota`` and ``hyperpod`` sections, or None."""
+        part = self.parts.get("batch_quota") or self.parts.get("hyperpod")
+        return part if isinstance(part, SharedGpuQuota) else None
+
+    @property
+    def fairshare(self) -> Any:
+        """The :class:`~cdk_gpu_share.constructs.fairshare_queue.FairshareQueue` of the ``fairshare`` section, or None."""
+        return self.parts.get("fairshare")
+
+    def team_parts(self) -> list[PlatformPart]:
+        """Each backend's construct once, in the order of the backends: what a team stack is added to."""
+        return list({id(part): part for part in self.parts.values()}.values())

@@ -8,7 +8,7 @@ percentage and preemption of borrowed capacity done by the service.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from cdk_gpu_share.core import config as C
@@ -16,6 +16,7 @@ from cdk_gpu_share.core import config_schema as S
 from cdk_gpu_share.core.backends import Backend, SectionCheck
 from cdk_gpu_share.core.config import BatchQuotaConfig, TeamConfig
 from cdk_gpu_share.core.errors import Problem
+from cdk_gpu_share.core.text import plural
 from cdk_gpu_share.core.validation import Problems
 
 KEY = C.BATCH
@@ -101,6 +102,27 @@ def quota_shares(c: SectionCheck) -> Iterator[Problem]:
         yield from _percent_borrow_limit_only(c, team, where)
 
 
+# -- what `gpu-share summary` shows of the synthesized resources.
+
+
+#: CloudFormation's spelling of a sharing strategy, as the config spells it.
+_SHARING = {s.batch_strategy: s.value for s in C.Sharing}
+
+
+def describe_resource(resource: Mapping[str, Any]) -> list[str]:
+    """A quota share of a synthesized template, in one line: its limits, sharing and borrow limit."""
+    if resource["Type"] != "AWS::Batch::QuotaShare":
+        return []
+    props = resource.get("Properties", {})
+    limits = ", ".join(f"{plural(c['MaxCapacity'], 'instance')} of {c['CapacityUnit']}"
+                       for c in props.get("CapacityLimits", []))
+    sharing = props.get("ResourceSharingConfiguration", {})
+    borrow = sharing.get("BorrowLimit")
+    strategy = _SHARING.get(sharing.get("Strategy"), sharing.get("Strategy"))
+    extra = "" if borrow is None else f", borrow limit {'unlimited' if borrow == -1 else f'{borrow}% of the guarantee'}"
+    return [f"{props.get('QuotaShareName')}: Batch quota share, {limits}, {strategy}{extra}"]
+
+
 def schema() -> dict[str, Any]:
     return S.schema_object(KEY, {
         "capacity": S.schema_capacity(r"^ml\.", S.DESCRIPTIONS[KEY]["capacity"]),
@@ -110,13 +132,18 @@ def schema() -> dict[str, Any]:
     }, required=["capacity"])
 
 
-class BatchQuotaBackend(Backend):
+class BatchQuotaSpec(Backend):
     key = KEY
     strategy = "AWS Batch quota management (SageMaker Training)"
     capacity_hint = KEY
     section_keys = {KEY: SECTION_KEYS}
     construct = "cdk_gpu_share.constructs.shared_gpu_quota:SharedGpuQuota"
     rules = (quota_share_count, quota_shares)
+    resource_labels = (("AWS::Batch::ServiceEnvironment", "service environments"), ("AWS::Batch::JobQueue", "job queues"),
+                       ("AWS::Batch::QuotaShare", "quota shares"))
+
+    def describe_resource(self, resource: Mapping[str, Any]) -> list[str]:
+        return describe_resource(resource)
 
     def parse(self, raw: Any, problems: Problems) -> BatchQuotaConfig | None:
         return parse(raw, problems)
@@ -124,7 +151,10 @@ class BatchQuotaBackend(Backend):
     def schema(self) -> dict[str, Any]:
         return schema()
 
+    def to_mapping(self, section: Any) -> Any:
+        return C.section_mapping(section)
 
-SPEC = BatchQuotaBackend()
 
-__all__ = ["KEY", "SECTION_KEYS", "SPEC", "BatchQuotaBackend", "parse", "quota_share_count", "quota_shares", "schema"]
+SPEC = BatchQuotaSpec()
+
+__all__ = ["KEY", "SECTION_KEYS", "SPEC", "BatchQuotaSpec", "parse", "quota_share_count", "quota_shares", "schema"]

@@ -7,7 +7,7 @@ reclaim Lambda runs the reclaim planner every ``reclaim.schedule_minutes``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from cdk_gpu_share.core import config as C
@@ -17,6 +17,7 @@ from cdk_gpu_share.core.backends import Backend, SectionCheck
 from cdk_gpu_share.core.config import FairshareConfig, FairshareVpcConfig, PlatformConfig, ReclaimConfig
 from cdk_gpu_share.core.errors import Problem
 from cdk_gpu_share.core.fairshare import share_identifier, share_identifier_problems
+from cdk_gpu_share.core.text import plural
 from cdk_gpu_share.core.validation import Problems, key
 
 KEY = C.FAIRSHARE
@@ -155,6 +156,26 @@ def job_definition_names(c: SectionCheck) -> Iterator[Problem]:
                           " fairshare.queue_name")
 
 
+# -- what `gpu-share summary` shows of the synthesized resources.
+
+
+def describe_resource(resource: Mapping[str, Any]) -> list[str]:
+    """The fair-share policy's weights, or a team's GPU quota, of a synthesized template, in one line."""
+    props = resource.get("Properties", {})
+    if resource["Type"] == "AWS::Batch::SchedulingPolicy":
+        shares = props.get("FairsharePolicy", {}).get("ShareDistribution", [])
+        if not shares:
+            return []
+        text = ", ".join(f"{s['ShareIdentifier']} weight {s.get('WeightFactor', 1):g}" for s in shares)
+        return [f"fair-share scheduling policy: {text} (a lower weight gets more)"]
+    if resource["Type"] == "AWS::Batch::ConsumableResource":
+        tags = props.get("Tags", {}) or {}
+        team = tags.get("gpu-share:team") if isinstance(tags, dict) else None
+        return [f"{team or 'a team'}: fair-share GPU quota, at most {plural(props.get('TotalQuantity'), 'GPU')} "
+                "at once (guarantee plus borrow cap)"]
+    return []
+
+
 def schema() -> dict[str, Any]:
     ranges = {k: S.schema_int(lo, hi) for k, lo, hi in INT_RANGES}
     reclaim_ranges = {k: S.schema_int(lo, hi) for k, lo, hi in RECLAIM_INT_RANGES}
@@ -206,19 +227,29 @@ def idle_costs(section: FairshareConfig) -> list[dict[str, str]]:
     return out
 
 
-class FairshareBackend(Backend):
+class FairshareSpec(Backend):
     key = KEY
     strategy = "AWS Batch fair-share scheduling (EC2) with the reclaim Lambda"
     capacity_hint = f"{KEY} (EC2 types)"
     section_keys = {KEY: SECTION_KEYS, "reclaim": RECLAIM_KEYS, "fairshare_vpc": VPC_KEYS}
     construct = "cdk_gpu_share.constructs.fairshare_queue:FairshareQueue"
     rules = (share_identifiers, job_definition_names)
+    resource_labels = (("AWS::Batch::JobQueue", "job queues"), ("AWS::Batch::SchedulingPolicy", "scheduling policies"),
+                       ("AWS::Batch::ComputeEnvironment", "compute environments"),
+                       ("AWS::Batch::JobDefinition", "job definitions"),
+                       ("AWS::Batch::ConsumableResource", "consumable resources"))
+
+    def describe_resource(self, resource: Mapping[str, Any]) -> list[str]:
+        return describe_resource(resource)
 
     def parse(self, raw: Any, problems: Problems) -> FairshareConfig | None:
         return parse(raw, problems)
 
     def schema(self) -> dict[str, Any]:
         return schema()
+
+    def to_mapping(self, section: Any) -> Any:
+        return C.section_mapping(section)
 
     def plan_extras(self, section: FairshareConfig) -> dict[str, Any]:
         return {"network": network(section)}
@@ -234,7 +265,7 @@ class FairshareBackend(Backend):
         return float(section.reclaim.schedule_minutes * 60)
 
 
-SPEC = FairshareBackend()
+SPEC = FairshareSpec()
 
-__all__ = ["KEY", "SECTION_KEYS", "SPEC", "FairshareBackend", "idle_costs", "job_definition_names", "network", "parse",
+__all__ = ["KEY", "SECTION_KEYS", "SPEC", "FairshareSpec", "idle_costs", "job_definition_names", "network", "parse",
            "schema", "share_identifiers"]

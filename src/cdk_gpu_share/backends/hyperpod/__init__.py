@@ -20,6 +20,7 @@ from cdk_gpu_share.core import instances
 from cdk_gpu_share.core.backends import Backend, SectionCheck
 from cdk_gpu_share.core.config import HyperPodConfig, PlatformConfig, PriorityClass, TeamConfig
 from cdk_gpu_share.core.errors import Problem
+from cdk_gpu_share.core.text import plural
 from cdk_gpu_share.core.validation import Problems
 
 KEY = C.HYPERPOD
@@ -190,6 +191,35 @@ def compute_quotas(c: SectionCheck) -> Iterator[Problem]:
         yield from _mig_profiles(c, team, where, guarantee)
 
 
+# -- what `gpu-share summary` shows of the synthesized resources.
+
+
+#: CloudFormation's spelling of a sharing strategy, as the config spells it.
+_SHARING = {s.hyperpod_strategy: s.value for s in C.Sharing}
+#: Units of a compute quota resource.
+_UNITS = {"Count": "instance", "Accelerators": "accelerator", "VCpu": "vCPU", "MemoryInGiB": "GiB"}
+
+
+def describe_resource(resource: Mapping[str, Any]) -> list[str]:
+    """A compute quota of a synthesized template, in one line: its resources, sharing and borrow limit."""
+    if resource["Type"] != "AWS::SageMaker::ComputeQuota":
+        return []
+    cfg = resource.get("Properties", {}).get("ComputeQuotaConfig", {})
+    parts = []
+    for r in cfg.get("ComputeQuotaResources", []):
+        amounts = [plural(r[k], unit) for k, unit in _UNITS.items() if k in r]
+        if "AcceleratorPartition" in r:
+            part = r["AcceleratorPartition"]
+            amounts.append(f"{plural(part['Count'], 'MIG partition')} {part['Type']}")
+        parts.append(f"{r['InstanceType']}: {', '.join(amounts)}")
+    sharing = cfg.get("ResourceSharingConfig", {})
+    strategy = _SHARING.get(sharing.get("Strategy"), sharing.get("Strategy"))
+    borrow = sharing.get("BorrowLimit")
+    extra = f", borrow limit {borrow}% of the guarantee" if borrow is not None else ""
+    team = resource.get("Properties", {}).get("ComputeQuotaTarget", {}).get("TeamName")
+    return [f"{team}: HyperPod compute quota, {'; '.join(parts)}, {strategy}{extra}"]
+
+
 def schema() -> dict[str, Any]:
     priority_class = {"type": "object", "additionalProperties": False, "required": ["name", "weight"],
                       "properties": {"name": {"type": "string", "pattern": hp.PRIORITY_CLASS_NAME_PATTERN},
@@ -205,7 +235,7 @@ def schema() -> dict[str, Any]:
     }, required=["cluster_arn", "capacity"])
 
 
-class HyperPodBackend(Backend):
+class HyperPodSpec(Backend):
     key = KEY
     strategy = "SageMaker HyperPod task governance"
     capacity_hint = f"{KEY} (ml. types)"
@@ -213,12 +243,20 @@ class HyperPodBackend(Backend):
     section_keys = {KEY: SECTION_KEYS}
     construct = "cdk_gpu_share.constructs.shared_gpu_quota:SharedGpuQuota"
     rules = (compute_quotas,)
+    resource_labels = (("AWS::SageMaker::ClusterSchedulerConfig", "HyperPod cluster policies"),
+                       ("AWS::SageMaker::ComputeQuota", "HyperPod compute quotas"))
+
+    def describe_resource(self, resource: Mapping[str, Any]) -> list[str]:
+        return describe_resource(resource)
 
     def parse(self, raw: Any, problems: Problems) -> HyperPodConfig | None:
         return parse(raw, problems)
 
     def schema(self) -> dict[str, Any]:
         return schema()
+
+    def to_mapping(self, section: Any) -> Any:
+        return C.section_mapping(section)
 
     def idle_costs(self, config: PlatformConfig, section: HyperPodConfig) -> list[dict[str, str]]:
         return [{"backend": KEY, "resource": "HyperPod cluster (not created here)",
@@ -231,6 +269,6 @@ class HyperPodBackend(Backend):
         return "LowerPriority" if team.in_team_preemption else "Never"
 
 
-SPEC = HyperPodBackend()
+SPEC = HyperPodSpec()
 
-__all__ = ["DEFAULT_BORROW_PERCENT", "KEY", "SECTION_KEYS", "SPEC", "HyperPodBackend", "compute_quotas", "parse", "schema"]
+__all__ = ["DEFAULT_BORROW_PERCENT", "KEY", "SECTION_KEYS", "SPEC", "HyperPodSpec", "compute_quotas", "parse", "schema"]
