@@ -79,6 +79,9 @@ class BackendSpec(Protocol):
     default_borrow_percent: int | None
     #: ``module:Class`` of the construct that deploys the section (loaded by the stacks only).
     construct: str
+    #: The module that reads a running queue of the backend for ``gpu-share status``
+    #: (:func:`cdk_gpu_share.cli.status_cmd.readers`), or None.
+    status: str | None
     #: Its rules across teams and section, each a small named function (see :class:`SectionCheck`).
     rules: tuple[Rule, ...]
     #: The CloudFormation types ``gpu-share summary`` counts for it, each with its label (plural).
@@ -135,6 +138,7 @@ class Backend:
     rules: tuple[Rule, ...] = ()
     section_keys: Mapping[str, frozenset[str]] = {}
     resource_labels: tuple[tuple[str, str], ...] = ()
+    status: str | None = None
 
     def describe_resource(self, resource: Mapping[str, Any]) -> list[str]:
         return []

@@ -138,6 +138,7 @@ class BatchQuotaSpec(Backend):
     capacity_hint = KEY
     section_keys = {KEY: SECTION_KEYS}
     construct = "cdk_gpu_share.constructs.shared_gpu_quota:SharedGpuQuota"
+    status = "cdk_gpu_share.backends.batch_quota.status"
     rules = (quota_share_count, quota_shares)
     resource_labels = (("AWS::Batch::ServiceEnvironment", "service environments"), ("AWS::Batch::JobQueue", "job queues"),
                        ("AWS::Batch::QuotaShare", "quota shares"))

@@ -233,6 +233,7 @@ class FairshareSpec(Backend):
     capacity_hint = f"{KEY} (EC2 types)"
     section_keys = {KEY: SECTION_KEYS, "reclaim": RECLAIM_KEYS, "fairshare_vpc": VPC_KEYS}
     construct = "cdk_gpu_share.constructs.fairshare_queue:FairshareQueue"
+    status = "cdk_gpu_share.backends.fairshare.status"
     rules = (share_identifiers, job_definition_names)
     resource_labels = (("AWS::Batch::JobQueue", "job queues"), ("AWS::Batch::SchedulingPolicy", "scheduling policies"),
                        ("AWS::Batch::ComputeEnvironment", "compute environments"),

@@ -1,0 +1,102 @@
+"""``gpu-share status`` of a quota-management queue (``jobQueueType`` ``SAGEMAKER_TRAINING``).
+
+Each quota share's guarantee (``ListQuotaShares``), usage (``GetJobQueueSnapshot``) and
+waiting service jobs (``ListServiceJobs``), read with :mod:`cdk_gpu_share.aws.quota_reader`.
+A config is optional: it names the teams expected on the queue.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from cdk_gpu_share.aws import quota_reader
+from cdk_gpu_share.backends.batch_quota import KEY
+from cdk_gpu_share.cli.status_cmd import fmt_duration, fmt_num, stamp, table
+
+#: The report's kind, and the IAM actions reading the queue needs (named in access-denied messages).
+KIND = "quota"
+ACTIONS = ("batch:DescribeJobQueues", "batch:ListQuotaShares", "batch:GetJobQueueSnapshot", "batch:ListServiceJobs")
+
+
+def reads(detail: Mapping[str, Any]) -> bool:
+    """Whether the queue ``DescribeJobQueues`` returned is a quota-management queue."""
+    return quota_reader.is_quota_queue(detail)
+
+
+def report(client: Any, queue: str, detail: dict[str, Any], config: Any, *, now: float,
+           sleep: Callable[[float], None]) -> dict[str, Any]:
+    """The JSON report of the queue (``sleep`` is unused: the reader does not retry)."""
+    return quota_report(quota_reader.read_quota_queue(client, queue, detail=detail, now=now), config)
+
+
+def quota_report(status: Any, config: Any = None) -> dict[str, Any]:
+    """The JSON report of a quota-management queue (``status``: a QuotaQueueStatus)."""
+    report = status.to_json()
+    report["kind"] = "quota"
+    notes: list[str] = []
+    if config is not None:
+        expected = [t.name for t in config.teams_for(KEY)]
+        listed = [s.name for s in status.shares]
+        missing = [t for t in expected if t not in listed]
+        extra = [s for s in listed if s not in expected]
+        if missing:
+            notes.append(
+                f"teams in {config.source or 'the config'} without a quota share on this queue: {', '.join(missing)} "
+                "(not deployed yet, or another queue)"
+            )
+        if extra:
+            notes.append(f"quota shares not in {config.source or 'the config'}: {', '.join(extra)}")
+    if status.unassigned_waiting:
+        notes.append(f"{len(status.unassigned_waiting)} waiting job(s) name no listed quota share")
+    report["notes"] = notes
+    return report
+
+
+def format(report: dict[str, Any]) -> str:
+    """The readable table of a report."""
+    return _format_quota(report)
+
+
+def _format_quota(report: dict[str, Any]) -> str:
+    lines = [f"Queue {report['queue']} (quota management, SageMaker Training service jobs), read {stamp(report['now'])}"]
+    headers = ["TEAM", "INSTANCE TYPE", "USED", "GUARANTEE", "BORROWED", "SHARING", "WAITING", "OLDEST WAIT"]
+    rows = []
+    for name, share in report["teams"].items():
+        units = list(share["guarantee"]) or ["-"]
+        for i, unit in enumerate(units):
+            first = i == 0
+            rows.append(
+                [
+                    name if first else "",
+                    unit,
+                    fmt_num(share["usage"].get(unit, 0)),
+                    fmt_num(share["guarantee"].get(unit, 0)),
+                    fmt_num(share["borrowed"].get(unit, 0)),
+                    _sharing(share) if first else "",
+                    str(share["waiting_jobs"]) if first else "",
+                    fmt_duration(share["oldest_wait_seconds"]) if first else "",
+                ]
+            )
+    if rows:
+        lines += table(headers, rows, right={2, 3, 4, 6, 7})
+    else:
+        lines.append("no quota share on this queue")
+    if report.get("total_usage"):
+        used = ", ".join(f"{fmt_num(v)} x {u}" for u, v in report["total_usage"].items())
+        lines.append(f"In use on the queue: {used} (instances; utilization as of {stamp(report.get('snapshot_at'))})")
+    lines += [f"note: {n}" for n in report.get("notes", [])]
+    return "\n".join(lines)
+
+
+def _sharing(share: dict[str, Any]) -> str:
+    strategy = (share.get("strategy") or "-").lower()
+    limit = share.get("borrow_limit_percent")
+    if strategy == "lend_and_borrow" and limit is not None and limit >= 0:
+        strategy += f" (cap {limit}%)"
+    if share.get("in_share_preemption"):
+        strategy += ", in-team preemption"
+    return strategy
+
+
+__all__ = ["ACTIONS", "KIND", "format", "quota_report", "reads", "report"]
