@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cdk_gpu_share.core import instances
+from cdk_gpu_share.core.config import DEFAULT_MAX_PRIORITY
 from cdk_gpu_share.core.fairshare import SHARE_IDENTIFIER_MAX, share_identifier, share_identifier_problems  # noqa: F401
 
 __all__ = [
@@ -78,8 +79,6 @@ __all__ = [
 
 #: The planner's one resource: GPUs of the fleet.
 RESOURCE = instances.GPU_RESOURCE
-#: The priority cap of a team without ``max_priority`` (core.config.DEFAULT_MAX_PRIORITY).
-DEFAULT_MAX_PRIORITY = 100
 #: Tags every job of the queue carries (required by ``FairshareQueue.grant_submit``).
 TAG_QUEUE = "gpu-share:queue"
 TAG_TEAM = "gpu-share:team"

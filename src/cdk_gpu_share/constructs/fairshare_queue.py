@@ -364,7 +364,9 @@ class FairshareQueue(Construct):
         if config.fairshare is None:
             raise ConfigError(Problem(FAIRSHARE, None, "the config has no fairshare section",
                                       "add fairshare: {capacity: {g5.xlarge: 3}}"), source=config.source)
-        problems = br.share_identifier_problems(t.name for t in config.teams_for(FAIRSHARE))
+        # The section's rules on the config's teams (a config built in Python skipped parse_config).
+        problems = config_problems(config.teams_for(FAIRSHARE), platform=config.name, fairshare=config.fairshare,
+                                   owned=_ec2_type)
         if problems:
             raise ConfigError(problems, source=config.source)
         kwargs.setdefault("platform_name", config.name)
@@ -452,8 +454,6 @@ class FairshareQueue(Construct):
                                     "names no instance type of this fair-share fleet",
                                     f"guarantee one of {', '.join(self.config.capacity)}"))
         sid = br.share_identifier(team.name)
-        taken = {t.share_identifier: name for name, t in self._teams.items()}
-        problems += [p for p in br.share_identifier_problems([*taken.values(), team.name]) if team.name in p.field]
         settings = br.team_settings(team, self.config.capacity)
         spec = reclaim.TeamSpec(
             name=team.name,

@@ -88,6 +88,14 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+#: Batch's scheduling priorities run from 0 to 9999; a team's jobs may use 0..max_priority.
+#: The same default for every team means no team outranks another unless the platform
+#: team raises its cap.
+DEFAULT_MAX_PRIORITY = 100
+MAX_SCHEDULING_PRIORITY = 9999
+DEFAULT_PRINCIPAL_TAG = "gpu-share:team"
+
+
 class Sharing(str, Enum):
     """How a team shares its guarantee with the others."""
 
@@ -206,11 +214,11 @@ class TeamConfig:
     fair_share_weight: int | None = None
     description: str = ""
     #: Highest scheduling priority the team may give a job (see :func:`_team_authorization`).
-    max_priority: int = 100
+    max_priority: int = DEFAULT_MAX_PRIORITY
     #: IAM role/user ARNs that may assume the team's SubmitRole. Empty: principals of the
     #: platform's account whose principal tag ``principal_tag`` is the team's name.
     assumed_by: tuple[str, ...] = ()
-    principal_tag: str = "gpu-share:team"
+    principal_tag: str = DEFAULT_PRINCIPAL_TAG
 
     def __post_init__(self) -> None:
         # The Python API takes the YAML's shorthand (guarantee={"ml.g5.xlarge": 2},
@@ -719,12 +727,6 @@ def _team_fields(data: Mapping[str, Any], where: str, problems: _Problems, *, gu
 
 # -- who may act as a team, and how far. Self-contained: new fields only.
 
-#: Batch's scheduling priorities run from 0 to 9999; a team's jobs may use 0..max_priority.
-#: The same default for every team means no team outranks another unless the platform
-#: team raises its cap.
-DEFAULT_MAX_PRIORITY = 100
-MAX_SCHEDULING_PRIORITY = 9999
-DEFAULT_PRINCIPAL_TAG = "gpu-share:team"
 #: An IAM role or user that may be named in a trust policy (no wildcards: IAM refuses them there).
 ASSUMER_ARN_PATTERN = r"arn:aws[a-z-]*:iam::\d{12}:(role|user)/[A-Za-z0-9+=,.@_/-]{1,512}"
 #: A tag key IAM accepts in aws:PrincipalTag/<key>.
