@@ -43,5 +43,8 @@ class PlatformPart(Protocol):
         """Give ``team`` its part in its own stack (shares, roles, grants, outputs), if it takes part."""
         ...
 
+    # Optional: ``add_monitoring(platform_stack)`` adds the backend's dashboard and alarms to the
+    # platform stack once every part is built, and returns the dashboard (or None).
+
 
 __all__ = ["PlatformPart", "TeamStackLike"]

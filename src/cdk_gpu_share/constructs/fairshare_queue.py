@@ -392,6 +392,15 @@ class FairshareQueue(Construct):
                      "tags every job must carry (submissions without them are denied)")
         stack.acknowledge_submit_wildcards(*self.submit_wildcard_findings(team.name))
 
+    def add_monitoring(self, platform: Any) -> Any:
+        """The GPU-sharing dashboard and alarms of the platform stack ``platform`` (construct id
+        ``Dashboard``), when the reclaimer runs: it emits their metrics. None without a reclaimer."""
+        if self.reclaimer is None:
+            return None
+        from cdk_gpu_share.constructs.dashboard import GpuShareDashboard
+
+        return GpuShareDashboard.from_platform(platform, "Dashboard", platform=platform)
+
     def _existing_network(self, net: FairshareVpcConfig) -> tuple[ec2.IVpc, ec2.SubnetSelection, list | None]:
         """The VPC, subnets and security groups of ``fairshare.vpc``, imported by id (no lookup, so
         synthesis needs no account). No security groups given: the compute environment makes one."""

@@ -72,11 +72,12 @@ class PlatformStack(cdk.Stack):
             inference_dash = _optional("cdk_gpu_share.constructs.dashboard", "InferenceDashboard")
             if inference_dash is not None:
                 self.inference_dashboard = inference_dash(self, "InferenceDashboard", endpoints=self.endpoints)
-        # The GPU-sharing dashboard and alarms, by default whenever a reclaimer emits their metrics.
+        # Each backend's own dashboard and alarms, where it has them (the fair-share reclaimer's).
         self.dashboard = None
-        dash = _optional("cdk_gpu_share.constructs.dashboard", "GpuShareDashboard")
-        if dash is not None and getattr(self.fairshare, "reclaimer", None) is not None:
-            self.dashboard = dash.from_platform(self, "Dashboard", platform=self)
+        for part in self.team_parts():
+            add_monitoring = getattr(part, "add_monitoring", None)
+            if add_monitoring is not None:
+                self.dashboard = add_monitoring(self) or self.dashboard
 
     @property
     def quota(self) -> SharedGpuQuota | None:
