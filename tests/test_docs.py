@@ -133,6 +133,13 @@ def test_readme_has_python_examples():
 def test_python_example_runs(where, index, code, tmp_path, monkeypatch):
     """Each ```python block is a whole program, run from the repository root; one that builds an
     app must synthesize it."""
+    from cdk_gpu_share.core import backends
+
     monkeypatch.chdir(ROOT)
     monkeypatch.setenv("CDK_OUTDIR", str(tmp_path))
-    exec(compile(code, f"{where} python block {index}", "exec"), {"__name__": "__example__"})
+    before = backends.keys()
+    try:
+        exec(compile(code, f"{where} python block {index}", "exec"), {"__name__": "__example__"})
+    finally:
+        for key in set(backends.keys()) - set(before):  # an example that registers a backend
+            backends.unregister(key)

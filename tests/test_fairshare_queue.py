@@ -18,7 +18,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk.assertions import Match, Template
 
 from cdk_gpu_share.aws import batch_reader as br
-from cdk_gpu_share.constructs.fairshare_queue import FairshareQueue, job_definition_sizes, weight_factors
+from cdk_gpu_share.backends.fairshare.construct import FairshareQueue, job_definition_sizes, weight_factors
 from cdk_gpu_share.core.config import (
     Amount,
     FairshareConfig,

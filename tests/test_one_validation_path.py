@@ -297,14 +297,14 @@ CONSTRUCT_ONLY = {"is not a valid quota share name"}
 
 def _rule_sources() -> str:
     """The capacity check every backend shares, and the rules part of each backend's module."""
+    import importlib
     import inspect
-    import sys
 
     from cdk_gpu_share.core import backends, config
 
     parts = [inspect.getsource(config._guarantees_fit)]
-    for spec in backends.registered():
-        module = inspect.getsource(sys.modules[type(spec).__module__])
+    for name in backends.BUILTIN:
+        module = inspect.getsource(importlib.import_module(name))
         rules = module.split("# -- rules")[1].split("\ndef schema")[0]
         parts.append(rules)
     return "\n".join(parts)

@@ -83,7 +83,7 @@ def test_every_module_imports_without_the_dev_extra():
         for info in pkgutil.walk_packages(cdk_gpu_share.__path__, "cdk_gpu_share."):
             if not info.name.endswith("__main__"):
                 importlib.import_module(info.name)
-        print("imported", "aws_cdk" in sys.modules, "cdk_gpu_share.constructs.fairshare_queue" in sys.modules)
+        print("imported", "aws_cdk" in sys.modules, "cdk_gpu_share.backends.fairshare.construct" in sys.modules)
     """)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "imported True True" in result.stdout

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
+    from cdk_gpu_share.backends.fairshare.construct import FairshareQueue
     from cdk_gpu_share.constructs.dashboard import GpuShareDashboard
-    from cdk_gpu_share.constructs.fairshare_queue import FairshareQueue
     from cdk_gpu_share.constructs.mig_endpoint import MigInferenceEndpoint
     from cdk_gpu_share.constructs.shared_gpu_quota import (
         BatchQuotaBackend,
@@ -45,7 +45,7 @@ _LAZY = {
     "BatchQuotaBackend": "cdk_gpu_share.constructs.shared_gpu_quota",
     "CfnComputeQuota": "cdk_gpu_share.constructs.shared_gpu_quota",
     "HyperPodBackend": "cdk_gpu_share.constructs.shared_gpu_quota",
-    "FairshareQueue": "cdk_gpu_share.constructs.fairshare_queue",
+    "FairshareQueue": "cdk_gpu_share.backends.fairshare.construct",
     "MigInferenceEndpoint": "cdk_gpu_share.constructs.mig_endpoint",
     "GpuShareDashboard": "cdk_gpu_share.constructs.dashboard",
     "PlatformStack": "cdk_gpu_share.stacks.platform",

@@ -25,6 +25,7 @@ from typing import Any
 
 from cdk_gpu_share.cli._parser import add_config_argument
 from cdk_gpu_share.core.errors import GpuShareError
+from cdk_gpu_share.core.text import format_table
 
 
 def readers() -> list[Any]:
@@ -198,8 +199,6 @@ def fmt_duration(seconds: float | None) -> str:
 
 
 def table(headers: list[str], rows: list[list[str]], right: set[int]) -> list[str]:
-    from cdk_gpu_share.cli._table import format_table  # the CLI's one table printer
-
     return format_table(headers, rows, right=right, rule=False)
 
 

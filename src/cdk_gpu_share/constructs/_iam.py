@@ -16,7 +16,7 @@ construct analytics of which methods were called, may differ).
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
@@ -45,6 +45,14 @@ def is_token_string(value: str) -> bool:
     what ``Token.is_unresolved`` looks for in a string.
     """
     return "${Token[" in value
+
+
+def read_once(construct: Construct, key: str, read: Callable[[], str]) -> str:
+    """An attribute token of ``construct``, read once: each read is a jsii round trip for the same token."""
+    value: str | None = construct.__dict__.get(key)
+    if value is None:
+        value = construct.__dict__[key] = read()
+    return value
 
 
 def stack_of(construct: Construct) -> cdk.Stack:

@@ -2,7 +2,7 @@
 
 - :class:`ReclaimerMetrics`: what the fair-share queue's reclaim Lambda emits (namespace
   :data:`cdk_gpu_share.core.metrics.NAMESPACE`, per queue and team). Used by
-  :class:`~cdk_gpu_share.constructs.fairshare_queue.FairshareQueue` and
+  :class:`~cdk_gpu_share.backends.fairshare.construct.FairshareQueue` and
   :class:`~cdk_gpu_share.constructs.dashboard.GpuShareDashboard`.
 - :class:`InferenceComponentMetrics`: what SageMaker publishes per inference component
   (``AWS/SageMaker``, dimension ``InferenceComponentName``). Used by

@@ -36,7 +36,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import aws_cdk as cdk
 import jsii
@@ -56,7 +56,17 @@ from cdk_gpu_share.core.errors import ConfigError, Problem
 
 if TYPE_CHECKING:
     from cdk_gpu_share.constructs.mig_endpoint import MigInferenceEndpoint
-    from cdk_gpu_share.stacks.platform import PlatformStack
+    from cdk_gpu_share.core.config import PlatformConfig
+
+
+class PlatformLike(Protocol):
+    """What :meth:`GpuShareDashboard.from_platform` reads of a platform stack
+    (:class:`~cdk_gpu_share.stacks.platform.PlatformStack`)."""
+
+    config: PlatformConfig
+
+    @property
+    def fairshare(self) -> Any: ...
 
 __all__ = ["GpuShareDashboard", "InferenceDashboard", "DEFAULT_LENDER_WAIT_THRESHOLD", "DEFAULT_PERIOD"]
 
@@ -140,55 +150,14 @@ class GpuShareDashboard(Construct):
         self.watch_function_errors = bool(watch_function_errors)
         self.related_alarms: tuple[cw.Alarm, ...] = tuple(related_alarms)
         self.period = self._check_period(period or DEFAULT_PERIOD, path)
-        threshold = lender_wait_threshold or DEFAULT_LENDER_WAIT_THRESHOLD
-        if not isinstance(threshold, cdk.Duration) or threshold.to_seconds() < 60:
-            raise _problem(
-                "lender_wait_threshold",
-                threshold.to_human_string() if isinstance(threshold, cdk.Duration) else threshold,
-                "must be a Duration of at least 1 minute",
-                "use for example Duration.minutes(15): above the reclaim poll interval plus reclaim_after_seconds",
-                path,
-            )
-        self.lender_wait_threshold = threshold
-        n = reclaimer_error_threshold
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise _problem(
-                "reclaimer_error_threshold",
-                reclaimer_error_threshold,
-                "must be a whole number of at least 1",
-                "use 1 to be told of every failed reclaim cycle",
-                path,
-            )
-        self.reclaimer_error_threshold = reclaimer_error_threshold
-        if dashboard_name is not None and not cdk.Token.is_unresolved(dashboard_name):
-            if not _DASHBOARD_NAME.match(dashboard_name):
-                raise _problem(
-                    "dashboard_name",
-                    dashboard_name,
-                    "is not a valid CloudWatch dashboard name",
-                    "use up to 255 letters, digits, - and _ (or leave it unset to let CloudFormation name it)",
-                    path,
-                )
-        emails = list(alarm_emails)
-        for i, email in enumerate(emails):
-            if not isinstance(email, str) or not _EMAIL.match(email):
-                raise _problem(
-                    f"alarm_emails[{i}]", email, "is not an e-mail address", "write an address such as oncall@example.com", path
-                )
-
+        self.lender_wait_threshold = self._check_lender_wait_threshold(lender_wait_threshold, path)
+        self.reclaimer_error_threshold = self._check_error_threshold(reclaimer_error_threshold, path)
+        self._check_dashboard_name(dashboard_name, path)
+        emails = self._check_emails(alarm_emails, path)
         self.alarm_topic: sns.ITopic | None = alarm_topic
         if self.alarm_topic is None and emails:
             self.alarm_topic = self._new_topic()
-        for email in emails:
-            if not isinstance(self.alarm_topic, sns.Topic):
-                raise _problem(
-                    "alarm_emails",
-                    emails,
-                    "cannot be subscribed to an imported alarm_topic",
-                    "subscribe the addresses to that topic where it is defined, or drop alarm_topic",
-                    path,
-                )
-            self.alarm_topic.add_subscription(subs.EmailSubscription(email))
+        self._subscribe(emails, path)
 
         self.lender_wait_alarms: dict[str, cw.Alarm] = {}
         for team in self.teams:
@@ -208,11 +177,66 @@ class GpuShareDashboard(Construct):
             widgets=self._widgets(),
         )
 
+    @staticmethod
+    def _check_lender_wait_threshold(threshold: cdk.Duration | None, path: str) -> cdk.Duration:
+        threshold = threshold or DEFAULT_LENDER_WAIT_THRESHOLD
+        if not isinstance(threshold, cdk.Duration) or threshold.to_seconds() < 60:
+            raise _problem(
+                "lender_wait_threshold",
+                threshold.to_human_string() if isinstance(threshold, cdk.Duration) else threshold,
+                "must be a Duration of at least 1 minute",
+                "use for example Duration.minutes(15): above the reclaim poll interval plus reclaim_after_seconds",
+                path,
+            )
+        return threshold
+
+    @staticmethod
+    def _check_error_threshold(n: int, path: str) -> int:
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise _problem("reclaimer_error_threshold", n, "must be a whole number of at least 1",
+                           "use 1 to be told of every failed reclaim cycle", path)
+        return n
+
+    @staticmethod
+    def _check_dashboard_name(dashboard_name: str | None, path: str) -> None:
+        if dashboard_name is not None and not cdk.Token.is_unresolved(dashboard_name):
+            if not _DASHBOARD_NAME.match(dashboard_name):
+                raise _problem(
+                    "dashboard_name",
+                    dashboard_name,
+                    "is not a valid CloudWatch dashboard name",
+                    "use up to 255 letters, digits, - and _ (or leave it unset to let CloudFormation name it)",
+                    path,
+                )
+
+    @staticmethod
+    def _check_emails(alarm_emails: Sequence[str], path: str) -> list[str]:
+        emails = list(alarm_emails)
+        for i, email in enumerate(emails):
+            if not isinstance(email, str) or not _EMAIL.match(email):
+                raise _problem(
+                    f"alarm_emails[{i}]", email, "is not an e-mail address", "write an address such as oncall@example.com", path
+                )
+        return emails
+
+    def _subscribe(self, emails: list[str], path: str) -> None:
+        """Subscribe ``emails`` to the alarm topic, which must be one this dashboard made."""
+        for email in emails:
+            if not isinstance(self.alarm_topic, sns.Topic):
+                raise _problem(
+                    "alarm_emails",
+                    emails,
+                    "cannot be subscribed to an imported alarm_topic",
+                    "subscribe the addresses to that topic where it is defined, or drop alarm_topic",
+                    path,
+                )
+            self.alarm_topic.add_subscription(subs.EmailSubscription(email))
+
     # ------------------------------------------------------------------
     # From a platform stack
 
     @classmethod
-    def from_platform(cls, scope: Construct, id: str, *, platform: PlatformStack, **overrides: Any) -> GpuShareDashboard:
+    def from_platform(cls, scope: Construct, id: str, *, platform: PlatformLike, **overrides: Any) -> GpuShareDashboard:
         """The dashboard of a :class:`~cdk_gpu_share.stacks.platform.PlatformStack`'s fair-share queue.
 
         Reads ``platform.fairshare`` (its ``job_queue_name``, ``reclaimer`` and ``alarms``,
@@ -414,24 +438,26 @@ class GpuShareDashboard(Construct):
     # ------------------------------------------------------------------
     # Layout
 
-    def _widgets(self) -> list[list[cw.IWidget]]:
+    def _header(self) -> list[cw.IWidget]:
+        """What the dashboard shows and how to read it, beside the state of every alarm."""
         minutes = self.lender_wait_threshold.to_human_string()
-        rows: list[list[cw.IWidget]] = [
-            [
-                cw.TextWidget(
-                    markdown=(
-                        f"# GPU sharing on queue {self.queue_name}\n"
-                        "Per team: GPUs used against the guarantee, and GPUs borrowed from idle guarantees of "
-                        "other teams. A lender's job waiting for its own guarantee gets it back by preemption "
-                        f"of borrowed jobs; the team's alarm fires when that takes longer than {minutes}.\n\n"
-                        "Live view: `gpu-share status --queue QUEUE --config platform.yaml`"
-                    ),
-                    width=12,
-                    height=5,
+        return [
+            cw.TextWidget(
+                markdown=(
+                    f"# GPU sharing on queue {self.queue_name}\n"
+                    "Per team: GPUs used against the guarantee, and GPUs borrowed from idle guarantees of "
+                    "other teams. A lender's job waiting for its own guarantee gets it back by preemption "
+                    f"of borrowed jobs; the team's alarm fires when that takes longer than {minutes}.\n\n"
+                    "Live view: `gpu-share status --queue QUEUE --config platform.yaml`"
                 ),
-                cw.AlarmStatusWidget(alarms=self.all_alarms, title="Alarms", width=12, height=5),
-            ]
+                width=12,
+                height=5,
+            ),
+            cw.AlarmStatusWidget(alarms=self.all_alarms, title="Alarms", width=12, height=5),
         ]
+
+    def _widgets(self) -> list[list[cw.IWidget]]:
+        rows: list[list[cw.IWidget]] = [self._header()]
         # The graphs whose number grows with the teams are rendered here in Python (_GraphGrid),
         # byte for byte as GraphWidgets of Metrics would be: those cost a jsii round trip per
         # metric (eight per team) and are rendered again in Node at each resolution of the body.

@@ -163,7 +163,38 @@ def schema_capacity(instance_pattern: str, description: str, enum: list[str] | N
 
 def platform_schema() -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of a platform config."""
-    amount = schema_object(
+    amount_or_count = {
+        "description": "Whole instances (shorthand: a number), or resources of the instance type.",
+        "oneOf": [{**schema_int(0), "description": "Whole instances (shorthand for {instances: N})."}, {"$ref": "#/$defs/amount"}],
+    }
+    schema: dict[str, Any] = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": SCHEMA_ID,
+        "title": "cdk-gpu-share platform config (platform.yaml)",
+        "description": "Teams sharing a GPU fleet and the backends that enforce it. `gpu-share validate` checks"
+        " everything, including rules across fields that this schema cannot express.",
+        "$defs": {"amount": _amount_schema(), "amountOrCount": amount_or_count, "team": _team_schema()},
+        **schema_object(
+            "",
+            {
+                "platform": schema_object("platform", {"name": {"type": "string", "pattern": C.PLATFORM_NAME_PATTERN,
+                                                       "default": "gpu-share"}}),
+                "teams": {"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/team"}},
+                **{spec.key: spec.schema() for spec in backends.registered()},
+                "inference": _inference_schema(),
+                "alerts": _alerts_schema(),
+                "security": _security_schema(),
+            },
+        ),
+    }
+    return schema
+
+
+
+
+def _amount_schema() -> dict[str, Any]:
+    """An amount of one instance type: whole instances, or its resources (HyperPod)."""
+    return schema_object(
         "amount",
         {
             "instances": schema_int(0),
@@ -178,12 +209,12 @@ def platform_schema() -> dict[str, Any]:
         },
         minProperties=1,
     )
-    amount_or_count = {
-        "description": "Whole instances (shorthand: a number), or resources of the instance type.",
-        "oneOf": [{**schema_int(0), "description": "Whole instances (shorthand for {instances: N})."}, {"$ref": "#/$defs/amount"}],
-    }
+
+
+def _team_schema() -> dict[str, Any]:
+    """One team: its name, guarantee, sharing, limits and who may act as it."""
     amounts = {"type": "object", "minProperties": 1, "additionalProperties": {"$ref": "#/$defs/amountOrCount"}}
-    team = schema_object(
+    return schema_object(
         "team",
         {
             "name": {"type": "string", "pattern": f"^{C.TEAM_NAME_CHARS}$", "minLength": 1, "maxLength": 128},
@@ -202,75 +233,69 @@ def platform_schema() -> dict[str, Any]:
         },
         required=["name"],
     )
-    schema: dict[str, Any] = {
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "$id": SCHEMA_ID,
-        "title": "cdk-gpu-share platform config (platform.yaml)",
-        "description": "Teams sharing a GPU fleet and the backends that enforce it. `gpu-share validate` checks"
-        " everything, including rules across fields that this schema cannot express.",
-        "$defs": {"amount": amount, "amountOrCount": amount_or_count, "team": team},
-        **schema_object(
-            "",
-            {
-                "platform": schema_object("platform", {"name": {"type": "string", "pattern": C.PLATFORM_NAME_PATTERN,
-                                                       "default": "gpu-share"}}),
-                "teams": {"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/team"}},
-                **{spec.key: spec.schema() for spec in backends.registered()},
-                "inference": {
+
+
+def _inference_schema() -> dict[str, Any]:
+    """The ``inference`` section: MIG-partitioned endpoints."""
+    return {
+        "type": "object",
+        "description": DESCRIPTIONS[""]["inference"],
+        "additionalProperties": False,
+        "properties": {
+            "endpoints": {
+                "type": "array",
+                "minItems": 1,
+                "items": {
                     "type": "object",
-                    "description": DESCRIPTIONS[""]["inference"],
-                    "additionalProperties": False,
+                    "propertyNames": {"enum": sorted(IC._ENDPOINT_KEYS)},
                     "properties": {
-                        "endpoints": {
-                            "type": "array",
-                            "minItems": 1,
-                            "items": {
-                                "type": "object",
-                                "propertyNames": {"enum": sorted(IC._ENDPOINT_KEYS)},
-                                "properties": {
-                                    "name": {"type": "string", "pattern": IC.NAME_PATTERN,
-                                             "maxLength": IC.MAX_ENDPOINT_NAME_LENGTH},
-                                    "instance_type": {"enum": list(IC.mig.INSTANCE_TYPES)},
-                                    "instance_count": schema_int(1),
-                                    "layout": {"oneOf": [{"enum": list(IC.mig.PRESETS)},
-                                                         {"type": "array", "items": {"type": "string"}, "minItems": 1}]},
-                                    "models": {"type": "array", "minItems": 1,
-                                               "items": {"type": "object",
-                                                         "propertyNames": {"enum": sorted(IC._MODEL_KEYS)}}},
-                                },
-                            },
-                        },
-                        "vpc": {"type": "object", "propertyNames": {"enum": ["subnet_ids", "security_group_ids"]}},
-                        "kms_key_arn": {"type": "string"},
+                        "name": {"type": "string", "pattern": IC.NAME_PATTERN,
+                                 "maxLength": IC.MAX_ENDPOINT_NAME_LENGTH},
+                        "instance_type": {"enum": list(IC.mig.INSTANCE_TYPES)},
+                        "instance_count": schema_int(1),
+                        "layout": {"oneOf": [{"enum": list(IC.mig.PRESETS)},
+                                             {"type": "array", "items": {"type": "string"}, "minItems": 1}]},
+                        "models": {"type": "array", "minItems": 1,
+                                   "items": {"type": "object",
+                                             "propertyNames": {"enum": sorted(IC._MODEL_KEYS)}}},
                     },
                 },
-                "alerts": {
-                    "type": "object",
-                    "description": DESCRIPTIONS[""]["alerts"],
-                    "additionalProperties": False,
-                    "properties": {
-                        "emails": {"oneOf": [{"type": "string", "format": "email"},
-                                             {"type": "array", "maxItems": AL.MAX_EMAILS,
-                                              "items": {"type": "string", "format": "email"}}]},
-                        "topic_arn": {"type": "string", "pattern": AL.TOPIC_ARN_PATTERN.pattern},
-                    },
-                },
-                "security": schema_object(
-                    "security",
-                    {
-                        "administrators": {"oneOf": [
-                            {"type": "string", "pattern": SEC.ADMINISTRATOR_ARN_PATTERN.pattern},
-                            {"type": "array", "minItems": 1, "maxItems": SEC.MAX_ADMINISTRATORS, "uniqueItems": True,
-                             "items": {"type": "string", "pattern": SEC.ADMINISTRATOR_ARN_PATTERN.pattern}},
-                        ]},
-                    },
-                    required=["administrators"],
-                    description=DESCRIPTIONS[""]["security"],
-                ),
             },
-        ),
+            "vpc": {"type": "object", "propertyNames": {"enum": ["subnet_ids", "security_group_ids"]}},
+            "kms_key_arn": {"type": "string"},
+        },
     }
-    return schema
+
+
+def _alerts_schema() -> dict[str, Any]:
+    """The ``alerts`` section: where every alarm goes."""
+    return {
+        "type": "object",
+        "description": DESCRIPTIONS[""]["alerts"],
+        "additionalProperties": False,
+        "properties": {
+            "emails": {"oneOf": [{"type": "string", "format": "email"},
+                                 {"type": "array", "maxItems": AL.MAX_EMAILS,
+                                  "items": {"type": "string", "format": "email"}}]},
+            "topic_arn": {"type": "string", "pattern": AL.TOPIC_ARN_PATTERN.pattern},
+        },
+    }
+
+
+def _security_schema() -> dict[str, Any]:
+    """The ``security`` section: who administers team identity."""
+    return schema_object(
+        "security",
+        {
+            "administrators": {"oneOf": [
+                {"type": "string", "pattern": SEC.ADMINISTRATOR_ARN_PATTERN.pattern},
+                {"type": "array", "minItems": 1, "maxItems": SEC.MAX_ADMINISTRATORS, "uniqueItems": True,
+                 "items": {"type": "string", "pattern": SEC.ADMINISTRATOR_ARN_PATTERN.pattern}},
+            ]},
+        },
+        required=["administrators"],
+        description=DESCRIPTIONS[""]["security"],
+    )
 
 
 def schema_text() -> str:

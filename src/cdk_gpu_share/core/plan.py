@@ -19,6 +19,7 @@ from typing import Any
 
 from cdk_gpu_share.core import backends, instances
 from cdk_gpu_share.core.config import Amount, PlatformConfig, TeamConfig
+from cdk_gpu_share.core.text import format_table
 
 UNLIMITED = None
 
@@ -230,8 +231,6 @@ def _num(x: float | None) -> str:
 
 def format_plan(plan: dict[str, Any]) -> str:
     """The plan as tables a person can read (the CLI's one table printer)."""
-    from cdk_gpu_share.cli._table import format_table
-
     lines = [f"platform {plan['platform']}"]
     headers = ["team", "instance type", "guarantee", "sharing", "may borrow", "most it could use"]
     for backend, data in plan["backends"].items():

@@ -87,7 +87,7 @@ class PlatformStack(cdk.Stack):
 
     @property
     def fairshare(self) -> Any:
-        """The :class:`~cdk_gpu_share.constructs.fairshare_queue.FairshareQueue` of the ``fairshare`` section, or None."""
+        """The :class:`~cdk_gpu_share.backends.fairshare.construct.FairshareQueue` of the ``fairshare`` section, or None."""
         return self.parts.get("fairshare")
 
     def team_parts(self) -> list[PlatformPart]:

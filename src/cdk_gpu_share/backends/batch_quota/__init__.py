@@ -133,6 +133,8 @@ def schema() -> dict[str, Any]:
 
 
 class BatchQuotaSpec(Backend):
+    """What every layer asks of AWS Batch quota management (see :class:`~cdk_gpu_share.core.backends.BackendSpec`)."""
+
     key = KEY
     strategy = "AWS Batch quota management (SageMaker Training)"
     capacity_hint = KEY
@@ -142,18 +144,10 @@ class BatchQuotaSpec(Backend):
     rules = (quota_share_count, quota_shares)
     resource_labels = (("AWS::Batch::ServiceEnvironment", "service environments"), ("AWS::Batch::JobQueue", "job queues"),
                        ("AWS::Batch::QuotaShare", "quota shares"))
-
-    def describe_resource(self, resource: Mapping[str, Any]) -> list[str]:
-        return describe_resource(resource)
-
-    def parse(self, raw: Any, problems: Problems) -> BatchQuotaConfig | None:
-        return parse(raw, problems)
-
-    def schema(self) -> dict[str, Any]:
-        return schema()
-
-    def to_mapping(self, section: Any) -> Any:
-        return C.section_mapping(section)
+    describe_resource = staticmethod(describe_resource)
+    parse = staticmethod(parse)
+    schema = staticmethod(schema)
+    to_mapping = staticmethod(C.section_mapping)
 
 
 SPEC = BatchQuotaSpec()

@@ -228,29 +228,23 @@ def idle_costs(section: FairshareConfig) -> list[dict[str, str]]:
 
 
 class FairshareSpec(Backend):
+    """What every layer asks of the classic fair-share queue (see :class:`~cdk_gpu_share.core.backends.BackendSpec`)."""
+
     key = KEY
     strategy = "AWS Batch fair-share scheduling (EC2) with the reclaim Lambda"
     capacity_hint = f"{KEY} (EC2 types)"
     section_keys = {KEY: SECTION_KEYS, "reclaim": RECLAIM_KEYS, "fairshare_vpc": VPC_KEYS}
-    construct = "cdk_gpu_share.constructs.fairshare_queue:FairshareQueue"
+    construct = "cdk_gpu_share.backends.fairshare.construct:FairshareQueue"
     status = "cdk_gpu_share.backends.fairshare.status"
     rules = (share_identifiers, job_definition_names)
     resource_labels = (("AWS::Batch::JobQueue", "job queues"), ("AWS::Batch::SchedulingPolicy", "scheduling policies"),
                        ("AWS::Batch::ComputeEnvironment", "compute environments"),
                        ("AWS::Batch::JobDefinition", "job definitions"),
                        ("AWS::Batch::ConsumableResource", "consumable resources"))
-
-    def describe_resource(self, resource: Mapping[str, Any]) -> list[str]:
-        return describe_resource(resource)
-
-    def parse(self, raw: Any, problems: Problems) -> FairshareConfig | None:
-        return parse(raw, problems)
-
-    def schema(self) -> dict[str, Any]:
-        return schema()
-
-    def to_mapping(self, section: Any) -> Any:
-        return C.section_mapping(section)
+    describe_resource = staticmethod(describe_resource)
+    parse = staticmethod(parse)
+    schema = staticmethod(schema)
+    to_mapping = staticmethod(C.section_mapping)
 
     def plan_extras(self, section: FairshareConfig) -> dict[str, Any]:
         return {"network": network(section)}

@@ -236,6 +236,8 @@ def schema() -> dict[str, Any]:
 
 
 class HyperPodSpec(Backend):
+    """What every layer asks of HyperPod task governance (see :class:`~cdk_gpu_share.core.backends.BackendSpec`)."""
+
     key = KEY
     strategy = "SageMaker HyperPod task governance"
     capacity_hint = f"{KEY} (ml. types)"
@@ -245,18 +247,10 @@ class HyperPodSpec(Backend):
     rules = (compute_quotas,)
     resource_labels = (("AWS::SageMaker::ClusterSchedulerConfig", "HyperPod cluster policies"),
                        ("AWS::SageMaker::ComputeQuota", "HyperPod compute quotas"))
-
-    def describe_resource(self, resource: Mapping[str, Any]) -> list[str]:
-        return describe_resource(resource)
-
-    def parse(self, raw: Any, problems: Problems) -> HyperPodConfig | None:
-        return parse(raw, problems)
-
-    def schema(self) -> dict[str, Any]:
-        return schema()
-
-    def to_mapping(self, section: Any) -> Any:
-        return C.section_mapping(section)
+    describe_resource = staticmethod(describe_resource)
+    parse = staticmethod(parse)
+    schema = staticmethod(schema)
+    to_mapping = staticmethod(C.section_mapping)
 
     def idle_costs(self, config: PlatformConfig, section: HyperPodConfig) -> list[dict[str, str]]:
         return [{"backend": KEY, "resource": "HyperPod cluster (not created here)",
