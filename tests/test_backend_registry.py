@@ -209,3 +209,19 @@ def test_a_key_already_taken_is_refused():
         backends.register(type("Dup", (ToyBackend,), {"key": "fairshare"})())
     with pytest.raises(ValueError, match="'inference' is taken"):
         backends.register(type("Inf", (ToyBackend,), {"key": "inference"})())
+
+
+def test_a_spec_that_lacks_a_member_is_refused_naming_it():
+    class Half:
+        key = "half"
+        strategy = "half a backend"
+
+    with pytest.raises(ValueError, match=r"Half lacks .*construct.*parse.*schema.* subclass cdk_gpu_share.core.backends.Backend"):
+        backends.register(Half())  # type: ignore[arg-type]
+    assert "half" not in backends.keys()
+
+
+def test_register_checks_every_member_of_the_protocol():
+    members = {n for n in vars(backends.BackendSpec) if not n.startswith("_")} | set(backends.BackendSpec.__annotations__)
+    assert set(backends._MEMBERS) == members
+    assert all(hasattr(spec, name) for spec in backends.registered() for name in members)

@@ -3,9 +3,11 @@
 A backend (AWS Batch quota management, HyperPod task governance, the classic fair-share
 queue, ...) is a package under :mod:`cdk_gpu_share.backends` whose module holds one
 :class:`BackendSpec`. The config parser, the validator, ``plan``, the simulator's
-scenario and the JSON schema loop over :func:`registered` and name no backend; each asks
-the spec for its part. The constructs are named by a dotted path (:attr:`BackendSpec.construct`),
-so that this module, like the rest of ``core``, never loads the CDK.
+scenario, the JSON schema, the platform and team stacks, ``gpu-share summary`` and
+``gpu-share status`` loop over :func:`registered` and name no backend; each asks the spec
+for its part. The construct and the status reader are named by dotted paths
+(:attr:`BackendSpec.construct`, :attr:`BackendSpec.status`), so that this module, like the
+rest of ``core``, never loads the CDK or boto3.
 
 The built-in backends are listed once, in :data:`BUILTIN`, in the order every output
 shows them; :func:`register` adds one at run time (a test's toy backend, a plugin)::
@@ -167,6 +169,10 @@ class Backend:
         return None
 
 
+#: Every member of a BackendSpec, which :func:`register` checks a spec has.
+_MEMBERS = ("key", "strategy", "capacity_hint", "default_borrow_percent", "construct", "status", "rules", "section_keys",
+            "resource_labels", "parse", "schema", "to_mapping", "describe_resource", "plan_extras", "idle_costs",
+            "in_team_preemption_text", "scenario_settings", "poll_seconds")
 _registry: dict[str, BackendSpec] = {}
 _loaded = False
 
@@ -190,6 +196,10 @@ def register(spec: BackendSpec) -> BackendSpec:
     _load_builtin()
     from cdk_gpu_share.core.config import EXTRA_SECTIONS
 
+    missing = sorted(name for name in _MEMBERS if not hasattr(spec, name))
+    if missing:
+        raise ValueError(f"{type(spec).__name__} lacks {', '.join(missing)} of a BackendSpec: subclass"
+                         " cdk_gpu_share.core.backends.Backend, which gives the defaults, and set the rest")
     if spec.key in _registry or spec.key in ("platform", "teams", *EXTRA_SECTIONS):
         raise ValueError(f"backend key {spec.key!r} is taken; give the backend another section key")
     _registry[spec.key] = spec
