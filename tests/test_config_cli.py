@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 from cdk_gpu_share.cli import main
-from tests.test_config_validation import SIX_MISTAKES
+from tests.builders import SIX_MISTAKES
 
 ROOT = Path(__file__).resolve().parents[1]
 

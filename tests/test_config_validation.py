@@ -15,6 +15,7 @@ import yaml
 from cdk_gpu_share.core import hyperpod_schema as hp
 from cdk_gpu_share.core.config import Sharing, load_config, parse_config
 from cdk_gpu_share.core.errors import ConfigError
+from tests.builders import SIX_MISTAKES
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -346,28 +347,6 @@ def test_schema_copy_matches_the_installed_cfn_lint_schema():
 
 
 # --- the CLI -------------------------------------------------------------------
-
-SIX_MISTAKES = """
-platform: {name: demo}
-teams:
-  - name: team-a
-    guarantee: {ml.g5.xlarge: 2}
-    sharing: reserve
-    borrow_limit_percent: 20          # 1: borrow limit without a borrowing strategy
-  - name: team-a                      # 2: duplicate name
-    guarantee: {ml.g5.xlarge: 1}
-  - name: team-c
-    guarantee: {ml.g5.xlarge: 2}      # 3: guarantees (2+2) above capacity 3
-    borrow_limit_percent: -3          # 4: below -1
-  - name: Bad_Team
-    guarantee: {ml.p5.48xlarge: 1}
-    fair_share_weight: 300            # 5: weight above 100
-hyperpod:
-  cluster_arn: arn:aws:sagemaker:us-east-1:123:cluster/x   # 6: malformed ARN
-  capacity: {ml.p5.48xlarge: 1}
-batch_quota:
-  capacity: {ml.g5.xlarge: 3}
-"""
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:

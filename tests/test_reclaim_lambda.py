@@ -22,34 +22,8 @@ from cdk_gpu_share.aws import batch_reader as br
 from cdk_gpu_share.core import metrics
 from cdk_gpu_share.core.config import parse_config
 from cdk_gpu_share.lambdas.reclaim import handler as h
-
-QUEUE = "arn:aws:batch:us-east-1:111122223333:job-queue/gpu-share-fairshare"
-JOBDEF = "arn:aws:batch:us-east-1:111122223333:job-definition/gpu-share-fairshare-teama-gpu1:1"
-NOW = 1_800_000_000.0
-
-SETTINGS = {
-    "queue": "gpu-share-fairshare",
-    "capacity": {"gpu": 3},
-    "settings": {"reclaim_after_seconds": 0, "min_runtime_seconds": 0},
-    "teams": [
-        {"name": "team-a", "share_identifier": "teama", "guarantee": {"gpu": 1}},
-        {"name": "team-b", "share_identifier": "teamb", "guarantee": {"gpu": 1}},
-        {"name": "team-c", "share_identifier": "teamc", "guarantee": {"gpu": 1}},
-    ],
-}
-
-
-def _session(data_path: Path | None = None):
-    session = botocore.session.get_session()
-    if data_path is not None:
-        session.get_component("data_loader").search_paths.insert(0, str(data_path))
-    return session
-
-
-def new_client(data_path: Path | None = None):
-    return _session(data_path).create_client(
-        "batch", region_name="us-east-1", aws_access_key_id="test", aws_secret_access_key="test"
-    )
+from tests.builders import BATCH_NOW as NOW
+from tests.builders import QUEUE, SETTINGS, expect_listing, job, new_client
 
 
 @pytest.fixture(scope="module")
@@ -72,52 +46,6 @@ def old_model_path(tmp_path_factory) -> Path:
 @pytest.fixture(autouse=True)
 def _no_sleep(monkeypatch):
     monkeypatch.setattr(br.time, "sleep", lambda s: None)
-
-
-def job(jid: str, share: str, status: str, gpus: float = 1, *, started: float | None = None,
-        created: float | None = None, priority: int | None = None, terminated: bool = False) -> dict:
-    """A DescribeJobs job detail."""
-    detail = {
-        "jobName": f"job-{jid}",
-        "jobId": jid,
-        "jobArn": f"arn:aws:batch:us-east-1:111122223333:job/{jid}",
-        "jobQueue": QUEUE,
-        "status": status,
-        "shareIdentifier": share,
-        "createdAt": int((created if created is not None else NOW - 500) * 1000),
-        "startedAt": int((started if started is not None else NOW - 100) * 1000),
-        "jobDefinition": JOBDEF,
-        "isTerminated": terminated,
-        "container": {"resourceRequirements": [{"type": "VCPU", "value": "4"}, {"type": "GPU", "value": str(gpus)}]},
-    }
-    if priority is not None:
-        detail["schedulingPriority"] = priority
-    return detail
-
-
-def summary(d: dict) -> dict:
-    return {"jobId": d["jobId"], "jobName": d["jobName"], "shareIdentifier": d["shareIdentifier"], "status": d["status"]}
-
-
-def expect_listing(stub: Stubber, jobs: list[dict], *, page: int = 1000, describe: bool = True) -> None:
-    """The ListJobs pages (per status) and DescribeJobs batches of one read."""
-    order = []
-    for status in ("RUNNABLE", "STARTING", "RUNNING"):
-        of_status = [j for j in jobs if j["status"] == status]
-        chunks = [of_status[i:i + page] for i in range(0, len(of_status), page)] or [[]]
-        for k, chunk in enumerate(chunks):
-            params = {"jobQueue": QUEUE, "jobStatus": status, "maxResults": 1000}
-            if k:
-                params["nextToken"] = f"{status}-{k}"
-            response = {"jobSummaryList": [summary(j) for j in chunk]}
-            if k < len(chunks) - 1:
-                response["nextToken"] = f"{status}-{k + 1}"
-            stub.add_response("list_jobs", response, params)
-            order += chunk
-    if describe:
-        for i in range(0, len(order), 100):
-            batch = order[i:i + 100]
-            stub.add_response("describe_jobs", {"jobs": batch}, {"jobs": [j["jobId"] for j in batch]})
 
 
 class Lines:

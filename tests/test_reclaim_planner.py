@@ -20,39 +20,7 @@ from cdk_gpu_share.core.reclaim import (
     fits,
     plan,
 )
-
-NOW = 1000
-
-
-def team(name, gpu=None, **kw):
-    guarantee = kw.pop("guarantee", None)
-    if guarantee is None:
-        guarantee = {} if gpu is None else {"gpu": gpu}
-    return {"name": name, "guarantee": guarantee, **kw}
-
-
-def run(id, team, gpu=1, *, since=0, priority=0, demand=None, **kw):
-    return {"id": id, "team": team, "state": "running", "demand": demand or {"gpu": gpu},
-            "since": since, "priority": priority, **kw}
-
-
-def pend(id, team, gpu=1, *, since=0, priority=0, demand=None, **kw):
-    return {"id": id, "team": team, "state": "pending", "demand": demand or {"gpu": gpu},
-            "since": since, "priority": priority, **kw}
-
-
-def state(capacity, teams, jobs, *, now=NOW, **settings):
-    if not isinstance(capacity, dict):
-        capacity = {"gpu": capacity}
-    s = {"now": now, "capacity": capacity, "teams": teams, "jobs": jobs}
-    if settings:
-        s["settings"] = settings
-    return s
-
-
-def victims(out, reason=None):
-    return [p["job"] for p in out["preemptions"] if reason is None or p["reason"] == reason]
-
+from tests.builders import DELETE, NOW, pend, run, set_path, state, team, valid_state, victims
 
 # ---------------------------------------------------------------------------
 # The AWS example
@@ -706,71 +674,52 @@ def test_plan_state_accepts_dataclasses_built_directly():
 # Invalid input: every case of the contract names the field
 
 
-def _valid():
-    return state(4, [team("a", 2), team("b", 2)], [run("j1", "a", 1), pend("j2", "b", 1)])
-
-
-def _set(path, value):
-    def mutate(s):
-        obj = s
-        for key in path[:-1]:
-            obj = obj[key]
-        if value is _DELETE:
-            del obj[path[-1]]
-        else:
-            obj[path[-1]] = value
-        return s
-    return mutate
-
-
-_DELETE = object()
-
 INVALID = [
-    ("missing now", _set(["now"], _DELETE), "now"),
-    ("mistyped now", _set(["now"], "soon"), "now"),
-    ("missing capacity", _set(["capacity"], _DELETE), "capacity"),
-    ("mistyped capacity", _set(["capacity"], [4]), "capacity"),
-    ("missing teams", _set(["teams"], _DELETE), "teams"),
-    ("missing jobs", _set(["jobs"], _DELETE), "jobs"),
-    ("mistyped jobs", _set(["jobs"], {"j1": {}}), "jobs"),
-    ("missing team name", _set(["teams", 0, "name"], _DELETE), "teams[0].name"),
-    ("missing guarantee", _set(["teams", 0, "guarantee"], _DELETE), "teams[0].guarantee"),
-    ("mistyped guarantee amount", _set(["teams", 0, "guarantee", "gpu"], "two"), "teams[0].guarantee.gpu"),
-    ("boolean amount", _set(["teams", 0, "guarantee", "gpu"], True), "teams[0].guarantee.gpu"),
-    ("mistyped in_team_preemption", _set(["teams", 1, "in_team_preemption"], "yes"), "teams[1].in_team_preemption"),
-    ("mistyped borrow_limit_percent", _set(["teams", 1, "borrow_limit_percent"], "50%"), "teams[1].borrow_limit_percent"),
-    ("missing job id", _set(["jobs", 0, "id"], _DELETE), "jobs[0].id"),
-    ("numeric job id", _set(["jobs", 0, "id"], 7), "jobs[0].id"),
-    ("missing demand", _set(["jobs", 0, "demand"], _DELETE), "jobs[0].demand"),
-    ("missing since", _set(["jobs", 1, "since"], _DELETE), "jobs[1].since"),
-    ("mistyped since", _set(["jobs", 1, "since"], "yesterday"), "jobs[1].since"),
-    ("fractional priority", _set(["jobs", 1, "priority"], 1.5), "jobs[1].priority"),
-    ("mistyped terminating", _set(["jobs", 1, "terminating"], "no"), "jobs[1].terminating"),
-    ("mistyped settings", _set(["settings"], 5), "settings"),
-    ("mistyped reclaim_after_seconds", _set(["settings"], {"reclaim_after_seconds": "1m"}),
+    ("missing now", set_path(["now"], DELETE), "now"),
+    ("mistyped now", set_path(["now"], "soon"), "now"),
+    ("missing capacity", set_path(["capacity"], DELETE), "capacity"),
+    ("mistyped capacity", set_path(["capacity"], [4]), "capacity"),
+    ("missing teams", set_path(["teams"], DELETE), "teams"),
+    ("missing jobs", set_path(["jobs"], DELETE), "jobs"),
+    ("mistyped jobs", set_path(["jobs"], {"j1": {}}), "jobs"),
+    ("missing team name", set_path(["teams", 0, "name"], DELETE), "teams[0].name"),
+    ("missing guarantee", set_path(["teams", 0, "guarantee"], DELETE), "teams[0].guarantee"),
+    ("mistyped guarantee amount", set_path(["teams", 0, "guarantee", "gpu"], "two"), "teams[0].guarantee.gpu"),
+    ("boolean amount", set_path(["teams", 0, "guarantee", "gpu"], True), "teams[0].guarantee.gpu"),
+    ("mistyped in_team_preemption", set_path(["teams", 1, "in_team_preemption"], "yes"), "teams[1].in_team_preemption"),
+    ("mistyped borrow_limit_percent", set_path(["teams", 1, "borrow_limit_percent"], "50%"), "teams[1].borrow_limit_percent"),
+    ("missing job id", set_path(["jobs", 0, "id"], DELETE), "jobs[0].id"),
+    ("numeric job id", set_path(["jobs", 0, "id"], 7), "jobs[0].id"),
+    ("missing demand", set_path(["jobs", 0, "demand"], DELETE), "jobs[0].demand"),
+    ("missing since", set_path(["jobs", 1, "since"], DELETE), "jobs[1].since"),
+    ("mistyped since", set_path(["jobs", 1, "since"], "yesterday"), "jobs[1].since"),
+    ("fractional priority", set_path(["jobs", 1, "priority"], 1.5), "jobs[1].priority"),
+    ("mistyped terminating", set_path(["jobs", 1, "terminating"], "no"), "jobs[1].terminating"),
+    ("mistyped settings", set_path(["settings"], 5), "settings"),
+    ("mistyped reclaim_after_seconds", set_path(["settings"], {"reclaim_after_seconds": "1m"}),
      "settings.reclaim_after_seconds"),
-    ("negative capacity", _set(["capacity", "gpu"], -1), "capacity.gpu"),
-    ("negative guarantee", _set(["teams", 0, "guarantee", "gpu"], -1), "teams[0].guarantee.gpu"),
-    ("negative borrow_limit", _set(["teams", 0, "borrow_limit"], {"gpu": -2}), "teams[0].borrow_limit.gpu"),
-    ("negative demand", _set(["jobs", 0, "demand"], {"gpu": -0.5}), "jobs[0].demand.gpu"),
-    ("non-finite demand", _set(["jobs", 0, "demand"], {"gpu": float("nan")}), "jobs[0].demand.gpu"),
-    ("unknown resource in guarantee", _set(["teams", 0, "guarantee", "tpu"], 1), "teams[0].guarantee.tpu"),
-    ("unknown resource in borrow_limit", _set(["teams", 0, "borrow_limit"], {"tpu": 1}), "teams[0].borrow_limit.tpu"),
-    ("unknown resource in demand", _set(["jobs", 1, "demand"], {"tpu": 1}), "jobs[1].demand.tpu"),
-    ("guarantees above capacity", _set(["capacity", "gpu"], 3), "teams[*].guarantee.gpu"),
-    ("duplicate team name", _set(["teams", 1, "name"], "a"), "teams[1].name"),
-    ("duplicate job id", _set(["jobs", 1, "id"], "j1"), "jobs[1].id"),
-    ("job of unknown team", _set(["jobs", 1, "team"], "zeta"), "jobs[1].team"),
-    ("bad state", _set(["jobs", 1, "state"], "RUNNABLE"), "jobs[1].state"),
-    ("bad sharing", _set(["teams", 0, "sharing"], "share"), "teams[0].sharing"),
-    ("borrow_limit_percent below -1", _set(["teams", 0, "borrow_limit_percent"], -2), "teams[0].borrow_limit_percent"),
+    ("negative capacity", set_path(["capacity", "gpu"], -1), "capacity.gpu"),
+    ("negative guarantee", set_path(["teams", 0, "guarantee", "gpu"], -1), "teams[0].guarantee.gpu"),
+    ("negative borrow_limit", set_path(["teams", 0, "borrow_limit"], {"gpu": -2}), "teams[0].borrow_limit.gpu"),
+    ("negative demand", set_path(["jobs", 0, "demand"], {"gpu": -0.5}), "jobs[0].demand.gpu"),
+    ("non-finite demand", set_path(["jobs", 0, "demand"], {"gpu": float("nan")}), "jobs[0].demand.gpu"),
+    ("unknown resource in guarantee", set_path(["teams", 0, "guarantee", "tpu"], 1), "teams[0].guarantee.tpu"),
+    ("unknown resource in borrow_limit", set_path(["teams", 0, "borrow_limit"], {"tpu": 1}), "teams[0].borrow_limit.tpu"),
+    ("unknown resource in demand", set_path(["jobs", 1, "demand"], {"tpu": 1}), "jobs[1].demand.tpu"),
+    ("guarantees above capacity", set_path(["capacity", "gpu"], 3), "teams[*].guarantee.gpu"),
+    ("duplicate team name", set_path(["teams", 1, "name"], "a"), "teams[1].name"),
+    ("duplicate job id", set_path(["jobs", 1, "id"], "j1"), "jobs[1].id"),
+    ("job of unknown team", set_path(["jobs", 1, "team"], "zeta"), "jobs[1].team"),
+    ("bad state", set_path(["jobs", 1, "state"], "RUNNABLE"), "jobs[1].state"),
+    ("bad sharing", set_path(["teams", 0, "sharing"], "share"), "teams[0].sharing"),
+    ("borrow_limit_percent below -1", set_path(["teams", 0, "borrow_limit_percent"], -2), "teams[0].borrow_limit_percent"),
     ("state not an object", lambda s: [s], "state"),
 ]
 
 
 @pytest.mark.parametrize(("case", "mutate", "field"), INVALID, ids=[c[0] for c in INVALID])
 def test_invalid_input_raises_config_error_naming_the_field(case, mutate, field):
-    s = mutate(_valid())
+    s = mutate(valid_state())
     with pytest.raises(ConfigError) as info:
         plan(s)
     fields = [p.field for p in info.value.problems]
@@ -781,7 +730,7 @@ def test_invalid_input_raises_config_error_naming_the_field(case, mutate, field)
 
 
 def test_every_problem_is_reported_at_once():
-    s = _valid()
+    s = valid_state()
     s["teams"][0]["sharing"] = "share"
     s["jobs"][1]["state"] = "queued"
     with pytest.raises(ConfigError) as info:
@@ -789,21 +738,21 @@ def test_every_problem_is_reported_at_once():
     assert {p.field for p in info.value.problems} == {"teams[0].sharing", "jobs[1].state"}
 
 
-def test_borrow_limit_percent_of_minus_one_and_zero_are_valid():
+def test_borrow_limit_percent_of_minus_one_and_zero_arevalid_state():
     for pct in (-1, 0, 250.5):
-        s = _valid()
+        s = valid_state()
         s["teams"][0]["borrow_limit_percent"] = pct
         plan(s)
 
 
 def test_negative_percent_other_than_minus_one_is_rejected():
-    s = _valid()
+    s = valid_state()
     s["teams"][0]["borrow_limit_percent"] = -0.5
     with pytest.raises(ConfigError, match="use -1 for unlimited"):
         plan(s)
 
 
 def test_integral_float_priority_is_accepted():
-    s = _valid()
+    s = valid_state()
     s["jobs"][0]["priority"] = 2.0
     plan(s)

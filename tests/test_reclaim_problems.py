@@ -17,12 +17,12 @@ import pytest
 
 from cdk_gpu_share.core.errors import ConfigError
 from cdk_gpu_share.core.reclaim import JobSpec, Settings, TeamSpec, parse_state, plan
-from tests.test_reclaim_planner import _DELETE, _set, _valid, pend, run, state, team
+from tests.builders import DELETE, pend, run, set_path, state, team, valid_state
 
 
 def _with(path, value):
     """The planner tests' valid state with one field set (or deleted)."""
-    return _set(path, value)(_valid())
+    return set_path(path, value)(valid_state())
 
 
 def problems(s):
@@ -33,7 +33,7 @@ def problems(s):
 
 # (case, path into the valid state, value written there (or deleted), every problem)
 ONE_FIELD = [
-    ('now missing', ["now"], _DELETE, [
+    ('now missing', ["now"], DELETE, [
         ('now', None, 'is missing', 'write the current time in seconds, such as 10000'),
     ]),
     ('now a string', ["now"], "soon", [
@@ -42,7 +42,7 @@ ONE_FIELD = [
     ('now a boolean', ["now"], True, [
         ('now', True, 'must be a number, not a boolean', 'write the current time in seconds, such as 10000'),
     ]),
-    ('capacity missing', ["capacity"], _DELETE, [
+    ('capacity missing', ["capacity"], DELETE, [
         ('capacity', None, 'is missing', 'add the pool\'s capacity per resource, such as {"gpu": 16}'),
     ]),
     ('capacity a list', ["capacity"], [4], [
@@ -69,7 +69,7 @@ ONE_FIELD = [
     ('min_runtime_seconds null', ["settings"], {"min_runtime_seconds": None}, [
         ('settings.min_runtime_seconds', None, 'must be a number, not null', 'use a number of seconds, 0 or more'),
     ]),
-    ('teams missing', ["teams"], _DELETE, [
+    ('teams missing', ["teams"], DELETE, [
         ('teams', None, 'is missing', 'add a list of teams, such as [{"name": "alpha", "guarantee": {"gpu": 1}}]'),
     ]),
     ('teams an object', ["teams"], {"a": {}}, [
@@ -79,7 +79,7 @@ ONE_FIELD = [
         ('teams[0]', 'a', 'must be a team object, not a string', 'write {"name": "alpha", "guarantee": {"gpu": 1}}'),
         ('jobs[0].team', 'a', 'is not a team of this state', "use one of the teams ('b') or add the team"),
     ]),
-    ('team name missing', ["teams",0,"name"], _DELETE, [
+    ('team name missing', ["teams",0,"name"], DELETE, [
         ('teams[0].name', None, 'is missing', 'give the team a name'),
         ('jobs[0].team', 'a', 'is not a team of this state', "use one of the teams ('b') or add the team"),
     ]),
@@ -91,7 +91,7 @@ ONE_FIELD = [
         ('teams[1].name', 'a', 'is a duplicate team name (also teams[0].name)', 'give every team a unique name'),
         ('jobs[1].team', 'b', 'is not a team of this state', "use one of the teams ('a') or add the team"),
     ]),
-    ('guarantee missing', ["teams",0,"guarantee"], _DELETE, [
+    ('guarantee missing', ["teams",0,"guarantee"], DELETE, [
         ('teams[0].guarantee', None, 'is missing', 'add the team\'s guarantee, such as {"gpu": 1} ({} for none)'),
     ]),
     ('guarantee a list', ["teams",0,"guarantee"], [2], [
@@ -127,7 +127,7 @@ ONE_FIELD = [
     ('guarantees above capacity', ["capacity","gpu"], 3, [
         ('teams[*].guarantee.gpu', 4.0, 'the guarantees sum to more than capacity.gpu (3)', 'lower the guarantees or raise capacity.gpu'),
     ]),
-    ('jobs missing', ["jobs"], _DELETE, [
+    ('jobs missing', ["jobs"], DELETE, [
         ('jobs', None, 'is missing', 'add the list of jobs ([] for none)'),
     ]),
     ('jobs an object', ["jobs"], {"j1": {}}, [
@@ -136,7 +136,7 @@ ONE_FIELD = [
     ('job a string', ["jobs",0], "j1", [
         ('jobs[0]', 'j1', 'must be a job object, not a string', 'write {"id": "j1", "team": "alpha", "state": "running", "demand": {"gpu": 1}, "since": 0}'),
     ]),
-    ('job id missing', ["jobs",0,"id"], _DELETE, [
+    ('job id missing', ["jobs",0,"id"], DELETE, [
         ('jobs[0].id', None, 'is missing', 'give the job its id'),
     ]),
     ('job id a number', ["jobs",0,"id"], 7, [
@@ -145,7 +145,7 @@ ONE_FIELD = [
     ('job id duplicate', ["jobs",1,"id"], "j1", [
         ('jobs[1].id', 'j1', 'is a duplicate job id (also jobs[0].id)', 'list every job once, with a unique id'),
     ]),
-    ('job team missing', ["jobs",0,"team"], _DELETE, [
+    ('job team missing', ["jobs",0,"team"], DELETE, [
         ('jobs[0].team', None, 'is missing', "name the job's team"),
     ]),
     ('job team a number', ["jobs",0,"team"], 1, [
@@ -154,13 +154,13 @@ ONE_FIELD = [
     ('job team unknown', ["jobs",1,"team"], "zeta", [
         ('jobs[1].team', 'zeta', 'is not a team of this state', "use one of the teams ('a', 'b') or add the team"),
     ]),
-    ('job state missing', ["jobs",0,"state"], _DELETE, [
+    ('job state missing', ["jobs",0,"state"], DELETE, [
         ('jobs[0].state', None, 'is missing', 'add state: running or pending'),
     ]),
     ('job state unknown', ["jobs",1,"state"], "RUNNABLE", [
         ('jobs[1].state', 'RUNNABLE', 'is not a job state', 'use running (Batch STARTING or RUNNING) or pending (RUNNABLE)'),
     ]),
-    ('demand missing', ["jobs",0,"demand"], _DELETE, [
+    ('demand missing', ["jobs",0,"demand"], DELETE, [
         ('jobs[0].demand', None, 'is missing', 'add the job\'s demand, such as {"gpu": 1}'),
     ]),
     ('demand a list', ["jobs",0,"demand"], [1], [
@@ -181,7 +181,7 @@ ONE_FIELD = [
     ('priority a string', ["jobs",1,"priority"], "high", [
         ('jobs[1].priority', 'high', 'must be an integer, not a string', 'write a whole number (higher is more important; negative allowed)'),
     ]),
-    ('since missing', ["jobs",1,"since"], _DELETE, [
+    ('since missing', ["jobs",1,"since"], DELETE, [
         ('jobs[1].since', None, 'is missing', 'add the start time (running) or enqueue time (pending) in seconds'),
     ]),
     ('since a string', ["jobs",1,"since"], "yesterday", [
@@ -225,7 +225,7 @@ def test_each_invalid_field_gets_its_field_value_message_and_fix(case, path, val
 
 def test_without_capacity_resource_names_are_not_checked():
     # Capacity is missing: the guarantee and demand name a resource nobody can check.
-    s = _valid()
+    s = valid_state()
     del s["capacity"]
     s["teams"][0]["guarantee"] = {"tpu": 1}
     s["jobs"][0]["demand"] = {"tpu": 1}
@@ -251,7 +251,7 @@ def test_unknown_team_lists_eight_teams_in_full():
 
 
 def test_every_problem_of_a_team_and_a_job_is_reported_in_field_order():
-    s = _valid()
+    s = valid_state()
     s["teams"][0] = {"guarantee": {"gpu": "x"}, "sharing": "all", "borrow_limit_percent": -3,
                      "borrow_limit": {"gpu": -1}, "in_team_preemption": 1}
     s["jobs"][1] = {"id": 3, "team": 5, "state": "queued", "demand": {"gpu": -1}, "priority": "p",
@@ -307,13 +307,13 @@ def test_parse_state_keeps_every_field_and_fills_the_defaults():
 
 @pytest.mark.parametrize("settings", [None, {}], ids=["null", "empty"])
 def test_settings_left_out_are_zero(settings):
-    s = _valid()
+    s = valid_state()
     s["settings"] = settings
     assert parse_state(s).settings == Settings(0, 0)
 
 
 def test_an_integral_float_priority_becomes_an_int():
-    s = _valid()
+    s = valid_state()
     s["jobs"][1] = types.MappingProxyType({**s["jobs"][1], "priority": 2.0})
     (job,) = [j for j in parse_state(s).jobs if j.id == "j2"]
     assert job.priority == 2 and type(job.priority) is int
@@ -321,13 +321,13 @@ def test_an_integral_float_priority_becomes_an_int():
 
 def test_any_mapping_is_a_job_and_lists_may_be_tuples():
     # A read-only mapping takes the full checks (not the quick path for dicts); same state.
-    s = _valid()
+    s = valid_state()
     want = parse_state(s)
     s["teams"] = tuple(types.MappingProxyType(t) for t in s["teams"])
     s["jobs"] = tuple(types.MappingProxyType(j) for j in s["jobs"])
     got = parse_state(s)
     assert got.teams == want.teams and got.jobs == want.jobs
-    assert plan(s) == plan(_valid())
+    assert plan(s) == plan(valid_state())
 
 
 def test_a_job_of_a_state_without_teams_names_no_team():
@@ -353,7 +353,7 @@ def test_non_finite_numbers_are_rejected(path, value, field):
 
 
 def test_every_bad_amount_of_one_mapping_is_reported():
-    s = _valid()
+    s = valid_state()
     s["teams"][0]["guarantee"] = {5: 1, "gpu": "two", "cpu": -1, "tpu": 1, "ok": 0, "npu": 2}
     s["capacity"]["ok"] = 1
     assert problems(s) == [
@@ -376,7 +376,7 @@ def test_an_empty_capacity_names_no_resource():
 
 
 def test_problems_of_later_jobs_are_reported_after_a_job_that_is_no_object():
-    s = _valid()
+    s = valid_state()
     s["jobs"] = ["j0", {**run("j1", "a", 1), "state": "queued"}]
     assert problems(s) == [
         ("jobs[0]", "j0", "must be a job object, not a string",
@@ -387,7 +387,7 @@ def test_problems_of_later_jobs_are_reported_after_a_job_that_is_no_object():
 
 def test_a_duplicate_of_a_job_given_as_another_mapping_names_the_first():
     # The first job is a read-only mapping (the full checks, not the quick path for dicts).
-    s = _valid()
+    s = valid_state()
     s["jobs"][0] = types.MappingProxyType(s["jobs"][0])
     s["jobs"][1]["id"] = "j1"
     assert problems(s) == [
@@ -396,7 +396,7 @@ def test_a_duplicate_of_a_job_given_as_another_mapping_names_the_first():
 
 
 def test_a_state_that_is_no_object():
-    assert problems([_valid()]) == [
+    assert problems([valid_state()]) == [
         ("state", "a list", "must be a JSON object", "pass an object with now, capacity, teams and jobs"),
     ]
 
@@ -409,7 +409,7 @@ def test_a_negative_reclaim_after_seconds():
 
 def test_a_job_given_as_another_mapping_keeps_every_field():
     # Read-only mappings take the full checks (not the quick path for dicts).
-    s = _valid()
+    s = valid_state()
     s["jobs"] = [
         types.MappingProxyType({"id": "x", "team": "a", "state": "running", "demand": {"gpu": 1},
                                 "priority": 2.0, "since": 7, "terminating": True}),
@@ -439,7 +439,7 @@ OUT_OF_RANGE = [
 @pytest.mark.parametrize("as_mapping", [False, True], ids=["dict", "read-only mapping"])
 @pytest.mark.parametrize(("case", "key", "value", "field", "message"), OUT_OF_RANGE, ids=[c[0] for c in OUT_OF_RANGE])
 def test_fast_and_full_checks_refuse_the_same_numbers(case, key, value, field, message, as_mapping):
-    s = _valid()
+    s = valid_state()
     job = {**s["jobs"][1], key: value}
     s["jobs"][1] = types.MappingProxyType(job) if as_mapping else job
     [(got_field, _, got_message, _)] = problems(s)
@@ -449,7 +449,7 @@ def test_fast_and_full_checks_refuse_the_same_numbers(case, key, value, field, m
 
 @pytest.mark.parametrize("as_mapping", [False, True], ids=["dict", "read-only mapping"])
 def test_the_largest_safe_numbers_are_accepted_on_both_paths(as_mapping):
-    s = _valid()
+    s = valid_state()
     job = {**s["jobs"][1], "since": -(2**53), "demand": {"gpu": 0}}
     s["jobs"][1] = types.MappingProxyType(job) if as_mapping else job
     assert parse_state(s).jobs[1].since == -(2**53)

@@ -16,7 +16,6 @@ input lists.
 from __future__ import annotations
 
 import copy
-import dataclasses
 import json
 import random
 
@@ -25,14 +24,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cdk_gpu_share.core import reclaim
+from tests.builders import MUTATION, examples, grouped, shared_demands, states
 
 TOL = 1e-9
-RESOURCES = ("gpu", "cpu", "mem")
-# Grid of amounts: halves and tenths, so float sums are inexact and the tolerance matters.
-AMOUNTS = (0, 0, 0.1, 0.3, 0.5, 1, 1, 2, 3)
-CONTENDED_AMOUNTS = (0, 0.1, 0.5, 1, 1, 1, 2)
-TEAM_NAMES = ("a", "b", "c", "B", "alpha")
-NOW = 100
 
 
 # ---------------------------------------------------------------------------
@@ -234,89 +228,6 @@ def reference_plan(state: dict) -> dict:
 # Random states
 
 
-@st.composite
-def states(draw, max_jobs: int = 12, max_teams: int = 4, contended: bool | None = None):
-    """Random valid states. Half of them are "contended": caps rarely set and the
-    capacity barely above the guarantees, so that lenders need their capacity back
-    (rules 2b and 2c); the others exercise borrow caps (rule 1)."""
-    if contended is None:
-        contended = draw(st.booleans())
-    res = list(RESOURCES[: draw(st.integers(1, 3))])
-    names = draw(st.lists(st.sampled_from(TEAM_NAMES), min_size=2 if contended else 1, max_size=max_teams, unique=True))
-    amount = st.sampled_from(CONTENDED_AMOUNTS if contended else AMOUNTS)
-    sharing = st.sampled_from(
-        ("lend_and_borrow", "lend_and_borrow", "lend", "reserve") if contended else reclaim.SHARING_VALUES
-    )
-    # In contended states a few teams run most jobs (they borrow) and the others wait.
-    busy = draw(st.lists(st.sampled_from(names), min_size=1, max_size=2, unique=True)) if contended else names
-    teams = []
-    totals = {r: 0.0 for r in res}
-    for name in names:
-        if contended:
-            guarantee = {r: draw(st.sampled_from((0, 0.5, 1, 2, 3, 3))) for r in res}
-        else:
-            guarantee = {r: draw(amount) for r in res if draw(st.booleans()) or r == "gpu"}
-        for r, g in guarantee.items():
-            totals[r] += g
-        team = {"name": name, "guarantee": guarantee}
-        if contended and name in busy and draw(st.integers(0, 3)) > 0:
-            teams.append(team)  # a borrower without cap
-            if draw(st.booleans()):
-                team["in_team_preemption"] = True
-            continue
-        if draw(st.booleans()):
-            team["sharing"] = draw(sharing)
-        if draw(st.integers(0, 3 if contended else 1)) == 0:
-            team["borrow_limit_percent"] = draw(st.sampled_from([-1, 0, 50, 100, 250]))
-        if draw(st.integers(0, 5 if contended else 2)) == 0:
-            team["borrow_limit"] = {r: draw(st.sampled_from([0, 0.5, 1, 2])) for r in res if draw(st.booleans())}
-        if draw(st.booleans()):
-            team["in_team_preemption"] = draw(st.booleans())
-        teams.append(team)
-    extra = st.sampled_from([0, 0, 0, 0.5] if contended else [0, 0, 0.5, 1, 2, 4])
-    capacity = {r: round(totals[r] + draw(extra), 6) for r in res}
-    jobs = []
-    idle = [n for n in names if n not in busy] or names
-    for i in range(draw(st.integers(0, max_jobs))):
-        state = draw(st.sampled_from(["running", "running", "pending"]))
-        if draw(st.integers(0, 3)) == 0:
-            team = draw(st.sampled_from(names))
-        else:
-            team = draw(st.sampled_from(busy if state == "running" else idle))
-        job = {
-            "id": f"j{draw(st.integers(0, 9))}{i}",
-            "team": team,
-            "state": state,
-            "demand": {r: draw(amount) for r in res if draw(st.booleans()) or r == "gpu"},
-            "since": draw(st.sampled_from([0, 40, 70, 90, 100, 130])),
-        }
-        if draw(st.booleans()):
-            job["priority"] = draw(st.integers(-1, 2))
-        if draw(st.integers(0, 7)) == 0:
-            job["terminating"] = True
-        jobs.append(job)
-    if contended and draw(st.integers(0, 3)) > 0:
-        # Fill the pool with the busy teams' jobs, so that they borrow what others lent.
-        used = sum(j["demand"].get("gpu", 0) for j in jobs if j["state"] == "running")
-        k = 0
-        while used < capacity["gpu"] and k < 8:
-            d = draw(st.sampled_from((0.5, 1, 1, 2)))
-            jobs.append({
-                "id": f"f{k}", "team": draw(st.sampled_from(busy)), "state": "running",
-                "demand": {r: (d if r == "gpu" else draw(st.sampled_from((0, 0.5)))) for r in res},
-                "since": draw(st.sampled_from([0, 40, 70, 90])), "priority": draw(st.integers(-1, 1)),
-            })
-            used += d
-            k += 1
-    state = {"now": NOW, "capacity": capacity, "teams": teams, "jobs": jobs}
-    if draw(st.booleans()):
-        state["settings"] = {
-            "reclaim_after_seconds": draw(st.sampled_from([0, 0, 30, 60])),
-            "min_runtime_seconds": draw(st.sampled_from([0, 0, 30, 60])),
-        }
-    return state
-
-
 def _close(a, b) -> bool:
     if a is None or b is None:
         return a is b
@@ -335,24 +246,11 @@ def _same_plan(got: dict, want: dict) -> None:
                 assert _close(got["teams"][t][key][r], v), (t, key, r, got["teams"][t][key][r], v)
 
 
-# Under the mutation profile (tests/conftest.py, set by tools/mutation.py) every test
-# draws a tenth of its examples: a surviving mutant runs every property test, and a
-# full mutation run of core/reclaim.py must fit in an afternoon. ``make test`` keeps
-# the full counts.
-MUTATION_SHARE = 20
-MUTATION = settings.get_current_profile_name() == "mutation"
 # The invariant checks replay the planner's output; where the planner equals the naive
 # transcription (the differential tests, which run), they can only fail if the
 # transcription breaks the contract, which no mutant of the planner changes. So a
 # mutation run skips them and spends the time on the differential tests.
 not_under_mutation = pytest.mark.skipif(MUTATION, reason="implied by the differential tests (see MUTATION_SHARE)")
-
-
-def examples(n: int) -> int:
-    """n examples; n / MUTATION_SHARE (at least 10) under the mutation profile."""
-    if MUTATION:
-        return max(10, n // MUTATION_SHARE)
-    return n
 
 
 def FAST(max_examples: int):
@@ -387,35 +285,6 @@ def test_planner_matches_the_naive_transcription_when_lenders_want_capacity_back
 
 # ---------------------------------------------------------------------------
 # Shared demands and pending groups (how the simulator passes its jobs)
-
-
-def shared_demands(parsed: reclaim.State) -> reclaim.State:
-    """``parsed`` with every two jobs of equal demand holding one dict, as the
-    simulator's do: rule 2 then answers "fits?" once per (team, demand) until U
-    changes, which jobs with a dict each never exercise."""
-    one: dict = {}
-    jobs = tuple(dataclasses.replace(j, demand=one.setdefault(tuple(sorted(j.demand.items())), j.demand))
-                 for j in parsed.jobs)
-    return dataclasses.replace(parsed, jobs=jobs)
-
-
-def grouped(parsed: reclaim.State) -> reclaim.State:
-    """``shared_demands(parsed)`` with its pending jobs as PendingGroups (one per team
-    and demand, in rule 2's order), the rest left in ``jobs``."""
-    parsed = shared_demands(parsed)
-    groups: dict = {}
-    rest = []
-    for j in parsed.jobs:
-        if j.state == "running" or j.terminating:
-            rest.append(j)
-        else:
-            groups.setdefault((j.team, id(j.demand)), []).append(j)
-    pending = []
-    for (team_name, _), jobs in groups.items():
-        jobs.sort(key=reclaim.pending_key)
-        pending.append(reclaim.PendingGroup(team=team_name, demand=jobs[0].demand, jobs=jobs,
-                                            keys=[reclaim.pending_key(j) for j in jobs]))
-    return dataclasses.replace(parsed, jobs=tuple(rest), pending_groups=tuple(pending))
 
 
 def _check_shared_and_grouped(state: dict) -> None:

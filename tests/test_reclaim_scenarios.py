@@ -22,8 +22,7 @@ from cdk_gpu_share.core.reclaim import (
     within_cap,
     within_guarantee,
 )
-from tests.test_reclaim_planner import NOW, pend, run, state, team
-from tests.test_reclaim_properties import grouped, shared_demands
+from tests.builders import NOW, grouped, pend, run, shared_demands, state, team
 
 TOL = TOLERANCE
 

@@ -36,8 +36,7 @@ from cdk_gpu_share.core.reclaim import (
 )
 
 # The scenario builders are the planner tests' own (one way of writing a state).
-from tests.test_reclaim_planner import NOW, pend, run, state, team
-from tests.test_reclaim_properties import examples, states
+from tests.builders import NOW, examples, pend, run, state, states, team
 
 TOL = reclaim.TOLERANCE
 def chosen(out):
@@ -117,7 +116,7 @@ def test_reserve_team_with_a_job_running_reserves_only_the_rest():
 def test_a_state_with_pending_jobs_in_jobs_and_in_groups_is_refused():
     import dataclasses
 
-    from tests.test_reclaim_properties import grouped
+    from tests.builders import grouped
 
     raw = state(2, [team("a", 1)], [run("r1", "a", terminating=True), pend("p1", "a"), pend("p2", "a", 2)])
     parsed = reclaim.parse_state(raw)

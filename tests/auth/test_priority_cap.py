@@ -8,7 +8,8 @@ from botocore.stub import Stubber
 from cdk_gpu_share.aws import batch_reader as br
 from cdk_gpu_share.core import reclaim
 from cdk_gpu_share.core.config import parse_config
-from tests.test_reclaim_lambda import NOW, QUEUE, SETTINGS, expect_listing, job, new_client
+from tests.builders import BATCH_NOW as NOW
+from tests.builders import QUEUE, SETTINGS, expect_listing, job, new_client
 
 
 def _state(settings, jobs):
