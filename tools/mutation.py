@@ -49,15 +49,15 @@ PACKAGE = "cdk_gpu_share"
 # Construct and stack tests are left out on purpose: they synthesize through jsii, take
 # seconds each, and a construct test that kills a core mutant means a core test is missing.
 MODULES: dict[str, list[str]] = {
-    "config": ["tests/test_config*.py"],
-    "mig": ["tests/test_mig_catalog.py", "tests/test_mig_cli.py", "tests/test_mig_core*.py"],
+    "config": ["tests/core/test_config*.py"],
+    "mig": ["tests/core/test_mig_catalog.py", "tests/cli/test_mig_cli.py", "tests/core/test_mig_rules.py"],
     "reclaim": [
-        "tests/test_reclaim_planner.py",
-        "tests/test_reclaim_state.py",
-        "tests/test_reclaim_problems.py",
-        "tests/test_reclaim_scenarios.py",
-        "tests/test_reclaim_properties.py",
-        "tests/test_reclaim_cli.py",
+        "tests/core/test_reclaim_planner.py",
+        "tests/core/test_reclaim_state.py",
+        "tests/core/test_reclaim_problems.py",
+        "tests/core/test_reclaim_scenarios.py",
+        "tests/core/test_reclaim_properties.py",
+        "tests/cli/test_reclaim_cli.py",
     ],
 }
 # Environment per module. The reclaim property tests draw thousands of random states
@@ -77,10 +77,10 @@ MODULE_MUTMUT: dict[str, dict[str, float]] = {
 }
 # Tests that run the CLI in a child process are left out: the child imports the code on
 # disk, never the mutant, so they cannot notice one and only cost time. Their in-process
-# twins (tests/test_config_cli.py, tests/test_mig_cli.py, tests/test_reclaim_cli.py) run.
+# twins (tests/cli/test_config_cli.py, tests/cli/test_mig_cli.py, tests/cli/test_reclaim_cli.py) run.
 SUBPROCESS_TESTS = [
-    "test_cli_",  # tests/test_config_validation.py: gpu-share validate/plan via python -m
-    "test_subprocess_",  # tests/test_reclaim_cli.py
+    "test_cli_",  # tests/core/test_config_validation.py: gpu-share validate/plan via python -m
+    "test_subprocess_",  # tests/cli/test_reclaim_cli.py
     "test_non_utf8_file_is_a_config_error",
     "test_module_entry_point_runs_check_end_to_end",
     "test_core_module_imports_no_cdk_or_boto3",

@@ -1,4 +1,4 @@
-"""Team isolation, proven by an IAM policy evaluator (issue 8).
+"""Team isolation, proven by an IAM policy evaluator.
 
 Every IAM policy and trust policy of the apps of ``platform.yaml``,
 ``examples/hyperpod.yaml`` and ``examples/inference.yaml`` is resolved into concrete

@@ -4,7 +4,7 @@
 (``# yaml-language-server: $schema=...``), so a typo is underlined before anything
 runs. The key sets, patterns, enums and ranges come from
 :mod:`cdk_gpu_share.core.config` and :mod:`cdk_gpu_share.core.inference_config`;
-``tests/test_config_schema.py`` checks that every key the validator accepts has a
+``tests/core/test_config_schema.py`` checks that every key the validator accepts has a
 description here and that nothing here is unknown to the validator. The validator
 stays the authority (cross-field rules such as guarantees within capacity are not
 expressible in the schema).

@@ -1,7 +1,7 @@
 """Values the CloudFormation schema of AWS::SageMaker::ComputeQuota accepts.
 
 Copied from the resource provider schema shipped with cfn-lint 1.58 (us-east-1).
-tests/test_config_validation.py checks this copy against the installed cfn-lint
+tests/core/test_config_validation.py checks this copy against the installed cfn-lint
 schema, so a schema update shows up as a failing test, not a silent drift.
 """
 

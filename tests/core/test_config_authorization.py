@@ -1,10 +1,9 @@
 """A team's authorization fields in the config: max_priority, assumed_by, principal_tag.
 
-``core/config.py``'s ``_team_authorization`` decides who may act as a team and how far
-(issue 8); the IAM suite under tests/auth proves the policies built from it. These tables
+``core/config.py``'s ``_team_authorization`` decides who may act as a team and how far;
+the IAM suite under tests/auth proves the policies built from it. These tables
 pin the config side through ``parse_config``: what is accepted (and the value the team
-ends up with), and every refusal with its field path, value, message and fix. Mutation
-testing (issue 13) found them unchecked by the config tests.
+ends up with), and every refusal with its field path, value, message and fix.
 """
 
 from __future__ import annotations

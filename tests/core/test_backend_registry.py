@@ -13,7 +13,6 @@ import pytest
 from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_ssm as ssm
 from aws_cdk.assertions import Template
-from constructs import Construct
 
 from cdk_gpu_share.cli import main
 from cdk_gpu_share.core import backends
@@ -24,6 +23,7 @@ from cdk_gpu_share.core.errors import ConfigError, Problem
 from cdk_gpu_share.core.plan import fleet_plan, format_plan
 from cdk_gpu_share.core.scenario import poll_seconds_of, scenario_from_config
 from cdk_gpu_share.stacks.app import build_platform
+from constructs import Construct
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ class ToyBackend(Backend):
     strategy = "a toy scheduler"
     capacity_hint = "toy (EC2 types)"
     default_borrow_percent = 25
-    construct = "tests.test_backend_registry:ToyConstruct"
+    construct = "tests.core.test_backend_registry:ToyConstruct"
     section_keys = {"toy": frozenset({"capacity", "poll_minutes"})}
     rules = (_at_most_two_teams,)
 

@@ -14,7 +14,7 @@ from cdk_gpu_share.cli import main
 from cdk_gpu_share.core import config_schema
 from cdk_gpu_share.core.config import load_config
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = [ROOT / "platform.yaml", *sorted((ROOT / "examples").glob("*.yaml"))]
 
 

@@ -1,6 +1,6 @@
 """More plan scenarios of the reclaim planner (shared/contracts/reclaim-plan.md).
 
-Table-driven, in the style of tests/test_reclaim_planner.py (Kueue's preemption tests):
+Table-driven, in the style of tests/core/test_reclaim_planner.py (Kueue's preemption tests):
 each row is a state and the whole plan it must give, the preemptions as
 (victim, team, reason, beneficiary). They pin behaviour that the random property tests
 reach only rarely: the order in which jobs are considered across teams, candidates

@@ -27,7 +27,7 @@ reclaimer stopped is resubmitted exactly once with the same share, tags, definit
 priority and overrides, and no other job is; no event is left in the on-failure queue
 (nothing needs a redrive); the ledger holds no open or refused record.
 
-``python -m tests.test_reclaim_fault_suite [schedules] [--seed-base N] [--every-requeue-faulted]``
+``python -m tests.backends.fairshare.test_reclaim_fault_suite [schedules] [--seed-base N] [--every-requeue-faulted]``
 prints the counts.
 """
 

@@ -15,7 +15,7 @@ from cdk_gpu_share.cli import main
 from cdk_gpu_share.core.config import load_config, parse_config
 from cdk_gpu_share.core.plan import amount_text, fleet_plan, format_plan, idle_costs
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BARE_FRACTION = re.compile(r"(?<![\w.])0\.\d+(?![\w.]| GPU)")  # a fraction with no unit after it
 
 

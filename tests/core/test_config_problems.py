@@ -1,8 +1,7 @@
 """Every config problem, table-driven: the field path, the value, the message and the fix.
 
 One row per rule of core/config.py, each a small edit of a valid config, written out in
-full so a changed word is a failing test (mutation testing found most of these texts
-unchecked, issue 13). Rows marked ``None`` check only where and what: their wording
+full so a changed word is a failing test. Rows marked ``None`` check only where and what: their wording
 belongs to the shared validation toolkit and may improve.
 """
 

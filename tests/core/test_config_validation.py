@@ -17,7 +17,7 @@ from cdk_gpu_share.core.config import Sharing, load_config, parse_config
 from cdk_gpu_share.core.errors import ConfigError
 from tests.builders import SIX_MISTAKES
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 BATCH = {
     "platform": {"name": "gpu-share"},

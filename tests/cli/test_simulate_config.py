@@ -16,7 +16,7 @@ from cdk_gpu_share.core import simulate as sim
 from cdk_gpu_share.core.config import Amount, load_config, parse_config
 from cdk_gpu_share.core.errors import ConfigError
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 HYPERPOD_TEAMS = [
     {"name": "research", "guarantee": {"ml.p5.48xlarge": 2}, "sharing": "lend_and_borrow",

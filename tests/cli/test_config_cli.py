@@ -1,6 +1,6 @@
 """`gpu-share validate` and `gpu-share plan` called in-process, beside the subprocess tests.
 
-tests/test_config_validation.py runs these commands in a child process (the installed
+tests/core/test_config_validation.py runs these commands in a child process (the installed
 entry point, end to end). A child runs the code on disk, so those tests cannot notice a
 change made in this process (a mutation runner's mutant): these call ``main(argv)`` and
 read the output with capsys, with the same assertions.
@@ -14,7 +14,7 @@ from pathlib import Path
 from cdk_gpu_share.cli import main
 from tests.builders import SIX_MISTAKES
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:

@@ -1,6 +1,6 @@
 """MIG rules a reader acts on: exact reasons, the profile an error names, suggested layouts.
 
-These pin the words of every refusal (issue 13): which profile has no room (also when
+These pin the words of every refusal: which profile has no room (also when
 it is not the last one placed), the numbers in the reason, the layouts suggested by
 ``resolve_layout``, and the field paths of lookup errors. Expected strings are written
 out from the contract (/work/shared/contracts/mig.md), not read back from the module.

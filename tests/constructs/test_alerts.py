@@ -15,7 +15,7 @@ from cdk_gpu_share.core.errors import ConfigError
 from cdk_gpu_share.stacks.app import build_platform
 from tests.helpers import assert_cfn_lint_clean, assert_nag_clean, new_app, synth
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BASE = yaml.safe_load((ROOT / "platform.yaml").read_text())
 TOPIC = "arn:aws:sns:us-east-1:111122223333:gpu-alarms"
 

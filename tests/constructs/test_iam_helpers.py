@@ -1,5 +1,5 @@
 """constructs/_iam.py: the same ARNs and policy statements as aws-cdk-lib's own calls, with
-fewer jsii round trips (issue 10: synth speed; the snapshots prove the templates unchanged)."""
+fewer jsii round trips (the snapshots prove the templates the same)."""
 
 from __future__ import annotations
 

@@ -417,7 +417,7 @@ def test_no_dashboard_without_a_fairshare_queue():
 @pytest.mark.parametrize("minutes", [1, 5, 10])
 @pytest.mark.parametrize("labels", [True, False])
 def test_graph_lines_render_as_graph_widgets_of_the_factory_metrics(minutes, labels):
-    """The per-team graphs are rendered in Python (issue 10: a jsii round trip per Metric); each line is
+    """The per-team graphs are rendered in Python (a Metric costs a jsii round trip); each line is
     what aws-cdk-lib's GraphWidget renders for the factory's own Metric."""
     from aws_cdk import aws_cloudwatch as cw
 

@@ -3,7 +3,7 @@
 Every request is validated against a real SageMaker service model: the one vendored
 into the Lambda asset (what the function runs with) and the installed botocore's. The
 lifecycle (sequences of CloudFormation events, failures, rollbacks) is in
-tests/test_mig_lifecycle.py.
+tests/lambdas/test_mig_lifecycle.py.
 """
 
 from __future__ import annotations

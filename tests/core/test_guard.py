@@ -19,7 +19,7 @@ from cdk_gpu_share.core.errors import ConfigError
 from cdk_gpu_share.core.guard import guard_policy, identity_tag_keys, identity_warnings, tag_guard_policy
 from cdk_gpu_share.core.security_config import MAX_ADMINISTRATORS
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ADMIN = "arn:aws:iam::111122223333:role/platform-admin"
 DEPLOYER = "arn:aws:iam::111122223333:role/cdk-hnb659fds-cfn-exec-role-111122223333-*"
 BASE = {"platform": {"name": "p"}, "fairshare": {"capacity": {"g5.xlarge": 2}},

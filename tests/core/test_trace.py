@@ -15,7 +15,7 @@ from cdk_gpu_share.core import simulate as sim
 from cdk_gpu_share.core import trace
 from cdk_gpu_share.core.errors import ConfigError
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT.parent / "shared" / "data"
 OPENB_DIR = DATA / "alibaba-gpu-v2023"
 OPENB = OPENB_DIR / "openb_pod_list_default.csv"
