@@ -13,6 +13,7 @@ import pytest
 from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_ssm as ssm
 from aws_cdk.assertions import Template
+from constructs import Construct
 
 from cdk_gpu_share.cli import main
 from cdk_gpu_share.core import backends
@@ -23,7 +24,6 @@ from cdk_gpu_share.core.errors import ConfigError, Problem
 from cdk_gpu_share.core.plan import fleet_plan, format_plan
 from cdk_gpu_share.core.scenario import poll_seconds_of, scenario_from_config
 from cdk_gpu_share.stacks.app import build_platform
-from constructs import Construct
 
 
 @dataclass(frozen=True)

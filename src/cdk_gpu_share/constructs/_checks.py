@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 import aws_cdk as cdk
+from constructs import IConstruct
 
 from cdk_gpu_share.constructs._iam import stack_env
 from cdk_gpu_share.core.errors import ConfigError, Problem
-from constructs import IConstruct
 
 NAG_PACK = "AwsSolutions"
 CFN_VALIDATE = "CloudFormation-Validate"

@@ -20,7 +20,6 @@ from collections.abc import Callable, Sequence
 
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
-
 from constructs import Construct
 
 _ENV = "_gpu_share_env"

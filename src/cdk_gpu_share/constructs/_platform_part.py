@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from aws_cdk import aws_iam as iam
+from constructs import Construct
 
 from cdk_gpu_share.core.config import PlatformConfig, TeamConfig
-from constructs import Construct
 
 
 class TeamStackLike(Protocol):

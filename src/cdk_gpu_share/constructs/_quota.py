@@ -6,10 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import aws_cdk as cdk
+from constructs import Construct
 
 from cdk_gpu_share.core.config import TeamConfig
 from cdk_gpu_share.core.errors import ConfigError, Problem
-from constructs import Construct
 
 
 def raise_problems(problems: list[Problem], construct: Construct) -> None:

@@ -22,10 +22,10 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subs
+from constructs import Construct, IConstruct
 
 from cdk_gpu_share.core.alerts_config import AlertsConfig, parse_alerts
 from cdk_gpu_share.core.errors import ConfigError, Problem
-from constructs import Construct, IConstruct
 
 
 @jsii.implements(cdk.IAspect)

@@ -47,12 +47,12 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subs
+from constructs import Construct
 
 from cdk_gpu_share.constructs._metrics import ReclaimerMetrics
 from cdk_gpu_share.core import metrics as m
 from cdk_gpu_share.core.config import FAIRSHARE
 from cdk_gpu_share.core.errors import ConfigError, Problem
-from constructs import Construct
 
 if TYPE_CHECKING:
     from cdk_gpu_share.constructs.mig_endpoint import MigInferenceEndpoint

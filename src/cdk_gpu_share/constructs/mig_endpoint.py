@@ -101,6 +101,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sagemaker as sagemaker
 from aws_cdk import custom_resources as cr
+from constructs import Construct
 
 from cdk_gpu_share.constructs._checks import acknowledge_nag, nag_arn, raise_props_problems
 from cdk_gpu_share.constructs._iam import add_statements
@@ -116,7 +117,6 @@ from cdk_gpu_share.core.inference_config import (
     model_profile,
     teams_sharing,
 )
-from constructs import Construct
 
 if TYPE_CHECKING:
     from cdk_gpu_share.constructs._metrics import InferenceComponentMetrics

@@ -22,6 +22,7 @@ from typing import cast
 
 from aws_cdk import aws_batch as batch
 from aws_cdk import aws_iam as iam
+from constructs import Construct
 
 from cdk_gpu_share.backends.batch_quota.construct import (
     READ_ACTIONS,
@@ -36,7 +37,6 @@ from cdk_gpu_share.constructs._platform_part import TeamStackLike
 from cdk_gpu_share.constructs._quota import TeamQuota, raise_problems, sagemaker_type
 from cdk_gpu_share.core.config import BatchQuotaConfig, HyperPodConfig, PlatformConfig, TeamConfig, config_problems
 from cdk_gpu_share.core.errors import ConfigError, Problem
-from constructs import Construct
 
 
 class SharedGpuQuota(Construct):

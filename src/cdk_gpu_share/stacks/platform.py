@@ -6,13 +6,13 @@ import importlib
 from typing import Any
 
 import aws_cdk as cdk
+from constructs import Construct
 
 from cdk_gpu_share.constructs._platform_part import PlatformPart
 from cdk_gpu_share.constructs.shared_gpu_quota import SharedGpuQuota
 from cdk_gpu_share.core import backends
 from cdk_gpu_share.core.config import PlatformConfig, check_config
 from cdk_gpu_share.core.errors import ConfigError
-from constructs import Construct
 
 
 def _optional(module: str, name: str) -> Any:

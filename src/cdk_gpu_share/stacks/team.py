@@ -7,11 +7,11 @@ from typing import Any
 
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
+from constructs import Construct
 
 from cdk_gpu_share.constructs._checks import acknowledge_nag, nag_arn, raise_props_problems
 from cdk_gpu_share.constructs._iam import add_statements, format_arn, stack_env
 from cdk_gpu_share.core.config import TeamConfig, team_problems
-from constructs import Construct
 
 #: Services the SubmitRole may pass the training role to: SageMaker runs the job, and Batch
 #: hands it over (SubmitServiceJob carries the role in its payload).

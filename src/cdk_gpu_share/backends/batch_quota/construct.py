@@ -14,6 +14,7 @@ import aws_cdk as cdk
 import jsii
 from aws_cdk import aws_batch as batch
 from aws_cdk import aws_iam as iam
+from constructs import Construct, IValidation
 
 from cdk_gpu_share.backends.batch_quota import MAX_QUOTA_SHARES_PER_QUEUE
 from cdk_gpu_share.constructs._checks import acknowledge_nag, nag_arn, raise_props_problems
@@ -21,7 +22,6 @@ from cdk_gpu_share.constructs._iam import add_statements, format_arn, read_once,
 from cdk_gpu_share.constructs._quota import TeamQuota, another_backends, raise_problems
 from cdk_gpu_share.core.config import BatchQuotaConfig, TeamConfig, config_problems
 from cdk_gpu_share.core.errors import ConfigError, Problem
-from constructs import Construct, IValidation
 
 #: The IAM actions a team needs to submit, inspect and stop its own service jobs.
 SUBMIT_ACTIONS = ["batch:SubmitServiceJob"]

@@ -86,6 +86,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_destinations as destinations
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sqs as sqs
+from constructs import Construct, IValidation
 
 import cdk_gpu_share
 from cdk_gpu_share.aws import batch_reader as br
@@ -105,7 +106,6 @@ from cdk_gpu_share.core.config import (
     config_problems,
 )
 from cdk_gpu_share.core.errors import ConfigError, Problem
-from constructs import Construct, IValidation
 
 __all__ = ["FairshareQueue", "FairshareTeam", "weight_factors", "job_definition_sizes", "LAMBDA_ENV_LIMIT"]
 

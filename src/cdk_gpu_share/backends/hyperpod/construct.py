@@ -11,12 +11,12 @@ import dataclasses
 from typing import Any
 
 import aws_cdk as cdk
+from constructs import Construct
 
 from cdk_gpu_share.constructs._checks import acknowledge_cfn_rule, raise_props_problems
 from cdk_gpu_share.constructs._quota import TeamQuota, another_backends, raise_problems
 from cdk_gpu_share.core.config import HyperPodConfig, TeamConfig, config_problems
 from cdk_gpu_share.core.errors import ConfigError, Problem
-from constructs import Construct
 
 
 class CfnComputeQuota(cdk.CfnResource):
