@@ -32,6 +32,14 @@ if TYPE_CHECKING:
     from cdk_gpu_share.core.simulate import Job, SimResult
 
 
+def _backend_names() -> str:
+    """``batch_quota, hyperpod or fairshare``: the backends ``--backend`` may name."""
+    from cdk_gpu_share.core import backends
+
+    keys = backends.keys()
+    return ", ".join(keys[:-1]) + " or " + keys[-1] if len(keys) > 1 else keys[0]
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     # core.simulate is imported when the command runs, so that --help and the other
     # subcommands never pay for (or depend on) the simulator and the planner.
@@ -55,7 +63,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     source.add_argument("--scenario", metavar="SCENARIO.json",
                         help="capacity, settings and teams of a reclaim-plan input (no now, no jobs)")
     p.add_argument("--backend", metavar="BACKEND",
-                   help="with --config: batch_quota, hyperpod or fairshare (default: the config's only backend)")
+                   help=f"with --config: {_backend_names()} (default: the config's only backend)")
     p.add_argument("--trace", required=True, metavar="JOBS.csv",
                    help="job_id,team,submit_time,duration_s,gpus[,priority]; times in seconds "
                         "(convert public traces with `gpu-share trace convert`)")
@@ -65,8 +73,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                       help="run static, share and share+reclaim (and, with --checkpoint-seconds, share+reclaim "
                            "with checkpoints) and print one table per team, best value per row marked (*)")
     p.add_argument("--poll-seconds", type=float, default=None, metavar="S",
-                   help="reclaim planner period in share+reclaim (default: the fair-share reclaim schedule "
-                        "with --config --backend fairshare, else 60)")
+                   help="reclaim planner period in share+reclaim (default: with --config, the backend's reclaim "
+                        "schedule, such as fairshare.reclaim.schedule_minutes; else 60)")
     p.add_argument("--checkpoint-seconds", type=float, default=None, metavar="N",
                    help="a stopped job restarts from its last N-second checkpoint (default: from zero)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
@@ -116,7 +124,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_config_argument(s, required=False, metavar="PLATFORM.yaml",
                         help="take the teams and their guarantees from this platform config")
     s.add_argument("--backend", metavar="BACKEND",
-                   help="with a config: batch_quota, hyperpod or fairshare (default: the config's only backend)")
+                   help=f"with a config: {_backend_names()} (default: the config's only backend)")
     s.add_argument("--jobs", type=int, default=SAMPLE_JOBS, metavar="N",
                    help=f"number of jobs (default: {SAMPLE_JOBS})")
     s.add_argument("--seed", type=int, default=SAMPLE_SEED, metavar="S",
