@@ -518,75 +518,28 @@ def read_queue(
     pending job's is ``createdAt``.
     """
     calls: dict = {}
-    listed: dict[str, Mapping] = {}  # job id -> its last summary (dict order: first listed)
-    for status, _ in STATUSES:
-        token = None
-        tokens_seen: set[str] = set()
-        while True:
-            params: dict[str, Any] = {"jobQueue": queue, "jobStatus": status, "maxResults": LIST_PAGE_SIZE}
-            if token:
-                params["nextToken"] = token
-            page = call_with_retry(client, "ListJobs", sleep=sleep, counter=calls, **params)
-            for summary in page.get("jobSummaryList", ()):
-                listed[summary["jobId"]] = {**summary, "status": summary.get("status") or status}
-            token = page.get("nextToken")
-            if not token or token in tokens_seen:
-                break  # a token seen before would read the same pages again
-            tokens_seen.add(token)
-
+    listed = _list_jobs(client, queue, sleep, calls)
     cache = cache.for_queue(queue) if cache is not None else None
     new = [jid for jid in listed if cache is None or jid not in cache]
-    details: dict[str, dict] = {}
-    for i in range(0, len(new), DESCRIBE_BATCH):
-        batch = new[i:i + DESCRIBE_BATCH]
-        response = call_with_retry(client, "DescribeJobs", sleep=sleep, counter=calls, jobs=batch)
-        for job in response.get("jobs", ()):
-            details[job["jobId"]] = job
+    details = _describe_jobs(client, new, sleep, calls)
 
     teams = [dict(t) for t in settings.get("teams", ())]
     team_of_share = {t.get("share_identifier") or share_identifier(t["name"]): t["name"] for t in teams}
     # A team's priorities count no higher than its max_priority (IAM cannot cap SubmitJob's):
     # a job submitted at 9999 cannot shift reclaim onto other teams' jobs.
     priority_cap = {t["name"]: t.get("max_priority", DEFAULT_MAX_PRIORITY) for t in teams}
-    state_of = dict(STATUSES)
     jobs_out: list[dict] = []
     kept: dict[str, JobFacts] = {}
     unknown: dict[str, str] = {}
     for jid, summary in listed.items():
-        detail = details.get(jid)
-        if detail is not None:
-            facts = facts_of(detail)
-            if cache is not None:
-                cache.put(facts)
-                facts = cache.get(jid) or facts
-            job_state = state_of.get(detail.get("status", ""))
-            started = detail.get("startedAt") or summary.get("startedAt")
-        else:
-            cached = cache.get(jid) if cache is not None else None
-            if cached is None:
-                continue  # finished (and aged out) between the listing and the describe
-            facts = cached
-            job_state = state_of.get(summary.get("status", ""))
-            started = summary.get("startedAt")
-        if job_state is None:
-            continue  # left RUNNABLE/STARTING/RUNNING meanwhile
+        seen = _job_facts(jid, summary, details.get(jid), cache)
+        if seen is None:
+            continue
+        facts, job_state, started = seen
         team = team_of_share.get(facts.share)
         if team is None:
             team = unknown.setdefault(facts.share, UNKNOWN_SHARE_PREFIX + facts.share)
-        if job_state == "running":
-            since = started / 1000.0 if started else now
-        else:
-            created = facts.created_at or summary.get("createdAt")
-            since = created / 1000.0 if created else now
-        jobs_out.append({
-            "id": jid,
-            "team": team,
-            "state": job_state,
-            "demand": {RESOURCE: facts.gpus},
-            "priority": min(facts.priority, priority_cap.get(team, DEFAULT_MAX_PRIORITY)),
-            "since": since,
-            "terminating": bool(facts.terminated or summary.get("isTerminated") or summary.get("isCancelled")),
-        })
+        jobs_out.append(_planner_job(jid, summary, facts, job_state, started, team, priority_cap, now))
         kept[jid] = facts
     if cache is not None:
         cache.keep_only(listed)
@@ -609,6 +562,79 @@ def read_queue(
         calls=calls,
         described=len(new),
     )
+
+
+def _list_jobs(client: Any, queue: str, sleep: Callable[[float], None] | None, calls: dict) -> dict[str, Mapping]:
+    """Job id -> its last summary over the listed statuses (dict order: first listed)."""
+    listed: dict[str, Mapping] = {}
+    for status, _ in STATUSES:
+        token = None
+        tokens_seen: set[str] = set()
+        while True:
+            params: dict[str, Any] = {"jobQueue": queue, "jobStatus": status, "maxResults": LIST_PAGE_SIZE}
+            if token:
+                params["nextToken"] = token
+            page = call_with_retry(client, "ListJobs", sleep=sleep, counter=calls, **params)
+            for summary in page.get("jobSummaryList", ()):
+                listed[summary["jobId"]] = {**summary, "status": summary.get("status") or status}
+            token = page.get("nextToken")
+            if not token or token in tokens_seen:
+                break  # a token seen before would read the same pages again
+            tokens_seen.add(token)
+    return listed
+
+
+def _describe_jobs(client: Any, job_ids: list[str], sleep: Callable[[float], None] | None, calls: dict) -> dict[str, dict]:
+    """Job id -> its DescribeJobs detail, in batches of :data:`DESCRIBE_BATCH`."""
+    details: dict[str, dict] = {}
+    for i in range(0, len(job_ids), DESCRIBE_BATCH):
+        batch = job_ids[i:i + DESCRIBE_BATCH]
+        response = call_with_retry(client, "DescribeJobs", sleep=sleep, counter=calls, jobs=batch)
+        for job in response.get("jobs", ()):
+            details[job["jobId"]] = job
+    return details
+
+
+def _job_facts(jid: str, summary: Mapping, detail: dict | None, cache: Any) -> tuple[JobFacts, str, Any] | None:
+    """A listed job's facts, planner state and start time: from its detail when this read described
+    it (fresher), else from the cache and its summary; None when it is gone or left the statuses."""
+    state_of = dict(STATUSES)
+    if detail is not None:
+        facts = facts_of(detail)
+        if cache is not None:
+            cache.put(facts)
+            facts = cache.get(jid) or facts
+        job_state = state_of.get(detail.get("status", ""))
+        started = detail.get("startedAt") or summary.get("startedAt")
+    else:
+        cached = cache.get(jid) if cache is not None else None
+        if cached is None:
+            return None  # finished (and aged out) between the listing and the describe
+        facts = cached
+        job_state = state_of.get(summary.get("status", ""))
+        started = summary.get("startedAt")
+    if job_state is None:
+        return None  # left RUNNABLE/STARTING/RUNNING meanwhile
+    return facts, job_state, started
+
+
+def _planner_job(jid: str, summary: Mapping, facts: JobFacts, job_state: str, started: Any, team: str,
+                 priority_cap: Mapping[str, int], now: float) -> dict:
+    """The planner's job: a running job counts from ``startedAt``, a pending one from ``createdAt``."""
+    if job_state == "running":
+        since = started / 1000.0 if started else now
+    else:
+        created = facts.created_at or summary.get("createdAt")
+        since = created / 1000.0 if created else now
+    return {
+        "id": jid,
+        "team": team,
+        "state": job_state,
+        "demand": {RESOURCE: facts.gpus},
+        "priority": min(facts.priority, priority_cap.get(team, DEFAULT_MAX_PRIORITY)),
+        "since": since,
+        "terminating": bool(facts.terminated or summary.get("isTerminated") or summary.get("isCancelled")),
+    }
 
 
 def read_queue_state(client: Any, queue: str, settings: Mapping, now: float, **kwargs: Any) -> dict:
