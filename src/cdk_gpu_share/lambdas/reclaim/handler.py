@@ -55,6 +55,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -267,12 +268,7 @@ def run_cycle(
             preemptions=victims, served=len(plan["served"]), waiting=len(plan["waiting"]))
         if victims and not dry_run:
             team_of = {j["id"]: j["team"] for j in snapshot.state["jobs"]}
-            to_stop: Sequence[Mapping] = victims
-            if ledger is not None:  # no stop without its requeue record
-                at = clock() if clock is not None else now  # the stops follow the records, not the cycle's start
-                budget = time_left() if time_left is not None else DEFAULT_INVOCATION_SECONDS
-                to_stop = record_stops(ledger, victims, now=at, settle_after=at + budget + LISTING_SETTLE_SECONDS,
-                                       not_stopped=not_stopped)
+            to_stop = _recorded(ledger, victims, now, clock, time_left, not_stopped)
             # The lists fill as calls return, so a failure mid-way still logs what was stopped.
             terminate(client, to_stop, sleep=sleep, counter=calls, beneficiary_team=team_of,
                       stopped=stopped, not_stopped=not_stopped, time_left=time_left)
@@ -301,6 +297,16 @@ def run_cycle(
         raise ReclaimError(f"{len(failed_calls)} of {len(victims)} victims could not be stopped: "
                            + "; ".join(f"{n['job']}: {n['error']}" for n in failed_calls[:5]))
     return summary
+
+
+def _recorded(ledger: Ledger | None, victims: Sequence[Mapping], now: float, clock: Callable[[], float] | None,
+              time_left: Callable[[], float] | None, not_stopped: list[dict]) -> Sequence[Mapping]:
+    """The victims whose requeue record is written: no stop without its record (all of them without a ledger)."""
+    if ledger is None:
+        return victims
+    at = clock() if clock is not None else now  # the stops follow the records, not the cycle's start
+    budget = time_left() if time_left is not None else DEFAULT_INVOCATION_SECONDS
+    return record_stops(ledger, victims, now=at, settle_after=at + budget + LISTING_SETTLE_SECONDS, not_stopped=not_stopped)
 
 
 def _note_stops(cache: br.DescribeCache | None, stopped: Sequence[str], not_stopped: Sequence[Mapping],
@@ -362,34 +368,51 @@ def terminate(
     once every other victim was tried. Other per-job errors (a job already gone) are
     logged, not fatal.
     """
-    counter = counter if counter is not None else {}
     named: list[dict[str, Any]] = [dict(v) for v in victims]
     for v in named:
         if v.get("beneficiary") is not None and "beneficiary_team" not in v:
             v["beneficiary_team"] = (beneficiary_team or {}).get(v["beneficiary"], "?")
-    victims = named
-    stopped = stopped if stopped is not None else []
-    not_stopped = not_stopped if not_stopped is not None else []
+    stopper = _Stopper(client, sleep, counter if counter is not None else {}, time_left,
+                       stopped if stopped is not None else [], not_stopped if not_stopped is not None else [])
+    if "TerminateJobs" in client.meta.service_model.operation_names:
+        stopper.in_batches(named)
+    else:
+        log("terminate_fallback", reason="this botocore has no TerminateJobs; one TerminateJob per victim",
+            victims=len(named))
+        stopper.one_by_one(named)
+    return stopper.stopped, stopper.not_stopped
 
-    def out_of_time(rest: Sequence[Mapping]) -> bool:
-        if time_left is None or time_left() >= DEADLINE_MARGIN_SECONDS:
+
+@dataclass
+class _Stopper:
+    """One :func:`terminate` call: the client, its retries and clock, and what it stopped so far."""
+
+    client: Any
+    sleep: Callable[[float], None] | None
+    counter: dict
+    time_left: Callable[[], float] | None
+    stopped: list[str]
+    not_stopped: list[dict]
+
+    def out_of_time(self, rest: Sequence[Mapping]) -> bool:
+        """Near the deadline the rest is not attempted: the next cycle plans again."""
+        if self.time_left is None or self.time_left() >= DEADLINE_MARGIN_SECONDS:
             return False
         log("deadline", "WARNING", reason="the Lambda's time is nearly up; the next cycle plans again",
             not_attempted=[v["job"] for v in rest])
-        not_stopped.extend({"job": v["job"], "error": "not attempted: the Lambda's time ran out"} for v in rest)
+        self.not_stopped.extend({"job": v["job"], "error": "not attempted: the Lambda's time ran out"} for v in rest)
         return True
 
-    def reread(ids_key: str, done: set) -> Callable[[Exception, dict], dict | None]:
+    def reread(self, ids_key: str) -> Callable[[Exception, dict], dict | None]:
         """Before retrying a stop that may have been applied: describe its jobs and
         retry only those neither being stopped nor ended (a job stopped twice would be
         stopped with a second reason, and counted twice)."""
         def before_retry(exc: Exception, params: dict) -> dict | None:
             ids = params[ids_key] if ids_key == "jobs" else [params[ids_key]]
-            response = br.call_with_retry(client, "DescribeJobs", sleep=sleep, counter=counter, jobs=ids)
+            response = br.call_with_retry(self.client, "DescribeJobs", sleep=self.sleep, counter=self.counter, jobs=ids)
             found = {j["jobId"]: j for j in response.get("jobs", ())}
             left = [j for j in ids if j in found and not (found[j].get("isTerminated") or found[j].get("isCancelled"))
                     and found[j].get("status") in _ACTIVE]
-            done.update(j for j in ids if j not in left)
             log("terminate_reread", "WARNING", error=f"{type(exc).__name__}: {exc}", jobs=ids,
                 stopped_or_ended=[j for j in ids if j not in left], retry=left)
             if not left:
@@ -399,19 +422,20 @@ def terminate(
             return None
         return before_retry
 
-    if "TerminateJobs" in client.meta.service_model.operation_names:
+    def in_batches(self, victims: list[dict[str, Any]]) -> None:
+        """``TerminateJobs``, 50 jobs a call; a call failed after its retries makes its jobs fatal."""
         for i in range(0, len(victims), TERMINATE_BATCH):
-            if out_of_time(victims[i:]):
+            if self.out_of_time(victims[i:]):
                 break
             chunk = victims[i:i + TERMINATE_BATCH]
             ids = [v["job"] for v in chunk]
             try:
-                response = br.call_with_retry(client, "TerminateJobs", sleep=sleep, counter=counter,
-                                              before_retry=reread("jobs", set()), jobs=ids, reason=reason_for(chunk))
+                response = br.call_with_retry(self.client, "TerminateJobs", sleep=self.sleep, counter=self.counter,
+                                              before_retry=self.reread("jobs"), jobs=ids, reason=reason_for(chunk))
             except Exception as exc:
                 error = f"{type(exc).__name__}: {exc}"
                 log("terminate_failed", "ERROR", jobs=ids, error=error)
-                not_stopped += [{"job": j, "error": error, "fatal": True} for j in ids]
+                self.not_stopped += [{"job": j, "error": error, "fatal": True} for j in ids]
                 continue
             errors = {e.get("job"): e for e in response.get("errors") or ()}
             for j in ids:
@@ -420,20 +444,20 @@ def terminate(
                     entry = {"job": j, "error": f"{e.get('code', '')}: {e.get('message', '')}".strip()}
                     if _denied_text(entry["error"]):
                         entry["fatal"] = True  # e.g. a job without the queue tag: operators must know
-                    not_stopped.append(entry)
+                    self.not_stopped.append(entry)
                 else:
-                    stopped.append(j)
+                    self.stopped.append(j)
             if errors:
                 log("terminate_partial", "WARNING", errors=list(errors.values()), stopped=len(ids) - len(errors))
-    else:
-        log("terminate_fallback", reason="this botocore has no TerminateJobs; one TerminateJob per victim",
-            victims=len(victims))
+
+    def one_by_one(self, victims: list[dict[str, Any]]) -> None:
+        """``TerminateJob`` per victim (a botocore without ``TerminateJobs``)."""
         for k, v in enumerate(victims):
-            if out_of_time(victims[k:]):
+            if self.out_of_time(victims[k:]):
                 break
             try:
-                br.call_with_retry(client, "TerminateJob", sleep=sleep, counter=counter,
-                                   before_retry=reread("jobId", set()), jobId=v["job"], reason=reason_for([v]))
+                br.call_with_retry(self.client, "TerminateJob", sleep=self.sleep, counter=self.counter,
+                                   before_retry=self.reread("jobId"), jobId=v["job"], reason=reason_for([v]))
             except Exception as exc:
                 error = f"{type(exc).__name__}: {exc}"
                 retryable = br.is_retryable(exc)
@@ -441,10 +465,9 @@ def terminate(
                 entry = {"job": v["job"], "error": error}
                 if retryable or _denied(exc):
                     entry["fatal"] = True
-                not_stopped.append(entry)
+                self.not_stopped.append(entry)
                 continue
-            stopped.append(v["job"])
-    return stopped, not_stopped
+            self.stopped.append(v["job"])
 
 
 def _denied_text(text: str) -> bool:
