@@ -468,19 +468,7 @@ def _parse_teams(state: Mapping, capacity: dict, names: dict | None, check: _Che
                       "use reserve, lend or lend_and_borrow")
             ok = False
         percent = raw.get("borrow_limit_percent", -1)
-        if not _is_number(percent):
-            check.add(f"{where}.borrow_limit_percent", percent, _number_problem(percent),  # type: ignore[arg-type]
-                      "use -1 for unlimited, or a percentage >= 0")
-            ok = False
-        elif percent < -1:
-            check.add(f"{where}.borrow_limit_percent", percent, "is below -1",
-                      "use -1 for unlimited, or a percentage >= 0")
-            ok = False
-        elif -1 < percent < 0:
-            check.add(f"{where}.borrow_limit_percent", percent,
-                      "is negative but not -1 (the only negative value, meaning unlimited)",
-                      "use -1 for unlimited, or a percentage >= 0")
-            ok = False
+        ok = _borrow_limit_percent_ok(percent, where, check) and ok
         raw_limit = raw.get("borrow_limit", None)
         borrow_limit = None
         if raw_limit is not None:
@@ -503,6 +491,21 @@ def _parse_teams(state: Mapping, capacity: dict, names: dict | None, check: _Che
     return teams, set(seen)
 
 
+def _borrow_limit_percent_ok(percent: object, where: str, check: _Checker) -> bool:
+    """-1 (unlimited) or a percentage >= 0; any other value is a problem of ``where``."""
+    fix = "use -1 for unlimited, or a percentage >= 0"
+    if not _is_number(percent):
+        check.add(f"{where}.borrow_limit_percent", percent, _number_problem(percent), fix)  # type: ignore[arg-type]
+    elif percent < -1:  # type: ignore[operator]
+        check.add(f"{where}.borrow_limit_percent", percent, "is below -1", fix)
+    elif -1 < percent < 0:  # type: ignore[operator]
+        check.add(f"{where}.borrow_limit_percent", percent,
+                  "is negative but not -1 (the only negative value, meaning unlimited)", fix)
+    else:
+        return True
+    return False
+
+
 def _parse_jobs(state: Mapping, capacity: Mapping | None, team_names: set | None, check: _Checker) -> list[JobSpec]:
     raw_jobs = state.get("jobs", _MISSING)
     if raw_jobs is _MISSING:
@@ -514,7 +517,6 @@ def _parse_jobs(state: Mapping, capacity: Mapping | None, team_names: set | None
         return []
     jobs: list[JobSpec] = []
     seen: dict[str, int] = {}
-    is_number = _is_number
     append = jobs.append
     fast_teams = team_names if team_names is not None else ()
     fast_resources = capacity if capacity is not None else ()
@@ -551,72 +553,84 @@ def _parse_jobs(state: Mapping, capacity: Mapping | None, team_names: set | None
                     seen[job_id] = i
                     append(JobSpec(job_id, team, job_state, demand, priority, since, terminating))  # type: ignore[arg-type]
                     continue
-        where = f"jobs[{i}]"
-        if not isinstance(raw, Mapping):
-            check.add(where, raw, f"must be a job object, not {_kind(raw)}",
-                      'write {"id": "j1", "team": "alpha", "state": "running", "demand": {"gpu": 1}, "since": 0}')
-            continue
-        get = raw.get  # type: ignore[assignment]
-        n = len(check.problems)
-        job_id = get("id", _MISSING)
-        if type(job_id) is not str:
-            if job_id is _MISSING:
-                check.missing(f"{where}.id", "give the job its id")
-            else:
-                check.add(f"{where}.id", job_id, f"must be a string, not {_kind(job_id)}",
-                          'write the job id as a string, such as "j1"')
-        elif job_id in seen:
-            check.add(f"{where}.id", job_id, f"is a duplicate job id (also jobs[{seen[job_id]}].id)",
-                      "list every job once, with a unique id")
-        else:
-            seen[job_id] = i
-        team = get("team", _MISSING)
-        if type(team) is not str or (team_names is not None and team not in team_names):
-            if team is _MISSING:
-                check.missing(f"{where}.team", "name the job's team")
-            elif not isinstance(team, str):
-                check.add(f"{where}.team", team, f"must be a string, not {_kind(team)}", "write the team's name")
-            else:
-                check.add(f"{where}.team", team, "is not a team of this state",
-                          f"use one of the teams ({_one_of(sorted(team_names))}) or add the team")  # type: ignore[arg-type]
-        job_state = get("state", _MISSING)
-        if job_state != "running" and job_state != "pending":
-            if job_state is _MISSING:
-                check.missing(f"{where}.state", "add state: running or pending")
-            else:
-                check.add(f"{where}.state", job_state, "is not a job state",
-                          "use running (Batch STARTING or RUNNING) or pending (RUNNABLE)")
-        raw_demand = get("demand", _MISSING)
-        demand = None
-        if raw_demand is _MISSING:
-            check.missing(f"{where}.demand", 'add the job\'s demand, such as {"gpu": 1}')
-        elif type(raw_demand) is dict and capacity is not None and all(
-            is_number(a) and a >= 0 and r in capacity for r, a in raw_demand.items()
-        ):
-            demand = raw_demand  # fast path: already valid
-        else:
-            demand = check.amounts(raw_demand, f"{where}.demand", capacity, "the demand")
-        priority = get("priority", 0)
-        if type(priority) is not int:
-            if type(priority) is float and priority.is_integer():
-                priority = int(priority)
-            else:
-                check.add(f"{where}.priority", priority, f"must be an integer, not {_kind(priority)}",
-                          "write a whole number (higher is more important; negative allowed)")
-        since = get("since", _MISSING)
-        if not is_number(since):
-            if since is _MISSING:
-                check.missing(f"{where}.since", "add the start time (running) or enqueue time (pending) in seconds")
-            else:
-                check.add(f"{where}.since", since, _number_problem(since),  # type: ignore[arg-type]
-                          "write the start time (running) or enqueue time (pending) in seconds")
-        terminating = get("terminating", False)
-        if type(terminating) is not bool:
-            check.add(f"{where}.terminating", terminating, f"must be true or false, not {_kind(terminating)}",
-                      "write true or false")
-        if len(check.problems) == n:
-            jobs.append(JobSpec(job_id, team, job_state, demand, priority, since, terminating))  # type: ignore[arg-type]
+        job = _checked_job(raw, i, seen, capacity, team_names, check)
+        if job is not None:
+            append(job)
     return jobs
+
+
+def _checked_job(raw: object, i: int, seen: dict[str, int], capacity: Mapping | None, team_names: set | None,
+                 check: _Checker) -> JobSpec | None:
+    """Job ``i`` checked field by field, each problem recorded; None when it has one.
+
+    The slow path of :func:`_parse_jobs`, taken by a job the fast path did not accept.
+    """
+    where = f"jobs[{i}]"
+    if not isinstance(raw, Mapping):
+        check.add(where, raw, f"must be a job object, not {_kind(raw)}",
+                  'write {"id": "j1", "team": "alpha", "state": "running", "demand": {"gpu": 1}, "since": 0}')
+        return None
+    get = raw.get
+    n = len(check.problems)
+    job_id = get("id", _MISSING)
+    if type(job_id) is not str:
+        if job_id is _MISSING:
+            check.missing(f"{where}.id", "give the job its id")
+        else:
+            check.add(f"{where}.id", job_id, f"must be a string, not {_kind(job_id)}",
+                      'write the job id as a string, such as "j1"')
+    elif job_id in seen:
+        check.add(f"{where}.id", job_id, f"is a duplicate job id (also jobs[{seen[job_id]}].id)",
+                  "list every job once, with a unique id")
+    else:
+        seen[job_id] = i
+    team = get("team", _MISSING)
+    if type(team) is not str or (team_names is not None and team not in team_names):
+        if team is _MISSING:
+            check.missing(f"{where}.team", "name the job's team")
+        elif not isinstance(team, str):
+            check.add(f"{where}.team", team, f"must be a string, not {_kind(team)}", "write the team's name")
+        else:
+            check.add(f"{where}.team", team, "is not a team of this state",
+                      f"use one of the teams ({_one_of(sorted(team_names))}) or add the team")  # type: ignore[arg-type]
+    job_state = get("state", _MISSING)
+    if job_state != "running" and job_state != "pending":
+        if job_state is _MISSING:
+            check.missing(f"{where}.state", "add state: running or pending")
+        else:
+            check.add(f"{where}.state", job_state, "is not a job state",
+                      "use running (Batch STARTING or RUNNING) or pending (RUNNABLE)")
+    raw_demand = get("demand", _MISSING)
+    demand = None
+    if raw_demand is _MISSING:
+        check.missing(f"{where}.demand", 'add the job\'s demand, such as {"gpu": 1}')
+    elif type(raw_demand) is dict and capacity is not None and all(
+        _is_number(a) and a >= 0 and r in capacity for r, a in raw_demand.items()
+    ):
+        demand = raw_demand  # fast path: already valid
+    else:
+        demand = check.amounts(raw_demand, f"{where}.demand", capacity, "the demand")
+    priority = get("priority", 0)
+    if type(priority) is not int:
+        if type(priority) is float and priority.is_integer():
+            priority = int(priority)
+        else:
+            check.add(f"{where}.priority", priority, f"must be an integer, not {_kind(priority)}",
+                      "write a whole number (higher is more important; negative allowed)")
+    since = get("since", _MISSING)
+    if not _is_number(since):
+        if since is _MISSING:
+            check.missing(f"{where}.since", "add the start time (running) or enqueue time (pending) in seconds")
+        else:
+            check.add(f"{where}.since", since, _number_problem(since),  # type: ignore[arg-type]
+                      "write the start time (running) or enqueue time (pending) in seconds")
+    terminating = get("terminating", False)
+    if type(terminating) is not bool:
+        check.add(f"{where}.terminating", terminating, f"must be true or false, not {_kind(terminating)}",
+                  "write true or false")
+    if len(check.problems) > n:
+        return None
+    return JobSpec(job_id, team, job_state, demand, priority, since, terminating)  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------------------
@@ -699,6 +713,51 @@ def _team_table(teams: tuple, resources: list) -> tuple:
     return table
 
 
+def _index_running(nt: int, resources: list, r_team: list[int], r_demand: list[dict],
+                   unprotected: list[bool] | None) -> tuple[list[dict], list[dict], list[list[int]]]:
+    """The running jobs per team: the amounts per resource (kept for exact, fsum, sums); the
+    unprotected jobs in victim order; per resource, those with demand in it (reclaim candidates)."""
+    tol = TOLERANCE
+    # (Loops, not nested comprehensions: on CPython 3.11 each comprehension runs
+    # in a frame of its own, and a plan builds these for every team.)
+    sums: list[dict] = []
+    victims_in: list[dict] = []
+    for _ in range(nt):
+        team_sums: dict = {}
+        team_lists: dict = {}
+        for r in resources:
+            team_sums[r] = []
+            team_lists[r] = []
+        sums.append(team_sums)
+        victims_in.append(team_lists)
+    victims_of: list[list[int]] = [[] for _ in range(nt)]
+    for j in range(len(r_team)):
+        ti = r_team[j]
+        acc = sums[ti]
+        free_to_take = unprotected is None or unprotected[j]
+        if free_to_take:
+            victims_of[ti].append(j)
+            lists = victims_in[ti]
+        for r, d in r_demand[j].items():
+            if d:
+                acc[r].append(d)
+                if d > tol and free_to_take:
+                    lists[r].append(j)
+    return sums, victims_in, victims_of
+
+
+def _usage(sums: list[dict], resources: list) -> list[dict]:
+    """U per team: the exact (fsum) sum of its running amounts per resource."""
+    U: list[dict] = []
+    fsum = math.fsum
+    for acc in sums:
+        u = {}
+        for r in resources:
+            u[r] = fsum(acc[r])
+        U.append(u)
+    return U
+
+
 class PlanState:
     """The plan as it stands: usage, free capacity, reserved idle capacity, the chosen
     victims, and the candidate lists, kept consistent by the contract's operations.
@@ -761,46 +820,10 @@ class PlanState:
             unprotected = [min_runtime <= (now - job.since if job.since < now else 0) + tol for job in running]
         else:
             unprotected = None
-        # The amounts summed per team and resource, kept for exact (fsum) sums. Per
-        # team, the unprotected running jobs in victim order; per team and resource,
-        # those with demand in that resource (reclaim candidates).
-        # (Loops, not nested comprehensions: on CPython 3.11 each comprehension runs
-        # in a frame of its own, and a plan builds these for every team.)
-        sums: list[dict] = []
-        victims_in: list[dict] = []
-        for _ in range(nt):
-            team_sums: dict = {}
-            team_lists: dict = {}
-            for r in resources:
-                team_sums[r] = []
-                team_lists[r] = []
-            sums.append(team_sums)
-            victims_in.append(team_lists)
-        self.sums, self.victims_in = sums, victims_in
-        victims_of: list[list[int]] = [[] for _ in range(nt)]
-        self.victims_of = victims_of
-        for j in range(n_running):
-            ti = r_team[j]
-            acc = sums[ti]
-            free_to_take = unprotected is None or unprotected[j]
-            if free_to_take:
-                victims_of[ti].append(j)
-                lists = victims_in[ti]
-            for r, d in r_demand[j].items():
-                if d:
-                    acc[r].append(d)
-                    if d > tol and free_to_take:
-                        lists[r].append(j)
+        self.sums, self.victims_in, self.victims_of = _index_running(nt, resources, r_team, r_demand, unprotected)
 
         # U per team (exact sums), F (free_of), the borrowing teams per resource.
-        U: list[dict] = []
-        fsum = math.fsum
-        for acc in sums:
-            u = {}
-            for r in resources:
-                u[r] = fsum(acc[r])
-            U.append(u)
-        self.U = U
+        self.U = U = _usage(self.sums, resources)
         self.F = free_of(capacity, dict(enumerate(U)))
         self.borrowers = {r: {ti for ti in range(nt) if U[ti][r] - G[ti][r] > tol} for r in resources}
         # RI from reserved_idle_of over the reserve teams (the others add nothing),
