@@ -43,8 +43,11 @@ def _backend_names() -> str:
 def register(subparsers: argparse._SubParsersAction) -> None:
     # core.simulate is imported when the command runs, so that --help and the other
     # subcommands never pay for (or depend on) the simulator and the planner.
-    from cdk_gpu_share.core.trace import SOURCES
+    _add_simulate(subparsers)
+    _add_trace(subparsers)
 
+
+def _add_simulate(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "simulate",
         help="replay a job trace against the quota policy (what-if)",
@@ -86,6 +89,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "(implies --compare unless --mode is given; needs matplotlib)")
     p.set_defaults(func=run_simulate)
 
+
+def _add_trace(subparsers: argparse._SubParsersAction) -> None:
     t = subparsers.add_parser(
         "trace",
         help="convert public cluster traces to the simulator's job trace, or write a sample one",
@@ -94,6 +99,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     tsub = t.add_subparsers(dest="trace_command", metavar="ACTION")
     tsub.required = True
+    _add_trace_convert(tsub)
+    _add_trace_sample(tsub)
+
+
+def _add_trace_convert(tsub: argparse._SubParsersAction) -> None:
+    from cdk_gpu_share.core.trace import SOURCES
+
     c = tsub.add_parser(
         "convert",
         help="convert a trace (Alibaba OpenB) to job_id,team,submit_time,duration_s,gpus,priority",
@@ -108,6 +120,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     c.add_argument("-o", "--output", metavar="OUT", help="write the CSV here (default: standard output)")
     c.set_defaults(func=run_convert)
 
+
+def _add_trace_sample(tsub: argparse._SubParsersAction) -> None:
     from cdk_gpu_share.core.trace import SAMPLE_JOBS, SAMPLE_SEED
 
     s = tsub.add_parser(
