@@ -47,7 +47,7 @@ import difflib
 import importlib
 import re
 import unicodedata
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -512,6 +512,17 @@ def _str(value: Any, where: str, problems: _Problems, pattern: str | None = None
 MISSING = _MISSING
 read_mapping = _mapping
 check_keys = _check_keys
+
+
+def read_object(value: Any, where: str, keys: Iterable[str], problems: _Problems) -> Mapping | None:
+    """``value`` as a mapping of the given ``keys`` (an unknown key is a problem, with the closest
+    known one); None when it is absent or not a mapping."""
+    data = _mapping(value, where, problems)
+    if data is not None:
+        _check_keys(data, set(keys), where, problems)
+    return data
+
+
 read_int = _int
 read_bool = _bool
 read_str = _str
@@ -599,6 +610,14 @@ def _catalogued(capacity: dict[str, int], backend: str, problems: _Problems, *, 
 
 read_capacity = _capacity
 drop_uncatalogued = _catalogued
+
+
+def read_fleet(section: Mapping, key: str, problems: _Problems, *, sagemaker: bool) -> dict[str, int]:
+    """The ``capacity`` of section ``key``: instances per type, of the types the catalog knows
+    (SageMaker ``ml.`` types, or EC2 types); each refusal recorded."""
+    capacity = _capacity(section.get("capacity", _MISSING), f"{key}.capacity", problems, ml=sagemaker)
+    _catalogued(capacity, key, problems, sagemaker=sagemaker)
+    return capacity
 
 
 _TEAM_KEYS = {

@@ -30,12 +30,10 @@ DEFAULT_PRIORITY = 1
 
 def parse(raw: Any, problems: Problems) -> BatchQuotaConfig | None:
     """The ``batch_quota`` section, or None when it is absent or not a mapping."""
-    data = C.read_mapping(raw, KEY, problems)
+    data = C.read_object(raw, KEY, SECTION_KEYS, problems)
     if data is None:
         return None
-    C.check_keys(data, set(SECTION_KEYS), KEY, problems)
-    capacity = C.read_capacity(data.get("capacity", C.MISSING), f"{KEY}.capacity", problems, ml=True)
-    C.drop_uncatalogued(capacity, KEY, problems, sagemaker=True)
+    capacity = C.read_fleet(data, KEY, problems, sagemaker=True)
     names = {}
     for key in ("queue_name", "service_environment_name"):
         if data.get(key) is not None:

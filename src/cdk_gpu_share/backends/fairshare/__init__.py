@@ -71,10 +71,9 @@ def _allocation(data: Any, problems: Problems, kwargs: dict[str, Any]) -> None:
 
 def _reclaim(raw: Any, problems: Problems) -> ReclaimConfig | None:
     where = f"{KEY}.reclaim"
-    reclaim = C.read_mapping(raw, where, problems)
+    reclaim = C.read_object(raw, where, RECLAIM_KEYS, problems)
     if reclaim is None:
         return None
-    C.check_keys(reclaim, set(RECLAIM_KEYS), where, problems)
     rk: dict[str, Any] = {}
     for name in ("enabled", "dry_run"):
         if name in reclaim:
@@ -87,10 +86,9 @@ def _reclaim(raw: Any, problems: Problems) -> ReclaimConfig | None:
 
 def _vpc(raw: Any, problems: Problems) -> FairshareVpcConfig | None:
     where = f"{KEY}.vpc"
-    data = C.read_mapping(raw, where, problems)
+    data = C.read_object(raw, where, VPC_KEYS, problems)
     if data is None:
         return None
-    C.check_keys(data, set(VPC_KEYS), where, problems)
     for name in ("vpc_id", "subnet_ids"):
         if name not in data:
             problems.add(key(where, name), None, "is required with fairshare.vpc",
@@ -109,12 +107,10 @@ def _vpc(raw: Any, problems: Problems) -> FairshareVpcConfig | None:
 
 def parse(raw: Any, problems: Problems) -> FairshareConfig | None:
     """The ``fairshare`` section, or None when it is absent or not a mapping."""
-    data = C.read_mapping(raw, KEY, problems)
+    data = C.read_object(raw, KEY, SECTION_KEYS, problems)
     if data is None:
         return None
-    C.check_keys(data, set(SECTION_KEYS), KEY, problems)
-    capacity = C.read_capacity(data.get("capacity", C.MISSING), f"{KEY}.capacity", problems, ml=False)
-    C.drop_uncatalogued(capacity, KEY, problems, sagemaker=False)
+    capacity = C.read_fleet(data, KEY, problems, sagemaker=False)
     kwargs: dict[str, Any] = {}
     if data.get("queue_name") is not None:
         kwargs["queue_name"] = C.read_str(data["queue_name"], f"{KEY}.queue_name", problems, C.BATCH_NAME_PATTERN,

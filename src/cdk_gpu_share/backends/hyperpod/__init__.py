@@ -57,10 +57,9 @@ def _capacity(value: Any, problems: Problems) -> dict[str, int]:
 
 
 def _priority_class(entry: Any, where: str, seen: set[str], problems: Problems) -> PriorityClass | None:
-    item = C.read_mapping(entry, where, problems)
+    item = C.read_object(entry, where, ("name", "weight"), problems)
     if item is None:
         return None
-    C.check_keys(item, {"name", "weight"}, where, problems)
     name = C.read_str(item.get("name"), f"{where}.name", problems, hp.PRIORITY_CLASS_NAME_PATTERN,
                       "use lower-case letters, digits and hyphens, starting and ending with a letter or digit")
     weight = C.read_int(item.get("weight"), f"{where}.weight", problems, minimum=0, maximum=100)
@@ -100,10 +99,9 @@ def _eks_cluster_arn(value: Any, problems: Problems) -> str | None:
 
 def parse(raw: Any, problems: Problems) -> HyperPodConfig | None:
     """The ``hyperpod`` section, or None when it is absent or not a mapping."""
-    data = C.read_mapping(raw, KEY, problems)
+    data = C.read_object(raw, KEY, SECTION_KEYS, problems)
     if data is None:
         return None
-    C.check_keys(data, set(SECTION_KEYS), KEY, problems)
     arn = _cluster_arn(data.get("cluster_arn"), problems)
     capacity = _capacity(data.get("capacity", C.MISSING), problems)
     flags = {}
