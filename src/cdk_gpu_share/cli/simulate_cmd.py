@@ -22,8 +22,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from cdk_gpu_share.cli._parser import add_config_argument
-from cdk_gpu_share.cli._table import format_table, html_table
 from cdk_gpu_share.core.errors import ConfigError, GpuShareError, Problem
+from cdk_gpu_share.core.text import format_table, html_table
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
