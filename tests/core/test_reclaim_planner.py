@@ -383,118 +383,121 @@ def test_reclaim_scenarios(case, s, pre, waiting, usage):
 
 
 # ---------------------------------------------------------------------------
-# Rule 2c: in-team preemption
+# Rule 2c: in-team preemption, and reserve teams (idle guarantee never lent)
+#
+# One row per case: (name, state, expected), the expected plan given by the keys it
+# checks: "preemptions" (exactly, with reasons and beneficiaries), "victims" (the ids
+# stopped, in order), "served" and "waiting".
 
 
-def test_in_team_preemption_stops_a_lower_priority_job_of_the_same_team():
-    s = state(2, [team("a", 2, sharing="lend", in_team_preemption=True)], [
-        run("lo", "a", 2, priority=0), pend("hi", "a", 2, priority=5),
-    ])
-    out = plan(s)
-    assert out["preemptions"] == [{"job": "lo", "team": "a", "reason": "in_team", "beneficiary": "hi"}]
-    assert out["served"] == ["hi"]
+def in_team(job, beneficiary):
+    """The preemption of a team's own lower-priority ``job`` for its ``beneficiary``."""
+    return {"job": job, "team": "a", "reason": "in_team", "beneficiary": beneficiary}
 
 
-def test_in_team_preemption_never_stops_equal_priority_jobs():
-    s = state(2, [team("a", 2, in_team_preemption=True)], [run("same", "a", 2, priority=5), pend("p", "a", 2, priority=5)])
-    out = plan(s)
-    assert out["preemptions"] == [] and out["waiting"] == ["p"]
+IN_TEAM_CASES = [
+    (
+        "in-team preemption stops a lower-priority job of the same team",
+        state(2, [team("a", 2, sharing="lend", in_team_preemption=True)], [
+            run("lo", "a", 2, priority=0), pend("hi", "a", 2, priority=5)]),
+        {"preemptions": [in_team("lo", "hi")], "served": ["hi"]},
+    ),
+    (
+        "in-team preemption never stops equal-priority jobs",
+        state(2, [team("a", 2, in_team_preemption=True)], [run("same", "a", 2, priority=5), pend("p", "a", 2, priority=5)]),
+        {"preemptions": [], "waiting": ["p"]},
+    ),
+    (
+        "without in-team preemption the high-priority job waits",
+        state(2, [team("a", 2)], [run("lo", "a", 2, priority=0), pend("hi", "a", 2, priority=5)]),
+        {"preemptions": [], "waiting": ["hi"]},
+    ),
+    (
+        "in-team preemption waits for reclaim_after_seconds",
+        state(2, [team("a", 2, in_team_preemption=True)], [
+            run("lo", "a", 2, priority=0), pend("hi", "a", 2, priority=5, since=NOW - 5)], reclaim_after_seconds=30),
+        {"preemptions": []},
+    ),
+    (
+        # a (G=2) runs lo (1 GPU); hi (2 GPUs) is beyond a's guarantee, so no reclaim in
+        # 2b. In 2c, stopping lo brings hi within the guarantee, then b's job is reclaimed.
+        "in-team preemption gets back under the guarantee and reclaims in one step",
+        state(4, [team("a", 2, in_team_preemption=True), team("b", 2)], [
+            run("lo", "a", 1, priority=0), run("b1", "b", since=1), run("b2", "b", since=2), run("b3", "b", since=3),
+            pend("hi", "a", 2, priority=5)]),
+        {"preemptions": [in_team("lo", "hi"), {"job": "b3", "team": "b", "reason": "reclaim", "beneficiary": "hi"}]},
+    ),
+    (
+        # a (G=1) runs lo (0.5); hi needs 2: even without lo it is beyond a's guarantee,
+        # so b's borrowed GPU is not taken and nothing is chosen.
+        "in-team does not reclaim from others while beyond the guarantee",
+        state(3, [team("a", 1, in_team_preemption=True), team("b", 2)], [
+            run("lo", "a", 0.5, priority=0), run("b1", "b", 1), run("b2", "b", 1), run("b3", "b", 0.5, since=3),
+            pend("hi", "a", 2, priority=5)]),
+        {"preemptions": [], "waiting": ["hi"]},
+    ),
+    (
+        "in-team puts back its own jobs made unnecessary",
+        state(3, [team("a", 3, in_team_preemption=True)], [
+            run("lo1", "a", 1, priority=0), run("lo2", "a", 2, priority=1), pend("hi", "a", 2, priority=5)]),
+        {"victims": ["lo2"]},
+    ),
+    (
+        # a borrows 1 GPU, its cap. hi (1 GPU) would borrow 2; stopping a's low-priority
+        # job brings it back to 1, within the cap, though still beyond the guarantee.
+        "in-team preemption can bring a job back within the borrow cap",
+        state(6, [team("a", 2, borrow_limit={"gpu": 1}, in_team_preemption=True), team("o", 4)], [
+            run("lo", "a", 1, priority=0), run("mid", "a", 2, priority=9), pend("hi", "a", 1, priority=5)]),
+        {"preemptions": [in_team("lo", "hi")]},
+    ),
+    (
+        # a is within its guarantee but b's running jobs are protected: 2b fails; 2c
+        # stops a's own lower-priority job.
+        "in-team is tried after a failed reclaim",
+        state(3, [team("a", 2, in_team_preemption=True), team("b", 1)], [
+            run("b1", "b", since=NOW - 1), run("b2", "b", since=NOW - 1), run("lo", "a", 1, priority=-1),
+            pend("hi", "a", 1, priority=3)], min_runtime_seconds=30),
+        {"preemptions": [in_team("lo", "hi")]},
+    ),
+]
+
+RESERVE_CASES = [
+    (
+        "a reserve team's idle guarantee is not lent",
+        state(4, [team("r", 2, sharing="reserve"), team("a", 2)], [run("a1", "a", 2), pend("a2", "a", 1)]),
+        {"waiting": ["a2"], "served": []},
+    ),
+    (
+        "a reserve team uses its own idle guarantee",
+        state(4, [team("r", 2, sharing="reserve"), team("a", 2)], [run("a1", "a", 2), pend("r1", "r", 2)]),
+        {"served": ["r1"]},
+    ),
+    (
+        # The pool's only free GPU is r's idle guarantee; a lacks room; b borrows 1 and is
+        # reclaimed, never r's idle GPU handed out.
+        "a reserve team's idle guarantee is not reclaimed for a lender either",
+        state(4, [team("r", 1, sharing="reserve"), team("a", 1), team("b", 2)], [
+            run("b1", "b"), run("b2", "b"), run("b3", "b", since=5), pend("a1", "a")]),
+        {"victims": ["b3"]},
+    ),
+    (
+        "a lend team lends its idle guarantee",
+        state(4, [team("l", 2, sharing="lend"), team("a", 2)], [run("a1", "a", 2), pend("a2", "a", 2)]),
+        {"served": ["a2"]},
+    ),
+]
 
 
-def test_without_in_team_preemption_the_high_priority_job_waits():
-    s = state(2, [team("a", 2)], [run("lo", "a", 2, priority=0), pend("hi", "a", 2, priority=5)])
-    out = plan(s)
-    assert out["preemptions"] == [] and out["waiting"] == ["hi"]
+def plan_outcome(out, expected):
+    """The parts of plan ``out`` that ``expected`` names, to compare with it."""
+    got = {"preemptions": out["preemptions"], "victims": victims(out), "served": out["served"], "waiting": out["waiting"]}
+    return {key: got[key] for key in expected}
 
 
-def test_in_team_preemption_waits_for_reclaim_after_seconds():
-    s = state(2, [team("a", 2, in_team_preemption=True)], [
-        run("lo", "a", 2, priority=0), pend("hi", "a", 2, priority=5, since=NOW - 5),
-    ], reclaim_after_seconds=30)
-    assert plan(s)["preemptions"] == []
-
-
-def test_in_team_preemption_gets_back_under_guarantee_and_reclaims_in_one_step():
-    # a (G=2) runs lo (1 GPU); hi (2 GPUs) is beyond a's guarantee, so no reclaim in
-    # 2b. In 2c, stopping lo brings hi within the guarantee, then b's job is reclaimed.
-    s = state(4, [team("a", 2, in_team_preemption=True), team("b", 2)], [
-        run("lo", "a", 1, priority=0), run("b1", "b", since=1), run("b2", "b", since=2), run("b3", "b", since=3),
-        pend("hi", "a", 2, priority=5),
-    ])
-    out = plan(s)
-    assert out["preemptions"] == [
-        {"job": "lo", "team": "a", "reason": "in_team", "beneficiary": "hi"},
-        {"job": "b3", "team": "b", "reason": "reclaim", "beneficiary": "hi"},
-    ]
-
-
-def test_in_team_does_not_reclaim_from_others_while_beyond_guarantee():
-    # a (G=1) runs lo (0.5); hi needs 2: even without lo it is beyond a's guarantee,
-    # so b's borrowed GPU is not taken and nothing is chosen.
-    s = state(3, [team("a", 1, in_team_preemption=True), team("b", 2)], [
-        run("lo", "a", 0.5, priority=0), run("b1", "b", 1), run("b2", "b", 1), run("b3", "b", 0.5, since=3),
-        pend("hi", "a", 2, priority=5),
-    ])
-    out = plan(s)
-    assert out["preemptions"] == [] and out["waiting"] == ["hi"]
-
-
-def test_in_team_puts_back_own_jobs_made_unnecessary():
-    s = state(3, [team("a", 3, in_team_preemption=True)], [
-        run("lo1", "a", 1, priority=0), run("lo2", "a", 2, priority=1), pend("hi", "a", 2, priority=5),
-    ])
-    assert victims(plan(s)) == ["lo2"]
-
-
-def test_in_team_preemption_can_bring_a_job_back_within_the_borrow_cap():
-    # a borrows 1 GPU, its cap. hi (1 GPU) would borrow 2; stopping a's low-priority
-    # job brings it back to 1, within the cap, though still beyond the guarantee.
-    s = state(6, [team("a", 2, borrow_limit={"gpu": 1}, in_team_preemption=True), team("o", 4)], [
-        run("lo", "a", 1, priority=0), run("mid", "a", 2, priority=9), pend("hi", "a", 1, priority=5),
-    ])
-    out = plan(s)
-    assert out["preemptions"] == [{"job": "lo", "team": "a", "reason": "in_team", "beneficiary": "hi"}]
-
-
-def test_in_team_is_tried_after_a_failed_reclaim():
-    # a is within its guarantee but b's running jobs are protected: 2b fails; 2c
-    # stops a's own lower-priority job.
-    s = state(3, [team("a", 2, in_team_preemption=True), team("b", 1)], [
-        run("b1", "b", since=NOW - 1), run("b2", "b", since=NOW - 1), run("lo", "a", 1, priority=-1),
-        pend("hi", "a", 1, priority=3),
-    ], min_runtime_seconds=30)
-    out = plan(s)
-    assert out["preemptions"] == [{"job": "lo", "team": "a", "reason": "in_team", "beneficiary": "hi"}]
-
-
-# ---------------------------------------------------------------------------
-# Reserve teams: idle guarantee is never lent
-
-
-def test_reserve_teams_idle_guarantee_is_not_lent():
-    s = state(4, [team("r", 2, sharing="reserve"), team("a", 2)], [run("a1", "a", 2), pend("a2", "a", 1)])
-    out = plan(s)
-    assert out["waiting"] == ["a2"] and out["served"] == []
-
-
-def test_reserve_team_uses_its_own_idle_guarantee():
-    s = state(4, [team("r", 2, sharing="reserve"), team("a", 2)], [run("a1", "a", 2), pend("r1", "r", 2)])
-    assert plan(s)["served"] == ["r1"]
-
-
-def test_reserve_idle_is_not_reclaimed_for_a_lender_either():
-    # The pool's only free GPU is r's idle guarantee; a lacks room; b borrows 1 and is
-    # reclaimed, never r's idle GPU handed out.
-    s = state(4, [team("r", 1, sharing="reserve"), team("a", 1), team("b", 2)], [
-        run("b1", "b"), run("b2", "b"), run("b3", "b", since=5), pend("a1", "a"),
-    ])
-    out = plan(s)
-    assert victims(out) == ["b3"]
-
-
-def test_lend_team_lends_its_idle_guarantee():
-    s = state(4, [team("l", 2, sharing="lend"), team("a", 2)], [run("a1", "a", 2), pend("a2", "a", 2)])
-    assert plan(s)["served"] == ["a2"]
+@pytest.mark.parametrize("name,s,expected", IN_TEAM_CASES + RESERVE_CASES,
+                         ids=[c[0] for c in IN_TEAM_CASES + RESERVE_CASES])
+def test_in_team_and_reserve_cases(name, s, expected):
+    assert plan_outcome(plan(s), expected) == expected
 
 
 # ---------------------------------------------------------------------------
