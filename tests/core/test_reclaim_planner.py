@@ -189,64 +189,72 @@ def test_job_served_earlier_in_the_plan_is_not_a_victim_later():
 
 
 # ---------------------------------------------------------------------------
-# Rule 2: order of the pending jobs
+# Rule 2: the order of the pending jobs, and rule 2b: when a pending job reclaims
+# (rows: name, state, the expected plan by the keys it checks; see plan_outcome)
+
+ORDER_CASES = [
+    (
+        "jobs within their guarantee come before higher-priority jobs beyond it",
+        state(2, [team("a", 1), team("b", 0)], [pend("b1", "b", 2, priority=10), pend("a1", "a", 1)]),
+        {"served": ["a1"], "waiting": ["b1"]},
+    ),
+    (
+        "within each group: priority, then since, then id",
+        state(10, [team("a", 10)], [
+            pend("z", "a", 1, priority=0, since=5), pend("y", "a", 1, priority=0, since=5),
+            pend("x", "a", 1, priority=0, since=9), pend("w", "a", 1, priority=3, since=50)]),
+        {"served": ["w", "y", "z", "x"]},
+    ),
+    (
+        # a2 is within a's guarantee at the start; once a1 is served it no longer is, but
+        # it stays in the first group, ahead of the higher-priority c1.
+        "groups are decided once, when rule 2 starts",
+        state(4, [team("a", 2), team("c", 0), team("d", 2)], [
+            pend("a1", "a", 1, since=1), pend("a2", "a", 1, since=2), pend("c1", "c", 1, priority=9)]),
+        {"served": ["a1", "a2", "c1"]},
+    ),
+    (
+        # group 1: a_ok, b_ok (by priority: a_ok 0, b_ok -1); group 2: a_big (2), b_big (1).
+        "served and waiting follow the order of consideration",
+        state(2, [team("a", 1), team("b", 1, sharing="lend")], [
+            pend("b_big", "b", 2, priority=1), pend("a_ok", "a", 1), pend("b_ok", "b", 1, priority=-1),
+            pend("a_big", "a", 3, priority=2)]),
+        {"served": ["a_ok", "b_ok"], "waiting": ["a_big", "b_big"]},
+    ),
+]
+
+WHEN_TO_RECLAIM_CASES = [
+    (
+        "a job that has not waited reclaim_after_seconds causes no preemption",
+        state(2, [team("a", 1), team("b", 1)], [run("b1", "b"), run("b2", "b"), pend("a1", "a", since=NOW - 10)],
+              reclaim_after_seconds=60),
+        {"preemptions": [], "waiting": ["a1"]},
+    ),
+    (
+        "a job that waited exactly reclaim_after_seconds reclaims",
+        state(2, [team("a", 1), team("b", 1)], [run("b1", "b"), run("b2", "b"), pend("a1", "a", since=NOW - 60)],
+              reclaim_after_seconds=60),
+        {"preemptions": [{"job": "b2", "team": "b", "reason": "reclaim", "beneficiary": "a1"}]},
+    ),
+    (
+        "a pending job beyond its guarantee does not reclaim",
+        state(3, [team("a", 1), team("b", 2)], [run("b1", "b", 3), pend("a1", "a", 2)]),
+        {"preemptions": [], "waiting": ["a1"]},
+    ),
+]
 
 
-def test_jobs_within_guarantee_come_before_higher_priority_jobs_beyond_it():
-    s = state(2, [team("a", 1), team("b", 0)], [pend("b1", "b", 2, priority=10), pend("a1", "a", 1)])
-    out = plan(s)
-    assert out["served"] == ["a1"] and out["waiting"] == ["b1"]
+def plan_outcome(out, expected):
+    """The parts of plan ``out`` that ``expected`` names ("preemptions" exactly, "victims" as the
+    ids stopped in order, "served", "waiting"), to compare with it."""
+    got = {"preemptions": out["preemptions"], "victims": victims(out), "served": out["served"], "waiting": out["waiting"]}
+    return {key: got[key] for key in expected}
 
 
-def test_within_each_group_priority_then_since_then_id():
-    s = state(10, [team("a", 10)], [
-        pend("z", "a", 1, priority=0, since=5), pend("y", "a", 1, priority=0, since=5),
-        pend("x", "a", 1, priority=0, since=9), pend("w", "a", 1, priority=3, since=50),
-    ])
-    assert plan(s)["served"] == ["w", "y", "z", "x"]
-
-
-def test_groups_are_decided_once_when_rule_2_starts():
-    # a2 is within a's guarantee at the start; once a1 is served it no longer is, but
-    # it stays in the first group, ahead of the higher-priority c1.
-    s = state(4, [team("a", 2), team("c", 0), team("d", 2)], [
-        pend("a1", "a", 1, since=1), pend("a2", "a", 1, since=2), pend("c1", "c", 1, priority=9),
-    ])
-    assert plan(s)["served"] == ["a1", "a2", "c1"]
-
-
-def test_served_and_waiting_follow_the_order_of_consideration():
-    s = state(2, [team("a", 1), team("b", 1, sharing="lend")], [
-        pend("b_big", "b", 2, priority=1), pend("a_ok", "a", 1), pend("b_ok", "b", 1, priority=-1),
-        pend("a_big", "a", 3, priority=2),
-    ])
-    out = plan(s)
-    # group 1: a_ok, b_ok (by priority: a_ok 0, b_ok -1); group 2: a_big (2), b_big (1).
-    assert out["served"] == ["a_ok", "b_ok"]
-    assert out["waiting"] == ["a_big", "b_big"]
-
-
-# ---------------------------------------------------------------------------
-# Rule 2b: reclaim
-
-
-def test_job_that_has_not_waited_causes_no_preemption():
-    s = state(2, [team("a", 1), team("b", 1)], [run("b1", "b"), run("b2", "b"), pend("a1", "a", since=NOW - 10)],
-              reclaim_after_seconds=60)
-    out = plan(s)
-    assert out["preemptions"] == [] and out["waiting"] == ["a1"]
-
-
-def test_job_that_waited_exactly_reclaim_after_seconds_reclaims():
-    s = state(2, [team("a", 1), team("b", 1)], [run("b1", "b"), run("b2", "b"), pend("a1", "a", since=NOW - 60)],
-              reclaim_after_seconds=60)
-    assert victims(plan(s), "reclaim") == ["b2"]
-
-
-def test_pending_job_beyond_its_guarantee_does_not_reclaim():
-    s = state(3, [team("a", 1), team("b", 2)], [run("b1", "b", 3), pend("a1", "a", 2)])
-    out = plan(s)
-    assert out["preemptions"] == [] and out["waiting"] == ["a1"]
+@pytest.mark.parametrize("name,s,expected", ORDER_CASES + WHEN_TO_RECLAIM_CASES,
+                         ids=[c[0] for c in ORDER_CASES + WHEN_TO_RECLAIM_CASES])
+def test_order_and_when_to_reclaim_cases(name, s, expected):
+    assert plan_outcome(plan(s), expected) == expected
 
 
 # Rule 2b and the victim order (rule 3), as a table: (case, state, the preemptions as
@@ -385,9 +393,7 @@ def test_reclaim_scenarios(case, s, pre, waiting, usage):
 # ---------------------------------------------------------------------------
 # Rule 2c: in-team preemption, and reserve teams (idle guarantee never lent)
 #
-# One row per case: (name, state, expected), the expected plan given by the keys it
-# checks: "preemptions" (exactly, with reasons and beneficiaries), "victims" (the ids
-# stopped, in order), "served" and "waiting".
+# One row per case: (name, state, expected), as the tables of rule 2 (see plan_outcome).
 
 
 def in_team(job, beneficiary):
@@ -486,12 +492,6 @@ RESERVE_CASES = [
         {"served": ["a2"]},
     ),
 ]
-
-
-def plan_outcome(out, expected):
-    """The parts of plan ``out`` that ``expected`` names, to compare with it."""
-    got = {"preemptions": out["preemptions"], "victims": victims(out), "served": out["served"], "waiting": out["waiting"]}
-    return {key: got[key] for key in expected}
 
 
 @pytest.mark.parametrize("name,s,expected", IN_TEAM_CASES + RESERVE_CASES,
