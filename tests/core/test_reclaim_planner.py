@@ -75,7 +75,7 @@ def test_pending_job_larger_than_the_pool_waits_without_preemption():
 
 
 # ---------------------------------------------------------------------------
-# Rule 1: borrow caps
+# Rule 1: borrow caps, and protected jobs (rows: name, state, the expected plan; see plan_outcome)
 
 
 def test_team_over_its_percent_cap_loses_lowest_priority_jobs():
@@ -95,97 +95,94 @@ def test_borrow_limit_victims_have_no_beneficiary_key():
     assert "beneficiary" not in pre and pre["reason"] == "borrow_limit"
 
 
-def test_borrow_cap_put_back_returns_jobs_not_needed_after_a_bigger_one():
-    # B=3, C=1. Victim order x1 (1 GPU), then x2 (3 GPUs): after x2 the cap holds;
-    # walking back, x2 is still needed but x1 is put back.
-    s = state(6, [team("a", 2, borrow_limit={"gpu": 1}), team("b", 4)], [
-        run("x1", "a", 1, priority=0), run("x2", "a", 3, priority=1), run("x3", "a", 1, priority=2),
-    ])
-    assert victims(plan(s)) == ["x2"]
+def borrow_limit(*jobs, team="a"):
+    """The preemptions of ``jobs`` of ``team`` for its borrow cap (rule 1), in that order."""
+    return [{"job": j, "team": team, "reason": "borrow_limit"} for j in jobs]
 
 
-def test_borrow_cap_not_reachable_because_of_protected_jobs_keeps_every_chosen_job():
-    # B=3, C=0; the 3-GPU job is protected, so the cap cannot be reached: the
-    # unprotected jobs are all chosen and none is put back.
-    s = state(8, [team("a", 1, sharing="lend"), team("b", 7)], [
-        run("big", "a", 3, since=NOW - 5), run("s1", "a", 1, since=0), run("s2", "a", 1, since=1),
-        run("g", "a", 0.5, since=2, priority=9),
-    ], min_runtime_seconds=60)
-    out = plan(s)
-    assert sorted(victims(out, "borrow_limit")) == ["g", "s1", "s2"]
-    assert "big" not in victims(out)
+BORROW_CAP_CASES = [
+    (
+        # B=3, C=1. Victim order x1 (1 GPU), then x2 (3 GPUs): after x2 the cap holds;
+        # walking back, x2 is still needed but x1 is put back.
+        "the borrow cap's put-back returns jobs not needed after a bigger one",
+        state(6, [team("a", 2, borrow_limit={"gpu": 1}), team("b", 4)], [
+            run("x1", "a", 1, priority=0), run("x2", "a", 3, priority=1), run("x3", "a", 1, priority=2)]),
+        {"victims": ["x2"]},
+    ),
+    (
+        # B=3, C=0; the 3-GPU job is protected, so the cap cannot be reached: the
+        # unprotected jobs are all chosen, in victim order, and none is put back.
+        "a borrow cap out of reach because of protected jobs keeps every chosen job",
+        state(8, [team("a", 1, sharing="lend"), team("b", 7)], [
+            run("big", "a", 3, since=NOW - 5), run("s1", "a", 1, since=0), run("s2", "a", 1, since=1),
+            run("g", "a", 0.5, since=2, priority=9)], min_runtime_seconds=60),
+        {"preemptions": borrow_limit("s2", "s1", "g")},
+    ),
+    (
+        # a may not borrow gpu; a protected 2-GPU job keeps it over the cap, so every
+        # chosen job stays chosen -- but the cpu-only job is never chosen.
+        "the borrow cap skips jobs without demand in the exceeding resource",
+        state({"gpu": 4, "cpu": 8}, [
+            team("a", guarantee={"gpu": 1, "cpu": 4}, borrow_limit={"gpu": 0}),
+            team("b", guarantee={"gpu": 3, "cpu": 4}),
+        ], [
+            run("cpu_only", "a", demand={"cpu": 2}, priority=-5),
+            run("g1", "a", demand={"gpu": 1, "cpu": 1}, priority=0, since=1),
+            run("g2", "a", demand={"gpu": 1}, priority=0, since=2),
+            run("big", "a", demand={"gpu": 2}, since=NOW - 1),
+        ], min_runtime_seconds=60),
+        {"victims": ["g2", "g1"]},
+    ),
+    (
+        "borrow caps are applied to the teams in name order",
+        state(8, [team("b", 1, sharing="reserve"), team("a", 1, sharing="lend"), team("c", 6)], [
+            run("b1", "b"), run("b2", "b", since=1), run("a1", "a"), run("a2", "a", since=1)]),
+        {"victims": ["a2", "b2"]},
+    ),
+    (
+        "reserve and lend teams may not borrow at all",
+        state(8, [team("r", 1, sharing="reserve"), team("l", 1, sharing="lend"), team("o", 6)], [
+            pend("r1", "r", 2), pend("l1", "l", 2), pend("o1", "o", 0.5)]),
+        {"waiting": ["l1", "r1"], "served": ["o1"]},
+    ),
+]
+
+PROTECTED_CASES = [
+    (
+        # b's most recent job would be the victim, but it started 10 s ago (< 60 s).
+        "a protected running job is never chosen for reclaim",
+        state(2, [team("a", 1), team("b", 1)], [
+            run("old", "b", since=0), run("new", "b", since=NOW - 10), pend("a1", "a", since=0)], min_runtime_seconds=60),
+        {"victims": ["old"]},
+    ),
+    (
+        "a job exactly min_runtime_seconds old is no longer protected",
+        state(2, [team("a", 1), team("b", 1)], [
+            run("old", "b", since=0), run("new", "b", since=NOW - 60), pend("a1", "a")], min_runtime_seconds=60),
+        {"victims": ["new"]},
+    ),
+    (
+        "a pending job waits when every candidate is protected",
+        state(2, [team("a", 1), team("b", 1)], [
+            run("b1", "b", since=NOW - 1), run("b2", "b", since=NOW - 2), pend("a1", "a")], min_runtime_seconds=60),
+        {"preemptions": [], "waiting": ["a1"]},
+    ),
+    (
+        # a's two pending jobs are both within its guarantee when rule 2 starts and come
+        # first by priority; the second borrows b's GPU. b's job then finds no victim: the
+        # served job is not a running job and is protected.
+        "a job served earlier in the plan is not a victim later",
+        state(2, [team("a", 1), team("b", 1)], [
+            pend("a1", "a", priority=5, since=1), pend("a2", "a", priority=5, since=2), pend("b1", "b", priority=0)]),
+        {"served": ["a1", "a2"], "waiting": ["b1"], "preemptions": []},
+    ),
+]
 
 
-def test_borrow_cap_skips_jobs_without_demand_in_the_exceeding_resource():
-    # a may not borrow gpu; a protected 2-GPU job keeps it over the cap, so every
-    # chosen job stays chosen -- but the cpu-only job is never chosen.
-    s = state({"gpu": 4, "cpu": 8}, [
-        team("a", guarantee={"gpu": 1, "cpu": 4}, borrow_limit={"gpu": 0}),
-        team("b", guarantee={"gpu": 3, "cpu": 4}),
-    ], [
-        run("cpu_only", "a", demand={"cpu": 2}, priority=-5),
-        run("g1", "a", demand={"gpu": 1, "cpu": 1}, priority=0, since=1),
-        run("g2", "a", demand={"gpu": 1}, priority=0, since=2),
-        run("big", "a", demand={"gpu": 2}, since=NOW - 1),
-    ], min_runtime_seconds=60)
-    assert victims(plan(s)) == ["g2", "g1"]
-
-
-def test_borrow_cap_is_applied_to_teams_in_name_order():
-    s = state(8, [team("b", 1, sharing="reserve"), team("a", 1, sharing="lend"), team("c", 6)], [
-        run("b1", "b"), run("b2", "b", since=1), run("a1", "a"), run("a2", "a", since=1),
-    ])
-    assert victims(plan(s)) == ["a2", "b2"]
-
-
-def test_reserve_and_lend_teams_may_not_borrow_at_all():
-    s = state(8, [team("r", 1, sharing="reserve"), team("l", 1, sharing="lend"), team("o", 6)], [
-        pend("r1", "r", 2), pend("l1", "l", 2), pend("o1", "o", 0.5),
-    ])
-    out = plan(s)
-    assert out["waiting"] == ["l1", "r1"]
-    assert out["served"] == ["o1"]
-
-
-# ---------------------------------------------------------------------------
-# Protected jobs
-
-
-def test_protected_running_job_is_never_chosen_for_reclaim():
-    # b's most recent job would be the victim, but it started 10 s ago (< 60 s).
-    s = state(2, [team("a", 1), team("b", 1)], [
-        run("old", "b", since=0), run("new", "b", since=NOW - 10), pend("a1", "a", since=0),
-    ], min_runtime_seconds=60)
-    assert victims(plan(s)) == ["old"]
-
-
-def test_job_exactly_min_runtime_old_is_no_longer_protected():
-    s = state(2, [team("a", 1), team("b", 1)], [
-        run("old", "b", since=0), run("new", "b", since=NOW - 60), pend("a1", "a"),
-    ], min_runtime_seconds=60)
-    assert victims(plan(s)) == ["new"]
-
-
-def test_pending_job_waits_when_all_candidates_are_protected():
-    s = state(2, [team("a", 1), team("b", 1)], [
-        run("b1", "b", since=NOW - 1), run("b2", "b", since=NOW - 2), pend("a1", "a"),
-    ], min_runtime_seconds=60)
-    out = plan(s)
-    assert out["preemptions"] == [] and out["waiting"] == ["a1"]
-
-
-def test_job_served_earlier_in_the_plan_is_not_a_victim_later():
-    # a's two pending jobs are both within its guarantee when rule 2 starts and come
-    # first by priority; the second borrows b's GPU. b's job then finds no victim: the
-    # served job is not a running job and is protected.
-    s = state(2, [team("a", 1), team("b", 1)], [
-        pend("a1", "a", priority=5, since=1), pend("a2", "a", priority=5, since=2),
-        pend("b1", "b", priority=0),
-    ])
-    out = plan(s)
-    assert out["served"] == ["a1", "a2"]
-    assert out["waiting"] == ["b1"]
-    assert out["preemptions"] == []
+@pytest.mark.parametrize("name,s,expected", BORROW_CAP_CASES + PROTECTED_CASES,
+                         ids=[c[0] for c in BORROW_CAP_CASES + PROTECTED_CASES])
+def test_borrow_cap_and_protected_job_cases(name, s, expected):
+    assert plan_outcome(plan(s), expected) == expected
 
 
 # ---------------------------------------------------------------------------
