@@ -35,7 +35,7 @@ def test_schema_is_a_valid_draft_2020_12_schema():
 
 def test_every_key_the_validator_takes_is_described_and_nothing_else():
     for section, keys in config_schema.validator_keys().items():
-        assert set(config_schema.DESCRIPTIONS[section]) == keys, section
+        assert set(config_schema.descriptions()[section]) == keys, section
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)

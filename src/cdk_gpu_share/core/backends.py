@@ -91,6 +91,9 @@ class BackendSpec(Protocol):
     #: The keys of each object its section holds, by the name the schema's descriptions use
     #: (``{"fairshare": ..., "reclaim": ...}``); the schema's test compares them with the descriptions.
     section_keys: Mapping[str, frozenset[str]]
+    #: The words an editor shows on hover for the section (key ``""``: its top-level key) and the
+    #: keys of each object it holds, by the same names as :attr:`section_keys`.
+    descriptions: Mapping[str, Mapping[str, str]]
 
     def parse(self, raw: Any, problems: Problems) -> Any | None:
         """The section read from ``raw`` (None when absent); every problem recorded in ``problems``."""
@@ -139,6 +142,7 @@ class Backend:
     default_borrow_percent: int | None = None
     rules: tuple[Rule, ...] = ()
     section_keys: Mapping[str, frozenset[str]] = {}
+    descriptions: Mapping[str, Mapping[str, str]] = {}
     resource_labels: tuple[tuple[str, str], ...] = ()
     status: str | None = None
 
@@ -171,6 +175,7 @@ class Backend:
 
 #: Every member of a BackendSpec, which :func:`register` checks a spec has.
 _MEMBERS = ("key", "strategy", "capacity_hint", "default_borrow_percent", "construct", "status", "rules", "section_keys",
+            "descriptions",
             "resource_labels", "parse", "schema", "to_mapping", "describe_resource", "plan_extras", "idle_costs",
             "in_team_preemption_text", "scenario_settings", "poll_seconds")
 _registry: dict[str, BackendSpec] = {}

@@ -27,14 +27,12 @@ from cdk_gpu_share.core import security_config as SEC
 
 SCHEMA_ID = "https://github.com/cdk-gpu-share/cdk-gpu-share/platform.schema.json"
 
-#: Descriptions per section and key: the words an editor shows on hover.
+#: Descriptions per section and key: the words an editor shows on hover. Each backend's
+#: are in its package (``BackendSpec.descriptions``); :func:`descriptions` has them all.
 DESCRIPTIONS: dict[str, dict[str, str]] = {
     "": {
         "platform": "The platform: its name prefixes every stack and resource name.",
         "teams": "The ML teams sharing the fleet, each with its guarantee per instance type.",
-        "batch_quota": "AWS Batch quota management for SageMaker Training jobs.",
-        "hyperpod": "SageMaker HyperPod task governance on one EKS-orchestrated cluster.",
-        "fairshare": "Classic AWS Batch on EC2 GPU instances with fair share and the reclaim Lambda.",
         "inference": "MIG-partitioned SageMaker inference endpoints.",
         "alerts": "Where every alarm of the platform goes: emails (a new encrypted topic) or topic_arn (an existing one).",
         "security": "Who administers team identity: the principals the tag guard (`gpu-share guard`) still lets set"
@@ -66,52 +64,10 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
         "memory_gib": "Memory in GiB (HyperPod).",
         "mig": "MIG partitions: profile -> count (HyperPod).",
     },
-    "batch_quota": {
-        "capacity": "Instances per SageMaker instance type (ml.*) in the service environment.",
-        "queue_name": "Job queue name. Default: <platform>-training.",
-        "service_environment_name": "Service environment name. Default: derived from the platform name.",
-        "priority": "Job queue priority, 0 to 1000. Default: 1.",
-    },
-    "hyperpod": {
-        "cluster_arn": "ARN of the HyperPod cluster (arn:aws:sagemaker:REGION:ACCOUNT:cluster/ID).",
-        "capacity": "Instances per HyperPod instance type in the cluster.",
-        "fair_share": "Fair-share scheduling across teams. Default: true.",
-        "idle_resource_sharing": "Teams may lend idle compute. Default: true.",
-        "priority_classes": "Up to 10 task priority classes: {name, weight 0..100}.",
-        "scheduler_config_name": "Name of the cluster scheduler config. Default: derived from the platform name.",
-        "eks_cluster_arn": "ARN of the cluster's EKS cluster: each team gets an access entry scoped to its namespace."
-        " Default: none (no access entries).",
-    },
-    "fairshare": {
-        "capacity": "Instances per EC2 GPU instance type in the compute environment.",
-        "queue_name": "Job queue name. Default: <platform>-fairshare.",
-        "share_decay_seconds": "Fair-share decay window in seconds. Default: 3600.",
-        "compute_reservation": "Percentage of capacity reserved for inactive share identifiers. Default: 0.",
-        "allocation_strategy": "Batch allocation strategy. Default: BEST_FIT_PROGRESSIVE.",
-        "spot": "Use Spot instances. Default: false.",
-        "min_instances": "Instances kept running. Default: 0.",
-        "job_attempts": "Attempts per job (a reclaimed job is resubmitted). Default: 5.",
-        "reclaim": "The reclaim Lambda that takes lent GPUs back.",
-        "vpc": "An existing VPC for the GPU instances: {vpc_id, subnet_ids, security_group_ids?}. Default: a new"
-        " VPC (2 AZs, 1 NAT gateway, flow logs).",
-    },
-    "fairshare_vpc": {
-        "vpc_id": "The VPC of the subnets (vpc-...).",
-        "subnet_ids": "Subnets the GPU instances run in (subnet-...), with a route to ECR, ECS, Batch and"
-        " CloudWatch (a NAT gateway or interface endpoints).",
-        "security_group_ids": "Security groups of the instances (sg-...). Default: a new egress-only group in the VPC.",
-    },
     "security": {
         "administrators": "ARN patterns (aws:PrincipalArn; * and ? wildcards) of the IAM roles or users that may set"
         " or remove a team's principal tag on users, roles and sessions under the tag guard. Include the role that"
         " deploys the team stacks (they tag their roles). Default: none (nobody may).",
-    },
-    "reclaim": {
-        "enabled": "Run the reclaim Lambda. Default: true.",
-        "schedule_minutes": "Minutes between reclaim cycles. Default: 1.",
-        "dry_run": "Log what would be stopped, stop nothing. Default: false.",
-        "reclaim_after_seconds": "How long a lender waits before its lent GPUs are taken back. Default: 0.",
-        "min_runtime_seconds": "Jobs younger than this are never stopped. Default: 0.",
     },
 }
 
@@ -135,10 +91,20 @@ def validator_keys() -> dict[str, set[str]]:
     return out
 
 
+def descriptions() -> dict[str, dict[str, str]]:
+    """:data:`DESCRIPTIONS` with every registered backend's (``BackendSpec.descriptions``)."""
+    out = {k: dict(v) for k, v in DESCRIPTIONS.items()}
+    for spec in backends.registered():
+        for section, texts in spec.descriptions.items():
+            out.setdefault(section, {}).update(texts)
+    return out
+
+
 def schema_object(section: str, properties: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    texts = descriptions().get(section, {})
     for k, prop in properties.items():
-        if "description" not in prop:  # a registered backend's fragment brings its own
-            prop["description"] = DESCRIPTIONS[section][k]
+        if "description" not in prop:  # a fragment may bring its own
+            prop["description"] = texts[k]
     return {"type": "object", "additionalProperties": False, "properties": properties, **extra}
 
 

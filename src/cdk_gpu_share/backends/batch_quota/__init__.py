@@ -28,6 +28,18 @@ MAX_CAPACITY_LIMITS_PER_SHARE = 5
 DEFAULT_PRIORITY = 1
 
 
+#: Descriptions of the section and its keys: the words an editor shows on hover (``gpu-share schema``).
+DESCRIPTIONS: dict[str, dict[str, str]] = {
+    "": {KEY: "AWS Batch quota management for SageMaker Training jobs."},
+    KEY: {
+        "capacity": "Instances per SageMaker instance type (ml.*) in the service environment.",
+        "queue_name": "Job queue name. Default: <platform>-training.",
+        "service_environment_name": "Service environment name. Default: derived from the platform name.",
+        "priority": "Job queue priority, 0 to 1000. Default: 1.",
+    },
+}
+
+
 def parse(raw: Any, problems: Problems) -> BatchQuotaConfig | None:
     """The ``batch_quota`` section, or None when it is absent or not a mapping."""
     data = C.read_object(raw, KEY, SECTION_KEYS, problems)
@@ -123,7 +135,7 @@ def describe_resource(resource: Mapping[str, Any]) -> list[str]:
 
 def schema() -> dict[str, Any]:
     return S.schema_object(KEY, {
-        "capacity": S.schema_capacity(r"^ml\.", S.DESCRIPTIONS[KEY]["capacity"]),
+        "capacity": S.schema_capacity(r"^ml\.", DESCRIPTIONS[KEY]["capacity"]),
         "queue_name": {"type": "string", "pattern": C.BATCH_NAME_PATTERN},
         "service_environment_name": {"type": "string", "pattern": C.BATCH_NAME_PATTERN},
         "priority": {**S.schema_int(0, 1000), "default": DEFAULT_PRIORITY},
@@ -137,6 +149,7 @@ class BatchQuotaSpec(Backend):
     strategy = "AWS Batch quota management (SageMaker Training)"
     capacity_hint = KEY
     section_keys = {KEY: SECTION_KEYS}
+    descriptions = DESCRIPTIONS
     construct = "cdk_gpu_share.constructs.shared_gpu_quota:SharedGpuQuota"
     status = "cdk_gpu_share.backends.batch_quota.status"
     rules = (quota_share_count, quota_shares)

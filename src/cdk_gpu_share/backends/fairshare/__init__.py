@@ -105,6 +105,38 @@ def _vpc(raw: Any, problems: Problems) -> FairshareVpcConfig | None:
                               security_group_ids=tuple(values.get("security_group_ids", ())))
 
 
+#: Descriptions of the section and its keys: the words an editor shows on hover (``gpu-share schema``).
+DESCRIPTIONS: dict[str, dict[str, str]] = {
+    "": {KEY: "Classic AWS Batch on EC2 GPU instances with fair share and the reclaim Lambda."},
+    KEY: {
+        "capacity": "Instances per EC2 GPU instance type in the compute environment.",
+        "queue_name": "Job queue name. Default: <platform>-fairshare.",
+        "share_decay_seconds": "Fair-share decay window in seconds. Default: 3600.",
+        "compute_reservation": "Percentage of capacity reserved for inactive share identifiers. Default: 0.",
+        "allocation_strategy": "Batch allocation strategy. Default: BEST_FIT_PROGRESSIVE.",
+        "spot": "Use Spot instances. Default: false.",
+        "min_instances": "Instances kept running. Default: 0.",
+        "job_attempts": "Attempts per job (a reclaimed job is resubmitted). Default: 5.",
+        "reclaim": "The reclaim Lambda that takes lent GPUs back.",
+        "vpc": "An existing VPC for the GPU instances: {vpc_id, subnet_ids, security_group_ids?}. Default: a new"
+        " VPC (2 AZs, 1 NAT gateway, flow logs).",
+    },
+    "reclaim": {
+        "enabled": "Run the reclaim Lambda. Default: true.",
+        "schedule_minutes": "Minutes between reclaim cycles. Default: 1.",
+        "dry_run": "Log what would be stopped, stop nothing. Default: false.",
+        "reclaim_after_seconds": "How long a lender waits before its lent GPUs are taken back. Default: 0.",
+        "min_runtime_seconds": "Jobs younger than this are never stopped. Default: 0.",
+    },
+    "fairshare_vpc": {
+        "vpc_id": "The VPC of the subnets (vpc-...).",
+        "subnet_ids": "Subnets the GPU instances run in (subnet-...), with a route to ECR, ECS, Batch and"
+        " CloudWatch (a NAT gateway or interface endpoints).",
+        "security_group_ids": "Security groups of the instances (sg-...). Default: a new egress-only group in the VPC.",
+    },
+}
+
+
 def parse(raw: Any, problems: Problems) -> FairshareConfig | None:
     """The ``fairshare`` section, or None when it is absent or not a mapping."""
     data = C.read_object(raw, KEY, SECTION_KEYS, problems)
@@ -176,7 +208,7 @@ def schema() -> dict[str, Any]:
     ranges = {k: S.schema_int(lo, hi) for k, lo, hi in INT_RANGES}
     reclaim_ranges = {k: S.schema_int(lo, hi) for k, lo, hi in RECLAIM_INT_RANGES}
     return S.schema_object(KEY, {
-        "capacity": S.schema_capacity(r"^(?!ml\.)", S.DESCRIPTIONS[KEY]["capacity"]),
+        "capacity": S.schema_capacity(r"^(?!ml\.)", DESCRIPTIONS[KEY]["capacity"]),
         "queue_name": {"type": "string", "pattern": C.BATCH_NAME_PATTERN},
         **ranges,
         "allocation_strategy": {"enum": list(ALLOCATION_STRATEGIES), "default": "BEST_FIT_PROGRESSIVE"},
@@ -187,7 +219,7 @@ def schema() -> dict[str, Any]:
             "vpc_id": {"type": "string", "pattern": C.VPC_ID_PATTERN},
             "subnet_ids": S.schema_ids(C.SUBNET_ID_PATTERN),
             "security_group_ids": S.schema_ids(C.SECURITY_GROUP_ID_PATTERN),
-        }, required=["vpc_id", "subnet_ids"], description=S.DESCRIPTIONS[KEY]["vpc"]),
+        }, required=["vpc_id", "subnet_ids"], description=DESCRIPTIONS[KEY]["vpc"]),
     }, required=["capacity"])
 
 
@@ -230,6 +262,7 @@ class FairshareSpec(Backend):
     strategy = "AWS Batch fair-share scheduling (EC2) with the reclaim Lambda"
     capacity_hint = f"{KEY} (EC2 types)"
     section_keys = {KEY: SECTION_KEYS, "reclaim": RECLAIM_KEYS, "fairshare_vpc": VPC_KEYS}
+    descriptions = DESCRIPTIONS
     construct = "cdk_gpu_share.backends.fairshare.construct:FairshareQueue"
     status = "cdk_gpu_share.backends.fairshare.status"
     rules = (share_identifiers, job_definition_names)

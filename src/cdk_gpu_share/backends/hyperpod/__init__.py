@@ -97,6 +97,22 @@ def _eks_cluster_arn(value: Any, problems: Problems) -> str | None:
     return value
 
 
+#: Descriptions of the section and its keys: the words an editor shows on hover (``gpu-share schema``).
+DESCRIPTIONS: dict[str, dict[str, str]] = {
+    "": {KEY: "SageMaker HyperPod task governance on one EKS-orchestrated cluster."},
+    KEY: {
+        "cluster_arn": "ARN of the HyperPod cluster (arn:aws:sagemaker:REGION:ACCOUNT:cluster/ID).",
+        "capacity": "Instances per HyperPod instance type in the cluster.",
+        "fair_share": "Fair-share scheduling across teams. Default: true.",
+        "idle_resource_sharing": "Teams may lend idle compute. Default: true.",
+        "priority_classes": "Up to 10 task priority classes: {name, weight 0..100}.",
+        "scheduler_config_name": "Name of the cluster scheduler config. Default: derived from the platform name.",
+        "eks_cluster_arn": "ARN of the cluster's EKS cluster: each team gets an access entry scoped to its namespace."
+        " Default: none (no access entries).",
+    },
+}
+
+
 def parse(raw: Any, problems: Problems) -> HyperPodConfig | None:
     """The ``hyperpod`` section, or None when it is absent or not a mapping."""
     data = C.read_object(raw, KEY, SECTION_KEYS, problems)
@@ -224,7 +240,7 @@ def schema() -> dict[str, Any]:
                                      "weight": S.schema_int(0, 100)}}
     return S.schema_object(KEY, {
         "cluster_arn": {"type": "string", "pattern": hp.CLUSTER_ARN_PATTERN},
-        "capacity": S.schema_capacity("", S.DESCRIPTIONS[KEY]["capacity"], enum=sorted(hp.HYPERPOD_INSTANCE_TYPES)),
+        "capacity": S.schema_capacity("", DESCRIPTIONS[KEY]["capacity"], enum=sorted(hp.HYPERPOD_INSTANCE_TYPES)),
         "fair_share": {"type": "boolean", "default": True},
         "idle_resource_sharing": {"type": "boolean", "default": True},
         "priority_classes": {"type": "array", "maxItems": hp.MAX_PRIORITY_CLASSES, "items": priority_class},
@@ -241,6 +257,7 @@ class HyperPodSpec(Backend):
     capacity_hint = f"{KEY} (ml. types)"
     default_borrow_percent = DEFAULT_BORROW_PERCENT
     section_keys = {KEY: SECTION_KEYS}
+    descriptions = DESCRIPTIONS
     construct = "cdk_gpu_share.constructs.shared_gpu_quota:SharedGpuQuota"
     rules = (compute_quotas,)
     resource_labels = (("AWS::SageMaker::ClusterSchedulerConfig", "HyperPod cluster policies"),
