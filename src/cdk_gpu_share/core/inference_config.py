@@ -237,214 +237,299 @@ def _plural(n: float, word: str) -> str:
 # --------------------------------------------------------------------------- rules
 
 
+class _Found:
+    """The problems found in one endpoint, in the order they are found.
+
+    ``pre`` prefixes every field path (``inference.endpoints[0].``), so the rules below
+    write fields relative to the endpoint.
+    """
+
+    def __init__(self, where: str) -> None:
+        self.pre = f"{where}." if where else ""
+        self.items: list[Problem] = []
+
+    def add(self, field_: str, value: object, message: str, fix: str = "") -> None:
+        self.items.append(Problem(f"{self.pre}{field_}", value, message, fix))
+
+    def add_mig(self, exc: mig.MigError) -> None:
+        """The problems of a MIG lookup, whose fields are relative to the endpoint."""
+        self.items.extend(Problem(f"{self.pre}{p.field}", p.value, p.message, p.fix) for p in exc.problems)
+
+
 def check_endpoint(endpoint: InferenceEndpointConfig, *, where: str = "") -> list[Problem]:
     """Every synth-time problem of ``endpoint``; each names the model, the profile and the numbers.
 
     ``where`` prefixes the field paths (``inference.endpoints[0]``).
     """
-    pre = f"{where}." if where else ""
-    problems: list[Problem] = []
+    found = _Found(where)
+    # The fields on their own: names, counts, sizes.
+    _check_endpoint_name(endpoint, found)
+    count = _instance_count(endpoint, found)
+    seen: dict[str, int] = {}
+    for i, m in enumerate(endpoint.models):
+        _check_model_name(endpoint, i, m, seen, found)
+        _check_model_fields(f"models[{i}] ({m.name})", m, found)
 
-    def add(field_: str, value: object, message: str, fix: str = "") -> None:
-        problems.append(Problem(f"{pre}{field_}", value, message, fix))
+    # The layout and the GPU: without a known MIG instance type no other rule can be checked.
+    try:
+        gpu = mig.resolve_gpu(instance_type=endpoint.instance_type)
+        info = mig.INSTANCE_TYPES[endpoint.instance_type.strip().lower()]
+    except mig.MigError as exc:
+        found.add_mig(exc)
+        return found.items
+    try:
+        layout: list[str] | None = endpoint_layout(endpoint)
+    except mig.MigError as exc:
+        found.add_mig(exc)
+        layout = None
 
-    # names
+    wanted = _place_models(endpoint, gpu, layout, found)
+    if layout is not None:
+        _check_partition_counts(wanted, Counter(layout), info.gpu_count, count, found)
+        found.items.extend(rolling_update_problems(endpoint, where=where))
+    _check_host_capacity(endpoint, count, found)
+    _check_whole_gpu(endpoint, found)
+    return found.items
+
+
+def _check_endpoint_name(endpoint: InferenceEndpointConfig, found: _Found) -> None:
     if not isinstance(endpoint.name, str) or not re.match(NAME_PATTERN, endpoint.name):
-        add("name", endpoint.name, "is not a valid endpoint name", "use lower-case letters, digits and hyphens")
+        found.add("name", endpoint.name, "is not a valid endpoint name", "use lower-case letters, digits and hyphens")
     elif len(endpoint.name) > MAX_ENDPOINT_NAME_LENGTH:
-        add(
+        found.add(
             "name",
             endpoint.name,
             f"is {len(endpoint.name)} characters long; endpoint names take at most {MAX_ENDPOINT_NAME_LENGTH}",
             "shorten it (a generation suffix is appended to the SageMaker endpoint name)",
         )
-    if isinstance(endpoint.instance_count, bool) or not isinstance(endpoint.instance_count, int) or endpoint.instance_count < 1:
-        add("instance_count", endpoint.instance_count, "must be a whole number of at least 1", "use 1 or more")
-        count = 1
-    else:
-        count = endpoint.instance_count
-    seen: dict[str, int] = {}
-    for i, m in enumerate(endpoint.models):
-        mwhere = f"models[{i}] ({m.name})"
-        if m.name in seen:
-            add(f"{mwhere}.name", m.name, f"duplicates the name of models[{seen[m.name]}]", "give every model a unique name")
-        seen.setdefault(m.name, i)
-        if not isinstance(m.name, str) or not re.match(NAME_PATTERN, m.name):
-            add(f"{mwhere}.name", m.name, "is not a valid model name", "use lower-case letters, digits and hyphens")
-        elif isinstance(endpoint.name, str) and len(endpoint.name) + 1 + len(m.name) > MAX_NAME_LENGTH:
-            add(
-                f"{mwhere}.name",
-                m.name,
-                f"endpoint and model names together take {len(endpoint.name) + 1 + len(m.name)} characters,"
-                f" above the {MAX_NAME_LENGTH} an inference component name leaves",
-                "shorten the model or the endpoint name",
-            )
-        c = m.copies
-        if not (1 <= c.min <= c.initial <= c.max):
-            add(
-                f"{mwhere}.copies",
-                {"initial": c.initial, "min": c.min, "max": c.max},
-                "needs 1 <= min <= initial <= max (SageMaker needs at least one copy at creation)",
-                "for example copies: {initial: 1, min: 1, max: 2}",
-            )
-        if m.memory_mb < MIN_MEMORY_MB:
-            add(f"{mwhere}.memory_mb", m.memory_mb, f"must be at least {MIN_MEMORY_MB}", "give the host memory one copy needs, in MB")
-        if m.cpus is not None and m.cpus < MIN_CPUS:
-            add(f"{mwhere}.cpus", m.cpus, f"must be at least {MIN_CPUS}", "give the CPU cores one copy needs, or leave it out")
-        if m.invocations_per_copy <= 0:
-            add(f"{mwhere}.invocations_per_copy", m.invocations_per_copy, "must be positive",
-                "use the invocations per copy per minute to scale at, such as 10")
-        if len(m.environment) > MAX_ENVIRONMENT_ENTRIES:
-            add(f"{mwhere}.environment", len(m.environment), f"SageMaker takes at most {MAX_ENVIRONMENT_ENTRIES} variables", "drop some")
-        if m.model_data_url is not None and not re.match(r"^s3://[a-z0-9.\-]{3,63}/.+", m.model_data_url):
-            add(f"{mwhere}.model_data_url", m.model_data_url, "is not an S3 URL of a model archive", "write s3://bucket/path/model.tar.gz")
 
-    # the layout and the GPU
-    try:
-        gpu = mig.resolve_gpu(instance_type=endpoint.instance_type)
-        info = mig.INSTANCE_TYPES[endpoint.instance_type.strip().lower()]
-    except mig.MigError as exc:
-        problems.extend(Problem(f"{pre}{p.field}", p.value, p.message, p.fix) for p in exc.problems)
-        return problems
-    try:
-        layout = endpoint_layout(endpoint)
-    except mig.MigError as exc:
-        problems.extend(Problem(f"{pre}{p.field}", p.value, p.message, p.fix) for p in exc.problems)
-        layout = None
 
+def _instance_count(endpoint: InferenceEndpointConfig, found: _Found) -> int:
+    """The endpoint's instance count; 1 when it is not usable (reported), so the capacity rules still run."""
+    count = endpoint.instance_count
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        found.add("instance_count", count, "must be a whole number of at least 1", "use 1 or more")
+        return 1
+    return count
+
+
+def _check_model_name(
+    endpoint: InferenceEndpointConfig, i: int, m: InferenceModelConfig, seen: dict[str, int], found: _Found
+) -> None:
+    """A model's name: unique on the endpoint, and short enough to name its inference component.
+
+    ``seen`` maps each name to the first model that has it.
+    """
+    mwhere = f"models[{i}] ({m.name})"
+    if m.name in seen:
+        found.add(f"{mwhere}.name", m.name, f"duplicates the name of models[{seen[m.name]}]", "give every model a unique name")
+    seen.setdefault(m.name, i)
+    if not isinstance(m.name, str) or not re.match(NAME_PATTERN, m.name):
+        found.add(f"{mwhere}.name", m.name, "is not a valid model name", "use lower-case letters, digits and hyphens")
+    elif isinstance(endpoint.name, str) and len(endpoint.name) + 1 + len(m.name) > MAX_NAME_LENGTH:
+        found.add(
+            f"{mwhere}.name",
+            m.name,
+            f"endpoint and model names together take {len(endpoint.name) + 1 + len(m.name)} characters,"
+            f" above the {MAX_NAME_LENGTH} an inference component name leaves",
+            "shorten the model or the endpoint name",
+        )
+
+
+def _check_model_fields(mwhere: str, m: InferenceModelConfig, found: _Found) -> None:
+    """The fields of one model that need nothing else: copies, host sizes, scaling target, container."""
+    c = m.copies
+    if not (1 <= c.min <= c.initial <= c.max):
+        found.add(
+            f"{mwhere}.copies",
+            {"initial": c.initial, "min": c.min, "max": c.max},
+            "needs 1 <= min <= initial <= max (SageMaker needs at least one copy at creation)",
+            "for example copies: {initial: 1, min: 1, max: 2}",
+        )
+    if m.memory_mb < MIN_MEMORY_MB:
+        found.add(f"{mwhere}.memory_mb", m.memory_mb, f"must be at least {MIN_MEMORY_MB}", "give the host memory one copy needs, in MB")
+    if m.cpus is not None and m.cpus < MIN_CPUS:
+        found.add(f"{mwhere}.cpus", m.cpus, f"must be at least {MIN_CPUS}", "give the CPU cores one copy needs, or leave it out")
+    if m.invocations_per_copy <= 0:
+        found.add(f"{mwhere}.invocations_per_copy", m.invocations_per_copy, "must be positive",
+                  "use the invocations per copy per minute to scale at, such as 10")
+    if len(m.environment) > MAX_ENVIRONMENT_ENTRIES:
+        found.add(f"{mwhere}.environment", len(m.environment), f"SageMaker takes at most {MAX_ENVIRONMENT_ENTRIES} variables",
+                  "drop some")
+    if m.model_data_url is not None and not re.match(r"^s3://[a-z0-9.\-]{3,63}/.+", m.model_data_url):
+        found.add(f"{mwhere}.model_data_url", m.model_data_url, "is not an S3 URL of a model archive",
+                  "write s3://bucket/path/model.tar.gz")
+
+
+def _place_models(
+    endpoint: InferenceEndpointConfig, gpu: str, layout: list[str] | None, found: _Found
+) -> dict[str, list[tuple[str, int]]]:
+    """The partitioned models by the canonical profile they occupy, each with its ``copies.max``.
+
+    A model that gives both or neither of ``profile`` and ``gpus``, or a profile the layout
+    lacks, is reported and left out; so are the models that give ``gpus`` (checked against
+    the whole-GPU endpoint).
+    """
     partitions = Counter(layout or [])
     wanted: dict[str, list[tuple[str, int]]] = {}
     for i, m in enumerate(endpoint.models):
         mwhere = f"models[{i}] ({m.name})"
         if m.profile is not None and m.gpus is not None:
-            add(
+            found.add(
                 f"{mwhere}.gpus",
                 m.gpus,
                 "is set together with profile",
                 "give profile (a MIG partition per copy) or gpus (whole GPUs per copy, on the whole_gpu endpoint), not both",
             )
-            continue
-        if m.profile is None and m.gpus is None:
-            add(
+        elif m.profile is None and m.gpus is None:
+            found.add(
                 f"{mwhere}.profile",
                 None,
                 "is required: a copy on this endpoint occupies one MIG partition",
                 f"set profile to one of the layout's profiles ({', '.join(sorted(partitions)) or 'see gpu-share mig layouts'}),"
                 " or gpus for a model that needs whole GPUs",
             )
-            continue
-        if m.gpus is not None:
-            if isinstance(m.gpus, bool) or not isinstance(m.gpus, int) or m.gpus < 1:
-                add(f"{mwhere}.gpus", m.gpus, "must be a whole number of at least 1", "give the GPUs one copy needs")
-                continue
-            if endpoint.whole_gpu is None:
-                add(
-                    f"{mwhere}.gpus",
-                    m.gpus,
-                    f"model {m.name} needs {_plural(m.gpus, 'whole GPU')} per copy; a partitioned variant gives each copy"
-                    f" one MIG partition of one GPU ({endpoint.instance_type}, layout {_layout_text(endpoint, layout)})",
-                    "add whole_gpu: {instance_type: ..., instance_count: ...} to the endpoint for models that need whole"
-                    " GPUs, or give the model a profile that holds it",
-                )
-            continue
-        try:
-            name = mig.profile(gpu, m.profile or "", field=f"{pre}{mwhere}.profile").name
-        except mig.MigError as exc:
-            problems.extend(exc.problems)
-            continue
-        if layout is not None and name not in partitions:
-            add(
-                f"{mwhere}.profile",
-                m.profile,
-                f"model {m.name} wants {name}, which layout {' '.join(layout)} does not have",
-                f"use one of {', '.join(sorted(partitions))}, or add {name} to the layout",
+        elif m.gpus is not None:
+            _check_gpus_have_an_endpoint(endpoint, layout, mwhere, m, found)
+        else:
+            name = _profile_in_layout(gpu, layout, partitions, mwhere, m, found)
+            if name is not None:
+                wanted.setdefault(name, []).append((m.name, m.copies.max))
+    return wanted
+
+
+def _check_gpus_have_an_endpoint(
+    endpoint: InferenceEndpointConfig, layout: list[str] | None, mwhere: str, m: InferenceModelConfig, found: _Found
+) -> None:
+    """A model that gives ``gpus`` needs a whole number of them, and the endpoint's ``whole_gpu``."""
+    if isinstance(m.gpus, bool) or not isinstance(m.gpus, int) or m.gpus < 1:
+        found.add(f"{mwhere}.gpus", m.gpus, "must be a whole number of at least 1", "give the GPUs one copy needs")
+    elif endpoint.whole_gpu is None:
+        found.add(
+            f"{mwhere}.gpus",
+            m.gpus,
+            f"model {m.name} needs {_plural(m.gpus, 'whole GPU')} per copy; a partitioned variant gives each copy"
+            f" one MIG partition of one GPU ({endpoint.instance_type}, layout {_layout_text(endpoint, layout)})",
+            "add whole_gpu: {instance_type: ..., instance_count: ...} to the endpoint for models that need whole"
+            " GPUs, or give the model a profile that holds it",
+        )
+
+
+def _profile_in_layout(
+    gpu: str, layout: list[str] | None, partitions: Counter[str], mwhere: str, m: InferenceModelConfig, found: _Found
+) -> str | None:
+    """The canonical name of a model's profile when the layout has it (``None`` and reported when not)."""
+    try:
+        name = mig.profile(gpu, m.profile or "", field=f"{found.pre}{mwhere}.profile").name
+    except mig.MigError as exc:
+        found.items.extend(exc.problems)  # their field is the full path already
+        return None
+    if layout is not None and name not in partitions:
+        found.add(
+            f"{mwhere}.profile",
+            m.profile,
+            f"model {m.name} wants {name}, which layout {' '.join(layout)} does not have",
+            f"use one of {', '.join(sorted(partitions))}, or add {name} to the layout",
+        )
+        return None
+    return name
+
+
+def _check_partition_counts(
+    wanted: dict[str, list[tuple[str, int]]], partitions: Counter[str], gpus: int, count: int, found: _Found
+) -> None:
+    """Each profile's copies at max may not exceed its partitions: per GPU x GPUs x instances."""
+    for name, users in sorted(wanted.items()):
+        total = sum(n for _, n in users)
+        available = partitions[name] * gpus * count
+        if total > available:
+            who = ", ".join(f"{model} max {n}" for model, n in users)
+            found.add(
+                "models",
+                who,
+                f"{total} {'copy' if total == 1 else 'copies'} of {name} wanted ({who}) but only {available} exist:"
+                f" {partitions[name]} per GPU x {gpus} GPUs x {_plural(count, 'instance')}",
+                "lower copies.max, raise instance_count, or put more of this profile in the layout",
             )
-            continue
-        wanted.setdefault(name, []).append((m.name, m.copies.max))
 
-    if layout is not None:
-        for name, users in sorted(wanted.items()):
-            total = sum(n for _, n in users)
-            available = partitions[name] * info.gpu_count * count
-            if total > available:
-                who = ", ".join(f"{model} max {n}" for model, n in users)
-                add(
-                    "models",
-                    who,
-                    f"{total} {'copy' if total == 1 else 'copies'} of {name} wanted ({who}) but only {available} exist:"
-                    f" {partitions[name]} per GPU x {info.gpu_count} GPUs x {_plural(count, 'instance')}",
-                    "lower copies.max, raise instance_count, or put more of this profile in the layout",
-                )
 
-    if layout is not None:
-        problems.extend(rolling_update_problems(endpoint, where=where))
-
-    # Host memory and CPU are shared by every partition of an instance.
+def _check_host_capacity(endpoint: InferenceEndpointConfig, count: int, found: _Found) -> None:
+    """Host memory and CPU are shared by every partition of an instance: MIG isolates the GPU only."""
     host = instances.lookup(endpoint.instance_type)
     parts = partitioned_models(endpoint)
-    if host is not None and parts:
-        mem = sum(m.memory_mb * m.copies.max for m in parts)
-        cap = host.memory_gib * 1024 * count
-        if mem > cap:
-            add(
-                "models",
-                f"{mem} MB",
-                f"the models' memory_mb x copies.max sum to {mem} MB, above the {cap} MB of host memory of"
-                f" {_plural(count, 'instance')} of {endpoint.instance_type} (MIG isolates the GPU only; host memory is shared)",
-                "lower memory_mb or copies.max, or raise instance_count",
-            )
-        cpus = sum((m.cpus or 0) * m.copies.max for m in parts)
-        vcap = host.vcpus * count
-        if cpus > vcap:
-            add(
-                "models",
-                f"{cpus:g} cpus",
-                f"the models' cpus x copies.max sum to {cpus:g}, above the {vcap} vCPUs of {_plural(count, 'instance')}"
-                f" of {endpoint.instance_type} (host CPUs are shared by all partitions)",
-                "lower cpus or copies.max, or raise instance_count",
-            )
+    if host is None or not parts:
+        return
+    mem = sum(m.memory_mb * m.copies.max for m in parts)
+    cap = host.memory_gib * 1024 * count
+    if mem > cap:
+        found.add(
+            "models",
+            f"{mem} MB",
+            f"the models' memory_mb x copies.max sum to {mem} MB, above the {cap} MB of host memory of"
+            f" {_plural(count, 'instance')} of {endpoint.instance_type} (MIG isolates the GPU only; host memory is shared)",
+            "lower memory_mb or copies.max, or raise instance_count",
+        )
+    cpus = sum((m.cpus or 0) * m.copies.max for m in parts)
+    vcap = host.vcpus * count
+    if cpus > vcap:
+        found.add(
+            "models",
+            f"{cpus:g} cpus",
+            f"the models' cpus x copies.max sum to {cpus:g}, above the {vcap} vCPUs of {_plural(count, 'instance')}"
+            f" of {endpoint.instance_type} (host CPUs are shared by all partitions)",
+            "lower cpus or copies.max, or raise instance_count",
+        )
 
-    # The endpoint without a layout.
+
+def _check_whole_gpu(endpoint: InferenceEndpointConfig, found: _Found) -> None:
+    """The endpoint without a layout: a known GPU instance type, used by some model, large enough."""
+    wg = endpoint.whole_gpu
+    if wg is None:
+        return
     whole = whole_gpu_models(endpoint)
-    if endpoint.whole_gpu is not None:
-        wg = endpoint.whole_gpu
-        winfo = instances.lookup(wg.instance_type) if isinstance(wg.instance_type, str) else None
-        if not isinstance(wg.instance_type, str) or not wg.instance_type.startswith("ml.") or winfo is None:
-            known = ", ".join(t for t in instances.known_types("ml.") if t.startswith("ml.p") or t.startswith("ml.g"))
-            add("whole_gpu.instance_type", wg.instance_type, "is not a known SageMaker GPU instance type", f"use one of {known}")
-        elif not whole:
-            add(
-                "whole_gpu",
-                wg.instance_type,
-                "is declared but no model gives gpus",
-                "remove whole_gpu, or give gpus (instead of profile) to the models that need whole GPUs",
+    winfo = instances.lookup(wg.instance_type) if isinstance(wg.instance_type, str) else None
+    if not isinstance(wg.instance_type, str) or not wg.instance_type.startswith("ml.") or winfo is None:
+        known = ", ".join(t for t in instances.known_types("ml.") if t.startswith("ml.p") or t.startswith("ml.g"))
+        found.add("whole_gpu.instance_type", wg.instance_type, "is not a known SageMaker GPU instance type", f"use one of {known}")
+    elif not whole:
+        found.add(
+            "whole_gpu",
+            wg.instance_type,
+            "is declared but no model gives gpus",
+            "remove whole_gpu, or give gpus (instead of profile) to the models that need whole GPUs",
+        )
+    else:
+        _check_whole_gpu_capacity(endpoint, wg, winfo.gpus, whole, found)
+
+
+def _check_whole_gpu_capacity(
+    endpoint: InferenceEndpointConfig, wg: WholeGpuConfig, gpus: int, whole: list[InferenceModelConfig], found: _Found
+) -> None:
+    """Each whole-GPU model fits one instance (``gpus`` GPUs each), and all of them at max fit the instances."""
+    wcount = wg.instance_count if isinstance(wg.instance_count, int) and wg.instance_count >= 1 else 1
+    if wcount != wg.instance_count:
+        found.add("whole_gpu.instance_count", wg.instance_count, "must be a whole number of at least 1", "use 1 or more")
+    for i, m in enumerate(endpoint.models):
+        if m.partitioned or not isinstance(m.gpus, int) or m.gpus < 1:
+            continue
+        if m.gpus > gpus:
+            found.add(
+                f"models[{i}] ({m.name}).gpus",
+                m.gpus,
+                f"model {m.name} needs {_plural(m.gpus, 'GPU')} per copy; {wg.instance_type} has {gpus}",
+                "choose a larger whole_gpu.instance_type",
             )
-        else:
-            wcount = wg.instance_count if isinstance(wg.instance_count, int) and wg.instance_count >= 1 else 1
-            if wcount != wg.instance_count:
-                add("whole_gpu.instance_count", wg.instance_count, "must be a whole number of at least 1", "use 1 or more")
-            for i, m in enumerate(endpoint.models):
-                if m.partitioned or not isinstance(m.gpus, int) or m.gpus < 1:
-                    continue
-                if m.gpus > winfo.gpus:
-                    add(
-                        f"models[{i}] ({m.name}).gpus",
-                        m.gpus,
-                        f"model {m.name} needs {_plural(m.gpus, 'GPU')} per copy; {wg.instance_type} has {winfo.gpus}",
-                        "choose a larger whole_gpu.instance_type",
-                    )
-            need = sum(m.gpus * m.copies.max for m in whole if isinstance(m.gpus, int) and m.gpus >= 1)
-            have = winfo.gpus * wcount
-            if need > have:
-                who = ", ".join(f"{m.name} {m.gpus} x max {m.copies.max}" for m in whole)
-                add(
-                    "whole_gpu.instance_count",
-                    wg.instance_count,
-                    f"the whole-GPU models want {need} GPUs ({who}) but {_plural(wcount, 'instance')} of {wg.instance_type}"
-                    f" have {have}",
-                    "raise whole_gpu.instance_count or lower copies.max",
-                )
-    return problems
+    need = sum(m.gpus * m.copies.max for m in whole if isinstance(m.gpus, int) and m.gpus >= 1)
+    have = gpus * wcount
+    if need > have:
+        who = ", ".join(f"{m.name} {m.gpus} x max {m.copies.max}" for m in whole)
+        found.add(
+            "whole_gpu.instance_count",
+            wg.instance_count,
+            f"the whole-GPU models want {need} GPUs ({who}) but {_plural(wcount, 'instance')} of {wg.instance_type}"
+            f" have {have}",
+            "raise whole_gpu.instance_count or lower copies.max",
+        )
 
 
 def rolling_update_problems(endpoint: InferenceEndpointConfig, *, where: str = "") -> list[Problem]:
