@@ -53,7 +53,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from cdk_gpu_share.core import instances, mig
 from cdk_gpu_share.core import validation as V
@@ -608,6 +608,7 @@ _IMAGE_PATTERN = r"^[\w.\-]+(:\d+)?(/[\w.\-]+)+(:[\w.\-]+|@sha256:[0-9a-f]{64})?
 _KMS_PATTERN = r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/[A-Za-z0-9-]+$"
 
 AddProblem = Callable[[str, object, str, str], None]
+_T = TypeVar("_T")
 
 
 class _Reader:
@@ -678,6 +679,22 @@ def _at(where: str, name: str) -> str:
     return f"{where}.{name}" if where else name
 
 
+class _Usable:
+    """Whether every field an entry is built from was usable.
+
+    The readers return ``None`` after recording a problem; :meth:`need` notes it, and the
+    reading goes on, so that every problem of an entry is reported at once.
+    """
+
+    def __init__(self, ok: bool = True) -> None:
+        self.ok = ok
+
+    def need(self, value: _T | None) -> _T | None:
+        if value is None:
+            self.ok = False
+        return value
+
+
 def _model(raw: Any, where: str, team_names: set[str] | None, r: _Reader) -> InferenceModelConfig | None:
     data = r.mapping(raw, where)
     if data is None:
@@ -686,67 +703,95 @@ def _model(raw: Any, where: str, team_names: set[str] | None, r: _Reader) -> Inf
     if name:
         where = f"{where} ({name})"
     r.keys(data, _MODEL_KEYS, where)
-    ok = name is not None
-    image = r.string(
+    usable = _Usable(ok=name is not None)
+    # Read in the order of the schema, so that the problems are listed in that order.
+    fields = {
+        **_model_container(data, where, r, usable),
+        **_model_capacity(data, where, r, usable),
+        **_model_serving(data, where, team_names, r, usable),
+    }
+    if not usable.ok:
+        return None
+    assert name is not None  # usable.ok says so
+    return InferenceModelConfig(name=name, **fields)
+
+
+def _model_container(data: Mapping, where: str, r: _Reader, usable: _Usable) -> dict[str, Any]:
+    """What a model's container runs: ``image``, ``model_data_url`` and ``environment``."""
+    image = usable.need(r.string(
         data.get("image"),
         f"{where}.image",
         "give the container image URI, such as 111122223333.dkr.ecr.us-east-1.amazonaws.com/repo:tag",
         pattern=_IMAGE_PATTERN,
         message="is not a container image URI",
-    )
-    ok &= image is not None
+    ))
     url = None
     if data.get("model_data_url") is not None:
-        url = r.string(
+        url = usable.need(r.string(
             data["model_data_url"],
             f"{where}.model_data_url",
             "write s3://bucket/path/model.tar.gz",
             pattern=r"^s3://[a-z0-9.\-]{3,63}/.+",
             message="is not an S3 URL of a model archive",
-        )
-        ok &= url is not None
+        ))
+    env = _environment(data.get("environment"), f"{where}.environment", r, usable)
+    return {"image": image, "model_data_url": url, "environment": env}
+
+
+def _environment(raw: Any, where: str, r: _Reader, usable: _Usable) -> dict[str, str]:
+    """The container's variables, as strings; a YAML boolean must be quoted (SageMaker wants text)."""
     env: dict[str, str] = {}
-    env_raw = r.mapping(data.get("environment"), f"{where}.environment")
-    for key, value in (env_raw or {}).items():
+    for key, value in (r.mapping(raw, where) or {}).items():
         if isinstance(value, (str, int, float)) and not isinstance(value, bool):
             env[str(key)] = str(value)
         elif isinstance(value, bool):
-            r.add(f"{where}.environment.{key}", value, "is a YAML boolean", f'quote it: "{str(value).lower()}"')
-            ok = False
+            r.add(f"{where}.{key}", value, "is a YAML boolean", f'quote it: "{str(value).lower()}"')
+            usable.ok = False
         else:
-            r.add(f"{where}.environment.{key}", value, "must be a string", "environment values are strings")
-            ok = False
+            r.add(f"{where}.{key}", value, "must be a string", "environment values are strings")
+            usable.ok = False
+    return env
+
+
+def _model_capacity(data: Mapping, where: str, r: _Reader, usable: _Usable) -> dict[str, Any]:
+    """What one copy occupies (``profile`` or ``gpus``, ``memory_mb``, ``cpus``) and how many copies run."""
     profile = None
     if data.get("profile") is not None:
-        profile = r.string(data["profile"], f"{where}.profile", "name a MIG profile such as mig-3g.20gb")
-        ok &= profile is not None
+        profile = usable.need(r.string(data["profile"], f"{where}.profile", "name a MIG profile such as mig-3g.20gb"))
     gpus = None
     if data.get("gpus") is not None:
-        gpus = r.integer(data["gpus"], f"{where}.gpus", minimum=1, fix="give the whole GPUs one copy needs")
-        ok &= gpus is not None
-    copies = _copies(data.get("copies"), f"{where}.copies", r)
-    ok &= copies is not None
-    memory = r.integer(
+        gpus = usable.need(r.integer(data["gpus"], f"{where}.gpus", minimum=1, fix="give the whole GPUs one copy needs"))
+    copies = usable.need(_copies(data.get("copies"), f"{where}.copies", r))
+    memory = usable.need(r.integer(
         data.get("memory_mb"),
         f"{where}.memory_mb",
         minimum=MIN_MEMORY_MB,
         fix="give the host memory one copy needs, in MB, such as 16384",
-    )
-    ok &= memory is not None
+    ))
     cpus = None
     if data.get("cpus") is not None:
-        cpus = r.number(data["cpus"], f"{where}.cpus", minimum=MIN_CPUS, fix="give the CPU cores one copy needs, such as 4")
-        ok &= cpus is not None
+        cpus = usable.need(
+            r.number(data["cpus"], f"{where}.cpus", minimum=MIN_CPUS, fix="give the CPU cores one copy needs, such as 4")
+        )
+    return {"profile": profile, "gpus": gpus, "copies": copies, "memory_mb": memory, "cpus": cpus}
+
+
+def _model_serving(
+    data: Mapping, where: str, team_names: set[str] | None, r: _Reader, usable: _Usable
+) -> dict[str, Any]:
+    """Who owns a model and how it serves: ``team``, ``invocations_per_copy``, ``network_isolation``."""
     team = None
     if data.get("team") is not None:
         team = r.string(data["team"], f"{where}.team", "name one of the config's teams")
+        # team_names is None for an endpoint built in Python: it belongs to no config.
         if team is not None and team_names is not None and team not in team_names:
             r.add(f"{where}.team", team, "is not a team of this config", f"use one of {', '.join(sorted(team_names)) or '(no teams)'}")
-            ok = False
+            usable.ok = False
     target = DEFAULT_INVOCATIONS_PER_COPY
     if data.get("invocations_per_copy") is not None:
-        t = r.number(data["invocations_per_copy"], f"{where}.invocations_per_copy", minimum=1e-9, fix="use a positive number such as 10")
-        ok &= t is not None
+        t = usable.need(
+            r.number(data["invocations_per_copy"], f"{where}.invocations_per_copy", minimum=1e-9, fix="use a positive number such as 10")
+        )
         target = t if t is not None else target
     isolation = True
     if "network_isolation" in data:
@@ -754,24 +799,8 @@ def _model(raw: Any, where: str, team_names: set[str] | None, r: _Reader) -> Inf
             isolation = data["network_isolation"]
         else:
             r.add(f"{where}.network_isolation", data["network_isolation"], "must be true or false", "write true or false")
-            ok = False
-    if not ok:
-        return None
-    assert name is not None and image is not None and copies is not None and memory is not None  # ok says so
-    return InferenceModelConfig(
-        name=name,
-        image=image,
-        model_data_url=url,
-        environment=env,
-        profile=profile,
-        gpus=gpus,
-        copies=copies,
-        memory_mb=memory,
-        cpus=cpus,
-        team=team,
-        invocations_per_copy=target,
-        network_isolation=isolation,
-    )
+            usable.ok = False
+    return {"team": team, "invocations_per_copy": target, "network_isolation": isolation}
 
 
 def _endpoint(raw: Any, where: str, team_names: set[str] | None, r: _Reader) -> InferenceEndpointConfig | None:
