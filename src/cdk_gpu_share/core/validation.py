@@ -552,27 +552,32 @@ def _make_loader() -> type:
 
         def construct_mapping(self, node: Any, deep: bool = False) -> Any:
             if isinstance(node, MappingNode):
-                seen: dict[Any, Any] = {}
-                for key_node, _ in node.value:
-                    if key_node.tag == "tag:yaml.org,2002:merge":
-                        continue
-                    k = self.construct_object(key_node, deep=True)
-                    try:
-                        first = seen.get(k)
-                    except TypeError:
-                        continue  # unhashable: PyYAML reports it
-                    if first is not None:
-                        raise _Refusal(
-                            key_node.start_mark,
-                            f"repeats the key {quote(k, 40)} (first at line {first.line + 1})",
-                            "keep one of them: YAML would silently drop the first",
-                        )
-                    seen[k] = key_node.start_mark
+                _refuse_repeated_keys(self, node)
             return super().construct_mapping(node, deep=deep)
 
     Loader.add_constructor("tag:yaml.org,2002:int", Loader.construct_yaml_int)
     Loader.add_constructor("tag:yaml.org,2002:float", Loader.construct_yaml_float)
     return Loader
+
+
+def _refuse_repeated_keys(loader: Any, node: Any) -> None:
+    """A mapping that names a key twice is refused at the second: YAML would keep the last silently."""
+    seen: dict[Any, Any] = {}
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue
+        k = loader.construct_object(key_node, deep=True)
+        try:
+            first = seen.get(k)
+        except TypeError:
+            continue  # unhashable: PyYAML reports it
+        if first is not None:
+            raise _Refusal(
+                key_node.start_mark,
+                f"repeats the key {quote(k, 40)} (first at line {first.line + 1})",
+                "keep one of them: YAML would silently drop the first",
+            )
+        seen[k] = key_node.start_mark
 
 
 class _LazyLoader:
