@@ -423,6 +423,35 @@ class MigInferenceEndpoint(Construct):
             self.cfn_models[m.name] = self._model(m)
 
         # ---- the partitioned endpoint (custom resource)
+        self.endpoint = self._partitioned_endpoint(base, instance_type, instance_count, models, vpc_config)
+
+        self._components(models, base, whole_gpu_instance_type, whole_gpu_instance_count, kms_key)
+
+        self._warn_shared_instances(base, models)
+        del stack
+
+    # ------------------------------------------------------------------ building blocks
+
+    def _components(self, models: Sequence[InferenceModelConfig], base: str, whole_gpu_instance_type: str | None,
+                    whole_gpu_instance_count: int, kms_key: kms.IKey | None) -> None:
+        """One inference component per partitioned model; the models that need whole GPUs on an
+        endpoint of their own, in plain CloudFormation."""
+        self.components: dict[str, Any] = {}
+        self._component_names: dict[str, str] = {}
+        self._component_endpoint: dict[str, str] = {}
+        self.scalable_targets: dict[str, appscaling.CfnScalableTarget] = {}
+        for m in models:
+            if m.partitioned:
+                self._partitioned_component(m, base)
+        self.whole_gpu_endpoint: sagemaker.CfnEndpoint | None = None
+        whole = [m for m in models if not m.partitioned]
+        if whole:
+            self._whole_gpu(whole, base, whole_gpu_instance_type, whole_gpu_instance_count, kms_key)
+
+    def _partitioned_endpoint(self, base: str, instance_type: str, instance_count: int,
+                              models: Sequence[InferenceModelConfig],
+                              vpc_config: InferenceVpcConfig | None) -> cdk.CustomResource:
+        """The endpoint whose GPUs are split (a custom resource: CloudFormation has no property for MIG)."""
         provider = _Provider.of(self)
         provider.allow(base, self.role, [self.cfn_models[m.name].ref for m in models if m.partitioned])
         self._provider = provider
@@ -441,7 +470,7 @@ class MigInferenceEndpoint(Construct):
                 "SecurityGroupIds": list(vpc_config.security_group_ids),
                 "Subnets": list(vpc_config.subnet_ids),
             }
-        self.endpoint = cdk.CustomResource(
+        endpoint = cdk.CustomResource(
             self,
             "Resource",
             service_token=provider.service_token,
@@ -449,23 +478,11 @@ class MigInferenceEndpoint(Construct):
             properties=props,
             service_timeout=SERVICE_TIMEOUT,
         )
-        self._after_role_policy(self.endpoint)
+        self._after_role_policy(endpoint)
+        return endpoint
 
-        # ---- one inference component per partitioned model
-        self.components: dict[str, Any] = {}
-        self._component_names: dict[str, str] = {}
-        self._component_endpoint: dict[str, str] = {}
-        self.scalable_targets: dict[str, appscaling.CfnScalableTarget] = {}
-        for m in models:
-            if m.partitioned:
-                self._partitioned_component(m, base)
-
-        # ---- models that need whole GPUs: a separate endpoint, plain CloudFormation
-        self.whole_gpu_endpoint: sagemaker.CfnEndpoint | None = None
-        whole = [m for m in models if not m.partitioned]
-        if whole:
-            self._whole_gpu(whole, base, whole_gpu_instance_type, whole_gpu_instance_count, kms_key)
-
+    def _warn_shared_instances(self, base: str, models: Sequence[InferenceModelConfig]) -> None:
+        """MIG isolates GPU compute and memory only: teams that share an endpoint share its host."""
         teams = teams_sharing([m for m in models if m.partitioned])
         if teams:
             cdk.Annotations.of(self).add_warning_v2(
@@ -474,21 +491,34 @@ class MigInferenceEndpoint(Construct):
                 " compute and memory only; CPU, host memory, disk and network stay shared. Give each team its"
                 " own endpoint if that matters",
             )
-        del stack
 
-    # ------------------------------------------------------------------ building blocks
-
-    def _grant_execution(self, role: iam.IRole, kms_key: kms.IKey | None) -> None:
-        def add(statement: iam.PolicyStatement) -> None:
-            add_statements(role, [statement])  # for a Role: one jsii round trip, not three
-
-        stack = cdk.Stack.of(self)
+    def _image_repositories(self, stack: cdk.Stack) -> list[str]:
+        """The ECR repositories of the models' images (images elsewhere need no grant here)."""
         repos: list[str] = []
         for m in self.spec.models:
             match = _ECR_IMAGE.match(m.image)
             if match:
                 account, region, repo = match.groups()
                 repos.append(f"arn:{stack.partition}:ecr:{region}:{account}:repository/{repo}")
+        return repos
+
+    def _model_objects(self, stack: cdk.Stack) -> list[str]:
+        """The S3 objects of the models' data (a prefix ending in ``/``: every object under it)."""
+        objects = []
+        for m in self.spec.models:
+            if m.model_data_url:
+                match = _S3_URL.match(m.model_data_url)
+                if match:
+                    bucket, key = match.groups()
+                    objects.append(f"arn:{stack.partition}:s3:::{bucket}/{key}{'*' if key.endswith('/') else ''}")
+        return objects
+
+    def _grant_execution(self, role: iam.IRole, kms_key: kms.IKey | None) -> None:
+        def add(statement: iam.PolicyStatement) -> None:
+            add_statements(role, [statement])  # for a Role: one jsii round trip, not three
+
+        stack = cdk.Stack.of(self)
+        repos, objects = self._image_repositories(stack), self._model_objects(stack)
         if repos:
             add(
                 iam.PolicyStatement(
@@ -499,13 +529,6 @@ class MigInferenceEndpoint(Construct):
         add(
             iam.PolicyStatement(actions=["ecr:GetAuthorizationToken"], resources=["*"])
         )
-        objects = []
-        for m in self.spec.models:
-            if m.model_data_url:
-                match = _S3_URL.match(m.model_data_url)
-                if match:
-                    bucket, key = match.groups()
-                    objects.append(f"arn:{stack.partition}:s3:::{bucket}/{key}{'*' if key.endswith('/') else ''}")
         if objects:
             add(iam.PolicyStatement(actions=["s3:GetObject"], resources=sorted(set(objects))))
         logs = [
