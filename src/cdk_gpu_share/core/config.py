@@ -612,6 +612,13 @@ read_capacity = _capacity
 drop_uncatalogued = _catalogued
 
 
+def read_section(raw: Any, key: str, keys: Iterable[str], problems: _Problems, *,
+                 sagemaker: bool) -> tuple[Mapping, dict[str, int]] | None:
+    """Section ``key`` of the given ``keys`` and its capacity (:func:`read_fleet`), or None when absent."""
+    data = read_object(raw, key, keys, problems)
+    return None if data is None else (data, read_fleet(data, key, problems, sagemaker=sagemaker))
+
+
 def read_fleet(section: Mapping, key: str, problems: _Problems, *, sagemaker: bool) -> dict[str, int]:
     """The ``capacity`` of section ``key``: instances per type, of the types the catalog knows
     (SageMaker ``ml.`` types, or EC2 types); each refusal recorded."""

@@ -42,10 +42,10 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
 
 def parse(raw: Any, problems: Problems) -> BatchQuotaConfig | None:
     """The ``batch_quota`` section, or None when it is absent or not a mapping."""
-    data = C.read_object(raw, KEY, SECTION_KEYS, problems)
-    if data is None:
+    section = C.read_section(raw, KEY, SECTION_KEYS, problems, sagemaker=True)
+    if section is None:
         return None
-    capacity = C.read_fleet(data, KEY, problems, sagemaker=True)
+    data, capacity = section
     names = {}
     for key in ("queue_name", "service_environment_name"):
         if data.get(key) is not None:

@@ -139,10 +139,10 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
 
 def parse(raw: Any, problems: Problems) -> FairshareConfig | None:
     """The ``fairshare`` section, or None when it is absent or not a mapping."""
-    data = C.read_object(raw, KEY, SECTION_KEYS, problems)
-    if data is None:
+    section = C.read_section(raw, KEY, SECTION_KEYS, problems, sagemaker=False)
+    if section is None:
         return None
-    capacity = C.read_fleet(data, KEY, problems, sagemaker=False)
+    data, capacity = section
     kwargs: dict[str, Any] = {}
     if data.get("queue_name") is not None:
         kwargs["queue_name"] = C.read_str(data["queue_name"], f"{KEY}.queue_name", problems, C.BATCH_NAME_PATTERN,
