@@ -106,10 +106,13 @@ def examples(n: int) -> int:
 
 
 @st.composite
-def states(draw, max_jobs: int = 12, max_teams: int = 4, contended: bool | None = None):
+def states(draw, max_jobs: int = 12, max_teams: int = 4, contended: bool | None = None, checkpoint: bool = False):
     """Random valid states. Half of them are "contended": caps rarely set and the
     capacity barely above the guarantees, so that lenders need their capacity back
-    (rules 2b and 2c); the others exercise borrow caps (rule 1)."""
+    (rules 2b and 2c); the others exercise borrow caps (rule 1).
+
+    ``checkpoint``: the checkpoint-aware victim order, with teams' and jobs' checkpoint
+    intervals, ``borrowed`` and ``last_checkpoint`` each present or left out at random."""
     if contended is None:
         contended = draw(st.booleans())
     res = list(RESOURCES[: draw(st.integers(1, 3))])
@@ -185,7 +188,28 @@ def states(draw, max_jobs: int = 12, max_teams: int = 4, contended: bool | None 
             "reclaim_after_seconds": draw(st.sampled_from([0, 0, 30, 60])),
             "min_runtime_seconds": draw(st.sampled_from([0, 0, 30, 60])),
         }
+    if checkpoint:
+        _checkpoint_fields(draw, state)
     return state
+
+
+CHECKPOINT_INTERVALS = (0, 7, 25, 30, 60, 0.5)
+
+
+def _checkpoint_fields(draw, state: dict) -> None:
+    """The checkpoint-aware order's inputs, drawn onto ``state``: ties of lost work are
+    common (intervals that divide the ages), so the later keys are exercised too."""
+    state.setdefault("settings", {})["victim_order"] = "checkpoint"
+    for team in state["teams"]:
+        if draw(st.booleans()):
+            team["checkpoint_seconds"] = draw(st.sampled_from(CHECKPOINT_INTERVALS))
+    for job in state["jobs"]:
+        if draw(st.integers(0, 2)) == 0:
+            job["borrowed"] = draw(st.booleans())
+        if draw(st.integers(0, 2)) == 0:
+            job["checkpoint_seconds"] = draw(st.sampled_from(CHECKPOINT_INTERVALS))
+        if draw(st.integers(0, 4)) == 0:
+            job["last_checkpoint"] = draw(st.sampled_from([0, 50, 95, 129, STATES_NOW, STATES_NOW + 10]))
 
 
 # ---------------------------------------------------------------------------

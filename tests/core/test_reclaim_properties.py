@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import random
 
 import pytest
@@ -120,8 +121,25 @@ def reference_plan(state: dict) -> dict:
         such = [r for r in lacks(p) if B(V, r) > TOL]
         return any(dem(j, r) > TOL for r in such)
 
+    def borrowed(j):
+        # The contract: recorded, else derived from the state (the job and its team's
+        # running, non-terminating jobs with a smaller (since, id)).
+        if "borrowed" in j:
+            return j["borrowed"]
+        before = [k for k in running if k["team"] == j["team"] and (k["since"], k["id"]) <= (j["since"], j["id"])]
+        return any(sum(dem(k, r) for k in before) > G(j["team"], r) + TOL for r in needs(j))
+
+    def lost(j):
+        if "last_checkpoint" in j:
+            return max(0, now - max(j["since"], j["last_checkpoint"]))
+        a = max(0, now - j["since"])
+        c = j.get("checkpoint_seconds", teams[j["team"]].get("checkpoint_seconds", 0))
+        return math.fmod(a, c) if c > 0 else a
+
     def victim_order(js):
         out = sorted(js, key=lambda j: j["id"], reverse=True)
+        if s.get("victim_order", "youngest") == "checkpoint":
+            return sorted(out, key=lambda j: (not borrowed(j), lost(j), -j["since"]))
         return sorted(out, key=lambda j: (prio(j), -j["since"]))
 
     def candidates(pred):
@@ -281,6 +299,19 @@ def test_planner_matches_the_naive_transcription_on_larger_states(state):
 @given(states(contended=True))
 def test_planner_matches_the_naive_transcription_when_lenders_want_capacity_back(state):
     _same_plan(reclaim.plan(state), reference_plan(state))
+
+
+@FAST(800)
+@given(states(checkpoint=True))
+def test_checkpoint_order_matches_the_naive_transcription(state):
+    _same_plan(reclaim.plan(state), reference_plan(state))
+
+
+@FAST(600)
+@given(states(contended=True, checkpoint=True))
+def test_checkpoint_order_matches_the_naive_transcription_when_lenders_want_capacity_back(state):
+    _same_plan(reclaim.plan(state), reference_plan(state))
+    _check_shared_and_grouped(state)
 
 
 # ---------------------------------------------------------------------------

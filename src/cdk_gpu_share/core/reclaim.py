@@ -27,8 +27,9 @@ Implementation notes
 --------------------
 :func:`plan_state` is one :class:`PlanState` (the plan as it stands, changed only by
 its ``take``, ``give_back`` and ``serve``) and one function per rule. Running jobs are
-sorted once in victim order (lower priority, then most recent ``since``, then id
-descending); each team keeps its unprotected jobs in that order, in one list and in
+sorted once in victim order (:func:`victim_sort`: by default lower priority, then most
+recent ``since``, then id descending; with ``victim_order: checkpoint`` the runs started
+on borrowed capacity first, then the least lost work); each team keeps its unprotected jobs in that order, in one list and in
 one list per resource the job uses. Usage, free capacity (from :func:`free_of`) and
 the set of borrowing teams per resource are updated incrementally; reserved idle
 capacity comes from :func:`reserved_idle_of`, cached until a reserve team's usage
@@ -68,6 +69,7 @@ __all__ = [
     "SHARING_VALUES",
     "JOB_STATES",
     "REASONS",
+    "VICTIM_ORDERS",
     "Settings",
     "TeamSpec",
     "JobSpec",
@@ -82,6 +84,9 @@ __all__ = [
     "within_guarantee",
     "free_of",
     "reserved_idle_of",
+    "lost_work",
+    "borrowed_at_start",
+    "victim_sort",
     "PlanState",
 ]
 
@@ -98,6 +103,12 @@ JOB_STATES = ("running", "pending")
 
 #: Reasons of a preemption, in the output.
 REASONS = ("borrow_limit", "reclaim", "in_team")
+
+#: The victim orders of ``settings.victim_order``: ``youngest`` (default: lower
+#: priority, then the most recent start, first) and ``checkpoint`` (the runs started
+#: on borrowed capacity, then the least work lost since the last checkpoint, first).
+VICTIM_ORDERS = ("youngest", "checkpoint")
+YOUNGEST, CHECKPOINT = VICTIM_ORDERS
 
 _LEND_AND_BORROW = "lend_and_borrow"
 _RESERVE = "reserve"
@@ -119,6 +130,8 @@ class Settings:
     """A pending job may cause a preemption once it has waited this long."""
     min_runtime_seconds: float = 0
     """A running job younger than this is protected: never chosen."""
+    victim_order: str = YOUNGEST
+    """One of :data:`VICTIM_ORDERS`: the order in which running jobs are taken as victims."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +149,8 @@ class TeamSpec:
     """Absolute borrow cap per resource; None (default) is unlimited."""
     in_team_preemption: bool = False
     """Whether the team's pending jobs may stop its own lower-priority jobs."""
+    checkpoint_seconds: float = 0
+    """Default checkpoint interval of the team's jobs, in seconds of running time (0: never)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +164,13 @@ class JobSpec:
     priority: int = 0
     since: float = 0
     terminating: bool = False
+    borrowed: bool | None = None
+    """Running jobs, checkpoint order: whether the current run started beyond the team's
+    guarantee (None: derived from the state, :func:`borrowed_at_start`)."""
+    checkpoint_seconds: float | None = None
+    """Running jobs, checkpoint order: the job's checkpoint interval (None: its team's)."""
+    last_checkpoint: float | None = None
+    """Running jobs, checkpoint order: when the current run last saved its progress (None: unknown)."""
 
 
 def pending_key(job: JobSpec) -> tuple:
@@ -408,6 +430,7 @@ def parse_state(state: object) -> State:
                 min_runtime_seconds=check.number(
                     raw_settings, "min_runtime_seconds", "settings.min_runtime_seconds",
                     default=0, minimum=0, fix="use a number of seconds, 0 or more"),
+                victim_order=_victim_order(raw_settings, check),
             )
 
     teams, team_names = _parse_teams(state, capacity, names, check)
@@ -416,6 +439,16 @@ def parse_state(state: object) -> State:
     if check.problems:
         raise ConfigError(check.problems)
     return State(now=now, capacity=capacity, settings=settings, teams=tuple(teams), jobs=tuple(jobs))
+
+
+def _victim_order(raw_settings: Mapping, check: _Checker) -> str:
+    """``settings.victim_order``: one of :data:`VICTIM_ORDERS`, default ``youngest``."""
+    order = raw_settings.get("victim_order", YOUNGEST)
+    if type(order) is not str or order not in VICTIM_ORDERS:
+        check.add("settings.victim_order", order, "is not a victim order",
+                  "use youngest (the default) or checkpoint")
+        return YOUNGEST
+    return order
 
 
 def _parse_teams(state: Mapping, capacity: dict, names: dict | None, check: _Checker) -> tuple[list[TeamSpec], set | None]:
@@ -476,10 +509,14 @@ def _parse_teams(state: Mapping, capacity: dict, names: dict | None, check: _Che
             borrow_limit = check.amounts(raw_limit, f"{where}.borrow_limit", names, "the borrow limit")
             ok = ok and len(check.problems) == n
         preempt = check.boolean(raw, "in_team_preemption", f"{where}.in_team_preemption", False)
+        n = len(check.problems)
+        checkpoint = check.number(raw, "checkpoint_seconds", f"{where}.checkpoint_seconds", default=0, minimum=0,
+                                  fix="give the team's checkpoint interval in seconds, 0 (never) or more")
+        ok = ok and len(check.problems) == n
         if ok:
             teams.append(TeamSpec(name=name, guarantee=guarantee, sharing=sharing,
                                   borrow_limit_percent=percent, borrow_limit=borrow_limit,
-                                  in_team_preemption=preempt))
+                                  in_team_preemption=preempt, checkpoint_seconds=checkpoint))
     for r, values in totals.items():
         total = math.fsum(values)
         if total > capacity[r] + TOLERANCE:
@@ -532,6 +569,10 @@ def _parse_jobs(state: Mapping, capacity: Mapping | None, team_names: set | None
             priority = get("priority", 0)
             since = get("since")
             terminating = get("terminating", False)
+            borrowed = get("borrowed", _MISSING)
+            checkpoint = get("checkpoint_seconds", _MISSING)
+            last = get("last_checkpoint", _MISSING)
+            plain = borrowed is _MISSING and checkpoint is _MISSING and last is _MISSING
             # Numbers get the same bounds as the full checks' is_number (finite, at most
             # 2**53; NaN fails every comparison), inlined for speed: a job the full checks
             # refuse must never be accepted here.
@@ -544,6 +585,7 @@ def _parse_jobs(state: Mapping, capacity: Mapping | None, team_names: set | None
                 and (ts is int or ts is float) and -_SAFE <= since <= _SAFE  # type: ignore[operator]
                 and (terminating is False or terminating is True)
                 and type(demand) is dict
+                and (plain or job_state == "pending")
             ):
                 for r, a in demand.items():
                     ta = type(a)
@@ -628,9 +670,31 @@ def _checked_job(raw: object, i: int, seen: dict[str, int], capacity: Mapping | 
     if type(terminating) is not bool:
         check.add(f"{where}.terminating", terminating, f"must be true or false, not {_kind(terminating)}",
                   "write true or false")
+    extra = _checkpoint_fields(raw, where, check) if job_state == "running" else (None, None, None)
     if len(check.problems) > n:
         return None
-    return JobSpec(job_id, team, job_state, demand, priority, since, terminating)  # type: ignore[arg-type]
+    return JobSpec(job_id, team, job_state, demand, priority, since, terminating, *extra)  # type: ignore[arg-type]
+
+
+def _checkpoint_fields(raw: Mapping, where: str, check: _Checker) -> tuple:
+    """A running job's ``borrowed``, ``checkpoint_seconds`` and ``last_checkpoint``, each
+    None when absent (pending jobs ignore them)."""
+    borrowed = raw.get("borrowed", None)
+    if "borrowed" in raw and type(borrowed) is not bool:
+        check.add(f"{where}.borrowed", borrowed, f"must be true or false, not {_kind(borrowed)}",
+                  "write true when the job's current run started beyond its team's guarantee, else false,"
+                  " or leave it out to derive it")
+        borrowed = None
+    checkpoint = None
+    if "checkpoint_seconds" in raw:
+        checkpoint = check.number(raw, "checkpoint_seconds", f"{where}.checkpoint_seconds", default=None, minimum=0,
+                                  fix="give the job's checkpoint interval in seconds, 0 (never) or more,"
+                                      " or leave it out for its team's")
+    last = None
+    if "last_checkpoint" in raw:
+        last = check.number(raw, "last_checkpoint", f"{where}.last_checkpoint", default=None,
+                            fix="write the time of the run's last checkpoint in seconds, or leave it out")
+    return borrowed, checkpoint, last
 
 
 # ---------------------------------------------------------------------------
@@ -681,6 +745,75 @@ FITS, MAY_STOP, MUST_WAIT = 0, 1, 2
 _ID = attrgetter("id")
 _SINCE = attrgetter("since")
 _PRIORITY = attrgetter("priority")
+
+
+def victim_sort(running: list, state: State) -> None:
+    """Sort ``running`` (non-terminating running jobs) in the victim order of ``state``.
+
+    ``youngest``: lower priority first, then the most recent ``since``, then id
+    descending. ``checkpoint``: the jobs whose run started on borrowed capacity first,
+    then the least lost work (:func:`lost_work`), then the most recent ``since``, then
+    id descending; priority is not part of it. Stable sorts, last key first: one key of
+    one type each lets CPython compare with its float, int and str fast paths.
+    """
+    running.sort(key=_ID, reverse=True)
+    running.sort(key=_SINCE, reverse=True)
+    if state.settings.victim_order != CHECKPOINT:
+        running.sort(key=_PRIORITY)
+        return
+    now = state.now
+    team_checkpoint = {t.name: t.checkpoint_seconds for t in state.teams}
+    running.sort(key=lambda job: lost_work(job, team_checkpoint.get(job.team, 0), now))
+    derived: dict = {}
+    if any(job.borrowed is None for job in running):
+        derived = borrowed_at_start(running, state.teams)
+    # Borrowed runs first: stopping a run that started within its team's guarantee
+    # would make that team wait again for capacity it was promised.
+    running.sort(key=lambda job: not (derived[job.id] if job.borrowed is None else job.borrowed))
+
+
+def lost_work(job: JobSpec, team_checkpoint: float, now: float) -> float:
+    """W: the seconds of work a stop of running ``job`` at ``now`` throws away.
+
+    Since its last checkpoint when the job says when that was (``last_checkpoint``);
+    otherwise the job's age modulo its checkpoint interval (its own, else
+    ``team_checkpoint``; exact, :func:`math.fmod`), or its whole age when it never
+    checkpoints (interval 0).
+    """
+    if job.last_checkpoint is not None:
+        return max(0, now - max(job.since, job.last_checkpoint))
+    age = max(0, now - job.since)
+    interval = team_checkpoint if job.checkpoint_seconds is None else job.checkpoint_seconds
+    return math.fmod(age, interval) if interval > 0 else age
+
+
+def borrowed_at_start(running: Iterable[JobSpec], teams: Iterable[TeamSpec]) -> dict[str, bool]:
+    """Job id -> whether its run started on borrowed capacity, derived from the state.
+
+    A run borrowed when its demand and that of its team's running jobs started before
+    it (smaller ``since``, then id) exceed the team's guarantee in some resource it
+    needs: what its team held just before it started, if none of them has stopped
+    since. ``running``: the running, non-terminating jobs. Callers that saw the start
+    (the simulator) or recorded it (the reclaim Lambda) pass ``borrowed`` instead.
+    """
+    tol = TOLERANCE
+    guarantee = {t.name: t.guarantee for t in teams}
+    by_team: dict[str, list] = {}
+    for job in running:
+        by_team.setdefault(job.team, []).append(job)
+    out: dict[str, bool] = {}
+    for team, jobs in by_team.items():
+        jobs.sort(key=lambda job: (job.since, job.id))
+        g = guarantee.get(team, {})
+        held: dict = {}
+        for job in jobs:
+            over = False
+            for r, d in job.demand.items():
+                if d:
+                    total = held[r] = held.get(r, 0) + d
+                    over = over or (d > tol and total > g.get(r, 0) + tol)
+            out[job.id] = over
+    return out
 
 
 _last_team_table: list = [(None, None, None)]  # one (teams, resources, table), replaced whole
@@ -804,11 +937,10 @@ class PlanState:
         self.groups = state.pending_groups
         if pending and self.groups:
             raise ValueError("a State holds its pending jobs in jobs or in pending_groups, not in both")
-        # Stable sorts, last key first. One key of one type each: CPython then
-        # compares with its float, int and str fast paths, not tuple by tuple.
-        running.sort(key=_ID, reverse=True)
-        running.sort(key=_SINCE, reverse=True)
-        running.sort(key=_PRIORITY)
+        victim_sort(running, state)
+        # Under the default order priority comes first, so a team's jobs below a
+        # priority are a prefix of its list (own_candidates stops at the first other).
+        self.priority_first = state.settings.victim_order != CHECKPOINT
         self.r_id = [job.id for job in running]
         self.r_team = r_team = [t_index[job.team] for job in running]
         self.r_demand = r_demand = [job.demand for job in running]
@@ -978,9 +1110,12 @@ class PlanState:
         jobs = []
         parts: dict = {r: [] for r in self.resources}
         chosen, r_demand, r_prio = self.chosen, self.r_demand, self.r_prio
+        priority_first = self.priority_first
         for j in self.victims_of[ti]:
             if r_prio[j] >= prio:
-                break
+                if priority_first:
+                    break
+                continue
             if not chosen[j]:
                 jobs.append(j)
                 for r, d in r_demand[j].items():
