@@ -225,7 +225,7 @@ def test_parse_state_keeps_the_three_fields_of_a_running_job():
     parsed = reclaim.parse_state(s)
     running = next(j for j in parsed.jobs if j.state == "running")
     assert (running.borrowed, running.checkpoint_seconds, running.last_checkpoint) == (True, 60, 990)
-    assert parsed.teams[0].checkpoint_seconds == 30 and parsed.teams[1].checkpoint_seconds == 0
+    assert parsed.teams[0].checkpoint_seconds == 30 and parsed.teams[1].checkpoint_seconds is None
     assert parsed.settings.victim_order == "checkpoint"
     assert reclaim.parse_state(valid_state()).settings.victim_order == "youngest"
 

@@ -74,12 +74,19 @@ def _add_simulate(subparsers: argparse._SubParsersAction) -> None:
     what.add_argument("--mode", metavar="MODE", help="static, share or share+reclaim")
     what.add_argument("--compare", action="store_true",
                       help="run static, share and share+reclaim (and, with --checkpoint-seconds, share+reclaim "
-                           "with checkpoints) and print one table per team, best value per row marked (*)")
+                           "with checkpoints; with checkpoints or --victim-order checkpoint, the checkpoint-aware "
+                           "victim order too) and print one table per team, best value per row marked (*)")
     p.add_argument("--poll-seconds", type=float, default=None, metavar="S",
                    help="reclaim planner period in share+reclaim (default: with --config, the backend's reclaim "
                         "schedule, such as fairshare.reclaim.schedule_minutes; else 60)")
     p.add_argument("--checkpoint-seconds", type=float, default=None, metavar="N",
-                   help="a stopped job restarts from its last N-second checkpoint (default: from zero)")
+                   help="a stopped job restarts from its last N-second checkpoint (default: from zero); a job's "
+                        "own interval (the trace's checkpoint_seconds column) and its team's come first")
+    p.add_argument("--victim-order", default=None, metavar="ORDER",
+                   help="the jobs the planner stops first: youngest (lowest priority, then the most recent "
+                        "start) or checkpoint (runs started on borrowed capacity, then the least work lost since "
+                        "the last checkpoint). Default: the scenario's, else youngest. With --compare, "
+                        "checkpoint adds its own column")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     p.add_argument("--plot", metavar="OUT.png",
                    help="write a PNG of each team's usage, waiting demand and preemptions (needs matplotlib); "
@@ -243,9 +250,11 @@ def run_simulate(args: argparse.Namespace) -> int:
         _check_target("--report", args.report, ".html")
     _check_not_raw_trace(args.trace)
     scenario, poll, described = _load_scenario(args)
+    sim.with_victim_order(scenario, args.victim_order)  # refuses an unknown order before any run
     jobs = sim.load_jobs(args.trace, scenario)
 
     if not compare:
+        scenario = sim.with_victim_order(scenario, args.victim_order)
         result = _run_one(scenario, jobs, args.mode, poll, args.checkpoint_seconds, args.trace)
         if args.json:
             print(json.dumps(result.to_dict()))
@@ -254,10 +263,12 @@ def run_simulate(args: argparse.Namespace) -> int:
         runs = [(args.mode, result)]
         notes: list[str] = []
     else:
-        runs, notes = _run_compare(scenario, jobs, poll, args.checkpoint_seconds, args.trace)
+        runs, notes, verdict = _run_compare(scenario, jobs, poll, args.checkpoint_seconds, args.trace,
+                                            args.victim_order)
         from cdk_gpu_share.core.compare import compare as build
 
         cmp = build(runs, jobs, notes=notes)
+        cmp.victim_order = verdict
         if args.json:
             print(json.dumps({"scenario": described, "trace": args.trace, "poll_seconds": poll,
                               "comparison": cmp.to_dict(),
@@ -275,6 +286,8 @@ def run_simulate(args: argparse.Namespace) -> int:
         from cdk_gpu_share.core.compare import compare as build
 
         cmp = build(runs, jobs, notes=notes)
+        if compare:
+            cmp.victim_order = verdict
         write_report(cmp, runs, jobs, args.report, described=described, trace=args.trace, poll_seconds=poll)
         written.append(f"report written to {args.report}")
     for line in written:
@@ -295,37 +308,69 @@ def _run_one(scenario: Any, jobs: Any, mode: str, poll: float, checkpoint: float
             bar.close()
 
 
-def compare_modes(checkpoint_seconds: float | None) -> list[tuple[str, str, float | None]]:
-    """(column label, mode, checkpoint period) of ``--compare``, in column order."""
-    modes: list[tuple[str, str, float | None]] = [
-        ("static", "static", None), ("share", "share", None), ("share+reclaim", "share+reclaim", None)
+#: The column label of the checkpoint-aware victim order in ``--compare``.
+CHECKPOINT_ORDER_LABEL = "share+reclaim, checkpoint order"
+
+
+def compare_modes(checkpoint_seconds: float | None,
+                  checkpoint_order: bool = False) -> list[tuple[str, str, float | None, str]]:
+    """(column label, mode, checkpoint period, victim order) of ``--compare``, in column
+    order: the checkpoint-aware order last, with the same checkpoints as the column before it."""
+    modes: list[tuple[str, str, float | None, str]] = [
+        ("static", "static", None, "youngest"), ("share", "share", None, "youngest"),
+        ("share+reclaim", "share+reclaim", None, "youngest"),
     ]
     if checkpoint_seconds:
         modes.append((f"share+reclaim, checkpoints {human_seconds(checkpoint_seconds)}", "share+reclaim",
-                      checkpoint_seconds))
+                      checkpoint_seconds, "youngest"))
+    if checkpoint_order:
+        label = CHECKPOINT_ORDER_LABEL + (f", checkpoints {human_seconds(checkpoint_seconds)}"
+                                          if checkpoint_seconds else "")
+        modes.append((label, "share+reclaim", checkpoint_seconds, "checkpoint"))
     return modes
 
 
-def _run_compare(scenario: Any, jobs: Any, poll: float, checkpoint: float | None,
-                 source: str) -> tuple[list[tuple[str, Any]], list[str]]:
+def wants_checkpoint_order(scenario: Any, jobs: Any, checkpoint: float | None, victim_order: str | None) -> bool:
+    """Whether ``--compare`` runs the checkpoint-aware order too: asked for (``--victim-order
+    checkpoint``, or the scenario's), or, unless ``--victim-order youngest``, whenever jobs
+    checkpoint (``--checkpoint-seconds``, a team's or a job's interval)."""
+    if victim_order is not None:
+        return victim_order == "checkpoint"
+    if scenario.state.settings.victim_order == "checkpoint" or checkpoint:
+        return True
+    return any(t.checkpoint_seconds for t in scenario.teams) or any(j.checkpoint_seconds for j in jobs)
+
+
+def _run_compare(scenario: Any, jobs: Any, poll: float, checkpoint: float | None, source: str,
+                 victim_order: str | None = None) -> tuple[list[tuple[str, Any]], list[str], dict | None]:
+    """The runs of ``--compare``, the notes under its tables, and which victim order won
+    (:func:`~cdk_gpu_share.core.compare.order_verdict`; None without the checkpoint-aware column)."""
     from cdk_gpu_share.core import simulate as sim
+    from cdk_gpu_share.core.compare import order_verdict, verdict_lines
 
     # A job no sharing mode could run is bad input for the whole comparison: say so first.
     sim.check_jobs(scenario, jobs, "share", source=source)
     runs: list[tuple[str, Any]] = []
     notes: list[str] = []
-    for label, mode, ckpt in compare_modes(checkpoint):
+    columns = compare_modes(checkpoint, wants_checkpoint_order(scenario, jobs, checkpoint, victim_order))
+    for label, mode, ckpt, order in columns:
         try:
-            runs.append((label, _run_one(scenario, jobs, mode, poll, ckpt, source, label)))
+            runs.append((label, _run_one(sim.with_victim_order(scenario, order), jobs, mode, poll, ckpt, source,
+                                         label)))
         except ConfigError as exc:
             if mode != "static":
                 raise
             # static cannot run a job larger than its team's guarantee: that is an answer too.
             runs.append((label, None))
             notes.append(f"static: not possible, {exc}")
-    if any(mode == "share+reclaim" for _, mode, _ in compare_modes(checkpoint)):
-        notes.append(f"share+reclaim: the reclaim planner runs every {poll:g} s")
-    return runs, notes
+    notes.append(f"share+reclaim: the reclaim planner runs every {poll:g} s")
+    verdict = None
+    if columns[-1][3] == "checkpoint":
+        # Against youngest-first with the same checkpoints: the column before it.
+        bound = poll + scenario.state.settings.reclaim_after_seconds + 60
+        verdict = order_verdict(runs[-2][1], runs[-1][1], bound_seconds=bound)
+        notes += verdict_lines(verdict, human_seconds)
+    return runs, notes, verdict
 
 
 def _isatty(stream: Any) -> bool:

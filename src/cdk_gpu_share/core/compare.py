@@ -55,6 +55,8 @@ class Comparison:
     guarantees: dict[str, float]
     capacity: float
     notes: list[str] = field(default_factory=list)
+    #: :func:`order_verdict` when the comparison ran the checkpoint-aware victim order.
+    victim_order: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         def rows(rs: list[Row]) -> dict[str, Any]:
@@ -67,6 +69,7 @@ class Comparison:
             "pool": rows(self.pool),
             "teams": {name: {"guarantee_gpus": self.guarantees[name], **rows(rs)} for name, rs in self.teams.items()},
             "notes": list(self.notes),
+            **({} if self.victim_order is None else {"victim_order": self.victim_order}),
         }
 
 
@@ -124,3 +127,49 @@ def compare(runs: Sequence[tuple[str, SimResult | None]], jobs: Sequence[Job], *
     guarantees = dict(zip(names, (float(g) for g in first.guarantees)))
     return Comparison(modes=modes, pool=pool, teams=teams, guarantees=guarantees, capacity=float(first.capacity),
                       notes=list(notes))
+
+
+def order_verdict(youngest: SimResult, checkpoint: SimResult, *, bound_seconds: float) -> dict[str, Any]:
+    """Which victim order won: the checkpoint-aware run against the youngest-first run
+    with the same checkpoints, on lost work, queued GPU-hours and each team's wait for
+    its own guarantee (p99, against ``bound_seconds``: poll + reclaim_after + 60 s)."""
+    lost_y, lost_c = youngest.lost_gpu_seconds / 3600.0, checkpoint.lost_gpu_seconds / 3600.0
+    queued_y, queued_c = youngest.wait_gpu_hours, checkpoint.wait_gpu_hours
+    teams = {}
+    for name in youngest.team_names:
+        y = float(youngest.teams[name].to_dict()["reclaim_wait_p99_s"])
+        c = float(checkpoint.teams[name].to_dict()["reclaim_wait_p99_s"])
+        teams[name] = {"youngest": y, "checkpoint": c, "within_bound": c <= bound_seconds + TOL}
+    return {
+        "lost_gpu_hours": {"youngest": lost_y, "checkpoint": lost_c,
+                           "ratio": (lost_y / lost_c) if lost_c > TOL else None},
+        "queued_gpu_hours": {"youngest": queued_y, "checkpoint": queued_c,
+                             "change_percent": (100.0 * (queued_c - queued_y) / queued_y) if queued_y > TOL else None},
+        "guarantee_wait_p99_s": teams,
+        "bound_s": bound_seconds,
+    }
+
+
+def verdict_lines(v: dict[str, Any], human: Callable[[float], str]) -> list[str]:
+    """:func:`order_verdict` in words, one line per finding (``human`` formats seconds)."""
+    lost, queued = v["lost_gpu_hours"], v["queued_gpu_hours"]
+    if lost["ratio"] is None:
+        ratio = "nothing lost" if lost["youngest"] <= TOL else "all of it saved"
+    else:
+        ratio = f"{lost['ratio']:.1f}x {'lower' if lost['ratio'] >= 1 else 'higher'}"
+    winner = "checkpoint" if lost["checkpoint"] < lost["youngest"] - TOL else (
+        "youngest" if lost["youngest"] < lost["checkpoint"] - TOL else "neither")
+    lines = [f"victim order, lost work: {winner} wins, {lost['youngest']:,.1f} -> {lost['checkpoint']:,.1f} GPU-hours "
+             f"({ratio}) with the same checkpoints"]
+    if queued["change_percent"] is not None:
+        lines.append(f"victim order, queued GPU-hours: {queued['youngest']:,.1f} -> {queued['checkpoint']:,.1f} "
+                     f"({queued['change_percent']:+.1f}%)")
+    waits = []
+    for name, t in v["guarantee_wait_p99_s"].items():
+        mark = "" if t["within_bound"] else " (over the bound)"
+        waits.append(f"{name} {human(t['youngest'])} -> {human(t['checkpoint'])}{mark}")
+    over = [name for name, t in v["guarantee_wait_p99_s"].items() if not t["within_bound"]]
+    bound = human(v["bound_s"])
+    summary = f"every team within {bound}" if not over else f"{', '.join(over)} over {bound}"
+    lines.append(f"victim order, wait for own guarantee p99: {'; '.join(waits)} ({summary})")
+    return lines

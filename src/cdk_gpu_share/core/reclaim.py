@@ -149,8 +149,9 @@ class TeamSpec:
     """Absolute borrow cap per resource; None (default) is unlimited."""
     in_team_preemption: bool = False
     """Whether the team's pending jobs may stop its own lower-priority jobs."""
-    checkpoint_seconds: float = 0
-    """Default checkpoint interval of the team's jobs, in seconds of running time (0: never)."""
+    checkpoint_seconds: float | None = None
+    """Default checkpoint interval of the team's jobs, in seconds of running time (0 or
+    None, the default: never; the simulator tells "not set" from 0)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -510,7 +511,7 @@ def _parse_teams(state: Mapping, capacity: dict, names: dict | None, check: _Che
             ok = ok and len(check.problems) == n
         preempt = check.boolean(raw, "in_team_preemption", f"{where}.in_team_preemption", False)
         n = len(check.problems)
-        checkpoint = check.number(raw, "checkpoint_seconds", f"{where}.checkpoint_seconds", default=0, minimum=0,
+        checkpoint = check.number(raw, "checkpoint_seconds", f"{where}.checkpoint_seconds", default=None, minimum=0,
                                   fix="give the team's checkpoint interval in seconds, 0 (never) or more")
         ok = ok and len(check.problems) == n
         if ok:
@@ -763,7 +764,7 @@ def victim_sort(running: list, state: State) -> None:
         return
     now = state.now
     team_checkpoint = {t.name: t.checkpoint_seconds for t in state.teams}
-    running.sort(key=lambda job: lost_work(job, team_checkpoint.get(job.team, 0), now))
+    running.sort(key=lambda job: lost_work(job, team_checkpoint.get(job.team), now))
     derived: dict = {}
     if any(job.borrowed is None for job in running):
         derived = borrowed_at_start(running, state.teams)
@@ -772,7 +773,7 @@ def victim_sort(running: list, state: State) -> None:
     running.sort(key=lambda job: not (derived[job.id] if job.borrowed is None else job.borrowed))
 
 
-def lost_work(job: JobSpec, team_checkpoint: float, now: float) -> float:
+def lost_work(job: JobSpec, team_checkpoint: float | None, now: float) -> float:
     """W: the seconds of work a stop of running ``job`` at ``now`` throws away.
 
     Since its last checkpoint when the job says when that was (``last_checkpoint``);
@@ -784,7 +785,7 @@ def lost_work(job: JobSpec, team_checkpoint: float, now: float) -> float:
         return max(0, now - max(job.since, job.last_checkpoint))
     age = max(0, now - job.since)
     interval = team_checkpoint if job.checkpoint_seconds is None else job.checkpoint_seconds
-    return math.fmod(age, interval) if interval > 0 else age
+    return math.fmod(age, interval) if interval else age
 
 
 def borrowed_at_start(running: Iterable[JobSpec], teams: Iterable[TeamSpec]) -> dict[str, bool]:

@@ -50,7 +50,7 @@ from cdk_gpu_share.core.simulate.accounting import (
 )
 from cdk_gpu_share.core.simulate.engine import _replace_position as _replace_position  # for the tests
 from cdk_gpu_share.core.simulate.engine import _Sim as _Sim  # its class-level switches, for the tests
-from cdk_gpu_share.core.simulate.engine import check_mode, simulate
+from cdk_gpu_share.core.simulate.engine import check_mode, simulate, with_victim_order
 from cdk_gpu_share.core.simulate.inputs import (
     DEFAULT_POLL_SECONDS,
     MODES,
@@ -78,7 +78,7 @@ __all__ = [
     "MODES", "STATIC", "SHARE", "RECLAIM", "RESOURCE", "REQUIRED_COLUMNS", "OPTIONAL_COLUMNS",
     "DEFAULT_POLL_SECONDS", "TOL",
     # engine
-    "simulate", "check_mode",
+    "simulate", "check_mode", "with_victim_order",
     # accounting
     "SimResult", "TeamResult", "JobOutcome", "nearest_rank", "result_json", "demand_excess",
 ]

@@ -113,6 +113,8 @@ class SimResult:
     preemption_events: list[tuple[float, int]] = field(default_factory=list)
     #: (time, team index, GPUs) each time a job enters (+) or leaves (-) its team's pending set.
     pending_log: list = field(default_factory=list, repr=False)
+    #: The planner's victim order (``settings.victim_order``); in :meth:`to_dict` unless the default.
+    victim_order: str = "youngest"
     _series: tuple | None = field(default=None, init=False, repr=False, compare=False)
     _waiting: tuple | None = field(default=None, init=False, repr=False, compare=False)
 
@@ -191,6 +193,7 @@ class SimResult:
             "wait_gpu_hours": float(self.wait_gpu_hours),
             "sim_seconds": float(round(self.sim_seconds, 3)),
             "teams": {name: self.teams[name].to_dict() for name in self.team_names},
+            **({} if self.victim_order == "youngest" else {"victim_order": self.victim_order}),
         }
 
 

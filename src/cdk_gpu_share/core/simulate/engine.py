@@ -46,7 +46,7 @@ from cdk_gpu_share.core.simulate.inputs import (
 from cdk_gpu_share.core.simulate.planner_view import PlannerView
 from cdk_gpu_share.core.simulate.state import Run, Team
 
-__all__ = ["check_mode", "simulate"]
+__all__ = ["check_mode", "simulate", "with_victim_order"]
 
 _INF = math.inf
 
@@ -103,6 +103,7 @@ class _Sim:
         self.runs = [Run(j, by_name[j.team]) for j in jobs]
         for r, q in zip(self.runs, units):
             r.q = q
+            r.interval = _interval(r, checkpoint)
         self.by_id = {r.job.id: r for r in self.runs}
         self.running: dict[int, Run] = {}
         self.live: dict[int, Run] = {}  # arrived and not completed, in arrival order
@@ -171,6 +172,8 @@ class _Sim:
         """r starts at ``t``; its completion is due once its remaining work is done."""
         team = r.t
         r.start = t
+        # Before its GPUs join U(T): a run that starts beyond the guarantee borrowed.
+        r.borrowed = (team.Uq + r.q) / self.scale > team.G + reclaim.TOLERANCE
         r.run += 1
         if r.first_start is None:
             r.first_start = t
@@ -211,8 +214,9 @@ class _Sim:
         team.result.gpu_seconds += ran
         reached = r.progress + elapsed
         saved = r.progress
-        if self.ckpt:
-            saved = max(saved, math.floor(reached / self.ckpt) * self.ckpt)
+        interval = r.interval
+        if interval:
+            saved = max(saved, math.floor(reached / interval) * interval)
             saved = min(saved, r.job.duration_s)
         self.lost += (reached - saved) * r.g
         r.progress = saved
@@ -386,6 +390,16 @@ class _Sim:
             team.last_t = end
 
 
+def _interval(r: Run, checkpoint: float | None) -> float:
+    """A job's checkpoint interval: the trace's, else its team's, else ``checkpoint``
+    (``--checkpoint-seconds``), else 0 (never)."""
+    if r.job.checkpoint_seconds is not None:
+        return r.job.checkpoint_seconds
+    if r.t.spec.checkpoint_seconds is not None:
+        return float(r.t.spec.checkpoint_seconds)
+    return checkpoint or 0.0
+
+
 def check_mode(mode: str) -> None:
     """Raise :class:`ConfigError` unless ``mode`` is one of :data:`MODES`."""
     if mode not in MODES:
@@ -403,6 +417,7 @@ def simulate(
     progress: Callable[[float], None] | None = None,
     skip_idle_ticks: bool = True,
     source: str = "trace",
+    victim_order: str | None = None,
 ) -> SimResult:
     """Replay ``jobs`` against ``scenario`` in ``mode`` (one of :data:`MODES`).
 
@@ -414,12 +429,20 @@ def simulate(
     simulator's rule; default). ``False`` calls the planner at every tick while a job
     is pending: the same result, slower (for tests).
     ``source``: the trace's name in error messages.
+    ``victim_order``: the planner's ``settings.victim_order`` (``youngest`` or
+    ``checkpoint``); default ``None``: the scenario's (``youngest`` unless it says).
 
-    Raises :class:`ConfigError` for an unknown mode, a non-positive period, or a job
-    that could never start (see :func:`check_jobs`).
+    A job's checkpoint interval is the trace's ``checkpoint_seconds``, else its team's in
+    the scenario, else ``checkpoint_seconds``, else none. Each running job is handed to
+    the planner with that interval and with whether its run started beyond its team's
+    guarantee (``borrowed``, decided at the start).
+
+    Raises :class:`ConfigError` for an unknown mode or victim order, a non-positive
+    period, or a job that could never start (see :func:`check_jobs`).
     """
     check_mode(mode)
     _check_periods(poll_seconds, checkpoint_seconds)
+    scenario = with_victim_order(scenario, victim_order)
     jobs = _numbered(jobs, source)
     check_jobs(scenario, jobs, mode, source=source)
 
@@ -435,10 +458,25 @@ def simulate(
                       float(checkpoint_seconds) if checkpoint_seconds else None, progress)
         engine.skip_idle_ticks = skip_idle_ticks
         engine.run()
-        return engine.result(jobs, time.perf_counter() - started)
+        result = engine.result(jobs, time.perf_counter() - started)
+        result.victim_order = scenario.state.settings.victim_order
+        return result
     finally:
         if collecting:
             gc.enable()
+
+
+def with_victim_order(scenario: Scenario, victim_order: str | None) -> Scenario:
+    """``scenario`` with the planner's ``settings.victim_order`` set (None: unchanged)."""
+    if victim_order is None or victim_order == scenario.state.settings.victim_order:
+        return scenario
+    if victim_order not in reclaim.VICTIM_ORDERS:
+        raise ConfigError(Problem(field="--victim-order", value=victim_order, message="is not a victim order",
+                                  fix=f"use one of {', '.join(reclaim.VICTIM_ORDERS)}"))
+    from dataclasses import replace
+
+    settings = replace(scenario.state.settings, victim_order=victim_order)
+    return replace(scenario, state=replace(scenario.state, settings=settings))
 
 
 def _check_periods(poll_seconds: float, checkpoint_seconds: float | None) -> None:

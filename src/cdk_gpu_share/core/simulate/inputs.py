@@ -3,7 +3,7 @@ that could never start.
 
 A scenario is the ``capacity``, ``settings`` and ``teams`` of a reclaim-plan input,
 validated by the planner's own parser (:func:`cdk_gpu_share.core.reclaim.parse_state`).
-A job trace is a CSV file ``job_id,team,submit_time,duration_s,gpus[,priority]``; every
+A job trace is a CSV file ``job_id,team,submit_time,duration_s,gpus[,priority][,checkpoint_seconds]``; every
 error names its line, column and a fix. Sizes are kept as exact
 :class:`fractions.Fraction` values beside their floats, one object per distinct text,
 which the engine's exact usage arithmetic relies on.
@@ -48,7 +48,7 @@ MODES = ("static", "share", "share+reclaim")
 STATIC, SHARE, RECLAIM = MODES
 RESOURCE = instances.GPU_RESOURCE
 REQUIRED_COLUMNS = ("job_id", "team", "submit_time", "duration_s", "gpus")
-OPTIONAL_COLUMNS = ("priority",)
+OPTIONAL_COLUMNS = ("priority", "checkpoint_seconds")
 DEFAULT_POLL_SECONDS = 60.0
 TOL = reclaim.TOLERANCE
 
@@ -97,6 +97,8 @@ class Job:
     position: int = 0
     line: int = 0
     gpus_exact: Fraction | None = None
+    checkpoint_seconds: float | None = None
+    """The job's checkpoint interval (the trace's optional column); None: not set."""
 
     @property
     def exact_gpus(self) -> Fraction:
@@ -237,8 +239,17 @@ def _priority(raw: str, *, source: str, where: str) -> int:
                          "write a whole number; higher is more important") from None
 
 
+def _checkpoint(raw: str, *, source: str, where: str) -> float:
+    """A job's checkpoint interval: seconds of running time between two saves, 0 (never) or more."""
+    interval = _number(raw, source=source, where=where, column="checkpoint_seconds")
+    if interval < 0:
+        raise _row_error(source, where, "checkpoint_seconds", raw, "is negative",
+                         "give the seconds between the job's checkpoints, 0 for none, or leave the cell empty")
+    return float(interval)
+
+
 def parse_jobs(stream: IO[str] | Iterable[str], scenario: Scenario, *, source: str = "trace") -> list[Job]:
-    """Read a job trace CSV (``job_id,team,submit_time,duration_s,gpus[,priority]``).
+    """Read a job trace CSV (``job_id,team,submit_time,duration_s,gpus[,priority][,checkpoint_seconds]``).
 
     Raises :class:`ConfigError` naming the first bad row: a missing column, an unknown
     team, a number that is not a number, a negative time or duration, a non-positive
@@ -287,10 +298,13 @@ def parse_jobs(stream: IO[str] | Iterable[str], scenario: Scenario, *, source: s
         priority = 0
         if "priority" in col and col["priority"] < len(row) and row[col["priority"]].strip():
             priority = _priority(row[col["priority"]].strip(), source=source, where=where)
+        checkpoint = None
+        if "checkpoint_seconds" in col and col["checkpoint_seconds"] < len(row) and row[col["checkpoint_seconds"]].strip():
+            checkpoint = _checkpoint(row[col["checkpoint_seconds"]].strip(), source=source, where=where)
         seen[job_id] = line
         jobs.append(Job(id=job_id, team=team, submit_time=float(submit), duration_s=float(duration),
                         gpus=float(gpus), priority=priority, position=len(jobs), line=line,
-                        gpus_exact=gpus))
+                        gpus_exact=gpus, checkpoint_seconds=checkpoint))
     return jobs
 
 

@@ -87,11 +87,14 @@ class PlannerView:
         return r.pending_spec
 
     def running_spec(self, r: Run) -> reclaim.JobSpec:
-        """r as a running job of the planner's input (made again after each start)."""
+        """r as a running job of the planner's input (made again after each start), with what
+        the checkpoint-aware order reads: its checkpoint interval and whether this run
+        started on borrowed capacity."""
         if r.running_spec is None:
             r.running_spec = reclaim.JobSpec(
                 id=r.job.id, team=r.job.team, state="running", demand=self.index.demands[self.index.kidx[r.g]],
-                priority=r.job.priority, since=r.start, terminating=False)
+                priority=r.job.priority, since=r.start, terminating=False, borrowed=r.borrowed,
+                checkpoint_seconds=r.interval)
         return r.running_spec
 
     def state(self, t: float) -> reclaim.State:

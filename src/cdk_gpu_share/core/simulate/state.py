@@ -23,7 +23,8 @@ class Run:
     """Mutable per-job state during a simulation."""
 
     __slots__ = ("job", "t", "g", "q", "key", "progress", "start", "run", "stops", "first_start",
-                 "done", "entitled", "completion", "busy", "pending_spec", "running_spec", "arrived", "pkey", "grouped")
+                 "done", "entitled", "completion", "busy", "pending_spec", "running_spec", "arrived", "pkey", "grouped",
+                 "interval", "borrowed")
 
     def __init__(self, job: Job, t: Team):
         self.job = job
@@ -45,6 +46,8 @@ class Run:
         self.arrived = False
         self.pkey: tuple | None = None  # reclaim.pending_key(pending_spec), in reclaim mode
         self.grouped = False  # in its PendingGroup (reclaim mode)
+        self.interval = 0.0  # checkpoint interval, seconds of running time (0: never; set by the engine)
+        self.borrowed = False  # whether the current run started beyond the team's guarantee
 
 
 class Team:
