@@ -17,6 +17,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import unquote
 
 import botocore.session
 from botocore.awsrequest import AWSResponse
@@ -153,6 +154,7 @@ class BatchModel:
         self.stops: dict[str, int] = {}      # job -> stops applied by TerminateJob(s)
         self.stops_log: list[tuple[float, str, str]] = []
         self.submissions: list[dict] = []    # SubmitJob parameters applied, with "jobId"
+        self.tagged: list[tuple[str, dict]] = []  # TagResource requests applied: (job id, tags)
         self.events: list[dict] = []         # FAILED events not yet delivered
         self.requests: list[tuple[str, dict, str | None]] = []
         self.listed_responses: list[dict] = []  # every ListJobs summary answered (with the request status)
@@ -267,6 +269,8 @@ class BatchModel:
     def _on_send(self, request, event_name: str, **_: Any):
         service, op = event_name.split(".")[-2:]
         params = json.loads(request.body or b"{}")
+        if op == "TagResource":  # rest-json: the ARN is in the path, /v1/tags/{resourceArn}
+            params["resourceArn"] = unquote(request.url.split("/v1/tags/", 1)[1])
         if self.deadline is not None and self.clock() > self.deadline:
             raise Killed(f"the Lambda timed out before {op}")
         fault = self._outage(service) or self.faults.draw(op)
@@ -390,6 +394,14 @@ class BatchModel:
     def _TerminateJob(self, p: dict):
         if self._stop(p["jobId"], p["reason"]):
             raise _ClientError(400, "ClientException", f"Job {p['jobId']} not found")
+        return 200, {}
+
+    def _TagResource(self, p: dict):
+        job = next((j for j in self.jobs.values() if j["jobArn"] == p["resourceArn"]), None)
+        if job is None:
+            raise _ClientError(400, "ClientException", f"Resource {p['resourceArn']} not found")
+        job["tags"] = {**job.get("tags", {}), **p["tags"]}
+        self.tagged.append((p["resourceArn"].rsplit("/", 1)[1], dict(p["tags"])))
         return 200, {}
 
     def _SubmitJob(self, p: dict):

@@ -34,6 +34,8 @@ ALLOWED = "Allowed"
 DENIED = "Denied"
 Q, T, R = "gpu-share:queue", "gpu-share:team", "gpu-share:requeued-from"
 A = "gpu-share:requeue-attempt"  # the requeue ledger's attempt id on a resubmitted job
+C = "gpu-share:checkpoint-seconds"  # a team's checkpoint interval on its job
+B = "gpu-share:borrowed"  # the reclaimer's record: the run started on borrowed capacity
 SHARE_ID = ["batch:ShareIdentifier"]
 #: The administrators of team identity in the guard the matrix evaluates: a named role, and
 #: CDK's deployment role (the team stacks tag their roles with the team key).
@@ -89,7 +91,7 @@ def resource_tags(**kv: str) -> dict:
 
 def _kv(**named: str) -> dict:
     """Keyword names cannot hold ':'; map the short names to the platform's tag keys."""
-    keys = {"queue": Q, "team": T, "requeued": R, "attempt": A}
+    keys = {"queue": Q, "team": T, "requeued": R, "attempt": A, "checkpoint": C, "borrowed": B}
     return {keys[k]: v for k, v in named.items()}
 
 
@@ -191,7 +193,30 @@ def fairshare_team(app: App, stack: str, team: str, sid: str, other: str, other_
             residual="10: Batch has no key that tells tagging on creation from re-tagging; the tag guard"
                      " (core/guard.py) makes untagged jobs impossible in the account"),
     ]
-    return r
+    return r + checkpoint_tags(role, p, queue, team, ok, [qarn, jd, cr, job()], mine, theirs)
+
+
+def checkpoint_tags(role: str, p: str, queue: str, team: str, ok: dict, submit: list[str], mine: dict,
+                    theirs: dict) -> list[Req]:
+    """A team may declare its job's checkpoint interval; never the reclaimer's record of a run."""
+    interval = req_tags(queue=queue, team=team, checkpoint="600")
+    record = req_tags(queue=queue, team=team, borrowed="1800000000000:false")
+    return [
+        Req(f"{p}: SubmitJob with its checkpoint interval", role, "batch:SubmitJob", submit, ALLOWED,
+            {**ok, **interval}, SHARE_ID),
+        Req(f"{p}: tags its new job with its checkpoint interval on creation", role, "batch:TagResource",
+            [job()], ALLOWED, interval),
+        Req(f"{p}: changes its own running job's checkpoint interval", role, "batch:TagResource", [job("own")],
+            ALLOWED, {**interval, **mine}),
+        Req(f"{p}: SubmitJob carrying the reclaimer's borrowed record", role, "batch:SubmitJob", submit, DENIED,
+            {**ok, **record}, SHARE_ID),
+        Req(f"{p}: marks its own running job as started within its guarantee", role, "batch:TagResource",
+            [job("own")], DENIED, {**record, **mine}),
+        Req(f"{p}: writes the borrowed record alone on its own job", role, "batch:TagResource", [job("own")],
+            DENIED, {**tags(**{B: "1800000000000:false"}), **mine}),
+        Req(f"{p}: sets the checkpoint interval of another team's job", role, "batch:TagResource",
+            [job("theirs")], DENIED, {**interval, **theirs}),
+    ]
 
 
 def reclaimer(app: App, stack: str, queue: str, sids: dict[str, str], other_queue: str) -> list[Req]:
@@ -245,6 +270,26 @@ def reclaimer(app: App, stack: str, queue: str, sids: dict[str, str], other_queu
             res_tags(queue=queue, team=team)),
         Req(f"{p}: submits a service job", role, "batch:SubmitServiceJob",
             [arn("batch", "job-queue/x"), service_job()], DENIED),
+        # victim_order: checkpoint -- the record of each run, a tag on the job
+        Req(f"{p}: records that a run of its queue started on borrowed capacity", role, "batch:TagResource",
+            [job("borrower")], ALLOWED, {**tags(**{B: "1800000000000:true"}), **res_tags(queue=queue, team=team)}),
+        Req(f"{p}: records a run of another queue", role, "batch:TagResource", [job("elsewhere")], DENIED,
+            {**tags(**{B: "1800000000000:true"}), **res_tags(queue=other_queue, team=team)}),
+        Req(f"{p}: records a run of an untagged job", role, "batch:TagResource", [job("untagged")], DENIED,
+            tags(**{B: "1800000000000:true"})),
+        Req(f"{p}: moves a job of its queue to another team with the record", role, "batch:TagResource",
+            [job("borrower")], DENIED,
+            {**tags(**{B: "1800000000000:true", T: "intruder"}), **res_tags(queue=queue, team=team)}),
+        Req(f"{p}: resubmits a stopped job with the stopped run's record", role, "batch:SubmitJob",
+            [qarn, jd, cr, job()], DENIED,
+            {"batch:ShareIdentifier": sid, **tags(**{**_kv(queue=queue, team=team, requeued="0c1d-stopped",
+                                                             attempt="5e6f-attempt", borrowed="1:true")})},
+            SHARE_ID),
+        Req(f"{p}: resubmits a stopped job with its checkpoint interval", role, "batch:SubmitJob",
+            [qarn, jd, cr, job()], ALLOWED,
+            {"batch:ShareIdentifier": sid, **tags(**{**_kv(queue=queue, team=team, requeued="0c1d-stopped",
+                                                             attempt="5e6f-attempt", checkpoint="600")})},
+            SHARE_ID),
     ]
 
 

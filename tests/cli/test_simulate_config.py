@@ -87,8 +87,9 @@ def test_fairshare_scenario_takes_the_reclaim_settings_and_period():
     config = load_config(ROOT / "platform.yaml")
     s = sc.scenario_from_config(config, "fairshare")
     assert s["capacity"] == {"gpu": 3}
-    assert s["settings"] == {"reclaim_after_seconds": 60, "min_runtime_seconds": 0}
+    assert s["settings"] == {"reclaim_after_seconds": 60, "min_runtime_seconds": 0, "victim_order": "checkpoint"}
     assert [t["guarantee"] for t in s["teams"]] == [{"gpu": 1}] * 3
+    assert [t.get("checkpoint_seconds") for t in s["teams"]] == [None, 600, None]
     assert [t["in_team_preemption"] for t in s["teams"]] == [True, False, False]
     assert all(t["borrow_limit_percent"] == -1 for t in s["teams"])  # unlimited in platform.yaml
     assert sc.poll_seconds_of(config, "fairshare") == 60

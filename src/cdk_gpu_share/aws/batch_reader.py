@@ -36,6 +36,7 @@ import base64
 import json
 import math
 import random
+import re
 import time
 import zlib
 from collections.abc import Callable, Iterable, Mapping
@@ -44,7 +45,12 @@ from typing import Any
 
 from cdk_gpu_share.core import instances
 from cdk_gpu_share.core.config import DEFAULT_MAX_PRIORITY
-from cdk_gpu_share.core.fairshare import SHARE_IDENTIFIER_MAX, share_identifier, share_identifier_problems  # noqa: F401
+from cdk_gpu_share.core.fairshare import (  # noqa: F401
+    SHARE_IDENTIFIER_MAX,
+    reclaim_settings,
+    share_identifier,
+    share_identifier_problems,
+)
 
 __all__ = [
     "RESOURCE",
@@ -52,7 +58,10 @@ __all__ = [
     "TAG_TEAM",
     "TAG_REQUEUED_FROM",
     "TAG_REQUEUE_ATTEMPT",
+    "TAG_CHECKPOINT",
+    "TAG_BORROWED",
     "REQUEUE_TAG_KEYS",
+    "SUBMIT_TAG_KEYS",
     "RECLAIM_REASON_PREFIX",
     "LEDGER_OPEN_INDEX",
     "LIST_PAGE_SIZE",
@@ -70,6 +79,10 @@ __all__ = [
     "QueueSnapshot",
     "read_queue",
     "read_queue_state",
+    "borrowed_record",
+    "borrowed_tag",
+    "Unrecorded",
+    "checkpoint_of",
     "call_with_retry",
     "is_retryable",
     "may_have_applied",
@@ -86,9 +99,20 @@ TAG_TEAM = "gpu-share:team"
 TAG_REQUEUED_FROM = "gpu-share:requeued-from"
 #: Tag of a resubmitted job: the requeue attempt (a random id kept in the ledger) that made it.
 TAG_REQUEUE_ATTEMPT = "gpu-share:requeue-attempt"
+#: Tag a team may set on a job at submission: seconds between two of its checkpoints
+#: (what a stop throws away under the checkpoint-aware victim order).
+TAG_CHECKPOINT = "gpu-share:checkpoint-seconds"
+#: Tag the reclaimer sets on a running job: ``<startedAt in ms>:true|false``, whether that
+#: run started beyond its team's guarantee. The reclaimer's alone (no team may set it).
+TAG_BORROWED = "gpu-share:borrowed"
+#: The tag keys a team may set on its jobs: the two it must carry and its checkpoint interval.
+SUBMIT_TAG_KEYS = (TAG_QUEUE, TAG_TEAM, TAG_CHECKPOINT)
 #: The only tag keys a resubmission carries (the reclaimer's IAM allows no other: a job's
-#: other tags, which only a principal outside the teams' grants can set, are not carried).
-REQUEUE_TAG_KEYS = (TAG_QUEUE, TAG_TEAM, TAG_REQUEUED_FROM, TAG_REQUEUE_ATTEMPT)
+#: other tags, which only a principal outside the teams' grants can set, are not carried;
+#: nor is TAG_BORROWED, which belongs to the run that was stopped).
+REQUEUE_TAG_KEYS = (TAG_QUEUE, TAG_TEAM, TAG_CHECKPOINT, TAG_REQUEUED_FROM, TAG_REQUEUE_ATTEMPT)
+#: The longest checkpoint interval a tag may give, in seconds (7 days).
+MAX_CHECKPOINT_SECONDS = 604800
 #: Start of every reason the reclaimer writes on a job it stops. Letters and spaces
 #: only, so that a job definition's ``evaluateOnExit.onStatusReason`` (letters,
 #: digits, periods, colons, white space) and an EventBridge prefix filter match it.
@@ -151,6 +175,8 @@ def team_settings(team: Any, capacity: Mapping[str, int]) -> dict:
         entry["borrow_limit"] = {RESOURCE: _num(fleet_gpus(limits))}
     if team.in_team_preemption:
         entry["in_team_preemption"] = True
+    if getattr(team, "checkpoint_seconds", None) is not None:
+        entry["checkpoint_seconds"] = team.checkpoint_seconds
     cap = getattr(team, "max_priority", DEFAULT_MAX_PRIORITY)
     if cap != DEFAULT_MAX_PRIORITY:
         entry["max_priority"] = cap
@@ -166,10 +192,7 @@ def settings_from_config(config: Any, *, queue: str | None = None) -> dict:
     return {
         "queue": queue or section.queue_name or f"{config.name}-fairshare",
         "capacity": {RESOURCE: _num(fleet_gpus(section.capacity))},
-        "settings": {
-            "reclaim_after_seconds": reclaim.reclaim_after_seconds,
-            "min_runtime_seconds": reclaim.min_runtime_seconds,
-        },
+        "settings": reclaim_settings(reclaim),
         "dry_run": reclaim.dry_run,
         "teams": [team_settings(t, section.capacity) for t in config.teams_for("fairshare")],
     }
@@ -451,6 +474,13 @@ class DescribeCache:
             if old is not None and not old.terminated:
                 self._facts[jid] = JobFacts(**{**old.__dict__, "terminated": True})
 
+    def tag(self, job_id: str, key: str, value: str) -> None:
+        """Record that this function set tag ``key`` on the job (its next cycle reads it here)."""
+        old = self._facts.get(job_id)
+        if old is not None:
+            tags = tuple(sorted({**dict(old.tags), key: value}.items()))
+            self._facts[job_id] = JobFacts(**{**old.__dict__, "tags": tags})
+
     def forget(self, job_ids: Iterable[str]) -> None:
         """Drop these jobs (their next read describes them again)."""
         for jid in job_ids:
@@ -477,6 +507,10 @@ class QueueSnapshot:
         stand-in team ``share:<id>`` with no guarantee, which lends and borrows).
     :ivar calls: API operation -> requests sent (retries included).
     :ivar described: jobs described by this read (the others came from the cache).
+    :ivar unrecorded: with the checkpoint-aware victim order, the running jobs whose run
+        carries no ``borrowed`` record yet: :class:`Unrecorded` (the cycle records them).
+    :ivar bad_checkpoint_tags: (job id, value) of the jobs described by this read whose
+        checkpoint tag is no interval (ignored: their team's default applies).
     """
 
     state: dict
@@ -485,6 +519,45 @@ class QueueSnapshot:
     unknown_shares: list = field(default_factory=list)
     calls: dict = field(default_factory=dict)
     described: int = 0
+    unrecorded: list = field(default_factory=list)
+    bad_checkpoint_tags: list = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Unrecorded:
+    """A run the reclaimer has not recorded yet: its job, the job's ARN (TagResource takes
+    it) and the run's ``startedAt`` in milliseconds (what tells one run from the next)."""
+
+    job_id: str
+    arn: str | None
+    started_ms: int
+
+
+def checkpoint_of(tags: Mapping[str, str]) -> tuple[int | float | None, str | None]:
+    """A job's checkpoint interval from its :data:`TAG_CHECKPOINT`: ``(seconds, None)``;
+    ``(None, None)`` without the tag; ``(None, value)`` when the value is no interval
+    (a decimal number of seconds, 0 to :data:`MAX_CHECKPOINT_SECONDS`)."""
+    raw = tags.get(TAG_CHECKPOINT)
+    if raw is None:
+        return None, None
+    text = str(raw).strip()
+    if not re.fullmatch(r"\d{1,7}(\.\d{1,6})?", text) or float(text) > MAX_CHECKPOINT_SECONDS:
+        return None, str(raw)
+    return _num(float(text)), None
+
+
+def borrowed_record(tags: Mapping[str, str], started_ms: int) -> bool | None:
+    """What :data:`TAG_BORROWED` says of the run started at ``started_ms`` (None: nothing,
+    or a record of an earlier run of the job)."""
+    started, _, value = str(tags.get(TAG_BORROWED, "")).partition(":")
+    if started != str(started_ms) or value not in ("true", "false"):
+        return None
+    return value == "true"
+
+
+def borrowed_tag(started_ms: int, borrowed: bool) -> str:
+    """The value of :data:`TAG_BORROWED` for a run: ``<startedAt ms>:true|false``."""
+    return f"{started_ms}:{'true' if borrowed else 'false'}"
 
 
 def read_queue(
@@ -531,6 +604,9 @@ def read_queue(
     jobs_out: list[dict] = []
     kept: dict[str, JobFacts] = {}
     unknown: dict[str, str] = {}
+    checkpoint_order = (settings.get("settings") or {}).get("victim_order") == "checkpoint"
+    unrecorded: list[Unrecorded] = []
+    bad_tags: list[tuple[str, str]] = []
     for jid, summary in listed.items():
         seen = _job_facts(jid, summary, details.get(jid), cache)
         if seen is None:
@@ -539,7 +615,10 @@ def read_queue(
         team = team_of_share.get(facts.share)
         if team is None:
             team = unknown.setdefault(facts.share, UNKNOWN_SHARE_PREFIX + facts.share)
-        jobs_out.append(_planner_job(jid, summary, facts, job_state, started, team, priority_cap, now))
+        job = _planner_job(jid, summary, facts, job_state, started, team, priority_cap, now)
+        if checkpoint_order and job_state == "running":
+            _checkpoint_inputs(job, summary, facts, started, jid in details, unrecorded, bad_tags)
+        jobs_out.append(job)
         kept[jid] = facts
     if cache is not None:
         cache.keep_only(listed)
@@ -561,7 +640,28 @@ def read_queue(
         unknown_shares=sorted(unknown),
         calls=calls,
         described=len(new),
+        unrecorded=unrecorded,
+        bad_checkpoint_tags=bad_tags,
     )
+
+
+def _checkpoint_inputs(job: dict, summary: Mapping, facts: JobFacts, started: Any, described: bool,
+                       unrecorded: list[Unrecorded], bad_tags: list[tuple[str, str]]) -> None:
+    """A running job's ``checkpoint_seconds`` (its tag) and ``borrowed`` (the reclaimer's record
+    of this run), for the checkpoint-aware order; a run without a record joins ``unrecorded``."""
+    tags = dict(facts.tags)
+    interval, bad = checkpoint_of(tags)
+    if interval is not None:
+        job["checkpoint_seconds"] = interval
+    elif bad is not None and described:
+        bad_tags.append((job["id"], bad))
+    if not started:
+        return  # STARTING: no run to record yet (its since is now; derived from the state)
+    recorded = borrowed_record(tags, int(started))
+    if recorded is not None:
+        job["borrowed"] = recorded
+    elif not job["terminating"]:
+        unrecorded.append(Unrecorded(job["id"], summary.get("jobArn"), int(started)))
 
 
 def _list_jobs(client: Any, queue: str, sleep: Callable[[float], None] | None, calls: dict) -> dict[str, Mapping]:

@@ -74,8 +74,9 @@ def _add_simulate(subparsers: argparse._SubParsersAction) -> None:
     what.add_argument("--mode", metavar="MODE", help="static, share or share+reclaim")
     what.add_argument("--compare", action="store_true",
                       help="run static, share and share+reclaim (and, with --checkpoint-seconds, share+reclaim "
-                           "with checkpoints; with checkpoints or --victim-order checkpoint, the checkpoint-aware "
-                           "victim order too) and print one table per team, best value per row marked (*)")
+                           "with checkpoints; with them, or with --victim-order checkpoint or a config that sets it, "
+                           "the checkpoint-aware victim order too) and print one table per team, best value per "
+                           "row marked (*)")
     p.add_argument("--poll-seconds", type=float, default=None, metavar="S",
                    help="reclaim planner period in share+reclaim (default: with --config, the backend's reclaim "
                         "schedule, such as fairshare.reclaim.schedule_minutes; else 60)")
@@ -331,14 +332,14 @@ def compare_modes(checkpoint_seconds: float | None,
 
 
 def wants_checkpoint_order(scenario: Any, jobs: Any, checkpoint: float | None, victim_order: str | None) -> bool:
-    """Whether ``--compare`` runs the checkpoint-aware order too: asked for (``--victim-order
-    checkpoint``, or the scenario's), or, unless ``--victim-order youngest``, whenever jobs
-    checkpoint (``--checkpoint-seconds``, a team's or a job's interval)."""
+    """Whether ``--compare`` runs the checkpoint-aware order too: when asked for (``--victim-order
+    checkpoint``, or the scenario's settings, as a config with ``fairshare.reclaim.victim_order:
+    checkpoint`` gives), or, unless ``--victim-order youngest``, with ``--checkpoint-seconds``.
+    Teams' and jobs' own intervals alone do not add it: they are how work restarts on any
+    backend, while the order is the fair-share reclaimer's."""
     if victim_order is not None:
         return victim_order == "checkpoint"
-    if scenario.state.settings.victim_order == "checkpoint" or checkpoint:
-        return True
-    return any(t.checkpoint_seconds for t in scenario.teams) or any(j.checkpoint_seconds for j in jobs)
+    return scenario.state.settings.victim_order == "checkpoint" or bool(checkpoint)
 
 
 def _run_compare(scenario: Any, jobs: Any, poll: float, checkpoint: float | None, source: str,

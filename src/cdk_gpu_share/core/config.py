@@ -21,6 +21,7 @@ Schema (see ``platform.yaml`` and ``examples/`` for complete files)::
           ml.p5.48xlarge: {accelerators: 8}
         in_team_preemption: false     # higher-priority jobs of the team stop its lower ones
         fair_share_weight: 50         # HyperPod, 0..100
+        checkpoint_seconds: 600       # its jobs save progress every 600 s (fair share's checkpoint order)
     batch_quota:                      # AWS Batch quota management (SageMaker Training)
       capacity: {ml.g5.xlarge: 3}
     hyperpod:                         # SageMaker HyperPod task governance
@@ -88,6 +89,8 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+#: The longest checkpoint interval a team may declare: 7 days.
+MAX_CHECKPOINT_SECONDS = 604800
 #: Batch's scheduling priorities run from 0 to 9999; a team's jobs may use 0..max_priority.
 #: The same default for every team means no team outranks another unless the platform
 #: team raises its cap.
@@ -212,6 +215,9 @@ class TeamConfig:
     #: None: the service's default (HyperPod: ``LowerPriority``; Batch quota shares: disabled).
     in_team_preemption: bool | None = None
     fair_share_weight: int | None = None
+    #: Seconds between two checkpoints of the team's jobs (None: not said, taken as never);
+    #: what a reclaim throws away under ``fairshare.reclaim.victim_order: checkpoint``.
+    checkpoint_seconds: int | None = None
     description: str = ""
     #: Highest scheduling priority the team may give a job (see :func:`_team_authorization`).
     max_priority: int = DEFAULT_MAX_PRIORITY
@@ -351,6 +357,10 @@ class ReclaimConfig:
     dry_run: bool = False
     reclaim_after_seconds: int = 0
     min_runtime_seconds: int = 0
+    #: Which running jobs a reclaim stops first: ``youngest`` (lower priority, then the most
+    #: recent start) or ``checkpoint`` (runs started on borrowed capacity, then the least
+    #: work lost since the last checkpoint).
+    victim_order: str = "youngest"
 
 
 @dataclass(frozen=True)
@@ -635,6 +645,7 @@ _TEAM_KEYS = {
     "borrow_limit",
     "in_team_preemption",
     "fair_share_weight",
+    "checkpoint_seconds",
     "description",
     # authorization (_team_authorization)
     "max_priority",
@@ -666,6 +677,8 @@ def _team(raw: Any, index: int, problems: _Problems, *, guarantee_required: bool
 TEAM_INT_RANGES: tuple[tuple[str, int, int, str], ...] = (
     ("borrow_limit_percent", -1, MAX_INT, "use -1 for unlimited, or a percentage >= 0"),
     ("fair_share_weight", 0, 100, "HyperPod fair-share weights run from 0 to 100"),
+    ("checkpoint_seconds", 0, MAX_CHECKPOINT_SECONDS,
+     f"give the seconds between two checkpoints of the team's jobs, 0 (never) to {MAX_CHECKPOINT_SECONDS} (7 days)"),
 )
 
 
@@ -743,6 +756,7 @@ def _team_fields(data: Mapping[str, Any], where: str, problems: _Problems, *, gu
         "borrow_limit": borrow_limit,
         "in_team_preemption": preempt,
         "fair_share_weight": ints["fair_share_weight"],
+        "checkpoint_seconds": ints["checkpoint_seconds"],
         "description": description,
     }
 
@@ -1192,6 +1206,7 @@ def team_mapping(team: TeamConfig) -> dict[str, object]:
         "borrow_limit": _amounts_mapping(team.borrow_limit) or None,
         "in_team_preemption": team.in_team_preemption,
         "fair_share_weight": team.fair_share_weight,
+        "checkpoint_seconds": team.checkpoint_seconds,
         "description": team.description or None,
         "max_priority": team.max_priority,
         "assumed_by": list(team.assumed_by) if isinstance(team.assumed_by, (tuple, list)) and team.assumed_by

@@ -1,9 +1,11 @@
-"""Fair-share identifiers of the classic AWS Batch queue: one rule, used by the config
-validation, the FairshareQueue construct, the reclaim Lambda and ``gpu-share status``."""
+"""Fair-share identifiers of the classic AWS Batch queue and the reclaim planner's settings of
+``fairshare.reclaim``: one rule each, used by the config validation, the FairshareQueue
+construct, the reclaim Lambda, the simulator and ``gpu-share status``."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from cdk_gpu_share.core.errors import Problem
 
@@ -49,3 +51,14 @@ def share_identifier_problems(
             continue
         seen[sid] = name
     return problems
+
+
+def reclaim_settings(reclaim: Any) -> dict[str, Any]:
+    """The reclaim planner's ``settings`` of a :class:`~cdk_gpu_share.core.config.ReclaimConfig`,
+    for the Lambda and the simulator alike (``victim_order`` only when it is not the default,
+    so a config without it gives the settings it always gave)."""
+    settings: dict[str, Any] = {"reclaim_after_seconds": reclaim.reclaim_after_seconds,
+                                "min_runtime_seconds": reclaim.min_runtime_seconds}
+    if reclaim.victim_order != "youngest":
+        settings["victim_order"] = reclaim.victim_order
+    return settings

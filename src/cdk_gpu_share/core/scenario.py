@@ -110,6 +110,8 @@ def _team_entry(team: TeamConfig, capacity: Mapping[str, int], backend: str) -> 
         "sharing": team.sharing.value,
         "in_team_preemption": bool(team.in_team_preemption),
     }
+    if team.checkpoint_seconds is not None:
+        entry["checkpoint_seconds"] = team.checkpoint_seconds
     if team.sharing.borrows:
         percent = team.borrow_limit_percent
         if percent is None:

@@ -276,7 +276,7 @@ def test_grant_submit_limits_share_job_definitions_and_tags(platform):
             "aws:RequestTag/gpu-share:queue": "gpu-share-fairshare",
             "aws:RequestTag/gpu-share:team": "team-a",
         },
-        "ForAllValues:StringEquals": {"aws:TagKeys": ["gpu-share:queue", "gpu-share:team"]},
+        "ForAllValues:StringEquals": {"aws:TagKeys": ["gpu-share:queue", "gpu-share:team", "gpu-share:checkpoint-seconds"]},
     }
     text = json.dumps(s["Resource"])
     assert "job-definition/gpu-share-fairshare-teama-gpu1:*" in text and ":job/*" in text
@@ -364,7 +364,11 @@ def test_reclaimer_iam_is_least_privilege(standalone):
     requeue = by_action["batch:SubmitJob"]["Condition"]
     assert requeue["StringEquals"]["aws:RequestTag/gpu-share:queue"] == "ml-gpu"
     assert requeue["ForAllValues:StringEquals"]["aws:TagKeys"] == [
-        "gpu-share:queue", "gpu-share:team", "gpu-share:requeued-from", "gpu-share:requeue-attempt"]
+        "gpu-share:queue", "gpu-share:team", "gpu-share:checkpoint-seconds", "gpu-share:requeued-from",
+        "gpu-share:requeue-attempt"]
+    # The default victim order records nothing: no statement may write the borrowed tag.
+    assert "RecordBorrowedRuns" not in {s.get("Sid") for s in stmts}
+    assert "gpu-share:borrowed" not in json.dumps(stmts)
     assert "batch:TerminateJobs" not in by_action  # no such IAM action: TerminateJobs needs TerminateJob
     assert not any(a.endswith("*") for a in by_action)
     assert set(by_action) <= {"batch:ListJobs", "batch:DescribeJobs", "batch:TerminateJob", "batch:SubmitJob",
@@ -538,3 +542,58 @@ def test_the_lambda_settings_equal_what_the_cli_derives_from_the_config(platform
     fleet = platform["built"].platform.fairshare
     config = load_config(ROOT / "platform.yaml")
     assert fleet.reclaim_settings() == br.settings_from_config(config)
+
+
+# ---------------------------------------------------------------------------
+# The checkpoint-aware victim order (platform.yaml sets it)
+
+
+def _reclaimer_statements(template: dict) -> list[dict]:
+    policies = [p for k, p in resources(template, "AWS::IAM::Policy").items() if "Reclaimer" in k]
+    return policies[0]["Properties"]["PolicyDocument"]["Statement"]
+
+
+def test_checkpoint_order_reaches_the_reclaimers_settings(platform):
+    [fn] = [r for r in resources(platform["templates"]["gpu-share-platform"], "AWS::Lambda::Function").values()
+            if "GPU_SHARE_SETTINGS" in r["Properties"].get("Environment", {}).get("Variables", {})]
+    settings = br.decode_settings(fn["Properties"]["Environment"]["Variables"]["GPU_SHARE_SETTINGS"])
+    assert settings["settings"]["victim_order"] == "checkpoint"
+    assert {t["name"]: t.get("checkpoint_seconds") for t in settings["teams"]} == {
+        "team-a": None, "team-b": 600, "team-c": None}
+
+
+def test_checkpoint_order_lets_the_reclaimer_write_the_borrowed_tag_and_nothing_else(platform):
+    stmts = _reclaimer_statements(platform["templates"]["gpu-share-platform"])
+    [record] = [s for s in stmts if s.get("Sid") == "RecordBorrowedRuns"]
+    assert record["Action"] == "batch:TagResource"
+    assert record["Condition"] == {
+        "StringEquals": {"aws:ResourceTag/gpu-share:queue": "gpu-share-fairshare"},
+        "ForAllValues:StringEquals": {"aws:TagKeys": ["gpu-share:borrowed"]},
+        "Null": {"aws:TagKeys": "false"},
+    }
+    assert json.dumps(record["Resource"]).endswith(':job/*"]]}')
+    # No other statement names the borrowed tag: a resubmission cannot carry it.
+    assert sum("gpu-share:borrowed" in json.dumps(s) for s in stmts) == 1
+
+
+def test_teams_may_tag_their_checkpoint_interval_but_not_the_borrowed_record(platform):
+    team_b = platform["templates"]["gpu-share-team-team-b"]
+    stmts = [s for p in resources(team_b, "AWS::IAM::Policy").values()
+             for s in p["Properties"]["PolicyDocument"]["Statement"]]
+    keyed = [s for s in stmts if "aws:TagKeys" in json.dumps(s.get("Condition", {}))
+             and "gpu-share:queue" in json.dumps(s.get("Condition", {}))]
+    assert len(keyed) == 2  # SubmitJob and TagResource on creation
+    for s in keyed:
+        assert s["Condition"]["ForAllValues:StringEquals"]["aws:TagKeys"] == [
+            "gpu-share:queue", "gpu-share:team", "gpu-share:checkpoint-seconds"]
+    assert "gpu-share:borrowed" not in json.dumps(stmts)
+
+
+@pytest.mark.parametrize("value", ["oldest", 1, None])
+def test_a_bad_victim_order_is_refused_from_python_as_from_yaml(value):
+    with pytest.raises(ConfigError) as info:
+        FairshareQueue(cdk.Stack(new_app(), "S"), "Q",
+                       config=FairshareConfig(capacity={"g5.xlarge": 1}, reclaim=ReclaimConfig(victim_order=value)))
+    (problem,) = info.value.problems
+    assert problem.field.endswith("reclaim.victim_order") and problem.message == "is not a victim order"
+    assert "youngest" in problem.fix and "checkpoint" in problem.fix

@@ -600,9 +600,21 @@ def test_a_resubmission_carries_only_the_tags_the_reclaimers_policy_allows(model
     job = stopped_job(model)  # tagged "project" by a principal outside the teams' grants
     h.handler(failed_event(job), lambda_context())
     [sub] = model.submissions
-    assert set(sub["tags"]) == set(br.REQUEUE_TAG_KEYS)  # the policy's aws:TagKeys, exactly
+    assert set(sub["tags"]) == set(br.REQUEUE_TAG_KEYS) - {br.TAG_CHECKPOINT}  # within the policy's aws:TagKeys
     [dropped] = [r for r in logged(capsys) if r["event"] == "requeue_tags_dropped"]
     assert dropped["tags"] == ["project"] and dropped["job"] == job["jobId"]
+
+
+def test_a_resubmission_keeps_the_teams_checkpoint_interval_but_not_the_stopped_runs_record(model, capsys):
+    job = model.add_job("teamb", "RUNNING", tags={br.TAG_CHECKPOINT: "600", br.TAG_BORROWED: "1799999700000:true"})
+    model._stop(job["jobId"], "GpuShare reclaim: for job x of team team-a")
+    model.tick(1)
+    model.events.clear()
+    h.handler(failed_event(job), lambda_context())
+    [sub] = model.submissions
+    assert sub["tags"][br.TAG_CHECKPOINT] == "600" and br.TAG_BORROWED not in sub["tags"]
+    assert set(sub["tags"]) == set(br.REQUEUE_TAG_KEYS)
+    assert not [r for r in logged(capsys) if r["event"] == "requeue_tags_dropped"]
 
 
 def test_a_stop_a_trailing_read_hid_is_resubmitted_when_its_failed_event_comes(model, capsys):

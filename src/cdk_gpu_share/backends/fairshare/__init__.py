@@ -16,7 +16,7 @@ from cdk_gpu_share.core import instances
 from cdk_gpu_share.core.backends import Backend, SectionCheck
 from cdk_gpu_share.core.config import FairshareConfig, FairshareVpcConfig, PlatformConfig, ReclaimConfig
 from cdk_gpu_share.core.errors import Problem
-from cdk_gpu_share.core.fairshare import share_identifier, share_identifier_problems
+from cdk_gpu_share.core.fairshare import reclaim_settings, share_identifier, share_identifier_problems
 from cdk_gpu_share.core.text import plural
 from cdk_gpu_share.core.validation import Problems, key
 
@@ -24,7 +24,10 @@ KEY = C.FAIRSHARE
 #: The keys of the ``fairshare`` section, of its ``reclaim`` and of its ``vpc``.
 SECTION_KEYS = frozenset({"capacity", "queue_name", "share_decay_seconds", "compute_reservation", "allocation_strategy",
                           "spot", "min_instances", "job_attempts", "reclaim", "vpc"})
-RECLAIM_KEYS = frozenset({"enabled", "schedule_minutes", "dry_run", "reclaim_after_seconds", "min_runtime_seconds"})
+RECLAIM_KEYS = frozenset({"enabled", "schedule_minutes", "dry_run", "reclaim_after_seconds", "min_runtime_seconds",
+                          "victim_order"})
+#: ``reclaim.victim_order``: the reclaim planner's victim orders.
+VICTIM_ORDERS = ("youngest", "checkpoint")
 VPC_KEYS = frozenset({"vpc_id", "subnet_ids", "security_group_ids"})
 #: (key, minimum, maximum) of the bounded whole numbers, read by the parser and the schema alike.
 INT_RANGES = (
@@ -81,6 +84,13 @@ def _reclaim(raw: Any, problems: Problems) -> ReclaimConfig | None:
             if value is not None:
                 rk[name] = value
     _take_ints(reclaim, where, RECLAIM_INT_RANGES, problems, rk)
+    if "victim_order" in reclaim:
+        if isinstance(reclaim["victim_order"], str) and reclaim["victim_order"] in VICTIM_ORDERS:
+            rk["victim_order"] = reclaim["victim_order"]
+        else:
+            problems.add(f"{where}.victim_order", reclaim["victim_order"], "is not a victim order",
+                         "use youngest (the default: lowest priority, then the most recent start) or checkpoint"
+                         " (runs started on borrowed capacity, then the least work lost since the last checkpoint)")
     return ReclaimConfig(**rk)
 
 
@@ -127,6 +137,9 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
         "dry_run": "Log what would be stopped, stop nothing. Default: false.",
         "reclaim_after_seconds": "How long a lender waits before its lent GPUs are taken back. Default: 0.",
         "min_runtime_seconds": "Jobs younger than this are never stopped. Default: 0.",
+        "victim_order": "Which jobs a reclaim stops first: youngest (lowest priority, then the most recent start)"
+        " or checkpoint (runs started on borrowed capacity, then the least work lost since the last checkpoint)."
+        " Default: youngest.",
     },
     "fairshare_vpc": {
         "vpc_id": "The VPC of the subnets (vpc-...).",
@@ -214,7 +227,8 @@ def schema() -> dict[str, Any]:
         "allocation_strategy": {"enum": list(ALLOCATION_STRATEGIES), "default": "BEST_FIT_PROGRESSIVE"},
         "spot": {"type": "boolean", "default": False},
         "reclaim": S.schema_object("reclaim", {"enabled": {"type": "boolean", "default": True},
-                                               "dry_run": {"type": "boolean", "default": False}, **reclaim_ranges}),
+                                               "dry_run": {"type": "boolean", "default": False}, **reclaim_ranges,
+                                               "victim_order": {"enum": list(VICTIM_ORDERS), "default": "youngest"}}),
         "vpc": S.schema_object("fairshare_vpc", {
             "vpc_id": {"type": "string", "pattern": C.VPC_ID_PATTERN},
             "subnet_ids": S.schema_ids(C.SUBNET_ID_PATTERN),
@@ -281,9 +295,8 @@ class FairshareSpec(Backend):
     def idle_costs(self, config: PlatformConfig, section: FairshareConfig) -> list[dict[str, str]]:
         return idle_costs(section)
 
-    def scenario_settings(self, section: FairshareConfig) -> dict[str, int]:
-        return {"reclaim_after_seconds": section.reclaim.reclaim_after_seconds,
-                "min_runtime_seconds": section.reclaim.min_runtime_seconds}
+    def scenario_settings(self, section: FairshareConfig) -> dict[str, Any]:
+        return reclaim_settings(section.reclaim)
 
     def poll_seconds(self, section: FairshareConfig) -> float | None:
         return float(section.reclaim.schedule_minutes * 60)
@@ -291,5 +304,5 @@ class FairshareSpec(Backend):
 
 SPEC = FairshareSpec()
 
-__all__ = ["KEY", "SECTION_KEYS", "SPEC", "FairshareSpec", "idle_costs", "job_definition_names", "network", "parse",
+__all__ = ["KEY", "SECTION_KEYS", "SPEC", "VICTIM_ORDERS", "FairshareSpec", "idle_costs", "job_definition_names", "network", "parse",
            "schema", "share_identifiers"]

@@ -611,10 +611,7 @@ class FairshareQueue(Construct):
         return {
             "queue": self.queue_name,
             "capacity": {br.RESOURCE: br._num(self.fleet_gpus)},
-            "settings": {
-                "reclaim_after_seconds": self.config.reclaim.reclaim_after_seconds,
-                "min_runtime_seconds": self.config.reclaim.min_runtime_seconds,
-            },
+            "settings": br.reclaim_settings(self.config.reclaim),
             "dry_run": self.config.reclaim.dry_run,
             "teams": [br.team_settings(t.team, self.config.capacity) for t in self._teams.values()],
         }
@@ -649,7 +646,9 @@ class FairshareQueue(Construct):
         # without creating it and reading it back (jsii round trips, per team).
         member = self._team(team)
         jobs = self._arn("job", "*")
-        tag_keys = {"aws:TagKeys": [br.TAG_QUEUE, br.TAG_TEAM]}
+        # The two tags every job carries, and the optional checkpoint interval; never the
+        # reclaimer's own (requeued-from, requeue-attempt, borrowed).
+        tag_keys = {"aws:TagKeys": list(br.SUBMIT_TAG_KEYS)}
         request_tags = {f"aws:RequestTag/{br.TAG_QUEUE}": self.queue_name, f"aws:RequestTag/{br.TAG_TEAM}": team}
         return [
             dict(
@@ -770,7 +769,7 @@ class FairshareQueue(Construct):
         the ``gpu-share:queue`` tag on ``TerminateJob`` is a second fence, not its authority.
         Requeue resubmits into this queue, into a configured team's share, with that team's
         job definitions and consumable resource (added by :meth:`add_team`), carrying the
-        queue tag and no tag keys but the platform's four. The requeue ledger is read and
+        queue tag and no tag keys but the platform's five. The requeue ledger is read and
         written item by item, and queried only through its index of open records (no Scan,
         no DeleteItem, no Query of the table itself).
         """
@@ -805,7 +804,19 @@ class FairshareQueue(Construct):
             # The cycle finds the open requeues it must finish.
             iam.PolicyStatement(sid="RequeueLedgerOpenRecords", actions=["dynamodb:Query"],
                                 resources=[f"{self.requeue_table.table_arn}/index/{br.LEDGER_OPEN_INDEX}"]),
-        ]
+        ] + self._record_statements(jobs)
+
+    def _record_statements(self, jobs: str) -> list[iam.PolicyStatement]:
+        """With ``victim_order: checkpoint``, the reclaimer records whether each run started on
+        borrowed capacity as a tag on the job: that one tag key, on this queue's jobs only."""
+        if self.config.reclaim.victim_order != "checkpoint":
+            return []
+        return [iam.PolicyStatement(
+            sid="RecordBorrowedRuns", actions=["batch:TagResource"], resources=[jobs],
+            conditions={"StringEquals": {f"aws:ResourceTag/{br.TAG_QUEUE}": self.queue_name},
+                        "ForAllValues:StringEquals": {"aws:TagKeys": [br.TAG_BORROWED]},
+                        "Null": {"aws:TagKeys": "false"}},
+        )]
 
     def _reclaimer(self, stack: cdk.Stack, retention: logs.RetentionDays) -> None:
         """The reclaim Lambda with its role, logs, failure queue, requeue ledger, triggers and alarms."""

@@ -262,6 +262,11 @@ def run_cycle(
         if snapshot.unknown_shares:
             log("unknown_shares", "WARNING", shares=snapshot.unknown_shares,
                 fix="give every share identifier a team in the platform config")
+        for jid, value in snapshot.bad_checkpoint_tags:
+            log("checkpoint_tag_ignored", "WARNING", job=jid, value=value,
+                fix=f"tag {br.TAG_CHECKPOINT} with the seconds between two checkpoints (0 to "
+                    f"{br.MAX_CHECKPOINT_SECONDS}); the team's default applies meanwhile")
+        new_runs = _borrowed_at_start(snapshot)
         plan = reclaim.plan(snapshot.state)
         victims = plan["preemptions"]
         log("plan", queue=queue_name, dry_run=dry_run, jobs=len(snapshot.state["jobs"]),
@@ -272,6 +277,9 @@ def run_cycle(
             # The lists fill as calls return, so a failure mid-way still logs what was stopped.
             terminate(client, to_stop, sleep=sleep, counter=calls, beneficiary_team=team_of,
                       stopped=stopped, not_stopped=not_stopped, time_left=time_left)
+        planned = {v["job"] for v in victims}
+        record_runs(client, [(u, b) for u, b in new_runs if u.job_id not in planned], sleep=sleep, counter=calls,
+                    cache=cache, time_left=time_left)
     except Exception as exc:
         _note_stops(cache, stopped, not_stopped, victims)
         done = set(stopped) | {n["job"] for n in not_stopped}
@@ -297,6 +305,67 @@ def run_cycle(
         raise ReclaimError(f"{len(failed_calls)} of {len(victims)} victims could not be stopped: "
                            + "; ".join(f"{n['job']}: {n['error']}" for n in failed_calls[:5]))
     return summary
+
+
+def _borrowed_at_start(snapshot: br.QueueSnapshot) -> list[tuple[br.Unrecorded, bool]]:
+    """Whether each run the reclaimer sees for the first time started on borrowed capacity,
+    from the state of this cycle (the reclaim contract's rule: its team's running jobs
+    started before it, and it, above the guarantee), written into the state's job so the
+    plan uses it, and returned for :func:`record_runs`. Empty unless the victim order is
+    ``checkpoint``."""
+    if not snapshot.unrecorded:
+        return []
+    state = snapshot.state
+    teams = [reclaim.TeamSpec(t["name"], t.get("guarantee") or {}) for t in state["teams"]]
+    running = [j for j in state["jobs"] if j["state"] == "running" and not j["terminating"]]
+    derived = reclaim.borrowed_at_start(
+        [reclaim.JobSpec(j["id"], j["team"], "running", j["demand"], since=j["since"]) for j in running], teams)
+    by_id = {j["id"]: j for j in running}
+    out = []
+    for u in snapshot.unrecorded:
+        if u.job_id in derived:
+            by_id[u.job_id]["borrowed"] = derived[u.job_id]
+            out.append((u, derived[u.job_id]))
+    return out
+
+
+def record_runs(client: Any, runs: Sequence[tuple[br.Unrecorded, bool]], *, sleep: Callable[[float], None] | None = None,
+                counter: dict | None = None, cache: br.DescribeCache | None = None,
+                time_left: Callable[[], float] | None = None) -> list[str]:
+    """Tag each new run with whether it started on borrowed capacity (:data:`~cdk_gpu_share.aws.batch_reader.TAG_BORROWED`),
+    so the record outlives this function (a cold start reads it back with DescribeJobs).
+    Returns the jobs recorded.
+
+    On the job rather than in the requeue ledger: a cycle reads it with the facts it
+    already describes (no extra read, and nothing to expire), and it goes with the job
+    (a resubmission, a new run, does not carry it). A record that cannot be written is
+    logged, never fatal: the run is derived again, from the state, next cycle. Runs of
+    the same cycle's victims are not recorded (they are stopping), nor any near the deadline.
+    """
+    recorded: list[str] = []
+    failed: list[dict] = []
+    for i, (run, borrowed) in enumerate(runs):
+        if time_left is not None and time_left() < DEADLINE_MARGIN_SECONDS:
+            failed += [{"job": u.job_id, "error": "not attempted: the invocation is near its timeout"}
+                       for u, _ in runs[i:]]
+            break
+        if not run.arn:
+            failed.append({"job": run.job_id, "error": "no job ARN in the listing"})
+            continue
+        value = br.borrowed_tag(run.started_ms, borrowed)
+        try:
+            br.call_with_retry(client, "TagResource", sleep=sleep, counter=counter,
+                               resourceArn=run.arn, tags={br.TAG_BORROWED: value})
+        except Exception as exc:  # noqa: BLE001 - a record is an optimisation of the next cycle, never fatal
+            failed.append({"job": run.job_id, "error": f"{type(exc).__name__}: {exc}"})
+            continue
+        recorded.append(run.job_id)
+        if cache is not None:
+            cache.tag(run.job_id, br.TAG_BORROWED, value)
+    if recorded or failed:
+        log("runs_recorded", recorded=len(recorded), borrowed=sum(1 for u, b in runs if b and u.job_id in recorded),
+            failed=failed)
+    return recorded
 
 
 def _recorded(ledger: Ledger | None, victims: Sequence[Mapping], now: float, clock: Callable[[], float] | None,

@@ -444,7 +444,8 @@ class Requeue:
         except ValueError as exc:
             raise self._refused(job["jobId"], holder, f"it cannot be resubmitted: {exc}", permanent=True,
                                 job=job) from None
-        dropped = sorted(set(job.get("tags") or {}) - set(params["tags"]) - {TAG_REQUEUE_ATTEMPT})
+        # The attempt is added later; the borrowed record belongs to the stopped run.
+        dropped = sorted(set(job.get("tags") or {}) - set(params["tags"]) - {TAG_REQUEUE_ATTEMPT, br.TAG_BORROWED})
         if dropped:
             log("requeue_tags_dropped", "WARNING", job=job["jobId"], tags=dropped,
                 reason="a resubmission carries only the platform's tags (the reclaimer may set no other)")
@@ -783,7 +784,8 @@ def submit_params(detail: Mapping) -> dict:
     consumable = detail.get("consumableResourceProperties")
     if consumable:
         params["consumableResourcePropertiesOverride"] = consumable
-    tags = {k: v for k, v in (detail.get("tags") or {}).items() if k in (br.TAG_QUEUE, br.TAG_TEAM)}
+    # The team's own tags (its checkpoint interval too); never the stopped run's borrowed record.
+    tags = {k: v for k, v in (detail.get("tags") or {}).items() if k in br.SUBMIT_TAG_KEYS}
     tags.setdefault(br.TAG_QUEUE, detail["jobQueue"].rsplit("/", 1)[-1])
     tags[br.TAG_REQUEUED_FROM] = detail["jobId"]
     params["tags"] = tags
