@@ -366,7 +366,10 @@ def test_status_json_for_a_classic_queue_uses_the_reader_and_the_planner(stub, c
     assert teams["team-a"]["next_cycle"] == {"stop": [], "serve": ["a1"]}
     assert report["next_cycle"]["waiting"] == ["c2"]
     assert report["api_calls"] == {"ListJobs": 4, "DescribeJobs": 1}
-    assert report["notes"] == []
+    # platform.yaml's reclaimer uses the checkpoint-aware order; status records nothing.
+    assert report["victim_order"] == "checkpoint" and report["settings"]["victim_order"] == "checkpoint"
+    assert report["notes"] == ["3 running job(s) carry no gpu-share:borrowed record yet (the next cycle records them);"
+                               " whether they borrowed is derived from the queue as it is now"]
 
 
 def test_status_table_for_a_classic_queue(stub, capsys):
@@ -380,6 +383,8 @@ def test_status_table_for_a_classic_queue(stub, capsys):
     assert rows["team-b"].rstrip().endswith("stop 1")
     assert rows["team-a"].rstrip().endswith("serve 1")
     assert "2m 00s" in rows["team-a"]
+    assert ("Reclaim stops first runs started on borrowed GPUs, then the least work lost since the last checkpoint"
+            " (victim_order: checkpoint).") in out
 
 
 def test_classic_queue_without_config_exits_2(stub, capsys):

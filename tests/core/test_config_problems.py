@@ -269,6 +269,24 @@ CASES = [
         id='weight-str',
     ),
     pytest.param(
+        t(B, checkpoint_seconds=-1),
+        [('teams[0] (team-a).checkpoint_seconds', -1, 'must be at least 0',
+          "give the seconds between two checkpoints of the team's jobs, 0 (never) to 604800 (7 days)")],
+        id='checkpoint-neg',
+    ),
+    pytest.param(
+        t(B, checkpoint_seconds=604801),
+        [('teams[0] (team-a).checkpoint_seconds', 604801, 'must be at most 604,800',
+          "give the seconds between two checkpoints of the team's jobs, 0 (never) to 604800 (7 days)")],
+        id='checkpoint-over-a-week',
+    ),
+    pytest.param(
+        t(B, checkpoint_seconds="10m"),
+        [('teams[0] (team-a).checkpoint_seconds', '10m', 'must be a whole number, not a string',
+          "give the seconds between two checkpoints of the team's jobs, 0 (never) to 604800 (7 days)")],
+        id='checkpoint-str',
+    ),
+    pytest.param(
         t(H, description=5),
         [('teams[0] (research).description', 5, 'must be a string', 'quote it')],
         id='description-int',
@@ -742,6 +760,13 @@ CASES = [
         sec(F, "fairshare", reclaim=True),
         [('fairshare.reclaim', True, 'must be a mapping, not a boolean', 'write key: value pairs')],
         id='fs-reclaim-not-mapping',
+    ),
+    pytest.param(
+        sec(F, "fairshare", reclaim={"victim_order": "oldest"}),
+        [('fairshare.reclaim.victim_order', 'oldest', 'is not a victim order',
+          'use youngest (the default: lowest priority, then the most recent start) or checkpoint (runs started on'
+          ' borrowed capacity, then the least work lost since the last checkpoint)')],
+        id='fs-reclaim-victim-order',
     ),
     pytest.param(
         sec(F, "fairshare", reclaim={"enable": True}),

@@ -134,3 +134,33 @@ def test_summary_spells_strategies_as_the_config_and_lists_idle_costs(tmp_path, 
     assert "model small-q: 3 copies on mig-3g.20gb MIG partitions (one each), autoscaled 1..8" in text
     idle = text.split("costs money while idle:")[1]
     assert "a NAT gateway" in idle and "8 min vCPUs of g5.xlarge" in idle and "endpoint small" in idle
+
+
+def test_plan_says_how_the_fair_share_reclaimer_picks_its_victims():
+    plan = fleet_plan(load_config(ROOT / "platform.yaml"))
+    fs = plan["backends"]["fairshare"]
+    assert fs["reclaim"]["victim_order"] == "checkpoint"
+    assert {r["team"]: r["checkpoint_seconds"] for r in fs["teams"]} == {"team-a": None, "team-b": 600, "team-c": None}
+    text = format_plan(plan)
+    assert ("  reclaim: every 1 minute, once a lender waited 60 s; stops first runs started on borrowed GPUs, then the"
+            " least work lost since the last checkpoint (victim_order: checkpoint)") in text.splitlines()
+    assert ("  checkpoints: team-b every 600 s; team-a, team-c not declared (never, unless a job tags"
+            " gpu-share:checkpoint-seconds)") in text.splitlines()
+    # Batch quota management picks its own victims: no reclaim or checkpoint line there.
+    quota = text.split("\nfairshare:")[0]
+    assert "reclaim:" not in quota and "checkpoints:" not in quota
+
+
+def test_plan_of_the_default_order_and_a_disabled_reclaimer():
+    raw = yaml.safe_load((ROOT / "platform.yaml").read_text())
+    raw["fairshare"]["reclaim"] = {"min_runtime_seconds": 300, "dry_run": True}
+    for team in raw["teams"]:
+        team.pop("checkpoint_seconds", None)
+    text = format_plan(fleet_plan(parse_config(raw)))
+    assert ("  reclaim: every 1 minute, once a lender waited 0 s; stops first the lowest priority, then the most recent"
+            " start (victim_order: youngest); never a job younger than 300 s; dry run: logs the plan, stops nothing"
+            ) in text.splitlines()
+    assert "checkpoints:" not in text  # nobody declares one and nothing reads them
+    raw["fairshare"]["reclaim"] = {"enabled": False}
+    assert "  reclaim: off: lent GPUs come back only as the borrowers' jobs end" in format_plan(
+        fleet_plan(parse_config(raw))).splitlines()

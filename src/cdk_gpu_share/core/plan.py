@@ -100,6 +100,7 @@ def fleet_plan(config: PlatformConfig) -> dict[str, Any]:
                         "max_usage_gpus": max(g, most) * per,
                         "in_team_preemption": team.in_team_preemption,
                         "in_team_preemption_text": in_team_preemption_text(team, backend),
+                        "checkpoint_seconds": team.checkpoint_seconds,
                     }
                 )
         for it, t in totals.items():
@@ -254,6 +255,11 @@ def format_plan(plan: dict[str, Any]) -> str:
             )
         if "network" in data:
             lines.append(f"  network: {data['network']}")
+        if "reclaim" in data:
+            lines.append(f"  reclaim: {data['reclaim']['text']}")
+        checkpoints = _checkpoints_text(data)
+        if checkpoints:
+            lines.append(f"  checkpoints: {checkpoints}")
         preemption = {r["team"]: r["in_team_preemption_text"] for r in data["teams"]}
         if preemption:
             lines.append("  in-team preemption: " + ", ".join(f"{t} {text}" for t, text in preemption.items()))
@@ -274,6 +280,24 @@ def format_plan(plan: dict[str, Any]) -> str:
     lines += ["", "costs money while idle:" if costs else "costs money while idle: nothing"]
     lines += [f"  - {c['what']}" for c in costs]
     return "\n".join(lines)
+
+
+def _checkpoints_text(data: dict[str, Any]) -> str:
+    """Each team's declared checkpoint interval, on a backend whose reclaimer this library runs,
+    when one is declared or the reclaimer reads them (elsewhere the service picks its victims)."""
+    if "reclaim" not in data:
+        return ""
+    declared: dict[str, Any] = {}
+    for r in data["teams"]:
+        declared.setdefault(r["team"], r.get("checkpoint_seconds"))
+    reads = data.get("reclaim", {}).get("victim_order") == "checkpoint"
+    if not reads and all(v is None for v in declared.values()):
+        return ""
+    said = [f"{t} every {v:g} s" if v else f"{t} never" for t, v in declared.items() if v is not None]
+    silent = [t for t, v in declared.items() if v is None]
+    if silent:
+        said.append(f"{', '.join(silent)} not declared (never, unless a job tags gpu-share:checkpoint-seconds)")
+    return "; ".join(said)
 
 
 def summarize(config: PlatformConfig) -> str:

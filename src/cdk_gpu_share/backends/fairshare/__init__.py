@@ -247,6 +247,31 @@ def network(section: FairshareConfig) -> str:
             " no VPC or NAT gateway is created")
 
 
+#: What each victim order stops first, in the words of ``gpu-share plan`` and ``status``.
+VICTIM_ORDER_TEXT = {
+    "youngest": "the lowest priority, then the most recent start",
+    "checkpoint": "runs started on borrowed GPUs, then the least work lost since the last checkpoint",
+}
+
+
+def reclaim_plan(reclaim: ReclaimConfig) -> dict[str, Any]:
+    """The reclaim Lambda's settings and, in one line, what it does."""
+    if not reclaim.enabled:
+        text = "off: lent GPUs come back only as the borrowers' jobs end"
+    else:
+        text = (f"every {plural(reclaim.schedule_minutes, 'minute')}, once a lender waited "
+                f"{reclaim.reclaim_after_seconds} s; stops first {VICTIM_ORDER_TEXT[reclaim.victim_order]}"
+                f" (victim_order: {reclaim.victim_order})")
+        if reclaim.min_runtime_seconds:
+            text += f"; never a job younger than {reclaim.min_runtime_seconds} s"
+        if reclaim.dry_run:
+            text += "; dry run: logs the plan, stops nothing"
+    return {"enabled": reclaim.enabled, "schedule_minutes": reclaim.schedule_minutes,
+            "reclaim_after_seconds": reclaim.reclaim_after_seconds,
+            "min_runtime_seconds": reclaim.min_runtime_seconds, "victim_order": reclaim.victim_order,
+            "dry_run": reclaim.dry_run, "text": text}
+
+
 def idle_costs(section: FairshareConfig) -> list[dict[str, str]]:
     """The NAT gateway of a new VPC, the compute environment's minimum and the reclaim Lambda."""
     out: list[dict[str, str]] = []
@@ -290,7 +315,7 @@ class FairshareSpec(Backend):
     to_mapping = staticmethod(C.section_mapping)
 
     def plan_extras(self, section: FairshareConfig) -> dict[str, Any]:
-        return {"network": network(section)}
+        return {"network": network(section), "reclaim": reclaim_plan(section.reclaim)}
 
     def idle_costs(self, config: PlatformConfig, section: FairshareConfig) -> list[dict[str, str]]:
         return idle_costs(section)

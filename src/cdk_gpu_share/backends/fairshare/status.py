@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from cdk_gpu_share.aws import quota_reader
-from cdk_gpu_share.backends.fairshare import KEY
+from cdk_gpu_share.backends.fairshare import KEY, VICTIM_ORDER_TEXT
 from cdk_gpu_share.cli.status_cmd import fmt_duration, fmt_num, stamp, table
 from cdk_gpu_share.core.errors import GpuShareError
 
@@ -88,11 +88,25 @@ def classic_report(
         "settings": state.get("settings", {}),
         "dry_run": bool(section.reclaim.dry_run),
         "reclaim_enabled": bool(section.reclaim.enabled),
+        "victim_order": section.reclaim.victim_order,
         "teams": teams,
         "next_cycle": next_cycle,
         "api_calls": dict(snapshot.calls),
-        "notes": _notes(section, detail, snapshot.unknown_shares, name, queue),
+        "notes": _notes(section, detail, snapshot.unknown_shares, name, queue)
+        + _record_notes(snapshot.unrecorded, snapshot.bad_checkpoint_tags),
     }
+
+
+def _record_notes(unrecorded: list[Any], bad_tags: list[tuple[str, str]]) -> list[str]:
+    """With the checkpoint-aware order: runs the reclaimer has not recorded yet, and ignored interval tags."""
+    notes = []
+    if unrecorded:
+        notes.append(f"{len(unrecorded)} running job(s) carry no gpu-share:borrowed record yet (the next cycle "
+                     "records them); whether they borrowed is derived from the queue as it is now")
+    for jid, value in bad_tags:
+        notes.append(f"job {jid}: gpu-share:checkpoint-seconds={value!r} is no interval in seconds; its team's "
+                     "default applies")
+    return notes
 
 
 def _fairshare_section(config: Any, name: str) -> Any:
@@ -195,6 +209,8 @@ def _format_classic(report: dict[str, Any]) -> str:
                 ]
             )
     lines += table(headers, rows, right={1, 2, 3, 4, 5, 6, 7, 8})
+    order = report.get("victim_order", "youngest")
+    lines.append(f"Reclaim stops first {VICTIM_ORDER_TEXT[order]} (victim_order: {order}).")
     lines.append(
         "USED/GUARANTEE/BORROWED/CAP in GPUs; LENDER WAIT: longest wait of a job within its team's guarantee; "
         "NEXT CYCLE: jobs the reclaimer would stop now, and waiting jobs that would then fit (this command stops nothing)."
