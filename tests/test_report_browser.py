@@ -92,8 +92,10 @@ def test_the_report_is_one_self_contained_page(report):
     assert text.startswith("<!DOCTYPE html>")
     assert "<script" not in text  # nothing to run, nothing to fail
     assert not re.search(r'(src|href)="(?!data:)', text)  # no external resource: readable offline, by mail
-    assert text.count("data:image/png;base64,") == 4  # static, share, share+reclaim, with checkpoints
+    # static, share, share+reclaim, with checkpoints, and with the checkpoint-aware victim order
+    assert text.count("data:image/png;base64,") == 5
     assert text.count("<table>") == 4  # the pool and three teams
+    assert "<li>victim order, lost work: " in text  # which order won, in the page too
 
 
 def test_the_report_loads_in_chromium_without_console_errors(chromium, report, tmp_path):
@@ -103,7 +105,7 @@ def test_the_report_loads_in_chromium_without_console_errors(chromium, report, t
                         "--dump-dom", wrapper.as_uri())
     assert proc.returncode == 0, proc.stderr[-2000:]
     title = re.search(r"<title>(.*?)</title>", proc.stdout).group(1)
-    assert title.startswith("tables=4 images=4 decoded=4"), title
+    assert title.startswith("tables=4 images=5 decoded=5"), title
     assert "external=0" in title
     assert int(re.search(r"best=(\d+)", title).group(1)) > 0
     # The wrapper's own script runs; the report must add no console message of its own.
