@@ -471,6 +471,27 @@ def test_every_requeue_faulted_needs_no_redrive():
     assert counts.requeues > 0 and counts.reconciled > 0
 
 
+def test_fault_cycles_keep_every_invariant_with_the_checkpoint_order(monkeypatch):
+    """The same invariants while each cycle also records new runs (TagResource under the same faults)."""
+    settings = {**SETTINGS, "settings": {**SETTINGS["settings"], "victim_order": "checkpoint"},
+                "teams": [{**t, "checkpoint_seconds": 300} for t in TEAMS]}
+    monkeypatch.setenv("GPU_SHARE_SETTINGS", br.encode_settings(settings))
+    tagged: list[tuple[str, dict]] = []
+    real_tag = BatchModel._TagResource
+
+    def spy(self, p):
+        out = real_tag(self, p)
+        tagged.append((p["resourceArn"], dict(p["tags"])))
+        return out
+
+    monkeypatch.setattr(BatchModel, "_TagResource", spy)
+    counts = run_schedules(range(200, 212))
+    print(summary(counts))
+    assert counts.violations == []
+    assert counts.stops > 0 and counts.requeues > 0 and counts.faults > 0
+    assert tagged and all(set(tags) == {br.TAG_BORROWED} for _, tags in tagged)
+
+
 def summary(counts: Counts) -> str:
     return (f"fault cycles: {counts.cycles} ({counts.schedules} schedules), faults injected {counts.faults},"
             f" stops {counts.stops}, requeues {counts.requeues} (finished by the cycle {counts.reconciled}),"
