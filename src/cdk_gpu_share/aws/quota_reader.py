@@ -18,6 +18,7 @@ Amounts are in the queue's capacity units: instances of each ``ml.`` instance ty
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -128,6 +129,8 @@ class QuotaQueueStatus:
     """When Batch last updated the utilization (seconds since the epoch)."""
     unassigned_waiting: tuple[WaitingJob, ...] = ()
     """Waiting jobs naming no quota share this queue lists (should not happen)."""
+    skipped: tuple[str, ...] = ()
+    """Entries of an answer left out because a field was missing or not a number, each said in words."""
 
     def share(self, name: str) -> ShareStatus:
         for s in self.shares:
@@ -199,49 +202,77 @@ def is_quota_queue(detail: Mapping[str, Any]) -> bool:
     return detail.get("jobQueueType") == QUOTA_QUEUE_TYPE
 
 
-def _list_shares(client: Any, queue: str) -> list[dict[str, Any]]:
+def _pages(page_size: int | None) -> dict[str, Any]:
+    return {} if page_size is None else {"PaginationConfig": {"PageSize": page_size}}
+
+
+def _list_shares(client: Any, queue: str, page_size: int | None = None) -> list[dict[str, Any]]:
     shares: list[dict[str, Any]] = []
-    for page in client.get_paginator("list_quota_shares").paginate(jobQueue=queue):
-        shares.extend(page.get("quotaShares", []))
+    for page in client.get_paginator("list_quota_shares").paginate(jobQueue=queue, **_pages(page_size)):
+        shares.extend(s for s in page.get("quotaShares", []) if isinstance(s, Mapping))
     return shares
 
 
-def _usage_by_share(snapshot: Mapping[str, Any]) -> dict[str, dict[str, float]]:
+def _quantity(value: Any) -> float | None:
+    """A quantity of an answer as a float; None when it is missing or not a finite number."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def _add_usage(into: dict[str, float], entries: Any, where: str, skipped: list[str]) -> None:
+    for cu in entries if isinstance(entries, list) else ():
+        unit = cu.get("capacityUnit") if isinstance(cu, Mapping) else None
+        quantity = _quantity(cu.get("quantity", 0.0)) if isinstance(cu, Mapping) else None
+        if not unit or quantity is None:
+            skipped.append(f"{where}: a capacity usage without a unit or a number ({cu!r})")
+            continue
+        into[unit] = into.get(unit, 0.0) + quantity
+
+
+def _usage_by_share(snapshot: Mapping[str, Any], skipped: list[str] | None = None) -> dict[str, dict[str, float]]:
+    skipped = [] if skipped is None else skipped
     util = snapshot.get("queueUtilization", {}).get("quotaShareUtilization", {})
     out: dict[str, dict[str, float]] = {}
     for entry in util.get("topCapacityUtilization", []):
-        name = entry.get("quotaShareName")
+        name = entry.get("quotaShareName") if isinstance(entry, Mapping) else None
         if not name:
+            skipped.append(f"GetJobQueueSnapshot: a quota share utilization without a name ({entry!r})")
             continue
-        usage = out.setdefault(name, {})
-        for cu in entry.get("capacityUsage", []):
-            unit = cu.get("capacityUnit")
-            if unit:
-                usage[unit] = usage.get(unit, 0.0) + float(cu.get("quantity", 0.0))
+        _add_usage(out.setdefault(name, {}), entry.get("capacityUsage", []), f"GetJobQueueSnapshot {name}", skipped)
     return out
 
 
-def _waiting_jobs(client: Any, queue: str) -> list[WaitingJob]:
+def _waiting_jobs(client: Any, queue: str, page_size: int | None = None,
+                  skipped: list[str] | None = None) -> list[WaitingJob]:
+    skipped = [] if skipped is None else skipped
     jobs: list[WaitingJob] = []
     paginator = client.get_paginator("list_service_jobs")
     for status in WAITING_STATUSES:
-        for page in paginator.paginate(jobQueue=queue, jobStatus=status):
+        for page in paginator.paginate(jobQueue=queue, jobStatus=status, **_pages(page_size)):
             for s in page.get("jobSummaryList", []):
+                if not isinstance(s, Mapping) or not s.get("jobId"):
+                    skipped.append(f"ListServiceJobs: a job summary without a jobId ({s!r})")
+                    continue
                 if s.get("isTerminated"):
                     continue  # a stop was requested: it will not take capacity
+                created = s.get("createdAt")
+                if created is not None and _quantity(created) is None:
+                    skipped.append(f"ListServiceJobs {s['jobId']}: createdAt is not a time ({created!r}); no wait counted")
+                    created = None
                 jobs.append(
                     WaitingJob(
                         job_id=s["jobId"],
                         name=s.get("jobName", s["jobId"]),
                         share=s.get("quotaShareName"),
-                        created_at=_seconds(s.get("createdAt")),
+                        created_at=_seconds(created),
                     )
                 )
     return jobs
 
 
 def read_quota_queue(client: Any, queue: str, *, detail: Mapping[str, Any] | None = None,
-                     now: float | None = None) -> QuotaQueueStatus:
+                     now: float | None = None, page_size: int | None = None) -> QuotaQueueStatus:
     """Read each quota share's guarantee, usage and waiting jobs on ``queue``.
 
     :param client: a Batch client (``boto3.client("batch")``).
@@ -249,6 +280,10 @@ def read_quota_queue(client: Any, queue: str, *, detail: Mapping[str, Any] | Non
     :param detail: its ``DescribeJobQueues`` entry when the caller already has it.
         Default: described here.
     :param now: the time waits are measured at (seconds since the epoch). Default: now.
+    :param page_size: items per page of the listings (Batch: up to 1,000). Default: the API's.
+
+    An entry of an answer with a missing or non-numeric field is left out and said in
+    ``skipped``; the rest of the answer is read.
     :raises QueueNotFound: when the queue does not exist.
     :raises GpuShareError: when the queue is not a quota-management queue.
     """
@@ -260,10 +295,11 @@ def read_quota_queue(client: Any, queue: str, *, detail: Mapping[str, Any] | Non
             f" ({QUOTA_QUEUE_TYPE}) queue; read it with the classic Batch reader"
         )
     now = time.time() if now is None else now
-    listed = _list_shares(client, queue)
+    skipped: list[str] = []
+    listed = _list_shares(client, queue, page_size)
     snapshot = client.get_job_queue_snapshot(jobQueue=queue)
-    usage = _usage_by_share(snapshot)
-    waiting = _waiting_jobs(client, queue)
+    usage = _usage_by_share(snapshot, skipped)
+    waiting = _waiting_jobs(client, queue, page_size, skipped)
 
     names = [s["quotaShareName"] for s in listed if s.get("quotaShareName")]
     names += sorted(n for n in usage if n not in names)
@@ -282,7 +318,12 @@ def read_quota_queue(client: Any, queue: str, *, detail: Mapping[str, Any] | Non
         preemption = m.get("preemptionConfiguration") or {}
         guarantee: dict[str, float] = {}
         for limit in m.get("capacityLimits", []):
-            guarantee[limit["capacityUnit"]] = guarantee.get(limit["capacityUnit"], 0.0) + float(limit["maxCapacity"])
+            unit = limit.get("capacityUnit") if isinstance(limit, Mapping) else None
+            amount = _quantity(limit.get("maxCapacity")) if isinstance(limit, Mapping) else None
+            if not unit or amount is None:
+                skipped.append(f"ListQuotaShares {name}: a capacity limit without a unit or a number ({limit!r})")
+                continue
+            guarantee[unit] = guarantee.get(unit, 0.0) + amount
         jobs = sorted(by_share[name], key=lambda j: (j.created_at is None, j.created_at or 0.0, j.job_id))
         shares.append(
             ShareStatus(
@@ -299,9 +340,8 @@ def read_quota_queue(client: Any, queue: str, *, detail: Mapping[str, Any] | Non
             )
         )
     total: dict[str, float] = {}
-    for cu in snapshot.get("queueUtilization", {}).get("totalCapacityUsage", []):
-        if cu.get("capacityUnit"):
-            total[cu["capacityUnit"]] = total.get(cu["capacityUnit"], 0.0) + float(cu.get("quantity", 0.0))
+    _add_usage(total, snapshot.get("queueUtilization", {}).get("totalCapacityUsage", []),
+               "GetJobQueueSnapshot total", skipped)
     return QuotaQueueStatus(
         queue=detail.get("jobQueueName", queue),
         queue_arn=detail.get("jobQueueArn", ""),
@@ -310,4 +350,5 @@ def read_quota_queue(client: Any, queue: str, *, detail: Mapping[str, Any] | Non
         total_usage=total,
         snapshot_at=_seconds(snapshot.get("queueUtilization", {}).get("lastUpdatedAt")),
         unassigned_waiting=tuple(unassigned),
+        skipped=tuple(skipped),
     )

@@ -27,6 +27,21 @@ CYCLE_DURATION_MS = "ReclaimCycleMs"
 #: (seconds; 0 when none is). Above a few minutes, Batch or DynamoDB has been failing.
 REQUEUE_OLDEST_OPEN_SECONDS = "RequeueOldestOpenSeconds"
 
+#: Per team of a Batch quota-management queue, from the share monitor (gauges, every run).
+USED_INSTANCES = "UsedInstances"  # instances the team's service jobs hold
+LENT = "LentGpus"  # the team's idle guarantee that other teams use
+IDLE_GUARANTEE = "IdleGuaranteeGpus"  # the team's guarantee nobody uses
+OLDEST_WAIT_SECONDS = "OldestWaitSeconds"  # the longest a waiting job of the team has waited
+#: The longest a job of the team has waited while the team used less than its guarantee.
+GUARANTEE_WAIT_SECONDS = "GuaranteeWaitSeconds"
+#: Per team and cause (dimension ``Cause``: cross_share, in_share, unknown): service jobs
+#: of the team that Batch preempted (counts, from its preemption events).
+DIM_CAUSE = "Cause"
+#: Per queue: "Batch Service Job Queue Blocked" events (counts).
+QUEUE_BLOCKED = "QueueBlockedEvents"
+#: Per queue: monitor runs that could not read the queue (counts).
+MONITOR_ERRORS = "ShareMonitorErrors"
+
 #: The statistic that reads each metric correctly: gauges by their maximum, counts summed.
 STATISTIC = {
     USAGE: "Maximum",
@@ -36,7 +51,36 @@ STATISTIC = {
     LENDER_WAIT_SECONDS: "Maximum",
     CYCLE_DURATION_MS: "Maximum",
     REQUEUE_OLDEST_OPEN_SECONDS: "Maximum",
+    USED_INSTANCES: "Maximum",
+    LENT: "Maximum",
+    IDLE_GUARANTEE: "Maximum",
+    OLDEST_WAIT_SECONDS: "Maximum",
+    GUARANTEE_WAIT_SECONDS: "Maximum",
+    QUEUE_BLOCKED: "Sum",
+    MONITOR_ERRORS: "Sum",
     PREEMPTIONS: "Sum",
     RECLAIMS: "Sum",
     CYCLE_ERRORS: "Sum",
 }
+
+
+def emf_line(dimensions: dict[str, str], values: dict[str, tuple[float, str]], timestamp_ms: int,
+             **properties: object) -> str:
+    """One CloudWatch embedded-metric-format record (one JSON line on standard output of a
+    Lambda becomes the metrics ``values``: name -> (value, unit), with ``dimensions``)."""
+    import json
+
+    record: dict[str, object] = {
+        "_aws": {
+            "Timestamp": timestamp_ms,
+            "CloudWatchMetrics": [{
+                "Namespace": NAMESPACE,
+                "Dimensions": [list(dimensions)],
+                "Metrics": [{"Name": name, "Unit": unit} for name, (_, unit) in values.items()],
+            }],
+        },
+        **dimensions,
+        **{name: value for name, (value, _) in values.items()},
+        **properties,
+    }
+    return json.dumps(record, separators=(",", ":"))

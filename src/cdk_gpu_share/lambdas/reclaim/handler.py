@@ -556,20 +556,7 @@ def _denied(exc: Exception) -> bool:
 
 def _emf(dimensions: Mapping[str, str], values: Mapping[str, tuple[float, str]],
          emit: Callable[[str], None] | None, **properties: Any) -> None:
-    record: dict[str, Any] = {
-        "_aws": {
-            "Timestamp": int(time.time() * 1000),
-            "CloudWatchMetrics": [{
-                "Namespace": metrics.NAMESPACE,
-                "Dimensions": [list(dimensions)],
-                "Metrics": [{"Name": name, "Unit": unit} for name, (_, unit) in values.items()],
-            }],
-        },
-        **dimensions,
-        **{name: value for name, (value, _) in values.items()},
-        **properties,
-    }
-    (emit or _print)(json.dumps(record, separators=(",", ":")))
+    (emit or _print)(metrics.emf_line(dict(dimensions), dict(values), int(time.time() * 1000), **properties))
 
 
 def _print(line: str) -> None:

@@ -1,0 +1,1 @@
+"""The share monitor Lambda of Batch quota-management queues (see :mod:`.handler`)."""

@@ -1,0 +1,259 @@
+"""The share monitor of a Batch quota-management queue: figures, EMF, faults, events, a day.
+
+Batch is the in-memory queue of ``tests/quota_model.py`` behind a real boto3 client
+(botocore validates every request and retries throttling and 5xx as the Lambda's client does).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from cdk_gpu_share.core import metrics
+from cdk_gpu_share.core import share_monitor as sm
+from cdk_gpu_share.lambdas.share_monitor import handler as mon
+from tests.batch_model import Clock
+from tests.quota_model import QUEUE, QUEUE_NAME, QuotaQueueModel
+
+G5 = "ml.g5.xlarge"  # 1 GPU
+G12 = "ml.g5.12xlarge"  # 4 GPUs
+SETTINGS = {"queue": QUEUE_NAME, "capacity": {G5: 6, G12: 2}, "teams": {"team-a": "team-a", "team-b": "team-b",
+                                                                          "team-c": "team-c"}}
+
+
+@pytest.fixture(autouse=True)
+def _no_sleep(monkeypatch):
+    import time as _time
+
+    monkeypatch.setattr(_time, "sleep", lambda s: None)  # botocore's retry backoff
+
+
+class Lines(list):
+    def __call__(self, line: str) -> None:
+        self.append(line)
+
+    def emf(self) -> list[dict]:
+        return [r for r in map(json.loads, self) if "_aws" in r]
+
+    def team(self, name: str, metric: str) -> list[float]:
+        return [r[metric] for r in self.emf() if r.get(metrics.DIM_TEAM) == name and metric in r
+                and metrics.DIM_CAUSE not in r]
+
+
+def model(**kw) -> QuotaQueueModel:
+    return QuotaQueueModel(shares={"team-a": {G5: 2}, "team-b": {G5: 2, G12: 1}, "team-c": {G5: 1}},
+                           clock=Clock(), **kw)
+
+
+# ---------------------------------------------------------------------------
+# The figures
+
+
+def test_borrowing_is_served_from_the_pool_first_then_lent_in_proportion_to_idle_guarantee():
+    # G5: capacity 6, guarantees 2 + 2 + 1 = 5: a pool of 1. team-a uses 5 (borrows 3): 1 from
+    # the pool, 2 from the idle guarantees of b (2 idle) and c (1 idle): b lends 4/3, c 2/3.
+    readings = [sm.ShareReading("team-a", {G5: 2}, {G5: 5}), sm.ShareReading("team-b", {G5: 2}, {}),
+                sm.ShareReading("team-c", {G5: 1}, {})]
+    a, b, c = sm.share_figures(readings, {G5: 6}, now=0)
+    assert (a.borrowed_gpus, a.lent_gpus) == (3, 0)
+    assert b.lent_gpus == pytest.approx(4 / 3) and c.lent_gpus == pytest.approx(2 / 3)
+    assert (b.idle_guarantee_gpus, c.idle_guarantee_gpus) == (2, 1)
+    totals = sm.totals([a, b, c])
+    pool_used = 1
+    assert totals["borrowed_gpus"] == pytest.approx(totals["lent_gpus"] + pool_used)
+
+
+def test_gpus_count_the_catalogue_and_waits_count_only_below_the_guarantee():
+    readings = [sm.ShareReading("team-b", {G5: 2, G12: 1}, {G12: 1}, waiting_created=[100, 40]),
+                sm.ShareReading("team-a", {G5: 1}, {G5: 1}, waiting_created=[10])]
+    b, a = sm.share_figures(readings, {G5: 3, G12: 1}, now=160)
+    assert (b.guarantee_gpus, b.used_gpus, b.used_instances) == (6, 4, 1)
+    assert (b.oldest_wait_seconds, b.guarantee_wait_seconds) == (120, 120)  # 2 GPUs of its guarantee idle
+    assert (a.oldest_wait_seconds, a.guarantee_wait_seconds) == (150, 0)  # at its guarantee: not the promise
+
+
+def test_an_instance_type_the_catalogue_lacks_is_named():
+    (f,) = sm.share_figures([sm.ShareReading("x", {"ml.future.xlarge": 1}, {})], {}, now=0)
+    assert f.unknown_types == ("ml.future.xlarge",) and f.guarantee_gpus == 0
+
+
+@pytest.mark.parametrize("reason,cause", [
+    ("PREEMPTION_IN_PROGRESS: Cross-share preemption triggered to reclaim borrowed capacity", sm.CROSS_SHARE),
+    ("PREEMPTION_IN_PROGRESS: In-share preemption triggered by a higher priority job", sm.IN_SHARE),
+    ("something new", sm.UNKNOWN_CAUSE), (None, sm.UNKNOWN_CAUSE),
+])
+def test_the_cause_of_a_preemption_comes_from_its_reason(reason, cause):
+    assert sm.preemption_cause(reason) == cause
+
+
+# ---------------------------------------------------------------------------
+# A reading
+
+
+def test_a_reading_publishes_every_figure_of_every_team_in_emf():
+    m = model()
+    for _ in range(4):
+        m.start(m.submit("team-a", {G5: 1}).job_id)  # a borrows 2
+    m.clock.t += 300
+    w = m.submit("team-b", {G5: 2})  # b waits with its G5 guarantee idle
+    m.clock.t += 90
+    out = Lines()
+    summary = mon.read_and_publish(m.batch, QUEUE, SETTINGS, now=m.clock(), emit=out)
+    assert summary["teams"] == 3 and summary["waiting"] == 1 and summary["skipped"] == 0
+    assert out.team("team-a", metrics.USAGE) == [4] and out.team("team-a", metrics.BORROWED) == [2]
+    assert out.team("team-b", metrics.GUARANTEE) == [6] and out.team("team-b", metrics.PENDING) == [1]
+    assert out.team("team-b", metrics.GUARANTEE_WAIT_SECONDS) == [90] and w.job_id
+    # G5: capacity 6, guarantees 5, pool 1: a's 2 borrowed = 1 from the pool + 1 lent by b (2 idle) and c (1).
+    assert out.team("team-b", metrics.LENT) == [pytest.approx(2 / 3)]
+    assert out.team("team-c", metrics.LENT) == [pytest.approx(1 / 3)]
+    record = next(r for r in out.emf() if r.get(metrics.DIM_TEAM) == "team-a")
+    directive = record["_aws"]["CloudWatchMetrics"][0]
+    assert directive["Namespace"] == "GpuShare" and directive["Dimensions"] == [["Queue", "Team"]]
+    assert {d["Name"] for d in directive["Metrics"]} == {
+        "UsageGpus", "UsedInstances", "GuaranteeGpus", "BorrowedGpus", "LentGpus", "IdleGuaranteeGpus",
+        "PendingJobs", "OldestWaitSeconds", "GuaranteeWaitSeconds"}
+
+
+def test_a_reading_costs_one_call_per_listing_page():
+    m = model()
+    for _ in range(1000):
+        m.submit("team-a", {G5: 1})
+    mon.read_and_publish(m.batch, QUEUE, SETTINGS, now=m.clock(), emit=Lines())
+    ops = [op for op, _ in m.requests]
+    # 20 shares or 3: one ListQuotaShares page; one snapshot; 1,000 waiting jobs: one page of 1,000.
+    assert ops == ["ListQuotaShares", "GetJobQueueSnapshot", "ListServiceJobs"]
+    assert m.requests[2][1]["maxResults"] == 1000
+
+
+def test_throttling_and_server_errors_are_retried():
+    m = model()
+    m.start(m.submit("team-a", {G5: 1}).job_id)
+    m.script = {"GetJobQueueSnapshot": ["throttle", "error"], "ListServiceJobs": ["throttle"]}
+    out = Lines()
+    summary = mon.read_and_publish(m.batch, QUEUE, SETTINGS, now=m.clock(), emit=out)
+    assert "error" not in summary and out.team("team-a", metrics.USAGE) == [1]
+    assert [op for op, _ in m.requests].count("GetJobQueueSnapshot") == 3
+
+
+def logged(capsys) -> list[dict]:
+    return [json.loads(x) for x in capsys.readouterr().out.splitlines() if x.startswith("{")]
+
+
+def test_a_read_that_keeps_failing_is_logged_and_counted_not_raised(capsys):
+    m = model()
+    m.script = {"ListQuotaShares": ["error"] * 5}
+    out = Lines()
+    summary = mon.read_and_publish(m.batch, QUEUE, SETTINGS, now=m.clock(), emit=out)
+    assert summary["error"].startswith("ServerException") and "reached max retries: 4" in summary["error"]
+    [errors] = [r for r in out.emf() if metrics.MONITOR_ERRORS in r]
+    assert errors[metrics.MONITOR_ERRORS] == 1 and out.team("team-a", metrics.USAGE) == []
+    assert [r["event"] for r in logged(capsys)] == ["read_failed"]
+
+
+@pytest.mark.parametrize("op", ["ListQuotaShares", "ListServiceJobs", "GetJobQueueSnapshot"])
+def test_an_entry_with_a_missing_field_is_logged_and_left_out(op, capsys):
+    m = model()
+    m.start(m.submit("team-a", {G5: 1}).job_id)
+    m.submit("team-b", {G5: 1})
+    m.script = {op: ["partial"]}
+    out = Lines()
+    summary = mon.read_and_publish(m.batch, QUEUE, SETTINGS, now=m.clock(), emit=out)
+    assert summary["skipped"] == 1 and summary["teams"] == 3
+    [warning] = [r for r in logged(capsys) if r["event"] == "answer_entries_skipped"]
+    assert warning["skipped_count"] == 1 and warning["skipped"][0].startswith(op)
+
+
+# ---------------------------------------------------------------------------
+# Events
+
+
+def preemption(job_id: str, reason: str) -> dict:
+    return {"detail-type": mon.PREEMPTION_STARTED, "source": "aws.batch",
+            "detail": {"preemptedJobArn": f"arn:aws:batch:us-east-1:111122223333:service-job/{job_id}",
+                       "statusReason": reason, "status": "RUNNING"}}
+
+
+def test_a_preemption_counts_for_the_victims_team_by_cause():
+    m = model()
+    job = m.submit("team-a", {G5: 1})
+    m.start(job.job_id)
+    out = Lines()
+    result = mon.on_preemption(m.batch, QUEUE, SETTINGS, preemption(job.job_id, "Cross-share preemption")["detail"],
+                               emit=out)
+    assert result == {"counted": True, "team": "team-a", "cause": "cross_share"}
+    by_cause = [r for r in out.emf() if r.get(metrics.DIM_CAUSE) == "cross_share"]
+    assert [r[metrics.PREEMPTIONS] for r in by_cause] == [1] and by_cause[0][metrics.DIM_TEAM] == "team-a"
+    assert out.team("team-a", metrics.PREEMPTIONS) == [1]
+
+
+def test_a_preemption_of_another_queues_job_is_not_counted():
+    m = model()
+    job = m.submit("team-a", {G5: 1}, queue="arn:aws:batch:us-east-1:111122223333:job-queue/other")
+    out = Lines()
+    assert mon.on_preemption(m.batch, QUEUE, SETTINGS, preemption(job.job_id, "x")["detail"], emit=out)["counted"] is False
+    assert out.emf() == []
+
+
+def test_a_preemption_event_without_a_job_or_with_a_gone_job_is_logged():
+    m = model()
+    out = Lines()
+    assert mon.on_preemption(m.batch, QUEUE, SETTINGS, {}, emit=out) == {"counted": False}
+    assert mon.on_preemption(m.batch, QUEUE, SETTINGS, preemption("gone", "x")["detail"], emit=out)["counted"] is False
+    assert [r[metrics.MONITOR_ERRORS] for r in out.emf()] == [1]
+
+
+def test_a_blocked_queue_is_counted_for_the_queue_and_the_team():
+    out = Lines()
+    assert mon.on_blocked(QUEUE, SETTINGS, {"jobId": "j", "quotaShareName": "team-c", "statusReason": "why"},
+                          emit=out) == {"counted": True, "team": "team-c"}
+    assert [(r.get(metrics.DIM_TEAM), r[metrics.QUEUE_BLOCKED]) for r in out.emf()] == [(None, 1), ("team-c", 1)]
+
+
+# ---------------------------------------------------------------------------
+# A simulated day: every figure published each minute is what the queue held
+
+
+def test_a_simulated_day_publishes_what_the_queue_held(monkeypatch):
+    m = model(seed=7)
+    rng = m.rng
+    published: list[tuple[float, dict]] = []
+    for minute in range(24 * 60):
+        m.clock.t += 60
+        # Teams submit, Batch starts what fits (borrowing idle guarantees), jobs end, lenders take back.
+        if rng.random() < 0.3:
+            team = rng.choice(["team-a", "team-a", "team-b", "team-c"])
+            m.submit(team, {G5: 1} if rng.random() < 0.8 else {G12: 1})
+        for job in sorted(m.jobs.values(), key=lambda j: j.created):
+            if job.status == "RUNNABLE" and _fits(m, job):
+                m.start(job.job_id)
+        for job in list(m.jobs.values()):
+            if job.status == "RUNNING" and rng.random() < 0.02:
+                m.finish(job.job_id)
+        out = Lines()
+        mon.read_and_publish(m.batch, QUEUE, SETTINGS, now=m.clock(), emit=out)
+        truth = {name: (m.usage(name), len(m.waiting(name))) for name in m.shares}
+        for name, (usage, waiting) in truth.items():
+            gpus = usage.get(G5, 0) * 1 + usage.get(G12, 0) * 4
+            assert out.team(name, metrics.USAGE) == [gpus], (minute, name)
+            assert out.team(name, metrics.PENDING) == [waiting], (minute, name)
+            g = m.shares[name]
+            borrowed = sum(max(0, usage.get(u, 0) - g.get(u, 0)) * (1 if u == G5 else 4) for u in set(usage) | set(g))
+            assert out.team(name, metrics.BORROWED) == [pytest.approx(borrowed)], (minute, name)
+        lent = sum(out.team(n, metrics.LENT)[0] for n in m.shares)
+        borrowed_all = sum(out.team(n, metrics.BORROWED)[0] for n in m.shares)
+        pool_used = sum(min(sum(max(0, m.usage(n).get(u, 0) - m.shares[n].get(u, 0)) for n in m.shares),
+                            max(0, SETTINGS["capacity"][u] - sum(m.shares[n].get(u, 0) for n in m.shares)))
+                        * (1 if u == G5 else 4) for u in SETTINGS["capacity"])
+        assert math.isclose(borrowed_all, lent + pool_used, abs_tol=1e-9), minute
+        published.append((m.clock(), truth))
+    assert any(t[1]["team-a"][0].get(G5, 0) > 2 for t in published)  # the day had borrowing
+
+
+def _fits(m: QuotaQueueModel, job) -> bool:
+    for unit, n in job.instances.items():
+        used = sum(m.usage(s).get(unit, 0) for s in m.shares)
+        if used + n > SETTINGS["capacity"][unit]:
+            return False
+    return True
