@@ -209,7 +209,7 @@ def _pages(page_size: int | None) -> dict[str, Any]:
 def _list_shares(client: Any, queue: str, page_size: int | None = None) -> list[dict[str, Any]]:
     shares: list[dict[str, Any]] = []
     for page in client.get_paginator("list_quota_shares").paginate(jobQueue=queue, **_pages(page_size)):
-        shares.extend(s for s in page.get("quotaShares", []) if isinstance(s, Mapping))
+        shares.extend(dict(s) for s in page.get("quotaShares", []) if isinstance(s, Mapping))
     return shares
 
 

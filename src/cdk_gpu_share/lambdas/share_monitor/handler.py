@@ -89,9 +89,9 @@ def read_and_publish(client: Any, queue: str, settings: Mapping, *, now: float,
         log("answer_entries_skipped", "WARNING", queue=name, skipped=list(status.skipped[:20]),
             skipped_count=len(status.skipped), unknown_instance_types=unknown,
             jobs_of_no_listed_share=[j.job_id for j in status.unassigned_waiting][:20])
-    summary = {"queue": name, "teams": len(figures), "waiting": sum(f.waiting_jobs for f in figures),
+    summary: dict[str, Any] = {"queue": name, "teams": len(figures), "waiting": sum(f.waiting_jobs for f in figures),
                "skipped": len(status.skipped), "totals": sm.totals(figures)}
-    log("published", **summary)
+    log("published", "INFO", **summary)
     return summary
 
 
