@@ -296,6 +296,30 @@ def reclaimer(app: App, stack: str, queue: str, sids: dict[str, str], other_queu
 # ---------------------------------------------------------------------------- Batch quota management
 
 
+def share_monitor(app: App, stack: str, queue: str, other_queue: str) -> list[Req]:
+    """The share monitor reads its queue and writes its logs (EMF): nothing else."""
+    role = f"{stack}/{app.resolver.logical_id(stack, 'SharedGpuQuotaBatchShareMonitorRole')}"
+    qarn = arn("batch", f"job-queue/{queue}")
+    other = arn("batch", f"job-queue/{other_queue}")
+    p = "share monitor"
+    return [
+        Req(f"{p}: lists its queue's quota shares", role, "batch:ListQuotaShares", [qarn], ALLOWED),
+        Req(f"{p}: reads its queue's snapshot", role, "batch:GetJobQueueSnapshot", [qarn], ALLOWED),
+        Req(f"{p}: lists service jobs", role, "batch:ListServiceJobs", ["*"], ALLOWED),
+        Req(f"{p}: describes a preempted service job", role, "batch:DescribeServiceJob", ["*"], ALLOWED),
+        Req(f"{p}: reads another queue's snapshot", role, "batch:GetJobQueueSnapshot", [other], DENIED),
+        Req(f"{p}: lists another queue's quota shares", role, "batch:ListQuotaShares", [other], DENIED),
+        Req(f"{p}: changes a quota share", role, "batch:UpdateQuotaShare",
+            [arn("batch", f"job-queue/{queue}/quota-share/team-a")], DENIED),
+        Req(f"{p}: submits a service job", role, "batch:SubmitServiceJob", [qarn, service_job()], DENIED),
+        Req(f"{p}: stops a service job", role, "batch:TerminateServiceJob", [service_job("theirs")], DENIED),
+        Req(f"{p}: re-prioritizes a service job", role, "batch:UpdateServiceJob", [service_job("theirs")], DENIED),
+        Req(f"{p}: writes metrics with PutMetricData (it writes EMF to its logs)", role, "cloudwatch:PutMetricData",
+            ["*"], DENIED),
+        Req(f"{p}: lists classic jobs", role, "batch:ListJobs", ["*"], DENIED),
+    ]
+
+
 def quota_team(app: App, stack: str, team: str, other: str, queue: str, max_priority: int = 100) -> list[Req]:
     role = f"{stack}/{app.resolver.logical_id(stack, 'SubmitRole')}"
     other_stack = stack.replace(f"-team-{team}", f"-team-{other}")
@@ -627,6 +651,7 @@ def requests_for(app: App) -> tuple[list[Req], dict[str, list[dict]]]:
         reqs += reclaimer(app, platform, "gpu-share-fairshare", {"team-b": "teamb"}, "gpu-share-training")
         for team, other in (("team-a", "team-b"), ("team-b", "team-c")):
             reqs += quota_team(app, team_stacks[team], team, other, "gpu-share-training")
+        reqs += share_monitor(app, platform, "gpu-share-training", "gpu-share-fairshare")
         for team in teams:
             reqs += training_role(app, team_stacks[team], team)
         reqs += fleet_roles(app, platform)
@@ -650,6 +675,7 @@ def requests_for(app: App) -> tuple[list[Req], dict[str, list[dict]]]:
                               arn("ecr", "repository/djl-inference").replace(ACCOUNT, "763104351884"))
         reqs += provider_framework(app, platform)
         reqs += quota_team(app, team_stacks["search"], "search", "support", "mig-inference-training")
+        reqs += share_monitor(app, platform, "mig-inference-training", "gpu-share-training")
         reqs += quota_team(app, team_stacks["support"], "support", "search", "mig-inference-training")
         for team in teams:
             reqs += training_role(app, team_stacks[team], team)

@@ -257,3 +257,92 @@ def _fits(m: QuotaQueueModel, job) -> bool:
         if used + n > SETTINGS["capacity"][unit]:
             return False
     return True
+
+
+# ---------------------------------------------------------------------------
+# The construct
+
+
+@pytest.fixture(scope="module")
+def monitored():
+    import aws_cdk as cdk
+    from aws_cdk.assertions import Template
+
+    from cdk_gpu_share import SharedGpuQuota
+    from cdk_gpu_share.core.config import Amount, BatchQuotaConfig, ShareMonitorConfig, TeamConfig
+    from tests.helpers import new_app, synth
+
+    app = new_app()
+    stack = cdk.Stack(app, "Quota")
+    SharedGpuQuota(stack, "Quota", queue_name="ml-training",
+                   batch_quota=BatchQuotaConfig(capacity={G5: 3},
+                                                monitor=ShareMonitorConfig(schedule_minutes=5,
+                                                                           guarantee_wait_alarm_seconds=600)),
+                   teams=[TeamConfig(name=n, guarantee={G5: Amount(instances=1)}) for n in ("team-a", "team-b")])
+    report = synth(app)
+    return Template.from_stack(stack), report
+
+
+def test_the_monitor_reads_on_its_schedule_and_on_the_queues_events(monitored):
+    from aws_cdk.assertions import Match
+
+    template, _ = monitored
+    [fn] = [r for r in template.find_resources("AWS::Lambda::Function").values()
+            if r["Properties"]["Handler"] == mon.__name__ + ".handler"]
+    settings = json.loads(fn["Properties"]["Environment"]["Variables"]["GPU_SHARE_MONITOR"])
+    assert settings == {"queue": "ml-training", "capacity": {G5: 3}, "teams": {"team-a": "team-a", "team-b": "team-b"}}
+    template.has_resource_properties("AWS::Events::Rule", {"ScheduleExpression": "rate(5 minutes)"})
+    template.has_resource_properties("AWS::Events::Rule", {"EventPattern": {
+        "source": ["aws.batch"], "detail-type": [mon.PREEMPTION_STARTED]}})
+    template.has_resource_properties("AWS::Events::Rule", {"EventPattern": {
+        "source": ["aws.batch"], "detail-type": [mon.QUEUE_BLOCKED], "detail": {"jobQueue": [Match.any_value()]}}})
+
+
+def test_one_guarantee_wait_alarm_per_team_and_the_queue_alarms(monitored):
+    template, _ = monitored
+    alarms = template.find_resources("AWS::CloudWatch::Alarm")
+    waits = [a["Properties"] for a in alarms.values() if a["Properties"]["MetricName"] == metrics.GUARANTEE_WAIT_SECONDS]
+    assert sorted(next(d["Value"] for d in a["Dimensions"] if d["Name"] == "Team") for a in waits) == ["team-a", "team-b"]
+    assert {a["Threshold"] for a in waits} == {600} and {a["Statistic"] for a in waits} == {"Maximum"}
+    names = {a["Properties"]["MetricName"] for a in alarms.values()}
+    assert {metrics.QUEUE_BLOCKED, metrics.MONITOR_ERRORS} <= names
+    assert len(alarms) == 4
+
+
+def test_the_monitors_role_reads_the_queue_and_nothing_else(monitored):
+    template, _ = monitored
+    statements = [s for p in template.find_resources("AWS::IAM::Policy").values()
+                  for s in p["Properties"]["PolicyDocument"]["Statement"] if s.get("Sid") in ("ReadTheQueue",
+                                                                                             "ReadServiceJobs")]
+    by_sid = {s["Sid"]: s for s in statements}
+    assert sorted(by_sid["ReadTheQueue"]["Action"]) == ["batch:GetJobQueueSnapshot", "batch:ListQuotaShares"]
+    assert by_sid["ReadTheQueue"]["Resource"] == {"Fn::GetAtt": [next(
+        k for k in template.find_resources("AWS::Batch::JobQueue")), "JobQueueArn"]}
+    assert sorted(by_sid["ReadServiceJobs"]["Action"]) == ["batch:DescribeServiceJob", "batch:ListServiceJobs"]
+    assert "cloudwatch:PutMetricData" not in json.dumps(template.to_json())
+
+
+def test_the_monitor_is_nag_and_cfn_lint_clean(monitored):
+    from tests.helpers import assert_cfn_lint_clean, assert_nag_clean
+
+    template, report = monitored
+    assert_nag_clean(report)
+    assert_cfn_lint_clean(template.to_json())
+
+
+def test_a_disabled_monitor_creates_nothing():
+    import aws_cdk as cdk
+    from aws_cdk.assertions import Template
+
+    from cdk_gpu_share import SharedGpuQuota
+    from cdk_gpu_share.core.config import Amount, BatchQuotaConfig, ShareMonitorConfig, TeamConfig
+    from tests.helpers import new_app
+
+    stack = cdk.Stack(new_app(), "Quota")
+    quota = SharedGpuQuota(stack, "Quota", batch_quota=BatchQuotaConfig(capacity={G5: 1},
+                                                                        monitor=ShareMonitorConfig(enabled=False)),
+                           teams=[TeamConfig(name="a", guarantee={G5: Amount(instances=1)})])
+    template = Template.from_stack(stack)
+    template.resource_count_is("AWS::Lambda::Function", 0)
+    template.resource_count_is("AWS::CloudWatch::Alarm", 0)
+    assert quota.batch is not None and quota.batch.monitor is None

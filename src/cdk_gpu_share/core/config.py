@@ -317,6 +317,18 @@ def _python_amounts(value: Any, where: str, problems: V.Problems) -> dict[str, A
 
 
 @dataclass(frozen=True)
+class ShareMonitorConfig:
+    """The share monitor of a Batch quota-management queue (``batch_quota.monitor``)."""
+
+    enabled: bool = True
+    #: Minutes between two readings of the queue.
+    schedule_minutes: int = 1
+    #: A team's alarm fires when one of its jobs waited this long while the team used less
+    #: than its guarantee (the lender's promise).
+    guarantee_wait_alarm_seconds: int = 900
+
+
+@dataclass(frozen=True)
 class BatchQuotaConfig:
     """AWS Batch quota management for SageMaker Training jobs."""
 
@@ -324,6 +336,7 @@ class BatchQuotaConfig:
     queue_name: str | None = None
     service_environment_name: str | None = None
     priority: int = 1
+    monitor: ShareMonitorConfig = field(default_factory=ShareMonitorConfig)
 
 
 @dataclass(frozen=True)
@@ -1244,6 +1257,8 @@ def section_mapping(section: BatchQuotaConfig | HyperPodConfig | FairshareConfig
         }
     elif isinstance(section, (BatchQuotaConfig, FairshareConfig)):
         out = {f.name: getattr(section, f.name) for f in dataclasses.fields(section)}
+        if isinstance(section, BatchQuotaConfig) and isinstance(section.monitor, ShareMonitorConfig):
+            out["monitor"] = dataclasses.asdict(section.monitor)
         if isinstance(section, FairshareConfig):
             reclaim, vpc = section.reclaim, section.vpc
             out["reclaim"] = dataclasses.asdict(reclaim) if isinstance(reclaim, ReclaimConfig) else reclaim

@@ -502,20 +502,41 @@ def test_settings_too_large_for_lambda_fail_validation():
 # Packaging (no Docker)
 
 
-@pytest.fixture(scope="module")
-def asset_dir(platform) -> Path:
+def _asset_of(platform, handler: str) -> Path:
+    """The platform's one Lambda asset that holds ``lambdas/<handler>``."""
     outdir = Path(platform["assembly"].directory)
-    dirs = [d for d in outdir.glob("asset.*") if (d / "cdk_gpu_share").is_dir()]
+    dirs = [d for d in outdir.glob("asset.*") if (d / "cdk_gpu_share" / "lambdas" / handler).is_dir()]
     assert len(dirs) == 1
     return dirs[0]
 
 
-def test_bundle_holds_only_what_the_handler_needs(asset_dir):
+@pytest.fixture(scope="module")
+def asset_dir(platform) -> Path:
+    return _asset_of(platform, "reclaim")
+
+
+@pytest.mark.parametrize("handler,aws_files", [("reclaim", ["__init__.py", "batch_reader.py"]),
+                                               ("share_monitor", ["__init__.py", "quota_reader.py"])])
+def test_bundle_holds_only_what_the_handler_needs(platform, handler, aws_files):
+    asset_dir = _asset_of(platform, handler)
     top = sorted(p.name for p in (asset_dir / "cdk_gpu_share").iterdir())
     assert top == ["__init__.py", "aws", "core", "lambdas"]
-    assert sorted(p.name for p in (asset_dir / "cdk_gpu_share" / "lambdas").iterdir()) == ["__init__.py", "reclaim"]
-    assert sorted(p.name for p in (asset_dir / "cdk_gpu_share" / "aws").iterdir()) == ["__init__.py", "batch_reader.py"]
+    assert sorted(p.name for p in (asset_dir / "cdk_gpu_share" / "lambdas").iterdir()) == ["__init__.py", handler]
+    assert sorted(p.name for p in (asset_dir / "cdk_gpu_share" / "aws").iterdir()) == aws_files
     assert not list(asset_dir.rglob("__pycache__")) and not list(asset_dir.rglob("*.pyc"))
+
+
+def test_the_bundled_share_monitor_imports_without_cdk(platform):
+    asset_dir = _asset_of(platform, "share_monitor")
+    code = (
+        f"import sys; sys.path[:0] = [{str(asset_dir)!r}];"
+        "import cdk_gpu_share.lambdas.share_monitor.handler as h;"
+        f"assert h.__file__.startswith({str(asset_dir)!r}), h.__file__;"
+        "assert 'aws_cdk' not in sys.modules and 'boto3' not in sys.modules; print(h.PAGE_SIZE)"
+    )
+    out = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, env={"PATH": os.environ["PATH"]})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "1000"
 
 
 def test_bundled_handler_imports_without_cdk(asset_dir):

@@ -21,7 +21,10 @@ from cdk_gpu_share.core.validation import Problems
 
 KEY = C.BATCH
 #: The keys of the ``batch_quota`` section.
-SECTION_KEYS = frozenset({"capacity", "queue_name", "service_environment_name", "priority"})
+SECTION_KEYS = frozenset({"capacity", "queue_name", "service_environment_name", "priority", "monitor"})
+#: The keys of ``batch_quota.monitor``, and the bounds of its whole numbers.
+MONITOR_KEYS = frozenset({"enabled", "schedule_minutes", "guarantee_wait_alarm_seconds"})
+MONITOR_INT_RANGES = (("schedule_minutes", 1, 60), ("guarantee_wait_alarm_seconds", 60, 86400))
 #: A job queue holds at most this many quota shares, each at most this many capacity limits.
 MAX_QUOTA_SHARES_PER_QUEUE = 20
 MAX_CAPACITY_LIMITS_PER_SHARE = 5
@@ -36,6 +39,13 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
         "queue_name": "Job queue name. Default: <platform>-training.",
         "service_environment_name": "Service environment name. Default: derived from the platform name.",
         "priority": "Job queue priority, 0 to 1000. Default: 1.",
+        "monitor": "The share monitor: per-team metrics, dashboard and alarms of the queue.",
+    },
+    "batch_quota_monitor": {
+        "enabled": "Deploy the share monitor. Default: true.",
+        "schedule_minutes": "Minutes between two readings of the queue, 1 to 60. Default: 1.",
+        "guarantee_wait_alarm_seconds": "A team's alarm fires when one of its jobs waited this long while the team"
+        " used less than its guarantee, 60 to 86400. Default: 900.",
     },
 }
 
@@ -55,7 +65,29 @@ def parse(raw: Any, problems: Problems) -> BatchQuotaConfig | None:
     if "priority" in data:
         value = C.read_int(data["priority"], f"{KEY}.priority", problems, minimum=0, maximum=1000)
         priority = DEFAULT_PRIORITY if value is None else value
-    return BatchQuotaConfig(capacity=capacity, priority=priority, **names)
+    extra: dict[str, Any] = dict(names)
+    monitor = _monitor(data.get("monitor"), problems) if data.get("monitor") is not None else None
+    if monitor is not None:
+        extra["monitor"] = monitor
+    return BatchQuotaConfig(capacity=capacity, priority=priority, **extra)
+
+
+def _monitor(raw: Any, problems: Problems) -> C.ShareMonitorConfig | None:
+    where = f"{KEY}.monitor"
+    data = C.read_object(raw, where, MONITOR_KEYS, problems)
+    if data is None:
+        return None
+    kwargs: dict[str, Any] = {}
+    if "enabled" in data:
+        enabled = C.read_bool(data["enabled"], f"{where}.enabled", problems)
+        if enabled is not None:
+            kwargs["enabled"] = enabled
+    for name, lo, hi in MONITOR_INT_RANGES:
+        if name in data:
+            value = C.read_int(data[name], f"{where}.{name}", problems, minimum=lo, maximum=hi)
+            if value is not None:
+                kwargs[name] = value
+    return C.ShareMonitorConfig(**kwargs)
 
 
 # -- rules: each names the field, the value and the fix.
@@ -139,6 +171,11 @@ def schema() -> dict[str, Any]:
         "queue_name": {"type": "string", "pattern": C.BATCH_NAME_PATTERN},
         "service_environment_name": {"type": "string", "pattern": C.BATCH_NAME_PATTERN},
         "priority": {**S.schema_int(0, 1000), "default": DEFAULT_PRIORITY},
+        "monitor": S.schema_object("batch_quota_monitor", {
+            "enabled": {"type": "boolean", "default": True},
+            **{k: {**S.schema_int(lo, hi), "default": getattr(C.ShareMonitorConfig(), k)}
+               for k, lo, hi in MONITOR_INT_RANGES},
+        }, description=DESCRIPTIONS[KEY]["monitor"]),
     }, required=["capacity"])
 
 
@@ -148,7 +185,7 @@ class BatchQuotaSpec(Backend):
     key = KEY
     strategy = "AWS Batch quota management (SageMaker Training)"
     capacity_hint = KEY
-    section_keys = {KEY: SECTION_KEYS}
+    section_keys = {KEY: SECTION_KEYS, "batch_quota_monitor": MONITOR_KEYS}
     descriptions = DESCRIPTIONS
     construct = "cdk_gpu_share.constructs.shared_gpu_quota:SharedGpuQuota"
     status = "cdk_gpu_share.backends.batch_quota.status"
@@ -159,6 +196,25 @@ class BatchQuotaSpec(Backend):
     parse = staticmethod(parse)
     schema = staticmethod(schema)
     to_mapping = staticmethod(C.section_mapping)
+
+    def idle_costs(self, config: C.PlatformConfig, section: BatchQuotaConfig) -> list[dict[str, str]]:
+        return monitor_costs(section, len(config.teams_for(KEY)))
+
+
+def monitor_costs(section: BatchQuotaConfig, teams: int) -> list[dict[str, str]]:
+    """The share monitor's Lambda runs and, above all, its custom metrics (billed per metric and month)."""
+    monitor = section.monitor if isinstance(section.monitor, C.ShareMonitorConfig) else C.ShareMonitorConfig()
+    if not monitor.enabled:
+        return []
+    return [{"backend": KEY, "resource": "share monitor",
+             "what": f"the share monitor Lambda runs every {plural(monitor.schedule_minutes, 'minute')} and publishes"
+                     f" about {METRICS_PER_TEAM * teams + 2} custom CloudWatch metrics for {plural(teams, 'team')}"
+                     " (metrics are billed per metric and month; set batch_quota.monitor.enabled: false to go"
+                     " without)"}]
+
+
+#: Custom metrics per team: 9 gauges, preemptions in total and for two causes, blocked events.
+METRICS_PER_TEAM = 13
 
 
 SPEC = BatchQuotaSpec()

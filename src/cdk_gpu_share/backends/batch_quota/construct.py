@@ -8,19 +8,28 @@ scheduling policy, a job queue, and one ``AWS::Batch::QuotaShare`` per team;
 from __future__ import annotations
 
 import dataclasses
+import json
+from collections.abc import Callable
 from typing import Any
 
 import aws_cdk as cdk
 import jsii
 from aws_cdk import aws_batch as batch
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
 from constructs import Construct, IValidation
 
 from cdk_gpu_share.backends.batch_quota import MAX_QUOTA_SHARES_PER_QUEUE
 from cdk_gpu_share.constructs._checks import acknowledge_nag, nag_arn, raise_props_problems
 from cdk_gpu_share.constructs._iam import add_statements, format_arn, read_once, stack_of
+from cdk_gpu_share.constructs._lambda_code import package_code
 from cdk_gpu_share.constructs._quota import TeamQuota, another_backends, raise_problems
-from cdk_gpu_share.core.config import BatchQuotaConfig, TeamConfig, config_problems
+from cdk_gpu_share.core import metrics
+from cdk_gpu_share.core.config import BatchQuotaConfig, ShareMonitorConfig, TeamConfig, config_problems
 from cdk_gpu_share.core.errors import ConfigError, Problem
 
 #: The IAM actions a team needs to submit, inspect and stop its own service jobs.
@@ -104,6 +113,9 @@ class BatchQuotaBackend(Construct):
             state="ENABLED",
         )
         self.node.add_validation(_QuotaShareCount(self))
+        monitor = config.monitor if isinstance(config.monitor, ShareMonitorConfig) else ShareMonitorConfig()
+        #: The share monitor (None when ``monitor.enabled`` is false).
+        self.monitor = ShareMonitor(self, "ShareMonitor", backend=self, config=monitor) if monitor.enabled else None
 
     @property
     def job_queue_arn(self) -> str:
@@ -174,6 +186,8 @@ class BatchQuotaBackend(Construct):
             share.add_resource_dependency(self.job_queue)
         quota = TeamQuota(team=team, name=team.name, resource=share, arn=share.attr_quota_share_arn)
         self._teams[team.name] = quota
+        if self.monitor is not None:
+            self.monitor.add_team_alarm(team.name)
         return quota
 
     def quota_share_name(self, team: str) -> str:
@@ -265,6 +279,140 @@ class BatchQuotaBackend(Construct):
         return {TAG_TEAM: team}
 
 
+#: The share monitor's handler, and the events it counts.
+MONITOR_HANDLER = "cdk_gpu_share.lambdas.share_monitor.handler.handler"
+PREEMPTION_STARTED = "Batch Service Job Preemption Started"
+QUEUE_BLOCKED = "Batch Service Job Queue Blocked"
+
+
+@jsii.implements(cdk.IStableStringProducer)
+class _Produce:
+    def __init__(self, produce: Callable[[], str]) -> None:
+        self._produce = produce
+
+    def produce(self) -> str:
+        return self._produce()
+
+
+class ShareMonitor(Construct):
+    """Per-team metrics, and the alarms on them, of a quota-management queue (``batch_quota.monitor``).
+
+    A Lambda (``cdk_gpu_share.lambdas.share_monitor``) reads the queue every
+    ``schedule_minutes`` and publishes per team, in the ``GpuShare`` namespace (dimensions
+    ``Queue`` and ``Team``): GPUs and instances in use, guarantee, borrowed, lent, idle
+    guarantee, waiting jobs, the oldest wait and the oldest wait while the team is below its
+    guarantee; and counts Batch's preemption events per team and cause, and the queue's
+    blocked events. Its role reads this queue (``ListQuotaShares``, ``GetJobQueueSnapshot``
+    on the queue; ``ListServiceJobs``, ``DescribeServiceJob``, which take ``*`` only) and
+    writes its own logs, where the metrics go in embedded metric format: nothing else.
+
+    Alarms: per team, a job waited ``guarantee_wait_alarm_seconds`` while its team used less
+    than its guarantee; the queue was blocked; the monitor failed. The platform's ``alerts``
+    route them like every other alarm.
+    """
+
+    def __init__(self, scope: Construct, id: str, *, backend: BatchQuotaBackend, config: ShareMonitorConfig) -> None:
+        super().__init__(scope, id)
+        self.backend = backend
+        self.config = config
+        self.alarms: list[cloudwatch.Alarm] = []
+        self.log_group = logs.LogGroup(self, "Logs", retention=logs.RetentionDays.ONE_MONTH)
+        self.role = iam.Role(self, "Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+                             description="Share monitor of a Batch quota-management queue (cdk-gpu-share)")
+        self.log_group.grant_write(self.role)
+        for statement in self._statements():
+            self.role.add_to_principal_policy(statement)
+        acknowledge_nag(self.role, "AwsSolutions-IAM5",
+                        "Batch's ListServiceJobs and DescribeServiceJob authorize only on '*' (Service Authorization"
+                        " Reference for AWS Batch); the queue's own actions name the queue",
+                        findings=["Resource::*"])
+        self.function = lambda_.Function(
+            self, "Function",
+            description="Publishes per-team metrics of a Batch quota-management queue (cdk-gpu-share)",
+            runtime=lambda_.Runtime.PYTHON_3_14,
+            architecture=lambda_.Architecture.ARM_64,
+            handler=MONITOR_HANDLER,
+            code=package_code("lambdas/share_monitor", ("core", "lambdas/share_monitor"), ("quota_reader.py",)),
+            timeout=cdk.Duration.minutes(1),
+            memory_size=256,
+            role=self.role,
+            log_group=self.log_group,
+            environment={
+                "GPU_SHARE_QUEUE": backend.job_queue_arn,
+                "GPU_SHARE_MONITOR": cdk.Lazy.string(_Produce(self._settings)),
+            },
+        )
+        self._triggers()
+        self._queue_alarms()
+
+    def _settings(self) -> str:
+        return json.dumps({"queue": self.backend.job_queue_name if self.backend._queue_name else None,
+                           "capacity": dict(self.backend.config.capacity),
+                           "teams": {name: name for name in sorted(self.backend._teams)}},
+                          separators=(",", ":"), sort_keys=True)
+
+    def _statements(self) -> list[iam.PolicyStatement]:
+        return [
+            iam.PolicyStatement(sid="ReadTheQueue", actions=["batch:ListQuotaShares", "batch:GetJobQueueSnapshot"],
+                                resources=[self.backend.job_queue_arn]),
+            iam.PolicyStatement(sid="ReadServiceJobs", actions=["batch:ListServiceJobs", "batch:DescribeServiceJob"],
+                                resources=["*"]),
+        ]
+
+    def _triggers(self) -> None:
+        target = targets.LambdaFunction(self.function, retry_attempts=0)
+        events.Rule(self, "Schedule", description="Reads the quota shares of the queue",
+                    schedule=events.Schedule.rate(cdk.Duration.minutes(self.config.schedule_minutes)),
+                    targets=[target])
+        events.Rule(self, "Preemptions", description="Counts preemptions of service jobs per team and cause",
+                    event_pattern=events.EventPattern(source=["aws.batch"], detail_type=[PREEMPTION_STARTED]),
+                    targets=[target])
+        events.Rule(self, "Blocked", description="Counts the blocked events of the queue",
+                    event_pattern=events.EventPattern(source=["aws.batch"], detail_type=[QUEUE_BLOCKED],
+                                                      detail={"jobQueue": [self.backend.job_queue_arn]}),
+                    targets=[target])
+
+    def metric(self, name: str, team: str | None = None, **options: Any) -> cloudwatch.Metric:
+        """One of the monitor's metrics (names in :mod:`cdk_gpu_share.core.metrics`), per team when ``team`` is given."""
+        dims = {metrics.DIM_QUEUE: self.backend.job_queue_name}
+        if team is not None:
+            dims[metrics.DIM_TEAM] = team
+        return cloudwatch.Metric(namespace=metrics.NAMESPACE, metric_name=name, dimensions_map=dims,
+                                 statistic=options.pop("statistic", metrics.STATISTIC.get(name, "Maximum")),
+                                 period=options.pop("period", cdk.Duration.minutes(self.config.schedule_minutes)),
+                                 **options)
+
+    def _queue_alarms(self) -> None:
+        five = cdk.Duration.minutes(5)
+        self.alarms.append(cloudwatch.Alarm(
+            self, "QueueBlockedAlarm",
+            alarm_description="Batch reported the quota-management queue blocked (a job that can never run at the"
+                              " head of a share: see the monitor's log line queue_blocked for its reason)",
+            metric=self.metric(metrics.QUEUE_BLOCKED, period=five), threshold=1, evaluation_periods=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING))
+        self.alarms.append(cloudwatch.Alarm(
+            self, "MonitorFailedAlarm",
+            alarm_description="The share monitor could not read the queue for 15 minutes (see its logs):"
+                              " the per-team metrics have a gap",
+            metric=self.metric(metrics.MONITOR_ERRORS, period=five), threshold=3, evaluation_periods=3,
+            datapoints_to_alarm=3,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING))
+
+    def add_team_alarm(self, team: str) -> None:
+        """The lender's promise: a job of ``team`` waited too long while the team was below its guarantee."""
+        limit = self.config.guarantee_wait_alarm_seconds
+        self.alarms.append(cloudwatch.Alarm(
+            self, f"GuaranteeWait-{team}",
+            alarm_description=f"A job of team {team} has waited more than {limit} s while the team used less than"
+                              " its guarantee: its lent capacity is not coming back (Batch preempts borrowers;"
+                              " check the queue's blocked events and the team's waiting jobs)",
+            metric=self.metric(metrics.GUARANTEE_WAIT_SECONDS, team), threshold=limit, evaluation_periods=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING))
+
+
 @jsii.implements(IValidation)
 class _QuotaShareCount:
     """Deferred rule: at most 20 quota shares per queue, and at least one."""
@@ -286,4 +434,4 @@ class _QuotaShareCount:
 
 
 
-__all__ = ["READ_ACTIONS", "SUBMIT_ACTIONS", "TAG_TEAM", "BatchQuotaBackend", "batch_config"]
+__all__ = ["READ_ACTIONS", "SUBMIT_ACTIONS", "TAG_TEAM", "BatchQuotaBackend", "ShareMonitor", "batch_config"]

@@ -67,10 +67,8 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, cast
 
 import aws_cdk as cdk
@@ -88,10 +86,10 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct, IValidation
 
-import cdk_gpu_share
 from cdk_gpu_share.aws import batch_reader as br
 from cdk_gpu_share.constructs._checks import acknowledge_nag, raise_props_problems
 from cdk_gpu_share.constructs._iam import add_statements, format_arn, read_once, stack_of
+from cdk_gpu_share.constructs._lambda_code import package_code
 from cdk_gpu_share.constructs._metrics import ReclaimerMetrics
 from cdk_gpu_share.constructs._platform_part import TeamStackLike
 from cdk_gpu_share.core import instances, reclaim
@@ -171,45 +169,9 @@ class FairshareTeam:
         return name if name is not None else str(self.job_definitions[gpus].job_definition_name)
 
 
-@jsii.implements(cdk.ILocalBundling)
-class _PackageBundler:
-    """Copies the parts of ``cdk_gpu_share`` the reclaim Lambda imports (``core``,
-    ``aws/batch_reader.py``, ``lambdas/reclaim``) into the asset, under the package's own name. No Docker, no
-    pip: the handler needs only the standard library and the runtime's boto3."""
-
-    PARTS = ("core", "lambdas/reclaim")
-    #: From ``aws``, only the reader (other readers there are for the CLI).
-    AWS_FILES = ("__init__.py", "batch_reader.py")
-
-    def try_bundle(self, output_dir: str, *, image: Any = None, **_: Any) -> bool:
-        src = Path(cdk_gpu_share.__file__).resolve().parent
-        dst = Path(output_dir) / "cdk_gpu_share"
-        dst.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(src / "__init__.py", dst / "__init__.py")
-        (dst / "lambdas").mkdir(exist_ok=True)
-        shutil.copyfile(src / "lambdas" / "__init__.py", dst / "lambdas" / "__init__.py")
-        ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo")
-        for part in self.PARTS:
-            target = dst / part
-            if target.exists():
-                shutil.rmtree(target)
-            shutil.copytree(src / part, target, ignore=ignore)
-        (dst / "aws").mkdir(exist_ok=True)
-        for name in self.AWS_FILES:
-            shutil.copyfile(src / "aws" / name, dst / "aws" / name)
-        return True
-
-
 def reclaim_code() -> lambda_.Code:
-    """The reclaim Lambda's code: locally bundled, hashed by its output (never Docker)."""
-    return lambda_.Code.from_asset(
-        str(Path(cdk_gpu_share.__file__).resolve().parent / "lambdas" / "reclaim"),
-        asset_hash_type=cdk.AssetHashType.OUTPUT,
-        bundling=cdk.BundlingOptions(
-            image=cdk.DockerImage.from_registry("local-bundling-only-docker-is-never-used"),
-            local=_PackageBundler(),
-        ),
-    )
+    """The reclaim Lambda's code: ``core``, the Batch reader and ``lambdas/reclaim``, locally bundled."""
+    return package_code("lambdas/reclaim", ("core", "lambdas/reclaim"), ("batch_reader.py",))
 
 
 @jsii.implements(cdk.IResolvable)
