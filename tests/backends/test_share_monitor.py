@@ -346,3 +346,16 @@ def test_a_disabled_monitor_creates_nothing():
     template.resource_count_is("AWS::Lambda::Function", 0)
     template.resource_count_is("AWS::CloudWatch::Alarm", 0)
     assert quota.batch is not None and quota.batch.monitor is None
+
+
+def test_the_dashboard_has_a_row_per_team_from_the_shared_metric_factory(monitored):
+    template, _ = monitored
+    [dashboard] = template.find_resources("AWS::CloudWatch::Dashboard").values()
+    body = json.dumps(dashboard["Properties"]["DashboardBody"])
+    for team in ("team-a", "team-b"):
+        for title in ("GPUs", "waiting", "preemptions"):
+            assert f"{team}: {title}" in body
+    for name in (metrics.USAGE, metrics.GUARANTEE, metrics.BORROWED, metrics.LENT, metrics.PENDING,
+                 metrics.GUARANTEE_WAIT_SECONDS, metrics.PREEMPTIONS):
+        assert name in body
+    assert "cross_share" in body and "in_share" in body

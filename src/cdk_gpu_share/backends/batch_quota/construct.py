@@ -27,6 +27,7 @@ from cdk_gpu_share.backends.batch_quota import MAX_QUOTA_SHARES_PER_QUEUE
 from cdk_gpu_share.constructs._checks import acknowledge_nag, nag_arn, raise_props_problems
 from cdk_gpu_share.constructs._iam import add_statements, format_arn, read_once, stack_of
 from cdk_gpu_share.constructs._lambda_code import package_code
+from cdk_gpu_share.constructs._metrics import ReclaimerMetrics
 from cdk_gpu_share.constructs._quota import TeamQuota, another_backends, raise_problems
 from cdk_gpu_share.core import metrics
 from cdk_gpu_share.core.config import BatchQuotaConfig, ShareMonitorConfig, TeamConfig, config_problems
@@ -344,6 +345,11 @@ class ShareMonitor(Construct):
         )
         self._triggers()
         self._queue_alarms()
+        # Rendered at synthesis: a row per team is added as each team is.
+        self.dashboard = cloudwatch.Dashboard(self, "Dashboard", widgets=[[cloudwatch.TextWidget(
+            markdown="Per-team use of the quota shares of the queue, by the share monitor: GPUs used against"
+                     " the guarantee, borrowed and lent; waiting jobs and the longest wait while below the"
+                     " guarantee (the alarm); preemptions by cause.", width=24, height=2)]])
 
     def _settings(self) -> str:
         return json.dumps({"queue": self.backend.job_queue_name if self.backend._queue_name else None,
@@ -372,15 +378,36 @@ class ShareMonitor(Construct):
                                                       detail={"jobQueue": [self.backend.job_queue_arn]}),
                     targets=[target])
 
+    @property
+    def metrics(self) -> ReclaimerMetrics:
+        """The metric factory of this queue: the one the fair-share reclaimer's dashboard uses (same
+        namespace and dimensions), at the monitor's period."""
+        return ReclaimerMetrics(self.backend.job_queue_name, period=cdk.Duration.minutes(self.config.schedule_minutes))
+
     def metric(self, name: str, team: str | None = None, **options: Any) -> cloudwatch.Metric:
         """One of the monitor's metrics (names in :mod:`cdk_gpu_share.core.metrics`), per team when ``team`` is given."""
-        dims = {metrics.DIM_QUEUE: self.backend.job_queue_name}
-        if team is not None:
-            dims[metrics.DIM_TEAM] = team
-        return cloudwatch.Metric(namespace=metrics.NAMESPACE, metric_name=name, dimensions_map=dims,
-                                 statistic=options.pop("statistic", metrics.STATISTIC.get(name, "Maximum")),
-                                 period=options.pop("period", cdk.Duration.minutes(self.config.schedule_minutes)),
-                                 **options)
+        return self.metrics.metric(name, team, **options)
+
+    def _dashboard_row(self, team: str) -> list[cloudwatch.IWidget]:
+        """A team's row: GPUs against its guarantee (borrowed, lent), its waits, its preemptions by cause."""
+        m = self.metric
+        gpus = cloudwatch.GraphWidget(
+            title=f"{team}: GPUs", width=8, left_y_axis=cloudwatch.YAxisProps(min=0, label="GPUs", show_units=False),
+            left=[m(metrics.USAGE, team, label="used"), m(metrics.GUARANTEE, team, label="guarantee"),
+                  m(metrics.BORROWED, team, label="borrowed"), m(metrics.LENT, team, label="lent")])
+        waits = cloudwatch.GraphWidget(
+            title=f"{team}: waiting", width=8, left=[m(metrics.PENDING, team, label="waiting jobs")],
+            right=[m(metrics.GUARANTEE_WAIT_SECONDS, team, label="wait below guarantee (s)")],
+            left_annotations=[], right_annotations=[cloudwatch.HorizontalAnnotation(
+                value=self.config.guarantee_wait_alarm_seconds, label="alarm")])
+        preempted = cloudwatch.GraphWidget(
+            title=f"{team}: preemptions", width=8, stacked=True,
+            left=[cloudwatch.Metric(namespace=metrics.NAMESPACE, metric_name=metrics.PREEMPTIONS, statistic="Sum",
+                                    period=cdk.Duration.minutes(5), label=cause,
+                                    dimensions_map={metrics.DIM_QUEUE: self.backend.job_queue_name,
+                                                    metrics.DIM_TEAM: team, metrics.DIM_CAUSE: cause})
+                  for cause in ("cross_share", "in_share")])
+        return [gpus, waits, preempted]
 
     def _queue_alarms(self) -> None:
         five = cdk.Duration.minutes(5)
@@ -401,7 +428,9 @@ class ShareMonitor(Construct):
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING))
 
     def add_team_alarm(self, team: str) -> None:
-        """The lender's promise: a job of ``team`` waited too long while the team was below its guarantee."""
+        """``team``'s dashboard row, and the lender's promise: an alarm when a job of the team waited
+        too long while the team was below its guarantee."""
+        self.dashboard.add_widgets(*self._dashboard_row(team))
         limit = self.config.guarantee_wait_alarm_seconds
         self.alarms.append(cloudwatch.Alarm(
             self, f"GuaranteeWait-{team}",
