@@ -216,6 +216,10 @@ def checkpoint_tags(role: str, p: str, queue: str, team: str, ok: dict, submit: 
             DENIED, {**tags(**{B: "1800000000000:false"}), **mine}),
         Req(f"{p}: sets the checkpoint interval of another team's job", role, "batch:TagResource",
             [job("theirs")], DENIED, {**interval, **theirs}),
+        Req(f"{p}: sets the checkpoint interval of its own job in another queue", role, "batch:TagResource",
+            [job("elsewhere")], DENIED, {**interval, **res_tags(queue="gpu-share-other", team=team)}),
+        Req(f"{p}: tags the checkpoint interval alone, without the queue and team tags", role, "batch:TagResource",
+            [job("own")], DENIED, {**tags(**{C: "600"}), **mine}),
     ]
 
 
@@ -277,6 +281,8 @@ def reclaimer(app: App, stack: str, queue: str, sids: dict[str, str], other_queu
             {**tags(**{B: "1800000000000:true"}), **res_tags(queue=other_queue, team=team)}),
         Req(f"{p}: records a run of an untagged job", role, "batch:TagResource", [job("untagged")], DENIED,
             tags(**{B: "1800000000000:true"})),
+        Req(f"{p}: writes a borrowed record that is neither true nor false", role, "batch:TagResource",
+            [job("borrower")], DENIED, {**tags(**{B: "1800000000000:maybe"}), **res_tags(queue=queue, team=team)}),
         Req(f"{p}: moves a job of its queue to another team with the record", role, "batch:TagResource",
             [job("borrower")], DENIED,
             {**tags(**{B: "1800000000000:true", T: "intruder"}), **res_tags(queue=queue, team=team)}),

@@ -617,7 +617,9 @@ def read_queue(
             team = unknown.setdefault(facts.share, UNKNOWN_SHARE_PREFIX + facts.share)
         job = _planner_job(jid, summary, facts, job_state, started, team, priority_cap, now)
         if checkpoint_order and job_state == "running":
-            _checkpoint_inputs(job, summary, facts, started, jid in details, unrecorded, bad_tags)
+            status = (details.get(jid) or summary).get("status")
+            arn = summary.get("jobArn") or (details.get(jid) or {}).get("jobArn") or _job_arn(queue, jid)
+            _checkpoint_inputs(job, arn, status, facts, started, jid in details, unrecorded, bad_tags)
         jobs_out.append(job)
         kept[jid] = facts
     if cache is not None:
@@ -645,23 +647,31 @@ def read_queue(
     )
 
 
-def _checkpoint_inputs(job: dict, summary: Mapping, facts: JobFacts, started: Any, described: bool,
+def _job_arn(queue: str, job_id: str) -> str | None:
+    """A job's ARN from its queue's (same partition, region and account), when the queue is an ARN."""
+    if not queue.startswith("arn:") or ":job-queue/" not in queue:
+        return None
+    return queue.split(":job-queue/", 1)[0] + f":job/{job_id}"
+
+
+def _checkpoint_inputs(job: dict, arn: str | None, status: Any, facts: JobFacts, started: Any, described: bool,
                        unrecorded: list[Unrecorded], bad_tags: list[tuple[str, str]]) -> None:
-    """A running job's ``checkpoint_seconds`` (its tag) and ``borrowed`` (the reclaimer's record
-    of this run), for the checkpoint-aware order; a run without a record joins ``unrecorded``."""
+    """A running job's ``checkpoint_seconds`` (its tag, as first described) and ``borrowed`` (the
+    reclaimer's record of this run), for the checkpoint-aware order; a RUNNING run without a
+    record joins ``unrecorded`` (a STARTING one may still show its previous attempt's start)."""
     tags = dict(facts.tags)
     interval, bad = checkpoint_of(tags)
     if interval is not None:
         job["checkpoint_seconds"] = interval
     elif bad is not None and described:
         bad_tags.append((job["id"], bad))
-    if not started:
-        return  # STARTING: no run to record yet (its since is now; derived from the state)
+    if not started or status != "RUNNING":
+        return  # STARTING: no run to record yet (derived from the state meanwhile)
     recorded = borrowed_record(tags, int(started))
     if recorded is not None:
         job["borrowed"] = recorded
-    elif not job["terminating"]:
-        unrecorded.append(Unrecorded(job["id"], summary.get("jobArn"), int(started)))
+    elif not job["terminating"] and arn:
+        unrecorded.append(Unrecorded(job["id"], arn, int(started)))
 
 
 def _list_jobs(client: Any, queue: str, sleep: Callable[[float], None] | None, calls: dict) -> dict[str, Mapping]:

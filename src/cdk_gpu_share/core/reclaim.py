@@ -929,8 +929,8 @@ class PlanState:
         t_index, G, is_reserve = self.t_index, self.G, self.is_reserve
 
         # Running (non-terminating) jobs, as parallel lists indexed by a job number:
-        # the job's place in victim order (lower priority first, then most recent
-        # since, then id descending), so that comparing two numbers compares the jobs.
+        # the job's place in victim order (victim_sort), so that comparing two numbers
+        # compares the jobs.
         jobs = state.jobs
         running = [job for job in jobs if job.state == "running" and not job.terminating]
         self.pending = pending = [] if len(running) == len(jobs) else [

@@ -50,7 +50,8 @@ def built():
 
 def _body(template: Template) -> dict:
     """The dashboard body as JSON (tokens such as the region replaced by their reference)."""
-    (res,) = template.find_resources("AWS::CloudWatch::Dashboard").values()
+    # The fair-share dashboard (a platform with batch_quota also has the share monitor's).
+    (res,) = [r for k, r in template.find_resources("AWS::CloudWatch::Dashboard").items() if "ShareMonitor" not in k]
     body = res["Properties"]["DashboardBody"]
     if isinstance(body, dict):
         parts = body["Fn::Join"][1]
@@ -333,7 +334,7 @@ def test_the_platform_stack_has_the_dashboard_by_default(default_platform):
     assert isinstance(dash, GpuShareDashboard)
     assert dash.queue_name == "gpu-share-fairshare" == platform.platform.fairshare.job_queue_name
     assert dash.teams == ("team-a", "team-b", "team-c")
-    t.resource_count_is("AWS::CloudWatch::Dashboard", 1)
+    t.resource_count_is("AWS::CloudWatch::Dashboard", 2)  # and the share monitor's, of the quota queue
     titles = set(_widgets(t))
     assert {f"{team}: GPUs used vs guarantee" for team in dash.teams} <= titles
     assert_nag_clean(report)

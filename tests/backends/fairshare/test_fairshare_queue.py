@@ -590,6 +590,7 @@ def test_checkpoint_order_lets_the_reclaimer_write_the_borrowed_tag_and_nothing_
     assert record["Condition"] == {
         "StringEquals": {"aws:ResourceTag/gpu-share:queue": "gpu-share-fairshare"},
         "ForAllValues:StringEquals": {"aws:TagKeys": ["gpu-share:borrowed"]},
+        "StringLike": {"aws:RequestTag/gpu-share:borrowed": ["*:true", "*:false"]},
         "Null": {"aws:TagKeys": "false"},
     }
     assert json.dumps(record["Resource"]).endswith(':job/*"]]}')

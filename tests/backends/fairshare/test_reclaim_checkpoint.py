@@ -147,7 +147,10 @@ def test_a_record_that_cannot_be_written_is_logged_and_written_next_cycle(model,
     result = cycle(model)
     assert result["stopped"] == ["b3"] and result["not_stopped"] == []  # the stop is not held up
     [line] = [r for r in logged(capsys) if r["event"] == "runs_recorded"]
-    assert line["recorded"] == 0 and sorted(f["job"] for f in line["failed"]) == ["b1", "b2", "b4"]
+    # One attempt, and none after the first failure: recording never holds up the requeues.
+    assert line["recorded"] == 0 and [f["job"] for f in line["failed"]] == ["b1"]
+    assert line["left_for_next_cycles"] == 2
+    assert [op for op, _, _ in model.requests].count("TagResource") == 1
     model.faults.script["TagResource"] = []
     model.tick(60)
     cycle(model)
@@ -186,3 +189,57 @@ def test_the_default_order_reads_and_records_nothing(monkeypatch):
     assert model.tagged == [] and "TagResource" not in result["calls"]
     snapshot = br.read_queue(model.batch, QUEUE, settings, model.clock())
     assert not any({"borrowed", "checkpoint_seconds"} & set(j) for j in snapshot.state["jobs"])
+
+
+def test_recording_is_bounded_per_cycle_and_leaves_the_rest_to_the_next(model, capsys, monkeypatch):
+    monkeypatch.setattr(h, "RECORD_LIMIT", 3)
+    team_b(model, ages=(1000, 999, 700, 400, 300, 200))
+    result = cycle(model)
+    assert result["calls"]["TagResource"] == 3
+    [line] = [r for r in logged(capsys) if r["event"] == "runs_recorded"]
+    assert line["recorded"] == 3 and line["left_for_next_cycles"] == 3
+    model.tick(60)
+    cycle(model)
+    assert len(records(model)) == 3  # the other three, next cycle
+
+
+def test_nothing_is_recorded_when_the_invocation_is_short_of_time(model):
+    team_b(model)
+    h.handler(CYCLE, lambda_context(seconds=h.RECORD_RESERVE_SECONDS - 1, clock=model.clock))
+    assert [op for op, _, _ in model.requests].count("TagResource") == 0
+
+
+def test_a_trailing_listing_cannot_record_more_than_the_guarantee_as_within_it(model):
+    # b1 (since 0) is recorded within team-b's guarantee of 2; the listing shows b3 (since 20)
+    # before b2 (since 10). From the state b3 is within (b1 + b3 = 2) and is recorded so; when
+    # b2 shows, b1 + b2 = 2 would call it within too: three runs "within" a guarantee of 2.
+    now = model.clock()
+    b1 = model.add_job("teamb", "RUNNING", started=now - 100, job_id="b1")
+    model.add_job("teamb", "RUNNING", started=now - 80, job_id="b3")
+    b2 = model.add_job("teamb", "RUNNING", started=now - 90, job_id="b2")
+    model.visible_at["b2"] = now + 30  # the listing trails
+    del b1, b2
+    cycle(model)
+    assert records(model) == {"b1": f"{started(model, 'b1')}:false", "b3": f"{started(model, 'b3')}:false"}
+    model.tick(60)
+    cycle(model)
+    assert records(model) == {"b2": f"{started(model, 'b2')}:true"}
+
+
+def test_a_starting_retry_showing_its_previous_start_is_not_recorded(model):
+    team_b(model, ages=(1000, 999))
+    job = model.add_job("teamb", "RUNNING", started=model.clock() - 500, job_id="b5")
+    job["status"] = "STARTING"  # a retry attempt, still showing the first attempt's startedAt
+    cycle(model)
+    assert "b5" not in records(model)
+
+
+def test_a_dry_run_records_its_planned_victims_too(monkeypatch):
+    settings = json.loads(json.dumps(SETTINGS))
+    settings["dry_run"] = True
+    model = _model(monkeypatch, settings)
+    team_b(model)
+    model.add_job("teama", "RUNNABLE", job_id="a1")
+    result = cycle(model)
+    assert result["planned"] == ["b3"] and result["stopped"] == []
+    assert set(records(model)) == {"b1", "b2", "b3", "b4"}

@@ -777,6 +777,7 @@ class FairshareQueue(Construct):
             sid="RecordBorrowedRuns", actions=["batch:TagResource"], resources=[jobs],
             conditions={"StringEquals": {f"aws:ResourceTag/{br.TAG_QUEUE}": self.queue_name},
                         "ForAllValues:StringEquals": {"aws:TagKeys": [br.TAG_BORROWED]},
+                        "StringLike": {f"aws:RequestTag/{br.TAG_BORROWED}": ["*:true", "*:false"]},
                         "Null": {"aws:TagKeys": "false"}},
         )]
 

@@ -85,6 +85,11 @@ from cdk_gpu_share.lambdas.reclaim.requeue import (  # noqa: F401 - the requeue'
 TERMINATE_BATCH = 50
 #: Stop starting calls when fewer seconds than this are left before the Lambda times out.
 DEADLINE_MARGIN_SECONDS = 15
+#: At most this many runs are recorded per cycle (one TagResource each, one attempt): the rest
+#: are recorded by the next cycles, and the requeues the cycle finishes never wait for them.
+RECORD_LIMIT = 100
+#: Recording stops when fewer seconds than this are left: the requeues go first.
+RECORD_RESERVE_SECONDS = 45
 #: Longest reason written on a stopped job; longer lists of beneficiaries are cut with "+N more".
 MAX_REASON = 1024
 #: A RUNNABLE event is skipped when a cycle started at least this long after it (event
@@ -277,8 +282,9 @@ def run_cycle(
             # The lists fill as calls return, so a failure mid-way still logs what was stopped.
             terminate(client, to_stop, sleep=sleep, counter=calls, beneficiary_team=team_of,
                       stopped=stopped, not_stopped=not_stopped, time_left=time_left)
-        planned = {v["job"] for v in victims}
-        record_runs(client, [(u, b) for u, b in new_runs if u.job_id not in planned], sleep=sleep, counter=calls,
+        # A job being stopped needs no record (its run ends); in a dry run nothing is stopped.
+        planned = set() if dry_run else {v["job"] for v in victims}
+        record_runs(client, [(u, b) for u, b in new_runs if u.job_id not in planned], counter=calls,
                     cache=cache, time_left=time_left)
     except Exception as exc:
         _note_stops(cache, stopped, not_stopped, victims)
@@ -316,22 +322,43 @@ def _borrowed_at_start(snapshot: br.QueueSnapshot) -> list[tuple[br.Unrecorded, 
     if not snapshot.unrecorded:
         return []
     state = snapshot.state
-    teams = [reclaim.TeamSpec(t["name"], t.get("guarantee") or {}) for t in state["teams"]]
+    guarantee = {t["name"]: t.get("guarantee") or {} for t in state["teams"]}
+    teams = [reclaim.TeamSpec(name, g) for name, g in guarantee.items()]
     running = [j for j in state["jobs"] if j["state"] == "running" and not j["terminating"]]
     derived = reclaim.borrowed_at_start(
         [reclaim.JobSpec(j["id"], j["team"], "running", j["demand"], since=j["since"]) for j in running], teams)
     by_id = {j["id"]: j for j in running}
+    # What each team's runs already recorded as within the guarantee hold: a new run is recorded
+    # within it only while they and it fit. (A listing that trails can show a run after a later
+    # one; derived alone, both could be "within" and hold more than the guarantee together.)
+    within: dict[str, dict[str, float]] = {}
+    for j in running:
+        if j.get("borrowed") is False:
+            held = within.setdefault(j["team"], {})
+            for r, d in j["demand"].items():
+                held[r] = held.get(r, 0) + d
     out = []
-    for u in snapshot.unrecorded:
-        if u.job_id in derived:
-            by_id[u.job_id]["borrowed"] = derived[u.job_id]
-            out.append((u, derived[u.job_id]))
+    for u in sorted((u for u in snapshot.unrecorded if u.job_id in derived),
+                    key=lambda u: (by_id[u.job_id]["since"], u.job_id)):
+        job = by_id[u.job_id]
+        borrowed = derived[u.job_id]
+        if not borrowed:
+            held = within.setdefault(job["team"], {})
+            g = guarantee.get(job["team"], {})
+            if any(d > reclaim.TOLERANCE and held.get(r, 0) + d > g.get(r, 0) + reclaim.TOLERANCE
+                   for r, d in job["demand"].items()):
+                borrowed = True
+            else:
+                for r, d in job["demand"].items():
+                    held[r] = held.get(r, 0) + d
+        job["borrowed"] = borrowed
+        out.append((u, borrowed))
     return out
 
 
-def record_runs(client: Any, runs: Sequence[tuple[br.Unrecorded, bool]], *, sleep: Callable[[float], None] | None = None,
-                counter: dict | None = None, cache: br.DescribeCache | None = None,
-                time_left: Callable[[], float] | None = None) -> list[str]:
+def record_runs(client: Any, runs: Sequence[tuple[br.Unrecorded, bool]], *, counter: dict | None = None,
+                cache: br.DescribeCache | None = None, time_left: Callable[[], float] | None = None,
+                limit: int | None = None) -> list[str]:
     """Tag each new run with whether it started on borrowed capacity (:data:`~cdk_gpu_share.aws.batch_reader.TAG_BORROWED`),
     so the record outlives this function (a cold start reads it back with DescribeJobs).
     Returns the jobs recorded.
@@ -339,32 +366,38 @@ def record_runs(client: Any, runs: Sequence[tuple[br.Unrecorded, bool]], *, slee
     On the job rather than in the requeue ledger: a cycle reads it with the facts it
     already describes (no extra read, and nothing to expire), and it goes with the job
     (a resubmission, a new run, does not carry it). A record that cannot be written is
-    logged, never fatal: the run is derived again, from the state, next cycle. Runs of
-    the same cycle's victims are not recorded (they are stopping), nor any near the deadline.
+    logged, never fatal: the run is derived again, from the state, next cycle. Runs of the
+    same cycle's victims are not recorded (they are stopping).
+
+    Bounded, so that recording never holds up what matters more: at most ``limit`` (default
+    :data:`RECORD_LIMIT`) runs a
+    cycle, one attempt each, none once fewer than :data:`RECORD_RESERVE_SECONDS` are left
+    (the requeues come next), and none after the first failure (throttling: the next cycle
+    goes on).
     """
+    limit = RECORD_LIMIT if limit is None else limit
     recorded: list[str] = []
     failed: list[dict] = []
+    later = 0
     for i, (run, borrowed) in enumerate(runs):
-        if time_left is not None and time_left() < DEADLINE_MARGIN_SECONDS:
-            failed += [{"job": u.job_id, "error": "not attempted: the invocation is near its timeout"}
-                       for u, _ in runs[i:]]
+        if i >= limit or (time_left is not None and time_left() < RECORD_RESERVE_SECONDS):
+            later = len(runs) - i
             break
-        if not run.arn:
-            failed.append({"job": run.job_id, "error": "no job ARN in the listing"})
-            continue
         value = br.borrowed_tag(run.started_ms, borrowed)
         try:
-            br.call_with_retry(client, "TagResource", sleep=sleep, counter=counter,
+            br.call_with_retry(client, "TagResource", max_attempts=1, counter=counter,
                                resourceArn=run.arn, tags={br.TAG_BORROWED: value})
         except Exception as exc:  # noqa: BLE001 - a record is an optimisation of the next cycle, never fatal
             failed.append({"job": run.job_id, "error": f"{type(exc).__name__}: {exc}"})
-            continue
+            later = len(runs) - i - 1
+            break
         recorded.append(run.job_id)
         if cache is not None:
             cache.tag(run.job_id, br.TAG_BORROWED, value)
-    if recorded or failed:
-        log("runs_recorded", recorded=len(recorded), borrowed=sum(1 for u, b in runs if b and u.job_id in recorded),
-            failed=failed)
+    if recorded or failed or later:
+        done = set(recorded)
+        log("runs_recorded", recorded=len(recorded), borrowed=sum(1 for u, b in runs if b and u.job_id in done),
+            failed=failed, left_for_next_cycles=later)
     return recorded
 
 
