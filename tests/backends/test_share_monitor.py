@@ -359,3 +359,20 @@ def test_the_dashboard_has_a_row_per_team_from_the_shared_metric_factory(monitor
                  metrics.GUARANTEE_WAIT_SECONDS, metrics.PREEMPTIONS):
         assert name in body
     assert "cross_share" in body and "in_share" in body
+
+
+def test_a_teams_preemption_retries_are_an_output_of_its_stack():
+    import yaml
+    from aws_cdk.assertions import Template
+
+    from cdk_gpu_share.core.config import parse_config
+    from cdk_gpu_share.stacks.app import build_platform
+    from tests.helpers import ROOT, new_app
+
+    raw = yaml.safe_load((ROOT / "platform.yaml").read_text())
+    raw["teams"][0]["preemption_retries"] = 2
+    built = build_platform(new_app(), parse_config(raw), checks=False)
+    stacks = {s.stack_name: Template.from_stack(s) for s in built.stacks}
+    outputs = stacks["gpu-share-team-team-a"].to_json()["Outputs"]
+    assert outputs["PreemptionRetriesBeforeTermination"]["Value"] == "2"
+    assert "PreemptionRetriesBeforeTermination" not in stacks["gpu-share-team-team-b"].to_json()["Outputs"]

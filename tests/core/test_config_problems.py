@@ -287,6 +287,20 @@ CASES = [
         id='checkpoint-str',
     ),
     pytest.param(
+        t(B, preemption_retries=1001),
+        [('teams[0] (team-a).preemption_retries', 1001, 'must be at most 1,000',
+          'give how many times a preempted job is queued again before it fails, 0 to 1000; leave it out to queue it'
+          ' again every time')],
+        id='preemption-retries-over',
+    ),
+    pytest.param(
+        t(B, preemption_retries=True),
+        [('teams[0] (team-a).preemption_retries', True, 'must be a whole number, not a boolean',
+          'give how many times a preempted job is queued again before it fails, 0 to 1000; leave it out to queue it'
+          ' again every time')],
+        id='preemption-retries-bool',
+    ),
+    pytest.param(
         t(H, description=5),
         [('teams[0] (research).description', 5, 'must be a string', 'quote it')],
         id='description-int',

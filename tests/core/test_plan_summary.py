@@ -164,3 +164,15 @@ def test_plan_of_the_default_order_and_a_disabled_reclaimer():
     raw["fairshare"]["reclaim"] = {"enabled": False}
     assert "  reclaim: off: lent GPUs come back only as the borrowers' jobs end" in format_plan(
         fleet_plan(parse_config(raw))).splitlines()
+
+
+def test_plan_says_how_often_preempted_jobs_are_queued_again_on_batch_quota():
+    raw = yaml.safe_load((ROOT / "platform.yaml").read_text())
+    raw["teams"][0]["preemption_retries"] = 3
+    raw["teams"][1]["preemption_retries"] = 0
+    plan = fleet_plan(parse_config(raw))
+    assert [r["preemption_retries"] for r in plan["backends"]["batch_quota"]["teams"]] == [3, 0, None]
+    lines = format_plan(plan).splitlines()
+    assert ("  preemption retries: team-a 3 (then the job fails); team-b 0 (fails on its first preemption);"
+            " team-c every time (Batch's default)") in lines
+    assert sum("preemption retries:" in line for line in lines) == 1  # Batch quota management only

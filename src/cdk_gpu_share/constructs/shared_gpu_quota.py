@@ -106,6 +106,10 @@ class SharedGpuQuota(Construct):
             stack.output("QuotaShareName", self.quota_share_name(team.name), "the team's quota share")
             stack.output("TrainingJobTags", ",".join(f"{k}={v}" for k, v in self.batch.service_job_tags(team.name).items()),
                          "tags every service job must carry (submissions without them are denied)")
+            if team.preemption_retries is not None:
+                stack.output("PreemptionRetriesBeforeTermination", str(team.preemption_retries),
+                             "SubmitServiceJob preemptionConfiguration.preemptionRetriesBeforeTermination of the"
+                             " team's jobs: requeues after a preemption before a job fails")
         if self.hyperpod is not None and team.name in self.hyperpod.teams:
             stack.add_hyperpod_access(cluster_arn=self.hyperpod.config.cluster_arn,
                                       eks_cluster_arn=self.hyperpod.config.eks_cluster_arn,

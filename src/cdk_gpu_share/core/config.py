@@ -91,6 +91,8 @@ def __getattr__(name: str) -> Any:
 
 #: The longest checkpoint interval a team may declare: 7 days.
 MAX_CHECKPOINT_SECONDS = 604800
+#: The most requeues after preemption a team may ask Batch quota management for.
+MAX_PREEMPTION_RETRIES = 1000
 #: Batch's scheduling priorities run from 0 to 9999; a team's jobs may use 0..max_priority.
 #: The same default for every team means no team outranks another unless the platform
 #: team raises its cap.
@@ -218,6 +220,10 @@ class TeamConfig:
     #: Seconds between two checkpoints of the team's jobs (None: not said, taken as never);
     #: what a reclaim throws away under ``fairshare.reclaim.victim_order: checkpoint``.
     checkpoint_seconds: int | None = None
+    #: Batch quota management: how many times a preempted service job of the team is queued
+    #: again before it fails (``preemptionRetriesBeforeTermination``). None: Batch's default,
+    #: requeued every time.
+    preemption_retries: int | None = None
     description: str = ""
     #: Highest scheduling priority the team may give a job (see :func:`_team_authorization`).
     max_priority: int = DEFAULT_MAX_PRIORITY
@@ -659,6 +665,7 @@ _TEAM_KEYS = {
     "in_team_preemption",
     "fair_share_weight",
     "checkpoint_seconds",
+    "preemption_retries",
     "description",
     # authorization (_team_authorization)
     "max_priority",
@@ -692,6 +699,9 @@ TEAM_INT_RANGES: tuple[tuple[str, int, int, str], ...] = (
     ("fair_share_weight", 0, 100, "HyperPod fair-share weights run from 0 to 100"),
     ("checkpoint_seconds", 0, MAX_CHECKPOINT_SECONDS,
      f"give the seconds between two checkpoints of the team's jobs, 0 (never) to {MAX_CHECKPOINT_SECONDS} (7 days)"),
+    ("preemption_retries", 0, MAX_PREEMPTION_RETRIES,
+     f"give how many times a preempted job is queued again before it fails, 0 to {MAX_PREEMPTION_RETRIES}; leave it"
+     " out to queue it again every time"),
 )
 
 
@@ -770,6 +780,7 @@ def _team_fields(data: Mapping[str, Any], where: str, problems: _Problems, *, gu
         "in_team_preemption": preempt,
         "fair_share_weight": ints["fair_share_weight"],
         "checkpoint_seconds": ints["checkpoint_seconds"],
+        "preemption_retries": ints["preemption_retries"],
         "description": description,
     }
 
@@ -1220,6 +1231,7 @@ def team_mapping(team: TeamConfig) -> dict[str, object]:
         "in_team_preemption": team.in_team_preemption,
         "fair_share_weight": team.fair_share_weight,
         "checkpoint_seconds": team.checkpoint_seconds,
+        "preemption_retries": team.preemption_retries,
         "description": team.description or None,
         "max_priority": team.max_priority,
         "assumed_by": list(team.assumed_by) if isinstance(team.assumed_by, (tuple, list)) and team.assumed_by

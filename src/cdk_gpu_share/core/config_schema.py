@@ -53,6 +53,8 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
         "checkpoint_seconds": "Seconds between two checkpoints of the team's jobs (0: never), up to 604800. A job"
         " may say its own with the tag gpu-share:checkpoint-seconds. Read by the fair-share reclaimer's checkpoint"
         " order and by the simulator.",
+        "preemption_retries": "Batch quota management: how many times a preempted job of the team is queued again"
+        " before it fails (SubmitServiceJob's preemptionRetriesBeforeTermination), 0 to 1000. Default: every time.",
         "description": "One line of at most 1024 characters.",
         "max_priority": "Highest scheduling priority the team's jobs may carry, 0 to 9999. Default: 100.",
         "assumed_by": "IAM role or user ARNs that may assume the team's SubmitRole. Default: principals of the"
@@ -194,6 +196,7 @@ def _team_schema() -> dict[str, Any]:
             "in_team_preemption": {"type": "boolean"},
             "fair_share_weight": schema_int(0, 100),
             "checkpoint_seconds": schema_int(0, C.MAX_CHECKPOINT_SECONDS),
+            "preemption_retries": schema_int(0, C.MAX_PREEMPTION_RETRIES),
             "description": {"type": "string", "maxLength": 1024},
             "max_priority": {**schema_int(0, C.MAX_SCHEDULING_PRIORITY), "default": C.DEFAULT_MAX_PRIORITY},
             "assumed_by": {"oneOf": [{"type": "string", "pattern": f"^{C.ASSUMER_ARN_PATTERN}$"},

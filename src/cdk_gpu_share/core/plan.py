@@ -101,6 +101,7 @@ def fleet_plan(config: PlatformConfig) -> dict[str, Any]:
                         "in_team_preemption": team.in_team_preemption,
                         "in_team_preemption_text": in_team_preemption_text(team, backend),
                         "checkpoint_seconds": team.checkpoint_seconds,
+                        "preemption_retries": team.preemption_retries,
                     }
                 )
         for it, t in totals.items():
@@ -260,6 +261,9 @@ def format_plan(plan: dict[str, Any]) -> str:
         checkpoints = _checkpoints_text(data)
         if checkpoints:
             lines.append(f"  checkpoints: {checkpoints}")
+        retries = _retries_text(backend, data)
+        if retries:
+            lines.append(f"  preemption retries: {retries}")
         preemption = {r["team"]: r["in_team_preemption_text"] for r in data["teams"]}
         if preemption:
             lines.append("  in-team preemption: " + ", ".join(f"{t} {text}" for t, text in preemption.items()))
@@ -280,6 +284,19 @@ def format_plan(plan: dict[str, Any]) -> str:
     lines += ["", "costs money while idle:" if costs else "costs money while idle: nothing"]
     lines += [f"  - {c['what']}" for c in costs]
     return "\n".join(lines)
+
+
+def _retries_text(backend: str, data: dict[str, Any]) -> str:
+    """Batch quota management: how often each team's preempted jobs are queued again, when one says."""
+    said = {r["team"]: r.get("preemption_retries") for r in data["teams"]}
+    if backend != "batch_quota" or all(v is None for v in said.values()):
+        return ""
+    parts = [f"{t} {v} (then the job fails)" if v else f"{t} 0 (fails on its first preemption)"
+             for t, v in said.items() if v is not None]
+    rest = [t for t, v in said.items() if v is None]
+    if rest:
+        parts.append(f"{', '.join(rest)} every time (Batch's default)")
+    return "; ".join(parts)
 
 
 def _checkpoints_text(data: dict[str, Any]) -> str:
