@@ -471,3 +471,63 @@ def test_aws_errors_become_one_line(exc, expected):
 
 def test_other_exceptions_are_not_aws_errors():
     assert status_cmd.aws_error(ValueError("bug"), "q", "r") is None
+
+
+# ---------------------------------------------------------------------------
+# --job: why is my job waiting?
+
+
+def test_why_a_classic_job_waits_within_its_guarantee(stub, capsys):
+    _stub_classic_queue(stub)
+    assert main(["status", "--queue", CLASSIC_QUEUE, "--config", CONFIG, "--job", "a1", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["team"] == "team-a" and report["state"] == "waiting"
+    [reason] = report["reasons"]
+    assert reason["code"] == "lent_out" and reason["borrowers"] == ["team-b (1)"]
+    # reclaim_after 60 s already waited (120 s): the next cycle, every 60 s.
+    assert "by the reclaimer within about 60 s" in reason["text"]
+
+
+def test_why_a_classic_job_that_would_borrow_waits(stub, capsys):
+    _stub_classic_queue(stub)
+    assert main(["status", "--queue", CLASSIC_QUEUE, "--config", CONFIG, "--job", "c2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"Job c2 of team team-c on {CLASSIC_QUEUE}: waiting, because:"
+    assert lines[1] == ("  - it would borrow 1 GPU (team team-c is at 1 of its guarantee 1), within its cap, but only"
+                        " 0 GPUs idle and free to borrow")
+
+
+def test_a_running_classic_job_is_not_waiting(stub, capsys):
+    _stub_classic_queue(stub)
+    assert main(["status", "--queue", CLASSIC_QUEUE, "--config", CONFIG, "--job", "b1", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["reasons"] == [] and report["note"] == "it is not waiting for capacity in this queue"
+
+
+def _describe_service_job(stub, jid: str, share: str, created: float, status: str = "RUNNABLE", count: int = 1):
+    payload = json.dumps({"ResourceConfig": {"InstanceType": "ml.g5.xlarge", "InstanceCount": count}})
+    stub.add_response("describe_service_job", {
+        "jobId": jid, "jobName": f"train-{jid}", "jobQueue": _arn("job-queue", QUOTA_QUEUE), "status": status,
+        "serviceJobType": "SAGEMAKER_TRAINING", "quotaShareName": share, "startedAt": int(created * MS),
+        "createdAt": int(created * MS), "serviceRequestPayload": payload}, {"jobId": jid})
+
+
+def test_why_a_quota_job_waits_lent_out_and_behind(stub, capsys):
+    _stub_quota_queue(stub)
+    _describe_service_job(stub, "b2", "team-b", NOW - 90)
+    assert main(["status", "--queue", QUOTA_QUEUE, "--config", CONFIG, "--job", "b2", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["need"] == {"ml.g5.xlarge": 1}
+    assert [r["code"] for r in report["reasons"]] == ["lent_out", "behind"]
+    assert report["reasons"][0]["borrowers"] == ["team-a (1)"]
+    assert "Batch's cross-share preemption" in report["reasons"][0]["text"]
+    assert report["reasons"][1]["ahead"] == 1
+
+
+def test_why_a_quota_job_asking_too_much_waits(stub, capsys):
+    _stub_quota_queue(stub)
+    _describe_service_job(stub, "b1", "team-b", NOW - 600, count=2)
+    assert main(["status", "--queue", QUOTA_QUEUE, "--config", CONFIG, "--job", "b1", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    # team-b lends (borrows nothing): 2 instances on a guarantee of 1 can never start.
+    assert [r["code"] for r in report["reasons"]] == ["too_large"]

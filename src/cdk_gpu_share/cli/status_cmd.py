@@ -52,6 +52,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--queue", required=True, metavar="NAME", help="job queue name or ARN")
     add_config_argument(parser, required=False, help="platform config (YAML); required for a classic queue")
+    parser.add_argument("--job", metavar="ID", help="explain why this waiting job waits, in the terms of the policy")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     parser.add_argument("--region", metavar="R", help="AWS region of the queue (default: your AWS configuration)")
     parser.set_defaults(func=run_status)
@@ -157,7 +158,10 @@ def run_status(args: argparse.Namespace) -> int:
         detail = quota_reader.describe_queue(client, queue)
         reader = next(r for r in readers() if r.reads(detail))
         actions = reader.ACTIONS
-        report = reader.report(client, queue, detail, config, now=_now(), sleep=_sleep)
+        if getattr(args, "job", None):
+            report = reader.explain(client, queue, detail, config, args.job, now=_now(), sleep=_sleep)
+        else:
+            report = reader.report(client, queue, detail, config, now=_now(), sleep=_sleep)
     except GpuShareError:
         raise
     except Exception as exc:  # botocore errors become one line; anything else is a bug
@@ -167,9 +171,19 @@ def run_status(args: argparse.Namespace) -> int:
         raise err from None
     if args.json:
         print(json.dumps(report, indent=2, sort_keys=False))
+    elif getattr(args, "job", None):
+        print(format_explanation(report))
     else:
         print(format_report(report))
     return 0
+
+
+def format_explanation(report: dict[str, Any]) -> str:
+    """Why one job waits, as sentences."""
+    head = f"Job {report['job']} of team {report.get('team') or '?'} on {report['queue']}: {report['state']}"
+    if not report.get("reasons"):
+        return head + (f" ({report['note']})" if report.get("note") else "")
+    return "\n".join([head + ", because:", *(f"  - {r['text']}" for r in report["reasons"])])
 
 
 # ---------------------------------------------------------------------------

@@ -7,6 +7,7 @@ A config is optional: it names the teams expected on the queue.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -16,7 +17,8 @@ from cdk_gpu_share.cli.status_cmd import fmt_duration, fmt_num, stamp, table
 
 #: The report's kind, and the IAM actions reading the queue needs (named in access-denied messages).
 KIND = "quota"
-ACTIONS = ("batch:DescribeJobQueues", "batch:ListQuotaShares", "batch:GetJobQueueSnapshot", "batch:ListServiceJobs")
+ACTIONS = ("batch:DescribeJobQueues", "batch:ListQuotaShares", "batch:GetJobQueueSnapshot", "batch:ListServiceJobs",
+           "batch:DescribeServiceJob")
 
 
 def reads(detail: Mapping[str, Any]) -> bool:
@@ -51,6 +53,63 @@ def quota_report(status: Any, config: Any = None) -> dict[str, Any]:
         notes.append(f"{len(status.unassigned_waiting)} waiting job(s) name no listed quota share")
     report["notes"] = notes
     return report
+
+
+def _need(job: Mapping[str, Any]) -> dict[str, float]:
+    """Instances per type a service job asks for, from its SageMaker request (``ResourceConfig``)."""
+    try:
+        payload = json.loads(job.get("serviceRequestPayload") or "{}")
+    except ValueError:
+        return {}
+    config = payload.get("ResourceConfig") or {} if isinstance(payload, dict) else {}
+    need: dict[str, float] = {}
+    groups = config.get("InstanceGroups") or [config]
+    for g in groups if isinstance(groups, list) else ():
+        if isinstance(g, dict) and isinstance(g.get("InstanceType"), str):
+            count = g.get("InstanceCount", 1)
+            need[g["InstanceType"]] = need.get(g["InstanceType"], 0.0) + (float(count) if isinstance(count, (int, float))
+                                                                          else 1.0)
+    return need
+
+
+def explain(client: Any, queue: str, detail: dict[str, Any], config: Any, job_id: str, *, now: float,
+            sleep: Callable[[float], None]) -> dict[str, Any]:
+    """Why service job ``job_id`` waits: its share and every share of the queue as they are now."""
+    from cdk_gpu_share.core import waiting
+
+    status = quota_reader.read_quota_queue(client, queue, detail=detail, now=now)
+    job = client.describe_service_job(jobId=job_id)
+    share = job.get("quotaShareName")
+    out: dict[str, Any] = {"kind": KIND, "queue": status.queue, "job": job_id, "team": share,
+                           "state": str(job.get("status", "?")).lower(), "reasons": []}
+    if job.get("status") != "RUNNABLE":
+        out["note"] = "it is not waiting for capacity"
+        return out
+    need = _need(job)
+    section = getattr(config, "batch_quota", None) if config is not None else None
+    capacity = dict(section.capacity) if section is not None else {}
+    views: dict[str, list] = {}
+    for s in status.shares:
+        strategy = s.strategy or "LEND_AND_BORROW"
+        for unit in set(s.units) | set(need):
+            g = s.guarantee.get(unit, 0.0)
+            pct = s.borrow_limit_percent
+            cap = 0.0 if strategy != "LEND_AND_BORROW" else (None if pct in (None, -1) else g * pct / 100)
+            views.setdefault(unit, []).append(waiting.TeamView(s.name, g, s.usage.get(unit, 0.0), cap,
+                                                               reserve=strategy == "RESERVE"))
+    for unit, vs in views.items():
+        capacity.setdefault(unit, max(sum(v.guarantee for v in vs), sum(v.usage for v in vs)))
+    created = job.get("createdAt")
+    mine = status.share(share).waiting if share in {s.name for s in status.shares} else ()
+    ahead = sum(1 for j in mine if j.job_id != job_id and created is not None and j.created_at is not None
+                and j.created_at < created / 1000.0)
+    reasons = waiting.explain(share or "?", need, views, capacity, ahead=ahead,
+                              reclaim_in="by Batch's cross-share preemption of the borrowers' jobs")
+    out["need"] = need
+    out["reasons"] = [r.to_json() for r in reasons]
+    if not need:
+        out["note"] = "its request names no instance type (serviceRequestPayload), so only its place is known"
+    return out
 
 
 def format(report: dict[str, Any]) -> str:

@@ -109,6 +109,47 @@ def _record_notes(unrecorded: list[Any], bad_tags: list[tuple[str, str]]) -> lis
     return notes
 
 
+def explain(client: Any, queue: str, detail: dict[str, Any], config: Any, job_id: str, *, now: float,
+            sleep: Callable[[float], None] = time.sleep) -> dict[str, Any]:
+    """Why job ``job_id`` waits, read as the reclaimer reads the queue, with the planner's definitions."""
+    from cdk_gpu_share.aws import batch_reader
+    from cdk_gpu_share.core import reclaim, waiting
+
+    name = detail.get("jobQueueName", queue)
+    section = _fairshare_section(config, name)
+    settings = batch_reader.settings_from_config(config, queue=name)
+    state = batch_reader.read_queue(client, queue, settings, now, sleep=sleep).state
+    job = next((j for j in state["jobs"] if j["id"] == job_id), None)
+    out: dict[str, Any] = {"kind": KIND, "queue": name, "job": job_id, "team": job and job["team"],
+                           "state": "waiting" if job and job["state"] == "pending" else
+                           ("running" if job else "not runnable, starting or running"), "reasons": []}
+    if job is None or job["state"] != "pending" or job["terminating"]:
+        out["note"] = "it is not waiting for capacity in this queue"
+        return out
+    parsed = reclaim.parse_state(state)
+    usage: dict[str, dict] = {t.name: {} for t in parsed.teams}
+    for j in parsed.jobs:
+        if j.state == "running" and not j.terminating:
+            for r, d in j.demand.items():
+                usage[j.team][r] = usage[j.team].get(r, 0) + d
+    views = {r: [waiting.TeamView(t.name, t.guarantee.get(r, 0), usage[t.name].get(r, 0), reclaim.borrow_cap(t, r),
+                                  reserve=t.sharing == "reserve") for t in parsed.teams] for r in parsed.capacity}
+    spec = next(j for j in parsed.jobs if j.id == job_id)
+    ahead = sum(1 for j in parsed.jobs if j.team == spec.team and j.state == "pending" and not j.terminating
+                and reclaim.pending_key(j) < reclaim.pending_key(spec))
+    waited = max(0.0, now - spec.since)
+    left = max(0.0, parsed.settings.reclaim_after_seconds - waited)
+    poll = section.reclaim.schedule_minutes * 60
+    eta = (f"by the reclaimer within about {left + poll:g} s (its cycle every {poll} s, once the job waited"
+           f" {parsed.settings.reclaim_after_seconds:g} s)") if section.reclaim.enabled else \
+        "only as the borrowers' jobs end (the reclaimer is disabled)"
+    reasons = waiting.explain(spec.team, spec.demand, views, parsed.capacity, ahead=ahead, reclaim_in=eta,
+                              unit_label="GPU")
+    out["need"] = dict(spec.demand)
+    out["reasons"] = [r.to_json() for r in reasons]
+    return out
+
+
 def _fairshare_section(config: Any, name: str) -> Any:
     """The config's ``fairshare`` section: a classic queue's guarantees live there."""
     if config is None:
@@ -228,4 +269,4 @@ def _next(cycle: dict[str, list[str]]) -> str:
     return ", ".join(parts) or "-"
 
 
-__all__ = ["ACTIONS", "KIND", "classic_report", "format", "reads", "report"]
+__all__ = ["ACTIONS", "KIND", "classic_report", "explain", "format", "reads", "report"]
