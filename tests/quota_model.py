@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import random
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any
 
 from botocore.awsrequest import AWSResponse
@@ -182,3 +183,81 @@ def _response(request, status: int, body: dict) -> AWSResponse:
     if status >= 400:
         headers["x-amzn-ErrorType"] = body["__type"]
     return AWSResponse(request.url, status, headers, _Raw(json.dumps(body).encode()))
+
+
+class CloudWatchModel:
+    """CloudWatch ``GetMetricData`` over the embedded-metric-format lines a Lambda printed.
+
+    The request is read where botocore builds it (``before-parameter-build``) and answered at
+    ``before-send`` in CBOR (the protocol botocore speaks to CloudWatch), so botocore validates
+    and serializes the request and parses the answer as it would AWS's. Pages hold at most
+    ``page_points`` values, so paging is exercised.
+    """
+
+    def __init__(self, page_points: int = 1000) -> None:
+        import botocore.session
+        from botocore.config import Config
+
+        self.points: dict[tuple[str, frozenset], list[tuple[int, float]]] = {}
+        self.page_points = page_points
+        self.requests: list[dict] = []
+        self.client = botocore.session.get_session().create_client(
+            "cloudwatch", region_name=REGION, aws_access_key_id="test", aws_secret_access_key="test",
+            config=Config(retries={"total_max_attempts": 1, "mode": "standard"}))
+        self.client.meta.events.register("before-parameter-build.cloudwatch.GetMetricData", self._params)
+        self.client.meta.events.register("before-send.cloudwatch", self._on_send)
+
+    def ingest(self, line: str) -> None:
+        record = json.loads(line)
+        directive = record.get("_aws")
+        if not directive:
+            return
+        for block in directive["CloudWatchMetrics"]:
+            for dims in block["Dimensions"]:
+                key_dims = frozenset((d, record[d]) for d in dims)
+                for m in block["Metrics"]:
+                    self.points.setdefault((m["Name"], key_dims), []).append(
+                        (directive["Timestamp"] // 1000, float(record[m["Name"]])))
+
+    def _params(self, params: dict, **_: Any) -> None:
+        self.requests.append(json.loads(json.dumps(params, default=lambda d: d.timestamp())))
+
+    def _on_send(self, request, **_: Any):
+        import botocore.serialize as S
+
+        p = self.requests[-1]
+        start, end = p["StartTime"], p["EndTime"]
+        offset = int(p.get("NextToken") or 0)
+        results, budget = [], self.page_points
+        for q in p["MetricDataQueries"]:
+            stat = q["MetricStat"]
+            metric = stat["Metric"]
+            dims = frozenset((d["Name"], d["Value"]) for d in metric.get("Dimensions", []))
+            buckets: dict[int, list[float]] = {}
+            for t, v in self.points.get((metric["MetricName"], dims), []):
+                if start <= t < end:
+                    buckets.setdefault(t - t % stat["Period"], []).append(v)
+            series = sorted(buckets.items())
+            rows = [(t, (sum(vs) if stat["Stat"] == "Sum" else sum(vs) / len(vs))) for t, vs in series]
+            skip = min(offset, len(rows))
+            offset -= skip
+            take = rows[skip:skip + budget]
+            budget -= len(take)
+            results.append({"Id": q["Id"], "Label": metric["MetricName"], "StatusCode": "Complete",
+                            "Timestamps": [datetime.fromtimestamp(t, timezone.utc) for t, _ in take],
+                            "Values": [v for _, v in take]})
+        total = sum(len(x["Values"]) for x in results)
+        body: dict[str, Any] = {"MetricDataResults": results}
+        if total == self.page_points:
+            body["NextToken"] = str(int(p.get("NextToken") or 0) + total)
+        model = self.client.meta.service_model
+        if getattr(model, "resolved_protocol", model.protocol) == "smithy-rpc-v2-cbor":
+            raw = bytearray()
+            S.RpcV2CBORSerializer()._serialize_data_item(raw, body, model.operation_model("GetMetricData").output_shape)
+            return AWSResponse(request.url, 200, {"smithy-protocol": "rpc-v2-cbor",
+                                                  "Content-Type": "application/cbor"}, _Raw(bytes(raw)))
+        # awsJson1_0: timestamps as epoch seconds
+        for r in results:
+            r["Timestamps"] = [t.timestamp() for t in r["Timestamps"]]
+        return AWSResponse(request.url, 200, {"Content-Type": "application/x-amz-json-1.0"},
+                           _Raw(json.dumps(body).encode()))

@@ -376,3 +376,83 @@ def test_a_teams_preemption_retries_are_an_output_of_its_stack():
     outputs = stacks["gpu-share-team-team-a"].to_json()["Outputs"]
     assert outputs["PreemptionRetriesBeforeTermination"]["Value"] == "2"
     assert "PreemptionRetriesBeforeTermination" not in stacks["gpu-share-team-team-b"].to_json()["Outputs"]
+
+
+# ---------------------------------------------------------------------------
+# Accounting: `gpu-share usage` reads the published minutes back and reconciles
+
+
+def test_usage_reads_a_simulated_day_back_to_the_gpu_hour(monkeypatch, tmp_path, capsys):
+    import yaml
+
+    from cdk_gpu_share.cli import main, usage_cmd
+    from tests.quota_model import CloudWatchModel
+
+    m = model(seed=11)
+    cw = CloudWatchModel(page_points=700)
+    monkeypatch.setattr(mon, "_now", m.clock)
+    truth: dict[str, dict[str, float]] = {n: {"within": 0.0, "borrowed": 0.0, "idle": 0.0} for n in m.shares}
+    gpus = {G5: 1, G12: 4}
+    for _ in range(6 * 60):  # six hours, one reading a minute
+        m.clock.t += 60
+        if m.rng.random() < 0.35:
+            m.submit(m.rng.choice(["team-a", "team-a", "team-b", "team-c"]), {G5: 1})
+        for job in sorted(m.jobs.values(), key=lambda j: j.created):
+            if job.status == "RUNNABLE" and _fits(m, job):
+                m.start(job.job_id)
+        for job in list(m.jobs.values()):
+            if job.status == "RUNNING" and m.rng.random() < 0.03:
+                m.finish(job.job_id)
+        out = Lines()
+        mon.read_and_publish(m.batch, QUEUE, SETTINGS, now=m.clock(), emit=out)
+        for line in out:
+            cw.ingest(line)
+        for name, g in m.shares.items():
+            u = m.usage(name)
+            used = sum(n * gpus[t] for t, n in u.items())
+            guar = sum(n * gpus[t] for t, n in g.items())
+            truth[name]["within"] += min(used, guar) / 60
+            truth[name]["borrowed"] += max(0, used - guar) / 60
+            truth[name]["idle"] += max(0, guar - used) / 60
+    config = {"platform": {"name": "gpu-share"},
+              "teams": [{"name": n, "guarantee": {t: int(c) for t, c in g.items()}} for n, g in m.shares.items()],
+              "batch_quota": {"capacity": SETTINGS["capacity"], "queue_name": QUEUE_NAME}}
+    path = tmp_path / "platform.yaml"
+    path.write_text(yaml.safe_dump(config))
+    monkeypatch.setattr(usage_cmd, "make_client", lambda region: cw.client)
+    monkeypatch.setattr(usage_cmd, "_now", m.clock)
+    day = "2027-01-15"
+    capsys.readouterr()  # the monitor's own log lines
+    assert main(["usage", str(path), "--from", day, "--to", day, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)["queues"][QUEUE_NAME]
+    rows = {r["team"]: r for r in report["days"]}
+    for name, t in truth.items():
+        assert rows[name]["minutes"] == 360, (name, rows[name], report["requests"])
+        for key in ("within", "borrowed", "idle"):
+            assert rows[name][f"{key}_gpu_hours"] == pytest.approx(t[key], abs=1e-6), (name, key)
+    assert sum(t["borrowed"] for t in truth.values()) > 1  # the period had borrowing
+    check = report["check"]
+    assert check["within_plus_idle_is_guarantee"] and check["borrowed_is_lent_plus_unguaranteed"]
+    assert report["requests"] > 1  # paged
+    # The table says the same, with the check line.
+    assert main(["usage", str(path), "--from", day, "--to", day]) == 0
+    text = capsys.readouterr().out
+    assert "check: within + idle = guarantee x hours for every team: yes" in text and ": yes" in text.splitlines()[-1]
+    assert main(["usage", str(path), "--from", day, "--to", day, "--csv"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "queue,day,team,within guarantee,borrowed,lent,idle guarantee,preemptions,minutes"
+    assert len(lines) == 1 + 4  # three teams and the unguaranteed row
+
+
+@pytest.mark.parametrize("argv,field", [
+    (["--from", "2027-13-01", "--to", "2027-01-02"], "--from"),
+    (["--from", "2027-01-02", "--to", "2027-01-01"], "--to"),
+    (["--from", "2027-01-01", "--to", "2027-01-01", "--queue", "nope"], "--queue"),
+])
+def test_usage_refuses_bad_days_and_queues_naming_the_flag(argv, field, capsys):
+    from cdk_gpu_share.cli import main
+    from tests.helpers import ROOT
+
+    assert main(["usage", str(ROOT / "platform.yaml"), *argv]) == 2
+    err = capsys.readouterr().err
+    assert field in err and "Traceback" not in err

@@ -145,6 +145,7 @@ MISTYPED = {
     "trace convert": (["trace", "convert", "--from", "alibaba-openb", "f.csv", "--ouptut", "o.csv"], "--output"),
     "trace sample": (["trace", "sample", "--sede", "3"], "--seed"),
     "status": (["status", "--queue", "q", "--regoin", "us-east-1"], "--region"),
+    "usage": (["usage", PLATFORM, "--from", "2026-12-01", "--to", "2026-12-02", "--qeueu", "q"], "--queue"),
 }
 
 

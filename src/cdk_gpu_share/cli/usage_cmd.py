@@ -1,0 +1,162 @@
+"""``gpu-share usage CONFIG --from DAY --to DAY [--queue Q] [--csv | --json]``: GPU-hours per team and day.
+
+Reads back from CloudWatch the per-minute metrics the platform publishes (the share monitor's
+for Batch quota management, the reclaimer's for the fair-share queue) and prints, per team and
+UTC day: GPU-hours used within the guarantee, borrowed, lent, the idle guarantee, and
+preemptions (:mod:`cdk_gpu_share.core.usage` defines each). What a platform team sends as
+chargeback. The totals reconcile: within + idle = guarantee x hours for each team; over the
+teams, borrowed = lent + unguaranteed capacity used (the ``(unguaranteed)`` row).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import math
+from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from cdk_gpu_share.cli._parser import add_config_argument
+from cdk_gpu_share.core.errors import ConfigError, GpuShareError, Problem
+from cdk_gpu_share.core.text import format_table
+
+#: Tests replace these.
+_now: Callable[[], float] = lambda: datetime.now(timezone.utc).timestamp()  # noqa: E731
+
+
+def make_client(region: str | None) -> Any:
+    """The CloudWatch client ``usage`` reads with (tests replace this function)."""
+    import boto3
+
+    return boto3.client("cloudwatch", region_name=region)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "usage",
+        help="GPU-hours per team and day: used within the guarantee, borrowed, lent, idle, preemptions",
+        description=("Read back the per-minute metrics of the platform's queues (CloudWatch GetMetricData) and print, "
+                     "per team and UTC day, GPU-hours used within the guarantee, borrowed, lent and left idle, and "
+                     "preemptions: a chargeback report. Minute data is kept 15 days by CloudWatch."),
+    )
+    add_config_argument(p, metavar="PLATFORM.yaml", help="the platform config (its queues and teams)")
+    p.add_argument("--from", dest="start", required=True, metavar="DAY", help="first day, YYYY-MM-DD (UTC)")
+    p.add_argument("--to", dest="end", required=True, metavar="DAY", help="last day, YYYY-MM-DD (UTC), included")
+    p.add_argument("--queue", metavar="NAME", help="one queue of the config (default: each of them)")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--csv", action="store_true", help="print CSV, one row per team and day")
+    out.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--region", metavar="R", help="AWS region of the metrics (default: your AWS configuration)")
+    p.set_defaults(func=run_usage)
+
+
+def _day(flag: str, text: str) -> datetime:
+    try:
+        return datetime.strptime(text, "%Y-%m-%d").replace(tzinfo=timezone.utc)
+    except ValueError:
+        raise ConfigError(Problem(flag, text, "is not a day", "write the day as YYYY-MM-DD, such as 2026-12-01")) from None
+
+
+def queues_of(config: Any) -> dict[str, tuple[list[str], float | None]]:
+    """queue name -> (its teams, its pool in GPUs when lending must be attributed here)."""
+    from cdk_gpu_share.aws import batch_reader as br
+
+    out: dict[str, tuple[list[str], float | None]] = {}
+    if config.batch_quota is not None:
+        name = config.batch_quota.queue_name or f"{config.name}-training"
+        out[name] = ([t.name for t in config.teams_for("batch_quota")], None)
+    if config.fairshare is not None:
+        settings = br.settings_from_config(config)
+        out[settings["queue"]] = ([t.name for t in config.teams_for("fairshare")],
+                                  float(settings["capacity"][br.RESOURCE]))
+    return out
+
+
+def run_usage(args: argparse.Namespace) -> int:
+    from cdk_gpu_share.aws import metrics_reader
+    from cdk_gpu_share.core import usage
+    from cdk_gpu_share.core.config import load_config
+
+    config = load_config(args.config)
+    start, last = _day("--from", args.start), _day("--to", args.end)
+    if last < start:
+        raise ConfigError(Problem("--to", args.end, f"is before --from {args.start}", "give a last day on or after the first"))
+    queues = queues_of(config)
+    if args.queue is not None:
+        if args.queue not in queues:
+            raise ConfigError(Problem("--queue", args.queue, "is not a queue of the config",
+                                      f"use one of {', '.join(queues) or '(none)'}"))
+        queues = {args.queue: queues[args.queue]}
+    if not queues:
+        raise ConfigError(Problem("config", config.source or config.name, "declares no Batch queue",
+                                  "add batch_quota or fairshare to the config"))
+    end = min((last + timedelta(days=1)).timestamp(), _now() + 60)  # up to the current minute, included
+    client = make_client(args.region)
+    report: dict[str, Any] = {"from": args.start, "to": args.end, "queues": {}}
+    for queue, (teams, capacity) in queues.items():
+        try:
+            series, calls = metrics_reader.read_series(client, queue, teams, start.timestamp(), end)
+        except Exception as exc:  # noqa: BLE001 - botocore errors become one line
+            from cdk_gpu_share.cli.status_cmd import aws_error
+
+            err = aws_error(exc, queue, args.region, ("cloudwatch:GetMetricData",))
+            if err is None:
+                raise
+            raise GpuShareError(str(err).replace("job queue", "the metrics of queue")) from None
+        rows = usage.daily(series, capacity_gpus=capacity)
+        report["queues"][queue] = {"days": [r.to_json() for r in rows], "requests": calls,
+                                   "check": _check(rows)}
+    print(_render(report, csv_out=args.csv, json_out=args.json))
+    return 0
+
+
+def _check(rows: list[Any]) -> dict[str, Any]:
+    """The two identities, over the whole period (GPU-hours)."""
+    from cdk_gpu_share.core.usage import POOL
+
+    teams = [r for r in rows if r.team != POOL]
+    off = max((abs(r.within_gpu_hours + r.idle_gpu_hours - r.guarantee_gpu_hours) for r in teams), default=0.0)
+    borrowed = math.fsum(r.borrowed_gpu_hours for r in teams)
+    lent = math.fsum(r.lent_gpu_hours for r in teams)
+    pool = math.fsum(r.borrowed_gpu_hours for r in rows if r.team == POOL)
+    return {"within_plus_idle_is_guarantee": off < 1e-6, "borrowed_gpu_hours": round(borrowed, 6),
+            "lent_gpu_hours": round(lent, 6), "unguaranteed_gpu_hours": round(pool, 6),
+            "borrowed_is_lent_plus_unguaranteed": abs(borrowed - lent - pool) < 1e-6}
+
+
+HEADERS = ["day", "team", "within guarantee", "borrowed", "lent", "idle guarantee", "preemptions", "minutes"]
+
+
+def _cells(r: dict[str, Any]) -> list[str]:
+    return [r["day"], r["team"], f"{r['within_gpu_hours']:.2f}", f"{r['borrowed_gpu_hours']:.2f}",
+            f"{r['lent_gpu_hours']:.2f}", f"{r['idle_gpu_hours']:.2f}", f"{r['preemptions']:g}", str(r["minutes"])]
+
+
+def _render(report: dict[str, Any], *, csv_out: bool, json_out: bool) -> str:
+    if json_out:
+        return json.dumps(report, indent=2)
+    if csv_out:
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(["queue", *HEADERS])
+        for queue, q in report["queues"].items():
+            for r in q["days"]:
+                w.writerow([queue, *_cells(r)])
+        return buf.getvalue().rstrip("\n")
+    lines: list[str] = []
+    for queue, q in report["queues"].items():
+        c = q["check"]
+        lines += [f"Queue {queue}, {report['from']} to {report['to']} (UTC), GPU-hours:"]
+        lines += format_table(HEADERS, [_cells(r) for r in q["days"]], right={2, 3, 4, 5, 6, 7}, indent="  ")
+        lines.append(f"  check: within + idle = guarantee x hours for every team: "
+                     f"{'yes' if c['within_plus_idle_is_guarantee'] else 'NO'}; borrowed {c['borrowed_gpu_hours']:.2f}"
+                     f" = lent {c['lent_gpu_hours']:.2f} + unguaranteed {c['unguaranteed_gpu_hours']:.2f}: "
+                     f"{'yes' if c['borrowed_is_lent_plus_unguaranteed'] else 'NO'}")
+        lines.append("")
+    return "\n".join(lines).rstrip("\n")
+
+
+__all__ = ["make_client", "queues_of", "register", "run_usage"]
