@@ -48,3 +48,38 @@ def test_the_sentences_name_the_numbers():
     assert lent.text == ("it is within team a's guarantee (2 used of 4 GPUs), but the capacity it lent is in use by"
                          " b (4); it is taken back within 2 minutes")
     assert lent.to_json()["borrowers"] == ["b (4)"]
+
+
+# ---------------------------------------------------------------------------
+# GPU-hour accounting (core/usage.py), as the fair-share queue's metrics give it (no LentGpus)
+
+
+def test_daily_usage_attributes_lending_and_reconciles():
+    from cdk_gpu_share.core import metrics
+    from cdk_gpu_share.core.usage import POOL, daily
+
+    day = 1_800_000_000 - 1_800_000_000 % 86400  # midnight UTC
+    # 10 GPUs, guarantees 4 + 4 (2 unguaranteed). Minute 1: a uses 8 (borrows 4: 2 from the pool,
+    # 2 lent by b, which uses 2 of its 4). Minute 2: a uses 3, b 4.
+    series = {
+        "a": {metrics.USAGE: {day: 8, day + 60: 3}, metrics.GUARANTEE: {day: 4, day + 60: 4},
+              metrics.PREEMPTIONS: {day + 60: 2}},
+        "b": {metrics.USAGE: {day: 2, day + 60: 4}, metrics.GUARANTEE: {day: 4, day + 60: 4}},
+    }
+    a, b, pool = daily(series, capacity_gpus=10)
+    assert (a.team, b.team, pool.team) == ("a", "b", POOL)
+    assert a.within_gpu_hours * 60 == pytest.approx(4 + 3) and a.borrowed_gpu_hours * 60 == pytest.approx(4)
+    assert a.idle_gpu_hours * 60 == pytest.approx(1) and a.preemptions == 2 and a.minutes == 2
+    assert b.lent_gpu_hours * 60 == pytest.approx(2) and b.idle_gpu_hours * 60 == pytest.approx(2)
+    assert pool.borrowed_gpu_hours * 60 == pytest.approx(2)
+    for r in (a, b):
+        assert r.within_gpu_hours + r.idle_gpu_hours == pytest.approx(r.guarantee_gpu_hours)
+    assert a.borrowed_gpu_hours == pytest.approx(a.lent_gpu_hours + b.lent_gpu_hours + pool.borrowed_gpu_hours)
+
+
+def test_daily_usage_skips_minutes_without_both_gauges():
+    from cdk_gpu_share.core import metrics
+    from cdk_gpu_share.core.usage import daily
+
+    rows = daily({"a": {metrics.USAGE: {0: 1, 60: 1}, metrics.GUARANTEE: {0: 1}}})
+    assert [r.minutes for r in rows if r.team == "a"] == [1]
