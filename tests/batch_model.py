@@ -513,3 +513,22 @@ def lambda_context(seconds: float = 120.0, clock: Callable[[], float] | None = N
 
 def quiet(fn: Callable, *args: Any, **kwargs: Any):
     return fn(*args, **kwargs)
+
+
+def reclaim_lambda_model(monkeypatch: Any, settings: dict) -> BatchModel:
+    """A model the reclaim Lambda's handler talks to, with ``settings`` in its environment and a
+    cold cache: what a test of the handler starts from."""
+    from cdk_gpu_share.aws import batch_reader as br
+    from cdk_gpu_share.lambdas.reclaim import handler as h
+
+    m = BatchModel(clock=Clock())
+    monkeypatch.setenv("GPU_SHARE_QUEUE", QUEUE)
+    monkeypatch.setenv("GPU_SHARE_SETTINGS", br.encode_settings(settings))
+    monkeypatch.setenv(h.REQUEUE_TABLE_ENV, "gpu-share-requeue")
+    monkeypatch.delenv("GPU_SHARE_DRY_RUN", raising=False)
+    monkeypatch.setattr(h, "_client", m.batch)
+    monkeypatch.setattr(h, "_dynamodb", m.dynamodb)
+    monkeypatch.setattr(h, "_now", m.clock)
+    monkeypatch.setattr(h, "_last_cycle_started", 0.0)
+    monkeypatch.setattr(h, "_cache", br.DescribeCache())
+    return m

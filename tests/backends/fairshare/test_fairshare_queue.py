@@ -526,29 +526,21 @@ def test_bundle_holds_only_what_the_handler_needs(platform, handler, aws_files):
     assert not list(asset_dir.rglob("__pycache__")) and not list(asset_dir.rglob("*.pyc"))
 
 
-def test_the_bundled_share_monitor_imports_without_cdk(platform):
-    asset_dir = _asset_of(platform, "share_monitor")
+@pytest.mark.parametrize("handler,probe,value", [
+    ("reclaim", "import cdk_gpu_share.lambdas.reclaim.handler as h, cdk_gpu_share.core.reclaim as r;"
+                "mod = r; print(h.TERMINATE_BATCH)", "50"),
+    ("share_monitor", "import cdk_gpu_share.lambdas.share_monitor.handler as h; mod = h; print(h.PAGE_SIZE)", "1000"),
+])
+def test_bundled_handler_imports_without_cdk(platform, handler, probe, value):
+    asset_dir = _asset_of(platform, handler)
     code = (
-        f"import sys; sys.path[:0] = [{str(asset_dir)!r}];"
-        "import cdk_gpu_share.lambdas.share_monitor.handler as h;"
-        f"assert h.__file__.startswith({str(asset_dir)!r}), h.__file__;"
-        "assert 'aws_cdk' not in sys.modules and 'boto3' not in sys.modules; print(h.PAGE_SIZE)"
+        f"import sys; sys.path[:0] = [{str(asset_dir)!r}];" + probe + ";"
+        f"assert mod.__file__.startswith({str(asset_dir)!r}), mod.__file__;"
+        "assert 'aws_cdk' not in sys.modules and 'boto3' not in sys.modules"
     )
     out = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, env={"PATH": os.environ["PATH"]})
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "1000"
-
-
-def test_bundled_handler_imports_without_cdk(asset_dir):
-    code = (
-        f"import sys; sys.path[:0] = [{str(asset_dir)!r}];"
-        "import cdk_gpu_share.lambdas.reclaim.handler as h, cdk_gpu_share.core.reclaim as r;"
-        f"assert r.__file__.startswith({str(asset_dir)!r}), r.__file__;"
-        "assert 'aws_cdk' not in sys.modules and 'boto3' not in sys.modules; print(h.TERMINATE_BATCH)"
-    )
-    out = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, env={"PATH": os.environ["PATH"]})
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "50"
+    assert out.stdout.strip() == value
 
 
 def test_the_wheel_ships_the_reclaimer_packages():

@@ -13,7 +13,15 @@ from botocore.exceptions import ClientError
 
 from cdk_gpu_share.aws import batch_reader as br
 from cdk_gpu_share.lambdas.reclaim import handler as h
-from tests.batch_model import QUEUE, QUEUE_NAME, BatchModel, Clock, Killed, add_fault, lambda_context
+from tests.batch_model import (
+    QUEUE,
+    QUEUE_NAME,
+    BatchModel,
+    Killed,
+    add_fault,
+    lambda_context,
+    reclaim_lambda_model,
+)
 
 SETTINGS = {
     "queue": "gpu-share-fairshare",
@@ -33,17 +41,7 @@ def _no_sleep(monkeypatch):
 
 @pytest.fixture
 def model(monkeypatch) -> BatchModel:
-    m = BatchModel(clock=Clock())
-    monkeypatch.setenv("GPU_SHARE_QUEUE", QUEUE)
-    monkeypatch.setenv("GPU_SHARE_SETTINGS", br.encode_settings(SETTINGS))
-    monkeypatch.setenv(h.REQUEUE_TABLE_ENV, "gpu-share-requeue")
-    monkeypatch.delenv("GPU_SHARE_DRY_RUN", raising=False)
-    monkeypatch.setattr(h, "_client", m.batch)
-    monkeypatch.setattr(h, "_dynamodb", m.dynamodb)
-    monkeypatch.setattr(h, "_now", m.clock)
-    monkeypatch.setattr(h, "_last_cycle_started", 0.0)
-    monkeypatch.setattr(h, "_cache", br.DescribeCache())
-    return m
+    return reclaim_lambda_model(monkeypatch, SETTINGS)
 
 
 def logged(capsys) -> list[dict]:
