@@ -47,6 +47,8 @@ class QuotaQueueModel:
     #: op -> fault kinds for its next requests ("throttle", "error", "partial")
     script: dict[str, list[str]] = field(default_factory=dict)
     requests: list[tuple[str, dict]] = field(default_factory=list)
+    #: share -> its strategy (default LEND_AND_BORROW)
+    strategies: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -106,7 +108,8 @@ class QuotaQueueModel:
     def _ListQuotaShares(self, p: dict):
         shares = [{"quotaShareName": name, "quotaShareArn": f"{QUEUE}/quota-share/{name}", "jobQueueArn": QUEUE,
                    "capacityLimits": [{"capacityUnit": u, "maxCapacity": int(n)} for u, n in g.items()],
-                   "resourceSharingConfiguration": {"strategy": "LEND_AND_BORROW", "borrowLimit": -1},
+                   "resourceSharingConfiguration": {"strategy": self.strategies.get(name, "LEND_AND_BORROW"),
+                                                    "borrowLimit": -1},
                    "preemptionConfiguration": {"inSharePreemption": "DISABLED"}, "state": "ENABLED",
                    "status": "VALID"} for name, g in self.shares.items()]
         return self._page(shares, "quotaShares", p)
@@ -138,7 +141,9 @@ class QuotaQueueModel:
         return 200, {"jobId": j.job_id, "jobName": f"train-{j.job_id}", "jobArn": _arn(j.job_id), "jobQueue": j.queue,
                      "serviceJobType": "SAGEMAKER_TRAINING", "quotaShareName": j.share, "status": j.status,
                      "startedAt": int((j.started or j.created) * 1000), "createdAt": int(j.created * 1000),
-                     "schedulingPriority": j.priority}
+                     "schedulingPriority": j.priority,
+                     "serviceRequestPayload": json.dumps({"ResourceConfig": {"InstanceGroups": [
+                         {"InstanceType": t, "InstanceCount": int(n)} for t, n in j.instances.items()]}})}
 
     @staticmethod
     def _page(items: list, key: str, p: dict):
