@@ -7,7 +7,7 @@ Batch is the in-memory queue of ``tests/quota_model.py`` behind a real boto3 cli
 from __future__ import annotations
 
 import json
-import math
+from datetime import datetime, timezone
 
 import pytest
 
@@ -215,40 +215,131 @@ def test_a_blocked_queue_is_counted_for_the_queue_and_the_team():
 # A simulated day: every figure published each minute is what the queue held
 
 
-def test_a_simulated_day_publishes_what_the_queue_held(monkeypatch):
+GPUS = {G5: 1, G12: 4}
+
+
+def _truth(m: QuotaQueueModel, name: str, now: float) -> dict[str, float]:
+    """What the model knows of one share, in the monitor's terms (lent aside: it needs every share)."""
+    g, u = m.shares[name], m.usage(name)
+    units = set(g) | set(u)
+    used = sum(n * GPUS[t] for t, n in u.items())
+    guar = sum(n * GPUS[t] for t, n in g.items())
+    waits = [now - j.created for j in m.waiting(name)]
+    below = any(u.get(t, 0) < g.get(t, 0) for t in units)
+    return {metrics.USAGE: used, metrics.USED_INSTANCES: sum(u.values()), metrics.GUARANTEE: guar,
+            metrics.BORROWED: sum(max(0, u.get(t, 0) - g.get(t, 0)) * GPUS[t] for t in units),
+            metrics.IDLE_GUARANTEE: sum(max(0, g.get(t, 0) - u.get(t, 0)) * GPUS[t] for t in units),
+            metrics.PENDING: len(waits), metrics.OLDEST_WAIT_SECONDS: max(waits, default=0),
+            metrics.GUARANTEE_WAIT_SECONDS: max(waits, default=0) if below else 0}
+
+
+def _lent(m: QuotaQueueModel) -> dict[str, float]:
+    """The accounting rule, recomputed from the model: per type, borrowing from the pool first."""
+    out = {n: 0.0 for n in m.shares}
+    for t, cap in SETTINGS["capacity"].items():
+        b = sum(max(0, m.usage(n).get(t, 0) - m.shares[n].get(t, 0)) for n in m.shares)
+        idle = {n: max(0, m.shares[n].get(t, 0) - m.usage(n).get(t, 0)) for n in m.shares}
+        pool = max(0, cap - sum(g.get(t, 0) for g in m.shares.values()))
+        rest = b - min(b, pool)
+        for n, i in idle.items():
+            if rest > 0 and i > 0:
+                out[n] += rest * i / sum(idle.values()) * GPUS[t]
+    return out
+
+
+def test_a_simulated_day_publishes_what_the_queue_held_and_usage_reconciles(monkeypatch, tmp_path, capsys):
+    """A day of minutes: teams submit, Batch starts what fits (borrowing), preempts borrowers for a
+    lender, jobs end, the queue is blocked once. Every figure of every reading is what the model
+    held; every event is counted; `gpu-share usage` reads the day back to the GPU-hour."""
+    import yaml
+
+    from cdk_gpu_share.cli import main, usage_cmd
+    from tests.quota_model import CloudWatchModel
+
     m = model(seed=7)
+    cw = CloudWatchModel(page_points=5000)
+    monkeypatch.setattr(mon, "_now", m.clock)
     rng = m.rng
-    published: list[tuple[float, dict]] = []
+    hours: dict[tuple[str, str], dict[str, float]] = {}
+    preempted = {n: 0 for n in m.shares}
     for minute in range(24 * 60):
         m.clock.t += 60
-        # Teams submit, Batch starts what fits (borrowing idle guarantees), jobs end, lenders take back.
         if rng.random() < 0.3:
-            team = rng.choice(["team-a", "team-a", "team-b", "team-c"])
-            m.submit(team, {G5: 1} if rng.random() < 0.8 else {G12: 1})
+            m.submit(rng.choice(["team-a", "team-a", "team-b", "team-c"]), {G5: 1} if rng.random() < 0.8 else {G12: 1})
+        out = Lines()
         for job in sorted(m.jobs.values(), key=lambda j: j.created):
-            if job.status == "RUNNABLE" and _fits(m, job):
+            if job.status != "RUNNABLE":
+                continue
+            if not _fits(m, job) and _within(m, job):
+                # Batch takes lent capacity back: preempt a borrower's job of the type, and say so.
+                victim = _borrower_job(m, job)
+                if victim is not None:
+                    m.preempt(victim.job_id)
+                    mon.on_preemption(m.batch, QUEUE, SETTINGS, {
+                        "preemptedJobArn": f"arn:aws:batch:us-east-1:111122223333:service-job/{victim.job_id}",
+                        "statusReason": "PREEMPTION_IN_PROGRESS: Cross-share preemption triggered"}, emit=out)
+                    preempted[victim.share] += 1
+            if _fits(m, job):
                 m.start(job.job_id)
         for job in list(m.jobs.values()):
             if job.status == "RUNNING" and rng.random() < 0.02:
                 m.finish(job.job_id)
-        out = Lines()
+        if minute == 600:
+            mon.on_blocked(QUEUE, SETTINGS, {"jobId": "x", "quotaShareName": "team-c", "statusReason": "why"}, emit=out)
         mon.read_and_publish(m.batch, QUEUE, SETTINGS, now=m.clock(), emit=out)
-        truth = {name: (m.usage(name), len(m.waiting(name))) for name in m.shares}
-        for name, (usage, waiting) in truth.items():
-            gpus = usage.get(G5, 0) * 1 + usage.get(G12, 0) * 4
-            assert out.team(name, metrics.USAGE) == [gpus], (minute, name)
-            assert out.team(name, metrics.PENDING) == [waiting], (minute, name)
-            g = m.shares[name]
-            borrowed = sum(max(0, usage.get(u, 0) - g.get(u, 0)) * (1 if u == G5 else 4) for u in set(usage) | set(g))
-            assert out.team(name, metrics.BORROWED) == [pytest.approx(borrowed)], (minute, name)
-        lent = sum(out.team(n, metrics.LENT)[0] for n in m.shares)
-        borrowed_all = sum(out.team(n, metrics.BORROWED)[0] for n in m.shares)
-        pool_used = sum(min(sum(max(0, m.usage(n).get(u, 0) - m.shares[n].get(u, 0)) for n in m.shares),
-                            max(0, SETTINGS["capacity"][u] - sum(m.shares[n].get(u, 0) for n in m.shares)))
-                        * (1 if u == G5 else 4) for u in SETTINGS["capacity"])
-        assert math.isclose(borrowed_all, lent + pool_used, abs_tol=1e-9), minute
-        published.append((m.clock(), truth))
-    assert any(t[1]["team-a"][0].get(G5, 0) > 2 for t in published)  # the day had borrowing
+        lent = _lent(m)
+        for name in m.shares:
+            truth = _truth(m, name, m.clock())
+            for metric, value in truth.items():
+                assert out.team(name, metric) == [pytest.approx(value)], (minute, name, metric)
+            assert out.team(name, metrics.LENT) == [pytest.approx(lent[name])], (minute, name)
+            day = datetime.fromtimestamp(m.clock(), timezone.utc).strftime("%Y-%m-%d")
+            h = hours.setdefault((day, name), {"within": 0.0, "borrowed": 0.0, "idle": 0.0, "lent": 0.0})
+            h["within"] += (truth[metrics.USAGE] - truth[metrics.BORROWED]) / 60
+            h["borrowed"] += truth[metrics.BORROWED] / 60
+            h["idle"] += truth[metrics.IDLE_GUARANTEE] / 60
+            h["lent"] += lent[name] / 60
+        for line in out:
+            cw.ingest(line)
+    assert sum(preempted.values()) > 0 and any(h["borrowed"] > 1 for h in hours.values())
+    assert {n: preemptions_held(cw, n) for n in m.shares} == preempted
+
+    config = {"platform": {"name": "gpu-share"},
+              "teams": [{"name": n, "guarantee": {t: int(c) for t, c in g.items()}} for n, g in m.shares.items()],
+              "batch_quota": {"capacity": SETTINGS["capacity"], "queue_name": QUEUE_NAME}}
+    path = tmp_path / "platform.yaml"
+    path.write_text(yaml.safe_dump(config))
+    monkeypatch.setattr(usage_cmd, "make_client", lambda region: cw.client)
+    monkeypatch.setattr(usage_cmd, "_now", m.clock)
+    capsys.readouterr()  # the monitor's own log lines
+    assert main(["usage", str(path), "--from", "2027-01-15", "--to", "2027-01-16", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)["queues"][QUEUE_NAME]
+    rows = {(r["day"], r["team"]): r for r in report["days"]}
+    for (day, name), h in hours.items():
+        row = rows[(day, name)]
+        for key in ("within", "borrowed", "idle", "lent"):
+            assert row[f"{key}_gpu_hours"] == pytest.approx(h[key], abs=1e-6), (day, name, key)
+    assert sum(r["preemptions"] for r in report["days"]) == sum(preempted.values())
+    assert report["check"]["within_plus_idle_is_guarantee"] and report["check"]["borrowed_is_lent_plus_unguaranteed"]
+
+
+def preemptions_held(cw, team: str) -> float:
+    """The team's preemptions (dimensions Queue and Team) the CloudWatch model holds."""
+    key = (metrics.PREEMPTIONS, frozenset({(metrics.DIM_QUEUE, QUEUE_NAME), (metrics.DIM_TEAM, team)}))
+    return sum(v for _, v in cw.points.get(key, []))
+
+
+def _within(m: QuotaQueueModel, job) -> bool:
+    return all(m.usage(job.share).get(t, 0) + n <= m.shares[job.share].get(t, 0) for t, n in job.instances.items())
+
+
+def _borrower_job(m: QuotaQueueModel, job):
+    for t in job.instances:
+        for other in sorted(m.jobs.values(), key=lambda j: -j.created):
+            if (other.status == "RUNNING" and other.share != job.share and t in other.instances
+                    and m.usage(other.share).get(t, 0) > m.shares[other.share].get(t, 0)):
+                return other
+    return None
 
 
 def _fits(m: QuotaQueueModel, job) -> bool:
@@ -380,68 +471,6 @@ def test_a_teams_preemption_retries_are_an_output_of_its_stack():
 
 # ---------------------------------------------------------------------------
 # Accounting: `gpu-share usage` reads the published minutes back and reconciles
-
-
-def test_usage_reads_a_simulated_day_back_to_the_gpu_hour(monkeypatch, tmp_path, capsys):
-    import yaml
-
-    from cdk_gpu_share.cli import main, usage_cmd
-    from tests.quota_model import CloudWatchModel
-
-    m = model(seed=11)
-    cw = CloudWatchModel(page_points=700)
-    monkeypatch.setattr(mon, "_now", m.clock)
-    truth: dict[str, dict[str, float]] = {n: {"within": 0.0, "borrowed": 0.0, "idle": 0.0} for n in m.shares}
-    gpus = {G5: 1, G12: 4}
-    for _ in range(6 * 60):  # six hours, one reading a minute
-        m.clock.t += 60
-        if m.rng.random() < 0.35:
-            m.submit(m.rng.choice(["team-a", "team-a", "team-b", "team-c"]), {G5: 1})
-        for job in sorted(m.jobs.values(), key=lambda j: j.created):
-            if job.status == "RUNNABLE" and _fits(m, job):
-                m.start(job.job_id)
-        for job in list(m.jobs.values()):
-            if job.status == "RUNNING" and m.rng.random() < 0.03:
-                m.finish(job.job_id)
-        out = Lines()
-        mon.read_and_publish(m.batch, QUEUE, SETTINGS, now=m.clock(), emit=out)
-        for line in out:
-            cw.ingest(line)
-        for name, g in m.shares.items():
-            u = m.usage(name)
-            used = sum(n * gpus[t] for t, n in u.items())
-            guar = sum(n * gpus[t] for t, n in g.items())
-            truth[name]["within"] += min(used, guar) / 60
-            truth[name]["borrowed"] += max(0, used - guar) / 60
-            truth[name]["idle"] += max(0, guar - used) / 60
-    config = {"platform": {"name": "gpu-share"},
-              "teams": [{"name": n, "guarantee": {t: int(c) for t, c in g.items()}} for n, g in m.shares.items()],
-              "batch_quota": {"capacity": SETTINGS["capacity"], "queue_name": QUEUE_NAME}}
-    path = tmp_path / "platform.yaml"
-    path.write_text(yaml.safe_dump(config))
-    monkeypatch.setattr(usage_cmd, "make_client", lambda region: cw.client)
-    monkeypatch.setattr(usage_cmd, "_now", m.clock)
-    day = "2027-01-15"
-    capsys.readouterr()  # the monitor's own log lines
-    assert main(["usage", str(path), "--from", day, "--to", day, "--json"]) == 0
-    report = json.loads(capsys.readouterr().out)["queues"][QUEUE_NAME]
-    rows = {r["team"]: r for r in report["days"]}
-    for name, t in truth.items():
-        assert rows[name]["minutes"] == 360, (name, rows[name], report["requests"])
-        for key in ("within", "borrowed", "idle"):
-            assert rows[name][f"{key}_gpu_hours"] == pytest.approx(t[key], abs=1e-6), (name, key)
-    assert sum(t["borrowed"] for t in truth.values()) > 1  # the period had borrowing
-    check = report["check"]
-    assert check["within_plus_idle_is_guarantee"] and check["borrowed_is_lent_plus_unguaranteed"]
-    assert report["requests"] > 1  # paged
-    # The table says the same, with the check line.
-    assert main(["usage", str(path), "--from", day, "--to", day]) == 0
-    text = capsys.readouterr().out
-    assert "check: within + idle = guarantee x hours for every team: yes" in text and ": yes" in text.splitlines()[-1]
-    assert main(["usage", str(path), "--from", day, "--to", day, "--csv"]) == 0
-    lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == "queue,day,team,within guarantee,borrowed,lent,idle guarantee,preemptions,minutes"
-    assert len(lines) == 1 + 4  # three teams and the unguaranteed row
 
 
 @pytest.mark.parametrize("argv,field", [

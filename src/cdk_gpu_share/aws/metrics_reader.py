@@ -17,7 +17,7 @@ __all__ = ["MAX_QUERIES", "GAUGES", "read_series"]
 #: GetMetricData takes at most 500 queries a request.
 MAX_QUERIES = 500
 #: What ``gpu-share usage`` reads per team: the gauges by their average over each minute, preemptions summed.
-GAUGES = (metrics.USAGE, metrics.GUARANTEE, metrics.LENT)
+GAUGES = (metrics.USAGE, metrics.GUARANTEE, metrics.BORROWED, metrics.IDLE_GUARANTEE, metrics.LENT)
 
 
 def read_series(client: Any, queue: str, teams: Sequence[str], start: float, end: float, *,

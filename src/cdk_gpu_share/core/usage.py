@@ -7,7 +7,10 @@ minute (epoch seconds) to its value.
 
 Per team and minute, with U its GPUs in use and G its guarantee:
 
-* **within guarantee** min(U, G), **borrowed** max(0, U - G), **idle guarantee** max(0, G - U);
+* **borrowed** max(0, U - G) and **idle guarantee** max(0, G - U), or, where the metrics give
+  them (``BorrowedGpus``, ``IdleGuaranteeGpus``: the share monitor counts them per instance
+  type, so a team that borrows one type while another idles has both), those; **within
+  guarantee** U - borrowed;
 * **lent**: the share monitor's ``LentGpus`` where published; otherwise (the fair-share queue)
   the same rule, here: borrowing is served first from capacity no team is guaranteed, then from
   the teams' idle guarantees in proportion to them;
@@ -56,6 +59,11 @@ def _day(t: int) -> str:
     return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%d")
 
 
+def _given(s: Mapping[str, Mapping[int, float]], name: str, t: int, otherwise: float) -> float:
+    value = s.get(name, {}).get(t)
+    return otherwise if value is None else value
+
+
 def daily(series: Mapping[str, Mapping[str, Mapping[int, float]]], *, capacity_gpus: float | None = None
           ) -> list[TeamDay]:
     """Per day and team (sorted), from ``series``: team -> metric name -> minute -> value, with
@@ -76,8 +84,8 @@ def daily(series: Mapping[str, Mapping[str, Mapping[int, float]]], *, capacity_g
             u, g = s.get(metrics.USAGE, {}).get(t), s.get(metrics.GUARANTEE, {}).get(t)
             if u is not None and g is not None:
                 now[team] = (u, g)
-        borrowed = {team: max(0.0, u - g) for team, (u, g) in now.items()}
-        idle = {team: max(0.0, g - u) for team, (u, g) in now.items()}
+        borrowed = {team: _given(series[team], metrics.BORROWED, t, max(0.0, u - g)) for team, (u, g) in now.items()}
+        idle = {team: _given(series[team], metrics.IDLE_GUARANTEE, t, max(0.0, g - u)) for team, (u, g) in now.items()}
         total_b, total_i = math.fsum(borrowed.values()), math.fsum(idle.values())
         pool = max(0.0, (capacity_gpus if capacity_gpus is not None else math.fsum(g for _, g in now.values()))
                    - math.fsum(g for _, g in now.values()))
