@@ -145,6 +145,7 @@ MISTYPED = {
     "trace convert": (["trace", "convert", "--from", "alibaba-openb", "f.csv", "--ouptut", "o.csv"], "--output"),
     "trace sample": (["trace", "sample", "--sede", "3"], "--seed"),
     "status": (["status", "--queue", "q", "--regoin", "us-east-1"], "--region"),
+    "kueue manifests": (["kueue", "manifests", PLATFORM, "-o", "out", "--ouptut", "o"], "--output"),
 }
 
 

@@ -52,9 +52,6 @@ DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 MAX_LABEL = 63
 #: A WorkloadPriorityClass value is an int32.
 INT32 = (-(2**31), 2**31 - 1)
-#: Kueue's limits on one ClusterQueue's resource groups: flavors of one group and covered resources.
-MAX_FLAVORS_PER_GROUP = 64
-MAX_COVERED_RESOURCES = 64
 #: The label a ResourceFlavor selects nodes by.
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 
@@ -254,21 +251,6 @@ def threshold_needs_policy(c: SectionCheck) -> Iterator[Problem]:
                       "set policy: LowerPriority, or remove max_priority_threshold")
 
 
-def resource_groups(c: SectionCheck) -> Iterator[Problem]:
-    """One resource group: at most 64 flavors (instance types) and 64 covered resources."""
-    if len(c.section.capacity) > MAX_FLAVORS_PER_GROUP:
-        yield Problem(f"{KEY}.capacity", f"{len(c.section.capacity)} instance types",
-                      f"a Kueue resource group takes at most {MAX_FLAVORS_PER_GROUP} flavors",
-                      "declare fewer instance types")
-    from cdk_gpu_share.backends.kueue.manifests import covered_resources
-
-    covered = covered_resources(c.section, c.members)
-    if len(covered) > MAX_COVERED_RESOURCES:
-        yield Problem(f"{KEY}.capacity", f"{len(covered)} resources",
-                      f"a Kueue resource group covers at most {MAX_COVERED_RESOURCES} resources",
-                      "guarantee fewer MIG profiles")
-
-
 def mig_profiles(c: SectionCheck) -> Iterator[Problem]:
     """A MIG profile of a guarantee is one the instance type's GPU has."""
     from cdk_gpu_share.core import mig
@@ -380,7 +362,7 @@ class KueueSpec(Backend):
     section_keys = {KEY: SECTION_KEYS, "kueue_preemption": PREEMPTION_KEYS}
     descriptions = DESCRIPTIONS
     construct = "cdk_gpu_share.backends.kueue.construct:KueueQueues"
-    rules = (namespace_names, reclaim_and_borrow, threshold_needs_policy, resource_groups, mig_profiles,
+    rules = (namespace_names, reclaim_and_borrow, threshold_needs_policy, mig_profiles,
              borrow_limit_types, borrow_percent)
     resource_labels = (("Custom::AWSCDK-EKS-KubernetesResource", "Kubernetes manifests"),
                        ("AWS::EKS::AccessEntry", "EKS access entries"))
