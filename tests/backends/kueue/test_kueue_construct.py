@@ -125,6 +125,17 @@ def test_the_construct_checks_its_props_by_the_config_rules():
     assert not stack.node.try_find_child("Q")
 
 
+def test_a_section_built_in_python_meets_the_parsers_rules():
+    from cdk_gpu_share.backends.kueue import KueueConfig, KueuePreemption
+
+    stack = cdk.Stack(cdk.App(), "S")
+    config = KueueConfig(eks_cluster_name="gpu-eks", capacity={"p5.48xlarge": 2}, kubectl_role_arn=ROLE,
+                         preemption=KueuePreemption(reclaim_within_cohort="Sometimes"))
+    with pytest.raises(ConfigError) as err:
+        KueueQueues(stack, "Q", config=config)
+    assert [(p.field, p.value) for p in err.value.problems] == [("kueue.preemption.reclaim_within_cohort", "Sometimes")]
+
+
 def test_a_kubectl_role_given_to_the_construct_wins():
     config = load_config(EXAMPLE)
     stack = cdk.Stack(cdk.App(), "S")

@@ -17,13 +17,14 @@ from aws_cdk import aws_eks as eks
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from cdk_gpu_share.backends.kueue import KEY, KueueConfig
+from cdk_gpu_share.backends.kueue import KEY, KueueConfig, parse, to_mapping
 from cdk_gpu_share.backends.kueue.manifests import KIND_ORDER, kueue_objects
 from cdk_gpu_share.constructs._checks import acknowledge_nag, raise_props_problems
 from cdk_gpu_share.constructs._iam import add_statements, format_arn, stack_env
 from cdk_gpu_share.constructs._platform_part import TeamStackLike
 from cdk_gpu_share.core.config import PlatformConfig, TeamConfig, check_backend
 from cdk_gpu_share.core.errors import Problem
+from cdk_gpu_share.core.validation import Problems
 
 #: The AWS managed policies aws-cdk-lib's kubectl provider attaches to its functions, as cdk-nag names them.
 _KUBECTL_MANAGED_POLICIES = (
@@ -40,6 +41,11 @@ def _problems(config: Any, teams: Sequence[TeamConfig], role: str | None) -> lis
     if not isinstance(config, KueueConfig):
         return [Problem("config", config, "must be a KueueConfig", "pass config=KueueConfig(...) or the kueue section"
                         " of load_config(path)")]
+    # The section's own fields by the config file's parser, then the rules across teams and section.
+    section = Problems()
+    parse(to_mapping(config), section)
+    if section.items:
+        return section.items
     problems = check_backend(KEY, config, list(teams))  # type: ignore[arg-type]
     if role is None:
         problems.append(Problem(f"{KEY}.kubectl_role_arn", None, "is required to apply the objects to the cluster",
