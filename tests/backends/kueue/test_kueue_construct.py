@@ -30,7 +30,7 @@ def built():
     app = new_app()
     platform = build_platform(app, load_config(EXAMPLE))
     report = synth(app)
-    return platform, report
+    return platform, report, app.outdir
 
 
 def _manifests(template: Template) -> dict[str, list[dict]]:
@@ -51,7 +51,7 @@ def _strip_prune_labels(objects: list[dict]) -> list[dict]:
 
 
 def test_the_platform_stack_applies_the_same_objects_as_the_manifests_command(built):
-    platform, _ = built
+    platform, _, _ = built
     template = Template.from_stack(platform.platform)
     template.resource_count_is(MANIFEST, 6)
     by_kind = _manifests(template)
@@ -61,7 +61,7 @@ def test_the_platform_stack_applies_the_same_objects_as_the_manifests_command(bu
 
 
 def test_the_manifests_go_through_the_kubectl_role_to_the_named_cluster_in_order(built):
-    platform, _ = built
+    platform, _, _ = built
     template = Template.from_stack(platform.platform)
     template.all_resources_properties(MANIFEST, {"ClusterName": "gpu-eks", "RoleArn": ROLE})
     resources = template.find_resources(MANIFEST)
@@ -75,7 +75,7 @@ def test_the_manifests_go_through_the_kubectl_role_to_the_named_cluster_in_order
 
 
 def test_each_team_gets_an_access_entry_scoped_to_its_namespace(built):
-    platform, _ = built
+    platform, _, _ = built
     assert sorted(platform.teams) == ["applied", "inference", "research"]
     for name, stack in platform.teams.items():
         t = Template.from_stack(stack)
@@ -95,12 +95,23 @@ def test_each_team_gets_an_access_entry_scoped_to_its_namespace(built):
 
 
 def test_cdk_nag_and_cfn_lint_are_clean(built):
-    platform, report = built
+    platform, report, _ = built
     assert_nag_clean(report)
     for stack in (platform.platform, *platform.teams.values()):
         assert_cfn_lint_clean(Template.from_stack(stack))
     acknowledged = {v["ruleName"].split("[")[0] for r in report["pluginReports"] for v in r.get("suppressedViolations", [])}
     assert {"AwsSolutions-IAM4", "AwsSolutions-IAM5", "AwsSolutions-L1"} <= acknowledged
+
+
+def test_summary_lists_the_applied_objects(built, capsys):
+    from cdk_gpu_share.cli import main
+
+    assert main(["summary", built[2]]) == 0
+    out = capsys.readouterr().out
+    assert "6 Kubernetes manifests, 3 EKS access entries" in out
+    assert "ClusterQueue research: p5.48xlarge 16 GPUs (borrowing limit 8)" in out
+    assert "ClusterQueue applied: p5.48xlarge 8 GPUs (borrowing limit 0)" in out
+    assert "Cohort gpu-share" in out and "LocalQueue inference" in out
 
 
 def test_without_a_kubectl_role_the_construct_is_refused_naming_the_field():

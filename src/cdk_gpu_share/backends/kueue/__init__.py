@@ -304,8 +304,24 @@ def describe_resource(resource: Mapping[str, Any]) -> list[str]:
         objects = json.loads(manifest)
     except ValueError:
         return []
-    return [f"{o.get('kind')} {o.get('metadata', {}).get('name')}" for o in objects
+    return [_describe_object(o) for o in objects
             if isinstance(o, dict) and str(o.get("apiVersion", "")).startswith("kueue.x-k8s.io/")]
+
+
+def _describe_object(obj: Mapping[str, Any]) -> str:
+    """``ClusterQueue research: p5.48xlarge 16 GPUs (borrowing limit 8)``; other kinds by kind and name."""
+    name = obj.get("metadata", {}).get("name")
+    if obj.get("kind") != "ClusterQueue":
+        return f"{obj.get('kind')} {name}"
+    parts = []
+    for group in obj.get("spec", {}).get("resourceGroups", []):
+        for flavor in group.get("flavors", []):
+            gpu = {r["name"]: r for r in flavor.get("resources", [])}.get("nvidia.com/gpu")
+            if gpu is None or (gpu.get("nominalQuota") in (0, "0") and gpu.get("borrowingLimit") in (0, "0")):
+                continue
+            limit = gpu.get("borrowingLimit", "unlimited")
+            parts.append(f"{flavor['name']} {gpu.get('nominalQuota')} GPUs (borrowing limit {limit})")
+    return f"ClusterQueue {name}: {', '.join(parts) or 'no whole GPUs'}"
 
 
 def schema() -> dict[str, Any]:
