@@ -46,6 +46,13 @@ def problems_of(raw: dict[str, Any]) -> set[tuple[str, Any]]:
     return {(p.field, p.value) for p in err.value.problems}
 
 
+def checked(raw: dict[str, Any]) -> list[dict]:
+    """The objects of an accepted config, each checked against Kueue's CRD schema and CEL rules."""
+    objects = config_objects(C.parse_config(raw))
+    assert [e for o in objects for e in schema_errors(o) + cel_errors(o)] == []
+    return objects
+
+
 def by_kind(objects: list[dict], kind: str) -> dict[str, dict]:
     return {o["metadata"]["name"]: o for o in objects if o["kind"] == kind}
 
@@ -113,7 +120,7 @@ def test_rule_reclaim_never_refuses_a_borrow_within_cohort_policy():
     raw["kueue"]["preemption"] = {"borrow_within_cohort": {"policy": "LowerPriority"}}
     assert ("kueue.preemption.borrow_within_cohort.policy", "LowerPriority") in problems_of(raw)
     raw["kueue"]["preemption"]["reclaim_within_cohort"] = "LowerPriority"
-    objects = config_objects(C.parse_config(raw))
+    objects = checked(raw)
     cq = by_kind(objects, "ClusterQueue")["applied"]
     assert cq["spec"]["preemption"]["borrowWithinCohort"] == {"policy": "LowerPriority"}
     assert not cel_errors(cq)
@@ -125,7 +132,7 @@ def test_rule_a_priority_threshold_needs_a_borrow_policy():
     assert ("kueue.preemption.borrow_within_cohort.max_priority_threshold", 100) in problems_of(raw)
     raw["kueue"]["preemption"] = {"reclaim_within_cohort": "Any",
                                   "borrow_within_cohort": {"policy": "LowerPriority", "max_priority_threshold": 100}}
-    cq = by_kind(config_objects(C.parse_config(raw)), "ClusterQueue")["research"]
+    cq = by_kind(checked(raw), "ClusterQueue")["research"]
     assert cq["spec"]["preemption"]["borrowWithinCohort"] == {"policy": "LowerPriority", "maxPriorityThreshold": 100}
 
 
@@ -135,7 +142,7 @@ def test_rule_a_team_name_is_a_namespace_and_a_local_queue(name, ok):
     raw = base()
     raw["teams"][1]["name"] = name
     if ok:
-        assert name in by_kind(config_objects(C.parse_config(raw)), "LocalQueue")
+        assert name in by_kind(checked(raw), "LocalQueue")
     else:
         assert any(f.startswith("teams[1]") and f.endswith(".name") for f, _ in problems_of(raw))
 
@@ -146,7 +153,7 @@ def test_rule_a_mig_profile_is_one_the_gpu_has():
     raw["teams"][2]["guarantee"] = {"p4d.24xlarge": {"mig": {"mig-3g.99gb": 2}}}
     assert ("teams[2] (inference).guarantee.p4d.24xlarge.mig.mig-3g.99gb", "mig-3g.99gb") in problems_of(raw)
     raw["teams"][2]["guarantee"] = {"p4d.24xlarge": {"mig": {"mig-3g.20gb": 2}}}
-    cq = by_kind(config_objects(C.parse_config(raw)), "ClusterQueue")["inference"]
+    cq = by_kind(checked(raw), "ClusterQueue")["inference"]
     assert flavor_resources(cq, "p4d.24xlarge")["nvidia.com/mig-3g.20gb"]["nominalQuota"] == 2
 
 
@@ -155,7 +162,7 @@ def test_rule_a_borrow_cap_names_a_declared_flavor():
     raw["teams"][0]["borrow_limit"] = {"p4d.24xlarge": 1}
     assert ("teams[0] (research).borrow_limit.p4d.24xlarge", "p4d.24xlarge") in problems_of(raw)
     raw["teams"][0]["borrow_limit"] = {"p5.48xlarge": {"accelerators": 4}}
-    cq = by_kind(config_objects(C.parse_config(raw)), "ClusterQueue")["research"]
+    cq = by_kind(checked(raw), "ClusterQueue")["research"]
     assert flavor_resources(cq, "p5.48xlarge")[GPU]["borrowingLimit"] == 4
 
 
@@ -164,7 +171,7 @@ def test_rule_a_borrow_percent_is_a_quantity():
     raw["teams"][0]["borrow_limit_percent"] = -5
     assert ("teams[0] (research).borrow_limit_percent", -5) in problems_of(raw)
     raw["teams"][0]["borrow_limit_percent"] = -1  # unlimited: no borrowingLimit at all
-    cq = by_kind(config_objects(C.parse_config(raw)), "ClusterQueue")["research"]
+    cq = by_kind(checked(raw), "ClusterQueue")["research"]
     assert "borrowingLimit" not in flavor_resources(cq, "p5.48xlarge")[GPU]
 
 
@@ -222,7 +229,7 @@ def test_a_team_without_in_team_preemption_gets_the_sections_within_cluster_queu
     raw = base()
     raw["kueue"]["preemption"] = {"within_cluster_queue": "LowerOrNewerEqualPriority"}
     raw["teams"][1]["in_team_preemption"] = False
-    cqs = by_kind(config_objects(C.parse_config(raw)), "ClusterQueue")
+    cqs = by_kind(checked(raw), "ClusterQueue")
     assert [cqs[n]["spec"]["preemption"]["withinClusterQueue"] for n in ("research", "applied", "inference")] == [
         "LowerPriority", "Never", "LowerOrNewerEqualPriority"]
 
@@ -231,7 +238,7 @@ def test_priority_classes_become_workload_priority_classes():
     raw = base()
     raw["kueue"]["priority_classes"] = [{"name": "high", "value": 1000, "description": "urgent"},
                                         {"name": "low", "value": -5}]
-    wpcs = by_kind(config_objects(C.parse_config(raw)), "WorkloadPriorityClass")
+    wpcs = by_kind(checked(raw), "WorkloadPriorityClass")
     assert wpcs["high"]["value"] == 1000 and wpcs["high"]["description"] == "urgent"
     assert wpcs["low"]["value"] == -5 and "description" not in wpcs["low"]
 
@@ -240,7 +247,7 @@ def test_teams_on_other_backends_get_no_objects():
     raw = base()
     raw["fairshare"] = {"capacity": {"g5.xlarge": 2}}
     raw["teams"].append({"name": "batch-team", "guarantee": {"g5.xlarge": 1}})
-    objects = config_objects(C.parse_config(raw))
+    objects = checked(raw)
     assert "batch-team" not in by_kind(objects, "Namespace")
     assert "batch-team" not in by_kind(objects, "ClusterQueue")
 
@@ -372,3 +379,37 @@ def test_kueue_manifests_refuses_a_config_without_the_section(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "kueue: is not in the config" in err and "Traceback" not in err
     assert not (tmp_path / "o").exists()
+
+
+# -- bad input of every shape: a ConfigError naming a field, never a traceback.
+
+_BAD_VALUES = [None, 0, -1, 1.5, True, "", "x", [], {}, [1], {"x": 1}, [None], [{"name": 1}]]
+
+
+def _paths(value: Any, path: tuple = ()) -> list[tuple]:
+    out = [path]
+    if isinstance(value, dict):
+        for k, v in value.items():
+            out += _paths(v, (*path, k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            out += _paths(v, (*path, i))
+    return out
+
+
+@pytest.mark.parametrize("path", [p for p in _paths(yaml.safe_load(EXAMPLE.read_text())["kueue"]) if p],
+                         ids=lambda p: ".".join(map(str, p)))
+def test_every_field_of_the_section_refuses_bad_values_with_a_config_error(path):
+    for bad in _BAD_VALUES:
+        raw = yaml.safe_load(EXAMPLE.read_text())
+        node = raw["kueue"]
+        for step in path[:-1]:
+            node = node[step]
+        node[path[-1]] = copy.deepcopy(bad)
+        try:
+            config = C.parse_config(raw)
+        except ConfigError as err:
+            assert all(p.field and p.fix for p in err.problems), err.problems
+            continue
+        for o in config_objects(config):  # accepted: the objects are still Kueue's
+            assert schema_errors(o) + cel_errors(o) == [], (path, bad)
