@@ -360,7 +360,10 @@ def test_simulate_runs_the_example(tmp_path, capsys):
     assert main(["simulate", "--config", str(EXAMPLE), "--backend", "kueue", "--trace", str(trace),
                  "--mode", "share+reclaim", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report
+    assert report["completed"] == 3 and report["preemptions"] == 0
+    # research runs 24 GPUs on a guarantee of 16: 8 borrowed (its cap, 50 %) for 600 s.
+    assert report["teams"]["research"]["borrowed_gpu_seconds"] == 8 * 600
+    assert report["teams"]["applied"]["borrowed_gpu_seconds"] == 0
 
 
 def test_kueue_manifests_writes_one_file_per_kind(tmp_path, capsys):
