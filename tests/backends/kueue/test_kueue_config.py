@@ -166,7 +166,7 @@ def test_rule_a_borrow_cap_names_a_declared_flavor():
     assert flavor_resources(cq, "p5.48xlarge")[GPU]["borrowingLimit"] == 4
 
 
-def test_rule_a_borrow_percent_is_a_quantity():
+def test_a_borrow_percent_of_minus_one_is_no_borrowing_limit():
     raw = base()
     raw["teams"][0]["borrow_limit_percent"] = -5
     assert ("teams[0] (research).borrow_limit_percent", -5) in problems_of(raw)

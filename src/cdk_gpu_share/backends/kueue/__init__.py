@@ -279,15 +279,6 @@ def borrow_limit_types(c: SectionCheck) -> Iterator[Problem]:
                               f"declare it in kueue.capacity or remove it; declared: {', '.join(c.section.capacity)}")
 
 
-def borrow_percent(c: SectionCheck) -> Iterator[Problem]:
-    """A ``borrowingLimit`` is a quantity: -1 (unlimited) or a percentage of at least 0."""
-    for team in c.members:
-        pct = team.borrow_limit_percent
-        if pct is not None and pct < -1:
-            yield Problem(f"{c.paths[team.name]}.borrow_limit_percent", pct, "is not a borrow limit Kueue can take",
-                          "give a percentage of at least 0, or -1 (or nothing) for no borrowingLimit")
-
-
 # -- what `gpu-share summary` shows of the synthesized resources.
 
 
@@ -379,7 +370,7 @@ class KueueSpec(Backend):
     descriptions = DESCRIPTIONS
     construct = "cdk_gpu_share.backends.kueue.construct:KueueQueues"
     rules = (namespace_names, reclaim_and_borrow, threshold_needs_policy, mig_profiles,
-             borrow_limit_types, borrow_percent)
+             borrow_limit_types)
     resource_labels = (("Custom::AWSCDK-EKS-KubernetesResource", "Kubernetes manifests"),
                        ("AWS::EKS::AccessEntry", "EKS access entries"))
     describe_resource = staticmethod(describe_resource)
