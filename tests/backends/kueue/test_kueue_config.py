@@ -416,3 +416,18 @@ def test_every_field_of_the_section_refuses_bad_values_with_a_config_error(path)
             continue
         for o in config_objects(config):  # accepted: the objects are still Kueue's
             assert schema_errors(o) + cel_errors(o) == [], (path, bad)
+
+
+def test_summary_lines_name_kueue_objects_only():
+    from cdk_gpu_share.backends.kueue import describe_resource
+
+    objects = config_objects(C.parse_config(base()))
+    resource = {"Type": "Custom::AWSCDK-EKS-KubernetesResource", "Properties": {"Manifest": json.dumps(objects)}}
+    lines = describe_resource(resource)
+    assert "Namespace research" not in " ".join(lines)  # not a Kueue object
+    assert "ClusterQueue research: p5.48xlarge 16 GPUs (borrowing limit 8)" in lines
+    assert "ClusterQueue inference: g5.12xlarge 4 GPUs (borrowing limit 0)" in lines
+    assert "ResourceFlavor g5.12xlarge" in lines
+    assert describe_resource({"Type": "AWS::IAM::Role"}) == []
+    assert describe_resource({"Type": resource["Type"], "Properties": {"Manifest": {"Fn::Join": []}}}) == []
+    assert describe_resource({"Type": resource["Type"], "Properties": {"Manifest": "not json"}}) == []

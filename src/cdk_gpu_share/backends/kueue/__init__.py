@@ -12,6 +12,7 @@ makes the Kubernetes objects; ``gpu-share kueue manifests`` writes them as YAML 
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -289,8 +290,6 @@ def describe_resource(resource: Mapping[str, Any]) -> list[str]:
     manifest = resource.get("Properties", {}).get("Manifest")
     if not isinstance(manifest, str):
         return []
-    import json
-
     try:
         objects = json.loads(manifest)
     except ValueError:
