@@ -164,6 +164,11 @@ def test_rule_a_borrow_cap_names_a_declared_flavor():
     raw["teams"][0]["borrow_limit"] = {"p5.48xlarge": {"accelerators": 4}}
     cq = by_kind(checked(raw), "ClusterQueue")["research"]
     assert flavor_resources(cq, "p5.48xlarge")[GPU]["borrowingLimit"] == 4
+    # a cap on a type the team guarantees on another backend is that backend's business
+    raw["fairshare"] = {"capacity": {"g5.xlarge": 2}}
+    raw["teams"][0]["guarantee"]["g5.xlarge"] = 1
+    raw["teams"][0]["borrow_limit"] = {"g5.xlarge": 1}
+    assert "g5.xlarge" not in by_kind(checked(raw), "ResourceFlavor")
 
 
 def test_a_borrow_percent_of_minus_one_is_no_borrowing_limit():

@@ -271,10 +271,11 @@ def mig_profiles(c: SectionCheck) -> Iterator[Problem]:
 
 
 def borrow_limit_types(c: SectionCheck) -> Iterator[Problem]:
-    """A borrow cap names an instance type of the capacity (a ResourceFlavor)."""
+    """A borrow cap names an instance type of the capacity (a ResourceFlavor), or one the team
+    guarantees on another backend."""
     for team in c.members:
         for it in team.borrow_limit:
-            if it not in c.section.capacity and not it.startswith("ml."):
+            if it not in c.section.capacity and it not in team.guarantee and not it.startswith("ml."):
                 yield Problem(f"{c.paths[team.name]}.borrow_limit.{it}", it,
                               "names an instance type the kueue capacity does not declare",
                               f"declare it in kueue.capacity or remove it; declared: {', '.join(c.section.capacity)}")
