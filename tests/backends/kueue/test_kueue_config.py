@@ -382,6 +382,24 @@ def test_kueue_manifests_writes_one_file_per_kind(tmp_path, capsys):
     assert "wrote 15 objects to 6 files" in capsys.readouterr().out
 
 
+def test_kueue_manifests_removes_the_file_of_a_kind_the_config_no_longer_has(tmp_path, capsys):
+    out = tmp_path / "manifests"
+    assert main(["kueue", "manifests", str(EXAMPLE), "-o", str(out)]) == 0
+    (out / "notes.md").write_text("kept")
+    raw = yaml.safe_load(EXAMPLE.read_text())
+    del raw["kueue"]["priority_classes"]
+    config = tmp_path / "kueue.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    assert main(["kueue", "manifests", str(config), "-o", str(out)]) == 0
+    assert not (out / "04-workloadpriorityclass.yaml").exists()
+    assert (out / "notes.md").read_text() == "kept" and (out / "05-clusterqueue.yaml").exists()
+
+
+def test_kueue_manifests_to_standard_output(capsys):
+    assert main(["kueue", "manifests", str(EXAMPLE), "-o", "-"]) == 0
+    assert list(yaml.safe_load_all(capsys.readouterr().out)) == config_objects(C.load_config(EXAMPLE))
+
+
 def test_kueue_manifests_refuses_a_config_without_the_section(tmp_path, capsys):
     assert main(["kueue", "manifests", str(ROOT / "examples" / "hyperpod.yaml"), "-o", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err

@@ -27,15 +27,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def write_manifests(objects: list[dict], out: Path) -> list[Path]:
-    """Write ``objects`` into ``out``, one file per kind in the order they are applied; the paths written."""
+    """Write ``objects`` into ``out``, one file per kind in the order they are applied; the paths written.
+
+    A file of this layout for a kind that has no objects any more (an earlier run's priority
+    classes) is removed, so that applying the directory applies exactly the config."""
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for kind, name in FILES.items():
         of_kind = [o for o in objects if o["kind"] == kind]
+        path = out / name
         if of_kind:
-            path = out / name
             path.write_text(to_yaml(of_kind))
             written.append(path)
+        elif path.is_file():
+            path.unlink()
     return written
 
 
