@@ -146,6 +146,7 @@ MISTYPED = {
     "trace sample": (["trace", "sample", "--sede", "3"], "--seed"),
     "status": (["status", "--queue", "q", "--regoin", "us-east-1"], "--region"),
     "usage": (["usage", PLATFORM, "--from", "2026-12-01", "--to", "2026-12-02", "--qeueu", "q"], "--queue"),
+    "kueue manifests": (["kueue", "manifests", PLATFORM, "-o", "out", "--ouptut", "o"], "--output"),
 }
 
 

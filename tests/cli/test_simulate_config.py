@@ -120,7 +120,7 @@ def test_backend_must_be_chosen_when_the_config_has_several():
 
 @pytest.mark.parametrize("backend, message", [
     ("hyperpod", "is not declared by the config"),
-    ("kueue", "is not a backend"),
+    ("slurm", "is not a backend"),
 ])
 def test_backend_must_exist(backend, message):
     with pytest.raises(ConfigError, match=message):

@@ -138,8 +138,8 @@ def test_its_section_is_checked_and_its_hint_names_it(toy):
         C.parse_config(raw)
     by_field = {p.field: p for p in err.value.problems}
     assert "toy.poll_minutes" in by_field
-    assert by_field["teams[0] (team-0).guarantee.g4dn.xlarge"].fix.endswith(
-        "fairshare (EC2 types) or toy (EC2 types)")
+    fix = by_field["teams[0] (team-0).guarantee.g4dn.xlarge"].fix
+    assert "fairshare (EC2 types), " in fix and fix.endswith(" or toy (EC2 types)")
 
 
 def test_an_instance_type_of_two_backends_is_refused(toy):

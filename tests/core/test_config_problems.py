@@ -89,7 +89,7 @@ CASES = [
     ),
     pytest.param(
         top(B, zzz=1),
-        [('zzz', 1, 'unknown key', 'allowed keys: alerts, batch_quota, fairshare, hyperpod, inference, platform, security, teams')],
+        [('zzz', 1, 'unknown key', 'allowed keys: alerts, batch_quota, fairshare, hyperpod, inference, kueue, platform, security, teams')],
         id='unknown-top-key-far',
     ),
     pytest.param(
@@ -176,7 +176,7 @@ CASES = [
         [('teams[0] (team-a).guarantee.ml.p5.48xlarge',
           'ml.p5.48xlarge',
           'names an instance type that no backend declares in its capacity',
-          'add it to the capacity of batch_quota, hyperpod (ml. types) or fairshare (EC2 types)')],
+          'add it to the capacity of batch_quota, hyperpod (ml. types), fairshare (EC2 types) or kueue (EC2 types)')],
         id='guarantee-undeclared',
     ),
     pytest.param(
@@ -428,11 +428,11 @@ CASES = [
          ('config',
           ['batch_quota', 'teams'],
           'declares no backend',
-          'add one of batch_quota, hyperpod, fairshare (see platform.yaml)'),
+          'add one of batch_quota, hyperpod, fairshare, kueue (see platform.yaml)'),
          ('teams[0] (team-a).guarantee.ml.g5.xlarge',
           'ml.g5.xlarge',
           'names an instance type that no backend declares in its capacity',
-          'add it to the capacity of batch_quota, hyperpod (ml. types) or fairshare (EC2 types)')],
+          'add it to the capacity of batch_quota, hyperpod (ml. types), fairshare (EC2 types) or kueue (EC2 types)')],
         id='batch-not-mapping',
     ),
     pytest.param(
@@ -446,7 +446,7 @@ CASES = [
          ('teams[0] (team-a).guarantee.ml.g5.xlarge',
           'ml.g5.xlarge',
           'names an instance type that no backend declares in its capacity',
-          'add it to the capacity of batch_quota, hyperpod (ml. types) or fairshare (EC2 types)')],
+          'add it to the capacity of batch_quota, hyperpod (ml. types), fairshare (EC2 types) or kueue (EC2 types)')],
         id='batch-capacity-missing',
     ),
     pytest.param(
@@ -455,7 +455,7 @@ CASES = [
          ('teams[0] (team-a).guarantee.ml.g5.xlarge',
           'ml.g5.xlarge',
           'names an instance type that no backend declares in its capacity',
-          'add it to the capacity of batch_quota, hyperpod (ml. types) or fairshare (EC2 types)')],
+          'add it to the capacity of batch_quota, hyperpod (ml. types), fairshare (EC2 types) or kueue (EC2 types)')],
         id='batch-capacity-empty',
     ),
     pytest.param(
@@ -464,7 +464,7 @@ CASES = [
          ('teams[0] (team-a).guarantee.ml.g5.xlarge',
           'ml.g5.xlarge',
           'names an instance type that no backend declares in its capacity',
-          'add it to the capacity of batch_quota, hyperpod (ml. types) or fairshare (EC2 types)')],
+          'add it to the capacity of batch_quota, hyperpod (ml. types), fairshare (EC2 types) or kueue (EC2 types)')],
         id='batch-capacity-ec2',
     ),
     pytest.param(
@@ -548,11 +548,11 @@ CASES = [
          ('config',
           ['hyperpod', 'teams'],
           'declares no backend',
-          'add one of batch_quota, hyperpod, fairshare (see platform.yaml)'),
+          'add one of batch_quota, hyperpod, fairshare, kueue (see platform.yaml)'),
          ('teams[0] (research).guarantee.ml.p5.48xlarge',
           'ml.p5.48xlarge',
           'names an instance type that no backend declares in its capacity',
-          'add it to the capacity of batch_quota, hyperpod (ml. types) or fairshare (EC2 types)')],
+          'add it to the capacity of batch_quota, hyperpod (ml. types), fairshare (EC2 types) or kueue (EC2 types)')],
         id='hp-not-mapping',
     ),
     pytest.param(
@@ -600,7 +600,7 @@ CASES = [
          ('teams[0] (research).guarantee.ml.p5.48xlarge',
           'ml.p5.48xlarge',
           'names an instance type that no backend declares in its capacity',
-          'add it to the capacity of batch_quota, hyperpod (ml. types) or fairshare (EC2 types)')],
+          'add it to the capacity of batch_quota, hyperpod (ml. types), fairshare (EC2 types) or kueue (EC2 types)')],
         id='hp-capacity-ec2',
     ),
     pytest.param(
@@ -693,11 +693,11 @@ CASES = [
          ('config',
           ['fairshare', 'teams'],
           'declares no backend',
-          'add one of batch_quota, hyperpod, fairshare (see platform.yaml)'),
+          'add one of batch_quota, hyperpod, fairshare, kueue (see platform.yaml)'),
          ('teams[0] (team-a).guarantee.g5.xlarge',
           'g5.xlarge',
           'names an instance type that no backend declares in its capacity',
-          'add it to the capacity of batch_quota, hyperpod (ml. types) or fairshare (EC2 types)')],
+          'add it to the capacity of batch_quota, hyperpod (ml. types), fairshare (EC2 types) or kueue (EC2 types)')],
         id='fs-not-mapping',
     ),
     pytest.param(
@@ -714,7 +714,7 @@ CASES = [
          ('teams[0] (team-a).guarantee.g5.xlarge',
           'g5.xlarge',
           'names an instance type that no backend declares in its capacity',
-          'add it to the capacity of batch_quota, hyperpod (ml. types) or fairshare (EC2 types)')],
+          'add it to the capacity of batch_quota, hyperpod (ml. types), fairshare (EC2 types) or kueue (EC2 types)')],
         id='fs-capacity-ml',
     ),
     pytest.param(
@@ -843,11 +843,11 @@ CASES = [
         [('config',
           ['teams'],
           'declares no backend',
-          'add one of batch_quota, hyperpod, fairshare (see platform.yaml)'),
+          'add one of batch_quota, hyperpod, fairshare, kueue (see platform.yaml)'),
          ('teams[0] (a).guarantee.ml.g5.xlarge',
           'ml.g5.xlarge',
           'names an instance type that no backend declares in its capacity',
-          'add it to the capacity of batch_quota, hyperpod (ml. types) or fairshare (EC2 types)')],
+          'add it to the capacity of batch_quota, hyperpod (ml. types), fairshare (EC2 types) or kueue (EC2 types)')],
         id='no-backend',
     ),
 ]

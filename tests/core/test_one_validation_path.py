@@ -104,6 +104,23 @@ def hp_py(teams: list, capacity: dict | None = None, **section: Any):
                                                           capacity=capacity or {"ml.p5.48xlarge": 2}, **section))
 
 
+KUEUE_ROLE = "arn:aws:iam::111122223333:role/kubectl"
+
+
+def kq_yaml(teams: list[dict], capacity: dict | None = None, **section: Any) -> dict:
+    return {"teams": teams, "kueue": {"eks_cluster_name": "gpu-eks", "kubectl_role_arn": KUEUE_ROLE,
+                                      "capacity": capacity or {"p5.48xlarge": 2}, **section}}
+
+
+def kq_py(teams: list, capacity: dict | None = None, **section: Any):
+    from cdk_gpu_share.backends.kueue import KueueConfig
+    from cdk_gpu_share.backends.kueue.construct import KueueQueues
+
+    return lambda: KueueQueues(*scope(), teams=[t() if callable(t) else t for t in teams],
+                               config=KueueConfig(eks_cluster_name="gpu-eks", kubectl_role_arn=KUEUE_ROLE,
+                                                  capacity=capacity or {"p5.48xlarge": 2}, **section))
+
+
 def fs_yaml(teams: list[dict], capacity: dict | None = None, **section: Any) -> dict:
     return {"teams": teams, "fairshare": {"capacity": capacity or {"g5.xlarge": 3}, **section}}
 
@@ -160,6 +177,16 @@ def platform_py(teams: list, **sections: Any):
 
 
 # (id, the file's mapping, the Python app)
+K1 = {"p5.48xlarge": 1}
+
+
+def _kq_preemption(policy: str = "Never", max_priority_threshold: int | None = None, reclaim: str = "Never") -> Any:
+    from cdk_gpu_share.backends.kueue import BorrowWithinCohort, KueuePreemption
+
+    return KueuePreemption(reclaim_within_cohort=reclaim,
+                           borrow_within_cohort=BorrowWithinCohort(policy, max_priority_threshold))
+
+
 ROWS: list[tuple[str, dict, Callable[[], Any]]] = [
     # guarantees above capacity, per backend
     ("batch guarantees above capacity",
@@ -268,6 +295,21 @@ ROWS: list[tuple[str, dict, Callable[[], Any]]] = [
     ("fairshare VPC id",
      fs_yaml([team("a", F1)], vpc={"vpc_id": "vpc-1", "subnet_ids": ["subnet-0123456789abcdef0"]}),
      lambda: FairshareConfig(capacity={"g5.xlarge": 3}, vpc=FairshareVpcConfig("vpc-1", ("subnet-0123456789abcdef0",)))),
+    # Kueue (_check_backend)
+    ("kueue team name", kq_yaml([team("TeamA", K1)]), kq_py([py_team("TeamA", K1)])),
+    ("kueue guarantees above capacity", kq_yaml([team("a", {"p5.48xlarge": 3})]), kq_py([py_team("a", {"p5.48xlarge": 3})])),
+    ("kueue reclaim Never with a borrow policy",
+     kq_yaml([team("a", K1)], preemption={"borrow_within_cohort": {"policy": "LowerPriority"}}),
+     kq_py([py_team("a", K1)], preemption=_kq_preemption(policy="LowerPriority"))),
+    ("kueue priority threshold without a borrow policy",
+     kq_yaml([team("a", K1)], preemption={"borrow_within_cohort": {"max_priority_threshold": 5}}),
+     kq_py([py_team("a", K1)], preemption=_kq_preemption(max_priority_threshold=5))),
+    ("kueue MIG profile of another GPU", kq_yaml([team("a", {"p5.48xlarge": {"mig": {"mig-3g.20gb": 1}}})]),
+     kq_py([py_team("a", {"p5.48xlarge": Amount(mig={"mig-3g.20gb": 1})})])),
+    ("kueue borrow limit on an undeclared type", kq_yaml([team("a", K1, borrow_limit={"p4d.24xlarge": 1})]),
+     kq_py([py_team("a", K1, borrow_limit={"p4d.24xlarge": 1})])),
+    ("kueue preemption value", kq_yaml([team("a", K1)], preemption={"reclaim_within_cohort": "Sometimes"}),
+     kq_py([py_team("a", K1)], preemption=_kq_preemption(reclaim="Sometimes"))),
     # inference endpoints
     ("copies 0", endpoint_yaml([model(copies=0)]), endpoint_py([py_model(copies=0)])),
     ("memory below 128 MB", endpoint_yaml([model(memory_mb=64)]), endpoint_py([py_model(memory_mb=64)])),

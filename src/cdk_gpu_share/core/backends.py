@@ -36,6 +36,7 @@ BUILTIN: tuple[str, ...] = (
     "cdk_gpu_share.backends.batch_quota",
     "cdk_gpu_share.backends.hyperpod",
     "cdk_gpu_share.backends.fairshare",
+    "cdk_gpu_share.backends.kueue",
 )
 
 

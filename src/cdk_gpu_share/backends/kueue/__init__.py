@@ -1,0 +1,404 @@
+"""Kueue on an Amazon EKS cluster of your own (``kueue``).
+
+Each team is a Kubernetes namespace with one LocalQueue and one ClusterQueue in a shared
+Cohort; each instance type of the section's ``capacity`` is a ResourceFlavor selecting
+nodes by ``node.kubernetes.io/instance-type``. A team's guarantee is its ClusterQueue's
+``nominalQuota``; ``reserve`` sets ``lendingLimit: 0``, ``lend`` sets ``borrowingLimit: 0``
+and a borrow cap becomes ``borrowingLimit``. Kueue lends, borrows and preempts by itself,
+so no reclaim planner runs. :func:`cdk_gpu_share.backends.kueue.manifests.kueue_objects`
+makes the Kubernetes objects; ``gpu-share kueue manifests`` writes them as YAML and
+:class:`~cdk_gpu_share.backends.kueue.construct.KueueQueues` applies them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from cdk_gpu_share.core import config as C
+from cdk_gpu_share.core import config_schema as S
+from cdk_gpu_share.core import instances
+from cdk_gpu_share.core.backends import Backend, SectionCheck
+from cdk_gpu_share.core.config import PlatformConfig, TeamConfig
+from cdk_gpu_share.core.errors import Problem
+from cdk_gpu_share.core.validation import Problems
+
+KEY = "kueue"
+#: The Kueue release whose CRD schemas the objects are checked against, and its API version.
+KUEUE_VERSION = "v0.19.2"
+API_VERSION = "kueue.x-k8s.io/v1beta2"
+#: The keys of the section, of its ``preemption``, of ``preemption.borrow_within_cohort`` and of a priority class.
+SECTION_KEYS = frozenset({"eks_cluster_name", "kubectl_role_arn", "capacity", "cohort", "preemption",
+                          "priority_classes"})
+PREEMPTION_KEYS = frozenset({"reclaim_within_cohort", "borrow_within_cohort", "within_cluster_queue"})
+BORROW_KEYS = frozenset({"policy", "max_priority_threshold"})
+PRIORITY_CLASS_KEYS = frozenset({"name", "value", "description"})
+
+#: Kueue's values of each preemption field; the first is Kueue's default.
+RECLAIM_WITHIN_COHORT = ("Never", "LowerPriority", "Any")
+BORROW_WITHIN_COHORT = ("Never", "LowerPriority")
+WITHIN_CLUSTER_QUEUE = ("Never", "LowerPriority", "LowerOrNewerEqualPriority")
+
+#: An EKS cluster name (the CreateCluster API's pattern).
+EKS_CLUSTER_NAME_PATTERN = r"^[0-9A-Za-z][A-Za-z0-9\-_]{0,99}$"
+IAM_ROLE_ARN_PATTERN = r"^arn:aws[a-z-]*:iam::\d{12}:role/[A-Za-z0-9+=,.@_/-]{1,512}$"
+#: A DNS-1123 subdomain (Cohort, ClusterQueue, ResourceFlavor, WorkloadPriorityClass names), at most 253.
+DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+MAX_SUBDOMAIN = 253
+#: A DNS-1123 label (a namespace, a LocalQueue), at most 63.
+DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+MAX_LABEL = 63
+#: A WorkloadPriorityClass value is an int32.
+INT32 = (-(2**31), 2**31 - 1)
+#: The label a ResourceFlavor selects nodes by.
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+
+
+@dataclass(frozen=True)
+class BorrowWithinCohort:
+    """``preemption.borrow_within_cohort``: may a borrowing team preempt in the cohort, and below which priority."""
+
+    policy: str = "Never"
+    max_priority_threshold: int | None = None
+
+
+@dataclass(frozen=True)
+class KueuePreemption:
+    """The ClusterQueues' ``preemption``, with Kueue's names and defaults (all ``Never``)."""
+
+    reclaim_within_cohort: str = "Never"
+    borrow_within_cohort: BorrowWithinCohort = field(default_factory=BorrowWithinCohort)
+    #: A team's ``in_team_preemption`` overrides it for that team.
+    within_cluster_queue: str = "Never"
+
+
+@dataclass(frozen=True)
+class WorkloadPriorityClass:
+    """A Kueue WorkloadPriorityClass: its name, its int32 value, and what it is for."""
+
+    name: str
+    value: int
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class KueueConfig:
+    """The ``kueue`` section: the EKS cluster, its GPU nodes per instance type and the queueing policy."""
+
+    eks_cluster_name: str
+    capacity: Mapping[str, int]
+    #: The IAM role the construct's kubectl provider assumes (mapped to cluster-admin on the cluster).
+    kubectl_role_arn: str | None = None
+    cohort: str = "gpu-share"
+    preemption: KueuePreemption = field(default_factory=KueuePreemption)
+    priority_classes: tuple[WorkloadPriorityClass, ...] = ()
+
+
+#: Descriptions of the section and its keys: the words an editor shows on hover (``gpu-share schema``).
+DESCRIPTIONS: dict[str, dict[str, str]] = {
+    "": {KEY: "Kueue on an Amazon EKS cluster: one ClusterQueue and LocalQueue per team in one Cohort."},
+    KEY: {
+        "eks_cluster_name": "Name of the EKS cluster that runs Kueue.",
+        "kubectl_role_arn": "IAM role the KueueQueues construct uses to apply the objects (an access entry with"
+        " cluster-admin on the cluster). Default: none; `gpu-share kueue manifests` needs none.",
+        "capacity": "GPU nodes per EC2 instance type; each type is a ResourceFlavor"
+        " (node.kubernetes.io/instance-type).",
+        "cohort": "Name of the Cohort every team's ClusterQueue joins. Default: gpu-share.",
+        "preemption": "The ClusterQueues' preemption policy, with Kueue's names and defaults.",
+        "priority_classes": "WorkloadPriorityClasses: {name, value (int32), description?}.",
+    },
+    "kueue_preemption": {
+        "reclaim_within_cohort": "Never | LowerPriority | Any: may a team take its lent quota back. Default: Never.",
+        "borrow_within_cohort": "{policy: Never | LowerPriority, max_priority_threshold?}: may a borrowing team"
+        " preempt in the cohort. Default: policy Never.",
+        "within_cluster_queue": "Never | LowerPriority | LowerOrNewerEqualPriority: preemption inside a team"
+        " that gives no in_team_preemption. Default: Never.",
+    },
+}
+
+
+# -- the parser: every problem names the field, the value and the fix.
+
+
+def _choice(value: Any, where: str, choices: tuple[str, ...], problems: Problems) -> str | None:
+    if value not in choices:
+        problems.add(where, value, "is not a value Kueue takes", f"use one of {', '.join(choices)} (Kueue's default: "
+                     f"{choices[0]})")
+        return None
+    return str(value)
+
+
+def _borrow_within_cohort(raw: Any, where: str, problems: Problems) -> BorrowWithinCohort:
+    data = C.read_object(raw, where, BORROW_KEYS, problems)
+    if data is None:
+        return BorrowWithinCohort()
+    policy = _choice(data.get("policy", "Never"), f"{where}.policy", BORROW_WITHIN_COHORT, problems) or "Never"
+    threshold = None
+    if data.get("max_priority_threshold") is not None:
+        threshold = C.read_int(data["max_priority_threshold"], f"{where}.max_priority_threshold", problems,
+                               minimum=INT32[0], maximum=INT32[1], fix="give a whole number (a priority, int32)")
+    return BorrowWithinCohort(policy=policy, max_priority_threshold=threshold)
+
+
+def _preemption(raw: Any, problems: Problems) -> KueuePreemption:
+    where = f"{KEY}.preemption"
+    data = C.read_object(raw, where, PREEMPTION_KEYS, problems)
+    if data is None:
+        return KueuePreemption()
+    reclaim = _choice(data.get("reclaim_within_cohort", "Never"), f"{where}.reclaim_within_cohort",
+                      RECLAIM_WITHIN_COHORT, problems) or "Never"
+    within = _choice(data.get("within_cluster_queue", "Never"), f"{where}.within_cluster_queue",
+                     WITHIN_CLUSTER_QUEUE, problems) or "Never"
+    borrow = _borrow_within_cohort(data.get("borrow_within_cohort"), f"{where}.borrow_within_cohort", problems)
+    return KueuePreemption(reclaim_within_cohort=reclaim, borrow_within_cohort=borrow, within_cluster_queue=within)
+
+
+def _subdomain(value: Any, where: str, problems: Problems, what: str) -> str | None:
+    name = C.read_str(value, where, problems)
+    if name is None:
+        return None
+    if len(name) > MAX_SUBDOMAIN or not re.fullmatch(DNS_SUBDOMAIN_PATTERN, name):
+        problems.add(where, name, f"is not a valid {what} name (a DNS-1123 subdomain)",
+                     "use at most 253 lower-case letters, digits, '-' and '.', starting and ending with a letter"
+                     " or digit")
+        return None
+    return name
+
+
+def _priority_classes(raw: Any, problems: Problems) -> tuple[WorkloadPriorityClass, ...]:
+    where = f"{KEY}.priority_classes"
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        problems.add(where, raw, "must be a list", "write - {name: high, value: 1000}")
+        return ()
+    out: list[WorkloadPriorityClass] = []
+    seen: set[str] = set()
+    for i, entry in enumerate(raw):
+        item_where = f"{where}[{i}]"
+        item = C.read_object(entry, item_where, PRIORITY_CLASS_KEYS, problems)
+        if item is None:
+            if entry is None:
+                problems.add(item_where, None, "is empty", "write {name: high, value: 1000}")
+            continue
+        name = _subdomain(item.get("name"), f"{item_where}.name", problems, "WorkloadPriorityClass")
+        value = C.read_int(item.get("value"), f"{item_where}.value", problems, minimum=INT32[0], maximum=INT32[1],
+                           fix="give a whole number (int32); a higher value is a higher priority")
+        description = item.get("description", "")
+        if not isinstance(description, str):
+            problems.add(f"{item_where}.description", description, "must be a string", "write one line of text")
+            description = ""
+        if name is not None and name in seen:
+            problems.add(f"{item_where}.name", name, "is a duplicate priority class", "give each class its own name")
+            continue
+        if name is not None and value is not None:
+            seen.add(name)
+            out.append(WorkloadPriorityClass(name, value, description))
+    return tuple(out)
+
+
+def parse(raw: Any, problems: Problems) -> KueueConfig | None:
+    """The ``kueue`` section, or None when it is absent or not a mapping."""
+    section = C.read_section(raw, KEY, SECTION_KEYS, problems, sagemaker=False)
+    if section is None:
+        return None
+    data, capacity = section
+    cluster = C.read_str(data.get("eks_cluster_name"), f"{KEY}.eks_cluster_name", problems, EKS_CLUSTER_NAME_PATTERN,
+                         "write the EKS cluster's name: up to 100 letters, digits, '-' and '_', starting with a letter"
+                         " or digit")
+    role = None
+    if data.get("kubectl_role_arn") is not None:
+        role = C.read_str(data["kubectl_role_arn"], f"{KEY}.kubectl_role_arn", problems, IAM_ROLE_ARN_PATTERN,
+                          "write arn:aws:iam::ACCOUNT:role/NAME (a role with cluster-admin access to the cluster)")
+    cohort = "gpu-share"
+    if data.get("cohort") is not None:
+        cohort = _subdomain(data["cohort"], f"{KEY}.cohort", problems, "Cohort") or cohort
+    return KueueConfig(eks_cluster_name=cluster or "", capacity=capacity, kubectl_role_arn=role, cohort=cohort,
+                       preemption=_preemption(data.get("preemption"), problems),
+                       priority_classes=_priority_classes(data.get("priority_classes"), problems))
+
+
+# -- rules: what Kueue's webhook and CRD validation would refuse, checked before synth.
+
+
+def namespace_names(c: SectionCheck) -> Iterator[Problem]:
+    """A team is a namespace and a LocalQueue (DNS-1123 labels, at most 63 characters)."""
+    for team in c.named:
+        if len(team.name) > MAX_LABEL or not re.fullmatch(DNS_LABEL_PATTERN, team.name):
+            yield Problem(f"{c.paths[team.name]}.name", team.name,
+                          "is not valid on Kueue, where a team becomes a Kubernetes namespace and a LocalQueue",
+                          f"use at most {MAX_LABEL} lower-case letters, digits and hyphens, starting and ending with a"
+                          " letter or digit")
+
+
+def reclaim_and_borrow(c: SectionCheck) -> Iterator[Problem]:
+    """Kueue refuses ``reclaimWithinCohort: Never`` with a ``borrowWithinCohort.policy`` other than Never."""
+    p = c.section.preemption
+    if p.reclaim_within_cohort == "Never" and p.borrow_within_cohort.policy != "Never":
+        yield Problem(f"{KEY}.preemption.borrow_within_cohort.policy", p.borrow_within_cohort.policy,
+                      "is refused by Kueue while reclaim_within_cohort is Never",
+                      "set reclaim_within_cohort to LowerPriority or Any, or borrow_within_cohort.policy to Never")
+
+
+def threshold_needs_policy(c: SectionCheck) -> Iterator[Problem]:
+    """``max_priority_threshold`` only bounds a ``LowerPriority`` borrow-within-cohort policy."""
+    b = c.section.preemption.borrow_within_cohort
+    if b.max_priority_threshold is not None and b.policy == "Never":
+        yield Problem(f"{KEY}.preemption.borrow_within_cohort.max_priority_threshold", b.max_priority_threshold,
+                      "has no effect while borrow_within_cohort.policy is Never",
+                      "set policy: LowerPriority, or remove max_priority_threshold")
+
+
+def mig_profiles(c: SectionCheck) -> Iterator[Problem]:
+    """A MIG profile of a guarantee is one the instance type's GPU has."""
+    from cdk_gpu_share.core import mig
+
+    for team in c.members:
+        for it, amount in team.guarantee_for(c.section.capacity).items():
+            info = instances.lookup(it)
+            for profile, _ in amount.mig:
+                try:
+                    ok = info is not None and info.mig and mig.profile(info.gpu_model, profile) is not None
+                except Exception:
+                    ok = False
+                if not ok:
+                    yield Problem(f"{c.paths[team.name]}.guarantee.{it}.mig.{profile}", profile,
+                                  f"is not a MIG profile of {it}",
+                                  f"run `gpu-share mig layouts --instance-type {it}` for the profiles it has")
+
+
+def borrow_limit_types(c: SectionCheck) -> Iterator[Problem]:
+    """A borrow cap names an instance type of the capacity (a ResourceFlavor), or one the team
+    guarantees on another backend."""
+    for team in c.members:
+        for it in team.borrow_limit:
+            if it not in c.section.capacity and it not in team.guarantee and not it.startswith("ml."):
+                yield Problem(f"{c.paths[team.name]}.borrow_limit.{it}", it,
+                              "names an instance type the kueue capacity does not declare",
+                              f"declare it in kueue.capacity or remove it; declared: {', '.join(c.section.capacity)}")
+
+
+# -- what `gpu-share summary` shows of the synthesized resources.
+
+
+def describe_resource(resource: Mapping[str, Any]) -> list[str]:
+    """A Kueue object applied by a synthesized template, in one line (its kind and name)."""
+    if resource["Type"] != "Custom::AWSCDK-EKS-KubernetesResource":
+        return []
+    manifest = resource.get("Properties", {}).get("Manifest")
+    if not isinstance(manifest, str):
+        return []
+    try:
+        objects = json.loads(manifest)
+    except ValueError:
+        return []
+    return [_describe_object(o) for o in objects
+            if isinstance(o, dict) and str(o.get("apiVersion", "")).startswith("kueue.x-k8s.io/")]
+
+
+def _describe_object(obj: Mapping[str, Any]) -> str:
+    """``ClusterQueue research: p5.48xlarge 16 GPUs (borrowing limit 8)``; other kinds by kind and name."""
+    name = obj.get("metadata", {}).get("name")
+    if obj.get("kind") != "ClusterQueue":
+        return f"{obj.get('kind')} {name}"
+    parts = []
+    for group in obj.get("spec", {}).get("resourceGroups", []):
+        for flavor in group.get("flavors", []):
+            gpu = {r["name"]: r for r in flavor.get("resources", [])}.get("nvidia.com/gpu")
+            if gpu is None or (gpu.get("nominalQuota") in (0, "0") and gpu.get("borrowingLimit") in (0, "0")):
+                continue
+            limit = gpu.get("borrowingLimit", "unlimited")
+            parts.append(f"{flavor['name']} {gpu.get('nominalQuota')} GPUs (borrowing limit {limit})")
+    return f"ClusterQueue {name}: {', '.join(parts) or 'no whole GPUs'}"
+
+
+def schema() -> dict[str, Any]:
+    borrow = {"type": "object", "additionalProperties": False,
+              "properties": {"policy": {"enum": list(BORROW_WITHIN_COHORT), "default": "Never"},
+                             "max_priority_threshold": S.schema_int(*INT32)}}
+    priority_class = {"type": "object", "additionalProperties": False, "required": ["name", "value"],
+                      "properties": {"name": {"type": "string", "pattern": DNS_SUBDOMAIN_PATTERN, "maxLength": MAX_SUBDOMAIN},
+                                     "value": S.schema_int(*INT32), "description": {"type": "string"}}}
+    return S.schema_object(KEY, {
+        "eks_cluster_name": {"type": "string", "pattern": EKS_CLUSTER_NAME_PATTERN},
+        "kubectl_role_arn": {"type": "string", "pattern": IAM_ROLE_ARN_PATTERN},
+        "capacity": S.schema_capacity(r"^(?!ml\.)", DESCRIPTIONS[KEY]["capacity"]),
+        "cohort": {"type": "string", "pattern": DNS_SUBDOMAIN_PATTERN, "maxLength": MAX_SUBDOMAIN, "default": "gpu-share"},
+        "preemption": S.schema_object("kueue_preemption", {
+            "reclaim_within_cohort": {"enum": list(RECLAIM_WITHIN_COHORT), "default": "Never"},
+            "borrow_within_cohort": borrow,
+            "within_cluster_queue": {"enum": list(WITHIN_CLUSTER_QUEUE), "default": "Never"},
+        }),
+        "priority_classes": {"type": "array", "items": priority_class},
+    }, required=["eks_cluster_name", "capacity"])
+
+
+def to_mapping(section: Any) -> Any:
+    """The section as the config file writes it."""
+    if not isinstance(section, KueueConfig):
+        return section
+    p = section.preemption
+    borrow: dict[str, Any] = {"policy": p.borrow_within_cohort.policy}
+    if p.borrow_within_cohort.max_priority_threshold is not None:
+        borrow["max_priority_threshold"] = p.borrow_within_cohort.max_priority_threshold
+    out: dict[str, Any] = {
+        "eks_cluster_name": section.eks_cluster_name,
+        "capacity": dict(section.capacity),
+        "cohort": section.cohort,
+        "preemption": {"reclaim_within_cohort": p.reclaim_within_cohort, "borrow_within_cohort": borrow,
+                       "within_cluster_queue": p.within_cluster_queue},
+        "priority_classes": [{"name": c.name, "value": c.value, **({"description": c.description} if c.description else {})}
+                             for c in section.priority_classes],
+    }
+    if section.kubectl_role_arn is not None:
+        out["kubectl_role_arn"] = section.kubectl_role_arn
+    return out
+
+
+class KueueSpec(Backend):
+    """What every layer asks of the Kueue backend (see :class:`~cdk_gpu_share.core.backends.BackendSpec`)."""
+
+    key = KEY
+    strategy = "Kueue on Amazon EKS (ClusterQueues in one Cohort)"
+    capacity_hint = f"{KEY} (EC2 types)"
+    #: A ClusterQueue without borrowingLimit may borrow all the cohort has unused.
+    default_borrow_percent = None
+    section_keys = {KEY: SECTION_KEYS, "kueue_preemption": PREEMPTION_KEYS}
+    descriptions = DESCRIPTIONS
+    construct = "cdk_gpu_share.backends.kueue.construct:KueueQueues"
+    rules = (namespace_names, reclaim_and_borrow, threshold_needs_policy, mig_profiles,
+             borrow_limit_types)
+    resource_labels = (("Custom::AWSCDK-EKS-KubernetesResource", "Kubernetes manifests"),
+                       ("AWS::EKS::AccessEntry", "EKS access entries"))
+    describe_resource = staticmethod(describe_resource)
+    parse = staticmethod(parse)
+    schema = staticmethod(schema)
+    to_mapping = staticmethod(to_mapping)
+
+    def plan_extras(self, section: KueueConfig) -> dict[str, Any]:
+        p = section.preemption
+        reclaim = ("lenders wait for borrowed workloads to finish (reclaim_within_cohort: Never); the simulator"
+                   " takes lent GPUs back at once, so it shows a lender's best case"
+                   if p.reclaim_within_cohort == "Never" else
+                   f"lenders preempt borrowed workloads ({p.reclaim_within_cohort}) as the simulator models")
+        return {"kueue": f"cluster {section.eks_cluster_name}, cohort {section.cohort}; {reclaim}"}
+
+    def idle_costs(self, config: PlatformConfig, section: KueueConfig) -> list[dict[str, str]]:
+        return [{"backend": KEY, "resource": "EKS cluster (not created here)",
+                 "what": f"the cluster {section.eks_cluster_name} bills its control plane and nodes whether or not a"
+                         " team uses its quota; this platform adds Kueue objects and a kubectl Lambda, which cost"
+                         " nothing while idle"}]
+
+    def in_team_preemption_text(self, team: TeamConfig) -> str:
+        if team.in_team_preemption is None:
+            return "the section's within_cluster_queue (Kueue default Never)"
+        return "LowerPriority" if team.in_team_preemption else "Never"
+
+
+SPEC = KueueSpec()
+
+__all__ = ["API_VERSION", "KEY", "KUEUE_VERSION", "SECTION_KEYS", "SPEC", "BorrowWithinCohort", "KueueConfig",
+           "KueuePreemption", "KueueSpec", "WorkloadPriorityClass", "parse", "schema"]

@@ -1,0 +1,143 @@
+"""The construct of the Kueue backend (``kueue``).
+
+:class:`KueueQueues` applies the objects of
+:func:`cdk_gpu_share.backends.kueue.manifests.kueue_objects` (the same ones
+``gpu-share kueue manifests`` writes) to an existing EKS cluster that runs Kueue, with
+``aws_eks.KubernetesManifest`` through the cluster's kubectl role, and gives each team's
+SubmitRole an EKS access entry scoped to the team's namespace.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, cast
+
+import aws_cdk as cdk
+from aws_cdk import aws_eks as eks
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+from cdk_gpu_share.backends.kueue import KEY, KueueConfig, parse, to_mapping
+from cdk_gpu_share.backends.kueue.manifests import KIND_ORDER, kueue_objects
+from cdk_gpu_share.constructs._checks import acknowledge_nag, raise_props_problems
+from cdk_gpu_share.constructs._iam import add_statements, format_arn, stack_env
+from cdk_gpu_share.constructs._platform_part import TeamStackLike
+from cdk_gpu_share.core.config import PlatformConfig, TeamConfig, check_backend
+from cdk_gpu_share.core.errors import Problem
+from cdk_gpu_share.core.validation import Problems
+
+#: The AWS managed policies aws-cdk-lib's kubectl provider attaches to its functions, as cdk-nag names them.
+_KUBECTL_MANAGED_POLICIES = (
+    "arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole",
+    "arn:<AWS::Partition>:iam::aws:policy/AmazonEC2ContainerRegistryPullOnly",
+    '{"Fn::If":["HandlerHasEcrPublic195AF58A",{"Fn::Join":["",["arn:",{"Ref":"AWS::Partition"},'
+    '":iam::aws:policy/AmazonElasticContainerRegistryPublicReadOnly"]]},{"Ref":"AWS::NoValue"}]}',
+)
+#: The EKS access policy a team's SubmitRole gets on its own namespace.
+TEAM_ACCESS_POLICY = "AmazonEKSEditPolicy"
+
+
+def _problems(config: Any, teams: Sequence[TeamConfig], role: str | None) -> list[Problem]:
+    if not isinstance(config, KueueConfig):
+        return [Problem("config", config, "must be a KueueConfig", "pass config=KueueConfig(...) or the kueue section"
+                        " of load_config(path)")]
+    # The section's own fields by the config file's parser, then the rules across teams and section.
+    section = Problems()
+    parse(to_mapping(config), section)
+    if section.items:
+        return section.items
+    problems = check_backend(KEY, config, list(teams))  # type: ignore[arg-type]
+    if role is None:
+        problems.append(Problem(f"{KEY}.kubectl_role_arn", None, "is required to apply the objects to the cluster",
+                                "add kueue.kubectl_role_arn: arn:aws:iam::ACCOUNT:role/NAME, a role with cluster-admin"
+                                " access to the cluster, or write the objects with `gpu-share kueue manifests`"))
+    return problems
+
+
+class KueueQueues(Construct):
+    """Kueue's queues for the teams on an existing EKS cluster: ResourceFlavors, a Cohort, one
+    ClusterQueue and LocalQueue per team in its own namespace, and the WorkloadPriorityClasses.
+
+    Kueue must be installed on the cluster (its CRDs served at ``kueue.x-k8s.io/v1beta2``).
+    The objects are applied kind by kind, namespaces first, one ``KubernetesManifest`` each.
+    """
+
+    def __init__(self, scope: Construct, id: str, *, config: KueueConfig, teams: Sequence[TeamConfig] = (),
+                 kubectl_role_arn: str | None = None) -> None:
+        """
+        :param config: the cluster, its capacity per instance type, the cohort, preemption, priority classes.
+        :param teams: the teams; those whose guarantee names an instance type of ``config.capacity`` get queues.
+        :param kubectl_role_arn: the role the kubectl provider assumes. Default: ``config.kubectl_role_arn``.
+        """
+        role = kubectl_role_arn or getattr(config, "kubectl_role_arn", None)
+        raise_props_problems(_problems(config, teams, role), scope, id)
+        super().__init__(scope, id)
+        self.config = config
+        self.teams = [t for t in teams if t.guarantee_for(config.capacity)]
+        self.cluster = eks.Cluster.from_cluster_attributes(self, "Cluster", cluster_name=config.eks_cluster_name,
+                                                           kubectl_role_arn=role)
+        self.objects = kueue_objects(config, self.teams)
+        self.manifests: dict[str, eks.KubernetesManifest] = {}
+        previous: eks.KubernetesManifest | None = None
+        for kind in KIND_ORDER:
+            objects = [o for o in self.objects if o["kind"] == kind]
+            if not objects:
+                continue
+            manifest = eks.KubernetesManifest(self, kind, cluster=self.cluster, manifest=objects)
+            if previous is not None:
+                manifest.node.add_dependency(previous)
+            self.manifests[kind] = manifest
+            previous = manifest
+        self._acknowledge_kubectl_provider()
+
+    def _acknowledge_kubectl_provider(self) -> None:
+        """The kubectl provider CDK adds for the imported cluster (a nested stack of Lambda functions)."""
+        stack = cdk.Stack.of(self)
+        for child in stack.node.children:
+            if not child.node.id.endswith("KubectlProvider"):
+                continue
+            acknowledge_nag(child, "AwsSolutions-IAM4",
+                            "the kubectl provider's Lambda functions, made by aws-cdk-lib's EKS module, use the AWS"
+                            " managed execution and image-pull policies it attaches; they are not configurable",
+                            findings=[f"Policy::{p}" for p in _KUBECTL_MANAGED_POLICIES])
+            acknowledge_nag(child, "AwsSolutions-IAM5",
+                            "aws-cdk-lib's provider framework invokes the kubectl handler by ARN with any version"
+                            " qualifier (:*), as the EKS module generates it",
+                            findings=["Resource::<Handler886CB40B.Arn>:*"])
+            acknowledge_nag(child, "AwsSolutions-L1",
+                            "the kubectl handler's Python runtime is the one aws-cdk-lib's EKS module pins for its"
+                            " kubectl layer")
+
+    @classmethod
+    def for_platform(cls, scope: Construct, config: PlatformConfig) -> KueueQueues:
+        """The queues of ``config``'s ``kueue`` section (construct id ``KueueQueues``)."""
+        return cls(scope, "KueueQueues", config=config.backend(KEY), teams=config.teams)
+
+    def add_team_to(self, team: TeamConfig, stack: TeamStackLike) -> None:
+        """Give ``team``'s SubmitRole an EKS access entry with ``AmazonEKSEditPolicy`` scoped to its
+        namespace, the right to describe the cluster (for a kubeconfig), and outputs naming its
+        namespace and LocalQueue."""
+        if team.name not in {t.name for t in self.teams}:
+            return
+        scope = cast(Construct, stack)
+        env = stack_env(cdk.Stack.of(scope))
+        eks.CfnAccessEntry(
+            scope,
+            "KueueAccessEntry",
+            cluster_name=self.config.eks_cluster_name,
+            principal_arn=stack.submit_role.role_arn,
+            type="STANDARD",
+            access_policies=[eks.CfnAccessEntry.AccessPolicyProperty(
+                policy_arn=f"arn:{env.partition}:eks::aws:cluster-access-policy/{TEAM_ACCESS_POLICY}",
+                access_scope=eks.CfnAccessEntry.AccessScopeProperty(type="namespace", namespaces=[team.name]),
+            )],
+        )
+        cluster_arn = format_arn(cdk.Stack.of(scope), service="eks", resource="cluster",
+                                 resource_name=self.config.eks_cluster_name)
+        add_statements(stack.submit_role, [iam.PolicyStatement(sid="ReadKueueEksCluster", actions=["eks:DescribeCluster"],
+                                                               resources=[cluster_arn])])
+        stack.output("KueueNamespace", team.name, "Kubernetes namespace of the team on the Kueue cluster")
+        stack.output("KueueLocalQueue", team.name, "Kueue LocalQueue to label jobs with (kueue.x-k8s.io/queue-name)")
+
+
+__all__ = ["TEAM_ACCESS_POLICY", "KueueQueues"]
