@@ -317,11 +317,19 @@ def _describe_object(obj: Mapping[str, Any]) -> str:
 
 def schema() -> dict[str, Any]:
     borrow = {"type": "object", "additionalProperties": False,
-              "properties": {"policy": {"enum": list(BORROW_WITHIN_COHORT), "default": "Never"},
-                             "max_priority_threshold": S.schema_int(*INT32)}}
+              "properties": {"policy": {"enum": list(BORROW_WITHIN_COHORT), "default": "Never",
+                                        "description": "Never (default) or LowerPriority: whether a team that"
+                                        " borrows may preempt lower-priority workloads of other teams in the cohort."},
+                             "max_priority_threshold": {**S.schema_int(*INT32), "description":
+                                                        "With LowerPriority: only workloads of at most this"
+                                                        " priority may be preempted. Default: no bound."}}}
     priority_class = {"type": "object", "additionalProperties": False, "required": ["name", "value"],
-                      "properties": {"name": {"type": "string", "pattern": DNS_SUBDOMAIN_PATTERN, "maxLength": MAX_SUBDOMAIN},
-                                     "value": S.schema_int(*INT32), "description": {"type": "string"}}}
+                      "properties": {
+                          "name": {"type": "string", "pattern": DNS_SUBDOMAIN_PATTERN, "maxLength": MAX_SUBDOMAIN,
+                                   "description": "The WorkloadPriorityClass's name (a Kubernetes name)."},
+                          "value": {**S.schema_int(*INT32),
+                                    "description": "Its priority, a 32-bit integer: higher goes first."},
+                          "description": {"type": "string", "description": "What the class is for."}}}
     return S.schema_object(KEY, {
         "eks_cluster_name": {"type": "string", "pattern": EKS_CLUSTER_NAME_PATTERN},
         "kubectl_role_arn": {"type": "string", "pattern": IAM_ROLE_ARN_PATTERN},
