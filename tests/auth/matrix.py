@@ -299,6 +299,26 @@ def reclaimer(app: App, stack: str, queue: str, sids: dict[str, str], other_queu
     ]
 
 
+# ---------------------------------------------------------------------------- Kueue on EKS
+
+
+def kueue_team(app: App, stack: str, team: str, cluster: str) -> list[Req]:
+    """A team on Kueue reaches the cluster through its EKS access entry (scoped to its namespace in
+    the cluster): in IAM it may only describe that cluster, for its kubeconfig."""
+    role = f"{stack}/{app.resolver.logical_id(stack, 'SubmitRole')}"
+    own = arn("eks", f"cluster/{cluster}")
+    p = f"{team} (kueue)"
+    return [
+        Req(f"{p}: describes its cluster (kubeconfig)", role, "eks:DescribeCluster", [own], ALLOWED),
+        Req(f"{p}: describes another cluster", role, "eks:DescribeCluster", [arn("eks", "cluster/other")], DENIED),
+        Req(f"{p}: grants itself an access entry", role, "eks:CreateAccessEntry", [own], DENIED),
+        Req(f"{p}: associates an access policy", role, "eks:AssociateAccessPolicy",
+            [arn("eks", f"access-entry/{cluster}/role/{ACCOUNT}/x/1")], DENIED),
+        Req(f"{p}: changes the cluster's configuration", role, "eks:UpdateClusterConfig", [own], DENIED),
+        Req(f"{p}: submits a Batch job", role, "batch:SubmitJob", [arn("batch", "job-queue/any"), job()], DENIED),
+    ]
+
+
 # ---------------------------------------------------------------------------- Batch quota management
 
 
@@ -674,6 +694,9 @@ def requests_for(app: App) -> tuple[list[Req], dict[str, list[dict]]]:
         for i, team in enumerate(teams):
             other = teams[(i + 1) % len(teams)]
             reqs += hyperpod_team(app, team_stacks[team], team, team_stacks[other], cluster, eks_cluster)
+    elif app.config_path == "examples/kueue.yaml":
+        for team in teams:
+            reqs += kueue_team(app, team_stacks[team], team, "gpu-eks")
     elif app.config_path == "examples/inference.yaml":
         models = [app.attr(platform, f"MigEndpointsmallmodelsModel{m}") for m in ("queryrewriter", "tickettriage")]
         reqs += mig(app, platform, "small-models", models)

