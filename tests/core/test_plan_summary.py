@@ -176,3 +176,10 @@ def test_plan_says_how_often_preempted_jobs_are_queued_again_on_batch_quota():
     assert ("  preemption retries: team-a 3 (then the job fails); team-b 0 (fails on its first preemption);"
             " team-c every time (Batch's default)") in lines
     assert sum("preemption retries:" in line for line in lines) == 1  # Batch quota management only
+
+
+def test_every_backends_plan_extras_are_lines_of_the_text_plan():
+    # A backend's extras (BackendSpec.plan_extras) show in the text too, not only in --json.
+    text = format_plan(fleet_plan(load_config(ROOT / "examples" / "kueue.yaml")))
+    assert ("  kueue: cluster gpu-eks, cohort gpu-share; lenders preempt borrowed workloads (Any) as the simulator"
+            " models") in text.splitlines()

@@ -231,6 +231,10 @@ def _num(x: float | None) -> str:
     return f"{x:g}" if not math.isclose(x, round(x), abs_tol=1e-9) else str(int(round(x)))
 
 
+#: The keys of a backend's plan that every backend has (the rest come from its plan_extras).
+_PLAN_KEYS = frozenset({"teams", "totals", "strategy"})
+
+
 def format_plan(plan: dict[str, Any]) -> str:
     """The plan as tables a person can read (the CLI's one table printer)."""
     lines = [f"platform {plan['platform']}"]
@@ -254,10 +258,13 @@ def format_plan(plan: dict[str, Any]) -> str:
                 f"  fleet {it}: capacity {amount_text(t['capacity'], it)}, guaranteed {amount_text(t['guaranteed'], it)},"
                 f" unguaranteed {amount_text(t['unguaranteed'], it)}"
             )
-        if "network" in data:
-            lines.append(f"  network: {data['network']}")
-        if "reclaim" in data:
-            lines.append(f"  reclaim: {data['reclaim']['text']}")
+        # What a backend adds (BackendSpec.plan_extras): a line each, a sentence or an object's "text".
+        for key, extra in data.items():
+            if key in _PLAN_KEYS:
+                continue
+            text = extra.get("text") if isinstance(extra, dict) else extra
+            if isinstance(text, str):
+                lines.append(f"  {key}: {text}")
         checkpoints = _checkpoints_text(data)
         if checkpoints:
             lines.append(f"  checkpoints: {checkpoints}")
