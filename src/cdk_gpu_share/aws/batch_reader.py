@@ -45,6 +45,7 @@ from typing import Any
 
 from cdk_gpu_share.core import instances
 from cdk_gpu_share.core.config import DEFAULT_MAX_PRIORITY
+from cdk_gpu_share.core.config import MAX_CHECKPOINT_SECONDS as MAX_TEAM_CHECKPOINT_SECONDS
 from cdk_gpu_share.core.fairshare import (  # noqa: F401
     SHARE_IDENTIFIER_MAX,
     reclaim_settings,
@@ -111,8 +112,8 @@ SUBMIT_TAG_KEYS = (TAG_QUEUE, TAG_TEAM, TAG_CHECKPOINT)
 #: other tags, which only a principal outside the teams' grants can set, are not carried;
 #: nor is TAG_BORROWED, which belongs to the run that was stopped).
 REQUEUE_TAG_KEYS = (TAG_QUEUE, TAG_TEAM, TAG_CHECKPOINT, TAG_REQUEUED_FROM, TAG_REQUEUE_ATTEMPT)
-#: The longest checkpoint interval a tag may give, in seconds (7 days).
-MAX_CHECKPOINT_SECONDS = 604800
+#: The longest checkpoint interval a tag may give, in seconds (7 days): what a team may declare.
+MAX_CHECKPOINT_SECONDS = MAX_TEAM_CHECKPOINT_SECONDS
 #: Start of every reason the reclaimer writes on a job it stops. Letters and spaces
 #: only, so that a job definition's ``evaluateOnExit.onStatusReason`` (letters,
 #: digits, periods, colons, white space) and an EventBridge prefix filter match it.

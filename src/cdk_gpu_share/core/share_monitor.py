@@ -37,6 +37,7 @@ __all__ = [
     "share_figures",
     "preemption_cause",
     "figure_metrics",
+    "lent_split",
 ]
 
 #: Causes of a preemption, from the event's ``statusReason``.
@@ -79,21 +80,29 @@ def _gpus(instance_type: str) -> float | None:
     return None if info is None else float(info.gpus)
 
 
+def lent_split(borrowed: float, pool: float, idle: Mapping[str, float]) -> tuple[float, dict[str, float]]:
+    """The accounting rule in one capacity unit: of ``borrowed`` (all teams' borrowing), the part
+    served by the ``pool`` (capacity no team is guaranteed) and what each team with ``idle``
+    guarantee lent, in proportion to it. Returns (from the pool, team -> lent); they add up to
+    ``borrowed`` whenever anything is idle."""
+    from_pool = min(borrowed, max(0.0, pool))
+    from_lenders = borrowed - from_pool
+    total_idle = math.fsum(idle.values())
+    if from_lenders <= _TOL or total_idle <= _TOL:
+        return from_pool, {}
+    return from_pool, {team: from_lenders * i / total_idle for team, i in idle.items() if i > 0}
+
+
 def _lent_by_unit(readings: Sequence[ShareReading], capacity: Mapping[str, float]) -> dict[str, dict[str, float]]:
-    """team -> unit -> instances lent, by the module's accounting rule."""
+    """team -> unit -> instances lent, by :func:`lent_split`."""
     lent: dict[str, dict[str, float]] = {r.team: {} for r in readings}
     units = set(capacity) | {u for r in readings for u in (*r.guarantee, *r.usage)}
     for unit in sorted(units):
         borrowed = math.fsum(max(0.0, r.usage.get(unit, 0.0) - r.guarantee.get(unit, 0.0)) for r in readings)
         idle = {r.team: max(0.0, r.guarantee.get(unit, 0.0) - r.usage.get(unit, 0.0)) for r in readings}
-        pool = max(0.0, capacity.get(unit, 0.0) - math.fsum(r.guarantee.get(unit, 0.0) for r in readings))
-        from_lenders = max(0.0, borrowed - min(borrowed, pool))
-        total_idle = math.fsum(idle.values())
-        if from_lenders <= _TOL or total_idle <= _TOL:
-            continue
-        for team, i in idle.items():
-            if i > 0:
-                lent[team][unit] = from_lenders * i / total_idle
+        pool = capacity.get(unit, 0.0) - math.fsum(r.guarantee.get(unit, 0.0) for r in readings)
+        for team, n in lent_split(borrowed, pool, idle)[1].items():
+            lent[team][unit] = n
     return lent
 
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from cdk_gpu_share.core import metrics
+from cdk_gpu_share.core.share_monitor import lent_split
 
 __all__ = ["TeamDay", "daily", "POOL"]
 
@@ -86,16 +87,14 @@ def daily(series: Mapping[str, Mapping[str, Mapping[int, float]]], *, capacity_g
                 now[team] = (u, g)
         borrowed = {team: _given(series[team], metrics.BORROWED, t, max(0.0, u - g)) for team, (u, g) in now.items()}
         idle = {team: _given(series[team], metrics.IDLE_GUARANTEE, t, max(0.0, g - u)) for team, (u, g) in now.items()}
-        total_b, total_i = math.fsum(borrowed.values()), math.fsum(idle.values())
-        pool = max(0.0, (capacity_gpus if capacity_gpus is not None else math.fsum(g for _, g in now.values()))
-                   - math.fsum(g for _, g in now.values()))
+        total_b = math.fsum(borrowed.values())
+        guaranteed = math.fsum(g for _, g in now.values())
+        pool = (capacity_gpus if capacity_gpus is not None else guaranteed) - guaranteed
+        from_pool, computed = lent_split(total_b, pool, idle)
         published = {team: series[team].get(metrics.LENT, {}).get(t) for team in now}
         if now and all(v is not None for v in published.values()):
             # The share monitor attributed lending per instance type: the rest came from the pool.
             from_pool = max(0.0, total_b - math.fsum(v for v in published.values() if v is not None))
-        else:
-            from_pool = min(total_b, pool)
-        from_lenders = total_b - from_pool
         for team, (u, g) in now.items():
             r = row(day, team)
             r.minutes += 1
@@ -104,11 +103,7 @@ def daily(series: Mapping[str, Mapping[str, Mapping[int, float]]], *, capacity_g
             r.idle_gpu_hours += idle[team] * _MINUTE_HOURS
             r.guarantee_gpu_hours += g * _MINUTE_HOURS
             mine = published[team]
-            if mine is not None:
-                lent = mine
-            else:
-                lent = from_lenders * idle[team] / total_i if total_i > 0 else 0.0
-            r.lent_gpu_hours += lent * _MINUTE_HOURS
+            r.lent_gpu_hours += (computed.get(team, 0.0) if mine is None else mine) * _MINUTE_HOURS
         if now:
             row(day, POOL).borrowed_gpu_hours += from_pool * _MINUTE_HOURS
     for team, s in series.items():

@@ -75,7 +75,7 @@ def _need(job: Mapping[str, Any]) -> dict[str, float]:
 def explain(client: Any, queue: str, detail: dict[str, Any], config: Any, job_id: str, *, now: float,
             sleep: Callable[[float], None]) -> dict[str, Any]:
     """Why service job ``job_id`` waits: its share and every share of the queue as they are now."""
-    from cdk_gpu_share.core import waiting
+    from cdk_gpu_share.core import reclaim, waiting
 
     status = quota_reader.read_quota_queue(client, queue, detail=detail, now=now)
     job = client.describe_service_job(jobId=job_id)
@@ -90,13 +90,13 @@ def explain(client: Any, queue: str, detail: dict[str, Any], config: Any, job_id
     capacity = dict(section.capacity) if section is not None else {}
     views: dict[str, list] = {}
     for s in status.shares:
-        strategy = s.strategy or "LEND_AND_BORROW"
+        # The planner's borrow cap of the share (its strategy and percent, per capacity unit).
+        spec = reclaim.TeamSpec(s.name, dict(s.guarantee), sharing=(s.strategy or "LEND_AND_BORROW").lower(),
+                                borrow_limit_percent=-1 if s.borrow_limit_percent is None else s.borrow_limit_percent)
         for unit in set(s.units) | set(need):
-            g = s.guarantee.get(unit, 0.0)
-            pct = s.borrow_limit_percent
-            cap = 0.0 if strategy != "LEND_AND_BORROW" else (None if pct in (None, -1) else g * pct / 100)
-            views.setdefault(unit, []).append(waiting.TeamView(s.name, g, s.usage.get(unit, 0.0), cap,
-                                                               reserve=strategy == "RESERVE"))
+            views.setdefault(unit, []).append(waiting.TeamView(
+                s.name, s.guarantee.get(unit, 0.0), s.usage.get(unit, 0.0), reclaim.borrow_cap(spec, unit),
+                reserve=spec.sharing == "reserve"))
     for unit, vs in views.items():
         capacity.setdefault(unit, max(sum(v.guarantee for v in vs), sum(v.usage for v in vs)))
     created = job.get("createdAt")

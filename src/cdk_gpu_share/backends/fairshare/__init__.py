@@ -13,6 +13,7 @@ from typing import Any
 from cdk_gpu_share.core import config as C
 from cdk_gpu_share.core import config_schema as S
 from cdk_gpu_share.core import instances
+from cdk_gpu_share.core import reclaim as reclaim_planner
 from cdk_gpu_share.core.backends import Backend, SectionCheck
 from cdk_gpu_share.core.config import FairshareConfig, FairshareVpcConfig, PlatformConfig, ReclaimConfig
 from cdk_gpu_share.core.errors import Problem
@@ -27,7 +28,7 @@ SECTION_KEYS = frozenset({"capacity", "queue_name", "share_decay_seconds", "comp
 RECLAIM_KEYS = frozenset({"enabled", "schedule_minutes", "dry_run", "reclaim_after_seconds", "min_runtime_seconds",
                           "victim_order"})
 #: ``reclaim.victim_order``: the reclaim planner's victim orders.
-VICTIM_ORDERS = ("youngest", "checkpoint")
+VICTIM_ORDERS = reclaim_planner.VICTIM_ORDERS
 VPC_KEYS = frozenset({"vpc_id", "subnet_ids", "security_group_ids"})
 #: (key, minimum, maximum) of the bounded whole numbers, read by the parser and the schema alike.
 INT_RANGES = (
