@@ -1,6 +1,6 @@
-"""Replay the Alibaba OpenB trace against the shared 4-team scenario in every mode.
+"""Replay the Alibaba OpenB trace against its 4-team scenario in every mode.
 
-    .venv/bin/python benchmarks/policy.py [--data ../shared/data] [--poll-seconds 60]
+    .venv/bin/python benchmarks/policy.py [--data DIR] [--poll-seconds 60]
                                           [--checkpoint-seconds 600]
 
 Prints, side by side for static / share / share+reclaim (and share+reclaim with
@@ -11,7 +11,8 @@ Figures, not assertions.
 
 Data: Alibaba cluster-trace-gpu-v2023 (Weng et al., "Beware of Fragmentation:
 Scheduling GPU-Sharing Workloads with Fragmentation Gradient Descent", USENIX ATC 2023),
-converted by :mod:`cdk_gpu_share.core.trace` (6,203 jobs).
+converted by :mod:`cdk_gpu_share.core.trace` (6,203 jobs); ``--data`` and the scenario:
+``alibaba_trace.py``.
 """
 
 from __future__ import annotations
@@ -20,13 +21,11 @@ import argparse
 import io
 import sys
 import time
-from pathlib import Path
+
+import alibaba_trace
 
 from cdk_gpu_share.core import simulate as sim
 from cdk_gpu_share.core import trace
-
-ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_DATA = ROOT.parent / "shared" / "data"
 
 
 def hours(s: float) -> str:
@@ -35,26 +34,25 @@ def hours(s: float) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, default=DEFAULT_DATA, help="the shared data folder (default: %(default)s)")
+    alibaba_trace.add_data_argument(ap)
     ap.add_argument("--poll-seconds", type=float, default=60.0)
     ap.add_argument("--checkpoint-seconds", type=float, default=600.0)
     args = ap.parse_args(argv)
 
-    folder = args.data / "alibaba-gpu-v2023"
-    pods = folder / "openb_pod_list_default.csv"
-    scen = folder / "scenario-4teams.json"
-    if not pods.is_file() or not scen.is_file():
-        print(f"skipped: the shared trace is not at {folder} (expected ../shared/data relative to the project root)")
+    why = alibaba_trace.missing(args.data)
+    if why:
+        print(why)
         return 0
+    pods = args.data / alibaba_trace.POD_LIST
 
     t0 = time.perf_counter()
     converted = trace.convert_openb(pods)
-    scenario = sim.load_scenario(scen)
+    scenario = sim.parse_scenario(alibaba_trace.scenario(), source=str(alibaba_trace.CONFIG))
     jobs = sim.parse_jobs(io.StringIO(trace.trace_text(converted)), scenario, source=str(pods))
     t_convert = time.perf_counter() - t0
     reclaim_after = scenario.state.settings.reclaim_after_seconds
     print(f"trace: {pods} -> {len(jobs)} jobs (converted and parsed in {t_convert:.2f}s)")
-    print(f"scenario: {scen.name}: pool {scenario.capacity:g} GPUs; "
+    print(f"scenario: {alibaba_trace.CONFIG.name}: pool {scenario.capacity:g} GPUs; "
           + ", ".join(f"{t.name} {scenario.guarantee(t.name):g} ({t.sharing})" for t in scenario.teams)
           + f"; reclaim after {reclaim_after:g}s; poll {args.poll_seconds:g}s")
     print()

@@ -6,9 +6,9 @@ machine's load does not move, for comparing two versions of the code.
                                                          [SRC ...]
 
 Each SRC is a checkout (default: this one); its ``src/`` is imported. The trace is the
-first ``--jobs`` jobs of ``simulate_scale.py``'s 1M trace (the shared Alibaba month
-repeated). Each count runs ``valgrind --tool=cachegrind`` once with the jobs and once
-with none, and prints the difference (the simulation alone: same imports, same trace
+first ``--jobs`` jobs of ``simulate_scale.py``'s 1M trace (the Alibaba GPU trace's month
+repeated; ``--data``: ``alibaba_trace.py``). Each count runs ``valgrind --tool=cachegrind``
+once with the jobs and once with none, and prints the difference (the simulation alone: same imports, same trace
 building) per job, with the ratio to the first SRC.
 
 Why: on this shared 2-core machine CPU time moves by 15-30% with the other users' load
@@ -28,8 +28,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+import alibaba_trace
+
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_DATA = ROOT.parent / "shared" / "data"
 
 CHILD = '''
 import pickle, sys
@@ -59,13 +60,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("srcs", nargs="*", type=Path, default=[ROOT])
     ap.add_argument("--jobs", type=int, default=30_000)
     ap.add_argument("--mode", default="share+reclaim")
-    ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    alibaba_trace.add_data_argument(ap)
     args = ap.parse_args(argv)
     if shutil.which("valgrind") is None:
         print("skipped: valgrind is not installed (apt-get install valgrind)", file=sys.stderr)
         return 0
-    if not (args.data / "alibaba-gpu-v2023" / "openb_pod_list_default.csv").exists():
-        print(f"skipped: the shared trace is not at {args.data / 'alibaba-gpu-v2023'}", file=sys.stderr)
+    why = alibaba_trace.missing(args.data)
+    if why:
+        print(why, file=sys.stderr)
         return 0
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import pickle

@@ -2,11 +2,11 @@
 """Simulator cost per job as the organisation grows: in teams and in time.
 
     .venv/bin/python benchmarks/simulate_scale.py [--scales 1,4,16,64,128] [--modes ...]
-                                                  [--million] [--data ../shared/data]
+                                                  [--million] [--data DIR]
 
-Traces, built from the shared Alibaba OpenB trace (converted by
-:mod:`cdk_gpu_share.core.trace`: 6,203 jobs, 4 teams, the 32-GPU scenario
-``scenario-4teams.json``):
+Traces, built from the Alibaba OpenB trace (converted by :mod:`cdk_gpu_share.core.trace`:
+6,203 jobs, 4 teams, the 32-GPU scenario of ``examples/alibaba-openb.yaml``; ``--data`` and
+the scenario: ``alibaba_trace.py``):
 
 - ``xN`` (team dimension): N independent groups of the four teams (``ls-007`` ...),
   each with the scenario's guarantees, on a pool N times as large. Group k replays the
@@ -28,7 +28,7 @@ and to the 16-team scale (x4) measured in the same run, and max RSS. The ratios 
 2-core machine shared by several engineers, wall time swings 2x between two runs of the
 same case; CPU time does not count the time other processes held the cores.
 
-Targets (issue 10, measured, never asserted): at x128 (512 teams) µs per job at most
+Targets (measured, never asserted): at x128 (512 teams) µs per job at most
 1.5x the 16-team figure (x4) in every mode; the 1M-job trace under 60 s and 2 GB in every
 mode (CPU seconds of the simulate call; max RSS of its process). The machine is shared
 and noisy: compare ratios within one run. ``calls`` is the number of planner calls
@@ -48,8 +48,8 @@ from dataclasses import replace
 from fractions import Fraction
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_DATA = ROOT.parent / "shared" / "data"
+import alibaba_trace
+
 MILLION = 1_000_000
 TEAM_TARGET = 1.5
 MILLION_SECONDS = 60.0
@@ -57,13 +57,12 @@ MILLION_MB = 2048.0
 
 
 def base(data: Path):
-    """The shared scenario (a dict) and the converted trace's jobs."""
+    """The trace's scenario (a dict) and the converted trace's jobs."""
     from cdk_gpu_share.core import simulate as sim
     from cdk_gpu_share.core import trace
 
-    folder = data / "alibaba-gpu-v2023"
-    scenario = json.loads((folder / "scenario-4teams.json").read_text())
-    text = trace.trace_text(trace.convert("alibaba-openb", str(folder / "openb_pod_list_default.csv")))
+    scenario = alibaba_trace.scenario()
+    text = trace.trace_text(trace.convert("alibaba-openb", str(data / alibaba_trace.POD_LIST)))
     import io
 
     jobs = sim.parse_jobs(io.StringIO(text), sim.parse_scenario(scenario))
@@ -151,7 +150,7 @@ def child(data: Path, case: str, mode: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    alibaba_trace.add_data_argument(ap)
     ap.add_argument("--scales", default="1,4,16,64,128", help="groups of four teams (default: %(default)s)")
     ap.add_argument("--modes", default="static,share,share+reclaim")
     ap.add_argument("--aligned", default="4,64",
@@ -164,8 +163,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         child(args.data, *args.child)
         return 0
-    if not (args.data / "alibaba-gpu-v2023" / "openb_pod_list_default.csv").exists():
-        print(f"skipped: the shared trace is not at {args.data / 'alibaba-gpu-v2023'}", file=sys.stderr)
+    why = alibaba_trace.missing(args.data)
+    if why:
+        print(why, file=sys.stderr)
         return 0
     modes = args.modes.split(",")
     cases = [f"x{int(s)}" for s in args.scales.split(",") if s]

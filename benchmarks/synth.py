@@ -23,7 +23,7 @@ class (``CfnRole``, ``CfnJobQueue``...) of every AWS type in the templates, whic
 classes loads, even one with no L2 at all; "+ our classes" loads instead every aws-cdk-lib class
 and Python module our app uses (recorded in an untimed run of it), building none of them. The
 second is a lower bound of what our app loads: L2 constructors require more files as they run
-(counted once in session 8 with a Node preload listing ``require.cache`` at exit: at 3 teams
+(counted once with a Node preload listing ``require.cache`` at exit: at 3 teams
 our app ends with 409 of aws-cdk-lib's files loaded, this floor with 279, the L1 floor with 250,
 the raw replay with 206). What our app costs beyond it is the work our constructs
 and CDK's L2s do for these templates, plus the files their constructors load.
@@ -38,7 +38,7 @@ Each app's jsii round trips (requests from Python to jsii's Node process) are co
 more, untimed, run: a count does not depend on the machine's load, and every round trip costs
 both processes CPU, so it is the steadiest measure of what our constructs add.
 
-Targets (issue 10; printed, never asserted): synth <= 1.15x its raw replay at 3 teams
+Targets (printed, never asserted): synth <= 1.15x its raw replay at 3 teams
 (``platform.yaml``) and at 50 teams; cdk-nag adds <= 10%.
 
     .venv/bin/python benchmarks/synth.py        # REPEAT=5 for more samples

@@ -13,7 +13,6 @@ from aws_cdk import assertions
 from cdk_nag import AwsSolutionsChecks
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared"
 FEATURE_FLAGS: dict[str, Any] = json.loads((ROOT / "cdk.json").read_text())["context"]
 
 

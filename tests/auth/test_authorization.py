@@ -155,10 +155,11 @@ def test_a_share_identifier_condition_the_simulator_drops_still_decides(evaluate
 def test_residual_risks_are_the_named_ones(evaluated):
     requests, _, _ = evaluated
     residual = sorted({r.residual.split(":")[0] for _, r in requests if r.residual})
-    assert residual == ["10"]
+    assert residual == ["untagged jobs"]
     # Each residual risk is named, with its mitigation, in the security model users read.
     security = (ROOT / "docs" / "security.md").read_text()
     assert "## Residual risks" in security and "core/guard.py" in security
+    assert "**Untagged jobs can be claimed.**" in security
     assert "## Security model" in (ROOT / "README.md").read_text()
 
 

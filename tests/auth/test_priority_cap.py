@@ -1,4 +1,5 @@
-"""The reclaimer's share of finding 5: on classic Batch no IAM key caps SubmitJob's priority,
+"""The reclaimer's share of the classic-Batch priority risk (docs/security.md, *Residual risks*):
+no IAM key caps SubmitJob's priority,
 so the queue reader counts a job's priority no higher than its team's ``max_priority``."""
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ def test_max_priority_reaches_the_reclaimer_settings_and_caps_there():
 
 
 def test_a_job_that_overrides_its_consumable_resource_away_still_counts_against_the_cap():
-    """Finding 3, second half: IAM sees which consumable resource a job names (another team's is
+    """Consumable-resource quantities (docs/security.md, *Residual risks*): IAM sees which consumable resource a job names (another team's is
     denied, tests/auth/matrix.py), not its quantity. The reclaimer counts the GPUs a job asks
     for, whatever its consumable-resource requirement says, and stops a team above its cap."""
     settings = {**SETTINGS, "capacity": {"gpu": 4}, "teams": [

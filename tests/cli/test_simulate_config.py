@@ -15,6 +15,7 @@ from cdk_gpu_share.core import scenario as sc
 from cdk_gpu_share.core import simulate as sim
 from cdk_gpu_share.core.config import Amount, load_config, parse_config
 from cdk_gpu_share.core.errors import ConfigError
+from tests.data import alibaba_trace
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -228,9 +229,7 @@ def test_cli_compare_static_impossible_is_a_note(tmp_path, capsys):
 
 
 def test_cli_raw_alibaba_trace_says_convert_first(capsys):
-    raw = ROOT.parent / "shared" / "data" / "alibaba-gpu-v2023" / "openb_pod_list_gpushare100.csv"
-    if not raw.exists():
-        pytest.skip(f"{raw} not found")
+    raw = alibaba_trace("openb_pod_list_gpushare100.csv")
     code = main(["simulate", "--config", str(ROOT / "examples" / "alibaba-openb.yaml"), "--trace", str(raw),
                  "--mode", "share"])
     err = capsys.readouterr().err

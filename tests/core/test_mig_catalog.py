@@ -1,7 +1,8 @@
 """MIG catalog: profile tables, the placement rule, maximal layouts, presets, errors.
 
-Expected values come from the contract (/work/shared/contracts/mig.md), written out
-here rather than read back from the module, and a brute-force oracle that tries
+Expected values come from NVIDIA's MIG user guide (the profiles of each GPU, their
+placements and memory) and the SageMaker API reference, written out here rather than read
+back from the module, and a brute-force oracle that tries
 every combination of start indices.
 """
 

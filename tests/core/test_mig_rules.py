@@ -3,7 +3,7 @@
 These pin the words of every refusal: which profile has no room (also when
 it is not the last one placed), the numbers in the reason, the layouts suggested by
 ``resolve_layout``, and the field paths of lookup errors. Expected strings are written
-out from the contract (/work/shared/contracts/mig.md), not read back from the module.
+out from NVIDIA's MIG user guide and the SageMaker API reference, not read back from the module.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Hand-written scenarios of the reclaim planner, one behaviour per test.
 
-Each test names the rule of shared/contracts/reclaim-plan.md it pins down.
+Each test names the rule of the planner (docs/reclaim-planner.md) it pins down.
 """
 
 from __future__ import annotations

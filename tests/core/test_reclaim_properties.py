@@ -1,4 +1,4 @@
-"""Property tests of the reclaim planner (shared/contracts/reclaim-plan.md).
+"""Property tests of the reclaim planner (docs/reclaim-planner.md).
 
 Two kinds of checks on thousands of random states with one to three resources:
 

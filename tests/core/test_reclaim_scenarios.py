@@ -1,4 +1,4 @@
-"""More plan scenarios of the reclaim planner (shared/contracts/reclaim-plan.md).
+"""More plan scenarios of the reclaim planner (docs/reclaim-planner.md).
 
 Table-driven, in the style of tests/core/test_reclaim_planner.py (Kueue's preemption tests):
 each row is a state and the whole plan it must give, the preemptions as

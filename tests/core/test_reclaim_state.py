@@ -1,4 +1,4 @@
-"""The planner's definitions and its state object (shared/contracts/reclaim-plan.md).
+"""The planner's definitions and its state object (docs/reclaim-planner.md).
 
 * ``reserved_idle_of`` and ``free_of``, the contract's RI and F, table by table; the
   planner computes both through them (no second copy), so the reserve scenarios

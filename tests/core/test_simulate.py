@@ -1,4 +1,4 @@
-"""The what-if simulator (shared/contracts/simulate.md): hand-worked traces per mode,
+"""The what-if simulator (docs/simulator.md): hand-worked traces per mode,
 dispatch order, conservation properties, checkpoints, bad input and the CLI."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The Alibaba OpenB -> simulator trace converter (shared/data/README.md) and
-`gpu-share trace convert`."""
+"""The Alibaba OpenB -> simulator trace converter (the rule of docs/simulator.md) and
+`gpu-share trace convert`; the tests that replay the real trace need GPU_SHARE_TRACE_DIR (tests/data.py)."""
 
 from __future__ import annotations
 
@@ -14,19 +14,13 @@ from cdk_gpu_share.cli import main
 from cdk_gpu_share.core import simulate as sim
 from cdk_gpu_share.core import trace
 from cdk_gpu_share.core.errors import ConfigError
+from tests.data import alibaba_trace
 
 ROOT = Path(__file__).resolve().parents[2]
-DATA = ROOT.parent / "shared" / "data"
-OPENB_DIR = DATA / "alibaba-gpu-v2023"
-OPENB = OPENB_DIR / "openb_pod_list_default.csv"
-SCENARIO = OPENB_DIR / "scenario-4teams.json"
+#: The trace's four QoS classes as four teams on 32 GPUs (guarantees 16, 8, 4 and 4).
+OPENB_CONFIG = ROOT / "examples" / "alibaba-openb.yaml"
 
 HEADER = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time\n"
-
-
-def need_data():
-    if not OPENB.is_file():
-        pytest.skip(f"shared trace not found at {OPENB} (expected ../shared/data relative to the project root)")
 
 
 def convert_text(body: str):
@@ -96,10 +90,10 @@ def test_cli_writes_stdout_or_file(capsys, tmp_path):
     assert out.read_text().endswith("p0,ls,10,90,0.46,2\n")
 
 
-def test_shared_trace_converts_to_6203_jobs(tmp_path, capsys):
-    need_data()
+def test_alibaba_trace_converts_to_6203_jobs(tmp_path, capsys):
+    openb = alibaba_trace()
     out = tmp_path / "openb.csv"
-    assert main(["trace", "convert", "--from", "alibaba-openb", str(OPENB), "-o", str(out)]) == 0
+    assert main(["trace", "convert", "--from", "alibaba-openb", str(openb), "-o", str(out)]) == 0
     with out.open(newline="") as fh:
         rows = list(csv.DictReader(fh))
     assert len(rows) == 6203
@@ -107,12 +101,12 @@ def test_shared_trace_converts_to_6203_jobs(tmp_path, capsys):
     assert len({r["job_id"] for r in rows}) == 6203
 
 
-def test_shared_trace_replays_against_the_shared_scenario(tmp_path, capsys):
-    need_data()
+def test_alibaba_trace_replays_against_its_example_config(tmp_path, capsys):
+    openb = alibaba_trace()
     out = tmp_path / "openb.csv"
-    assert main(["trace", "convert", "--from", "alibaba-openb", str(OPENB), "-o", str(out)]) == 0
+    assert main(["trace", "convert", "--from", "alibaba-openb", str(openb), "-o", str(out)]) == 0
     capsys.readouterr()
-    assert main(["simulate", "--scenario", str(SCENARIO), "--trace", str(out), "--mode", "share", "--json"]) == 0
+    assert main(["simulate", "--config", str(OPENB_CONFIG), "--trace", str(out), "--mode", "share", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["jobs"] == d["completed"] == 6203
     assert 0 < d["utilization"] <= 1
