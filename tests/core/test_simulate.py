@@ -503,7 +503,7 @@ def test_cli_json_output_follows_the_contract(files, capsys):
     assert set(d) == {"mode", "jobs", "completed", "window_s", "utilization", "preemptions",
                       "lost_gpu_seconds", "wait_gpu_hours", "sim_seconds", "teams"}
     assert set(d["teams"]["a"]) == {"jobs", "wait_p50_s", "wait_p95_s", "wait_p99_s", "gpu_seconds",
-                                    "borrowed_gpu_seconds", "preempted", "reclaim_wait_p99_s"}
+                                    "borrowed_gpu_seconds", "preempted", "lost_gpu_seconds", "reclaim_wait_p99_s"}
     assert d["mode"] == "share+reclaim" and d["jobs"] == 3 and d["completed"] == 3
     assert d["preemptions"] == 1 and d["lost_gpu_seconds"] == 480
     # types as the contract shows them: counts ints, GPU-seconds and hours floats even when whole

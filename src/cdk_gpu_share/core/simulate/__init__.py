@@ -34,7 +34,9 @@ The package, one concern a module, each importing only modules listed before it:
   starts next;
 - :mod:`~cdk_gpu_share.core.simulate.planner_view`: the reclaim planner's input, kept
   up to date between ticks;
-- :mod:`~cdk_gpu_share.core.simulate.engine`: the event loop and :func:`simulate`.
+- :mod:`~cdk_gpu_share.core.simulate.engine`: the event loop and :func:`simulate`;
+- :mod:`~cdk_gpu_share.core.simulate.verdict`: a run against the teams' objectives
+  (:func:`evaluate_run`) and the private-cluster reference (:func:`private_fit_waits`).
 """
 
 from __future__ import annotations
@@ -70,6 +72,7 @@ from cdk_gpu_share.core.simulate.inputs import (
     parse_scenario,
     trace_from_rows,
 )
+from cdk_gpu_share.core.simulate.verdict import evaluate_run, objective_slack, private_fit_waits, trace_days_of
 
 # The public names, by concern: a trace and a scenario in, a run, a result out.
 __all__ = [
@@ -81,6 +84,8 @@ __all__ = [
     "simulate", "check_mode", "with_victim_order",
     # accounting
     "SimResult", "TeamResult", "JobOutcome", "nearest_rank", "result_json", "demand_excess",
+    # objectives
+    "evaluate_run", "private_fit_waits", "objective_slack", "trace_days_of",
 ]
 
 # The public classes carry this module's name, the one users import them from: a pickle

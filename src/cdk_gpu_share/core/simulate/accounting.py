@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from cdk_gpu_share.core.simulate.inputs import Job, Scenario, _num
+from cdk_gpu_share.core.objectives import FIT_WAIT_KEYS, PERCENTILES
+from cdk_gpu_share.core.simulate.inputs import TOL, Job, Scenario, _num
 from cdk_gpu_share.core.simulate.state import Run
 
 __all__ = [
@@ -53,6 +54,21 @@ class TeamResult:
     gpu_seconds: float = 0.0
     borrowed_gpu_seconds: float = 0.0
     preempted: int = 0
+    #: GPU-seconds of work the team's jobs threw away when stopped.
+    lost_gpu_seconds: float = 0.0
+    #: The waits of the team's jobs that fit its guarantee (gpus <= guarantee), for
+    #: the ``no_worse_than_private`` objective.
+    fit_waits: list[float] = field(default_factory=list)
+
+    def fit_wait_percentiles(self) -> dict[str, float | int]:
+        """``{"p50", "p95", "p99"}``: nearest-rank percentiles of :attr:`fit_waits` (0 when none)."""
+        return {q: _num(nearest_rank(self.fit_waits, int(q[1:]))) for q in PERCENTILES}
+
+    def figures(self) -> dict[str, Any]:
+        """:meth:`to_dict` and the percentiles of the waits of the jobs that fit the
+        guarantee (``fit_wait_p50_s`` ...): what :func:`cdk_gpu_share.core.objectives.evaluate` reads."""
+        fit = self.fit_wait_percentiles()
+        return {**self.to_dict(), **{FIT_WAIT_KEYS[q]: fit[q] for q in PERCENTILES}}
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -64,6 +80,7 @@ class TeamResult:
             "gpu_seconds": float(self.gpu_seconds),
             "borrowed_gpu_seconds": float(self.borrowed_gpu_seconds),
             "preempted": self.preempted,
+            "lost_gpu_seconds": float(self.lost_gpu_seconds),
             "reclaim_wait_p99_s": _num(nearest_rank(self.reclaim_waits, 99)),
         }
 
@@ -211,6 +228,8 @@ def _tally_jobs(runs: Sequence[Run]) -> tuple[list[JobOutcome], float]:
         wait = r.start - r.job.submit_time
         res.waits.append(wait)
         wait_gs += wait * r.g
+        if r.g <= res.guarantee + TOL:
+            res.fit_waits.append(wait)
         if r.entitled and r.first_start is not None and r.first_start > r.job.submit_time:
             res.reclaim_waits.append(wait)
         outcomes.append(JobOutcome(id=r.job.id, team=r.job.team, submit_time=r.job.submit_time,

@@ -218,7 +218,9 @@ class _Sim:
         if interval:
             saved = max(saved, math.floor(reached / interval) * interval)
             saved = min(saved, r.job.duration_s)
-        self.lost += (reached - saved) * r.g
+        lost = (reached - saved) * r.g
+        self.lost += lost
+        team.result.lost_gpu_seconds += lost
         r.progress = saved
         r.run += 1  # its completion event is now stale
         r.stops += 1

@@ -16,12 +16,13 @@ import io
 import math
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import IO, Any
 
 from cdk_gpu_share.core import instances, reclaim
 from cdk_gpu_share.core.errors import ConfigError, Problem
+from cdk_gpu_share.core.objectives import Objectives, read_objectives
 from cdk_gpu_share.core.validation import load_json, parse_decimal
 
 __all__ = [
@@ -58,12 +59,15 @@ class Scenario:
     """The ``capacity``, ``settings`` and ``teams`` of a reclaim-plan input.
 
     ``state`` is the planner's parsed :class:`~cdk_gpu_share.core.reclaim.State`
-    with ``now`` 0 and no jobs; ``capacity`` is its ``gpu`` capacity.
+    with ``now`` 0 and no jobs; ``capacity`` is its ``gpu`` capacity; ``objectives``
+    the teams' objectives (:mod:`cdk_gpu_share.core.objectives`).
     """
 
     state: Any
     capacity: float
     source: str = "scenario"
+    #: Each team's objectives (its ``objectives`` object), for the teams that carry any.
+    objectives: Mapping[str, Objectives] = field(default_factory=dict)
 
     @property
     def teams(self) -> tuple:
@@ -128,10 +132,14 @@ def parse_scenario(obj: object, *, source: str = "scenario") -> Scenario:
     state_in = {k: v for k, v in obj.items()}
     state_in["now"] = 0
     state_in["jobs"] = []
+    problems: list[Problem] = []
     try:
         state = reclaim.parse_state(state_in)
     except ConfigError as exc:
-        raise ConfigError(exc.problems, source=source) from None
+        problems += exc.problems
+    objectives = _team_objectives(obj.get("teams"), problems)
+    if problems:
+        raise ConfigError(problems, source=source) from None
     cap = state.capacity.get(RESOURCE)
     if cap is None:
         raise ConfigError(
@@ -144,7 +152,23 @@ def parse_scenario(obj: object, *, source: str = "scenario") -> Scenario:
             Problem(field="teams", value=[], message="is empty", fix="declare at least one team"),
             source=source,
         )
-    return Scenario(state=state, capacity=float(cap), source=source)
+    return Scenario(state=state, capacity=float(cap), source=source, objectives=objectives)
+
+
+def _team_objectives(teams: object, problems: list[Problem]) -> dict[str, Objectives]:
+    """The ``objectives`` of each team object that carries any (the planner ignores the key);
+    their problems are added to ``problems``."""
+    out: dict[str, Objectives] = {}
+    if not isinstance(teams, (list, tuple)):
+        return out
+    for i, raw in enumerate(teams):
+        if not isinstance(raw, Mapping) or raw.get("objectives") is None:
+            continue
+        objectives = read_objectives(raw["objectives"], f"teams[{i}].objectives",
+                                     lambda *p: problems.append(Problem(*p)))
+        if objectives and isinstance(raw.get("name"), str):
+            out[raw["name"]] = objectives
+    return out
 
 
 def load_scenario(path: str | os.PathLike[str]) -> Scenario:

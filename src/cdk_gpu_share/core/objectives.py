@@ -1,0 +1,286 @@
+"""A team's objectives: what its jobs need from the shared fleet, and whether a run meets it.
+
+One definition serves every command: ``simulate`` reports each objective's target,
+value and whether it is met; ``advise`` ranks configurations by them; the deployed
+alarms take their thresholds from them. A team's ``objectives`` (in the platform config
+under the team, in a scenario on the team object) map keys of :data:`OBJECTIVE_KEYS` to
+targets:
+
+==============================  ===========================================================
+key                             met when, for the team's jobs in the simulated run
+==============================  ===========================================================
+``wait_p50_minutes``,           ``wait_pXX_s`` <= 60 * target
+``wait_p95_minutes``,
+``wait_p99_minutes``
+``guarantee_wait_p99_minutes``  ``reclaim_wait_p99_s`` <= 60 * target
+``no_worse_than_private``       for p50, p95 and p99: the wait percentile of the team's jobs
+                                that fit its guarantee (gpus <= G) is at most the same
+                                percentile of the same jobs in a private cluster of exactly
+                                its guarantee, plus a slack (poll + reclaim_after + 60 s)
+``max_preempted_per_day``       ``preempted`` / D <= target
+``max_lost_gpu_hours_per_day``  ``lost_gpu_seconds`` / 3600 / D <= target
+==============================  ===========================================================
+
+D is the trace's submit span in days, at least 1 (:func:`trace_days`). Targets are
+positive numbers; ``max_preempted_per_day`` and ``max_lost_gpu_hours_per_day`` also take
+0, which means the team's work must never be stopped by reclaim
+(:attr:`Objectives.never_stopped`). ``no_worse_than_private`` is ``true`` or ``false``
+(``false`` is no objective).
+
+:func:`evaluate` gives each objective's ``{"target", "value", "met"}`` for one team's
+figures in a run; :func:`worst_ratio` how far the worst objective of all teams is from
+its target (1 at the boundary, above 1 when missed). This module is pure: the
+simulator's figures come in as mappings (a team's entry of ``simulate --json`` plus the
+waits of its jobs that fit its guarantee, :data:`FIT_WAIT_KEYS`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from cdk_gpu_share.core import validation as V
+
+__all__ = [
+    "FIT_WAIT_KEYS",
+    "MAX_TARGET",
+    "NEVER_STOPPED_KEYS",
+    "OBJECTIVE_KEYS",
+    "OBJECTIVE_UNITS",
+    "PERCENTILES",
+    "Objectives",
+    "evaluate",
+    "parse_objectives",
+    "ratio",
+    "read_objectives",
+    "trace_days",
+    "worst_ratio",
+]
+
+OBJECTIVE_KEYS: tuple[str, ...] = (
+    "wait_p50_minutes",
+    "wait_p95_minutes",
+    "wait_p99_minutes",
+    "guarantee_wait_p99_minutes",
+    "no_worse_than_private",
+    "max_preempted_per_day",
+    "max_lost_gpu_hours_per_day",
+)
+
+#: The keys whose target may be 0: the team's work is then never to be stopped by reclaim.
+NEVER_STOPPED_KEYS: tuple[str, ...] = ("max_preempted_per_day", "max_lost_gpu_hours_per_day")
+
+#: The unit of each objective's target and value, as reports print it.
+OBJECTIVE_UNITS: Mapping[str, str] = {
+    "wait_p50_minutes": "min",
+    "wait_p95_minutes": "min",
+    "wait_p99_minutes": "min",
+    "guarantee_wait_p99_minutes": "min",
+    "no_worse_than_private": "s",
+    "max_preempted_per_day": "/day",
+    "max_lost_gpu_hours_per_day": "GPU-h/day",
+}
+
+#: The percentiles ``no_worse_than_private`` compares, and where a run's figures hold them:
+#: the waits (seconds) of a team's jobs that fit its guarantee.
+PERCENTILES: tuple[str, ...] = ("p50", "p95", "p99")
+FIT_WAIT_KEYS: Mapping[str, str] = {q: f"fit_wait_{q}_s" for q in PERCENTILES}
+
+#: The largest target accepted (minutes, or stops or GPU-hours a day): a year of minutes is plenty.
+MAX_TARGET = 10_000_000
+
+# The figure (in a team's entry of simulate --json) each wait objective reads.
+_WAIT_FIGURES = {
+    "wait_p50_minutes": "wait_p50_s",
+    "wait_p95_minutes": "wait_p95_s",
+    "wait_p99_minutes": "wait_p99_s",
+    "guarantee_wait_p99_minutes": "reclaim_wait_p99_s",
+}
+# Comparisons allow the simulator's tolerance: a figure at its target is met.
+_TOL = 1e-9
+
+
+@dataclass(frozen=True)
+class Objectives:
+    """A team's objectives: ``targets`` maps keys of :data:`OBJECTIVE_KEYS` (in that order)
+    to their targets (numbers; ``no_worse_than_private`` a bool).
+
+    Built from Python, the targets are checked by the same rules as the config's
+    (:func:`read_objectives`); an invalid one raises :class:`ConfigError`. An empty
+    ``Objectives()`` is falsy: no objective.
+    """
+
+    targets: Mapping[str, float | bool] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        problems = V.Problems()
+        checked = _read_targets(self.targets, "Objectives", problems.add)
+        problems.raise_if_any(label="invalid argument")
+        object.__setattr__(self, "targets", checked)
+
+    def __bool__(self) -> bool:
+        return bool(self.targets)
+
+    def __hash__(self) -> int:
+        return hash(tuple(self.targets.items()))
+
+    @property
+    def never_stopped(self) -> bool:
+        """True when the team's work must never be stopped by reclaim (a 0 target of
+        ``max_preempted_per_day`` or ``max_lost_gpu_hours_per_day``): only ``reserve`` or
+        ``lend`` then suit it."""
+        return any(self.targets.get(k) == 0 for k in NEVER_STOPPED_KEYS)
+
+    @property
+    def needs_private(self) -> bool:
+        """True when ``no_worse_than_private`` is set: evaluating it needs the team's run in a
+        private cluster of its guarantee."""
+        return self.targets.get("no_worse_than_private") is True
+
+    def to_mapping(self) -> dict[str, float | bool]:
+        """The targets as the config writes them."""
+        return dict(self.targets)
+
+
+def _read_targets(raw: object, where: str, add: V.AddProblem) -> dict[str, float | bool]:
+    """The checked targets of ``raw`` in :data:`OBJECTIVE_KEYS` order; problems go to ``add``."""
+    if not isinstance(raw, Mapping):
+        add(where, raw, f"must be a mapping of objective to target, not {V.kind(raw)}",
+            "write e.g. {wait_p95_minutes: 60, max_preempted_per_day: 2}")
+        return {}
+    V.unknown_keys(raw, OBJECTIVE_KEYS, where, add)
+    out: dict[str, float | bool] = {}
+    for name in OBJECTIVE_KEYS:
+        if name not in raw:
+            continue
+        value, path = raw[name], V.key(where, name)
+        if name == "no_worse_than_private":
+            if isinstance(value, bool):
+                out[name] = value
+            else:
+                add(path, value, "must be true or false", "write true to compare with a private cluster of the guarantee")
+            continue
+        target = _target(value, path, add, zero_ok=name in NEVER_STOPPED_KEYS)
+        if target is not None:
+            out[name] = target
+    return out
+
+
+def _target(value: object, path: str, add: V.AddProblem, *, zero_ok: bool) -> float | None:
+    """A target: a number above 0 (or 0 for the never-stopped keys), at most :data:`MAX_TARGET`."""
+    why = V.number_problem(value)
+    if why is not None:
+        add(path, value, why, "write a positive number such as 60")
+        return None
+    number = float(value)  # type: ignore[arg-type]  # number_problem accepted it
+    if number < 0 or (number == 0 and not zero_ok):
+        fix = ("write a positive number, or 0 for work that must never be stopped" if zero_ok
+               else "write a positive number such as 60, or leave the objective out")
+        add(path, value, "must be above 0" if not zero_ok else "must be 0 or more", fix)
+        return None
+    if number > MAX_TARGET:
+        add(path, value, f"is too large (at most {MAX_TARGET:,})", f"use a value <= {MAX_TARGET}")
+        return None
+    return int(number) if isinstance(value, int) else number
+
+
+def read_objectives(raw: object, where: str, add: V.AddProblem) -> Objectives | None:
+    """A team's ``objectives`` read in the config parsers' way: every problem (an unknown
+    key with the closest known one, a target that is not a positive number, a wrong type)
+    goes to ``add`` as ``(field, value, message, fix)``; the result is None when there was
+    any. ``None`` (the key left out) is no objective."""
+    if raw is None:
+        return Objectives()
+    problems = V.Problems()
+    targets = _read_targets(raw, where, problems.add)
+    for p in problems.items:
+        add(p.field, p.value, p.message, p.fix)
+    if problems.items:
+        return None
+    objectives = object.__new__(Objectives)  # already checked: not a second time
+    object.__setattr__(objectives, "targets", targets)
+    return objectives
+
+
+def parse_objectives(raw: object, where: str) -> Objectives:
+    """A team's ``objectives``, or :class:`ConfigError` listing every problem (see
+    :func:`read_objectives`). ``where`` is the field path of the mapping, such as
+    ``teams[0].objectives``."""
+    problems = V.Problems()
+    objectives = read_objectives(raw, where, problems.add)
+    problems.raise_if_any()
+    assert objectives is not None  # no problem: read
+    return objectives
+
+
+def trace_days(first_submit: float, last_submit: float) -> float:
+    """D: the trace's submit span in days, at least 1 (a short trace counts as one day)."""
+    return max(1.0, (last_submit - first_submit) / 86400.0)
+
+
+def evaluate(
+    objectives: Objectives,
+    team_result: Mapping[str, Any],
+    days: float,
+    private_waits: Mapping[str, float] | None,
+    slack_s: float,
+) -> dict[str, dict[str, Any]]:
+    """Each objective's ``{"target", "value", "met"}`` for one team's figures in a run.
+
+    ``team_result``: the team's entry of ``simulate --json`` (``wait_pXX_s``,
+    ``reclaim_wait_p99_s``, ``preempted``, ``lost_gpu_seconds``), and, for
+    ``no_worse_than_private``, the percentiles of its jobs that fit its guarantee
+    (:data:`FIT_WAIT_KEYS`: ``fit_wait_p50_s`` ...). ``days``: :func:`trace_days`.
+    ``private_waits``: ``{"p50", "p95", "p99"}``, the same jobs' waits in a private cluster
+    of the guarantee (needed when :attr:`Objectives.needs_private`). ``slack_s``: the
+    private comparison's allowance, the planner's period + ``reclaim_after_seconds`` + 60.
+
+    ``value`` is in the key's unit: minutes for the waits, stops or GPU-hours a day, and
+    for ``no_worse_than_private`` the worst of the three differences in seconds (met when
+    <= 0). ``no_worse_than_private: false`` is no objective and is left out.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    for name, target in objectives.targets.items():
+        if name in _WAIT_FIGURES:
+            seconds = float(team_result[_WAIT_FIGURES[name]])
+            value: float = seconds / 60.0
+            met = seconds <= 60.0 * float(target) + _TOL
+        elif name == "max_preempted_per_day":
+            value = float(team_result["preempted"]) / days
+            met = value <= float(target) + _TOL
+        elif name == "max_lost_gpu_hours_per_day":
+            value = float(team_result["lost_gpu_seconds"]) / 3600.0 / days
+            met = value <= float(target) + _TOL
+        else:  # no_worse_than_private
+            if target is not True:
+                continue
+            if private_waits is None:
+                raise ValueError("no_worse_than_private needs the team's waits in a private cluster (private_waits)")
+            value = max(float(team_result[FIT_WAIT_KEYS[q]]) - float(private_waits[q]) - slack_s for q in PERCENTILES)
+            met = value <= _TOL
+        out[name] = {"target": target, "value": value, "met": bool(met)}
+    return out
+
+
+def ratio(name: str, evaluation: Mapping[str, Any]) -> float:
+    """How far one objective's value is from its target: value / target (1 at the
+    boundary, above 1 when missed); for ``no_worse_than_private`` 1 + difference / 3600.
+
+    A target of 0 (work never to be stopped) has ratio 0 when the value is 0 and infinity
+    otherwise: no amount of stopping is "close" to never.
+    """
+    value = float(evaluation["value"])
+    if name == "no_worse_than_private":
+        return 1.0 + value / 3600.0
+    target = float(evaluation["target"])
+    if target == 0:
+        return 0.0 if value <= _TOL else math.inf
+    return value / target
+
+
+def worst_ratio(evaluations: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> float:
+    """The largest :func:`ratio` over every team's objectives (``{team: evaluate(...)}``);
+    0.0 when no team has an objective. At most 1 when every objective is met."""
+    return max((ratio(name, e) for per_team in evaluations.values() for name, e in per_team.items()), default=0.0)
