@@ -1,7 +1,9 @@
 """The HTML report of `gpu-share simulate --compare --report`, in a real headless Chromium.
 
-Chromium comes from Debian's package (`.ci/chromium` installs it; `.ci/run` calls it and sets
-GPU_SHARE_REQUIRE_BROWSER=1 so that CI fails instead of skipping when it is missing).
+The test never installs a browser: it uses the one it finds ($CHROMIUM, else `chromium`,
+`chromium-browser`, `google-chrome` or `google-chrome-stable` on the PATH) and otherwise skips
+with one line saying how to get one. CI installs Chromium before the tests and sets
+GPU_SHARE_REQUIRE_BROWSER=1, which turns that skip into a failure.
 
 The report itself has no scripts. A test-only wrapper page loads it in an iframe and
 writes what it finds (tables, images that decoded, their sizes) into its own title, which
@@ -27,18 +29,67 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-ne
          "--disable-component-update", "--disable-sync", "--no-first-run"]
 
 
+#: The browsers the test looks for on the PATH, after $CHROMIUM.
+BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+NO_BROWSER = ("no Chromium for the report test: install Chromium or Google Chrome (Debian/Ubuntu: "
+              "apt-get install chromium) or set CHROMIUM=/path/to/chromium")
+
+
+def find_browser() -> str | None:
+    """The browser to use: $CHROMIUM when set, else the first of BROWSERS on the PATH."""
+    return os.environ.get("CHROMIUM") or next(filter(None, map(shutil.which, BROWSERS)), None)
+
+
 def _chromium() -> str:
-    found = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
-    if not found:
-        try:
-            found = subprocess.run([str(ROOT / ".ci" / "chromium")], capture_output=True, text=True,
-                                   timeout=900, check=True).stdout.strip()
-        except (subprocess.SubprocessError, OSError) as exc:
-            detail = getattr(exc, "stderr", "") or str(exc)
-            if os.environ.get("GPU_SHARE_REQUIRE_BROWSER"):
-                pytest.fail(f"no Chromium for the report test: {detail.strip()}")
-            pytest.skip(f"no Chromium (install it with .ci/chromium or apt-get install -y chromium): {detail.strip()}")
-    return found
+    found = find_browser()
+    if found:
+        return found
+    if os.environ.get("GPU_SHARE_REQUIRE_BROWSER"):
+        pytest.fail(NO_BROWSER)
+    pytest.skip(NO_BROWSER)
+
+
+@pytest.fixture
+def no_browser(monkeypatch, tmp_path):
+    """A machine without a browser, where running any program fails the test."""
+    monkeypatch.delenv("CHROMIUM", raising=False)
+    monkeypatch.delenv("GPU_SHARE_REQUIRE_BROWSER", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError(f"the browser lookup ran a program: {args}")
+
+    monkeypatch.setattr(subprocess, "run", forbidden)
+    monkeypatch.setattr(subprocess, "Popen", forbidden)
+    return tmp_path
+
+
+def test_without_a_browser_the_test_skips_with_one_line_and_runs_nothing(no_browser):
+    with pytest.raises(pytest.skip.Exception) as skipped:
+        _chromium()
+    assert str(skipped.value) == NO_BROWSER and "\n" not in NO_BROWSER
+    assert "CHROMIUM=" in NO_BROWSER and "apt-get install chromium" in NO_BROWSER
+
+
+def test_ci_fails_instead_of_skipping(no_browser, monkeypatch):
+    monkeypatch.setenv("GPU_SHARE_REQUIRE_BROWSER", "1")
+    with pytest.raises(pytest.fail.Exception, match="no Chromium for the report test"):
+        _chromium()
+
+
+@pytest.mark.parametrize("name", BROWSERS)
+def test_a_browser_on_the_path_is_found(no_browser, name):
+    exe = no_browser / name
+    exe.write_text("#!/bin/sh\n")
+    exe.chmod(0o755)
+    assert _chromium() == str(exe)
+
+
+def test_chromium_variable_wins(no_browser, monkeypatch):
+    (no_browser / "chromium").write_text("#!/bin/sh\n")
+    (no_browser / "chromium").chmod(0o755)
+    monkeypatch.setenv("CHROMIUM", "/opt/chrome/chrome")
+    assert _chromium() == "/opt/chrome/chrome"
 
 
 @pytest.fixture(scope="module")
