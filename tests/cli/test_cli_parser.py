@@ -144,6 +144,8 @@ MISTYPED = {
     "simulate": (["simulate", "--config", PLATFORM, "--trace", "t.csv", "--compre"], "--compare"),
     "trace convert": (["trace", "convert", "--from", "alibaba-openb", "f.csv", "--ouptut", "o.csv"], "--output"),
     "trace sample": (["trace", "sample", "--sede", "3"], "--seed"),
+    "trace export": (["trace", "export", PLATFORM, "--from", "2026-12-01", "--to", "2026-12-02", "--bucekt", "b"],
+                     "--bucket"),
     "status": (["status", "--queue", "q", "--regoin", "us-east-1"], "--region"),
     "usage": (["usage", PLATFORM, "--from", "2026-12-01", "--to", "2026-12-02", "--qeueu", "q"], "--queue"),
     "kueue manifests": (["kueue", "manifests", PLATFORM, "-o", "out", "--ouptut", "o"], "--output"),

@@ -101,14 +101,17 @@ def _add_simulate(subparsers: argparse._SubParsersAction) -> None:
 def _add_trace(subparsers: argparse._SubParsersAction) -> None:
     t = subparsers.add_parser(
         "trace",
-        help="convert public cluster traces to the simulator's job trace, or write a sample one",
-        description="Convert public GPU cluster traces into the simulator's job trace CSV, or write a "
-                    "small sample trace to try the simulator with.",
+        help="convert public cluster traces to the simulator's job trace, write a sample one, or export your own",
+        description="Convert public GPU cluster traces into the simulator's job trace CSV, write a "
+                    "small sample trace to try the simulator with, or export the jobs your teams ran.",
     )
     tsub = t.add_subparsers(dest="trace_command", metavar="ACTION")
     tsub.required = True
     _add_trace_convert(tsub)
     _add_trace_sample(tsub)
+    from cdk_gpu_share.cli import trace_export_cmd
+
+    trace_export_cmd.add_parser(tsub)
 
 
 def _add_trace_convert(tsub: argparse._SubParsersAction) -> None:

@@ -86,17 +86,19 @@ def _region_of(client: Any, region: str | None) -> str | None:
     return region or getattr(getattr(client, "meta", None), "region_name", None)
 
 
-def aws_error(exc: Exception, queue: str, region: str | None, actions: tuple[str, ...] | None = None) -> GpuShareError | None:
+def aws_error(exc: Exception, queue: str, region: str | None, actions: tuple[str, ...] | None = None, *,
+              what: str | None = None, service: str = "AWS Batch") -> GpuShareError | None:
     """A one-line :class:`GpuShareError` for an AWS/botocore error, or None if ``exc`` is not one.
 
     ``actions``: the IAM actions to name when access is denied; default those of the first
-    backend's reader (before the queue's kind is known).
+    backend's reader (before the queue's kind is known). ``what`` names what was read
+    (default: the job queue), ``service`` the service that answered.
     """
     actions = readers()[0].ACTIONS if actions is None else actions
     from botocore import exceptions as bx
 
     where = f" in region {region}" if region else ""
-    q = f"job queue {queue!r}"
+    q = what or f"job queue {queue!r}"
     if isinstance(exc, (bx.NoCredentialsError, bx.PartialCredentialsError, bx.CredentialRetrievalError)):
         return GpuShareError(
             f"no AWS credentials to read {q}{where}; configure them (aws configure, AWS_PROFILE, "
@@ -105,7 +107,7 @@ def aws_error(exc: Exception, queue: str, region: str | None, actions: tuple[str
     if isinstance(exc, bx.NoRegionError):
         return GpuShareError(f"no AWS region to read {q}; pass --region (such as --region us-east-1) or set AWS_REGION")
     if isinstance(exc, (bx.EndpointConnectionError, bx.ConnectTimeoutError, bx.ReadTimeoutError)):
-        return GpuShareError(f"cannot reach AWS Batch{where} to read {q}: {_one_line(str(exc))}; check --region and the network")
+        return GpuShareError(f"cannot reach {service}{where} to read {q}: {_one_line(str(exc))}; check --region and the network")
     if isinstance(exc, bx.ParamValidationError):
         return GpuShareError(f"{q} was rejected before sending: {_one_line(str(exc))}; pass a queue name or ARN")
     if isinstance(exc, bx.ClientError):
@@ -122,7 +124,7 @@ def aws_error(exc: Exception, queue: str, region: str | None, actions: tuple[str
         if code in ("UnrecognizedClientException", "InvalidSignatureException", "InvalidClientTokenId"):
             return GpuShareError(f"AWS rejected the credentials used to read {q}{where} ({code}); check your profile or keys")
         if code in ("ThrottlingException", "TooManyRequestsException", "Throttling"):
-            return GpuShareError(f"AWS Batch throttled the reads of {q}{where} ({op}); retry in a minute")
+            return GpuShareError(f"{service} throttled the reads of {q}{where} ({op}); retry in a minute")
         if code == "ClientException":
             return GpuShareError(
                 f"AWS Batch rejected {op} for {q}{where}: {message}; check the queue name and --region"

@@ -62,3 +62,58 @@ def reclaim_settings(reclaim: Any) -> dict[str, Any]:
     if reclaim.victim_order != "youngest":
         settings["victim_order"] = reclaim.victim_order
     return settings
+
+
+def gpus_of(job: Mapping) -> float:
+    """GPUs a job (a ``DescribeJobs`` detail) requires: its containers' ``GPU`` requirements.
+
+    Single-container jobs (``container``), ECS task jobs
+    (``ecsProperties.taskProperties[].containers[]``; every ``GPU`` entry counts) and
+    multi-node parallel jobs (``nodeProperties``, as overridden at submission: each
+    node range's GPUs times the nodes it targets) are counted; EKS jobs count 0.
+    """
+    def of(requirements: Iterable[Mapping] | None) -> float:
+        total = 0.0
+        for r in requirements or ():
+            if r.get("type") == "GPU":
+                try:
+                    total += float(r.get("value", 0))
+                except (TypeError, ValueError):
+                    pass
+        return total
+
+    def of_ecs(ecs: Mapping | None) -> float:
+        total = 0.0
+        for task in (ecs or {}).get("taskProperties") or ():
+            for c in task.get("containers") or ():
+                total += of(c.get("resourceRequirements"))
+        return total
+
+    container = job.get("container")
+    if container:
+        return of(container.get("resourceRequirements"))
+    nodes = job.get("nodeProperties")
+    if nodes:
+        count = int(nodes.get("numNodes") or 0)
+        total = 0.0
+        for rng in nodes.get("nodeRangeProperties") or ():
+            per_node = of((rng.get("container") or {}).get("resourceRequirements")) + of_ecs(rng.get("ecsProperties"))
+            total += per_node * _nodes_in(rng.get("targetNodes", ""), count)
+        return total
+    return of_ecs(job.get("ecsProperties"))
+
+
+def _nodes_in(target: str, count: int) -> int:
+    """Nodes a ``targetNodes`` range (``"0:3"``, ``"2:"``, ``":1"``, ``"4"``) covers among ``count``."""
+    text = str(target).strip()
+    try:
+        if ":" in text:
+            lo, hi = text.split(":", 1)
+            first = int(lo) if lo.strip() else 0
+            last = int(hi) if hi.strip() else count - 1
+        else:
+            first = last = int(text)
+    except ValueError:
+        return 0
+    last = min(last, count - 1) if count else last
+    return max(0, last - first + 1)

@@ -3,8 +3,8 @@ that could never start.
 
 A scenario is the ``capacity``, ``settings`` and ``teams`` of a reclaim-plan input,
 validated by the planner's own parser (:func:`cdk_gpu_share.core.reclaim.parse_state`).
-A job trace is a CSV file ``job_id,team,submit_time,duration_s,gpus[,priority][,checkpoint_seconds]``; every
-error names its line, column and a fix. Sizes are kept as exact
+A job trace is a CSV file ``job_id,team,submit_time,duration_s,gpus[,priority][,checkpoint_seconds]``, after
+any comment lines (``#``); every error names its line, column and a fix. Sizes are kept as exact
 :class:`fractions.Fraction` values beside their floats, one object per distinct text,
 which the engine's exact usage arithmetic relies on.
 """
@@ -223,6 +223,9 @@ def _header_columns(reader: Any, source: str) -> dict[str, int]:
     required column."""
     try:
         header = next(reader)
+        # Comment lines before the header (``gpu-share trace export`` writes one: the origin).
+        while header and header[0].lstrip().startswith("#"):
+            header = next(reader)
     except StopIteration:
         raise ConfigError(Problem(field="line 1 (header)", value="", message="the file is empty",
                                   fix=f"start with the header {','.join(REQUIRED_COLUMNS)},priority"),

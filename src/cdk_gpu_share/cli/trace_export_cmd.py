@@ -1,0 +1,198 @@
+"""``gpu-share trace export CONFIG --from DAY --to DAY [--source archive] [-o JOBS.csv]``.
+
+Writes the jobs the platform's teams really ran as the simulator's job trace, from the job
+archive (:mod:`cdk_gpu_share.core.history` rebuilds the jobs; :mod:`cdk_gpu_share.aws.history_reader`
+reads S3). Times are seconds from ``--from`` at 00:00 UTC, which the header comment states.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from cdk_gpu_share.cli._parser import add_config_argument
+from cdk_gpu_share.core.errors import ConfigError, GpuShareError, Problem
+
+__all__ = ["SOURCES", "TAIL_DAYS", "add_parser", "make_client", "run_export"]
+
+#: Where the jobs are read from, in order of fidelity.
+SOURCES = ("archive",)
+#: Days after ``--to`` whose records are read too: a job submitted by ``--to`` that ends later is
+#: still exported when it ended within them (a job running longer is counted as unfinished).
+TAIL_DAYS = 14
+#: Object keys the archive writes under.
+DEFAULT_PREFIX = "events/"
+
+
+def make_client(service: str, region: str | None) -> Any:
+    """The boto3 client ``trace export`` reads with (tests replace this function)."""
+    import boto3
+
+    return boto3.client(service, region_name=region)
+
+
+def default_region() -> str | None:
+    """The region of the user's AWS configuration (tests replace this function)."""
+    import boto3
+
+    return boto3.session.Session().region_name
+
+
+def add_parser(tsub: argparse._SubParsersAction) -> None:
+    e = tsub.add_parser(
+        "export",
+        help="write the jobs your teams really ran (from the platform's job archive) as a job trace",
+        description=(
+            "Write the jobs submitted between --from and --to (UTC days, both included) as the simulator's "
+            "job trace, with each job's real wait, preemptions and borrowed GPU-seconds as extra columns. "
+            "Times are seconds from --from at 00:00 UTC (the header comment says so). A job of a team or an "
+            "instance type the config does not know is counted and reported, not exported."
+        ),
+    )
+    add_config_argument(e, metavar="CONFIG", help="the platform config the jobs ran under")
+    e.add_argument("--from", dest="start", required=True, metavar="DAY", help="first UTC day, YYYY-MM-DD")
+    e.add_argument("--to", dest="end", required=True, metavar="DAY", help="last UTC day, YYYY-MM-DD (included)")
+    e.add_argument("--source", default="archive", choices=SOURCES,
+                   help="where to read the jobs: archive (the platform's job archive in S3; default)")
+    e.add_argument("--backend", metavar="BACKEND",
+                   help="the backend whose teams and guarantees apply (default: the config's only backend)")
+    e.add_argument("--bucket", metavar="BUCKET",
+                   help="the archive's S3 bucket (the platform stack's JobHistoryBucketName output)")
+    e.add_argument("--prefix", default=DEFAULT_PREFIX, metavar="PREFIX",
+                   help=f"the archive's key prefix (default: {DEFAULT_PREFIX})")
+    e.add_argument("--region", metavar="R", help="AWS region of the archive (default: your AWS configuration)")
+    e.add_argument("-o", "--output", metavar="JOBS.csv", help="write the CSV here (default: standard output)")
+    e.set_defaults(func=run_export)
+
+
+def _day(flag: str, text: str) -> datetime:
+    try:
+        return datetime.strptime(text, "%Y-%m-%d").replace(tzinfo=timezone.utc)
+    except ValueError:
+        raise ConfigError(Problem(flag, text, "is not a day", "write the day as YYYY-MM-DD, such as 2026-12-01")) from None
+
+
+class _Progress:
+    """A progress bar on standard error, only on a terminal."""
+
+    def __init__(self) -> None:
+        self.shown = False
+        self.on = sys.stderr.isatty()
+
+    def __call__(self, done: int, total: int) -> None:
+        if not self.on or total < 20:
+            return
+        width = 30
+        filled = width * done // max(total, 1)
+        sys.stderr.write(f"\rreading the archive [{'#' * filled}{'.' * (width - filled)}] {done}/{total} objects")
+        sys.stderr.flush()
+        self.shown = True
+
+    def close(self) -> None:
+        if self.shown:
+            sys.stderr.write("\r" + " " * 70 + "\r")
+            sys.stderr.flush()
+
+
+def _aws_error(exc: Exception, what: str, region: str | None, actions: tuple[str, ...]) -> GpuShareError:
+    from cdk_gpu_share.cli.status_cmd import aws_error
+
+    err = aws_error(exc, what, region, actions, what=what, service="Amazon S3")
+    if err is None:
+        raise exc
+    return err
+
+
+def run_export(args: argparse.Namespace) -> int:
+    from cdk_gpu_share.aws import history_reader
+    from cdk_gpu_share.cli.usage_cmd import queues_of
+    from cdk_gpu_share.core import history
+    from cdk_gpu_share.core import scenario as sc
+    from cdk_gpu_share.core.config import load_config
+
+    config = load_config(args.config)
+    start, last = _day("--from", args.start), _day("--to", args.end)
+    if last < start:
+        raise ConfigError(Problem("--to", args.end, f"is before --from {args.start}",
+                                  "give a last day on or after the first"))
+    backend = sc.choose_backend(config, args.backend)
+    lookup = history.lookup_from_config(config, backend, queues_of(config))
+    bucket = args.bucket
+    if not bucket:
+        raise ConfigError(Problem("--bucket", None, "is missing",
+                                  "pass the archive's bucket: the platform stack's JobHistoryBucketName output"))
+    region = args.region or default_region()
+    what = f"the job archive s3://{bucket}/{args.prefix}"
+    if not region:
+        raise GpuShareError(f"no AWS region to read {what}; pass --region (such as --region us-east-1) or set AWS_REGION")
+    end = last + timedelta(days=1)
+    stats = history_reader.ArchiveRead()
+    progress = _Progress()
+    try:
+        client = make_client("s3", region)
+        records = history_reader.read_archive(
+            client, bucket, args.prefix, args.start, (last + timedelta(days=TAIL_DAYS)).strftime("%Y-%m-%d"),
+            progress=progress, stats=stats)
+        export = history.reconstruct(records, lookup, start_ms=int(start.timestamp() * 1000),
+                                     end_ms=int(end.timestamp() * 1000))
+    except ValueError as exc:
+        raise GpuShareError(f"cannot read {what}: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - botocore errors become one line
+        raise _aws_error(exc, what, region, ("s3:ListBucket", "s3:GetObject", "kms:Decrypt")) from None
+    finally:
+        progress.close()
+    if stats.listed == 0:
+        raise GpuShareError(f"{what} holds no object: it is not the platform's job archive (check --bucket, "
+                            "--prefix and --region)")
+    if stats.read and export.events == 0 and stats.unreadable:
+        raise GpuShareError(f"{what} is not a job archive: {stats.unreadable[0]} holds no Batch job event "
+                            "(check --bucket and --prefix)")
+    if not export.jobs:
+        raise GpuShareError(f"no job submitted from {args.start} to {args.end} ended in {what}"
+                            f"{_skipped_note(export)}; pick days the platform ran jobs")
+    text = _csv(export, int(start.timestamp() * 1000), args.source)
+    if args.output and args.output != "-":
+        with open(args.output, "w", encoding="utf-8", newline="") as fh:
+            fh.write(text)
+    else:
+        sys.stdout.write(text)
+    print(_summary(export, stats, args.output), file=sys.stderr)
+    return 0
+
+
+def _csv(export: Any, origin_ms: int, source: str) -> str:
+    import io
+
+    from cdk_gpu_share.core import history
+
+    buf = io.StringIO()
+    history.write_export(export, buf, origin_ms=origin_ms, source=source)
+    return buf.getvalue()
+
+
+def _skipped_note(export: Any) -> str:
+    if not export.skipped:
+        return ""
+    return " (" + ", ".join(f"{n} {why}" for why, n in sorted(export.skipped.items())) + ")"
+
+
+def _summary(export: Any, stats: Any, output: str | None) -> str:
+    """What was exported and what was not, and why (standard error)."""
+    lines = [f"exported {len(export.jobs)} jobs from {stats.read} archive objects ({export.events} events"
+             + (f", {export.duplicates} delivered twice" if export.duplicates else "") + ")"
+             + (f" to {output}" if output and output != "-" else "")]
+    for why, n in sorted(export.skipped.items()):
+        lines.append(f"  not exported: {n} {why}")
+    if export.unknown_teams:
+        lines.append("  unknown teams: " + ", ".join(f"{t} ({n})" for t, n in sorted(export.unknown_teams.items())))
+    if export.unknown_types:
+        lines.append("  unknown instance types: "
+                     + ", ".join(f"{t} ({n})" for t, n in sorted(export.unknown_types.items())))
+    if stats.unreadable:
+        lines.append(f"  {len(stats.unreadable)} objects are not JSON records (first: {stats.unreadable[0]})")
+    if len(export.configs) > 1:
+        lines.append(f"  the config changed during the period ({len(export.configs)} configs): replay each period "
+                     "under its own config")
+    return "\n".join(lines)

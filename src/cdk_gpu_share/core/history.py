@@ -1,0 +1,515 @@
+"""The job archive's records, and the jobs they describe: the rules of ``gpu-share trace export``.
+
+The platform's job archive (``history:`` in the config, docs/history.md) keeps every Batch
+job and service-job state-change event of the platform's queues, and the preemption events,
+as EventBridge delivered them: one JSON object a line, in objects Firehose writes under
+``<prefix>config=<hash>/YYYY/MM/DD/``. The ``config=`` part of a key names the config the
+platform stack was deployed with when the object was written (:func:`config_hash`). A service
+job's state-change events carry neither its tags nor its request, so the platform writes one
+more record per service job, :data:`DETAILS_TYPE`, with its team, instance type and count.
+
+This module is pure: the caller reads the objects and hands over their text. From the events
+it rebuilds each job the way the simulator sees one (:func:`reconstruct`):
+
+* a job is the chain of Batch jobs the reclaimer requeued (``gpu-share:requeued-from``),
+  under the id of the first; its ``submit_time`` is that first job's ``createdAt`` (Batch
+  sends no event for a submission; every later event carries ``createdAt``);
+* its runs are the attempts of every job of the chain (``startedAt`` to ``stoppedAt``); a run
+  the reclaimer stopped, or Batch preempted, is a preemption;
+* ``duration_s`` is the work the job needed: its last run plus what its earlier runs saved at
+  their checkpoints (the simulator's own rule: progress is saved every ``checkpoint_seconds``
+  of running time; none, the job restarted from zero);
+* ``wait_s`` is from the submission to the last start (the simulator's wait); ``gpus`` come
+  from the job's ``GPU`` requirements (classic Batch) or its instance type and count through
+  the instance catalog (service jobs); ``borrowed_gpu_s`` is the job's part of its team's
+  GPU-seconds above the guarantee (at each instant, the team's excess shared among its
+  running jobs by their GPUs), over the exported jobs.
+
+A job whose team or instance type the config does not know is counted and reported, never
+guessed; a job that had not ended by the last event read is counted as unfinished.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import math
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from fractions import Fraction
+from typing import IO, Any
+
+from cdk_gpu_share.core import instances
+from cdk_gpu_share.core.fairshare import gpus_of
+
+__all__ = [
+    "ARCHIVE_SOURCE",
+    "DETAILS_TYPE",
+    "EXPORT_COLUMNS",
+    "JOB_TYPE",
+    "PREEMPTION_TYPES",
+    "SERVICE_JOB_TYPE",
+    "ArchivedJob",
+    "Export",
+    "Lookup",
+    "config_hash",
+    "config_of_key",
+    "day_of_key",
+    "details_record",
+    "is_archive_event",
+    "lookup_from_config",
+    "parse_records",
+    "read_header",
+    "reconstruct",
+    "write_export",
+]
+
+JOB_TYPE = "Batch Job State Change"
+SERVICE_JOB_TYPE = "Batch Service Job State Change"
+#: Batch quota management's preemption events (a service job's run stopped for another share).
+PREEMPTION_TYPES = ("Batch Service Job Preemption Started", "Batch Service Job Preemption Completed")
+#: The record the platform writes once per service job: what its state-change events leave out.
+DETAILS_TYPE = "GpuShare Service Job Details"
+#: The ``source`` of the records the platform writes itself.
+ARCHIVE_SOURCE = "gpu-share.history"
+#: The segment of an object key that names the deployed config (``config=<hash>/``).
+CONFIG_SEGMENT = "config="
+TERMINAL = ("SUCCEEDED", "FAILED")
+#: A classic Batch job stopped by the reclaimer says so in its ``statusReason``.
+RECLAIM_REASON_PREFIX = "GpuShare reclaim"
+TAG_TEAM = "gpu-share:team"
+TAG_REQUEUED_FROM = "gpu-share:requeued-from"
+TAG_CHECKPOINT = "gpu-share:checkpoint-seconds"
+#: Columns of an export: the simulator's trace, then the real figures it ignores.
+EXPORT_COLUMNS = ("job_id", "team", "submit_time", "duration_s", "gpus", "priority", "checkpoint_seconds",
+                  "wait_s", "preemptions", "borrowed_gpu_s")
+_HEADER_MARK = "# gpu-share trace export:"
+
+
+def config_hash(mapping: Mapping[str, Any]) -> str:
+    """A short, stable hash of a config as its mapping (:func:`cdk_gpu_share.core.config.config_mapping`):
+    the platform stack writes it into the archive's keys, and ``--fidelity`` compares it."""
+    text = json.dumps(mapping, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def config_of_key(key: str) -> str | None:
+    """The config hash an object key names (``.../config=<hash>/...``), or None."""
+    for part in key.split("/"):
+        if part.startswith(CONFIG_SEGMENT) and len(part) > len(CONFIG_SEGMENT):
+            return part[len(CONFIG_SEGMENT):]
+    return None
+
+
+def day_of_key(key: str) -> str | None:
+    """The UTC day (``YYYY-MM-DD``) of an object key's ``YYYY/MM/DD`` partition, or None."""
+    parts = key.split("/")
+    for i in range(len(parts) - 2):
+        y, m, d = parts[i:i + 3]
+        if len(y) == 4 and len(m) == 2 and len(d) == 2 and (y + m + d).isdigit():
+            return f"{y}-{m}-{d}"
+    return None
+
+
+def parse_records(text: str) -> Iterator[Any]:
+    """Each JSON value of an object's text, whether one a line or back to back (Firehose
+    without a delimiter); a line that is not JSON ends the object (``ValueError``)."""
+    decoder = json.JSONDecoder()
+    i, n = 0, len(text)
+    while True:
+        while i < n and text[i] in " \t\r\n":
+            i += 1
+        if i >= n:
+            return
+        value, i = decoder.raw_decode(text, i)
+        yield value
+
+
+def is_archive_event(record: Any) -> bool:
+    """True for a record the archive keeps (a Batch job event or the platform's details record)."""
+    return (isinstance(record, Mapping) and isinstance(record.get("detail"), Mapping)
+            and record.get("detail-type") in (JOB_TYPE, SERVICE_JOB_TYPE, DETAILS_TYPE, *PREEMPTION_TYPES))
+
+
+def details_record(*, job_id: str, queue: str, team: str | None, instance_type: str | None,
+                   instance_count: int | None, created_ms: int | None, priority: int | None,
+                   time: str, account: str = "", region: str = "") -> dict[str, Any]:
+    """The platform's details record of a service job (what ``DescribeServiceJob`` told)."""
+    detail: dict[str, Any] = {"jobId": job_id, "jobQueue": queue}
+    for key, value in (("team", team), ("instanceType", instance_type), ("instanceCount", instance_count),
+                       ("createdAt", created_ms), ("schedulingPriority", priority)):
+        if value is not None:
+            detail[key] = value
+    return {"version": "0", "id": f"details-{job_id}", "detail-type": DETAILS_TYPE, "source": ARCHIVE_SOURCE,
+            "account": account, "time": time, "region": region, "resources": [], "detail": detail}
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """What the config says about the jobs: its teams, by name and by Batch share identifier,
+    each team's guarantee in GPUs and checkpoint interval, and the queues of the platform."""
+
+    teams: frozenset[str]
+    team_of_share: Mapping[str, str] = field(default_factory=dict)
+    guarantee: Mapping[str, float] = field(default_factory=dict)
+    checkpoint: Mapping[str, float] = field(default_factory=dict)
+    #: Queue names (not ARNs) whose jobs are exported; empty: every queue.
+    queues: frozenset[str] = frozenset()
+
+
+@dataclass
+class ArchivedJob:
+    """One job of the export: the simulator's row and the real figures."""
+
+    job_id: str
+    team: str
+    submit_ms: int
+    duration_ms: int
+    gpus: Fraction
+    priority: int
+    checkpoint_seconds: float | None
+    final_start_ms: int
+    preemptions: int
+    runs: list[tuple[int, int]]
+    borrowed_gpu_s: float = 0.0
+
+
+@dataclass
+class Export:
+    """The jobs rebuilt from the archive, and what was not exported and why."""
+
+    jobs: list[ArchivedJob] = field(default_factory=list)
+    #: reason -> jobs not exported (``unknown team``, ``unknown instance type``, ``unfinished``, ...).
+    skipped: Counter[str] = field(default_factory=Counter)
+    #: unknown team names / instance types -> jobs.
+    unknown_teams: Counter[str] = field(default_factory=Counter)
+    unknown_types: Counter[str] = field(default_factory=Counter)
+    #: config hash -> (first, last) event time in ms seen under it.
+    configs: dict[str, tuple[int, int]] = field(default_factory=dict)
+    events: int = 0
+    duplicates: int = 0
+
+
+@dataclass
+class _Track:
+    """Every event of one Batch job id, merged."""
+
+    job_id: str
+    service: bool = False
+    queue: str = ""
+    created_ms: int | None = None
+    tags: dict[str, str] = field(default_factory=dict)
+    share: str = ""
+    priority: int = 0
+    gpus: float | None = None
+    status: str = ""
+    status_time: int = -1
+    reason: str = ""
+    started_ms: int | None = None
+    stopped_ms: int | None = None
+    attempts: list[tuple[int, int, str]] = field(default_factory=list)
+    preempted: set[int] = field(default_factory=set)  # startedAt of runs Batch preempted
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+def _ms(value: Any) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return int(value)
+
+
+def _event_ms(event: Mapping[str, Any]) -> int:
+    text = str(event.get("time") or "")
+    try:
+        return int(datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp() * 1000)
+    except ValueError:
+        return -1
+
+
+_STATUS_RANK = {"SUBMITTED": 0, "PENDING": 1, "RUNNABLE": 2, "SCHEDULED": 3, "STARTING": 4, "RUNNING": 5,
+                "SUCCEEDED": 6, "FAILED": 6}
+
+
+def _merge(track: _Track, event: Mapping[str, Any], detail: Mapping[str, Any]) -> None:
+    """Fold one state-change event into its job's track (events may come late, twice, or out of order)."""
+    track.queue = str(detail.get("jobQueue") or track.queue)
+    created = _ms(detail.get("createdAt"))
+    if created is not None:
+        track.created_ms = created if track.created_ms is None else min(track.created_ms, created)
+    tags = detail.get("tags")
+    if isinstance(tags, Mapping):
+        track.tags.update({str(k): str(v) for k, v in tags.items()})
+    track.share = str(detail.get("shareIdentifier") or detail.get("quotaShareName") or track.share)
+    prio = detail.get("schedulingPriority")
+    if isinstance(prio, int) and not isinstance(prio, bool):
+        track.priority = prio
+    if not track.service:
+        g = gpus_of(detail)
+        if g > 0:
+            track.gpus = g
+    status = str(detail.get("status") or "")
+    at = _event_ms(event)
+    # The latest status wins; at equal times, the later state (a job never goes back from
+    # SUCCEEDED; a preempted service job goes back to RUNNABLE with a later event time).
+    key = (at, _STATUS_RANK.get(status, -1))
+    if key >= (track.status_time, _STATUS_RANK.get(track.status, -1)):
+        track.status, track.status_time = status, at
+        track.reason = str(detail.get("statusReason") or "")
+        track.started_ms = _ms(detail.get("startedAt")) if status in ("RUNNING", *TERMINAL) else track.started_ms
+        track.stopped_ms = _ms(detail.get("stoppedAt")) if status in TERMINAL else None
+    attempts = detail.get("attempts")
+    if isinstance(attempts, list):
+        runs = []
+        for a in attempts:
+            if not isinstance(a, Mapping):
+                continue
+            start = _ms(a.get("startedAt") if "startedAt" in a else (a.get("container") or {}).get("startedAt"))
+            stop = _ms(a.get("stoppedAt") if "stoppedAt" in a else (a.get("container") or {}).get("stoppedAt"))
+            if start is not None and stop is not None:
+                runs.append((start, stop, str(a.get("statusReason") or "")))
+        if len(runs) >= len(track.attempts):
+            track.attempts = runs
+
+
+def _runs(track: _Track) -> list[tuple[int, int, str]]:
+    """The job's runs (start, stop, reason), in time order: its attempts, and its last run."""
+    runs = {start: (start, stop, why) for start, stop, why in track.attempts}
+    if track.status in TERMINAL and track.started_ms is not None and track.stopped_ms is not None:
+        runs[track.started_ms] = (track.started_ms, track.stopped_ms, track.reason)
+    return [runs[k] for k in sorted(runs)]
+
+
+def _saved(runs: Sequence[tuple[int, int]], interval_ms: int) -> int:
+    """Progress (ms) saved after the stopped runs, the simulator's rule: each run resumes from the
+    last checkpoint; with no interval, from zero."""
+    saved = 0
+    for start, stop in runs:
+        reached = saved + (stop - start)
+        if interval_ms > 0:
+            saved = max(saved, (reached // interval_ms) * interval_ms)
+    return saved
+
+
+def reconstruct(records: Iterable[tuple[str | None, Any]], lookup: Lookup, *, start_ms: int, end_ms: int) -> Export:
+    """The jobs submitted in ``[start_ms, end_ms)`` that ended, from the archive's records.
+
+    ``records``: (the config hash of the object it came from, or None; the record). Records the
+    archive does not keep are ignored; an event seen twice (its ``id``) counts once.
+    """
+    out = Export()
+    tracks: dict[str, _Track] = {}
+    seen: set[str] = set()
+    for config, record in records:
+        if not is_archive_event(record):
+            continue
+        eid = str(record.get("id") or "")
+        if eid and eid in seen:
+            out.duplicates += 1
+            continue
+        if eid:
+            seen.add(eid)
+        out.events += 1
+        at = _event_ms(record)
+        if config is not None and at >= 0:
+            first, last = out.configs.get(config, (at, at))
+            out.configs[config] = (min(first, at), max(last, at))
+        detail = record["detail"]
+        jid = str(detail.get("jobId") or "")
+        if not jid:
+            continue
+        kind = record["detail-type"]
+        track = tracks.setdefault(jid, _Track(jid))
+        if kind == DETAILS_TYPE:
+            track.service = True
+            track.details.update(detail)
+            if _ms(detail.get("createdAt")) is not None and track.created_ms is None:
+                track.created_ms = _ms(detail.get("createdAt"))
+        elif kind in PREEMPTION_TYPES:
+            track.service = True
+            started = _ms(detail.get("startedAt"))
+            if started is not None:
+                track.preempted.add(started)
+        else:
+            track.service = track.service or kind == SERVICE_JOB_TYPE
+            _merge(track, record, detail)
+    successor = {t.tags[TAG_REQUEUED_FROM]: t.job_id for t in tracks.values() if t.tags.get(TAG_REQUEUED_FROM)}
+    for root in tracks.values():
+        if root.tags.get(TAG_REQUEUED_FROM) and root.tags[TAG_REQUEUED_FROM] in tracks:
+            continue  # part of another job's chain
+        chain = [root]
+        while chain[-1].job_id in successor and len(chain) <= len(tracks):
+            chain.append(tracks[successor[chain[-1].job_id]])
+        _add_job(out, chain, lookup, start_ms, end_ms)
+    out.jobs.sort(key=lambda j: (j.submit_ms, j.job_id))
+    _attribute_borrowing(out.jobs, lookup)
+    return out
+
+
+def _queue_name(arn: str) -> str:
+    return arn.rsplit("/", 1)[-1]
+
+
+def _add_job(out: Export, chain: list[_Track], lookup: Lookup, start_ms: int, end_ms: int) -> None:
+    root, last = chain[0], chain[-1]
+    if root.created_ms is None or not (start_ms <= root.created_ms < end_ms):
+        return
+    if lookup.queues and _queue_name(root.queue or last.queue) not in lookup.queues and root.queue:
+        out.skipped["another queue"] += 1
+        return
+    details = next((t.details for t in chain if t.details), {})
+    team = str(details.get("team") or root.tags.get(TAG_TEAM) or lookup.team_of_share.get(root.share, root.share))
+    if last.status not in TERMINAL:
+        out.skipped["unfinished"] += 1
+        return
+    if root.service and not details:
+        # The details step failed (or its record was lost): the events alone say neither the
+        # team nor the GPUs of a service job.
+        out.skipped["no details record"] += 1
+        return
+    if team not in lookup.teams:
+        out.skipped["unknown team"] += 1
+        out.unknown_teams[team or "(none)"] += 1
+        return
+    if root.service:
+        it = str(details.get("instanceType") or "")
+        info = instances.lookup(it) if it else None
+        if info is None:
+            out.skipped["unknown instance type" if it else "no instance type"] += 1
+            if it:
+                out.unknown_types[it] += 1
+            return
+        count = details.get("instanceCount", 1)
+        gpus = Fraction(info.gpus) * (count if isinstance(count, int) and count > 0 else 1)
+        prio = details.get("schedulingPriority", root.priority)
+        priority = prio if isinstance(prio, int) else root.priority
+    else:
+        if not last.gpus:
+            out.skipped["no GPU requirement"] += 1
+            return
+        gpus = Fraction(str(last.gpus))
+        priority = root.priority
+    runs = [run for t in chain for run in _runs(t)]
+    if not runs or last.status == "FAILED" and last.reason.startswith(RECLAIM_REASON_PREFIX):
+        out.skipped["never ran" if not runs else "unfinished"] += 1
+        return
+    tagged = root.tags.get(TAG_CHECKPOINT)
+    checkpoint = _seconds_or_none(tagged)
+    interval = checkpoint if checkpoint is not None else lookup.checkpoint.get(team, 0.0)
+    earlier = [(s, e) for s, e, _ in runs[:-1]]
+    final_start, final_stop = runs[-1][0], runs[-1][1]
+    duration = _saved(earlier, int(round(interval * 1000))) + (final_stop - final_start)
+    # The reclaimer's stops are the links of the chain; Batch's own preemptions of a service
+    # job are its runs before the last (or its preemption events, if more were seen).
+    preemptions = len(chain) - 1
+    if root.service:
+        preemptions = max(len(runs) - 1, len(root.preempted))
+    out.jobs.append(ArchivedJob(job_id=root.job_id, team=team, submit_ms=root.created_ms, duration_ms=duration,
+                                gpus=gpus, priority=priority, checkpoint_seconds=checkpoint,
+                                final_start_ms=final_start, preemptions=preemptions,
+                                runs=[(s, e) for s, e, _ in runs]))
+
+
+def _seconds_or_none(text: str | None) -> float | None:
+    if text is None:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) and value >= 0 else None
+
+
+def _attribute_borrowing(jobs: list[ArchivedJob], lookup: Lookup) -> None:
+    """Each job's share of its team's GPU-seconds above the guarantee (the simulator's
+    ``borrowed_gpu_seconds`` is the team's integral of max(0, U - G))."""
+    by_team: dict[str, list[tuple[int, int, Fraction, int]]] = {}
+    for i, job in enumerate(jobs):
+        for start, stop in job.runs:
+            by_team.setdefault(job.team, []).append((start, +1, job.gpus, i))
+            by_team[job.team].append((stop, -1, job.gpus, i))
+    for team, changes in by_team.items():
+        g = Fraction(str(lookup.guarantee.get(team, 0.0)))
+        changes.sort(key=lambda c: (c[0], c[1]))
+        running: dict[int, Fraction] = {}
+        last = None
+        for at, sign, gpus, i in changes:
+            if last is not None and at > last and running:
+                u = sum(running.values(), Fraction(0))
+                if u > g:
+                    for k, size in running.items():
+                        jobs[k].borrowed_gpu_s += float((u - g) * size / u) * (at - last) / 1000
+            last = at
+            if sign > 0:
+                running[i] = running.get(i, Fraction(0)) + gpus
+            else:
+                running[i] = running.get(i, Fraction(0)) - gpus
+                if running[i] <= 0:
+                    del running[i]
+
+
+def _seconds_text(ms: int) -> str:
+    """Milliseconds as exact decimal seconds (``12``, ``12.5``, ``0.001``)."""
+    whole, frac = divmod(ms, 1000)
+    return str(whole) if frac == 0 else f"{whole}.{frac:03d}".rstrip("0")
+
+
+def _gpus_text(gpus: Fraction) -> str:
+    if gpus.denominator == 1:
+        return str(gpus.numerator)
+    return format(float(gpus), ".6f").rstrip("0").rstrip(".")
+
+
+def _origin_text(origin_ms: int) -> str:
+    return datetime.fromtimestamp(origin_ms / 1000, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def write_export(export: Export, out: IO[str], *, origin_ms: int, source: str) -> None:
+    """The export as the simulator's CSV: a header comment (origin in UTC, source, configs),
+    the columns :data:`EXPORT_COLUMNS`, one job a row, times in seconds from ``origin_ms``."""
+    configs = ";".join(f"{h}@{_origin_text(a)}..{_origin_text(b)}" for h, (a, b) in
+                       sorted(export.configs.items(), key=lambda kv: kv[1]))
+    out.write(f"{_HEADER_MARK} origin={_origin_text(origin_ms)} source={source}"
+              + (f" configs={configs}" if configs else "") + "\n")
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(EXPORT_COLUMNS)
+    for j in export.jobs:
+        writer.writerow([
+            j.job_id, j.team, _seconds_text(j.submit_ms - origin_ms), _seconds_text(j.duration_ms),
+            _gpus_text(j.gpus), j.priority, "" if j.checkpoint_seconds is None else f"{j.checkpoint_seconds:g}",
+            _seconds_text(j.final_start_ms - j.submit_ms), j.preemptions, f"{j.borrowed_gpu_s:.3f}".rstrip("0").rstrip("."),
+        ])
+
+
+def read_header(first_line: str) -> dict[str, Any] | None:
+    """The header comment of an export: ``{"origin": ..., "source": ..., "configs": [(hash, first, last)]}``,
+    or None when the line is not one."""
+    if not first_line.startswith(_HEADER_MARK):
+        return None
+    fields = dict(part.split("=", 1) for part in first_line[len(_HEADER_MARK):].split() if "=" in part)
+    configs = []
+    for entry in filter(None, fields.get("configs", "").split(";")):
+        name, _, span = entry.partition("@")
+        first, _, last = span.partition("..")
+        configs.append((name, first, last))
+    return {"origin": fields.get("origin"), "source": fields.get("source"), "configs": configs}
+
+
+def lookup_from_config(config: Any, backend: str, queues: Iterable[str] = ()) -> Lookup:
+    """The :class:`Lookup` of ``backend`` in a validated config: every team of the config (a job
+    of a team on another backend is still a known team), share identifiers, and the backend's
+    guarantees in GPUs and checkpoint intervals as the simulator's scenario has them."""
+    from cdk_gpu_share.core.fairshare import share_identifier
+    from cdk_gpu_share.core.scenario import scenario_from_config
+
+    scenario = scenario_from_config(config, backend)
+    teams = scenario["teams"]
+    return Lookup(
+        teams=frozenset(t["name"] for t in teams),
+        team_of_share={share_identifier(t.name): t.name for t in config.teams},
+        guarantee={t["name"]: float(t["guarantee"].get(instances.GPU_RESOURCE, 0)) for t in teams},
+        checkpoint={t["name"]: float(t["checkpoint_seconds"]) for t in teams if t.get("checkpoint_seconds")},
+        queues=frozenset(queues),
+    )

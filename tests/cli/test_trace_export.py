@@ -1,0 +1,189 @@
+"""``gpu-share trace export``: the jobs a fair-share cluster ran, read back from the archive.
+
+The cluster (tests/history_model.py) runs a known trace under a known config; its Batch events
+go through the archive's format (Firehose objects in S3, behind a real boto3 client); the export
+must give back the trace that ran, job for job, to the second.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from datetime import datetime, timezone
+
+import pytest
+
+from cdk_gpu_share.cli import main
+from cdk_gpu_share.cli import trace_export_cmd as tx
+from cdk_gpu_share.core import history
+from cdk_gpu_share.core import scenario as sc
+from cdk_gpu_share.core import simulate as sim
+from cdk_gpu_share.core.config import config_mapping, load_config
+from cdk_gpu_share.core.trace import sample_jobs, trace_text
+from tests.history_model import FairshareCluster, S3Model, firehose_objects
+
+BUCKET = "gpu-share-history-111122223333"
+CONFIG = """\
+platform: {name: gpu-share}
+teams:
+  - {name: team-a, guarantee: {g5.xlarge: 2}}
+  - {name: team-b, guarantee: {g5.xlarge: 1}, checkpoint_seconds: 600}
+  - {name: team-c, guarantee: {g5.xlarge: 1}}
+fairshare:
+  capacity: {g5.xlarge: 4}
+"""
+ORIGIN = datetime(2026, 11, 2, tzinfo=timezone.utc).timestamp()
+
+
+def _config(tmp_path):
+    path = tmp_path / "platform.yaml"
+    path.write_text(CONFIG)
+    return path, load_config(path)
+
+
+def _trace(config, jobs=200, seed=3):
+    teams = [(t["name"], float(t["guarantee"]["gpu"])) for t in sc.scenario_from_config(config, "fairshare")["teams"]]
+    return sample_jobs(teams, jobs=jobs, seed=seed, capacity=4)
+
+
+def _run_cluster(tmp_path, *, jobs=200, startup_s=0.0, page_size=1000, **fh):
+    path, config = _config(tmp_path)
+    rows = _trace(config, jobs)
+    scenario = sim.parse_scenario(sc.scenario_from_config(config, "fairshare"))
+    trace = sim.parse_jobs(io.StringIO(trace_text(rows)), scenario)
+    cluster = FairshareCluster(ORIGIN, startup_s=startup_s)
+    result = cluster.run(scenario, trace, poll_seconds=sc.poll_seconds_of(config, "fairshare") or 60)
+    s3 = S3Model(page_size=page_size)
+    s3.buckets[BUCKET] = {}
+    for key, body in firehose_objects(cluster.events, config=history.config_hash(config_mapping(config)), **fh).items():
+        s3.put(BUCKET, key, body)
+    return path, config, rows, trace, result, s3
+
+
+@pytest.fixture
+def aws(monkeypatch):
+    """Route the command's clients to the models given to ``use``."""
+    clients = {}
+    monkeypatch.setattr(tx, "make_client", lambda service, region: clients[service])
+    monkeypatch.setattr(tx, "default_region", lambda: "us-east-1")
+    return clients
+
+
+def _export(path, tmp_path, *extra):
+    out = tmp_path / "jobs.csv"
+    code = main(["trace", "export", str(path), "--from", "2026-11-02", "--to", "2026-11-30", "--bucket", BUCKET,
+                 "-o", str(out), *extra])
+    return code, out
+
+
+def _rows(text):
+    lines = [line for line in text.splitlines() if not line.startswith("#")]
+    return list(csv.DictReader(lines))
+
+
+def test_round_trip_gives_back_the_trace_that_ran(tmp_path, aws, capsys):
+    path, config, rows, trace, result, s3 = _run_cluster(tmp_path, page_size=7)
+    assert result.preemptions > 0, "the trace must make the cluster reclaim, or the chains go untested"
+    aws["s3"] = s3.client
+    code, out = _export(path, tmp_path)
+    err = capsys.readouterr().err
+    assert code == 0, err
+    text = out.read_text()
+    assert text.startswith("# gpu-share trace export: origin=2026-11-02T00:00:00Z source=archive configs=")
+    exported = _rows(text)
+    want = [dict(zip(history.EXPORT_COLUMNS[:6], r.as_row())) for r in rows]
+    got = [{k: r[k] for k in history.EXPORT_COLUMNS[:6]} for r in exported]
+    assert sorted(got, key=lambda r: r["job_id"]) == sorted(want, key=lambda r: r["job_id"])
+    # The real figures are the cluster's own.
+    outcome = {o.id: o for o in result.outcomes}
+    for r in exported:
+        o = outcome[r["job_id"]]
+        assert float(r["wait_s"]) == pytest.approx(o.final_start - o.submit_time)
+        assert int(r["preemptions"]) == o.stops
+    assert sum(int(r["preemptions"]) for r in exported) == result.preemptions
+    for team, res in result.teams.items():
+        borrowed = sum(float(r["borrowed_gpu_s"]) for r in exported if r["team"] == team)
+        assert borrowed == pytest.approx(res.borrowed_gpu_seconds, abs=0.01 * len(exported))
+    assert f"exported {len(rows)} jobs" in err
+    # Paged: the listing took more than one request.
+    assert sum(1 for op, *_ in s3.requests if op == "ListObjectsV2") > 1
+    # The simulator reads the export as it is (the header comment included).
+    again = sim.load_jobs(out, sim.parse_scenario(sc.scenario_from_config(config, "fairshare")))
+    assert len(again) == len(rows)
+
+
+@pytest.mark.parametrize("compress, delimiter", [(True, True), (False, True), (True, False), (False, False)])
+def test_objects_gzip_or_not_delimited_or_not(tmp_path, aws, capsys, compress, delimiter):
+    path, _, rows, *_ , s3 = _run_cluster(tmp_path, jobs=30, compress=compress, delimiter=delimiter)
+    aws["s3"] = s3.client
+    code, out = _export(path, tmp_path)
+    assert code == 0, capsys.readouterr().err
+    assert len(_rows(out.read_text())) == len(rows)
+
+
+def test_events_delivered_twice_count_once(tmp_path, aws, capsys):
+    path, _, rows, *_, s3 = _run_cluster(tmp_path, jobs=30)
+    for key, body in list(s3.buckets[BUCKET].items()):
+        s3.put(BUCKET, key.replace("/gpu-share-history-", "/gpu-share-history-again-"), body)
+    aws["s3"] = s3.client
+    code, out = _export(path, tmp_path)
+    err = capsys.readouterr().err
+    assert code == 0 and "delivered twice" in err
+    assert len(_rows(out.read_text())) == len(rows)
+
+
+def test_unknown_team_is_counted_not_guessed(tmp_path, aws, capsys):
+    path, _, rows, *_, s3 = _run_cluster(tmp_path, jobs=30)
+    smaller = tmp_path / "smaller.yaml"
+    smaller.write_text(CONFIG.replace("  - {name: team-c, guarantee: {g5.xlarge: 1}}\n", ""))
+    aws["s3"] = s3.client
+    code, out = _export(smaller, tmp_path)
+    err = capsys.readouterr().err
+    n_c = sum(1 for r in rows if r.team == "team-c")
+    assert code == 0
+    assert f"not exported: {n_c} unknown team" in err and f"unknown teams: team-c ({n_c})" in err
+    assert all(r["team"] != "team-c" for r in _rows(out.read_text()))
+
+
+def test_refusals_are_one_line(tmp_path, aws, capsys, monkeypatch):
+    path, _, _, *_, s3 = _run_cluster(tmp_path, jobs=10)
+    aws["s3"] = s3.client
+    # An empty range.
+    code = main(["trace", "export", str(path), "--from", "2025-01-01", "--to", "2025-01-02", "--bucket", BUCKET])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "\n" not in err and "no job submitted from 2025-01-01 to 2025-01-02" in err
+    # A bucket that is not the archive: nothing under the prefix, or objects that hold no event.
+    s3.buckets["other"] = {"events/readme.txt": b"hello"}
+    code = main(["trace", "export", str(path), "--from", "2026-11-02", "--to", "2026-11-03", "--bucket", "other"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "\n" not in err and "is not a job archive" in err
+    s3.buckets["empty"] = {}
+    code = main(["trace", "export", str(path), "--from", "2026-11-02", "--to", "2026-11-03", "--bucket", "empty"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "holds no object: it is not the platform's job archive" in err
+    code = main(["trace", "export", str(path), "--from", "2026-11-02", "--to", "2026-11-03", "--bucket", "missing"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "\n" not in err and "NoSuchBucket" in err
+    # --to before --from; a day that is not one.
+    assert main(["trace", "export", str(path), "--from", "2026-11-03", "--to", "2026-11-02", "--bucket", BUCKET]) == 2
+    assert "is before --from" in capsys.readouterr().err
+    assert main(["trace", "export", str(path), "--from", "Nov 2", "--to", "2026-11-02", "--bucket", BUCKET]) == 2
+    assert "write the day as YYYY-MM-DD" in capsys.readouterr().err
+    # No region.
+    monkeypatch.setattr(tx, "default_region", lambda: None)
+    code = main(["trace", "export", str(path), "--from", "2026-11-02", "--to", "2026-11-03", "--bucket", BUCKET])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "no AWS region" in err and "--region" in err
+
+
+def test_no_credentials_is_one_line(tmp_path, monkeypatch, capsys):
+    path, _ = _config(tmp_path)
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    code = main(["trace", "export", str(path), "--from", "2026-11-02", "--to", "2026-11-03", "--bucket", BUCKET,
+                 "--region", "us-east-1"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "\n" not in err and "no AWS credentials" in err

@@ -1,0 +1,124 @@
+"""The archive's records -> the jobs the simulator replays (core/history.py), case by case."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from cdk_gpu_share.core import history
+from cdk_gpu_share.core import simulate as sim
+
+T0 = 1_793_577_600_000  # 2026-11-02T00:00:00Z in ms
+QUEUE = "arn:aws:batch:us-east-1:111122223333:job-queue/gpu-share-training"
+LOOKUP = history.Lookup(teams=frozenset({"team-a", "team-b"}), guarantee={"team-a": 4.0, "team-b": 4.0})
+
+
+def _iso(ms):
+    from datetime import datetime, timezone
+
+    return datetime.fromtimestamp(ms / 1000, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def service_event(jid, status, at_s, *, created_s=0, started_s=None, stopped_s=None, attempts=(), eid=None):
+    detail = {"jobArn": f"arn:aws:batch:us-east-1:111122223333:service-job/{jid}", "jobId": jid,
+              "jobName": jid, "jobQueue": QUEUE, "status": status, "serviceJobType": "SAGEMAKER_TRAINING",
+              "createdAt": T0 + created_s * 1000}
+    if started_s is not None:
+        detail["startedAt"] = T0 + started_s * 1000
+    if stopped_s is not None:
+        detail["stoppedAt"] = T0 + stopped_s * 1000
+    if attempts:
+        detail["attempts"] = [{"startedAt": T0 + a * 1000, "stoppedAt": T0 + b * 1000} for a, b in attempts]
+    return {"version": "0", "id": eid or f"{jid}-{status}-{at_s}", "detail-type": history.SERVICE_JOB_TYPE,
+            "source": "aws.batch", "time": _iso(T0 + at_s * 1000), "detail": detail}
+
+
+def details(jid, team="team-a", it="ml.g5.12xlarge", count=1, priority=3):
+    return history.details_record(job_id=jid, queue=QUEUE, team=team, instance_type=it, instance_count=count,
+                                  created_ms=T0, priority=priority, time=_iso(T0 + 5000))
+
+
+def _export(records, lookup=LOOKUP):
+    return history.reconstruct([("abc", r) for r in records], lookup, start_ms=T0, end_ms=T0 + 86_400_000)
+
+
+def test_a_service_job_takes_team_and_gpus_from_its_details_record():
+    out = _export([
+        details("j1", count=2),
+        service_event("j1", "RUNNING", 60, started_s=60),
+        service_event("j1", "SUCCEEDED", 660, started_s=60, stopped_s=660, attempts=[(60, 660)]),
+    ])
+    [job] = out.jobs
+    assert (job.team, job.gpus, job.priority, job.submit_ms, job.duration_ms) == ("team-a", 8, 3, T0, 600_000)
+    assert job.final_start_ms - job.submit_ms == 60_000 and job.preemptions == 0
+    assert job.borrowed_gpu_s == pytest.approx(4 * 600)  # 8 GPUs on a guarantee of 4, for 600 s
+
+
+def test_a_preempted_service_job_counts_its_runs_and_restarts_from_zero():
+    out = _export([
+        details("j1"),
+        service_event("j1", "RUNNING", 10, started_s=10),
+        service_event("j1", "RUNNABLE", 100, started_s=10),
+        service_event("j1", "RUNNING", 200, started_s=200),
+        service_event("j1", "SUCCEEDED", 500, started_s=200, stopped_s=500, attempts=[(10, 100), (200, 500)]),
+    ])
+    [job] = out.jobs
+    assert job.preemptions == 1 and job.duration_ms == 300_000 and job.final_start_ms == T0 + 200_000
+
+
+def test_checkpoints_keep_the_saved_work():
+    lookup = history.Lookup(teams=frozenset({"team-a"}), checkpoint={"team-a": 60.0})
+    out = _export([
+        details("j1"),
+        service_event("j1", "SUCCEEDED", 500, started_s=200, stopped_s=500, attempts=[(10, 100), (200, 500)]),
+    ], lookup)
+    assert out.jobs[0].duration_ms == (60 + 300) * 1000  # 90 s ran, 60 s saved
+
+
+@pytest.mark.parametrize("record, reason, counter", [
+    (details("j1", team="team-z"), "unknown team", ("unknown_teams", "team-z")),
+    (details("j1", it="ml.c5.xlarge"), "unknown instance type", ("unknown_types", "ml.c5.xlarge")),
+    (None, "no details record", None),
+])
+def test_what_is_not_known_is_counted_not_guessed(record, reason, counter):
+    events = [service_event("j1", "SUCCEEDED", 500, started_s=200, stopped_s=500)]
+    out = _export(([record] if record else []) + events)
+    assert out.jobs == [] and out.skipped == {reason: 1}
+    if counter:
+        assert getattr(out, counter[0]) == {counter[1]: 1}
+
+
+def test_unfinished_and_out_of_range_jobs_are_not_exported():
+    out = _export([details("j1"), service_event("j1", "RUNNING", 60, started_s=60),
+                   details("j2"), service_event("j2", "SUCCEEDED", 9, created_s=-5, started_s=1, stopped_s=9)])
+    assert out.jobs == [] and out.skipped == {"unfinished": 1}
+
+
+def test_events_out_of_order_and_twice():
+    ev = [details("j1"), service_event("j1", "SUCCEEDED", 500, started_s=200, stopped_s=500),
+          service_event("j1", "RUNNING", 200, started_s=200)]
+    out = _export(ev + ev)
+    assert len(out.jobs) == 1 and out.duplicates == 3 and out.jobs[0].duration_ms == 300_000
+
+
+def test_records_one_a_line_or_back_to_back():
+    assert list(history.parse_records('{"a":1}\n{"a":2}\n')) == [{"a": 1}, {"a": 2}]
+    assert list(history.parse_records('{"a":1}{"a":2}')) == [{"a": 1}, {"a": 2}]
+    with pytest.raises(ValueError):
+        list(history.parse_records("not json"))
+
+
+def test_keys_name_their_day_and_config():
+    key = "events/2026/11/02/config=0123456789ab/gpu-share-history-1-2026-11-02-00-00-00-x.gz"
+    assert history.day_of_key(key) == "2026-11-02" and history.config_of_key(key) == "0123456789ab"
+    assert history.day_of_key("events/other/file") is None and history.config_of_key("events/x") is None
+
+
+def test_the_simulator_reads_a_header_comment():
+    scenario = sim.parse_scenario({"capacity": {"gpu": 4}, "teams": [{"name": "a", "guarantee": {"gpu": 4}}]})
+    text = "# gpu-share trace export: origin=2026-11-02T00:00:00Z source=archive\njob_id,team,submit_time,duration_s,gpus\nj,a,0,5,1\n"
+    [job] = sim.parse_jobs(io.StringIO(text), scenario)
+    assert job.line == 3 and job.duration_s == 5
+    header = history.read_header(text.splitlines()[0])
+    assert header == {"origin": "2026-11-02T00:00:00Z", "source": "archive", "configs": []}
