@@ -1,7 +1,9 @@
 """An in-memory AWS Batch quota-management queue behind a real boto3 client.
 
 Answers ``ListQuotaShares``, ``GetJobQueueSnapshot``, ``ListServiceJobs`` (filtered by
-status, paged by ``maxResults``/``nextToken``) and ``DescribeServiceJob`` at botocore's
+status, and by quota share newest first as Batch sorts a filtered listing; paged by
+``maxResults``/``nextToken``; each page may take ``list_seconds`` of the clock) and
+``DescribeServiceJob`` at botocore's
 ``before-send``, so botocore validates and serializes every request and parses every answer
 as it would AWS's. Faults per request: throttling (429), server errors (500), and
 "partial" answers whose entries lose a field (a quota share's ``maxCapacity``, a
@@ -49,6 +51,8 @@ class QuotaQueueModel:
     requests: list[tuple[str, dict]] = field(default_factory=list)
     #: share -> its strategy (default LEND_AND_BORROW)
     strategies: dict[str, str] = field(default_factory=dict)
+    #: Seconds of the clock each ListServiceJobs page takes (a slow or flooded listing).
+    list_seconds: float = 0.0
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -128,7 +132,11 @@ class QuotaQueueModel:
             "lastUpdatedAt": int(self.clock() * 1000)}}
 
     def _ListServiceJobs(self, p: dict):
+        self.clock.t += self.list_seconds
         jobs = [j for j in self.jobs.values() if j.queue == QUEUE and j.status == p.get("jobStatus", j.status)]
+        shares = [f["values"][0] for f in p.get("filters", ()) if f["name"] == "QUOTA_SHARE_NAME"]
+        if shares:
+            jobs = sorted((j for j in jobs if j.share == shares[0]), key=lambda j: -j.created)
         summaries = [{"jobId": j.job_id, "jobName": f"train-{j.job_id}", "jobArn": _arn(j.job_id),
                       "serviceJobType": "SAGEMAKER_TRAINING", "quotaShareName": j.share, "status": j.status,
                       "createdAt": int(j.created * 1000)} for j in jobs]
@@ -156,13 +164,13 @@ class QuotaQueueModel:
 
 
 def monitor_client():
-    """A Batch client configured as the share monitor's (botocore retries throttling and 5xx, 5 attempts)."""
+    """A Batch client configured as the share monitor's (botocore retries throttling and 5xx, 3 attempts)."""
     import botocore.session
     from botocore.config import Config
 
     return botocore.session.get_session().create_client(
         "batch", region_name=REGION, aws_access_key_id="test", aws_secret_access_key="test",
-        config=Config(retries={"total_max_attempts": 5, "mode": "standard"}))
+        config=Config(retries={"total_max_attempts": 3, "mode": "standard"}))
 
 
 def _arn(job_id: str) -> str:
@@ -266,3 +274,44 @@ class CloudWatchModel:
             r["Timestamps"] = [t.timestamp() for t in r["Timestamps"]]
         return AWSResponse(request.url, 200, {"Content-Type": "application/x-amz-json-1.0"},
                            _Raw(json.dumps(body).encode()))
+
+
+@dataclass
+class AlarmModel:
+    """CloudWatch's evaluation of a metric alarm, in whole periods (enough to tell whether an
+    alarm can fire): at a time, the last ``evaluation_periods`` complete periods are read
+    (statistic Sum); a missing period is breaching or not as ``treat_missing`` says; the alarm
+    is in ALARM when at least ``datapoints_to_alarm`` of them breach."""
+
+    period: int
+    evaluation_periods: int
+    datapoints_to_alarm: int
+    threshold: float
+    comparison: str
+    treat_missing: str
+    #: timestamp (seconds) -> value of each point published
+    points: list[tuple[float, float]] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, props: dict) -> AlarmModel:
+        """The model of a synthesized ``AWS::CloudWatch::Alarm``'s properties."""
+        return cls(period=props["Period"], evaluation_periods=props["EvaluationPeriods"],
+                   datapoints_to_alarm=props.get("DatapointsToAlarm", props["EvaluationPeriods"]),
+                   threshold=props["Threshold"], comparison=props["ComparisonOperator"],
+                   treat_missing=props.get("TreatMissingData", "missing"))
+
+    def _breaches(self, value: float | None) -> bool:
+        if value is None:
+            return self.treat_missing == "breaching"
+        return {"LessThanThreshold": value < self.threshold,
+                "GreaterThanOrEqualToThreshold": value >= self.threshold,
+                "GreaterThanThreshold": value > self.threshold}[self.comparison]
+
+    def state(self, now: float) -> str:
+        end = now - now % self.period  # the last complete period ends here
+        breaching = 0
+        for k in range(1, self.evaluation_periods + 1):
+            start = end - k * self.period
+            values = [v for t, v in self.points if start <= t < start + self.period]
+            breaching += self._breaches(sum(values) if values else None)
+        return "ALARM" if breaching >= self.datapoints_to_alarm else "OK"

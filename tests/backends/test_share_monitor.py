@@ -116,15 +116,58 @@ def test_a_reading_publishes_every_figure_of_every_team_in_emf():
         "PendingJobs", "OldestWaitSeconds", "GuaranteeWaitSeconds"}
 
 
-def test_a_reading_costs_one_call_per_listing_page():
+def test_a_reading_costs_one_call_per_listing_page_of_each_share():
     m = model()
     for _ in range(1000):
         m.submit("team-a", {G5: 1})
     mon.read_and_publish(m.batch, QUEUE, SETTINGS, now=m.clock(), emit=Lines())
     ops = [op for op, _ in m.requests]
-    # 20 shares or 3: one ListQuotaShares page; one snapshot; 1,000 waiting jobs: one page of 1,000.
-    assert ops == ["ListQuotaShares", "GetJobQueueSnapshot", "ListServiceJobs"]
-    assert m.requests[2][1]["maxResults"] == 1000
+    # 20 shares or 3: one ListQuotaShares page; one snapshot; each share's waiting jobs: one page of 1,000.
+    assert ops == ["ListQuotaShares", "GetJobQueueSnapshot"] + ["ListServiceJobs"] * 3
+    listings = [p for op, p in m.requests if op == "ListServiceJobs"]
+    assert [p["filters"] for p in listings] == [[{"name": "QUOTA_SHARE_NAME", "values": [t]}]
+                                                for t in ("team-a", "team-b", "team-c")]
+    assert {(p["maxResults"], p["jobStatus"]) for p in listings} == {(1000, "RUNNABLE")}
+
+
+def test_a_flooded_share_does_not_push_the_reading_past_its_deadline(capsys):
+    """team-a floods its share with 20,000 waiting jobs, and every page takes 5 s: its listing
+    alone would take 100 s (the function's timeout was 60 s). The reading reads 5 pages of it,
+    every other share to the end, and publishes every team; team-a is counted unread."""
+    m = model(list_seconds=5)
+    for _ in range(20_000):
+        m.submit("team-a", {G5: 1})
+    m.clock.t += 600
+    b = m.submit("team-b", {G5: 1})
+    m.clock.t += 60
+    start, out = m.clock(), Lines()
+    summary = mon.read_and_publish(m.batch, QUEUE, SETTINGS, now=m.clock(), emit=out, clock=m.clock)
+    assert m.clock() - start <= mon.READ_SECONDS
+    assert summary["unread"] == 1 and "error" not in summary
+    assert out.team("team-a", metrics.PENDING) == [mon.MAX_PAGES * mon.PAGE_SIZE]  # what was read
+    assert out.team("team-b", metrics.PENDING) == [1] and out.team("team-b", metrics.OLDEST_WAIT_SECONDS) == [60]
+    assert out.team("team-c", metrics.PENDING) == [0] and b.job_id
+    [queue] = [r for r in out.emf() if metrics.MONITOR_HEARTBEAT in r]
+    assert (queue[metrics.MONITOR_HEARTBEAT], queue[metrics.MONITOR_UNREAD], queue[metrics.MONITOR_ERRORS]) == (1, 1, 0)
+    [warning] = [r for r in logged(capsys) if r["event"] == "waiting_jobs_unread"]
+    assert warning["teams"] == ["team-a"]
+
+
+def test_a_slow_listing_stops_at_the_deadline_and_publishes_every_team():
+    """Every page takes 20 s: the reading asks no page after its deadline, reads each share a
+    page in turn (so no share waits behind another's pages), and publishes every team."""
+    m = model(list_seconds=20)
+    for team in ("team-a", "team-b", "team-c"):
+        for _ in range(3000):
+            m.submit(team, {G5: 1})
+    m.start(m.submit("team-c", {G5: 1}).job_id)
+    start, out = m.clock(), Lines()
+    summary = mon.read_and_publish(m.batch, QUEUE, SETTINGS, now=m.clock(), emit=out, clock=m.clock)
+    # 3 pages asked before the deadline (0, 20, 40 s), one a share; none at 60 s.
+    assert m.clock() - start == 60 and summary["unread"] == 3
+    assert {t: out.team(t, metrics.PENDING) for t in ("team-a", "team-b", "team-c")} == {
+        "team-a": [1000], "team-b": [1000], "team-c": [1000]}
+    assert out.team("team-c", metrics.USAGE) == [1]  # the snapshot is read whole
 
 
 def test_throttling_and_server_errors_are_retried():
@@ -146,9 +189,10 @@ def test_a_read_that_keeps_failing_is_logged_and_counted_not_raised(capsys):
     m.script = {"ListQuotaShares": ["error"] * 5}
     out = Lines()
     summary = mon.read_and_publish(m.batch, QUEUE, SETTINGS, now=m.clock(), emit=out)
-    assert summary["error"].startswith("ServerException") and "reached max retries: 4" in summary["error"]
+    assert summary["error"].startswith("ServerException") and "reached max retries: 2" in summary["error"]
     [errors] = [r for r in out.emf() if metrics.MONITOR_ERRORS in r]
     assert errors[metrics.MONITOR_ERRORS] == 1 and out.team("team-a", metrics.USAGE) == []
+    assert metrics.MONITOR_HEARTBEAT not in errors  # no reading published: no heartbeat
     assert [r["event"] for r in logged(capsys)] == ["read_failed"]
 
 
@@ -157,7 +201,7 @@ def test_an_entry_with_a_missing_field_is_logged_and_left_out(op, capsys):
     m = model()
     m.start(m.submit("team-a", {G5: 1}).job_id)
     m.submit("team-b", {G5: 1})
-    m.script = {op: ["partial"]}
+    m.script = {op: [None, "partial"] if op == "ListServiceJobs" else ["partial"]}  # team-b's listing, the second
     out = Lines()
     summary = mon.read_and_publish(m.batch, QUEUE, SETTINGS, now=m.clock(), emit=out)
     assert summary["skipped"] == 1 and summary["teams"] == 3
@@ -396,8 +440,92 @@ def test_one_guarantee_wait_alarm_per_team_and_the_queue_alarms(monitored):
     assert sorted(next(d["Value"] for d in a["Dimensions"] if d["Name"] == "Team") for a in waits) == ["team-a", "team-b"]
     assert {a["Threshold"] for a in waits} == {600} and {a["Statistic"] for a in waits} == {"Maximum"}
     names = {a["Properties"]["MetricName"] for a in alarms.values()}
-    assert {metrics.QUEUE_BLOCKED, metrics.MONITOR_ERRORS} <= names
-    assert len(alarms) == 4
+    assert {metrics.QUEUE_BLOCKED, metrics.MONITOR_HEARTBEAT, "Errors"} <= names
+    assert len(alarms) == 5
+
+
+def _health_alarms(template) -> tuple[dict, dict]:
+    """The synthesized silence (heartbeat) and errors alarms of the monitor."""
+    alarms = [a["Properties"] for a in template.find_resources("AWS::CloudWatch::Alarm").values()]
+    [silence] = [a for a in alarms if a["MetricName"] == metrics.MONITOR_HEARTBEAT]
+    [errors] = [a for a in alarms if a["MetricName"] == "Errors"]
+    return silence, errors
+
+
+def test_the_health_alarms_watch_the_heartbeat_and_the_functions_own_errors(monitored):
+    template, _ = monitored
+    silence, errors = _health_alarms(template)
+    # At a 5-minute schedule: 15 one-minute periods; no heartbeat in any of them (missing breaches).
+    assert {k: silence[k] for k in ("Namespace", "Statistic", "Period", "EvaluationPeriods", "DatapointsToAlarm",
+                                    "Threshold", "ComparisonOperator", "TreatMissingData")} == {
+        "Namespace": "GpuShare", "Statistic": "Sum", "Period": 60, "EvaluationPeriods": 15, "DatapointsToAlarm": 15,
+        "Threshold": 1, "ComparisonOperator": "LessThanThreshold", "TreatMissingData": "breaching"}
+    assert silence["Dimensions"] == [{"Name": "Queue", "Value": "ml-training"}]
+    # The function's own Errors: 2 erroring minutes of 15 (a 5-minute schedule surely runs twice in 15).
+    assert {k: errors[k] for k in ("Namespace", "Statistic", "Period", "EvaluationPeriods", "DatapointsToAlarm",
+                                   "Threshold", "ComparisonOperator", "TreatMissingData")} == {
+        "Namespace": "AWS/Lambda", "Statistic": "Sum", "Period": 60, "EvaluationPeriods": 15, "DatapointsToAlarm": 2,
+        "Threshold": 1, "ComparisonOperator": "GreaterThanOrEqualToThreshold", "TreatMissingData": "notBreaching"}
+    [fn] = [k for k, r in template.find_resources("AWS::Lambda::Function").items()
+            if r["Properties"]["Handler"] == mon.__name__ + ".handler"]
+    assert errors["Dimensions"] == [{"Name": "FunctionName", "Value": {"Ref": fn}}]
+    assert template.find_resources("AWS::Lambda::Function")[fn]["Properties"]["Timeout"] == 2 * mon.READ_SECONDS + 30
+
+
+def _monitor_health_alarms(schedules) -> dict[int, tuple[dict, dict]]:
+    """The synthesized health alarms of a monitor at each schedule (one stack each, one app)."""
+    import aws_cdk as cdk
+    from aws_cdk.assertions import Template
+
+    from cdk_gpu_share.backends.batch_quota.construct import BatchQuotaBackend
+    from cdk_gpu_share.core.config import Amount, BatchQuotaConfig, ShareMonitorConfig, TeamConfig
+    from tests.helpers import new_app
+
+    app, stacks = new_app(), {}
+    for minutes in schedules:
+        stacks[minutes] = stack = cdk.Stack(app, f"Monitor{minutes}")
+        BatchQuotaBackend(stack, "Queue", queue_name="q", config=BatchQuotaConfig(
+            capacity={G5: 1}, monitor=ShareMonitorConfig(schedule_minutes=minutes))).add_team(
+            TeamConfig(name="a", guarantee={G5: Amount(instances=1)}))
+    return {m: _health_alarms(Template.from_stack(s, skip_cyclical_dependencies_check=True)) for m, s in stacks.items()}
+
+
+def _runs(schedule: int, hours: int) -> list[float]:
+    """Start times (s) of a monitor's runs: every schedule, each late by 0 or 59 s in turn
+    (EventBridge's delay and the reading's duration), so periods meet readings at their worst."""
+    return [k * schedule * 60 + (59 if k % 2 else 0) for k in range(hours * 60 // schedule)]
+
+
+def test_at_every_schedule_from_1_to_60_minutes_each_health_alarm_can_fire_and_a_healthy_monitor_never_alarms():
+    """CloudWatch's evaluation (tests/quota_model.AlarmModel) of the synthesized alarms: a healthy
+    monitor (a heartbeat each run, no error) leaves both alarms OK; from the moment every run
+    fails (no heartbeat, an error each), each alarm fires within the promise: 15 minutes of
+    silence (a schedule longer than 14 minutes: a schedule and a minute)."""
+    from tests.quota_model import AlarmModel
+
+    synthesized = _monitor_health_alarms(range(1, 61))
+    for minutes, (silence_props, errors_props) in synthesized.items():
+        promise = sm.health_alarms(minutes).window_minutes
+        assert promise == (15 if minutes <= 14 else minutes + 1)
+        silence, errors = AlarmModel.of(silence_props), AlarmModel.of(errors_props)
+        hours = max(6, 3 * promise // 60 + 3)
+        runs = _runs(minutes, hours)
+        fail_at = runs[len(runs) // 2]
+        for t in runs:
+            if t < fail_at:
+                silence.points.append((t + 1, 1))
+                errors.points.append((t + 1, 0))
+            else:
+                errors.points.append((t + 1, 1))
+        last_reading = max(t for t in runs if t < fail_at) + 1
+        healthy = [t for t in range(promise * 60 + 120, int(fail_at), 60)]
+        assert all(silence.state(t) == "OK" and errors.state(t) == "OK" for t in healthy), minutes
+        # Silence: in ALARM once the promise has passed since the last reading (and the minute it
+        # fell in has closed), for as long as the monitor stays silent.
+        fired = last_reading - last_reading % 60 + 60 + promise * 60
+        assert silence.state(fired - 60) == "OK" and silence.state(fired) == "ALARM", minutes
+        # Errors: in ALARM within the promise of the first failed run.
+        assert any(errors.state(t) == "ALARM" for t in range(int(fail_at), int(fail_at) + promise * 60 + 61, 60)), minutes
 
 
 def test_the_monitors_role_reads_the_queue_and_nothing_else(monitored):

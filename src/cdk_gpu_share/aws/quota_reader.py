@@ -30,6 +30,7 @@ from cdk_gpu_share.core.errors import GpuShareError
 __all__ = [
     "QUOTA_QUEUE_TYPE",
     "WAITING_STATUSES",
+    "ListingBounds",
     "QueueNotFound",
     "WaitingJob",
     "ShareStatus",
@@ -131,6 +132,8 @@ class QuotaQueueStatus:
     """Waiting jobs naming no quota share this queue lists (should not happen)."""
     skipped: tuple[str, ...] = ()
     """Entries of an answer left out because a field was missing or not a number, each said in words."""
+    unread: tuple[str, ...] = ()
+    """Quota shares whose waiting jobs a bounded reading did not read to the end."""
 
     def share(self, name: str) -> ShareStatus:
         for s in self.shares:
@@ -243,6 +246,21 @@ def _usage_by_share(snapshot: Mapping[str, Any], skipped: list[str] | None = Non
     return out
 
 
+def _summary_job(s: Any, skipped: list[str]) -> WaitingJob | None:
+    """The waiting job of a ``ListServiceJobs`` summary; None for one left out (said in ``skipped``)."""
+    if not isinstance(s, Mapping) or not s.get("jobId"):
+        skipped.append(f"ListServiceJobs: a job summary without a jobId ({s!r})")
+        return None
+    if s.get("isTerminated"):
+        return None  # a stop was requested: it will not take capacity
+    created = s.get("createdAt")
+    if created is not None and _quantity(created) is None:
+        skipped.append(f"ListServiceJobs {s['jobId']}: createdAt is not a time ({created!r}); no wait counted")
+        created = None
+    return WaitingJob(job_id=s["jobId"], name=s.get("jobName", s["jobId"]), share=s.get("quotaShareName"),
+                      created_at=_seconds(created))
+
+
 def _waiting_jobs(client: Any, queue: str, page_size: int | None = None,
                   skipped: list[str] | None = None) -> list[WaitingJob]:
     skipped = [] if skipped is None else skipped
@@ -250,29 +268,51 @@ def _waiting_jobs(client: Any, queue: str, page_size: int | None = None,
     paginator = client.get_paginator("list_service_jobs")
     for status in WAITING_STATUSES:
         for page in paginator.paginate(jobQueue=queue, jobStatus=status, **_pages(page_size)):
-            for s in page.get("jobSummaryList", []):
-                if not isinstance(s, Mapping) or not s.get("jobId"):
-                    skipped.append(f"ListServiceJobs: a job summary without a jobId ({s!r})")
-                    continue
-                if s.get("isTerminated"):
-                    continue  # a stop was requested: it will not take capacity
-                created = s.get("createdAt")
-                if created is not None and _quantity(created) is None:
-                    skipped.append(f"ListServiceJobs {s['jobId']}: createdAt is not a time ({created!r}); no wait counted")
-                    created = None
-                jobs.append(
-                    WaitingJob(
-                        job_id=s["jobId"],
-                        name=s.get("jobName", s["jobId"]),
-                        share=s.get("quotaShareName"),
-                        created_at=_seconds(created),
-                    )
-                )
+            jobs.extend(j for j in (_summary_job(s, skipped) for s in page.get("jobSummaryList", [])) if j)
     return jobs
 
 
+@dataclass(frozen=True)
+class ListingBounds:
+    """How much of the waiting jobs a bounded reading lists: each quota share's own listing
+    (``QUOTA_SHARE_NAME``), ``max_pages`` pages a share at most, and no page asked once
+    ``clock()`` has passed ``deadline``. The shares are read a page each in turn, so a share
+    with many waiting jobs takes its turns and not the others'."""
+
+    max_pages: int
+    deadline: float
+    clock: Any = time.monotonic
+
+
+def _waiting_jobs_bounded(client: Any, queue: str, shares: list[str], bounds: ListingBounds, page_size: int | None,
+                          skipped: list[str]) -> tuple[list[WaitingJob], tuple[str, ...]]:
+    """The waiting jobs of each share, read within ``bounds``; and the shares not read to the end."""
+    jobs: list[WaitingJob] = []
+    tokens: dict[str, str | None] = {name: None for name in shares}  # share -> next page (None: the first)
+    for _ in range(bounds.max_pages):
+        for name in [n for n in shares if n in tokens]:
+            if bounds.clock() >= bounds.deadline:
+                return jobs, tuple(tokens)
+            params: dict[str, Any] = {"jobQueue": queue, "jobStatus": WAITING_STATUSES[0],
+                                      "filters": [{"name": "QUOTA_SHARE_NAME", "values": [name]}]}
+            if page_size is not None:
+                params["maxResults"] = page_size
+            if tokens[name]:
+                params["nextToken"] = tokens[name]
+            page = client.list_service_jobs(**params)
+            jobs.extend(j for j in (_summary_job(s, skipped) for s in page.get("jobSummaryList", [])) if j)
+            if page.get("nextToken"):
+                tokens[name] = page["nextToken"]
+            else:
+                del tokens[name]
+        if not tokens:
+            break
+    return jobs, tuple(tokens)
+
+
 def read_quota_queue(client: Any, queue: str, *, detail: Mapping[str, Any] | None = None,
-                     now: float | None = None, page_size: int | None = None) -> QuotaQueueStatus:
+                     now: float | None = None, page_size: int | None = None,
+                     bounds: ListingBounds | None = None) -> QuotaQueueStatus:
     """Read each quota share's guarantee, usage and waiting jobs on ``queue``.
 
     :param client: a Batch client (``boto3.client("batch")``).
@@ -281,6 +321,9 @@ def read_quota_queue(client: Any, queue: str, *, detail: Mapping[str, Any] | Non
         Default: described here.
     :param now: the time waits are measured at (seconds since the epoch). Default: now.
     :param page_size: items per page of the listings (Batch: up to 1,000). Default: the API's.
+    :param bounds: list the waiting jobs share by share within these bounds; the shares not
+        read to the end are named in ``unread``. Default: one listing of the queue's waiting
+        jobs, read to the end.
 
     An entry of an answer with a missing or non-numeric field is left out and said in
     ``skipped``; the rest of the answer is read.
@@ -299,10 +342,13 @@ def read_quota_queue(client: Any, queue: str, *, detail: Mapping[str, Any] | Non
     listed = _list_shares(client, queue, page_size)
     snapshot = client.get_job_queue_snapshot(jobQueue=queue)
     usage = _usage_by_share(snapshot, skipped)
-    waiting = _waiting_jobs(client, queue, page_size, skipped)
-
     names = [s["quotaShareName"] for s in listed if s.get("quotaShareName")]
     names += sorted(n for n in usage if n not in names)
+    unread: tuple[str, ...] = ()
+    if bounds is None:
+        waiting = _waiting_jobs(client, queue, page_size, skipped)
+    else:
+        waiting, unread = _waiting_jobs_bounded(client, queue, sorted(names), bounds, page_size, skipped)
     by_share: dict[str, list[WaitingJob]] = {n: [] for n in names}
     unassigned = []
     for job in waiting:
@@ -351,4 +397,5 @@ def read_quota_queue(client: Any, queue: str, *, detail: Mapping[str, Any] | Non
         snapshot_at=_seconds(snapshot.get("queueUtilization", {}).get("lastUpdatedAt")),
         unassigned_waiting=tuple(unassigned),
         skipped=tuple(skipped),
+        unread=unread,
     )

@@ -41,6 +41,11 @@ DIM_CAUSE = "Cause"
 QUEUE_BLOCKED = "QueueBlockedEvents"
 #: Per queue: monitor runs that could not read the queue (counts).
 MONITOR_ERRORS = "ShareMonitorErrors"
+#: Per queue: 1 for each reading the monitor published (its heartbeat; missing is an alarm).
+MONITOR_HEARTBEAT = "ShareMonitorReadings"
+#: Per queue: quota shares whose waiting jobs a reading did not read to the end (its page cap
+#: or its deadline came first); their waiting figures are those of the jobs read.
+MONITOR_UNREAD = "ShareMonitorUnreadShares"
 
 #: The statistic that reads each metric correctly: gauges by their maximum, counts summed.
 STATISTIC = {
@@ -58,6 +63,8 @@ STATISTIC = {
     GUARANTEE_WAIT_SECONDS: "Maximum",
     QUEUE_BLOCKED: "Sum",
     MONITOR_ERRORS: "Sum",
+    MONITOR_HEARTBEAT: "Sum",
+    MONITOR_UNREAD: "Maximum",
     PREEMPTIONS: "Sum",
     RECLAIMS: "Sum",
     CYCLE_ERRORS: "Sum",

@@ -38,6 +38,9 @@ __all__ = [
     "preemption_cause",
     "figure_metrics",
     "lent_split",
+    "HealthAlarms",
+    "health_alarms",
+    "SILENCE_MINUTES",
 ]
 
 #: Causes of a preemption, from the event's ``statusReason``.
@@ -136,6 +139,47 @@ def share_figures(readings: Sequence[ShareReading], capacity: Mapping[str, float
             unknown_types=tuple(dict.fromkeys(unknown)),
         ))
     return out
+
+
+#: The monitor's promise: an alarm when it could not read the queue for this many minutes.
+SILENCE_MINUTES = 15
+#: Errors (out of the runs in the window) that make the errors alarm fire, at most.
+_ERRORS_TO_ALARM = 3
+
+
+@dataclass(frozen=True)
+class HealthAlarms:
+    """The shape of the monitor's two health alarms at a schedule, both on 1-minute periods.
+
+    * **silence**: the heartbeat (one per published reading) is missing, treated as breaching,
+      in all of the last ``window_minutes`` minutes;
+    * **errors**: the function's own ``Errors`` were at least 1 in ``errors_to_alarm`` of the
+      last ``window_minutes`` minutes (missing: not breaching, no run).
+    """
+
+    schedule_minutes: int
+    window_minutes: int
+    errors_to_alarm: int
+
+    @property
+    def period_seconds(self) -> int:
+        return 60
+
+
+def health_alarms(schedule_minutes: int) -> HealthAlarms:
+    """The health alarms of a monitor that reads every ``schedule_minutes``.
+
+    One-minute periods, so a period never holds two readings or none by the way the schedule
+    falls on the period boundaries. The window is :data:`SILENCE_MINUTES`, or one schedule and a
+    minute when the schedule is longer (a monitor that reads every hour cannot tell a silent
+    quarter of an hour from a healthy one): a healthy monitor, whose readings come at most a
+    schedule and a minute apart (a reading is late by at most its duration), always has a
+    heartbeat in the window, and a silent one has none in it. The errors alarm asks for as many
+    erroring minutes as there are surely runs in the window (a run may start up to a minute
+    late, so runs are at most ``schedule + 1`` minutes apart), at most three.
+    """
+    window = max(SILENCE_MINUTES, schedule_minutes + 1)
+    return HealthAlarms(schedule_minutes, window, max(1, min(_ERRORS_TO_ALARM, window // (schedule_minutes + 1))))
 
 
 def preemption_cause(status_reason: object) -> str:

@@ -208,13 +208,15 @@ def monitor_costs(section: BatchQuotaConfig, teams: int) -> list[dict[str, str]]
         return []
     return [{"backend": KEY, "resource": "share monitor",
              "what": f"the share monitor Lambda runs every {plural(monitor.schedule_minutes, 'minute')} and publishes"
-                     f" about {METRICS_PER_TEAM * teams + 2} custom CloudWatch metrics for {plural(teams, 'team')}"
+                     f" about {METRICS_PER_TEAM * teams + METRICS_PER_QUEUE} custom CloudWatch metrics for {plural(teams, 'team')}"
                      " (metrics are billed per metric and month; set batch_quota.monitor.enabled: false to go"
                      " without)"}]
 
 
 #: Custom metrics per team: 9 gauges, preemptions in total and for two causes, blocked events.
 METRICS_PER_TEAM = 13
+#: Custom metrics per queue: blocked events, failed readings, readings (the heartbeat), unread shares.
+METRICS_PER_QUEUE = 4
 
 
 SPEC = BatchQuotaSpec()

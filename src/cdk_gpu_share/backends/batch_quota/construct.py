@@ -30,6 +30,7 @@ from cdk_gpu_share.constructs._lambda_code import package_code
 from cdk_gpu_share.constructs._metrics import ReclaimerMetrics
 from cdk_gpu_share.constructs._quota import TeamQuota, another_backends, raise_problems
 from cdk_gpu_share.core import metrics
+from cdk_gpu_share.core import share_monitor as sm
 from cdk_gpu_share.core.config import BatchQuotaConfig, ShareMonitorConfig, TeamConfig, config_problems
 from cdk_gpu_share.core.errors import ConfigError, Problem
 
@@ -308,8 +309,11 @@ class ShareMonitor(Construct):
     writes its own logs, where the metrics go in embedded metric format: nothing else.
 
     Alarms: per team, a job waited ``guarantee_wait_alarm_seconds`` while its team used less
-    than its guarantee; the queue was blocked; the monitor failed. The platform's ``alerts``
-    route them like every other alarm.
+    than its guarantee; the queue was blocked; the monitor published no reading for 15 minutes
+    (its heartbeat, missing data breaching; a schedule longer than 14 minutes: one schedule and
+    a minute); the function itself failed (its ``Errors``), both shaped by
+    :func:`cdk_gpu_share.core.share_monitor.health_alarms` so that each can fire at every
+    schedule. The platform's ``alerts`` route them like every other alarm.
     """
 
     def __init__(self, scope: Construct, id: str, *, backend: BatchQuotaBackend, config: ShareMonitorConfig) -> None:
@@ -334,7 +338,8 @@ class ShareMonitor(Construct):
             architecture=lambda_.Architecture.ARM_64,
             handler=MONITOR_HANDLER,
             code=package_code("lambdas/share_monitor", ("core", "lambdas/share_monitor"), ("quota_reader.py",)),
-            timeout=cdk.Duration.minutes(1),
+            # Twice the reading's deadline (READ_SECONDS): the last page asked ends well inside it.
+            timeout=cdk.Duration.minutes(2),
             memory_size=256,
             role=self.role,
             log_group=self.log_group,
@@ -418,14 +423,29 @@ class ShareMonitor(Construct):
             metric=self.metric(metrics.QUEUE_BLOCKED, period=five), threshold=1, evaluation_periods=1,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING))
-        self.alarms.append(cloudwatch.Alarm(
+        health = sm.health_alarms(self.config.schedule_minutes)
+        minute = cdk.Duration.seconds(health.period_seconds)
+        window = health.window_minutes
+        #: The monitor published no reading in ``window`` minutes (crash, timeout, read failure).
+        self.silence_alarm = cloudwatch.Alarm(
             self, "MonitorFailedAlarm",
-            alarm_description="The share monitor could not read the queue for 15 minutes (see its logs):"
-                              " the per-team metrics have a gap",
-            metric=self.metric(metrics.MONITOR_ERRORS, period=five), threshold=3, evaluation_periods=3,
-            datapoints_to_alarm=3,
+            alarm_description=f"The share monitor has published no reading of the queue for {window} minutes"
+                              " (it failed, timed out or could not read the queue: see its logs): the per-team"
+                              " metrics have a gap",
+            metric=self.metric(metrics.MONITOR_HEARTBEAT, period=minute), threshold=1,
+            evaluation_periods=window, datapoints_to_alarm=window,
+            comparison_operator=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.BREACHING)
+        #: The function failed (an error or a timeout) in ``errors_to_alarm`` minutes of ``window``.
+        self.errors_alarm = cloudwatch.Alarm(
+            self, "MonitorErrorsAlarm",
+            alarm_description=f"The share monitor's function failed in {health.errors_to_alarm} of the last {window}"
+                              " minutes (an error or a timeout: see its logs)",
+            metric=self.function.metric_errors(period=minute, statistic="Sum"), threshold=1,
+            evaluation_periods=window, datapoints_to_alarm=health.errors_to_alarm,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING))
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING)
+        self.alarms += [self.silence_alarm, self.errors_alarm]
 
     def add_team_alarm(self, team: str) -> None:
         """``team``'s dashboard row, and the lender's promise: an alarm when a job of the team waited

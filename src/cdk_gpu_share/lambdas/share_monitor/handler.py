@@ -5,10 +5,16 @@ share), what a platform team needs to watch the lending it set up. Invoked:
 
 * **on a schedule** (every ``monitor.schedule_minutes``): reads the queue with
   :func:`cdk_gpu_share.aws.quota_reader.read_quota_queue` (``ListQuotaShares``,
-  ``GetJobQueueSnapshot``, ``ListServiceJobs`` of the waiting jobs, 1,000 a page) and
+  ``GetJobQueueSnapshot``, ``ListServiceJobs`` of each share's waiting jobs, 1,000 a page) and
   emits per team: GPUs and instances in use, guarantee, borrowed, lent, idle guarantee,
   waiting jobs, the oldest wait and the oldest wait while the team is below its guarantee
-  (:mod:`cdk_gpu_share.core.share_monitor` defines each figure);
+  (:mod:`cdk_gpu_share.core.share_monitor` defines each figure), then its heartbeat
+  (``ShareMonitorReadings``: a missing one is an alarm). The reading is bounded: at most
+  :data:`MAX_PAGES` pages of waiting jobs a share, read a page a share in turn, and no page
+  asked after :data:`READ_SECONDS` (the function's timeout is twice that), so a team that
+  floods its share with waiting jobs cannot push the reading past the timeout. What was read
+  is published; the shares not read to the end are counted (``ShareMonitorUnreadShares``)
+  and named in the log;
 * **on "Batch Service Job Preemption Started"**: ``DescribeServiceJob`` of the preempted job
   tells its queue and quota share; a job of this queue counts one preemption for its team,
   by cause (``cross_share``: lent capacity taken back; ``in_share``: a higher-priority job
@@ -18,7 +24,7 @@ share), what a platform team needs to watch the lending it set up. Invoked:
 
 Metrics go out in CloudWatch embedded metric format on standard output (no
 ``PutMetricData`` permission, nothing to batch). Throttling and 5xx are retried by the
-client (botocore's standard mode, 5 attempts with backoff). An entry of an answer with a
+client (botocore's standard mode, 3 attempts with backoff, 10 s a read). An entry of an answer with a
 missing or bad field is logged and left out; a read that fails after its retries is logged
 and counted (``ShareMonitorErrors``) without raising: the next run reads afresh, and a
 retried invocation would only publish a stale minute twice.
@@ -42,6 +48,11 @@ from cdk_gpu_share.core import share_monitor as sm
 
 #: The listings' page size: Batch returns up to 1,000 service jobs or quota shares a page.
 PAGE_SIZE = 1000
+#: Pages of waiting jobs a reading lists per quota share at most (its newest 5,000 jobs).
+MAX_PAGES = 5
+#: Seconds after its start a reading asks for no more pages (the function's timeout is 120 s,
+#: and one call takes at most 3 tries of 3 + 10 s).
+READ_SECONDS = 45
 PREEMPTION_STARTED = "Batch Service Job Preemption Started"
 QUEUE_BLOCKED = "Batch Service Job Queue Blocked"
 
@@ -64,12 +75,18 @@ def handler(event: Mapping, context: Any = None) -> dict:
 
 
 def read_and_publish(client: Any, queue: str, settings: Mapping, *, now: float,
-                     emit: Callable[[str], None] | None = None) -> dict:
-    """Read the queue and publish each team's figures. Never raises for a failed read."""
+                     emit: Callable[[str], None] | None = None, clock: Callable[[], float] | None = None) -> dict:
+    """Read the queue and publish each team's figures. Never raises for a failed read.
+
+    :param clock: the clock of the reading's deadline (tests give the model's). Default: the
+        module's clock."""
     name = settings.get("queue") or queue.rsplit("/", 1)[-1]
     detail = {"jobQueueName": name, "jobQueueArn": queue, "jobQueueType": quota_reader.QUOTA_QUEUE_TYPE}
+    clock = clock or _now
+    bounds = quota_reader.ListingBounds(max_pages=MAX_PAGES, deadline=clock() + READ_SECONDS, clock=clock)
     try:
-        status = quota_reader.read_quota_queue(client, queue, detail=detail, now=now, page_size=PAGE_SIZE)
+        status = quota_reader.read_quota_queue(client, queue, detail=detail, now=now, page_size=PAGE_SIZE,
+                                               bounds=bounds)
     except Exception as exc:  # noqa: BLE001 - logged and counted; the next run reads afresh
         log("read_failed", "ERROR", queue=name, error=f"{type(exc).__name__}: {exc}")
         _emit({metrics.DIM_QUEUE: name}, {metrics.MONITOR_ERRORS: (1, "Count")}, emit)
@@ -83,14 +100,19 @@ def read_and_publish(client: Any, queue: str, settings: Mapping, *, now: float,
     figures = sm.share_figures(readings, settings.get("capacity") or {}, now)
     for f in figures:
         _emit({metrics.DIM_QUEUE: name, metrics.DIM_TEAM: f.team}, sm.figure_metrics(f), emit)
-    _emit({metrics.DIM_QUEUE: name}, {metrics.MONITOR_ERRORS: (0, "Count")}, emit)
+    _emit({metrics.DIM_QUEUE: name}, {metrics.MONITOR_ERRORS: (0, "Count"), metrics.MONITOR_HEARTBEAT: (1, "Count"),
+                                      metrics.MONITOR_UNREAD: (len(status.unread), "Count")}, emit)
+    if status.unread:
+        log("waiting_jobs_unread", "WARNING", queue=name, teams=[teams.get(s, s) for s in status.unread],
+            reason=f"more than {MAX_PAGES * PAGE_SIZE} waiting jobs in a share, or the reading reached its"
+                   f" {READ_SECONDS} s deadline: their waiting figures are those of the jobs read")
     unknown = sorted({u for f in figures for u in f.unknown_types})
     if status.skipped or unknown or status.unassigned_waiting:
         log("answer_entries_skipped", "WARNING", queue=name, skipped=list(status.skipped[:20]),
             skipped_count=len(status.skipped), unknown_instance_types=unknown,
             jobs_of_no_listed_share=[j.job_id for j in status.unassigned_waiting][:20])
     summary: dict[str, Any] = {"queue": name, "teams": len(figures), "waiting": sum(f.waiting_jobs for f in figures),
-               "skipped": len(status.skipped), "totals": sm.totals(figures)}
+               "skipped": len(status.skipped), "unread": len(status.unread), "totals": sm.totals(figures)}
     log("published", "INFO", **summary)
     return summary
 
@@ -147,8 +169,9 @@ def _batch_client() -> Any:
         import boto3
         from botocore.config import Config
 
-        _client = boto3.client("batch", config=Config(retries={"total_max_attempts": 5, "mode": "standard"},
-                                                      connect_timeout=5, read_timeout=30))
+        # Short calls, so the reading's deadline bounds its duration (see READ_SECONDS).
+        _client = boto3.client("batch", config=Config(retries={"total_max_attempts": 3, "mode": "standard"},
+                                                      connect_timeout=3, read_timeout=10))
     return _client
 
 
