@@ -117,6 +117,10 @@ class BackendSpec(Protocol):
         """Lines ``plan`` shows under the backend's table besides the teams (key: text)."""
         ...
 
+    def plan_team_extras(self, section: Any, teams: Sequence[TeamConfig]) -> dict[str, Any]:
+        """Lines ``plan`` shows under the backend's table that depend on its teams (key: text)."""
+        ...
+
     def idle_costs(self, config: PlatformConfig, section: Any) -> list[dict[str, str]]:
         """What the section costs while no job runs: one ``{backend, resource, what}`` per billed resource."""
         ...
@@ -159,6 +163,9 @@ class Backend:
     def plan_extras(self, section: Any) -> dict[str, Any]:
         return {}
 
+    def plan_team_extras(self, section: Any, teams: Sequence[TeamConfig]) -> dict[str, Any]:
+        return {}
+
     def idle_costs(self, config: PlatformConfig, section: Any) -> list[dict[str, str]]:
         return []
 
@@ -177,7 +184,8 @@ class Backend:
 #: Every member of a BackendSpec, which :func:`register` checks a spec has.
 _MEMBERS = ("key", "strategy", "capacity_hint", "default_borrow_percent", "construct", "status", "rules", "section_keys",
             "descriptions",
-            "resource_labels", "parse", "schema", "to_mapping", "describe_resource", "plan_extras", "idle_costs",
+            "resource_labels", "parse", "schema", "to_mapping", "describe_resource", "plan_extras",
+            "plan_team_extras", "idle_costs",
             "in_team_preemption_text", "scenario_settings", "poll_seconds")
 _registry: dict[str, BackendSpec] = {}
 _loaded = False

@@ -56,7 +56,8 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
         "preemption_retries": "Batch quota management: how many times a preempted job of the team is queued again"
         " before it fails (SubmitServiceJob's preemptionRetriesBeforeTermination), 0 to 1000. Default: every time.",
         "description": "One line of at most 1024 characters.",
-        "max_priority": "Highest scheduling priority the team's jobs may carry, 0 to 9999. Default: 100.",
+        "max_priority": "Highest scheduling priority the team's jobs may carry, 0 to 9999. Default: 100. On"
+        " kueue: the highest WorkloadPriorityClass value (and Pod priority) its namespace admits.",
         "assumed_by": "IAM role or user ARNs that may assume the team's SubmitRole. Default: principals of the"
         " account tagged principal_tag=<team>.",
         "principal_tag": "Principal tag key whose value must be the team's name to assume its SubmitRole (when"

@@ -111,7 +111,7 @@ def fleet_plan(config: PlatformConfig) -> dict[str, Any]:
             t["guaranteed_gpus"] = t["guaranteed"] * per
             t["unguaranteed_gpus"] = t["unguaranteed"] * per
         out["backends"][backend] = {"teams": rows, "totals": totals, "strategy": spec.strategy,
-                                    **spec.plan_extras(section)}
+                                    **spec.plan_extras(section), **spec.plan_team_extras(section, teams)}
     out["inference"] = inference_plan(config)
     out["idle_costs"] = idle_costs(config)
     return out

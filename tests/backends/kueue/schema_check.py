@@ -53,9 +53,14 @@ def served_versions(kind: str) -> list[str]:
 
 
 def schema_errors(obj: dict[str, Any]) -> list[str]:
-    """Where ``obj`` breaks its kind's CRD schema (a Namespace: only its name is checked)."""
+    """Where ``obj`` breaks its kind's CRD schema (a Namespace: only its name is checked; an
+    admission policy or binding: Kubernetes' own schema)."""
     if obj["kind"] == "Namespace":
         return [] if obj["apiVersion"] == "v1" and obj["metadata"].get("name") else ["bad Namespace"]
+    if obj["apiVersion"].startswith("admissionregistration.k8s.io/"):
+        from tests.backends.kueue.admission_check import schema_errors as admission_errors
+
+        return admission_errors(obj)
     group, version = obj["apiVersion"].split("/")
     assert group == "kueue.x-k8s.io"
     validator = jsonschema.Draft7Validator(crd_schema(obj["kind"], version))

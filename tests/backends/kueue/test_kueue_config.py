@@ -324,7 +324,7 @@ def test_the_pinned_release_serves_the_api_version_the_objects_use():
     for kind in ("ClusterQueue", "Cohort", "LocalQueue", "ResourceFlavor", "WorkloadPriorityClass"):
         assert "v1beta2" in served_versions(kind)
     assert {o["apiVersion"] for o in config_objects(C.load_config(EXAMPLE)) if o["kind"] != "Namespace"} == {
-        "kueue.x-k8s.io/v1beta2"}
+        "kueue.x-k8s.io/v1beta2", "admissionregistration.k8s.io/v1"}
 
 
 def test_the_builder_is_pure_and_stable():
@@ -376,10 +376,11 @@ def test_kueue_manifests_writes_one_file_per_kind(tmp_path, capsys):
     assert main(["kueue", "manifests", str(EXAMPLE), "-o", str(out)]) == 0
     files = sorted(p.name for p in out.iterdir())
     assert files == ["01-namespace.yaml", "02-resourceflavor.yaml", "03-cohort.yaml",
-                     "04-workloadpriorityclass.yaml", "05-clusterqueue.yaml", "06-localqueue.yaml"]
+                     "04-workloadpriorityclass.yaml", "05-clusterqueue.yaml", "06-localqueue.yaml",
+                     "07-validatingadmissionpolicy.yaml", "08-validatingadmissionpolicybinding.yaml"]
     written = [o for f in sorted(out.iterdir()) for o in yaml.safe_load_all(f.read_text())]
     assert written == config_objects(C.load_config(EXAMPLE))
-    assert "wrote 15 objects to 6 files" in capsys.readouterr().out
+    assert "wrote 21 objects to 8 files" in capsys.readouterr().out
 
 
 def test_kueue_manifests_removes_the_file_of_a_kind_the_config_no_longer_has(tmp_path, capsys):

@@ -53,9 +53,12 @@ def _strip_prune_labels(objects: list[dict]) -> list[dict]:
 def test_the_platform_stack_applies_the_same_objects_as_the_manifests_command(built):
     platform, _, _ = built
     template = Template.from_stack(platform.platform)
-    template.resource_count_is(MANIFEST, 6)
+    template.resource_count_is(MANIFEST, 8)
     by_kind = _manifests(template)
-    assert list(by_kind) == ["Namespace", "ResourceFlavor", "Cohort", "WorkloadPriorityClass", "ClusterQueue", "LocalQueue"]
+    assert list(by_kind) == ["Namespace", "ResourceFlavor", "Cohort", "WorkloadPriorityClass", "ClusterQueue", "LocalQueue",
+                             "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]
+    assert [o["metadata"]["name"] for o in by_kind["ValidatingAdmissionPolicyBinding"]] == [
+        "gpu-share-queue.research", "gpu-share-queue.applied", "gpu-share-queue.inference"]
     applied = _strip_prune_labels([o for objects in by_kind.values() for o in objects])
     assert applied == config_objects(load_config(EXAMPLE))
 
@@ -69,6 +72,8 @@ def test_the_manifests_go_through_the_kubectl_role_to_the_named_cluster_in_order
     assert "DependsOn" not in by_kind["Namespace"][1]
     assert by_kind["ClusterQueue"][1]["DependsOn"] == [by_kind["WorkloadPriorityClass"][0]]
     assert by_kind["LocalQueue"][1]["DependsOn"] == [by_kind["ClusterQueue"][0]]
+    assert by_kind["ValidatingAdmissionPolicy"][1]["DependsOn"] == [by_kind["LocalQueue"][0]]
+    assert by_kind["ValidatingAdmissionPolicyBinding"][1]["DependsOn"] == [by_kind["ValidatingAdmissionPolicy"][0]]
     # The imported cluster creates no cluster, no node group and no IAM role of its own in the platform stack.
     for absent in ("AWS::EKS::Cluster", "AWS::EKS::Nodegroup", "AWS::IAM::Role", "Custom::AWSCDK-EKS-Cluster"):
         template.resource_count_is(absent, 0)
@@ -108,7 +113,8 @@ def test_summary_lists_the_applied_objects(built, capsys):
 
     assert main(["summary", built[2]]) == 0
     out = capsys.readouterr().out
-    assert "6 Kubernetes manifests, 3 EKS access entries" in out
+    assert "8 Kubernetes manifests, 3 EKS access entries" in out
+    assert "ValidatingAdmissionPolicy gpu-share-queue.research: Kubernetes 1.30 or later" in out
     assert "ClusterQueue research: p5.48xlarge 16 GPUs (borrowing limit 8)" in out
     assert "ClusterQueue applied: p5.48xlarge 8 GPUs (borrowing limit 0)" in out
     assert "Cohort gpu-share" in out and "LocalQueue inference" in out

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,6 +53,8 @@ DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 MAX_LABEL = 63
 #: A WorkloadPriorityClass value is an int32.
 INT32 = (-(2**31), 2**31 - 1)
+#: The oldest Kubernetes release serving the admission policies (admissionregistration.k8s.io/v1).
+MIN_KUBERNETES = "1.30"
 #: The label a ResourceFlavor selects nodes by.
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 
@@ -221,6 +223,12 @@ def parse(raw: Any, problems: Problems) -> KueueConfig | None:
                        priority_classes=_priority_classes(data.get("priority_classes"), problems))
 
 
+def allowed_priority_classes(section: KueueConfig, team: TeamConfig) -> list[str]:
+    """The WorkloadPriorityClasses ``team`` may label its workloads with: those whose value is at
+    most its ``max_priority`` (its namespace's admission policy refuses the others)."""
+    return [pc.name for pc in section.priority_classes if pc.value <= team.max_priority]
+
+
 # -- rules: what Kueue's webhook and CRD validation would refuse, checked before synth.
 
 
@@ -295,13 +303,15 @@ def describe_resource(resource: Mapping[str, Any]) -> list[str]:
         objects = json.loads(manifest)
     except ValueError:
         return []
-    return [_describe_object(o) for o in objects
-            if isinstance(o, dict) and str(o.get("apiVersion", "")).startswith("kueue.x-k8s.io/")]
+    return [_describe_object(o) for o in objects if isinstance(o, dict) and (
+        str(o.get("apiVersion", "")).startswith("kueue.x-k8s.io/") or o.get("kind") == "ValidatingAdmissionPolicy")]
 
 
 def _describe_object(obj: Mapping[str, Any]) -> str:
     """``ClusterQueue research: p5.48xlarge 16 GPUs (borrowing limit 8)``; other kinds by kind and name."""
     name = obj.get("metadata", {}).get("name")
+    if obj.get("kind") == "ValidatingAdmissionPolicy":
+        return f"ValidatingAdmissionPolicy {name}: Kubernetes {MIN_KUBERNETES} or later"
     if obj.get("kind") != "ClusterQueue":
         return f"{obj.get('kind')} {name}"
     parts = []
@@ -394,6 +404,16 @@ class KueueSpec(Backend):
                    f"lenders preempt borrowed workloads ({p.reclaim_within_cohort}) as the simulator models")
         return {"kueue": f"cluster {section.eks_cluster_name}, cohort {section.cohort}; {reclaim}"}
 
+    def plan_team_extras(self, section: KueueConfig, teams: Sequence[TeamConfig]) -> dict[str, Any]:
+        """What each team's admission policy lets it label its workloads with."""
+        by_team = {t.name: allowed_priority_classes(section, t) for t in teams}
+        text = "; ".join(f"{name} {', '.join(classes) or 'no class'}" for name, classes in by_team.items())
+        return {"admission": {
+            "minimum_kubernetes": MIN_KUBERNETES, "priority_classes": by_team,
+            "text": f"each team's namespace admits only workloads on its own queue (ValidatingAdmissionPolicy,"
+                    f" Kubernetes {MIN_KUBERNETES} or later); priority classes up to each team's max_priority:"
+                    f" {text}"}}
+
     def idle_costs(self, config: PlatformConfig, section: KueueConfig) -> list[dict[str, str]]:
         return [{"backend": KEY, "resource": "EKS cluster (not created here)",
                  "what": f"the cluster {section.eks_cluster_name} bills its control plane and nodes whether or not a"
@@ -409,4 +429,5 @@ class KueueSpec(Backend):
 SPEC = KueueSpec()
 
 __all__ = ["API_VERSION", "KEY", "KUEUE_VERSION", "SECTION_KEYS", "SPEC", "BorrowWithinCohort", "KueueConfig",
-           "KueuePreemption", "KueueSpec", "WorkloadPriorityClass", "parse", "schema"]
+           "KueuePreemption", "KueueSpec", "MIN_KUBERNETES", "WorkloadPriorityClass", "allowed_priority_classes", "parse",
+           "schema"]

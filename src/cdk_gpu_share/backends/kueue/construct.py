@@ -58,7 +58,9 @@ class KueueQueues(Construct):
     """Kueue's queues for the teams on an existing EKS cluster: ResourceFlavors, a Cohort, one
     ClusterQueue and LocalQueue per team in its own namespace, and the WorkloadPriorityClasses.
 
-    Kueue must be installed on the cluster (its CRDs served at ``kueue.x-k8s.io/v1beta2``).
+    Kueue must be installed on the cluster (its CRDs served at ``kueue.x-k8s.io/v1beta2``), and
+    the cluster must run Kubernetes 1.30 or later: each team's namespace gets a
+    ValidatingAdmissionPolicy (``admissionregistration.k8s.io/v1``) holding it to its queue.
     The objects are applied kind by kind, namespaces first, one ``KubernetesManifest`` each.
     """
 

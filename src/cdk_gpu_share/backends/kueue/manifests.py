@@ -1,9 +1,11 @@
 """The Kubernetes objects of the ``kueue`` section: one pure function, used by ``gpu-share kueue
 manifests`` (YAML for a GitOps repository) and by the ``KueueQueues`` construct alike.
 
-Per team: a Namespace, a ClusterQueue in the section's Cohort (admitting only that namespace)
-and a LocalQueue in the namespace. Per instance type of the capacity: a ResourceFlavor selecting
-nodes by ``node.kubernetes.io/instance-type``. The Cohort holds the capacity no team guarantees,
+Per team: a Namespace, a ClusterQueue in the section's Cohort (admitting only that namespace),
+a LocalQueue in the namespace, and a ValidatingAdmissionPolicy with its binding holding the
+namespace's workloads to that queue (:mod:`cdk_gpu_share.backends.kueue.admission`). Per
+instance type of the capacity: a ResourceFlavor selecting nodes by
+``node.kubernetes.io/instance-type``. The Cohort holds the capacity no team guarantees,
 which every team that borrows may use. Every ClusterQueue has one resource group covering
 ``cpu``, ``memory``, ``nvidia.com/gpu`` and each MIG profile some team guarantees
 (``nvidia.com/mig-3g.20gb``), with every flavor listing every covered resource (Kueue's rule).
@@ -16,13 +18,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from cdk_gpu_share.backends.kueue import API_VERSION, INSTANCE_TYPE_LABEL, KueueConfig
+from cdk_gpu_share.backends.kueue.admission import admission_objects
 from cdk_gpu_share.core import instances
 from cdk_gpu_share.core.config import Amount, PlatformConfig, TeamConfig
 
 GPU = "nvidia.com/gpu"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "cdk-gpu-share"}
 #: The order objects are applied in: what a later object names exists first.
-KIND_ORDER = ("Namespace", "ResourceFlavor", "Cohort", "WorkloadPriorityClass", "ClusterQueue", "LocalQueue")
+KIND_ORDER = ("Namespace", "ResourceFlavor", "Cohort", "WorkloadPriorityClass", "ClusterQueue", "LocalQueue",
+              "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
 
 
 def mig_resource(profile: str) -> str:
@@ -153,6 +157,10 @@ def kueue_objects(section: KueueConfig, teams: Sequence[TeamConfig]) -> list[dic
     objects += [_cluster_queue(t, section, covered) for t in members]
     objects += [{"apiVersion": API_VERSION, "kind": "LocalQueue", "metadata": _meta(t.name, t.name),
                  "spec": {"clusterQueue": t.name}} for t in members]
+    # Per team, the admission policy holding its namespace to its queue (policies first, then bindings).
+    admission = [o for t in members for o in admission_objects(section, t, {"labels": dict(MANAGED_BY)})]
+    objects += [o for o in admission if o["kind"] == "ValidatingAdmissionPolicy"]
+    objects += [o for o in admission if o["kind"] == "ValidatingAdmissionPolicyBinding"]
     return objects
 
 

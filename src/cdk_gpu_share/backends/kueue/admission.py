@@ -1,0 +1,233 @@
+"""The admission policy that holds each team to its own queue on Kueue (pure: objects only).
+
+With Kueue's defaults a Job or Pod without ``kueue.x-k8s.io/queue-name`` is not managed by
+Kueue at all, and any ``kueue.x-k8s.io/priority-class`` is taken as written. Per team namespace
+a ``ValidatingAdmissionPolicy`` and its binding (``admissionregistration.k8s.io/v1``, served
+from Kubernetes 1.30) refuse, in that namespace:
+
+* a workload of a kind Kueue manages (:data:`MANAGED_KINDS`), or a Pod that requests a GPU, a
+  MIG partition or a DRA claim, created without the team's queue in ``kueue.x-k8s.io/queue-name``,
+  or not held by Kueue when created (suspended, or a Pod with Kueue's scheduling gate): a
+  workload Kueue does not hold runs outside the quota;
+* another team's queue on any of them, and removing the queue label later;
+* releasing a held workload (``suspend: false``, dropping the gate) by anyone but a controller:
+  only Kueue may start what it admitted;
+* a ``kueue.x-k8s.io/priority-class`` above the team's ``max_priority``, a Pod whose resolved
+  priority is above it, and a ``priorityClassName`` in a workload's pod templates (Kueue would
+  take the workload's priority from it).
+
+Objects a controller outside the team's namespace creates for a workload of a managed kind (a
+JobSet's Jobs, a Job's Pods, a RayJob's RayCluster) inherit that workload's admission, as
+Kueue treats them; the team cannot pass for a controller, since it can impersonate only the
+service accounts of its own namespace.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from cdk_gpu_share.backends.kueue import MIN_KUBERNETES, KueueConfig, allowed_priority_classes
+from cdk_gpu_share.core.config import TeamConfig
+
+#: The labels Kueue reads a workload's queue and priority class from.
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+#: The scheduling gate Kueue's webhook puts on a Pod it manages until it admits it.
+ADMISSION_GATE = "kueue.x-k8s.io/admission"
+ADMISSION_API = "admissionregistration.k8s.io/v1"
+#: The label the API server puts on every namespace: the binding selects the team's by it.
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+
+
+@dataclass(frozen=True)
+class ManagedKind:
+    """A kind of workload Kueue manages: its API group, kind and resource (plural)."""
+
+    group: str
+    kind: str
+    resource: str
+
+
+#: The workload kinds the policy holds to the queue (Kueue's integrations of them must be enabled).
+MANAGED_KINDS = (
+    ManagedKind("batch", "Job", "jobs"),
+    ManagedKind("jobset.x-k8s.io", "JobSet", "jobsets"),
+    ManagedKind("ray.io", "RayJob", "rayjobs"),
+    ManagedKind("ray.io", "RayCluster", "rayclusters"),
+    ManagedKind("kubeflow.org", "PyTorchJob", "pytorchjobs"),
+    ManagedKind("kubeflow.org", "TFJob", "tfjobs"),
+    ManagedKind("kubeflow.org", "MPIJob", "mpijobs"),
+    ManagedKind("kubeflow.org", "XGBoostJob", "xgboostjobs"),
+    ManagedKind("kubeflow.org", "PaddleJob", "paddlejobs"),
+    ManagedKind("kubeflow.org", "JAXJob", "jaxjobs"),
+)
+
+
+def policy_name(team: str) -> str:
+    """The policy's and the binding's name for ``team`` (a DNS-1123 subdomain)."""
+    return f"gpu-share-queue.{team}"
+
+
+def _present(obj: str) -> str:
+    """``oldObject`` is null but on UPDATE (the policy matches CREATE and UPDATE only); asked so,
+    not by comparing an object with null, which not every CEL implementation allows."""
+    return "request.operation == 'UPDATE'" if obj == "oldObject" else "true"
+
+
+def _label(obj: str, key: str) -> str:
+    """The value of label ``key`` of ``obj`` (``object`` or ``oldObject``), '' when absent."""
+    return (f"{_present(obj)} && has({obj}.metadata.labels) && '{key}' in {obj}.metadata.labels"
+            f" ? {obj}.metadata.labels['{key}'] : ''")
+
+
+def _held(obj: str) -> str:
+    """Is ``obj`` held by Kueue: a Pod with Kueue's scheduling gate, a workload suspended."""
+    return (f"{_present(obj)} && ({obj}.kind == 'Pod'"
+            f" ? has({obj}.spec.schedulingGates) && {obj}.spec.schedulingGates.exists(g, g.name == '{ADMISSION_GATE}')"
+            f" : {obj}.apiVersion.startsWith('kubeflow.org/')"
+            f" ? has({obj}.spec.runPolicy) && has({obj}.spec.runPolicy.suspend) && {obj}.spec.runPolicy.suspend == true"
+            f" : has({obj}.spec.suspend) && {obj}.spec.suspend == true)")
+
+
+def _names_class(spec: str) -> str:
+    """Does the pod spec at ``spec`` name a Kubernetes PriorityClass?"""
+    return f"(has({spec}.priorityClassName) && {spec}.priorityClassName != '')"
+
+
+def _ray_cluster_classes(spec: str) -> str:
+    head = _names_class(f"{spec}.headGroupSpec.template.spec")
+    return (f"(has({spec}.headGroupSpec) && {head}) || (has({spec}.workerGroupSpecs)"
+            f" && {spec}.workerGroupSpecs.exists(g, {_names_class('g.template.spec')}))")
+
+
+#: Does a workload's pod template name a PriorityClass (Kueue takes the workload's priority from it)?
+TEMPLATE_PRIORITY_CLASS = (
+    "object.kind == 'Pod' ? false"
+    f" : object.kind == 'Job' ? {_names_class('object.spec.template.spec')}"
+    " : object.kind == 'JobSet' ? has(object.spec.replicatedJobs) && object.spec.replicatedJobs.exists(r,"
+    f" {_names_class('r.template.spec.template.spec')})"
+    f" : object.kind == 'RayCluster' ? {_ray_cluster_classes('object.spec')}"
+    " : object.kind == 'RayJob' ? (has(object.spec.rayClusterSpec)"
+    f" && ({_ray_cluster_classes('object.spec.rayClusterSpec')})) || (has(object.spec.submitterPodTemplate)"
+    f" && {_names_class('object.spec.submitterPodTemplate.spec')})"
+    " : object.spec.exists(k, k.endsWith('ReplicaSpecs') && object.spec[k].exists(t,"
+    f" {_names_class('object.spec[k][t].template.spec')}))"
+)
+
+#: Does a Pod ask for an accelerator: a GPU, a MIG partition (requests or limits), or a DRA claim?
+ACCELERATORS = (
+    "object.kind == 'Pod' && ((has(object.spec.resourceClaims) && size(object.spec.resourceClaims) > 0)"
+    " || object.spec.containers.exists(c, has(c.resources) && ((has(c.resources.requests) && c.resources.requests"
+    ".exists(k, k == 'nvidia.com/gpu' || k.startsWith('nvidia.com/mig-'))) || (has(c.resources.limits)"
+    " && c.resources.limits.exists(k, k == 'nvidia.com/gpu' || k.startsWith('nvidia.com/mig-')))))"
+    " || (has(object.spec.initContainers) && object.spec.initContainers.exists(c, has(c.resources)"
+    " && ((has(c.resources.requests) && c.resources.requests.exists(k, k == 'nvidia.com/gpu'"
+    " || k.startsWith('nvidia.com/mig-'))) || (has(c.resources.limits) && c.resources.limits.exists(k,"
+    " k == 'nvidia.com/gpu' || k.startsWith('nvidia.com/mig-')))))))"
+)
+
+
+def _owned_by_managed_kind() -> str:
+    """Is the object's controller a workload of a managed kind (so its admission covers it)?"""
+    kinds = " || ".join(f"(r.kind == '{k.kind}' && r.apiVersion.startsWith('{k.group}/'))" for k in MANAGED_KINDS)
+    return ("has(object.metadata.ownerReferences) && object.metadata.ownerReferences.exists(r,"
+            f" has(r.controller) && r.controller == true && ({kinds}))")
+
+
+def _variables(team: str) -> list[dict[str, str]]:
+    own_accounts = f"system:serviceaccount:{team}:"
+    return [
+        {"name": "queue", "expression": _label("object", QUEUE_LABEL)},
+        {"name": "oldQueue", "expression": _label("oldObject", QUEUE_LABEL)},
+        {"name": "priorityClass", "expression": _label("object", PRIORITY_LABEL)},
+        {"name": "oldPriorityClass", "expression": _label("oldObject", PRIORITY_LABEL)},
+        # A controller: a system identity that is not one of the team's own service accounts.
+        {"name": "controller", "expression": f"request.userInfo.username.startsWith('system:')"
+                                             f" && !request.userInfo.username.startsWith('{own_accounts}')"},
+        {"name": "inherited", "expression": f"variables.controller && ({_owned_by_managed_kind()})"},
+        {"name": "needsQueue", "expression": f"object.kind != 'Pod' || ({ACCELERATORS})"},
+        {"name": "held", "expression": _held("object")},
+        {"name": "wasHeld", "expression": _held("oldObject")},
+    ]
+
+
+def _validations(section: KueueConfig, team: TeamConfig) -> list[dict[str, str]]:
+    name = team.name
+    allowed = allowed_priority_classes(section, team)
+    allowed_text = ", ".join(allowed) or "none"
+    created = "request.operation != 'CREATE' || variables.inherited || !variables.needsQueue"
+    return [
+        {"expression": f"{created} || variables.queue != ''",
+         "message": f"a workload in namespace {name} (a Job, JobSet, RayJob, RayCluster, PyTorchJob, or a Pod that"
+                    f" requests GPUs) needs the label {QUEUE_LABEL}: {name}, so that Kueue admits it within the team's"
+                    " quota",
+         "reason": "Forbidden"},
+        {"expression": f"variables.queue == '' || variables.queue == '{name}'"
+                       " || (request.operation == 'UPDATE' && variables.queue == variables.oldQueue)",
+         "message": f"namespace {name} may only use its own Kueue queue: set {QUEUE_LABEL}: {name}",
+         "reason": "Forbidden"},
+        {"expression": "request.operation != 'UPDATE' || variables.oldQueue == '' || variables.queue != ''"
+                       " || variables.controller",
+         "message": f"the label {QUEUE_LABEL} cannot be removed from a workload in namespace {name}",
+         "reason": "Forbidden"},
+        {"expression": f"{created} || variables.held",
+         "message": f"a workload in namespace {name} must be held by Kueue when created (a suspended Job, JobSet,"
+                    " RayJob, RayCluster or Kubeflow job; a Pod with Kueue's scheduling gate"
+                    f" {ADMISSION_GATE}): enable Kueue's integration for this kind",
+         "reason": "Forbidden"},
+        {"expression": "request.operation != 'UPDATE' || !variables.wasHeld || variables.held || variables.controller",
+         "message": f"only Kueue starts a workload in namespace {name}: it stays suspended (or gated) until Kueue"
+                    " admits it",
+         "reason": "Forbidden"},
+        {"expression": f"variables.priorityClass == '' || variables.priorityClass in {allowed!r}"
+                       " || (request.operation == 'UPDATE' && variables.priorityClass == variables.oldPriorityClass)",
+         "message": f"team {name} may use the priority classes up to its max_priority {team.max_priority}:"
+                    f" {allowed_text} (label {PRIORITY_LABEL})",
+         "reason": "Forbidden"},
+        {"expression": "object.kind != 'Pod' || request.operation != 'CREATE' || !has(object.spec.priority)"
+                       f" || object.spec.priority <= {team.max_priority}",
+         "message": f"a Pod in namespace {name} may have a priority up to the team's max_priority {team.max_priority}:"
+                    " name a lower PriorityClass",
+         "reason": "Forbidden"},
+        {"expression": f"!({TEMPLATE_PRIORITY_CLASS})",
+         "message": f"a workload in namespace {name} gives its priority with the label {PRIORITY_LABEL}"
+                    f" ({allowed_text}), not with priorityClassName in its pod templates",
+         "reason": "Forbidden"},
+    ]
+
+
+def _match(team: str) -> dict[str, Any]:
+    return {"matchLabels": {NAMESPACE_NAME_LABEL: team}}
+
+
+def admission_objects(section: KueueConfig, team: TeamConfig, meta: dict[str, Any]) -> list[dict[str, Any]]:
+    """The ValidatingAdmissionPolicy and its binding of ``team`` (``meta``: the labels every object carries)."""
+    name = policy_name(team.name)
+    groups: dict[str, list[str]] = {}
+    for k in MANAGED_KINDS:
+        groups.setdefault(k.group, []).append(k.resource)
+    rules = [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["pods"]}]
+    rules += [{"apiGroups": [group], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE"], "resources": resources}
+              for group, resources in groups.items()]
+    policy = {
+        "apiVersion": ADMISSION_API, "kind": "ValidatingAdmissionPolicy",
+        "metadata": {**meta, "name": name},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"namespaceSelector": _match(team.name), "resourceRules": rules},
+            "variables": _variables(team.name),
+            "validations": _validations(section, team),
+        },
+    }
+    binding = {
+        "apiVersion": ADMISSION_API, "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {**meta, "name": name},
+        "spec": {"policyName": name, "validationActions": ["Deny"],
+                 "matchResources": {"namespaceSelector": _match(team.name)}},
+    }
+    return [policy, binding]
+
+
+__all__ = ["ADMISSION_API", "ADMISSION_GATE", "MANAGED_KINDS", "MIN_KUBERNETES", "PRIORITY_LABEL", "QUEUE_LABEL",
+           "ManagedKind", "admission_objects", "policy_name"]

@@ -1,0 +1,251 @@
+"""The admission policy per team namespace: its objects are valid admissionregistration v1, and
+each of its rules, evaluated by a CEL evaluator from the generated objects, lets through what a
+team may do and refuses what it may not (case tables from the shared workload builders)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import kubernetes_validate
+import pytest
+
+from cdk_gpu_share.backends.kueue import allowed_priority_classes
+from cdk_gpu_share.backends.kueue.admission import MANAGED_KINDS, policy_name
+from cdk_gpu_share.backends.kueue.manifests import config_objects
+from cdk_gpu_share.core.config import load_config
+from cdk_gpu_share.core.plan import fleet_plan, format_plan
+from tests.backends.kueue.admission_check import Decision, all_expressions, compiles, decide, schema_errors
+from tests.backends.kueue.workloads import (
+    JOB_CONTROLLER,
+    KINDS,
+    KUBERAY,
+    KUEUE,
+    MEMBER,
+    own_account,
+    relabelled,
+    released,
+    workload,
+)
+from tests.helpers import ROOT
+
+EXAMPLE = ROOT / "examples" / "kueue.yaml"
+TEAM = "research"  # max_priority 100: training (100) and experimentation (10), not inference (1000)
+OTHER = "applied"
+
+
+@pytest.fixture(scope="module")
+def objects() -> list[dict[str, Any]]:
+    return config_objects(load_config(EXAMPLE))
+
+
+def policy_of(objects: list[dict], team: str) -> tuple[dict, dict]:
+    name = policy_name(team)
+    (policy,) = [o for o in objects if o["kind"] == "ValidatingAdmissionPolicy" and o["metadata"]["name"] == name]
+    (binding,) = [o for o in objects if o["kind"] == "ValidatingAdmissionPolicyBinding"
+                  and o["metadata"]["name"] == name]
+    return policy, binding
+
+
+def run(objects: list[dict], obj: dict, user: str = MEMBER, old: dict | None = None, team: str = TEAM) -> Decision:
+    policy, binding = policy_of(objects, team)
+    decision = decide(policy, binding, obj, user=user, old=old)
+    assert decision.errors == [], decision.errors  # each case meets the rule it is about, not an evaluation error
+    return decision
+
+
+def refused_by(decision: Decision, words: str) -> bool:
+    return decision.matched and any(words in m for m in decision.refused)
+
+
+NEEDS_QUEUE = "needs the label kueue.x-k8s.io/queue-name"
+OWN_QUEUE = "may only use its own Kueue queue"
+HELD = "must be held by Kueue when created"
+ONLY_KUEUE = "only Kueue starts a workload"
+LABEL_STAYS = "cannot be removed"
+CLASS_CAP = "may use the priority classes up to its max_priority"
+POD_PRIORITY = "may have a priority up to the team's max_priority"
+TEMPLATE_CLASS = "not with priorityClassName in its pod templates"
+
+
+# -- the objects.
+
+
+def test_each_team_gets_a_policy_and_a_binding_valid_for_kubernetes_1_30(objects):
+    admission = [o for o in objects if o["apiVersion"] == "admissionregistration.k8s.io/v1"]
+    assert sorted(o["metadata"]["name"] for o in admission if o["kind"] == "ValidatingAdmissionPolicy") == [
+        "gpu-share-queue.applied", "gpu-share-queue.inference", "gpu-share-queue.research"]
+    assert [e for o in admission for e in schema_errors(o)] == []
+    for team in ("research", "applied", "inference"):
+        policy, binding = policy_of(objects, team)
+        namespace = {"matchLabels": {"kubernetes.io/metadata.name": team}}
+        assert policy["spec"]["failurePolicy"] == "Fail"
+        assert policy["spec"]["matchConstraints"]["namespaceSelector"] == namespace
+        assert binding["spec"] == {"policyName": policy["metadata"]["name"], "validationActions": ["Deny"],
+                                   "matchResources": {"namespaceSelector": namespace}}
+    # Kubernetes 1.29 serves no admissionregistration v1 policies: the schema check knows none.
+    with pytest.raises(kubernetes_validate.SchemaNotFoundError):
+        kubernetes_validate.validate(admission[0], "1.29.0", strict=True)
+
+
+def test_the_schema_check_refuses_what_the_api_server_refuses(objects):
+    policy, binding = policy_of(objects, TEAM)
+    bad_binding = copy.deepcopy(binding)
+    bad_binding["spec"]["validationActions"] = ["Block"]
+    unknown = copy.deepcopy(policy)
+    unknown["spec"]["validations"][0]["severity"] = "high"
+    bad_reason = copy.deepcopy(policy)
+    bad_reason["spec"]["validations"][0]["reason"] = "Nope"
+    for obj in (bad_binding, unknown, bad_reason):
+        assert schema_errors(obj) != []
+
+
+def test_the_policy_matches_every_managed_kind_on_create_and_update(objects):
+    policy, _ = policy_of(objects, TEAM)
+    rules = policy["spec"]["matchConstraints"]["resourceRules"]
+    matched = {(g, r) for rule in rules for g in rule["apiGroups"] for r in rule["resources"]}
+    assert ("", "pods") in matched and {(k.group, k.resource) for k in MANAGED_KINDS} <= matched
+    assert all(rule["operations"] == ["CREATE", "UPDATE"] for rule in rules)
+
+
+def test_every_expression_is_cel_the_evaluator_compiles(objects):
+    policy, _ = policy_of(objects, TEAM)
+    assert all(compiles(e) for e in all_expressions(policy))
+
+
+def test_a_teams_allowed_classes_are_those_up_to_its_max_priority():
+    config = load_config(EXAMPLE)
+    section = config.backend("kueue")
+    by_name = {t.name: t for t in config.teams}
+    assert allowed_priority_classes(section, by_name["research"]) == ["training", "experimentation"]
+    assert allowed_priority_classes(section, by_name["inference"]) == ["inference", "training", "experimentation"]
+    plan = fleet_plan(config)["backends"]["kueue"]["admission"]
+    assert plan["minimum_kubernetes"] == "1.30" and plan["priority_classes"]["applied"] == ["training", "experimentation"]
+    assert "inference inference, training, experimentation" in format_plan(fleet_plan(config))
+
+
+# -- what a team member creates in its namespace.
+
+ALLOWED_CREATES = [
+    *[(f"{k} on its own queue, held by Kueue", workload(k, TEAM, queue=TEAM)) for k in KINDS],
+    *[(f"{k} at an allowed priority class", workload(k, TEAM, queue=TEAM, priority_class="training")) for k in KINDS],
+    ("a Pod that asks for no GPU, without a queue", workload("Pod", TEAM, gpus=0, held=False)),
+    ("a Pod at the team's max priority", workload("Pod", TEAM, queue=TEAM, priority=100)),
+]
+
+REFUSED_CREATES = [
+    *[(f"{k} without a queue", workload(k, TEAM), NEEDS_QUEUE) for k in KINDS],
+    *[(f"{k} on another team's queue", workload(k, TEAM, queue=OTHER), OWN_QUEUE) for k in KINDS],
+    *[(f"{k} not held by Kueue", workload(k, TEAM, queue=TEAM, held=False), HELD) for k in KINDS],
+    *[(f"{k} above its max priority", workload(k, TEAM, queue=TEAM, priority_class="inference"), CLASS_CAP)
+      for k in KINDS],
+    *[(f"{k} with an unknown class", workload(k, TEAM, queue=TEAM, priority_class="urgent"), CLASS_CAP) for k in KINDS],
+    *[(f"{k} with a PriorityClass in its templates", workload(k, TEAM, queue=TEAM, template_class="system-node-critical"),
+       TEMPLATE_CLASS) for k in KINDS if k != "Pod"],
+    ("a Pod asking for a MIG partition without a queue", workload("Pod", TEAM, gpus=0, mig="mig-1g.5gb", held=False),
+     NEEDS_QUEUE),
+    ("a Pod with GPUs in its limits only", workload("Pod", TEAM, limits_only=True, held=False), NEEDS_QUEUE),
+    ("a Pod with a GPU in an init container", workload("Pod", TEAM, gpus=0, init_gpus=1, held=False), NEEDS_QUEUE),
+    ("a Pod whose PriorityClass is above the cap", workload("Pod", TEAM, queue=TEAM, priority=2000000000), POD_PRIORITY),
+    ("a Pod labelled with another queue even without GPUs", workload("Pod", TEAM, gpus=0, queue=OTHER), OWN_QUEUE),
+]
+
+
+@pytest.mark.parametrize("what, obj", ALLOWED_CREATES, ids=[c[0] for c in ALLOWED_CREATES])
+def test_a_member_may_create(objects, what, obj):
+    decision = run(objects, obj)
+    assert decision.matched and decision.allowed, decision.refused
+
+
+@pytest.mark.parametrize("what, obj, words", REFUSED_CREATES, ids=[c[0] for c in REFUSED_CREATES])
+def test_a_member_may_not_create(objects, what, obj, words):
+    assert refused_by(run(objects, obj), words)
+
+
+def test_a_pod_with_a_dra_claim_counts_as_asking_for_accelerators(objects):
+    pod = workload("Pod", TEAM, gpus=0, held=False)
+    pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "a100"}]
+    assert refused_by(run(objects, pod), NEEDS_QUEUE)
+
+
+# -- what controllers create for a workload Kueue admitted, and a member passing for one.
+
+INHERITED = [
+    ("the Job controller's Pods of a Job", workload("Pod", TEAM, held=False, owner="Job"), JOB_CONTROLLER),
+    ("KubeRay's Pods of a RayCluster", workload("Pod", TEAM, held=False, owner="RayCluster"), KUBERAY),
+    ("KubeRay's RayCluster of a RayJob", workload("RayCluster", TEAM, held=False, owner="RayJob"), KUBERAY),
+    ("the JobSet controller's Jobs", workload("Job", TEAM, held=False, owner="JobSet"),
+     "system:serviceaccount:jobset-system:jobset-controller-manager"),
+]
+
+
+@pytest.mark.parametrize("what, obj, user", INHERITED, ids=[c[0] for c in INHERITED])
+def test_a_controller_may_create_the_parts_of_an_admitted_workload(objects, what, obj, user):
+    assert run(objects, obj, user=user).allowed
+
+
+@pytest.mark.parametrize("what, obj, user", INHERITED, ids=[c[0] for c in INHERITED])
+def test_a_member_cannot_pass_for_a_controller_by_an_owner_reference(objects, what, obj, user):
+    assert refused_by(run(objects, obj, user=MEMBER), NEEDS_QUEUE)
+    # The team may impersonate its namespace's service accounts: they are the team, not a controller.
+    assert refused_by(run(objects, obj, user=own_account(TEAM)), NEEDS_QUEUE)
+
+
+@pytest.mark.parametrize("owner", ["ReplicaSet", "CronJob"])
+def test_a_controller_of_a_kind_kueue_does_not_hold_gets_no_pass(objects, owner):
+    # A Deployment's Pods, a CronJob's Jobs: the workload above them was not held, so they must be.
+    kind = "Pod" if owner == "ReplicaSet" else "Job"
+    user = "system:serviceaccount:kube-system:replicaset-controller"
+    assert refused_by(run(objects, workload(kind, TEAM, held=False, owner=owner), user=user), NEEDS_QUEUE)
+    assert run(objects, workload(kind, TEAM, queue=TEAM, owner=owner), user=user).allowed
+
+
+# -- updates: only Kueue starts a workload; the labels stay.
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_only_kueue_releases_a_held_workload(objects, kind):
+    held = workload(kind, TEAM, queue=TEAM)
+    assert refused_by(run(objects, released(held), old=held), ONLY_KUEUE)
+    assert refused_by(run(objects, released(held), old=held, user=own_account(TEAM)), ONLY_KUEUE)
+    assert run(objects, released(held), old=held, user=KUEUE).allowed
+    # Suspending again, by anyone, is fine.
+    assert run(objects, held, old=released(held)).allowed
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_member_cannot_move_or_unlabel_a_workload(objects, kind):
+    held = workload(kind, TEAM, queue=TEAM)
+    assert refused_by(run(objects, relabelled(held, queue=OTHER), old=held), OWN_QUEUE)
+    assert refused_by(run(objects, relabelled(held, queue=None), old=held), LABEL_STAYS)
+    assert refused_by(run(objects, relabelled(held, priority_class="inference"), old=held), CLASS_CAP)
+    assert run(objects, relabelled(held, priority_class="experimentation"), old=held).allowed
+
+
+def test_an_update_keeps_what_was_admitted_before_a_change_of_config(objects):
+    # A workload labelled before the cap was lowered: Kueue may still update it (labels unchanged).
+    old = workload("Job", TEAM, queue=TEAM, priority_class="inference")
+    assert run(objects, released(old), old=old, user=KUEUE).allowed
+    assert run(objects, relabelled(old, queue=TEAM), old=old).allowed
+
+
+# -- scope.
+
+
+def test_a_policy_binds_only_its_own_namespace_and_the_managed_kinds(objects):
+    assert not run(objects, workload("Job", OTHER)).matched  # research's policy; applied's namespace
+    assert refused_by(run(objects, workload("Job", OTHER), team=OTHER), NEEDS_QUEUE)
+    assert run(objects, workload("Job", OTHER, queue=OTHER), team=OTHER).allowed
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "namespace": TEAM}}
+    assert not run(objects, deployment).matched  # its Pods are checked one by one
+
+
+def test_every_rule_of_the_policy_is_exercised_by_the_tables(objects):
+    policy, _ = policy_of(objects, TEAM)
+    hit: set[str] = set()
+    cases = [(obj, MEMBER, None) for _, obj, _ in REFUSED_CREATES]
+    held = workload("Job", TEAM, queue=TEAM)
+    cases += [(released(held), MEMBER, held), (relabelled(held, queue=None), MEMBER, held)]
+    for obj, user, old in cases:
+        hit.update(run(objects, obj, user=user, old=old).refused)
+    assert {v["message"] for v in policy["spec"]["validations"]} == hit

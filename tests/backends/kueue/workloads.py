@@ -1,0 +1,129 @@
+"""Builders of the workloads a team submits to Kueue (Job, Pod, JobSet, RayJob, RayCluster,
+PyTorchJob), as the API server sees them after Kueue's webhooks, and of who submits them."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from cdk_gpu_share.backends.kueue.admission import ADMISSION_GATE, PRIORITY_LABEL, QUEUE_LABEL
+
+#: A team member (its SubmitRole through the EKS access entry), a service account of the team's
+#: namespace it may impersonate, and controllers outside it.
+MEMBER = "arn:aws:sts::111122223333:assumed-role/SubmitRole/alice"
+JOB_CONTROLLER = "system:serviceaccount:kube-system:job-controller"
+KUEUE = "system:serviceaccount:kueue-system:kueue-controller-manager"
+KUBERAY = "system:serviceaccount:ray-system:kuberay-operator"
+
+
+def own_account(team: str) -> str:
+    return f"system:serviceaccount:{team}:default"
+
+
+#: The kinds Kueue manages that the tables submit.
+KINDS = ("Job", "Pod", "JobSet", "RayJob", "RayCluster", "PyTorchJob")
+API_VERSIONS = {"Job": "batch/v1", "Pod": "v1", "JobSet": "jobset.x-k8s.io/v1alpha2", "RayJob": "ray.io/v1",
+                "RayCluster": "ray.io/v1", "PyTorchJob": "kubeflow.org/v1", "Deployment": "apps/v1"}
+
+
+def pod_spec(gpus: int = 0, mig: str | None = None, priority_class: str | None = None,
+             limits_only: bool = False, init_gpus: int = 0) -> dict[str, Any]:
+    resources: dict[str, Any] = {"cpu": "1"}
+    if gpus:
+        resources["nvidia.com/gpu"] = gpus
+    if mig:
+        resources[f"nvidia.com/{mig}"] = 1
+    container = {"name": "main", "image": "train:1",
+                 "resources": {"limits": resources} if limits_only else {"requests": resources}}
+    spec: dict[str, Any] = {"containers": [container], "restartPolicy": "Never"}
+    if init_gpus:
+        spec["initContainers"] = [{"name": "warm", "image": "warm:1",
+                                   "resources": {"limits": {"nvidia.com/gpu": init_gpus}}}]
+    if priority_class:
+        spec["priorityClassName"] = priority_class
+    return spec
+
+
+def _template(spec: dict[str, Any]) -> dict[str, Any]:
+    return {"metadata": {}, "spec": spec}
+
+
+def workload(kind: str, namespace: str, *, queue: str | None = None, priority_class: str | None = None,
+             gpus: int = 1, mig: str | None = None, held: bool = True, template_class: str | None = None,
+             owner: str | None = None, priority: int | None = None, limits_only: bool = False,
+             init_gpus: int = 0) -> dict[str, Any]:
+    """A ``kind`` in ``namespace`` labelled with ``queue`` and ``priority_class`` (none when None);
+    ``held``: suspended, or a Pod with Kueue's admission gate (what Kueue's webhook sets on a
+    workload it manages); ``template_class``: a PriorityClass named in its pod templates;
+    ``owner``: the kind of its controller (``Job``, ``JobSet``, ``RayJob``, ``ReplicaSet``)."""
+    labels: dict[str, str] = {}
+    if queue is not None:
+        labels[QUEUE_LABEL] = queue
+    if priority_class is not None:
+        labels[PRIORITY_LABEL] = priority_class
+    meta: dict[str, Any] = {"name": f"{kind.lower()}-1", "namespace": namespace, "labels": labels}
+    if owner is not None:
+        group = {"Job": "batch/v1", "ReplicaSet": "apps/v1", "CronJob": "batch/v1"}.get(owner, API_VERSIONS.get(owner))
+        meta["ownerReferences"] = [{"apiVersion": group, "kind": owner, "name": "parent", "uid": "u-1",
+                                    "controller": True, "blockOwnerDeletion": True}]
+    spec = pod_spec(gpus, mig, template_class, limits_only, init_gpus)
+    obj: dict[str, Any] = {"apiVersion": API_VERSIONS[kind], "kind": kind, "metadata": meta}
+    if kind == "Pod":
+        if held:
+            spec["schedulingGates"] = [{"name": ADMISSION_GATE}]
+        if priority is not None:
+            spec["priority"] = priority
+        obj["spec"] = spec
+    elif kind == "Job":
+        obj["spec"] = {"suspend": held, "template": _template(spec)}
+    elif kind == "JobSet":
+        obj["spec"] = {"suspend": held, "replicatedJobs": [
+            {"name": "workers", "replicas": 2, "template": {"spec": {"template": _template(spec)}}}]}
+    elif kind == "RayCluster":
+        obj["spec"] = _ray_cluster(spec, held)
+    elif kind == "RayJob":
+        obj["spec"] = {"suspend": held, "entrypoint": "python train.py",
+                       "rayClusterSpec": _ray_cluster(spec, None)}
+    elif kind == "PyTorchJob":
+        obj["spec"] = {"runPolicy": {"suspend": held}, "pytorchReplicaSpecs": {
+            "Master": {"replicas": 1, "template": _template(pod_spec())},
+            "Worker": {"replicas": 2, "template": _template(spec)}}}
+    else:
+        raise ValueError(kind)
+    return obj
+
+
+def _ray_cluster(worker: dict[str, Any], held: bool | None) -> dict[str, Any]:
+    out: dict[str, Any] = {"headGroupSpec": {"template": _template(pod_spec())},
+                           "workerGroupSpecs": [{"groupName": "gpu", "replicas": 2, "template": _template(worker)}]}
+    if held is not None:
+        out["suspend"] = held
+    return out
+
+
+def released(obj: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` started: no longer suspended, or its Pod's admission gate removed."""
+    out = copy.deepcopy(obj)
+    if out["kind"] == "Pod":
+        out["spec"]["schedulingGates"] = []
+    elif out["kind"] == "PyTorchJob":
+        out["spec"]["runPolicy"]["suspend"] = False
+    else:
+        out["spec"]["suspend"] = False
+    return out
+
+
+def relabelled(obj: dict[str, Any], **labels: str | None) -> dict[str, Any]:
+    """``obj`` with labels set (``queue``, ``priority_class``), or removed when None."""
+    out = copy.deepcopy(obj)
+    keys = {"queue": QUEUE_LABEL, "priority_class": PRIORITY_LABEL}
+    for name, value in labels.items():
+        if value is None:
+            out["metadata"]["labels"].pop(keys[name], None)
+        else:
+            out["metadata"]["labels"][keys[name]] = value
+    return out
+
+
+__all__ = ["JOB_CONTROLLER", "KINDS", "KUBERAY", "KUEUE", "MEMBER", "own_account", "pod_spec", "relabelled",
+           "released", "workload"]
