@@ -193,13 +193,19 @@ def states(draw, max_jobs: int = 12, max_teams: int = 4, contended: bool | None 
     return state
 
 
-CHECKPOINT_INTERVALS = (0, 7, 25, 30, 60, 0.5)
+CHECKPOINT_INTERVALS = (0, 7, 25, 30, 60, 0.5, 604800)
+#: ``settings.max_checkpoint_seconds`` drawn (None: left out, 3600): caps below, between and
+#: above the intervals and the ages (at most STATES_NOW).
+MAX_CHECKPOINT_SECONDS = (None, None, 25, 45, 60, 0.25, 7)
 
 
 def _checkpoint_fields(draw, state: dict) -> None:
     """The checkpoint-aware order's inputs, drawn onto ``state``: ties of lost work are
     common (intervals that divide the ages), so the later keys are exercised too."""
     state.setdefault("settings", {})["victim_order"] = "checkpoint"
+    cap = draw(st.sampled_from(MAX_CHECKPOINT_SECONDS))
+    if cap is not None:
+        state["settings"]["max_checkpoint_seconds"] = cap
     for team in state["teams"]:
         if draw(st.booleans()):
             team["checkpoint_seconds"] = draw(st.sampled_from(CHECKPOINT_INTERVALS))

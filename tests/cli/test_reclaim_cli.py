@@ -144,6 +144,10 @@ CASES = [
     ("state other than running or pending", _mutated(jobs__3__state="RUNNABLE"), "jobs[3].state"),
     ("sharing value", _mutated(teams__1__sharing="borrow"), "teams[1].sharing"),
     ("borrow_limit_percent below -1", _mutated(teams__1__borrow_limit_percent=-5), "teams[1].borrow_limit_percent"),
+    ("max_checkpoint_seconds 0", _mutated(settings={"victim_order": "checkpoint", "max_checkpoint_seconds": 0}),
+     "settings.max_checkpoint_seconds"),
+    ("max_checkpoint_seconds not a number", _mutated(settings={"max_checkpoint_seconds": "1h"}),
+     "settings.max_checkpoint_seconds"),
 ]
 
 

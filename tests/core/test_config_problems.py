@@ -783,6 +783,27 @@ CASES = [
         id='fs-reclaim-victim-order',
     ),
     pytest.param(
+        sec(F, "fairshare", reclaim={"victim_order": "checkpoint", "max_checkpoint_seconds": 0}),
+        [('fairshare.reclaim.max_checkpoint_seconds', 0, 'must be at least 1',
+          'give the longest checkpoint interval the checkpoint order believes, 1 to 604800 seconds (default 3600);'
+          ' a job declaring none, 0 or more is ordered as if it saved that often')],
+        id='fs-reclaim-max-checkpoint-zero',
+    ),
+    pytest.param(
+        sec(F, "fairshare", reclaim={"max_checkpoint_seconds": 604801}),
+        [('fairshare.reclaim.max_checkpoint_seconds', 604801, 'must be at most 604,800',
+          'give the longest checkpoint interval the checkpoint order believes, 1 to 604800 seconds (default 3600);'
+          ' a job declaring none, 0 or more is ordered as if it saved that often')],
+        id='fs-reclaim-max-checkpoint-above-a-week',
+    ),
+    pytest.param(
+        sec(F, "fairshare", reclaim={"max_checkpoint_seconds": "1h"}),
+        [('fairshare.reclaim.max_checkpoint_seconds', '1h', 'must be a whole number, not a string',
+          'give the longest checkpoint interval the checkpoint order believes, 1 to 604800 seconds (default 3600);'
+          ' a job declaring none, 0 or more is ordered as if it saved that often')],
+        id='fs-reclaim-max-checkpoint-string',
+    ),
+    pytest.param(
         sec(F, "fairshare", reclaim={"enable": True}),
         [('fairshare.reclaim.enable', True, 'unknown key', "did you mean 'enabled'?")],
         id='fs-reclaim-unknown',

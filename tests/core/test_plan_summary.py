@@ -142,13 +142,31 @@ def test_plan_says_how_the_fair_share_reclaimer_picks_its_victims():
     assert fs["reclaim"]["victim_order"] == "checkpoint"
     assert {r["team"]: r["checkpoint_seconds"] for r in fs["teams"]} == {"team-a": None, "team-b": 600, "team-c": None}
     text = format_plan(plan)
+    assert fs["reclaim"]["max_checkpoint_seconds"] == 3600
     assert ("  reclaim: every 1 minute, once a lender waited 60 s; stops first runs started on borrowed GPUs, then the"
-            " least work lost since the last checkpoint (victim_order: checkpoint)") in text.splitlines()
+            " least work lost since the last checkpoint (victim_order: checkpoint); believes checkpoint intervals up"
+            " to 3600 s (a job declaring none, 0 or more counts as saving every 3600 s; max_checkpoint_seconds)"
+            ) in text.splitlines()
     assert ("  checkpoints: team-b every 600 s; team-a, team-c not declared (never, unless a job tags"
-            " gpu-share:checkpoint-seconds)") in text.splitlines()
+            " gpu-share:checkpoint-seconds; ordered as every 3600 s)") in text.splitlines()
     # Batch quota management picks its own victims: no reclaim or checkpoint line there.
     quota = text.split("\nfairshare:")[0]
     assert "reclaim:" not in quota and "checkpoints:" not in quota
+
+
+def test_plan_shows_the_checkpoint_cap_and_what_it_makes_of_each_declaration():
+    raw = yaml.safe_load((ROOT / "platform.yaml").read_text())
+    raw["fairshare"]["reclaim"]["max_checkpoint_seconds"] = 900
+    fair = [t for t in raw["teams"] if t["name"] in ("team-a", "team-b")]
+    fair[0]["checkpoint_seconds"], fair[1]["checkpoint_seconds"] = 0, 7200
+    plan = fleet_plan(parse_config(raw))
+    assert plan["backends"]["fairshare"]["reclaim"]["max_checkpoint_seconds"] == 900
+    lines = format_plan(plan).splitlines()
+    assert any(line.endswith("believes checkpoint intervals up to 900 s (a job declaring none, 0 or more counts as"
+                             " saving every 900 s; max_checkpoint_seconds)") for line in lines)
+    assert ("  checkpoints: team-a never (ordered as every 900 s); team-b every 7200 s (ordered as every 900 s);"
+            " team-c not declared (never, unless a job tags gpu-share:checkpoint-seconds; ordered as every 900 s)"
+            ) in lines
 
 
 def test_plan_of_the_default_order_and_a_disabled_reclaimer():

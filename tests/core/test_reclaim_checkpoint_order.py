@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from cdk_gpu_share.core import reclaim
 from cdk_gpu_share.core.errors import ConfigError
-from tests.builders import examples, pend, run, state, team, valid_state, victims
+from tests.builders import examples, pend, run, state, states, team, valid_state, victims
 
 # ---------------------------------------------------------------------------
 # The contract's worked cases: now 2000, 8 GPUs, teams A and B guaranteed 4 each. B runs
@@ -25,8 +25,9 @@ from tests.builders import examples, pend, run, state, team, valid_state, victim
 # each 2 GPUs, checkpointing every 600 s: W = 200, 200, 400, 500. A's a1 waits.
 
 
-def worked_case(a1_gpus=2, **changes):
-    """The worked cases' state; ``changes`` maps a job id to the fields to set (None: remove)."""
+def worked_case(a1_gpus=2, max_checkpoint_seconds=None, **changes):
+    """The worked cases' state; ``changes`` maps a job id to the fields to set (None: remove);
+    ``max_checkpoint_seconds``: the order's cap M (None: left out, the default 3600)."""
     jobs = [
         run("b1", "B", 2, since=0, borrowed=False, checkpoint_seconds=600),
         run("b2", "B", 2, since=0, borrowed=False, checkpoint_seconds=600),
@@ -40,7 +41,10 @@ def worked_case(a1_gpus=2, **changes):
                 job.pop(key, None)
             else:
                 job[key] = value
-    return state(8, [team("A", 4), team("B", 4)], jobs, now=2000, reclaim_after_seconds=0, victim_order="checkpoint")
+    s = state(8, [team("A", 4), team("B", 4)], jobs, now=2000, reclaim_after_seconds=0, victim_order="checkpoint")
+    if max_checkpoint_seconds is not None:
+        s["settings"]["max_checkpoint_seconds"] = max_checkpoint_seconds
+    return s
 
 
 def _plain(job_ids):
@@ -51,11 +55,19 @@ WORKED_CASES = [
     ("E1 a1 needs 2 GPUs: the borrowed run with the least lost work", worked_case(), ["b3"]),
     ("E2 a1 needs 4: both borrowed runs", worked_case(a1_gpus=4), ["b3", "b4"]),
     ("E3 b4 checkpointed at 1990 (W 10)", worked_case(b4={"last_checkpoint": 1990}), ["b4"]),
-    ("E4 no borrowed, no intervals: derived, and W is the age", worked_case(**_plain(["b1", "b2", "b3", "b4"])),
-     ["b4"]),
+    ("E4 no borrowed, no intervals: derived, and W is the age (below M)",
+     worked_case(**_plain(["b1", "b2", "b3", "b4"])), ["b4"]),
     ("E5 b2 borrowed at priority 5: priority is not part of the order", worked_case(b2={"borrowed": True, "priority": 5}),
      ["b2"]),
+    ("E6 M 900, b3 declares 0 (never): ordered as every 900 s, W 100",
+     worked_case(max_checkpoint_seconds=900, b3={"checkpoint_seconds": 0}), ["b3"]),
+    ("E7 M 900, b3 declares a week: ordered as every 900 s, W 100",
+     worked_case(max_checkpoint_seconds=900, b3={"checkpoint_seconds": 604800}), ["b3"]),
+    ("E8 b3's claimed checkpoint at 0 cannot raise W: min(400, 1000)", worked_case(b3={"last_checkpoint": 0}), ["b3"]),
 ]
+
+#: What the order chose before it capped what it believes: E6-E8 each stopped b4.
+UNCAPPED = {"E6": ["b4"], "E7": ["b4"], "E8": ["b4"]}
 
 
 @pytest.mark.parametrize("name,s,want", WORKED_CASES, ids=[c[0].split(" ")[0] for c in WORKED_CASES])
@@ -65,6 +77,18 @@ def test_the_contracts_worked_cases(name, s, want):
     assert {p["reason"] for p in out["preemptions"]} == {"reclaim"}
     assert {p["beneficiary"] for p in out["preemptions"]} == {"a1"}
     assert out["served"] == ["a1"]
+
+
+@pytest.mark.parametrize("case", sorted(UNCAPPED))
+def test_without_the_cap_declaring_no_checkpoints_kept_b3_running(case):
+    # The same states with M so large that it never bites and, for E8, W read from the
+    # claimed checkpoint alone: b3 would look the most expensive to stop.
+    name, s, want = next(c for c in WORKED_CASES if c[0].startswith(case))
+    s = copy.deepcopy(s)
+    s["settings"]["max_checkpoint_seconds"] = 10**9
+    if case == "E8":
+        s["jobs"][2].pop("checkpoint_seconds")  # W = age modulo 10**9 = 1000, what the claim says
+    assert victims(reclaim.plan(s)) == UNCAPPED[case] != want
 
 
 def test_youngest_first_stops_b4_in_the_first_worked_case():
@@ -140,18 +164,108 @@ def _job(since=0, checkpoint=None, last=None):
 
 
 @pytest.mark.parametrize("job,team_interval,want", [
-    (_job(since=100), 0, 900),  # never checkpoints: the age
+    (_job(since=100), 0, 900),  # never checkpoints: counts as M (3600), the age below it
     (_job(since=100), 600, 300),  # the team's interval
     (_job(since=100, checkpoint=250), 600, 150),  # the job's own beats the team's
-    (_job(since=100, checkpoint=0), 600, 900),  # its own 0: never
-    (_job(since=100, last=950), 600, 50),  # the last checkpoint beats both
-    (_job(since=100, last=50), 600, 900),  # a checkpoint before this run started: since
+    (_job(since=100, checkpoint=0), 600, 900),  # its own 0: never, counts as M
+    (_job(since=100, last=950), 600, 50),  # a later checkpoint than the interval says: lower
+    (_job(since=100, last=50), 600, 300),  # a checkpoint before this run: since, 900, cannot raise W
     (_job(since=100, last=1200), 600, 0),  # a checkpoint in the future: nothing lost
     (_job(since=1200), 600, 0),  # a run that starts in the future: age 0
     (_job(since=999.7, checkpoint=0.1), 0, math.fmod(1000 - 999.7, 0.1)),  # IEEE fmod, exact
+    (_job(since=-9000), 0, 10000 % 3600),  # never checkpoints, older than M: age mod M
+    (_job(since=-9000, checkpoint=604800), 0, 10000 % 3600),  # a week counts as M
+    (_job(since=-9000), 7200, 10000 % 3600),  # so does the team's interval above M
+    (_job(since=-9000, checkpoint=3600), 0, 10000 % 3600),  # M itself is believed
+    (_job(since=-9000, last=-9000), 0, 10000 % 3600),  # a claim of no checkpoint since the start
 ])
 def test_lost_work(job, team_interval, want):
     assert reclaim.lost_work(job, team_interval, 1000) == want
+
+
+@pytest.mark.parametrize("job,team_interval,cap,want", [
+    (_job(since=100), None, 600, 300),  # none at all: M
+    (_job(since=100, checkpoint=0), 250, 600, 300),  # its own 0 beats the team's 250: M
+    (_job(since=100, checkpoint=600), None, 600, 300),  # equal to M: believed (the same)
+    (_job(since=100, checkpoint=601), None, 600, 300),  # just above M: M
+    (_job(since=100, checkpoint=599), None, 600, 301),  # just below: its own
+    (_job(since=100, last=0), 700, 600, 300),  # the team's 700 is above M: min(900 mod 600, 900)
+])
+def test_lost_work_under_a_cap(job, team_interval, cap, want):
+    assert reclaim.lost_work(job, team_interval, 1000, cap) == want
+
+
+# W < M for every running job; 0, none or above M are M; a claim never raises W.
+_times = st.integers(-10**6, 10**6) | st.floats(-1e6, 1e6, allow_nan=False)
+_intervals = st.none() | st.sampled_from((0, 0.5, 7, 600, 3600, 3601, 604800)) | st.floats(0, 1e6, allow_nan=False)
+_caps = st.sampled_from((0.5, 1, 60, 900, 3600)) | st.floats(1e-3, 1e6, allow_nan=False)
+
+
+@settings(max_examples=examples(2000), deadline=None)
+@given(since=_times, now=_times, own=_intervals, team_interval=_intervals, cap=_caps, last=st.none() | _times)
+def test_lost_work_is_below_the_cap_whatever_a_job_declares(since, now, own, team_interval, cap, last):
+    w = reclaim.lost_work(_job(since=since, checkpoint=own, last=last), team_interval, now, cap)
+    assert 0 <= w < cap
+
+
+@settings(max_examples=examples(2000), deadline=None)
+@given(since=_times, now=_times, team_interval=_intervals, cap=_caps, last=st.none() | _times,
+       declared=st.sampled_from(("zero", "absent", "above")))
+def test_no_interval_zero_or_above_the_cap_counts_as_the_cap(since, now, team_interval, cap, last, declared):
+    own = {"zero": 0, "absent": None, "above": cap * 2 + 1}[declared]
+    if declared == "absent":
+        team_interval = None
+    job = _job(since=since, checkpoint=own, last=last)
+    assert reclaim.lost_work(job, team_interval, now, cap) == reclaim.lost_work(
+        _job(since=since, checkpoint=cap, last=last), None, now, cap)
+
+
+@settings(max_examples=examples(2000), deadline=None)
+@given(since=_times, now=_times, own=_intervals, team_interval=_intervals, cap=_caps, last=_times,
+       earlier=st.floats(0, 1e6, allow_nan=False))
+def test_a_claimed_checkpoint_only_lowers_lost_work(since, now, own, team_interval, cap, last, earlier):
+    # Read literally, "moving last_checkpoint earlier never raises W" cannot hold (the time
+    # since the claim grows); what holds is that no claim, however early, raises W above
+    # what the interval says, and that a later claim never raises W.
+    def w(at):
+        return reclaim.lost_work(_job(since=since, checkpoint=own, last=at), team_interval, now, cap)
+
+    unclaimed = reclaim.lost_work(_job(since=since, checkpoint=own), team_interval, now, cap)
+    assert w(last - earlier) <= unclaimed and w(last) <= unclaimed
+    assert w(last) <= w(last - earlier)
+
+
+
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(s=states(checkpoint=True), cap=st.sampled_from((0.5, 7, 25, 45, 3600)), data=st.data())
+def test_a_plan_orders_a_job_declaring_zero_none_or_more_than_the_cap_as_one_declaring_the_cap(s, cap, data):
+    s["settings"]["max_checkpoint_seconds"] = cap
+    as_cap = copy.deepcopy(s)
+
+    def unbelieved():
+        return data.draw(st.sampled_from((None, 0, cap + 0.001, cap * 3, 604800)))
+
+    effective = {}
+    for entry, other in zip(s["teams"], as_cap["teams"]):
+        interval = entry.get("checkpoint_seconds")
+        if not interval or interval > cap:
+            interval = unbelieved()
+            entry.pop("checkpoint_seconds", None)
+            if interval is not None:
+                entry["checkpoint_seconds"] = interval
+            other["checkpoint_seconds"] = cap
+        effective[entry["name"]] = other["checkpoint_seconds"] if "checkpoint_seconds" in other else cap
+    for job, other in zip(s["jobs"], as_cap["jobs"]):
+        if job["state"] != "running" or not data.draw(st.booleans()):
+            continue
+        interval = unbelieved()
+        job.pop("checkpoint_seconds", None)
+        if interval is not None:
+            job["checkpoint_seconds"] = interval
+            other["checkpoint_seconds"] = cap
+        else:  # absent: its team's, which as_cap states as believed
+            other["checkpoint_seconds"] = effective[job["team"]]
+    assert reclaim.plan(s) == reclaim.plan(as_cap)
 
 
 def test_derived_borrowed_counts_the_team_jobs_started_before_by_since_then_id():
@@ -194,6 +308,16 @@ def _set(path, value):
     (["jobs", 0, "last_checkpoint"], float("nan"), ("jobs[0].last_checkpoint", float("nan"), "must be a number, not NaN")),
     (["teams", 0, "checkpoint_seconds"], -5, ("teams[0].checkpoint_seconds", -5, "must not be below 0")),
     (["teams", 0, "checkpoint_seconds"], True, ("teams[0].checkpoint_seconds", True, "must be a number, not a boolean")),
+    (["settings", "max_checkpoint_seconds"], 0, ("settings.max_checkpoint_seconds", 0, "must be above 0")),
+    (["settings", "max_checkpoint_seconds"], -60, ("settings.max_checkpoint_seconds", -60, "must be above 0")),
+    (["settings", "max_checkpoint_seconds"], "1h",
+     ("settings.max_checkpoint_seconds", "1h", "must be a number, not a string")),
+    (["settings", "max_checkpoint_seconds"], None,
+     ("settings.max_checkpoint_seconds", None, "must be a number, not null")),
+    (["settings", "max_checkpoint_seconds"], False,
+     ("settings.max_checkpoint_seconds", False, "must be a number, not a boolean")),
+    (["settings", "max_checkpoint_seconds"], float("inf"),
+     ("settings.max_checkpoint_seconds", float("inf"), "must be a finite number, not infinity")),
 ])
 def test_each_bad_checkpoint_input_is_one_problem_naming_its_field(path, value, want):
     got = _problems(_set(path, value))

@@ -130,11 +130,14 @@ def reference_plan(state: dict) -> dict:
         return any(sum(dem(k, r) for k in before) > G(j["team"], r) + TOL for r in needs(j))
 
     def lost(j):
-        if "last_checkpoint" in j:
-            return max(0, now - max(j["since"], j["last_checkpoint"]))
+        M = s.get("max_checkpoint_seconds", 3600)
         a = max(0, now - j["since"])
         c = j.get("checkpoint_seconds", teams[j["team"]].get("checkpoint_seconds", 0))
-        return math.fmod(a, c) if c > 0 else a
+        c1 = c if 0 < c <= M else M
+        W = math.fmod(a, c1)
+        if "last_checkpoint" in j:
+            W = min(W, max(0, now - max(j["since"], j["last_checkpoint"])))
+        return W
 
     def victim_order(js):
         out = sorted(js, key=lambda j: j["id"], reverse=True)

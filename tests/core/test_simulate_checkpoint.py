@@ -23,13 +23,14 @@ GOLDEN = Path(__file__).parent / "data" / "simulate_golden.json"
 # The default order, unchanged
 
 
-def golden_fixture():
+def golden_fixture(**settings):
     """600 jobs of four teams (one with in-team preemption, a lender with a cap, a reserve
-    team) on 16 GPUs: enough contention for about 130 preemptions a run."""
+    team) on 16 GPUs: enough contention for about 130 preemptions a run. ``settings``: more
+    planner settings."""
     rng = random.Random(20261204)
     scenario = sim.parse_scenario({
         "capacity": {"gpu": 16},
-        "settings": {"reclaim_after_seconds": 60, "min_runtime_seconds": 0},
+        "settings": {"reclaim_after_seconds": 60, "min_runtime_seconds": 0, **settings},
         "teams": [
             {"name": "a", "guarantee": {"gpu": 6}},
             {"name": "b", "guarantee": {"gpu": 4}, "in_team_preemption": True},
@@ -71,22 +72,37 @@ def test_an_explicit_youngest_order_is_the_default():
     assert plain == explicit and "victim_order" not in plain
 
 
+def test_with_every_interval_at_most_the_cap_the_checkpoint_order_gives_what_it_gave_uncapped():
+    # Every job of the fixture saves every 600 s: caps of 600 s and above change nothing, and a
+    # cap no age reaches (10**9) is the order as it was before it had one.
+    runs = []
+    for cap in (600, 3600, 10**9):
+        scenario, jobs = golden_fixture(max_checkpoint_seconds=cap)
+        got = sim.simulate(scenario, jobs, "share+reclaim", checkpoint_seconds=600, victim_order="checkpoint").to_dict()
+        got.pop("sim_seconds")
+        runs.append(json.dumps(got, sort_keys=True))
+    assert runs[0] == runs[1] == runs[2]
+    assert json.loads(runs[0])["preemptions"] > 50
+
+
 # ---------------------------------------------------------------------------
 # The reclaim contract's worked case, in time: B runs b1 and b2 from 0 (within its
 # guarantee of 4), b3 from 1000 and b4 from 1500 (beyond it), 2 GPUs each; A's a1 (2 GPUs)
 # arrives at 1995 and the planner's tick at 2000 takes 2 GPUs back.
 
 
-def worked(team_checkpoint=600, b4_checkpoint="", victim_order=None, checkpoint=None):
+def worked(team_checkpoint=600, b4_checkpoint="", victim_order=None, checkpoint=None, b3_checkpoint="",
+           max_checkpoint_seconds=None):
     sc = sim.parse_scenario({
         "capacity": {"gpu": 8},
         "settings": {"reclaim_after_seconds": 0, "min_runtime_seconds": 0,
-                     **({"victim_order": victim_order} if victim_order else {})},
+                     **({"victim_order": victim_order} if victim_order else {}),
+                     **({"max_checkpoint_seconds": max_checkpoint_seconds} if max_checkpoint_seconds else {})},
         "teams": [{"name": "A", "guarantee": {"gpu": 4}},
                   {"name": "B", "guarantee": {"gpu": 4},
                    **({} if team_checkpoint is None else {"checkpoint_seconds": team_checkpoint})}],
     })
-    rows = [("b1", "B", 0, 9000, 2, 0, ""), ("b2", "B", 0, 9000, 2, 0, ""), ("b3", "B", 1000, 9000, 2, 0, ""),
+    rows = [("b1", "B", 0, 9000, 2, 0, ""), ("b2", "B", 0, 9000, 2, 0, ""), ("b3", "B", 1000, 9000, 2, 0, b3_checkpoint),
             ("b4", "B", 1500, 9000, 2, 0, b4_checkpoint), ("a1", "A", 1995, 100, 2, 0, "")]
     jobs = sim.trace_from_rows(rows, sc, header=("job_id", "team", "submit_time", "duration_s", "gpus", "priority",
                                                  "checkpoint_seconds"))
@@ -142,6 +158,31 @@ def test_the_global_interval_applies_to_jobs_of_teams_without_one():
 def test_a_teams_interval_of_zero_means_never_even_with_a_global_one():
     r = run(worked(team_checkpoint=0, checkpoint=300), "checkpoint")
     assert stopped(r) == ["b4"] and r.lost_gpu_seconds == 2 * 500  # W is the age: b4 is younger
+
+
+@pytest.mark.parametrize("declared", ["0", "604800"])
+def test_the_order_believes_no_interval_above_the_cap_but_a_stop_loses_the_jobs_own_work(declared):
+    # The contract's E6 and E7 in time: with a cap of 900 s, b3 declaring never (or a week)
+    # is ordered as saving every 900 s (W 100 < b4's 500) and goes first; it still restarts
+    # from its own last checkpoint: never (none in its 1000 s), a week (none yet).
+    r = run(worked(b3_checkpoint=declared, max_checkpoint_seconds=900), "checkpoint")
+    assert stopped(r) == ["b3"] and r.lost_gpu_seconds == 2 * 1000
+    # Without the cap biting (M above every age), b3 looked the most expensive to stop.
+    r = run(worked(b3_checkpoint=declared, max_checkpoint_seconds=10**6), "checkpoint")
+    assert stopped(r) == ["b4"] and r.lost_gpu_seconds == 2 * 500
+
+
+def test_the_default_cap_orders_a_job_that_never_saves_as_saving_every_hour():
+    # b3 (never saves) has run 1000 s and b4 (every 600 s) 500 s: below the hour, W is the age
+    # and b4 goes; with b3 started 3800 s before the tick (W 200 once counted modulo 3600), b3 goes.
+    assert stopped(run(worked(b3_checkpoint="0"), "checkpoint")) == ["b4"]
+    sc, jobs, _ = worked(b3_checkpoint="0")
+    rows = [("b1", "B", 0, 9000, 2, 0, ""), ("b2", "B", 0, 9000, 2, 0, ""), ("b3", "B", 200, 9000, 2, 0, "0"),
+            ("b4", "B", 3500, 9000, 2, 0, ""), ("a1", "A", 3995, 100, 2, 0, "")]
+    jobs = sim.trace_from_rows(rows, sc, header=("job_id", "team", "submit_time", "duration_s", "gpus", "priority",
+                                                 "checkpoint_seconds"))
+    r = sim.simulate(sc, jobs, "share+reclaim", poll_seconds=10, victim_order="checkpoint")
+    assert stopped(r) == ["b3"] and r.lost_gpu_seconds == 2 * 3800
 
 
 def test_a_restarted_job_resumes_from_the_last_multiple_of_its_own_interval():

@@ -91,6 +91,12 @@ def __getattr__(name: str) -> Any:
 
 #: The longest checkpoint interval a team may declare: 7 days.
 MAX_CHECKPOINT_SECONDS = 604800
+#: ``fairshare.reclaim.max_checkpoint_seconds``: default (the reclaim planner's, an hour) and
+#: the fix of a value out of its range, 1 to :data:`MAX_CHECKPOINT_SECONDS`.
+DEFAULT_RECLAIM_MAX_CHECKPOINT_SECONDS = 3600
+RECLAIM_MAX_CHECKPOINT_FIX = (f"give the longest checkpoint interval the checkpoint order believes, 1 to"
+                              f" {MAX_CHECKPOINT_SECONDS} seconds (default {DEFAULT_RECLAIM_MAX_CHECKPOINT_SECONDS});"
+                              " a job declaring none, 0 or more is ordered as if it saved that often")
 #: The most requeues after preemption a team may ask Batch quota management for.
 MAX_PREEMPTION_RETRIES = 1000
 #: Batch's scheduling priorities run from 0 to 9999; a team's jobs may use 0..max_priority.
@@ -380,6 +386,18 @@ class ReclaimConfig:
     #: recent start) or ``checkpoint`` (runs started on borrowed capacity, then the least
     #: work lost since the last checkpoint).
     victim_order: str = "youngest"
+    #: The checkpoint order's cap: a job that declares no interval, 0 or a longer one is ordered
+    #: as if it saved its progress every this many seconds (1 to 604800; default 3600).
+    max_checkpoint_seconds: int = DEFAULT_RECLAIM_MAX_CHECKPOINT_SECONDS
+
+    def __post_init__(self) -> None:
+        # The Python API gets the YAML's rule: a cap the planner would refuse in the Lambda is
+        # refused here, when the app is built.
+        problems = _Problems()
+        value = V.read_int(self.max_checkpoint_seconds, "ReclaimConfig.max_checkpoint_seconds", problems.add,
+                           minimum=1, maximum=MAX_CHECKPOINT_SECONDS, fix=RECLAIM_MAX_CHECKPOINT_FIX)
+        problems.raise_if_any(label="invalid argument")
+        object.__setattr__(self, "max_checkpoint_seconds", value)
 
 
 @dataclass(frozen=True)

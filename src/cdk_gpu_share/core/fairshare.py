@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from cdk_gpu_share.core.config import DEFAULT_RECLAIM_MAX_CHECKPOINT_SECONDS
 from cdk_gpu_share.core.errors import Problem
 
 #: Batch: "limited to 255 alphanumeric characters" (ShareAttributes.shareIdentifier).
@@ -55,12 +56,15 @@ def share_identifier_problems(
 
 def reclaim_settings(reclaim: Any) -> dict[str, Any]:
     """The reclaim planner's ``settings`` of a :class:`~cdk_gpu_share.core.config.ReclaimConfig`,
-    for the Lambda and the simulator alike (``victim_order`` only when it is not the default,
-    so a config without it gives the settings it always gave)."""
+    for the Lambda and the simulator alike (``victim_order`` and ``max_checkpoint_seconds`` only
+    when they are not the default, so a config without them gives the settings it always gave)."""
     settings: dict[str, Any] = {"reclaim_after_seconds": reclaim.reclaim_after_seconds,
                                 "min_runtime_seconds": reclaim.min_runtime_seconds}
     if reclaim.victim_order != "youngest":
         settings["victim_order"] = reclaim.victim_order
+    cap = getattr(reclaim, "max_checkpoint_seconds", DEFAULT_RECLAIM_MAX_CHECKPOINT_SECONDS)
+    if cap != DEFAULT_RECLAIM_MAX_CHECKPOINT_SECONDS:
+        settings["max_checkpoint_seconds"] = cap
     return settings
 
 

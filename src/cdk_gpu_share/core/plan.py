@@ -317,10 +317,15 @@ def _checkpoints_text(data: dict[str, Any]) -> str:
     reads = data.get("reclaim", {}).get("victim_order") == "checkpoint"
     if not reads and all(v is None for v in declared.values()):
         return ""
-    said = [f"{t} every {v:g} s" if v else f"{t} never" for t, v in declared.items() if v is not None]
+    # The checkpoint order believes no interval above its cap: say so where it applies.
+    cap = data["reclaim"].get("max_checkpoint_seconds") if reads else None
+    believed = f" (ordered as every {cap:g} s)" if cap else ""
+    said = [f"{t} every {v:g} s" + (believed if cap and v > cap else "") if v else f"{t} never{believed}"
+            for t, v in declared.items() if v is not None]
     silent = [t for t, v in declared.items() if v is None]
     if silent:
-        said.append(f"{', '.join(silent)} not declared (never, unless a job tags gpu-share:checkpoint-seconds)")
+        said.append(f"{', '.join(silent)} not declared (never, unless a job tags gpu-share:checkpoint-seconds"
+                    + (f"; ordered as every {cap:g} s)" if cap else ")"))
     return "; ".join(said)
 
 

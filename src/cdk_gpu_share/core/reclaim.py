@@ -70,6 +70,7 @@ __all__ = [
     "JOB_STATES",
     "REASONS",
     "VICTIM_ORDERS",
+    "DEFAULT_MAX_CHECKPOINT_SECONDS",
     "Settings",
     "TeamSpec",
     "JobSpec",
@@ -110,6 +111,10 @@ REASONS = ("borrow_limit", "reclaim", "in_team")
 VICTIM_ORDERS = ("youngest", "checkpoint")
 YOUNGEST, CHECKPOINT = VICTIM_ORDERS
 
+#: Default of ``settings.max_checkpoint_seconds``: the longest checkpoint interval the
+#: checkpoint-aware order believes (an hour).
+DEFAULT_MAX_CHECKPOINT_SECONDS = 3600
+
 _LEND_AND_BORROW = "lend_and_borrow"
 _RESERVE = "reserve"
 _INF = math.inf
@@ -132,6 +137,8 @@ class Settings:
     """A running job younger than this is protected: never chosen."""
     victim_order: str = YOUNGEST
     """One of :data:`VICTIM_ORDERS`: the order in which running jobs are taken as victims."""
+    max_checkpoint_seconds: float = DEFAULT_MAX_CHECKPOINT_SECONDS
+    """The checkpoint order's cap M: an interval of 0, none or above M counts as M (:func:`lost_work`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -432,6 +439,7 @@ def parse_state(state: object) -> State:
                     raw_settings, "min_runtime_seconds", "settings.min_runtime_seconds",
                     default=0, minimum=0, fix="use a number of seconds, 0 or more"),
                 victim_order=_victim_order(raw_settings, check),
+                max_checkpoint_seconds=_max_checkpoint_seconds(raw_settings, check),
             )
 
     teams, team_names = _parse_teams(state, capacity, names, check)
@@ -450,6 +458,19 @@ def _victim_order(raw_settings: Mapping, check: _Checker) -> str:
                   "use youngest (the default) or checkpoint")
         return YOUNGEST
     return order
+
+
+def _max_checkpoint_seconds(raw_settings: Mapping, check: _Checker) -> float:
+    """``settings.max_checkpoint_seconds``: a number above 0, default
+    :data:`DEFAULT_MAX_CHECKPOINT_SECONDS`."""
+    fix = (f"give the longest checkpoint interval the victim order believes, in seconds above 0"
+           f" (default {DEFAULT_MAX_CHECKPOINT_SECONDS}), or leave it out")
+    value = check.number(raw_settings, "max_checkpoint_seconds", "settings.max_checkpoint_seconds",
+                         default=DEFAULT_MAX_CHECKPOINT_SECONDS, fix=fix)
+    if value <= 0:
+        check.add("settings.max_checkpoint_seconds", value, "must be above 0", fix)
+        return DEFAULT_MAX_CHECKPOINT_SECONDS
+    return value
 
 
 def _parse_teams(state: Mapping, capacity: dict, names: dict | None, check: _Checker) -> tuple[list[TeamSpec], set | None]:
@@ -763,8 +784,9 @@ def victim_sort(running: list, state: State) -> None:
         running.sort(key=_PRIORITY)
         return
     now = state.now
+    cap = state.settings.max_checkpoint_seconds
     team_checkpoint = {t.name: t.checkpoint_seconds for t in state.teams}
-    running.sort(key=lambda job: lost_work(job, team_checkpoint.get(job.team), now))
+    running.sort(key=lambda job: lost_work(job, team_checkpoint.get(job.team), now, cap))
     derived: dict = {}
     if any(job.borrowed is None for job in running):
         derived = borrowed_at_start(running, state.teams)
@@ -773,19 +795,26 @@ def victim_sort(running: list, state: State) -> None:
     running.sort(key=lambda job: not (derived[job.id] if job.borrowed is None else job.borrowed))
 
 
-def lost_work(job: JobSpec, team_checkpoint: float | None, now: float) -> float:
-    """W: the seconds of work a stop of running ``job`` at ``now`` throws away.
+def lost_work(job: JobSpec, team_checkpoint: float | None, now: float,
+              cap: float = DEFAULT_MAX_CHECKPOINT_SECONDS) -> float:
+    """W: the seconds of work a stop of running ``job`` at ``now`` throws away, as the
+    checkpoint-aware order believes it.
 
-    Since its last checkpoint when the job says when that was (``last_checkpoint``);
-    otherwise the job's age modulo its checkpoint interval (its own, else
-    ``team_checkpoint``; exact, :func:`math.fmod`), or its whole age when it never
-    checkpoints (interval 0).
+    The job's age modulo its checkpoint interval c (its own, else ``team_checkpoint``;
+    exact, :func:`math.fmod`), where an interval of 0 (never), none or above ``cap`` counts
+    as ``cap``; then, when the job says when it last saved (``last_checkpoint``), the time
+    since then if that is less. So W < ``cap`` always: declaring "never" or a week cannot
+    make a run look more expensive to stop than one that saves every ``cap`` seconds, and a
+    claimed checkpoint can only lower W.
     """
-    if job.last_checkpoint is not None:
-        return max(0, now - max(job.since, job.last_checkpoint))
     age = max(0, now - job.since)
     interval = team_checkpoint if job.checkpoint_seconds is None else job.checkpoint_seconds
-    return math.fmod(age, interval) if interval else age
+    if not interval or interval > cap:
+        interval = cap
+    w = math.fmod(age, interval)
+    if job.last_checkpoint is not None:
+        return min(w, max(0, now - max(job.since, job.last_checkpoint)))
+    return w
 
 
 def borrowed_at_start(running: Iterable[JobSpec], teams: Iterable[TeamSpec]) -> dict[str, bool]:

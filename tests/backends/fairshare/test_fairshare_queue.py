@@ -603,6 +603,36 @@ def test_teams_may_tag_their_checkpoint_interval_but_not_the_borrowed_record(pla
     assert "gpu-share:borrowed" not in json.dumps(stmts)
 
 
+def _reclaimer_settings(stack: cdk.Stack) -> dict:
+    template = Template.from_stack(stack).to_json()
+    [fn] = [r for r in resources(template, "AWS::Lambda::Function").values()
+            if "GPU_SHARE_SETTINGS" in r["Properties"].get("Environment", {}).get("Variables", {})]
+    return br.decode_settings(fn["Properties"]["Environment"]["Variables"]["GPU_SHARE_SETTINGS"])
+
+
+def _checkpoint_fleet(**reclaim) -> cdk.Stack:
+    stack = cdk.Stack(new_app(), "S")
+    fleet = FairshareQueue(stack, "Q", config=FairshareConfig(
+        capacity={"g5.xlarge": 1}, reclaim=ReclaimConfig(victim_order="checkpoint", **reclaim)))
+    fleet.add_team(team("ml", {"g5.xlarge": 1}))
+    return stack
+
+
+def test_the_checkpoint_cap_reaches_the_reclaimers_settings_when_it_is_not_the_default():
+    assert _reclaimer_settings(_checkpoint_fleet(max_checkpoint_seconds=900))["settings"]["max_checkpoint_seconds"] == 900
+    # The default is the planner's own (3600): the settings, and the template, stay as they were.
+    assert "max_checkpoint_seconds" not in _reclaimer_settings(_checkpoint_fleet())["settings"]
+
+
+@pytest.mark.parametrize("value", [0, -1, 604801, 1.5, "1h", None])
+def test_a_bad_checkpoint_cap_is_refused_from_python_as_from_yaml(value):
+    with pytest.raises(ConfigError) as info:
+        ReclaimConfig(victim_order="checkpoint", max_checkpoint_seconds=value)
+    (problem,) = info.value.problems
+    assert problem.field == "ReclaimConfig.max_checkpoint_seconds" and problem.value == value
+    assert "1 to 604800 seconds" in problem.fix
+
+
 @pytest.mark.parametrize("value", ["oldest", 1, None])
 def test_a_bad_victim_order_is_refused_from_python_as_from_yaml(value):
     with pytest.raises(ConfigError) as info:

@@ -92,6 +92,19 @@ def test_a_jobs_own_interval_tag_comes_before_its_teams(model):
     assert cycle(model)["stopped"] == ["b4"]
 
 
+@pytest.mark.parametrize("tag", ["0", "604800"])
+def test_a_tag_of_never_or_a_week_counts_as_the_configured_cap(monkeypatch, tag):
+    # b3 (age 700) tags 0 (never) or a week; b4 (age 400) has its team's 600 s: W 400. With a
+    # cap of 900 s b3 counts as saving every 900 s (W 700) and b4 goes; with a cap of 650 s,
+    # b3's W is 700 mod 650 = 50 and b3 goes (taken at its word, it would never go first).
+    for cap, want in ((900, "b4"), (650, "b3")):
+        settings = {**SETTINGS, "settings": {**SETTINGS["settings"], "max_checkpoint_seconds": cap}}
+        model = _model(monkeypatch, settings)
+        team_b(model, tags={"b3": {br.TAG_CHECKPOINT: tag}})
+        model.add_job("teama", "RUNNABLE", job_id="a1")
+        assert cycle(model)["stopped"] == [want], cap
+
+
 def test_the_record_survives_a_cold_start_where_the_state_would_say_otherwise(model, monkeypatch):
     team_b(model)
     assert cycle(model)["stopped"] == []  # nobody waits: the four runs are recorded

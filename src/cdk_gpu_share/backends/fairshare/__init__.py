@@ -26,7 +26,7 @@ KEY = C.FAIRSHARE
 SECTION_KEYS = frozenset({"capacity", "queue_name", "share_decay_seconds", "compute_reservation", "allocation_strategy",
                           "spot", "min_instances", "job_attempts", "reclaim", "vpc"})
 RECLAIM_KEYS = frozenset({"enabled", "schedule_minutes", "dry_run", "reclaim_after_seconds", "min_runtime_seconds",
-                          "victim_order"})
+                          "victim_order", "max_checkpoint_seconds"})
 #: ``reclaim.victim_order``: the reclaim planner's victim orders.
 VICTIM_ORDERS = reclaim_planner.VICTIM_ORDERS
 VPC_KEYS = frozenset({"vpc_id", "subnet_ids", "security_group_ids"})
@@ -37,10 +37,15 @@ INT_RANGES = (
     ("min_instances", 0, 10000),
     ("job_attempts", 1, 10),
 )
-RECLAIM_INT_RANGES = (("schedule_minutes", 1, 1440), ("reclaim_after_seconds", 0, 86400), ("min_runtime_seconds", 0, 86400))
+RECLAIM_INT_RANGES = (("schedule_minutes", 1, 1440), ("reclaim_after_seconds", 0, 86400), ("min_runtime_seconds", 0, 86400),
+                      ("max_checkpoint_seconds", 1, C.MAX_CHECKPOINT_SECONDS))
 ALLOCATION_STRATEGIES = ("BEST_FIT_PROGRESSIVE", "SPOT_CAPACITY_OPTIMIZED", "SPOT_PRICE_CAPACITY_OPTIMIZED")
 #: A job definition name (<queue[:96]>-<share identifier>-gpu<N>) takes at most this many characters.
 MAX_JOB_DEFINITION_NAME = 128
+
+
+#: The fix of a bounded whole number whose own words say more than its range.
+INT_FIXES = {"max_checkpoint_seconds": C.RECLAIM_MAX_CHECKPOINT_FIX}
 
 
 def _take_ints(raw: Any, where: str, ranges: tuple[tuple[str, int, int], ...], problems: Problems,
@@ -48,7 +53,8 @@ def _take_ints(raw: Any, where: str, ranges: tuple[tuple[str, int, int], ...], p
     """Copy the bounded whole numbers ``(key, minimum, maximum)`` that ``raw`` gives into ``into``."""
     for name, lo, hi in ranges:
         if name in raw:
-            value = C.read_int(raw[name], f"{where}.{name}", problems, minimum=lo, maximum=hi)
+            value = C.read_int(raw[name], f"{where}.{name}", problems, minimum=lo, maximum=hi,
+                               fix=INT_FIXES.get(name, ""))
             if value is not None:
                 into[name] = value
 
@@ -141,6 +147,10 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
         "victim_order": "Which jobs a reclaim stops first: youngest (lowest priority, then the most recent start)"
         " or checkpoint (runs started on borrowed capacity, then the least work lost since the last checkpoint)."
         " Default: youngest.",
+        "max_checkpoint_seconds": "With victim_order checkpoint: the longest checkpoint interval the order believes,"
+        " in seconds (1 to 604800). A job that declares no interval, 0 or a longer one is ordered as if it saved"
+        " its progress every this many seconds, so declaring no checkpoints never keeps a team's borrowed runs"
+        " from being stopped. Default: 3600.",
     },
     "fairshare_vpc": {
         "vpc_id": "The VPC of the subnets (vpc-...).",
@@ -263,6 +273,10 @@ def reclaim_plan(reclaim: ReclaimConfig) -> dict[str, Any]:
         text = (f"every {plural(reclaim.schedule_minutes, 'minute')}, once a lender waited "
                 f"{reclaim.reclaim_after_seconds} s; stops first {VICTIM_ORDER_TEXT[reclaim.victim_order]}"
                 f" (victim_order: {reclaim.victim_order})")
+        if reclaim.victim_order == "checkpoint":
+            text += (f"; believes checkpoint intervals up to {reclaim.max_checkpoint_seconds} s (a job declaring"
+                     f" none, 0 or more counts as saving every {reclaim.max_checkpoint_seconds} s;"
+                     " max_checkpoint_seconds)")
         if reclaim.min_runtime_seconds:
             text += f"; never a job younger than {reclaim.min_runtime_seconds} s"
         if reclaim.dry_run:
@@ -270,7 +284,7 @@ def reclaim_plan(reclaim: ReclaimConfig) -> dict[str, Any]:
     return {"enabled": reclaim.enabled, "schedule_minutes": reclaim.schedule_minutes,
             "reclaim_after_seconds": reclaim.reclaim_after_seconds,
             "min_runtime_seconds": reclaim.min_runtime_seconds, "victim_order": reclaim.victim_order,
-            "dry_run": reclaim.dry_run, "text": text}
+            "max_checkpoint_seconds": reclaim.max_checkpoint_seconds, "dry_run": reclaim.dry_run, "text": text}
 
 
 def idle_costs(section: FairshareConfig) -> list[dict[str, str]]:
