@@ -142,6 +142,7 @@ MISTYPED = {
     "mig check": (["mig", "check", "--gpu", "H100-80GB", "--gpuu", "mig-1g.10gb"], "--gpu"),
     "mig layouts": (["mig", "layouts", "--gpu", "H100-80GB", "--jsno"], "--json"),
     "simulate": (["simulate", "--config", PLATFORM, "--trace", "t.csv", "--compre"], "--compare"),
+    "advise": (["advise", "--config", PLATFORM, "--trace", "t.csv", "--fleeet", "size"], "--fleet"),
     "trace convert": (["trace", "convert", "--from", "alibaba-openb", "f.csv", "--ouptut", "o.csv"], "--output"),
     "trace sample": (["trace", "sample", "--sede", "3"], "--seed"),
     "trace export": (["trace", "export", PLATFORM, "--from", "2026-12-01", "--to", "2026-12-02", "--bucekt", "b"],

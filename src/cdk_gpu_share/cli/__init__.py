@@ -31,6 +31,7 @@ SUBCOMMAND_MODULES = [
     "cdk_gpu_share.cli.reclaim_cmd",  # reclaim plan
     "cdk_gpu_share.cli.mig_cmd",  # mig check, mig layouts
     "cdk_gpu_share.cli.simulate_cmd",  # simulate, trace convert
+    "cdk_gpu_share.cli.advise_cmd",  # advise
     "cdk_gpu_share.cli.status_cmd",  # status
     "cdk_gpu_share.cli.usage_cmd",  # usage
     "cdk_gpu_share.backends.kueue.cli",  # kueue manifests

@@ -34,6 +34,8 @@ The package, one concern a module, each importing only modules listed before it:
   starts next;
 - :mod:`~cdk_gpu_share.core.simulate.planner_view`: the reclaim planner's input, kept
   up to date between ticks;
+- :mod:`~cdk_gpu_share.core.simulate.watch`: limits that end a run as soon as one is
+  broken (the quota advisor's early refusal of a candidate);
 - :mod:`~cdk_gpu_share.core.simulate.engine`: the event loop and :func:`simulate`;
 - :mod:`~cdk_gpu_share.core.simulate.verdict`: a run against the teams' objectives
   (:func:`evaluate_run`) and the private-cluster reference (:func:`private_fit_waits`).
@@ -68,20 +70,24 @@ from cdk_gpu_share.core.simulate.inputs import (
     check_jobs,
     load_jobs,
     load_scenario,
+    load_scenario_data,
     parse_jobs,
     parse_scenario,
     trace_from_rows,
 )
 from cdk_gpu_share.core.simulate.verdict import evaluate_run, objective_slack, private_fit_waits, trace_days_of
+from cdk_gpu_share.core.simulate.watch import Broken, WaitLimit, Watch
 
 # The public names, by concern: a trace and a scenario in, a run, a result out.
 __all__ = [
     # inputs
-    "Scenario", "Job", "parse_scenario", "load_scenario", "parse_jobs", "load_jobs", "trace_from_rows", "check_jobs",
+    "Scenario", "Job", "parse_scenario", "load_scenario", "load_scenario_data", "parse_jobs", "load_jobs", "trace_from_rows", "check_jobs",
     "MODES", "STATIC", "SHARE", "RECLAIM", "RESOURCE", "REQUIRED_COLUMNS", "OPTIONAL_COLUMNS",
     "DEFAULT_POLL_SECONDS", "TOL",
     # engine
     "simulate", "check_mode", "with_victim_order",
+    # watch
+    "Watch", "WaitLimit", "Broken",
     # accounting
     "SimResult", "TeamResult", "JobOutcome", "nearest_rank", "result_json", "demand_excess",
     # objectives

@@ -45,6 +45,7 @@ from cdk_gpu_share.core.simulate.inputs import (
 )
 from cdk_gpu_share.core.simulate.planner_view import PlannerView
 from cdk_gpu_share.core.simulate.state import Run, Team
+from cdk_gpu_share.core.simulate.watch import Watch
 
 __all__ = ["check_mode", "simulate", "with_victim_order"]
 
@@ -94,6 +95,7 @@ class _Sim:
         self.poll = poll
         self.ckpt = checkpoint
         self.progress_cb = progress
+        self.watch: Watch | None = None  # limits that end the run early (the advisor's); None: none
         # Exact usage in integers: units of 1/scale GPU (see the module docstring).
         self.scale, self.capq, units = _exact_units(jobs, scenario.capacity)
         self.results = {t.name: TeamResult(name=t.name, guarantee=float(t.guarantee.get(RESOURCE, 0) or 0))
@@ -175,6 +177,8 @@ class _Sim:
         # Before its GPUs join U(T): a run that starts beyond the guarantee borrowed.
         r.borrowed = (team.Uq + r.q) / self.scale > team.G + reclaim.TOLERANCE
         r.run += 1
+        if self.watch is not None:
+            self.watch.started(r, t, r.first_start is None)
         if r.first_start is None:
             r.first_start = t
         r.running_spec = None
@@ -221,6 +225,8 @@ class _Sim:
         lost = (reached - saved) * r.g
         self.lost += lost
         team.result.lost_gpu_seconds += lost
+        if self.watch is not None:
+            self.watch.stopped(r, t, lost)
         r.progress = saved
         r.run += 1  # its completion event is now stale
         r.stops += 1
@@ -308,6 +314,7 @@ class _Sim:
         total = len(self.runs)
         report_every = max(1, total // 200)
         last_k = 0  # the last tick ran at last_k * poll
+        watch = self.watch
         while True:
             t_done = heap[0][0] if heap else _INF
             t_arrive = arrivals[ai].job.submit_time if ai < n_arrivals else _INF
@@ -317,10 +324,14 @@ class _Sim:
                 if k is not None and k * self.poll < t_ev:
                     last_k = k
                     self.now = k * self.poll
+                    if watch is not None and watch.next_due < self.now:
+                        watch.advance(self.now)
                     self._tick(self.now)
                     continue
             if t_ev == _INF:
                 break
+            if watch is not None and watch.next_due < t_ev:
+                watch.advance(t_ev)
             if t_done <= t_arrive:
                 t, _, run, r = heapq.heappop(heap)
                 self.now = t
@@ -352,6 +363,8 @@ class _Sim:
         self.live[r.job.position] = r
         r.entitled = self.index.kidx[r.g] <= team.wk  # reclaim.within_guarantee, as wk holds it
         self._push_pending(r)
+        if self.watch is not None:
+            self.watch.arrived(r)
         # Every event ends with a dispatch that found nothing to start, and an arrival
         # changes nothing but its own bucket. A job that joins its team's queue of its
         # size cannot start: the queue's head, of the same team and size, could not
@@ -420,6 +433,7 @@ def simulate(
     skip_idle_ticks: bool = True,
     source: str = "trace",
     victim_order: str | None = None,
+    watch: Watch | None = None,
 ) -> SimResult:
     """Replay ``jobs`` against ``scenario`` in ``mode`` (one of :data:`MODES`).
 
@@ -433,6 +447,9 @@ def simulate(
     ``source``: the trace's name in error messages.
     ``victim_order``: the planner's ``settings.victim_order`` (``youngest`` or
     ``checkpoint``); default ``None``: the scenario's (``youngest`` unless it says).
+    ``watch``: limits that end the run early (:class:`~cdk_gpu_share.core.simulate.watch.Watch`):
+    the call raises :class:`~cdk_gpu_share.core.simulate.watch.Broken` as soon as one
+    cannot hold any more. Default None: the run goes to its end.
 
     A job's checkpoint interval is the trace's ``checkpoint_seconds``, else its team's in
     the scenario, else ``checkpoint_seconds``, else none. Each running job is handed to
@@ -459,6 +476,9 @@ def simulate(
         engine = _Sim(scenario, jobs, mode, float(poll_seconds),
                       float(checkpoint_seconds) if checkpoint_seconds else None, progress)
         engine.skip_idle_ticks = skip_idle_ticks
+        if watch is not None:
+            watch.begin(engine.running)
+            engine.watch = watch
         engine.run()
         result = engine.result(jobs, time.perf_counter() - started)
         result.victim_order = scenario.state.settings.victim_order

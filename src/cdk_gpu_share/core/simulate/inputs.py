@@ -40,6 +40,7 @@ __all__ = [
     "check_jobs",
     "load_jobs",
     "load_scenario",
+    "load_scenario_data",
     "parse_jobs",
     "parse_scenario",
     "trace_from_rows",
@@ -174,6 +175,12 @@ def _team_objectives(teams: object, problems: list[Problem]) -> dict[str, Object
 def load_scenario(path: str | os.PathLike[str]) -> Scenario:
     """Read and validate a scenario JSON file."""
     path = os.fspath(path)
+    return parse_scenario(load_scenario_data(path), source=path)
+
+
+def load_scenario_data(path: str | os.PathLike[str]) -> Any:
+    """The JSON data of a scenario file, read (not yet validated: see :func:`parse_scenario`)."""
+    path = os.fspath(path)
     try:
         with open(path, encoding="utf-8") as fh:
             text = fh.read()
@@ -184,8 +191,7 @@ def load_scenario(path: str | os.PathLike[str]) -> Scenario:
         raise ConfigError(Problem(field="--scenario", value=path,
                                   message=f"cannot be read ({exc.__class__.__name__})",
                                   fix="pass a readable scenario JSON file")) from None
-    obj = load_json(text, source=path, what='a JSON object such as {"capacity": {"gpu": 8}, "teams": [...]}')
-    return parse_scenario(obj, source=path)
+    return load_json(text, source=path, what='a JSON object such as {"capacity": {"gpu": 8}, "teams": [...]}')
 
 
 def _row_error(source: str, where: str, column: str, value: Any, message: str, fix: str) -> ConfigError:

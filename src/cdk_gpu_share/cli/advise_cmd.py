@@ -1,0 +1,300 @@
+"""``gpu-share advise``: the quota advisor.
+
+    gpu-share advise ([--config] PLATFORM.yaml [--backend B] | --scenario S.json) --trace JOBS.csv
+                     [--fleet fixed|size] [--step N] [--workers N | --ray ADDRESS] [-o OUT] [--json]
+
+The search lives in :mod:`cdk_gpu_share.core.advise`; this module parses arguments, picks
+the executor, renders the answer and writes ``-o``. Exit 0: every objective holds; 1: no
+configuration in the search space meets them all (the closest is printed and written);
+2: bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any
+
+from cdk_gpu_share.cli._parser import add_config_argument
+from cdk_gpu_share.core.errors import ConfigError, Problem
+from cdk_gpu_share.core.text import format_table
+
+__all__ = ["register", "render_advice", "run_advise"]
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    from cdk_gpu_share.cli.simulate_cmd import _backend_names
+
+    p = subparsers.add_parser(
+        "advise",
+        help="recommend each team's guarantee, sharing and borrow limit from its objectives and a job trace",
+        description=(
+            "From each team's objectives (waits, preemptions, lost work, no worse than a private cluster) and "
+            "a job trace, find the configuration that meets them all at the least cost: least capacity "
+            "(--fleet size), then least regret (GPU-hours spent waiting or thrown away), then fewest changes. "
+            "Exit 0: every objective holds; 1: none of the configurations does (the closest is printed)."
+        ),
+    )
+    source = p.add_mutually_exclusive_group()
+    add_config_argument(p, metavar="PLATFORM.yaml", group=source, alternative="--scenario",
+                        help="the platform config",
+                        option_help="advise on the platform config's teams (one backend, one instance type)")
+    source.add_argument("--scenario", metavar="SCENARIO.json",
+                        help="capacity, settings and teams (with their objectives) of a reclaim-plan input")
+    p.add_argument("--backend", metavar="BACKEND",
+                   help=f"with --config: {_backend_names()} (default: the config's only backend)")
+    p.add_argument("--trace", required=True, metavar="JOBS.csv",
+                   help="job_id,team,submit_time,duration_s,gpus[,priority]; times in seconds")
+    p.add_argument("--fleet", default="fixed", metavar="fixed|size",
+                   help="fixed (default): keep the capacity; size: choose the least capacity too")
+    p.add_argument("--step", default=None, metavar="N",
+                   help="GPUs guarantees and capacity move by (default: with --config the GPUs of one instance "
+                        "of the backend's type; else 1)")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--workers", default=None, metavar="N",
+                       help="simulate candidates in N local processes (default: the machine's cores)")
+    where.add_argument("--ray", default=None, metavar="ADDRESS",
+                       help="simulate candidates as tasks on a Ray cluster (auto: the one this machine runs, else "
+                            "a new local one; needs pip install 'cdk-gpu-share[ray]')")
+    p.add_argument("-o", "--output", metavar="OUT",
+                   help="write the advised config (YAML, comments kept) or scenario (JSON) here")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    p.set_defaults(func=run_advise)
+
+
+def _positive_int(flag: str, raw: str | None, fix: str) -> int | None:
+    if raw is None:
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise ConfigError(Problem(field=flag, value=raw, message="must be a positive whole number", fix=fix))
+    return value
+
+
+class _Progress:
+    """One line on standard error, redrawn after each batch: simulations run and time spent."""
+
+    def __init__(self, stream: Any):
+        self.stream = stream
+        self.started = time.monotonic()
+        self.shown = False
+
+    def __call__(self, done: int, budget: int, _text: str) -> None:
+        elapsed = time.monotonic() - self.started
+        if elapsed < 0.5:
+            return
+        width = 30
+        filled = min(width, int(width * done / budget)) if budget else 0
+        self.stream.write(f"\radvising [{'#' * filled}{'.' * (width - filled)}] {done} simulations, {elapsed:.0f} s")
+        self.stream.flush()
+        self.shown = True
+
+    def close(self) -> None:
+        if self.shown:
+            self.stream.write("\r" + " " * 70 + "\r")
+            self.stream.flush()
+
+
+def _inputs(args: argparse.Namespace) -> tuple[dict[str, Any], Any, float, float | None, str]:
+    """(scenario data, the config or None, planner period, default step, described)."""
+    from cdk_gpu_share.core import simulate as sim
+
+    if args.config is None:
+        if args.backend is not None:
+            raise ConfigError(Problem(field="--backend", value=args.backend, message="needs --config",
+                                      fix="drop --backend, or pass --config PLATFORM.yaml instead of --scenario"))
+        data = sim.load_scenario_data(args.scenario)
+        sim.parse_scenario(data, source=args.scenario)  # refuses what simulate refuses
+        return data, None, sim.DEFAULT_POLL_SECONDS, None, args.scenario
+    from cdk_gpu_share.core import scenario as sc
+    from cdk_gpu_share.core.advise.config_file import instance_of
+    from cdk_gpu_share.core.config import load_config
+
+    config = load_config(args.config)
+    backend = sc.choose_backend(config, args.backend)
+    _, per = instance_of(config, backend)
+    data = sc.scenario_from_config(config, backend)
+    _config_objectives(config, data)
+    sim.parse_scenario(data, source=f"{args.config} ({backend})")
+    poll = sc.poll_seconds_of(config, backend) or sim.DEFAULT_POLL_SECONDS
+    args.backend = backend
+    return data, config, poll, float(per), f"{args.config}, backend {backend}"
+
+
+def _config_objectives(config: Any, data: dict[str, Any]) -> None:
+    """The config teams' objectives onto the scenario's teams, when the scenario does not carry them."""
+    by_name = {t.name: t for t in config.teams}
+    for team in data["teams"]:
+        if "objectives" in team:
+            continue
+        found = getattr(by_name[team["name"]], "objectives", None)
+        targets = getattr(found, "targets", found)
+        if targets:
+            team["objectives"] = dict(targets)
+
+
+def _executor(args: argparse.Namespace, study: Any) -> Any:
+    from cdk_gpu_share.core.advise import executors
+    from cdk_gpu_share.core.advise.search import InProcess
+
+    if args.ray is not None:
+        return executors.RayTasks(study, args.ray)
+    workers = _positive_int("--workers", args.workers, "give the number of local processes, e.g. --workers 2")
+    if workers is None:
+        workers = executors.default_workers()
+    return InProcess(study) if workers == 1 else executors.Processes(study, workers)
+
+
+def run_advise(args: argparse.Namespace) -> int:
+    from cdk_gpu_share.cli.simulate_cmd import _check_not_raw_trace, _isatty
+    from cdk_gpu_share.core import advise as adv
+    from cdk_gpu_share.core import simulate as sim
+
+    if args.fleet not in adv.FLEETS:
+        raise ConfigError(Problem(field="--fleet", value=args.fleet, message="is not a fleet choice",
+                                  fix="use fixed (keep the capacity) or size (choose it too)"))
+    step_arg = _positive_int("--step", args.step, "give the GPUs that guarantees and capacity move by, such as 8")
+    _positive_int("--workers", args.workers, "give the number of local processes, e.g. --workers 2")
+    if args.output and args.config is None and not args.output.lower().endswith(".json"):
+        raise ConfigError(Problem(field="-o", value=args.output, message="is not a .json file name",
+                                  fix="with --scenario, -o writes the advised scenario: give a path ending in .json"))
+    _check_not_raw_trace(args.trace)
+    data, config, poll, per, described = _inputs(args)
+    step = float(step_arg) if step_arg is not None else (per or 1.0)
+    if per is not None and step_arg is not None and step_arg % per:
+        raise ConfigError(Problem(field="--step", value=args.step,
+                                  message=f"is not a whole number of instances ({per:g} GPUs each)",
+                                  fix=f"give a multiple of {per:g}, or leave --step out"))
+    scenario = sim.parse_scenario(data, source=described)
+    jobs = sim.load_jobs(args.trace, scenario)
+    sim.check_jobs(scenario, jobs, sim.RECLAIM, source=args.trace)
+    study = adv.study_of(data, jobs, poll=poll, source=args.trace)
+    percents = adv.PERCENTS
+    if config is not None:
+        from cdk_gpu_share.core import validation as V
+        from cdk_gpu_share.core.advise.config_file import accepted_percents
+
+        raw = V.load_yaml(V.read_text(args.config), source=args.config)
+        percents = accepted_percents(raw, args.backend, data["teams"][0]["name"], adv.PERCENTS)
+    space = adv.space_of(study, step=step, fleet=args.fleet, percents=percents)
+
+    executor = _executor(args, study)
+    bar = _Progress(sys.stderr) if _isatty(sys.stderr) else None
+    try:
+        advice = adv.advise(study, space, executor, progress=bar)
+    finally:
+        if bar is not None:
+            bar.close()
+        close = getattr(executor, "close", None)
+        if close is not None:
+            close()
+    doc = adv.advice_json(advice)
+    if args.json:
+        print(json.dumps(doc))
+    else:
+        print(render_advice(doc, described=described, trace=args.trace))
+    if args.output:
+        _write(args, advice, study, config)
+        print(f"advice written to {args.output}", file=sys.stderr if args.json else sys.stdout)
+    if not doc["feasible"]:
+        print("gpu-share advise: no configuration meets every objective; the closest misses "
+              + "; ".join(unmet_lines(doc)), file=sys.stderr)
+        return 1
+    return 0
+
+
+def _write(args: argparse.Namespace, advice: Any, study: Any, config: Any) -> None:
+    from cdk_gpu_share.core import advise as adv
+
+    if config is None:
+        text = json.dumps(adv.advised_scenario(study, advice.best.candidate), indent=2) + "\n"
+        try:
+            with open(args.output, "w", encoding="utf-8") as fh:
+                fh.write(text)
+        except OSError as exc:
+            raise ConfigError(Problem(field="-o", value=args.output, message=f"cannot be written ({exc.strerror})",
+                                      fix="choose a writable path")) from None
+        return
+    from cdk_gpu_share.core.advise.config_file import write_config
+
+    write_config(args.output, args.config, config, args.backend, advice.best.candidate, advice.space.input,
+                 advice.space.names, fleet=advice.space.fleet)
+
+
+# ---------------------------------------------------------------------------
+# rendering
+
+
+def _gpus(x: Any) -> str:
+    return f"{x:g}"
+
+
+def _sharing(d: dict[str, Any]) -> str:
+    s = d["sharing"]
+    if s != "lend_and_borrow":
+        return s
+    percent = d.get("borrow_limit_percent", -1)
+    return f"{s} ({'unlimited' if percent == -1 else f'{percent}%'})"
+
+
+def _value(key: str, e: dict[str, Any]) -> str:
+    v = e["value"]
+    if key == "no_worse_than_private":
+        return f"{v:+,.0f} s"
+    return f"{v:,.2f}" if isinstance(v, float) and not float(v).is_integer() else f"{v:,.0f}"
+
+
+def unmet_lines(doc: dict[str, Any]) -> list[str]:
+    """``team KEY value V (target T)`` for each objective the advice does not meet."""
+    out = []
+    for name, team in doc["teams"].items():
+        for key, e in team["objectives"].items():
+            if not e["met"]:
+                target = "<= 0 s" if key == "no_worse_than_private" else f"{e['target']:g}"
+                out.append(f"team {name} {key} {_value(key, e)} (target {target})")
+    return out
+
+
+def render_advice(doc: dict[str, Any], *, described: str = "", trace: str = "") -> str:
+    """The advice as tables a person can read."""
+    inp = doc["input"]
+    worst = "-" if inp["worst_ratio"] is None else f"{inp['worst_ratio']:.2f}"
+    lines = []
+    if described:
+        lines.append(f"input        {described}")
+    if trace:
+        lines.append(f"trace        {trace}")
+    lines += [
+        "advice       " + ("every objective holds" if doc["feasible"]
+                           else "no configuration meets every objective; the closest found"),
+        f"capacity     {_gpus(doc['capacity']['gpu'])} GPUs ({doc['fleet']} fleet)",
+        f"regret       {doc['regret_gpu_hours']:,.1f} GPU-hours waited or thrown away "
+        f"(input: {inp['regret_gpu_hours']:,.1f}, {'feasible' if inp['feasible'] else 'not feasible'}, "
+        f"worst ratio {worst})",
+        f"simulations  {doc['simulations']}",
+        "",
+    ]
+    rows: list[tuple[str, ...]] = []
+    for name, t in doc["teams"].items():
+        was = t["was"]
+        rows.append((name, _gpus(was["guarantee"]["gpu"]), _sharing(was), _gpus(t["guarantee"]["gpu"]), _sharing(t)))
+    lines += format_table(("team", "guarantee was", "sharing was", "guarantee", "sharing"), rows)
+    rows = []
+    for name, t in doc["teams"].items():
+        for key, e in t["objectives"].items():
+            target = "private + slack" if key == "no_worse_than_private" else f"{e['target']:g}"
+            rows.append((name, key, target, _value(key, e), "yes" if e["met"] else "NO"))
+    if rows:
+        lines += ["", *format_table(("team", "objective", "target", "value", "met"), rows)]
+    if doc["frontier"]:
+        rows = [(_gpus(f["capacity"]["gpu"]), "yes" if f["feasible"] else "no",
+                 "-" if f["worst_ratio"] is None else f"{f['worst_ratio']:.2f}", f"{f['regret_gpu_hours']:,.1f}")
+                for f in doc["frontier"]]
+        lines += ["", "frontier: the best configuration found at each capacity tried",
+                  *format_table(("capacity", "feasible", "worst ratio", "regret GPU-hours"), rows)]
+    return "\n".join(lines)

@@ -1,0 +1,127 @@
+"""The quota advisor: which policy meets what each team needs, at the least cost?
+
+Documentation: ``docs/advisor.md``. The simulator answers "what would this policy do to
+our teams?"; the advisor answers the inverse. From a scenario (or a platform config), a
+job trace and each team's ``objectives``, it chooses each team's guarantee, ``sharing``
+and ``borrow_limit_percent`` (and with ``fleet="size"`` the capacity) so that every
+objective holds, ranked by least capacity, then least regret (the GPU-hours the teams
+spent waiting or threw away), then fewest changes.
+
+Entry points: :func:`study_of` (the scenario, trace and objectives, prepared once),
+:func:`space_of` (what may change), :func:`advise` (the search, with an executor from
+:mod:`~cdk_gpu_share.core.advise.executors`), :func:`advice_json` (the contract's JSON)
+and :func:`advised_scenario` (the scenario to write with ``-o``).
+
+The package, one concern a module:
+
+- :mod:`~cdk_gpu_share.core.advise.space`: a candidate, the search space, the changes;
+- :mod:`~cdk_gpu_share.core.advise.evaluate`: one candidate simulated and judged;
+- :mod:`~cdk_gpu_share.core.advise.search`: the search;
+- :mod:`~cdk_gpu_share.core.advise.executors`: local processes and Ray.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from cdk_gpu_share.core import simulate as sim
+from cdk_gpu_share.core.advise.evaluate import Evaluation, Study
+from cdk_gpu_share.core.advise.search import DEFAULT_BUDGET, Advice, Executor, InProcess, Search
+from cdk_gpu_share.core.advise.space import PERCENTS, Candidate, Space, choice_of, number, scenario_dict
+from cdk_gpu_share.core.errors import ConfigError, Problem
+
+__all__ = [
+    "FLEETS",
+    "Advice",
+    "Candidate",
+    "Evaluation",
+    "Space",
+    "Study",
+    "advice_json",
+    "advise",
+    "advised_scenario",
+    "space_of",
+    "study_of",
+]
+
+FLEETS = ("fixed", "size")
+
+
+def study_of(scenario: Mapping[str, Any], jobs: Sequence[sim.Job], *, poll: float,
+             mode: str = sim.RECLAIM, source: str = "trace") -> Study:
+    """What every evaluation reads: ``scenario`` (JSON data, already valid), the parsed trace and
+    each team's objectives (refused here, naming the field, when unknown or not positive)."""
+    parsed = sim.parse_scenario(scenario, source="scenario")  # refuses bad objectives, naming them
+    objectives = {name: o for name, o in parsed.objectives.items() if o}
+    return Study(base=scenario, scenario=parsed, jobs=tuple(jobs), objectives=objectives, mode=mode, poll=poll,
+                 days=sim.trace_days_of(jobs), slack=sim.objective_slack(parsed, poll), source=source)
+
+
+def space_of(study: Study, *, step: float, fleet: str, percents: tuple[int, ...] = PERCENTS) -> Space:
+    """The search space of ``study``: guarantees (and with ``fleet="size"`` the capacity) on
+    multiples of ``step``. Refuses a step that is not a positive whole number and, with
+    ``fleet="fixed"``, a capacity that is not a multiple of it."""
+    if fleet not in FLEETS:
+        raise ConfigError(Problem(field="--fleet", value=fleet, message="is not a fleet choice",
+                                  fix="use fixed (keep the capacity) or size (choose it too)"))
+    if isinstance(step, bool) or not isinstance(step, (int, float)) or not math.isfinite(step) \
+            or step <= 0 or float(step) != int(step):
+        raise ConfigError(Problem(field="--step", value=step, message="must be a positive whole number of GPUs",
+                                  fix="give the GPUs that guarantees and capacity move by, such as 8"))
+    base = study.base
+    capacity = float(base["capacity"]["gpu"])
+    if fleet == "fixed" and abs(capacity / step - round(capacity / step)) > 1e-9:
+        raise ConfigError(Problem(field="--step", value=number(step),
+                                  message=f"does not divide the capacity ({number(capacity)} GPUs)",
+                                  fix="give a step that divides the capacity, or --fleet size"))
+    names = study.names
+    max_job = {n: 0.0 for n in names}
+    for j in study.jobs:
+        max_job[j.team] = max(max_job[j.team], j.gpus)
+    caps = []
+    for team in base["teams"]:
+        limit = (team.get("borrow_limit") or {}).get("gpu")
+        caps.append(math.inf if limit is None else float(limit))
+    never = tuple(bool(study.objectives.get(n) and study.objectives[n].never_stopped) for n in names)
+    was = Candidate(capacity, tuple(choice_of(t) for t in base["teams"]))
+    return Space(names=names, never_stopped=never, max_job=tuple(max_job[n] for n in names), borrow_caps=tuple(caps),
+                 step=float(step), fleet=fleet, input=was, percents=percents)
+
+
+def advise(study: Study, space: Space, executor: Executor | None = None, *,
+           progress: Callable[[int, int, str], None] | None = None, budget: int = DEFAULT_BUDGET) -> Advice:
+    """Search ``space`` for the best configuration (see :mod:`~cdk_gpu_share.core.advise.search`)."""
+    return Search(study, space, executor or InProcess(study), progress=progress, budget=budget).run()
+
+
+def advised_scenario(study: Study, candidate: Candidate) -> dict[str, Any]:
+    """The input scenario with the candidate's decisions: what ``-o`` writes for ``--scenario``."""
+    return scenario_dict(study.base, candidate)
+
+
+def _finite(x: float) -> float | None:
+    """JSON has no infinity: an objective of target 0 that is not met has no finite ratio (null)."""
+    return float(x) if math.isfinite(x) else None
+
+
+def advice_json(advice: Advice) -> dict[str, Any]:
+    """The contract's JSON object of an advice."""
+    best, space = advice.best, advice.space
+    teams = {}
+    for name, ch, was in zip(space.names, best.candidate.choices, space.input.choices):
+        teams[name] = {**ch.as_dict(), "was": was.as_dict(), "objectives": dict(best.objectives.get(name, {}))}
+    return {
+        "feasible": best.feasible,
+        "fleet": space.fleet,
+        "capacity": {"gpu": number(best.candidate.capacity)},
+        "teams": teams,
+        "regret_gpu_hours": float(best.regret_gpu_hours),
+        "input": {"feasible": advice.input.feasible, "regret_gpu_hours": float(advice.input.regret_gpu_hours),
+                  "worst_ratio": _finite(advice.input.worst_ratio)},
+        "simulations": advice.simulations,
+        "frontier": [{"capacity": {"gpu": number(e.candidate.capacity)}, "feasible": e.feasible,
+                      "worst_ratio": _finite(e.worst_ratio), "regret_gpu_hours": float(e.regret_gpu_hours)}
+                     for e in advice.frontier],
+    }

@@ -1,0 +1,154 @@
+"""The advice written into the platform config, every comment and every other field kept.
+
+With ``--config``, the advisor works on the scenario ``simulate --config`` builds from one
+backend, whose capacity names one instance type: guarantees and capacity then move by
+whole instances of it (:func:`instance_of`). :func:`write_config` edits the file's own
+YAML tree (a round trip through ``ruamel.yaml``, not a rewrite): only the fields the
+advisor decided and that changed are touched (a team's guarantee of that type, its
+``sharing``, its ``borrow_limit_percent``, and with ``--fleet size`` the backend's
+capacity), and the result is read back through the config's validation before it
+replaces anything.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from cdk_gpu_share.core import backends, instances
+from cdk_gpu_share.core.advise.space import Candidate, Choice
+from cdk_gpu_share.core.config import PlatformConfig, parse_config
+from cdk_gpu_share.core.errors import ConfigError, Problem
+
+__all__ = ["accepted_percents", "advised_config_text", "instance_of", "write_config"]
+
+
+def instance_of(config: PlatformConfig, backend: str) -> tuple[str, int]:
+    """The backend's one instance type and its GPUs; a ConfigError when it has several (the
+    advisor moves guarantees by whole instances of one type) or one without GPUs."""
+    section = config.backend(backend)
+    types = list(section.capacity) if section is not None else []
+    if len(types) != 1:
+        raise ConfigError(Problem(field=f"{backend}.capacity", value=", ".join(types),
+                                  message="names more than one instance type; the advisor moves guarantees by "
+                                          "whole instances of one type",
+                                  fix="advise on a scenario instead (gpu-share simulate's --scenario format), "
+                                      "or on a config whose backend has one instance type"))
+    info = instances.lookup(types[0])
+    if info is None or not info.gpus:
+        raise ConfigError(Problem(field=f"{backend}.capacity", value=types[0], message="has no GPUs in the catalog",
+                                  fix="use a GPU instance type"))
+    return types[0], int(info.gpus)
+
+
+def accepted_percents(raw: Mapping[str, Any], backend: str, team: str, ladder: tuple[int, ...]) -> tuple[int, ...]:
+    """The borrow limits of ``ladder`` the config's validation accepts for ``team`` lending and
+    borrowing (HyperPod, for one, takes no -1): asked of the validation itself, not a copy of it."""
+    import copy
+
+    kept = []
+    for percent in ladder:
+        trial = copy.deepcopy(dict(raw))
+        for t in trial.get("teams", []):
+            if isinstance(t, dict) and t.get("name") == team:
+                t["sharing"] = "lend_and_borrow"
+                t["borrow_limit_percent"] = percent
+        try:
+            parse_config(trial, source="advise")
+        except ConfigError as exc:
+            if any(p.field.endswith("borrow_limit_percent") for p in exc.problems):
+                continue
+        kept.append(percent)
+    return tuple(kept)
+
+
+def _load(text: str) -> tuple[Any, Any]:
+    """The round-trip YAML tree of ``text`` and a dumper that writes it in the file's own indentation."""
+    from ruamel.yaml import YAML
+    from ruamel.yaml.util import load_yaml_guess_indent
+
+    # The guess: a sequence item's content column (``indent``) and its dash's (``offset``).
+    _, indent, offset = load_yaml_guess_indent(text)
+    y = YAML(typ="rt")
+    y.preserve_quotes = True
+    y.width = 4096  # never fold a long line the user wrote on one
+    indent, offset = indent or 2, offset or 0
+    y.indent(mapping=max(2, indent - offset), sequence=indent, offset=offset)
+    return y.load(text), y
+
+
+def _put(mapping: Any, key: str, value: Any, after: str | None = None) -> None:
+    """Set ``key``; a new key goes right after ``after`` (else last). What followed the key it
+    now follows (a blank line, a comment) moves below it, so the file's layout stays."""
+    if key in mapping:
+        mapping[key] = value
+        return
+    keys = list(mapping)
+    anchor = after if after in mapping else (keys[-1] if keys else None)
+    position = keys.index(anchor) + 1 if anchor is not None else len(keys)
+    mapping.insert(position, key, value)
+    if anchor is not None and anchor in mapping.ca.items and position == len(keys):
+        mapping.ca.items[key] = mapping.ca.items.pop(anchor)
+
+
+def _drop(mapping: Any, key: str) -> None:
+    """Remove ``key``; what followed it (a blank line, a comment) stays, after the key before it."""
+    if key not in mapping:
+        return
+    keys = list(mapping)
+    trailing = mapping.ca.items.pop(key, None)
+    del mapping[key]
+    if trailing is not None and keys[-1] == key and len(keys) > 1:
+        mapping.ca.items[keys[-2]] = trailing
+
+
+def advised_config_text(text: str, config: PlatformConfig, backend: str, candidate: Candidate,
+                        was: Candidate, names: tuple[str, ...], *, fleet: str) -> str:
+    """``text`` (the config file) with the candidate's decisions that differ from ``was``."""
+    instance_type, per = instance_of(config, backend)
+    data, y = _load(text)
+    by_name = {t["name"]: t for t in data.get("teams", []) if isinstance(t, Mapping) and "name" in t}
+    default_percent = backends.spec(backend).default_borrow_percent
+    for name, new, old in zip(names, candidate.choices, was.choices):
+        team = by_name[name]
+        _apply(team, new, old, instance_type, per, -1 if default_percent is None else default_percent)
+    if fleet == "size" and candidate.capacity != was.capacity:
+        data[backend]["capacity"][instance_type] = int(round(candidate.capacity / per))
+    out = io.StringIO()
+    y.dump(data, out)
+    return out.getvalue()
+
+
+def _apply(team: Any, new: Choice, old: Choice, instance_type: str, per: int, default_percent: int) -> None:
+    if new.guarantee != old.guarantee:
+        team["guarantee"][instance_type] = int(round(new.guarantee / per))
+    if new.sharing != old.sharing:
+        _put(team, "sharing", new.sharing, after="guarantee")
+    if new.percent is None:  # a team that never borrows takes no borrow limit
+        for key in ("borrow_limit_percent", "borrow_limit"):
+            _drop(team, key)
+    elif new.percent != old.percent or ("borrow_limit_percent" not in team and new.percent != default_percent):
+        _put(team, "borrow_limit_percent", new.percent, after="sharing")
+
+
+def write_config(path: str, source: str, config: PlatformConfig, backend: str, candidate: Candidate,
+                 was: Candidate, names: tuple[str, ...], *, fleet: str) -> None:
+    """Write the advised config to ``path`` (validated first; replaced only once complete)."""
+    from cdk_gpu_share.core import validation as V
+
+    text = advised_config_text(V.read_text(source), config, backend, candidate, was, names, fleet=fleet)
+    parse_config(V.load_yaml(text, source=path), source=path)  # what gpu-share validate checks
+    tmp = f"{path}.tmp-{os.getpid()}"
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except OSError as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise ConfigError(Problem(field="-o", value=path, message=f"cannot be written ({exc.strerror})",
+                                  fix="choose a writable path")) from None

@@ -1,0 +1,107 @@
+"""Where candidates are simulated: this process, local processes, or a Ray cluster.
+
+Each executor takes a batch of tasks and returns their evaluations in the order of the
+batch, whatever order the workers finish in: the search's decisions, and so its answer,
+are the same byte for byte with any executor and any number of workers.
+
+- :class:`~cdk_gpu_share.core.advise.search.InProcess`: one process (``--workers 1``);
+- :class:`Processes`: a :class:`concurrent.futures.ProcessPoolExecutor`; the study (the
+  parsed trace above all) is handed to each worker once, by its initializer;
+- :class:`RayTasks`: one Ray task per candidate; the study is put once in Ray's object
+  store and each worker process reads it once (``pip install 'cdk-gpu-share[ray]'``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any
+
+from cdk_gpu_share.core.advise.evaluate import Evaluation, Study, evaluate
+from cdk_gpu_share.core.advise.search import Task
+from cdk_gpu_share.core.errors import ConfigError, GpuShareError, Problem
+
+__all__ = ["Processes", "RayTasks", "default_workers"]
+
+_STUDY: Study | None = None  # a worker's study, installed once
+
+
+def default_workers() -> int:
+    """The machine's cores (those this process may run on)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def _install(study: Study) -> None:
+    global _STUDY
+    _STUDY = study
+
+
+def _run(task: Task) -> Evaluation:
+    assert _STUDY is not None, "the worker's initializer installs the study"
+    candidate, private, limits = task
+    return evaluate(_STUDY, candidate, private, limits)
+
+
+class Processes:
+    """``workers`` local processes, each given the study once."""
+
+    def __init__(self, study: Study, workers: int):
+        self.pool = ProcessPoolExecutor(max_workers=workers, initializer=_install, initargs=(study,))
+
+    def evaluate(self, tasks: Sequence[Task]) -> list[Evaluation]:
+        return list(self.pool.map(_run, tasks))  # results in the batch's order
+
+    def close(self) -> None:
+        self.pool.shutdown(cancel_futures=True)
+
+
+_RAY_STUDIES: dict[str, Study] = {}
+
+
+def _ray_run(holder: list, task: Task) -> Evaluation:
+    """A Ray task: the study is read from the object store once per worker process."""
+    import ray
+
+    ref = holder[0]
+    key = ref.hex()
+    study = _RAY_STUDIES.get(key)
+    if study is None:
+        study = _RAY_STUDIES[key] = ray.get(ref)
+    candidate, private, limits = task
+    return evaluate(study, candidate, private, limits)
+
+
+class RayTasks:
+    """One Ray task per candidate on the cluster at ``address`` (``auto``: the one this machine
+    runs, or a new local one). The study goes once into the object store."""
+
+    def __init__(self, study: Study, address: str):
+        try:
+            import ray
+        except ImportError:
+            raise GpuShareError("--ray needs Ray: install it with  pip install 'cdk-gpu-share[ray]'") from None
+        self.ray = ray
+        self.started = False
+        if not ray.is_initialized():
+            try:
+                ray.init(address=None if address == "auto" else address, include_dashboard=False,
+                         log_to_driver=False, configure_logging=False)
+            except (ConnectionError, ValueError, RuntimeError) as exc:
+                raise ConfigError(Problem(field="--ray", value=address, message=f"cannot connect ({exc})",
+                                          fix="give a running cluster's address (ray://HOST:10001 or HOST:6379), "
+                                              "or auto")) from None
+            self.started = True
+        self.ref = ray.put(study)
+        self.task: Any = ray.remote(_ray_run)
+
+    def evaluate(self, tasks: Sequence[Task]) -> list[Evaluation]:
+        futures = [self.task.remote([self.ref], t) for t in tasks]
+        return list(self.ray.get(futures))  # in the batch's order
+
+    def close(self) -> None:
+        if self.started:
+            self.ray.shutdown()

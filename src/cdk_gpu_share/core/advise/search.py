@@ -1,0 +1,362 @@
+"""The search: from the teams' objectives to the cheapest configuration that meets them.
+
+The space is far too large to visit (4 teams on 64 GPUs: millions of configurations), so
+the search uses its structure (``docs/advisor.md`` states what it guarantees and what it
+can miss):
+
+1. **Private sizing.** Each team alone in a private cluster (``static``), its guarantee
+   raised step by step until its objectives hold (a bisection: its waits fall as its own
+   guarantee rises): ``p(T)``. A team whose work must never be stopped can only reserve
+   or lend, and then never runs beyond its guarantee: it needs at least ``p(T)``. Every
+   team reserving ``p(T)`` meets every objective (each team is exactly its private
+   cluster), so ``sum p(T)`` is a capacity known to suffice.
+2. **Capacity bounds** (``--fleet size``): at least the largest job and the guarantees of
+   the teams that only reserve or lend; at most ``sum p(T)``. The least capacity is
+   bisected between them (its first probe at the fluid bound, the trace's GPU-seconds over
+   its submit span), each capacity probed as below.
+3. **Probe at one capacity.** Seeds (the input, every team reserving ``p(T)``, the teams
+   sharing with ``p(T)`` scaled to the capacity, the answer at the next larger capacity
+   shrunk), then a local search: from the best configuration so far, every move of one
+   step that involves a team with an unmet objective (its guarantee up or down, a step
+   moved to it or from it, its sharing, its borrow limit one rung), evaluated as one batch;
+   the best of the batch replaces the incumbent when it ranks better, until a feasible one
+   is found or no move helps.
+4. **Regret.** At the chosen capacity, the same local search over every team's moves,
+   ranked by regret among feasible configurations, until no move lowers it.
+
+Every candidate of a batch is simulated with the incumbent's figures as limits: the run
+stops as soon as the candidate cannot rank better (an objective already further from its
+target than the incumbent's worst, or waits and lost work already above its regret).
+Batches are built, and their results combined, in a fixed order, so the answer does not
+depend on which worker finished first.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+from cdk_gpu_share.core.advise.evaluate import Evaluation, Limits, PrivateRef, Study, evaluate, meets_alone, private_ref
+from cdk_gpu_share.core.advise.space import Candidate, Choice, Space, changed_fields
+
+__all__ = ["Advice", "Executor", "Search", "Task", "capacity_bounds", "fluid_bound"]
+
+_TOL = 1e-9
+#: Most simulations one advice may run: the search stops there with the best it has (stated
+#: in the output's ``simulations``). Deterministic: counted in whole batches.
+DEFAULT_BUDGET = 4000
+#: Teams up to which the regret phase also moves a step between two teams (n*(n-1) moves).
+TRANSFER_TEAMS = 6
+
+#: (candidate, the private references of its teams, the limits): what a worker evaluates.
+Task = tuple[Candidate, Mapping[str, PrivateRef], Limits]
+
+
+class Executor(Protocol):
+    """Evaluates a batch of tasks and returns their evaluations in the same order."""
+
+    def evaluate(self, tasks: Sequence[Task]) -> list[Evaluation]: ...
+
+
+class InProcess:
+    """Evaluate in this process, one task after the other."""
+
+    def __init__(self, study: Study):
+        self.study = study
+
+    def evaluate(self, tasks: Sequence[Task]) -> list[Evaluation]:
+        return [evaluate(self.study, c, p, lim) for c, p, lim in tasks]
+
+
+@dataclass
+class Advice:
+    """The search's answer: the best configuration (confirmed by a full simulation), the input's
+    figures, the frontier (one best configuration per capacity tried), how many simulations it
+    took, and the bounds it used."""
+
+    best: Evaluation
+    input: Evaluation
+    frontier: list[Evaluation]
+    simulations: int
+    space: Space
+    private_sizing: dict[str, float | None]
+    bounds: dict[str, float] = field(default_factory=dict)
+    result: Any = None  # the SimResult of the confirming simulation
+
+
+def fluid_bound(study: Study) -> float:
+    """The trace's GPU-seconds over its submit span: below this a pool falls behind for good."""
+    jobs = study.jobs
+    if not jobs:
+        return 0.0
+    span = max(j.submit_time for j in jobs) - min(j.submit_time for j in jobs)
+    work = math.fsum(j.gpus * j.duration_s for j in jobs)
+    return work / span if span > 0 else max(j.gpus for j in jobs)
+
+
+def _peak(jobs: Sequence[Any]) -> float:
+    """The most GPUs the jobs would hold at once if each started at its submit time."""
+    events = sorted([(j.submit_time, 1, j.gpus) for j in jobs] + [(j.submit_time + j.duration_s, 0, -j.gpus) for j in jobs])
+    level = peak = 0.0
+    for _, _, g in events:
+        level += g
+        peak = max(peak, level)
+    return peak
+
+
+def capacity_bounds(study: Study, space: Space, sizing: Mapping[str, float | None]) -> tuple[float, float]:
+    """(least, most) capacity the least feasible one lies between (``--fleet size``): at least
+    the largest job and the private sizing of the teams that may only reserve or lend; at most
+    every team's private sizing (each team reserving it meets every objective)."""
+    s = space.step
+    fixed = sum(sizing[n] or 0.0 for n, ns in zip(space.names, space.never_stopped) if ns)
+    low = max(_ceil(max(space.max_job, default=0.0), s), fixed, s)
+    high = max(low, sum((sizing[n] or 0.0) for n in space.names))
+    return low, high
+
+
+def _ceil(x: float, step: float) -> float:
+    return math.ceil(x / step - _TOL) * step
+
+
+def _floor(x: float, step: float) -> float:
+    return math.floor(x / step + _TOL) * step
+
+
+class Search:
+    """One advice: ``run()`` returns an :class:`Advice`."""
+
+    def __init__(self, study: Study, space: Space, executor: Executor, *,
+                 progress: Callable[[int, int, str], None] | None = None, budget: int = DEFAULT_BUDGET):
+        self.study = study
+        self.space = space
+        self.executor = executor
+        self.progress = progress
+        self.budget = budget
+        self.simulations = 0
+        self.cache: dict[Candidate, Evaluation] = {}
+        self.private: dict[tuple[str, float], PrivateRef] = {}
+        self.alone: dict[tuple[str, float], bool] = {}
+        self.needs_private = tuple(bool(study.objectives.get(n) and study.objectives[n].needs_private)
+                                   for n in space.names)
+
+    # -- evaluation ----------------------------------------------------------
+
+    def _private(self, name: str, guarantee: float) -> PrivateRef:
+        key = (name, guarantee)
+        if key not in self.private:
+            self.private[key] = private_ref(self.study, name, guarantee)
+            self.simulations += 1
+        return self.private[key]
+
+    def _meets_alone(self, name: str, guarantee: float) -> bool:
+        key = (name, guarantee)
+        if key not in self.alone:
+            self.alone[key] = meets_alone(self.study, name, guarantee)
+            self.simulations += 1
+        return self.alone[key]
+
+    def _privates(self, c: Candidate) -> dict[str, PrivateRef]:
+        return {n: self._private(n, ch.guarantee) for n, ch, need in zip(self.space.names, c.choices, self.needs_private)
+                if need}
+
+    def evaluate(self, candidates: Sequence[Candidate], limits: Limits | None = None) -> list[Evaluation]:
+        """The evaluations of ``candidates`` (in their order), from the cache when it answers."""
+        limits = limits or Limits()
+        todo: list[Candidate] = []
+        for c in candidates:
+            known = self.cache.get(c)
+            if known is not None and (known.complete or known.limits.covers(limits)):
+                continue
+            if c not in todo:
+                todo.append(c)
+        if todo:
+            tasks = [(c, self._privates(c), limits) for c in todo]
+            for ev in self.executor.evaluate(tasks):
+                old = self.cache.get(ev.candidate)
+                if old is None or not old.complete:
+                    self.cache[ev.candidate] = ev
+            self.simulations += len(todo)
+            if self.progress is not None:
+                self.progress(self.simulations, self.budget, "")
+        return [self.cache[c] for c in candidates]
+
+    def rank(self, ev: Evaluation) -> tuple:
+        """The contract's order (lower first): feasible; least capacity (``--fleet size``); least
+        regret; fewest changed fields; the fixed order. Infeasible ones after, by worst ratio
+        (then how far beyond their targets the unmet objectives are, the search's guide)."""
+        cap = ev.candidate.capacity if self.space.fleet == "size" else 0.0
+        tail = (changed_fields(ev.candidate, self.space.input, fleet=self.space.fleet), self.space.order(ev.candidate))
+        if ev.feasible:
+            return (0, cap, 0.0, 0.0, ev.regret_gpu_hours, *tail)
+        return (1, ev.worst_ratio, ev.excess, cap, ev.regret_gpu_hours, *tail)
+
+    def _limits(self, best: Evaluation) -> Limits:
+        """What a candidate must not exceed to rank better than ``best``."""
+        if best.feasible:
+            return Limits(worst_ratio=1.0, regret_gpu_hours=best.regret_gpu_hours)
+        return Limits(worst_ratio=max(1.0, best.worst_ratio))
+
+    # -- private sizing ------------------------------------------------------
+
+    def private_sizing(self) -> dict[str, float | None]:
+        """Per team, the least guarantee (a multiple of the step) at which, alone and ``static``,
+        all its objectives hold (None: not even with all its jobs running at once)."""
+        out: dict[str, float | None] = {}
+        s = self.space.step
+        for i, name in enumerate(self.space.names):
+            jobs = [j for j in self.study.jobs if j.team == name]
+            low = max(_ceil(self.space.max_job[i], s), 0.0)
+            objectives = self.study.objectives.get(name)
+            if not jobs or objectives is None or not objectives.targets:
+                out[name] = low
+                continue
+            high = max(low, _ceil(_peak(jobs), s))
+            if not self._meets_alone(name, high):
+                out[name] = None
+                continue
+            while high - low > _TOL:  # bisection on the multiples of the step
+                mid = low + _floor((high - low) / 2, s)
+                if self._meets_alone(name, mid):
+                    high = mid
+                else:
+                    low = mid + s
+            out[name] = high
+        return out
+
+    # -- seeds and moves -----------------------------------------------------
+
+    def _aligned_input(self, capacity: float) -> Candidate:
+        """The input with its guarantees on the step, scaled to ``capacity`` when it differs."""
+        was = self.space.input
+        scale = capacity / was.capacity if was.capacity > 0 else 1.0
+        choices = []
+        for i, ch in enumerate(was.choices):
+            sharing = ch.sharing
+            if self.space.never_stopped[i] and sharing == "lend_and_borrow":
+                sharing = "lend"
+            choices.append(Choice(_floor(ch.guarantee * min(scale, 1.0), self.space.step), sharing,
+                                  ch.percent if sharing == "lend_and_borrow" else None))
+        return Candidate(capacity, tuple(choices))
+
+    def _seeds(self, capacity: float, sizing: Mapping[str, float | None],
+               warm: Sequence[Candidate]) -> list[Candidate]:
+        s = self.space.step
+        sized = [_ceil(x if x is not None else self.space.max_job[i], s)
+                 for i, x in enumerate(sizing[n] for n in self.space.names)]
+        seeds = [self._aligned_input(capacity)]
+        seeds.append(Candidate(capacity, tuple(Choice(g, "reserve") for g in sized)))
+        fixed = sum(g for g, ns in zip(sized, self.space.never_stopped) if ns)
+        rest = sum(g for g, ns in zip(sized, self.space.never_stopped) if not ns)
+        scale = min(1.0, (capacity - fixed) / rest) if rest > 0 and capacity > fixed else 0.0
+        seeds.append(Candidate(capacity, tuple(
+            Choice(g, "lend") if ns else Choice(_floor(g * scale, s), "lend_and_borrow", -1)
+            for g, ns in zip(sized, self.space.never_stopped))))
+        for c in warm:
+            seeds.append(self._shrunk(c, capacity))
+        return [c for c in dict.fromkeys(seeds) if self.space.runnable(c)]
+
+    def _shrunk(self, c: Candidate, capacity: float) -> Candidate:
+        """``c`` at ``capacity``: a step taken from the largest guarantee of a team that may
+        borrow (then of any team), until the guarantees fit."""
+        c = replace(c, capacity=capacity)
+        while c.total > capacity + _TOL:
+            order = sorted(range(self.space.n), key=lambda i: (self.space.never_stopped[i], -c.choices[i].guarantee, i))
+            i = next((k for k in order if c.choices[k].guarantee >= self.space.step - _TOL), None)
+            if i is None:
+                break
+            ch = c.choices[i]
+            c = c.with_choice(i, replace(ch, guarantee=ch.guarantee - self.space.step))
+        return c
+
+    def _focus(self, ev: Evaluation) -> list[int]:
+        """The teams whose moves may help: those with an unmet objective (all when feasible)."""
+        if ev.feasible:
+            return list(range(self.space.n))
+        unmet = [i for i, n in enumerate(self.space.names)
+                 if any(not e["met"] for e in ev.objectives.get(n, {}).values())]
+        return unmet or list(range(self.space.n))
+
+    # -- local search --------------------------------------------------------
+
+    def _climb(self, best: Evaluation, *, until_feasible: bool) -> Evaluation:
+        """Best-improvement local search from ``best`` (see the module docstring)."""
+        while self.simulations < self.budget:
+            if until_feasible and best.feasible:
+                break
+            small = self.space.n <= TRANSFER_TEAMS
+            moves = self.space.neighbours(best.candidate, self._focus(best), transfers=not best.feasible or small,
+                                          jumps=small)
+            if not moves:
+                break
+            evaluations = self.evaluate(moves, self._limits(best))
+            challenger = min(evaluations, key=self.rank)
+            if self.rank(challenger) >= self.rank(best):
+                break
+            best = challenger
+        return best
+
+    def probe(self, capacity: float, sizing: Mapping[str, float | None],
+              warm: Sequence[Candidate] = ()) -> Evaluation:
+        """The best configuration found at ``capacity``, searching until one is feasible."""
+        seeds = self._seeds(capacity, sizing, warm)
+        if not seeds:
+            seeds = [c for c in self.space.neighbours(self._aligned_input(capacity), range(self.space.n))][:1]
+        if not seeds:
+            return Evaluation(Candidate(capacity, self.space.input.choices), complete=False, reason="nothing runs")
+        best = min(self.evaluate(seeds), key=self.rank)
+        return self._climb(best, until_feasible=True)
+
+    # -- the whole advice ----------------------------------------------------
+
+    def run(self) -> Advice:
+        sizing = self.private_sizing()
+        frontier: dict[float, Evaluation] = {}
+        bounds: dict[str, float] = {"fluid_gpus": fluid_bound(self.study),
+                                    "private_gpus": sum(v for v in sizing.values() if v is not None)}
+        if self.space.fleet == "size":
+            low, high = capacity_bounds(self.study, self.space, sizing)
+            bounds.update(low_gpus=low, high_gpus=high)
+            best = frontier[high] = self.probe(high, sizing)
+            hi_best = best
+            # The fluid bound is the first guess, not a bound: a percentile objective lets some
+            # jobs wait as long as they must, so a pool below the mean demand may still do.
+            guess = min(max(_ceil(bounds["fluid_gpus"], self.space.step), low), high - self.space.step)
+            while best.feasible and low < high - _TOL and self.simulations < self.budget:
+                mid = guess if guess >= low else low + _floor((high - low) / 2, self.space.step)
+                guess = -math.inf
+                ev = frontier[mid] = self.probe(mid, sizing, warm=[hi_best.candidate])
+                if ev.feasible:
+                    high, hi_best = mid, ev
+                else:
+                    low = mid + self.space.step
+            best = hi_best if hi_best.feasible else min(frontier.values(), key=self.rank)
+        else:
+            best = self.probe(self.space.input.capacity, sizing)
+        if best.feasible:
+            best = self._climb(best, until_feasible=False)
+            if self.space.fleet == "size":
+                frontier[best.candidate.capacity] = best
+        return self._confirm(best, frontier, sizing, bounds)
+
+    def _confirm(self, best: Evaluation, frontier: Mapping[float, Evaluation], sizing: dict[str, float | None],
+                 bounds: dict[str, float]) -> Advice:
+        """The full simulations of the answer and of the input: the figures the advice prints."""
+        from cdk_gpu_share.core import simulate as sim
+        from cdk_gpu_share.core.advise.evaluate import judge
+        from cdk_gpu_share.core.advise.space import scenario_dict
+
+        def full(c: Candidate) -> tuple[Evaluation, Any]:
+            scenario = sim.parse_scenario(scenario_dict(self.study.base, c), source="advice")
+            result = sim.simulate(scenario, self.study.jobs, self.study.mode, poll_seconds=self.study.poll,
+                                  source=self.study.source)
+            self.simulations += 1
+            return judge(self.study, c, scenario, result, self._privates(c)), result
+
+        confirmed, result = full(best.candidate)
+        given, _ = full(self.space.input)
+        ordered = [frontier[k] for k in sorted(frontier)] if self.space.fleet == "size" else []
+        return Advice(best=confirmed, input=given, frontier=ordered, simulations=self.simulations, space=self.space,
+                      private_sizing=sizing, bounds=bounds, result=result)

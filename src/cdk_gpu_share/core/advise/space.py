@@ -1,0 +1,215 @@
+"""What the advisor decides: a candidate configuration, the search space, and how two
+candidates rank.
+
+A :class:`Candidate` is the capacity and, per team (in the scenario's order), a
+:class:`Choice`: its guarantee, its ``sharing`` and, with ``lend_and_borrow``, its
+``borrow_limit_percent``. Everything else of the scenario stays as given. A
+:class:`Space` knows the step, which teams may only reserve or lend, and the input
+configuration the changes are counted against.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+__all__ = [
+    "PERCENTS",
+    "SHARINGS",
+    "Candidate",
+    "Choice",
+    "Space",
+    "changed_fields",
+    "number",
+    "scenario_dict",
+]
+
+#: The sharing strategies, in the fixed order ties are broken by.
+SHARINGS = ("reserve", "lend", "lend_and_borrow")
+#: The borrow limits the advisor may give a ``lend_and_borrow`` team, the unlimited (-1) last:
+#: neighbours on this ladder are one step more or less borrowing.
+PERCENTS = (*range(0, 401, 25), -1)
+_TOL = 1e-9
+
+
+def number(x: float) -> int | float:
+    """A JSON number: an int when whole (16 rather than 16.0)."""
+    x = float(x)
+    return int(x) if x.is_integer() else x
+
+
+@dataclass(frozen=True, order=True)
+class Choice:
+    """One team's part of a candidate. ``percent`` is None unless ``sharing`` is ``lend_and_borrow``."""
+
+    guarantee: float
+    sharing: str
+    percent: int | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"guarantee": {"gpu": number(self.guarantee)}, "sharing": self.sharing}
+        if self.percent is not None:
+            out["borrow_limit_percent"] = self.percent
+        return out
+
+
+@dataclass(frozen=True, order=True)
+class Candidate:
+    """A configuration: the capacity and each team's :class:`Choice`, in the scenario's team order."""
+
+    capacity: float
+    choices: tuple[Choice, ...]
+
+    @property
+    def total(self) -> float:
+        return sum(c.guarantee for c in self.choices)
+
+    def with_choice(self, i: int, choice: Choice) -> Candidate:
+        return replace(self, choices=self.choices[:i] + (choice,) + self.choices[i + 1:])
+
+
+def choice_of(team: Mapping[str, Any]) -> Choice:
+    """A scenario team's current choice (a missing ``sharing`` is ``lend_and_borrow``; a missing
+    ``borrow_limit_percent`` is -1, the planner's defaults)."""
+    sharing = team.get("sharing", "lend_and_borrow")
+    percent = team.get("borrow_limit_percent", -1) if sharing == "lend_and_borrow" else None
+    return Choice(float(team.get("guarantee", {}).get("gpu", 0) or 0), sharing,
+                  None if percent is None else int(percent))
+
+
+def scenario_dict(base: Mapping[str, Any], candidate: Candidate) -> dict[str, Any]:
+    """The scenario ``base`` with the candidate's capacity, guarantees, sharing and borrow limits."""
+    out = copy.deepcopy(dict(base))
+    out["capacity"] = {**out.get("capacity", {}), "gpu": number(candidate.capacity)}
+    teams = []
+    for team, choice in zip(out["teams"], candidate.choices):
+        team = dict(team)
+        team["guarantee"] = {**team.get("guarantee", {}), "gpu": number(choice.guarantee)}
+        team["sharing"] = choice.sharing
+        if choice.percent is None:
+            team.pop("borrow_limit_percent", None)
+        else:
+            team["borrow_limit_percent"] = choice.percent
+        teams.append(team)
+    out["teams"] = teams
+    return out
+
+
+@dataclass(frozen=True)
+class Space:
+    """The search space: per team its name, whether it may only reserve or lend (its work must
+    never be stopped), its largest job and its absolute borrow cap; the step; whether the
+    capacity moves; the input configuration."""
+
+    names: tuple[str, ...]
+    never_stopped: tuple[bool, ...]
+    max_job: tuple[float, ...]
+    borrow_caps: tuple[float, ...]
+    step: float
+    fleet: str
+    input: Candidate
+    #: The borrow limits a lending-and-borrowing team may get, least borrowing first.
+    percents: tuple[int, ...] = PERCENTS
+
+    @property
+    def n(self) -> int:
+        return len(self.names)
+
+    def sharings(self, i: int) -> tuple[str, ...]:
+        return SHARINGS[:2] if self.never_stopped[i] else SHARINGS
+
+    def runnable(self, c: Candidate) -> bool:
+        """Whether every team's largest job could start in an empty pool (else simulate refuses it)."""
+        if c.total > c.capacity + _TOL or c.capacity <= 0:
+            return False
+        reserved = [ch.guarantee if ch.sharing == "reserve" else 0.0 for ch in c.choices]
+        all_reserved = sum(reserved)
+        for i, ch in enumerate(c.choices):
+            m = self.max_job[i]
+            if m <= 0:
+                continue
+            if m > c.capacity - (all_reserved - reserved[i]) + _TOL:
+                return False
+            if ch.sharing == "lend_and_borrow":
+                cap = math.inf if ch.percent == -1 else ch.guarantee * (ch.percent or 0) / 100
+                cap = min(cap, self.borrow_caps[i])
+                if m > ch.guarantee + cap + _TOL:
+                    return False
+            elif m > ch.guarantee + _TOL:
+                return False
+        return True
+
+    def _rungs(self, percent: int) -> list[int]:
+        """The borrow limits next to ``percent`` on the ladder (one less, one more borrowing)."""
+        ladder = self.percents
+        if percent in ladder:
+            k = ladder.index(percent)
+            return [ladder[r] for r in (k - 1, k + 1) if 0 <= r < len(ladder)]
+        key = math.inf if percent == -1 else percent
+        below = [p for p in ladder if (math.inf if p == -1 else p) < key]
+        above = [p for p in ladder if (math.inf if p == -1 else p) > key]
+        return below[-1:] + above[:1]
+
+    def order(self, c: Candidate) -> tuple:
+        """The fixed order of the last tie-break: capacity, then by team name each field."""
+        by_name = sorted(zip(self.names, c.choices))
+        return (c.capacity, tuple((name, ch.guarantee, SHARINGS.index(ch.sharing),
+                                   -2 if ch.percent is None else ch.percent) for name, ch in by_name))
+
+    def neighbours(self, c: Candidate, focus: Sequence[int], *, transfers: bool = True,
+                   jumps: bool = True) -> list[Candidate]:
+        """The candidates one move from ``c``: a team's guarantee 1, 2, 4, ... steps up or down (or
+        to 0; one step only without ``jumps``), another sharing, a borrow limit one rung up or down
+        the ladder; and with ``transfers``, one step moved to or from a team of ``focus`` from or
+        to another. Runnable ones only, no repeats, in a fixed order."""
+        s = self.step
+        out: list[Candidate] = []
+        for i in range(self.n):
+            ch = c.choices[i]
+            k = 1  # one step, then two, four, ... up to the room there is, and down to 0
+            while c.total + k * s <= c.capacity + _TOL and (jumps or k == 1):
+                out.append(c.with_choice(i, replace(ch, guarantee=ch.guarantee + k * s)))
+                k *= 2
+            k = 1
+            while ch.guarantee >= k * s - _TOL and (jumps or k == 1):
+                out.append(c.with_choice(i, replace(ch, guarantee=ch.guarantee - k * s)))
+                k *= 2
+            if ch.guarantee > _TOL and jumps:
+                out.append(c.with_choice(i, replace(ch, guarantee=0.0)))
+            if transfers and i in focus:
+                for j in range(self.n):
+                    if j == i:
+                        continue
+                    other = c.choices[j]
+                    if other.guarantee >= s - _TOL:
+                        moved = c.with_choice(i, replace(ch, guarantee=ch.guarantee + s))
+                        out.append(moved.with_choice(j, replace(other, guarantee=other.guarantee - s)))
+                    if ch.guarantee >= s - _TOL:
+                        moved = c.with_choice(i, replace(ch, guarantee=ch.guarantee - s))
+                        out.append(moved.with_choice(j, replace(other, guarantee=other.guarantee + s)))
+            for sharing in self.sharings(i):
+                if sharing != ch.sharing:
+                    percent = self.percents[-1] if sharing == "lend_and_borrow" else None
+                    out.append(c.with_choice(i, Choice(ch.guarantee, sharing, percent)))
+            if ch.sharing == "lend_and_borrow" and ch.percent is not None:
+                for percent in self._rungs(ch.percent):
+                    out.append(c.with_choice(i, replace(ch, percent=percent)))
+        seen: set[Candidate] = {c}
+        kept = []
+        for cand in out:
+            if cand not in seen and self.runnable(cand):
+                seen.add(cand)
+                kept.append(cand)
+        return kept
+
+
+def changed_fields(c: Candidate, was: Candidate, *, fleet: str) -> int:
+    """How many fields differ from the input: the capacity (with ``--fleet size``), and per team
+    its guarantee, its sharing and its borrow limit (None unless it lends and borrows)."""
+    n = int(fleet == "size" and abs(c.capacity - was.capacity) > _TOL)
+    for a, b in zip(c.choices, was.choices):
+        n += int(abs(a.guarantee - b.guarantee) > _TOL) + int(a.sharing != b.sharing) + int(a.percent != b.percent)
+    return n

@@ -1,0 +1,201 @@
+"""`gpu-share advise`: exit codes, the written scenario and config reproduced by `gpu-share
+simulate`, the config's comments kept, bad input refused in one line."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+
+from cdk_gpu_share.cli import main
+from tests.core.test_advise import bursty_trace, scenario
+
+
+def write_trace(path, rows, header=("job_id", "team", "submit_time", "duration_s", "gpus", "priority")):
+    path.write_text(",".join(header) + "\n" + "".join(",".join(str(c) for c in r) + "\n" for r in rows))
+    return str(path)
+
+
+def run(capsys, argv):
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse's own refusals
+        code = exc.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def case(tmp_path):
+    data = scenario(4, {"a": {"wait_p95_minutes": 20}, "b": {"wait_p95_minutes": 40}})
+    (tmp_path / "scenario.json").write_text(json.dumps(data))
+    trace = write_trace(tmp_path / "jobs.csv", bursty_trace(1, ("a", "b")))
+    return tmp_path, str(tmp_path / "scenario.json"), trace
+
+
+def simulate_json(capsys, argv):
+    code, out, err = run(capsys, ["simulate", *argv, "--mode", "share+reclaim", "--json"])
+    assert code == 0, err
+    return json.loads(out)
+
+
+@pytest.mark.parametrize("fleet", ["fixed", "size"])
+def test_the_written_scenario_reproduces_the_advice(capsys, case, fleet):
+    tmp, scen, trace = case
+    out_path = str(tmp / "advised.json")
+    code, out, err = run(capsys, ["advise", "--scenario", scen, "--trace", trace, "--fleet", fleet, "--workers", "1",
+                                  "--json", "-o", out_path])
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["feasible"] and doc["fleet"] == fleet
+    assert set(doc) == {"feasible", "fleet", "capacity", "teams", "regret_gpu_hours", "input", "simulations",
+                        "frontier"}
+    assert (doc["frontier"] == []) == (fleet == "fixed")
+    if fleet == "size":
+        capacities = [f["capacity"]["gpu"] for f in doc["frontier"]]
+        assert capacities == sorted(capacities) and doc["capacity"]["gpu"] in capacities
+    written = json.loads(open(out_path).read())
+    assert written["capacity"]["gpu"] == doc["capacity"]["gpu"]
+    for team in written["teams"]:
+        advised = doc["teams"][team["name"]]
+        assert team["guarantee"]["gpu"] == advised["guarantee"]["gpu"] and team["sharing"] == advised["sharing"]
+        assert team["objectives"] == json.loads(open(scen).read())["teams"][0 if team["name"] == "a" else 1]["objectives"]
+    result = simulate_json(capsys, ["--scenario", out_path, "--trace", trace])
+    assert result["wait_gpu_hours"] + result["lost_gpu_seconds"] / 3600 == doc["regret_gpu_hours"]
+    for name, team in result["teams"].items():
+        for key, e in doc["teams"][name]["objectives"].items():
+            seconds = {"wait_p95_minutes": "wait_p95_s"}[key]
+            assert team[seconds] / 60 == e["value"]
+
+
+def test_tables_without_json(capsys, case):
+    _, scen, trace = case
+    code, out, err = run(capsys, ["advise", "--scenario", scen, "--trace", trace, "--fleet", "size", "--workers", "1"])
+    assert code == 0, err
+    assert "every objective holds" in out
+    assert "guarantee was" in out and "wait_p95_minutes" in out and "frontier" in out
+
+
+def test_no_feasible_configuration_exits_1_naming_each_unmet_objective(capsys, tmp_path):
+    data = scenario(2, {"a": {"wait_p50_minutes": 1, "wait_p99_minutes": 2}, "b": {"wait_p95_minutes": 1}})
+    (tmp_path / "s.json").write_text(json.dumps(data))
+    trace = write_trace(tmp_path / "jobs.csv", [(f"j{k}", "ab"[k % 2], 0, 3600, 1, 0) for k in range(8)])
+    out_path = tmp_path / "closest.json"
+    code, out, err = run(capsys, ["advise", "--scenario", str(tmp_path / "s.json"), "--trace", trace, "--workers", "1",
+                                  "--json", "-o", str(out_path)])
+    assert code == 1, err
+    doc = json.loads(out)
+    assert doc["feasible"] is False and out_path.exists()  # the closest is still printed and written
+    unmet = [(n, k) for n, t in doc["teams"].items() for k, e in t["objectives"].items() if not e["met"]]
+    assert len(unmet) == 3
+    for name, key in unmet:
+        assert f"team {name} {key}" in err
+    assert "Traceback" not in err
+
+
+BAD = [
+    (["--step", "0"], "--step"),
+    (["--step", "abc"], "--step"),
+    (["--step", "3"], "does not divide the capacity"),
+    (["--workers", "0"], "--workers"),
+    (["--fleet", "grow"], "--fleet"),
+]
+
+
+@pytest.mark.parametrize(("extra", "needle"), BAD, ids=[b[1] + " " + " ".join(b[0]) for b in BAD])
+def test_bad_flags_exit_2_in_one_line(capsys, case, extra, needle):
+    _, scen, trace = case
+    code, out, err = run(capsys, ["advise", "--scenario", scen, "--trace", trace, *extra])
+    assert code == 2
+    assert needle in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.parametrize(("objectives", "needle"), [
+    ({"wait_p95_minute": 20}, "wait_p95_minute"),
+    ({"wait_p95_minutes": 0}, "wait_p95_minutes"),
+    ({"wait_p95_minutes": -5}, "wait_p95_minutes"),
+])
+def test_bad_objectives_exit_2_naming_the_field(capsys, tmp_path, objectives, needle):
+    data = scenario(4, {"a": objectives, "b": {}})
+    (tmp_path / "s.json").write_text(json.dumps(data))
+    trace = write_trace(tmp_path / "jobs.csv", bursty_trace(1, ("a", "b"), jobs=4))
+    code, out, err = run(capsys, ["advise", "--scenario", str(tmp_path / "s.json"), "--trace", trace])
+    assert code == 2 and needle in err and "teams[0].objectives" in err and "Traceback" not in err, err
+
+
+def test_what_simulate_refuses_advise_refuses(capsys, case, tmp_path):
+    _, scen, _ = case
+    trace = write_trace(tmp_path / "bad.csv", [("j1", "nobody", 0, 60, 1, 0)])
+    code, out, err = run(capsys, ["advise", "--scenario", scen, "--trace", trace])
+    assert code == 2 and "nobody" in err and "Traceback" not in err
+
+
+CONFIG = textwrap.dedent("""\
+    # The platform: comments above everything
+    platform:
+      name: advised   # an inline comment
+
+    teams:
+      - name: a                 # team a's comment
+        description: Research
+        guarantee: {g5.12xlarge: 1}     # 4 GPUs
+        sharing: lend_and_borrow
+        borrow_limit_percent: -1
+      - name: b
+        # a comment inside team b
+        guarantee:
+          g5.12xlarge: 1
+        sharing: reserve
+
+    fairshare:
+      capacity:
+        g5.12xlarge: 2   # 8 GPUs
+      reclaim:
+        schedule_minutes: 1
+        reclaim_after_seconds: 60
+    """)
+
+
+def test_the_written_config_keeps_every_comment_and_passes_validate(capsys, tmp_path):
+    (tmp_path / "platform.yaml").write_text(CONFIG)
+    rows = [(f"j{k}", "ab"[k % 2], (k // 2) * 1800, 3600, 4, 0) for k in range(12)]
+    trace = write_trace(tmp_path / "jobs.csv", rows)
+    out_path = tmp_path / "advised.yaml"
+    code, out, err = run(capsys, ["advise", "--config", str(tmp_path / "platform.yaml"), "--trace", trace,
+                                  "--fleet", "size", "--workers", "1", "--json", "-o", str(out_path)])
+    assert code == 0, err
+    doc = json.loads(out)
+    text = out_path.read_text()
+    for line in CONFIG.splitlines():
+        if "#" in line:
+            assert line[line.index("#"):] in text, line
+    code, _, err = run(capsys, ["validate", str(out_path)])
+    assert code == 0, err
+    assert doc["capacity"]["gpu"] % 4 == 0  # whole instances of g5.12xlarge
+    result = simulate_json(capsys, ["--config", str(out_path), "--trace", trace])
+    assert result["wait_gpu_hours"] + result["lost_gpu_seconds"] / 3600 == doc["regret_gpu_hours"]
+
+
+def test_a_config_step_is_whole_instances(capsys, tmp_path):
+    (tmp_path / "platform.yaml").write_text(CONFIG)
+    trace = write_trace(tmp_path / "jobs.csv", [("j1", "a", 0, 60, 1, 0)])
+    code, out, err = run(capsys, ["advise", str(tmp_path / "platform.yaml"), "--trace", trace, "--step", "2"])
+    assert code == 2 and "instances" in err and "Traceback" not in err, err
+
+
+def test_the_written_config_changes_only_the_lines_of_decided_fields(capsys, tmp_path):
+    import difflib
+
+    (tmp_path / "platform.yaml").write_text(CONFIG)
+    rows = [(f"j{k}", "ab"[k % 2], (k // 2) * 1800, 3600, 4, 0) for k in range(12)]
+    trace = write_trace(tmp_path / "jobs.csv", rows)
+    out_path = tmp_path / "advised.yaml"
+    code, out, err = run(capsys, ["advise", "--config", str(tmp_path / "platform.yaml"), "--trace", trace,
+                                  "--fleet", "size", "--workers", "1", "-o", str(out_path)])
+    assert code == 0, err
+    changed = [line[1:].strip() for line in difflib.ndiff(CONFIG.splitlines(), out_path.read_text().splitlines())
+               if line[:1] in "+-" and line[1:].strip()]
+    assert changed, "the advice changes something here"
+    for line in changed:
+        assert line.split(":")[0].lstrip("- ") in ("g5.12xlarge", "guarantee", "sharing", "borrow_limit_percent"), line

@@ -1,0 +1,219 @@
+"""The quota advisor's search (core.advise): its answer against brute force over the whole
+space on small hand-built cases, the contract's ranking, the structure it relies on, and
+early refusal that never changes a decision."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import random
+
+import pytest
+
+from cdk_gpu_share.core import advise as adv
+from cdk_gpu_share.core import simulate as sim
+from cdk_gpu_share.core.advise.evaluate import Evaluation, Limits, evaluate, private_ref
+from cdk_gpu_share.core.advise.search import Search
+from cdk_gpu_share.core.advise.space import Candidate, Choice
+
+#: A short ladder of borrow limits keeps the brute force small (the search uses the same one).
+LADDER = (0, 100, -1)
+
+
+def scenario(capacity: int, objectives: dict[str, dict], guarantees: dict[str, int] | None = None,
+             sharing: str = "lend_and_borrow") -> dict:
+    guarantees = guarantees or {name: capacity // len(objectives) for name in objectives}
+    return {
+        "capacity": {"gpu": capacity},
+        "settings": {"reclaim_after_seconds": 60, "min_runtime_seconds": 0},
+        "teams": [{"name": name, "guarantee": {"gpu": guarantees[name]}, "sharing": sharing,
+                   **({"objectives": o} if o else {})} for name, o in objectives.items()],
+    }
+
+
+def bursty_trace(seed: int, teams: tuple[str, ...], jobs: int = 24, sizes: tuple[int, ...] = (1, 2)) -> list[tuple]:
+    """Each team sends bursts of jobs at different hours: they lend, borrow and reclaim."""
+    rng = random.Random(seed)
+    rows = []
+    for k in range(jobs):
+        team = teams[k % len(teams)]
+        burst = (k // (2 * len(teams))) * 7200 + teams.index(team) * 1800
+        rows.append((f"j{k}", team, burst + rng.randrange(0, 600, 60), rng.choice((600, 1800, 3600)),
+                     rng.choice(sizes), rng.choice((0, 1))))
+    return rows
+
+
+def study_of(data: dict, rows: list[tuple]) -> adv.Study:
+    parsed = sim.parse_scenario(data)
+    jobs = sim.trace_from_rows(rows, parsed)
+    return adv.study_of(data, jobs, poll=60.0)
+
+
+def every_candidate(space: adv.Space, capacities: list[float]):
+    step = space.step
+    for capacity in capacities:
+        levels = [k * step for k in range(int(capacity // step) + 1)]
+        per_team = []
+        for i in range(space.n):
+            options = []
+            for sharing in space.sharings(i):
+                for percent in (space.percents if sharing == "lend_and_borrow" else (None,)):
+                    options.append((sharing, percent))
+            per_team.append(options)
+        for gs in itertools.product(levels, repeat=space.n):
+            if sum(gs) > capacity:
+                continue
+            for opts in itertools.product(*per_team):
+                c = Candidate(capacity, tuple(Choice(g, s, p) for g, (s, p) in zip(gs, opts)))
+                if space.runnable(c):
+                    yield c
+
+
+def brute_force(study: adv.Study, space: adv.Space, capacities: list[float]) -> Evaluation:
+    search = Search(study, space, adv.search.InProcess(study))
+    evaluations = [evaluate(study, c, search._privates(c)) for c in every_candidate(space, capacities)]
+    return min(evaluations, key=search.rank)
+
+
+CASES = {
+    "waits": {"a": {"wait_p95_minutes": 20}, "b": {"wait_p95_minutes": 40}},
+    "never stopped": {"a": {"wait_p95_minutes": 30, "max_preempted_per_day": 0},
+                      "b": {"wait_p95_minutes": 30}},
+    "private": {"a": {"no_worse_than_private": True, "wait_p99_minutes": 60},
+                "b": {"no_worse_than_private": True, "max_lost_gpu_hours_per_day": 1}},
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("seed", [1, 2])
+def test_fixed_fleet_finds_what_brute_force_finds(case, seed):
+    data = scenario(4, CASES[case])
+    study = study_of(data, bursty_trace(seed, ("a", "b")))
+    space = adv.space_of(study, step=1, fleet="fixed", percents=LADDER)
+    advice = adv.advise(study, space)
+    best = brute_force(study, space, [4.0])
+    assert advice.best.candidate == best.candidate, (advice.best, best)
+    assert advice.best.feasible == best.feasible
+    assert advice.best.regret_gpu_hours == best.regret_gpu_hours
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_sized_fleet_finds_the_least_capacity_brute_force_finds(case):
+    data = scenario(4, CASES[case])
+    study = study_of(data, bursty_trace(3, ("a", "b")))
+    space = adv.space_of(study, step=1, fleet="size", percents=LADDER)
+    advice = adv.advise(study, space)
+    best = brute_force(study, space, [1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
+    assert best.feasible
+    assert advice.best.candidate.capacity == best.candidate.capacity
+    assert advice.best.candidate == best.candidate, (advice.best, best)
+
+
+def _ev(capacity: float, regret: float, guarantee: float = 2, feasible: bool = True, worst: float = 0.5) -> Evaluation:
+    c = Candidate(capacity, (Choice(guarantee, "lend_and_borrow", -1), Choice(2, "lend_and_borrow", -1)))
+    return Evaluation(c, complete=True, feasible=feasible, worst_ratio=worst, excess=max(0.0, worst - 1),
+                      regret_gpu_hours=regret)
+
+
+def _search(fleet: str) -> Search:
+    data = scenario(4, {"a": {"wait_p95_minutes": 60}, "b": {}}, guarantees={"a": 2, "b": 2})
+    study = study_of(data, bursty_trace(1, ("a", "b"), jobs=4))
+    return Search(study, adv.space_of(study, step=1, fleet=fleet), adv.search.InProcess(study))
+
+
+def test_ranking_least_capacity_then_regret_then_fewest_changes():
+    search = _search("size")
+    small_costly, large_cheap = _ev(3, 100.0), _ev(4, 1.0)
+    assert min([large_cheap, small_costly], key=search.rank) is small_costly  # capacity first
+    assert min([_ev(4, 5.0), _ev(4, 4.0, guarantee=1)], key=search.rank).regret_gpu_hours == 4.0  # then regret
+    same = [_ev(4, 4.0, guarantee=1), _ev(4, 4.0, guarantee=2)]  # then fewest changes: the input's guarantee 2
+    assert min(same, key=search.rank).candidate.choices[0].guarantee == 2
+    assert min(reversed(same), key=search.rank).candidate.choices[0].guarantee == 2
+    # any feasible one before any infeasible one; among infeasible ones the least worst ratio
+    assert min([_ev(3, 1.0, feasible=False, worst=1.2), _ev(5, 9.0)], key=search.rank).feasible
+    closest = min([_ev(3, 1.0, feasible=False, worst=1.5), _ev(5, 9.0, feasible=False, worst=1.2)], key=search.rank)
+    assert closest.worst_ratio == 1.2
+
+
+def test_fixed_fleet_ranks_no_capacity():
+    search = _search("fixed")
+    assert min([_ev(4, 2.0), _ev(3, 5.0)], key=search.rank).regret_gpu_hours == 2.0
+
+
+def test_a_team_never_to_be_stopped_only_reserves_or_lends():
+    data = scenario(4, CASES["never stopped"])
+    study = study_of(data, bursty_trace(1, ("a", "b")))
+    space = adv.space_of(study, step=1, fleet="fixed")
+    assert space.never_stopped == (True, False)
+    advice = adv.advise(study, space)
+    assert advice.best.candidate.choices[0].sharing in ("reserve", "lend")
+    moves = space.neighbours(advice.best.candidate, range(2))
+    assert all(c.choices[0].sharing != "lend_and_borrow" for c in moves)
+
+
+def test_private_sizing_is_the_least_guarantee_alone_that_meets_the_objectives():
+    data = scenario(8, {"a": {"wait_p95_minutes": 20}, "b": {"wait_p50_minutes": 5}})
+    study = study_of(data, bursty_trace(4, ("a", "b"), jobs=30))
+    space = adv.space_of(study, step=1, fleet="size")
+    search = Search(study, space, adv.search.InProcess(study))
+    sizing = search.private_sizing()
+    from cdk_gpu_share.core.advise.evaluate import meets_alone
+
+    for name, g in sizing.items():
+        assert g is not None and meets_alone(study, name, g)
+        assert g - 1 < max(j.gpus for j in study.jobs if j.team == name) or not meets_alone(study, name, g - 1)
+
+
+def test_an_early_refusal_never_refuses_a_candidate_within_its_limits():
+    """Stopped early means beyond the limits: the full run of every refused candidate is too."""
+    data = scenario(4, {"a": {"wait_p95_minutes": 15, "no_worse_than_private": True, "max_preempted_per_day": 2},
+                        "b": {"wait_p50_minutes": 5, "max_lost_gpu_hours_per_day": 0.5}})
+    study = study_of(data, bursty_trace(5, ("a", "b"), jobs=30))
+    space = adv.space_of(study, step=1, fleet="fixed", percents=LADDER)
+    privates = {}
+    refused = 0
+    for c in every_candidate(space, [4.0]):
+        p = {n: privates.setdefault((n, ch.guarantee), private_ref(study, n, ch.guarantee))
+             for n, ch in zip(space.names, c.choices)}
+        full = evaluate(study, c, p)
+        for bound in (1.0, 1.5, 3.0):
+            for regret in (math.inf, full.regret_gpu_hours, full.regret_gpu_hours * 0.9):
+                quick = evaluate(study, c, p, Limits(worst_ratio=bound, regret_gpu_hours=regret))
+                if quick.complete:
+                    assert quick.worst_ratio == full.worst_ratio and quick.regret_gpu_hours == full.regret_gpu_hours
+                else:
+                    refused += 1
+                    assert full.worst_ratio > bound or full.regret_gpu_hours > regret, (c, bound, quick.reason)
+    assert refused > 0
+
+
+def test_the_watch_changes_nothing_when_no_limit_is_broken():
+    data = scenario(4, {"a": {"wait_p95_minutes": 10_000}, "b": {}})
+    parsed = sim.parse_scenario(data)
+    jobs = sim.trace_from_rows(bursty_trace(6, ("a", "b")), parsed)
+    plain = sim.simulate(parsed, jobs, sim.RECLAIM)
+    watched = sim.simulate(parsed, jobs, sim.RECLAIM,
+                           watch=sim.Watch(waits=[sim.WaitLimit("a", 1e9, 0)], preempted={"a": 10**6}))
+    plain.sim_seconds = watched.sim_seconds = 0
+    assert json.dumps(plain.to_dict()) == json.dumps(watched.to_dict())
+
+
+def test_a_wait_limit_stops_the_run_at_the_first_late_job_too_many():
+    data = scenario(2, {"a": {}, "b": {}}, guarantees={"a": 1, "b": 1}, sharing="reserve")
+    parsed = sim.parse_scenario(data)
+    # three one-GPU jobs of a at once on its one GPU: the second waits 600 s, the third 1200 s
+    jobs = sim.trace_from_rows([("x", "a", 0, 600, 1), ("y", "a", 0, 600, 1), ("z", "a", 0, 600, 1)], parsed)
+    sim.simulate(parsed, jobs, sim.STATIC, watch=sim.Watch(waits=[sim.WaitLimit("a", 1200, 0)]))  # none above 1200 s
+    with pytest.raises(sim.Broken, match="a: wait"):
+        sim.simulate(parsed, jobs, sim.STATIC, watch=sim.Watch(waits=[sim.WaitLimit("a", 599, 1, label="a: wait")]))
+    sim.simulate(parsed, jobs, sim.STATIC, watch=sim.Watch(waits=[sim.WaitLimit("a", 599, 2)]))
+
+
+def test_bad_space_is_refused_naming_the_flag():
+    data = scenario(6, {"a": {}, "b": {}})
+    study = study_of(data, bursty_trace(1, ("a", "b"), jobs=4))
+    for step, needle in ((0, "--step"), (1.5, "--step"), (4, "does not divide the capacity")):
+        with pytest.raises(sim.ConfigError if hasattr(sim, "ConfigError") else Exception, match=needle):
+            adv.space_of(study, step=step, fleet="fixed")
+    adv.space_of(study, step=4, fleet="size")  # the capacity moves: any step
