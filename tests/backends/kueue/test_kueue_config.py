@@ -147,6 +147,25 @@ def test_rule_a_team_name_is_a_namespace_and_a_local_queue(name, ok):
         assert any(f.startswith("teams[1]") and f.endswith(".name") for f, _ in problems_of(raw))
 
 
+@pytest.mark.parametrize("name", ["kube-system", "kube-public", "kube-node-lease", "default", "kueue-system",
+                                  "kube-anything"])
+def test_rule_a_team_name_is_not_a_namespace_the_cluster_owns(name):
+    raw = base()
+    raw["teams"][1]["name"] = name
+    with pytest.raises(ConfigError) as err:
+        C.parse_config(raw)
+    [p] = err.value.problems
+    assert (p.field, p.value) == (f"teams[1] ({name}).name", name)
+    assert "edit rights" in p.message and "rename the team" in p.fix
+
+
+@pytest.mark.parametrize("name", ["kubeflow", "defaults", "kueue", "my-kube-system"])
+def test_names_near_the_reserved_ones_are_teams_like_any(name):
+    raw = base()
+    raw["teams"][1]["name"] = name
+    assert name in by_kind(checked(raw), "Namespace")
+
+
 def test_rule_a_mig_profile_is_one_the_gpu_has():
     raw = base()
     raw["kueue"]["capacity"]["p4d.24xlarge"] = 1

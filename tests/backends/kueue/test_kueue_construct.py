@@ -34,11 +34,11 @@ def built():
 
 
 def _manifests(template: Template) -> dict[str, list[dict]]:
-    """The objects each KubernetesManifest applies, by the kind of its first object."""
-    out = {}
+    """The objects the KubernetesManifests apply, by kind (the namespaces' manifests together)."""
+    out: dict[str, list[dict]] = {}
     for r in template.find_resources(MANIFEST).values():
         objects = json.loads(r["Properties"]["Manifest"])
-        out[objects[0]["kind"]] = objects
+        out.setdefault(objects[0]["kind"], []).extend(objects)
     return out
 
 
@@ -53,7 +53,7 @@ def _strip_prune_labels(objects: list[dict]) -> list[dict]:
 def test_the_platform_stack_applies_the_same_objects_as_the_manifests_command(built):
     platform, _, _ = built
     template = Template.from_stack(platform.platform)
-    template.resource_count_is(MANIFEST, 8)
+    template.resource_count_is(MANIFEST, 3 + 7)  # a manifest per namespace, then one per kind
     by_kind = _manifests(template)
     assert list(by_kind) == ["Namespace", "ResourceFlavor", "Cohort", "WorkloadPriorityClass", "ClusterQueue", "LocalQueue",
                              "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]
@@ -69,7 +69,10 @@ def test_the_manifests_go_through_the_kubectl_role_to_the_named_cluster_in_order
     template.all_resources_properties(MANIFEST, {"ClusterName": "gpu-eks", "RoleArn": ROLE})
     resources = template.find_resources(MANIFEST)
     by_kind = {json.loads(r["Properties"]["Manifest"])[0]["kind"]: (lid, r) for lid, r in resources.items()}
-    assert "DependsOn" not in by_kind["Namespace"][1]
+    namespaces = sorted(lid for lid, r in resources.items()
+                        if json.loads(r["Properties"]["Manifest"])[0]["kind"] == "Namespace")
+    assert len(namespaces) == 3 and all("DependsOn" not in resources[lid] for lid in namespaces)
+    assert by_kind["ResourceFlavor"][1]["DependsOn"] == namespaces
     assert by_kind["ClusterQueue"][1]["DependsOn"] == [by_kind["WorkloadPriorityClass"][0]]
     assert by_kind["LocalQueue"][1]["DependsOn"] == [by_kind["ClusterQueue"][0]]
     assert by_kind["ValidatingAdmissionPolicy"][1]["DependsOn"] == [by_kind["LocalQueue"][0]]
@@ -77,6 +80,30 @@ def test_the_manifests_go_through_the_kubectl_role_to_the_named_cluster_in_order
     # The imported cluster creates no cluster, no node group and no IAM role of its own in the platform stack.
     for absent in ("AWS::EKS::Cluster", "AWS::EKS::Nodegroup", "AWS::IAM::Role", "Custom::AWSCDK-EKS-Cluster"):
         template.resource_count_is(absent, 0)
+
+
+def test_a_namespace_is_adopted_if_it_exists_and_never_deleted(built):
+    """Removing a team or destroying the stack deletes no namespace (one that existed before,
+    least of all): each namespace's manifest is applied over what exists, never pruned, and
+    retained by CloudFormation; the stack's output names what cdk destroy keeps."""
+    platform, _, _ = built
+    template = Template.from_stack(platform.platform)
+    resources = template.find_resources(MANIFEST)
+    kept = {}
+    for lid, r in resources.items():
+        objects = json.loads(r["Properties"]["Manifest"])
+        if objects[0]["kind"] != "Namespace":
+            assert r["DeletionPolicy"] == "Delete" and "Namespace" not in {o["kind"] for o in objects}
+            continue
+        [ns] = objects
+        assert r["DeletionPolicy"] == r["UpdateReplacePolicy"] == "Retain"
+        assert r["Properties"]["Overwrite"] is True  # kubectl apply: an existing namespace is adopted
+        assert "PruneLabel" not in r["Properties"]
+        assert not any(k.startswith("aws.cdk.eks/prune-") for k in ns["metadata"]["labels"])
+        kept[ns["metadata"]["name"]] = lid
+    assert sorted(kept) == ["applied", "inference", "research"]
+    [output] = [o for k, o in template.to_json()["Outputs"].items() if k.startswith("KueueQueuesKeptNamespaces")]
+    assert output["Value"] == "research, applied, inference" and "cdk destroy" in output["Description"]
 
 
 def test_each_team_gets_an_access_entry_scoped_to_its_namespace(built):
@@ -113,7 +140,8 @@ def test_summary_lists_the_applied_objects(built, capsys):
 
     assert main(["summary", built[2]]) == 0
     out = capsys.readouterr().out
-    assert "8 Kubernetes manifests, 3 EKS access entries" in out
+    assert "10 Kubernetes manifests, 3 EKS access entries" in out
+    assert "Namespace research: kept by cdk destroy and when its team is removed" in out
     assert "ValidatingAdmissionPolicy gpu-share-queue.research: Kubernetes 1.30 or later" in out
     assert "ClusterQueue research: p5.48xlarge 16 GPUs (borrowing limit 8)" in out
     assert "ClusterQueue applied: p5.48xlarge 8 GPUs (borrowing limit 0)" in out

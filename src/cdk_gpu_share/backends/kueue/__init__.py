@@ -242,6 +242,22 @@ def namespace_names(c: SectionCheck) -> Iterator[Problem]:
                           " letter or digit")
 
 
+#: Namespaces Kubernetes, EKS or Kueue own: a team of that name would get edit rights in them.
+RESERVED_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease", "kueue-system"})
+RESERVED_PREFIX = "kube-"
+
+
+def reserved_namespaces(c: SectionCheck) -> Iterator[Problem]:
+    """A team's namespace is its own: not one the cluster or Kueue runs in (any ``kube-*`` either)."""
+    for team in c.named:
+        if team.name in RESERVED_NAMESPACES or team.name.startswith(RESERVED_PREFIX):
+            owner = "Kueue" if team.name == "kueue-system" else "Kubernetes"
+            yield Problem(f"{c.paths[team.name]}.name", team.name,
+                          f"is a namespace {owner} owns: on Kueue the team would get edit rights there, and its"
+                          " workloads would share it with the cluster's own",
+                          "rename the team (names starting with kube- and default, kueue-system are reserved)")
+
+
 def reclaim_and_borrow(c: SectionCheck) -> Iterator[Problem]:
     """Kueue refuses ``reclaimWithinCohort: Never`` with a ``borrowWithinCohort.policy`` other than Never."""
     p = c.section.preemption
@@ -303,6 +319,9 @@ def describe_resource(resource: Mapping[str, Any]) -> list[str]:
         objects = json.loads(manifest)
     except ValueError:
         return []
+    if resource.get("DeletionPolicy") == "Retain":
+        return [f"Namespace {o.get('metadata', {}).get('name')}: kept by cdk destroy and when its team is removed"
+                for o in objects if isinstance(o, dict) and o.get("kind") == "Namespace"]
     return [_describe_object(o) for o in objects if isinstance(o, dict) and (
         str(o.get("apiVersion", "")).startswith("kueue.x-k8s.io/") or o.get("kind") == "ValidatingAdmissionPolicy")]
 
@@ -387,7 +406,7 @@ class KueueSpec(Backend):
     section_keys = {KEY: SECTION_KEYS, "kueue_preemption": PREEMPTION_KEYS}
     descriptions = DESCRIPTIONS
     construct = "cdk_gpu_share.backends.kueue.construct:KueueQueues"
-    rules = (namespace_names, reclaim_and_borrow, threshold_needs_policy, mig_profiles,
+    rules = (namespace_names, reserved_namespaces, reclaim_and_borrow, threshold_needs_policy, mig_profiles,
              borrow_limit_types)
     resource_labels = (("Custom::AWSCDK-EKS-KubernetesResource", "Kubernetes manifests"),
                        ("AWS::EKS::AccessEntry", "EKS access entries"))
@@ -408,7 +427,10 @@ class KueueSpec(Backend):
         """What each team's admission policy lets it label its workloads with."""
         by_team = {t.name: allowed_priority_classes(section, t) for t in teams}
         text = "; ".join(f"{name} {', '.join(classes) or 'no class'}" for name, classes in by_team.items())
-        return {"admission": {
+        names = ", ".join(by_team)
+        return {"namespaces": f"{names}: adopted if they exist; kept by cdk destroy and when a team is removed,"
+                              " with what runs in them",
+                "admission": {
             "minimum_kubernetes": MIN_KUBERNETES, "priority_classes": by_team,
             "text": f"each team's namespace admits only workloads on its own queue (ValidatingAdmissionPolicy,"
                     f" Kubernetes {MIN_KUBERNETES} or later); priority classes up to each team's max_priority:"

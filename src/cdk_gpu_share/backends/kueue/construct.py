@@ -61,7 +61,9 @@ class KueueQueues(Construct):
     Kueue must be installed on the cluster (its CRDs served at ``kueue.x-k8s.io/v1beta2``), and
     the cluster must run Kubernetes 1.30 or later: each team's namespace gets a
     ValidatingAdmissionPolicy (``admissionregistration.k8s.io/v1``) holding it to its queue.
-    The objects are applied kind by kind, namespaces first, one ``KubernetesManifest`` each.
+    The objects are applied kind by kind, namespaces first, one ``KubernetesManifest`` each
+    (one per namespace). A team's namespace is adopted if it exists and kept when the team is
+    removed or the stack destroyed (the ``KeptNamespaces`` output names them).
     """
 
     def __init__(self, scope: Construct, id: str, *, config: KueueConfig, teams: Sequence[TeamConfig] = (),
@@ -79,18 +81,39 @@ class KueueQueues(Construct):
         self.cluster = eks.Cluster.from_cluster_attributes(self, "Cluster", cluster_name=config.eks_cluster_name,
                                                            kubectl_role_arn=role)
         self.objects = kueue_objects(config, self.teams)
+        self.namespaces = self._namespaces([o for o in self.objects if o["kind"] == "Namespace"])
         self.manifests: dict[str, eks.KubernetesManifest] = {}
-        previous: eks.KubernetesManifest | None = None
+        previous: list[Construct] = list(self.namespaces.values())
         for kind in KIND_ORDER:
             objects = [o for o in self.objects if o["kind"] == kind]
-            if not objects:
+            if kind == "Namespace" or not objects:
                 continue
             manifest = eks.KubernetesManifest(self, kind, cluster=self.cluster, manifest=objects)
-            if previous is not None:
-                manifest.node.add_dependency(previous)
+            for p in previous:
+                manifest.node.add_dependency(p)
             self.manifests[kind] = manifest
-            previous = manifest
+            previous = [manifest]
+        if self.namespaces:
+            cdk.CfnOutput(self, "KeptNamespaces", value=", ".join(self.namespaces),
+                          description="Kubernetes namespaces of the Kueue teams that cdk destroy and removing a team"
+                                      " keep, with what runs in them (kubectl delete namespace NAME to remove one)")
         self._acknowledge_kubectl_provider()
+
+    def _namespaces(self, objects: list[dict[str, Any]]) -> dict[str, eks.KubernetesManifest]:
+        """One manifest per team namespace, adopted when it exists and never deleted.
+
+        ``overwrite`` applies the namespace instead of creating it, so a namespace that existed
+        before is adopted (labelled) rather than failing the deployment; no pruning, and the
+        custom resource is retained, so neither removing a team nor ``cdk destroy`` deletes a
+        namespace and everything in it: one this construct did not create, least of all."""
+        out = {}
+        for obj in objects:
+            name = obj["metadata"]["name"]
+            manifest = eks.KubernetesManifest(self, f"Namespace-{name}", cluster=self.cluster, manifest=[obj],
+                                              overwrite=True, prune=False)
+            cast(cdk.CustomResource, manifest.node.default_child).apply_removal_policy(cdk.RemovalPolicy.RETAIN)
+            out[name] = manifest
+        return out
 
     def _acknowledge_kubectl_provider(self) -> None:
         """The kubectl provider CDK adds for the imported cluster (a nested stack of Lambda functions)."""
