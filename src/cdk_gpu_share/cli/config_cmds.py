@@ -9,7 +9,7 @@ from pathlib import Path
 
 from cdk_gpu_share.cli._parser import add_config_argument
 from cdk_gpu_share.core import backends
-from cdk_gpu_share.core.config import load_config
+from cdk_gpu_share.core.config import PlatformConfig, load_config, objective_warnings
 from cdk_gpu_share.core.errors import ConfigError, Problem
 from cdk_gpu_share.core.plan import fleet_plan, format_plan, summarize
 from cdk_gpu_share.core.text import plural
@@ -43,9 +43,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _validate(args: argparse.Namespace) -> int:
     if not args.json:
         print(summarize(config := load_config(args.config)))
+        _warn(config)
         return 0
     try:
         config = load_config(args.config)
+        _warn(config)
     except ConfigError as exc:
         print(json.dumps({
             "valid": False,
@@ -98,7 +100,14 @@ def _plan(args: argparse.Namespace) -> int:
         print(format_plan(plan))
     for line in identity_warnings(config, args.config):
         print(line, file=sys.stderr)
+    _warn(config)
     return 0
+
+
+def _warn(config: PlatformConfig) -> None:
+    """The config's warnings on standard error: valid, but probably not what was meant."""
+    for line in objective_warnings(config):
+        print(line, file=sys.stderr)
 
 
 def _guard(args: argparse.Namespace) -> int:

@@ -256,10 +256,13 @@ def run_simulate(args: argparse.Namespace) -> int:
     scenario, poll, described = _load_scenario(args)
     sim.with_victim_order(scenario, args.victim_order)  # refuses an unknown order before any run
     jobs = sim.load_jobs(args.trace, scenario)
+    for line in objective_warnings(scenario):
+        print(line, file=sys.stderr)
 
     if not compare:
         scenario = sim.with_victim_order(scenario, args.victim_order)
         result = _run_one(scenario, jobs, args.mode, poll, args.checkpoint_seconds, args.trace)
+        judge_objectives(scenario, jobs, result, poll)
         if args.json:
             print(json.dumps(result.to_dict()))
         else:
@@ -357,10 +360,12 @@ def _run_compare(scenario: Any, jobs: Any, poll: float, checkpoint: float | None
     runs: list[tuple[str, Any]] = []
     notes: list[str] = []
     columns = compare_modes(checkpoint, wants_checkpoint_order(scenario, jobs, checkpoint, victim_order))
+    private: dict[str, dict[str, float]] = {}  # the private-cluster reference, the same for every mode
     for label, mode, ckpt, order in columns:
         try:
-            runs.append((label, _run_one(sim.with_victim_order(scenario, order), jobs, mode, poll, ckpt, source,
-                                         label)))
+            result = _run_one(sim.with_victim_order(scenario, order), jobs, mode, poll, ckpt, source, label)
+            judge_objectives(scenario, jobs, result, poll, private)
+            runs.append((label, result))
         except ConfigError as exc:
             if mode != "static":
                 raise
@@ -375,6 +380,33 @@ def _run_compare(scenario: Any, jobs: Any, poll: float, checkpoint: float | None
         verdict = order_verdict(runs[-2][1], runs[-1][1], bound_seconds=bound)
         notes += verdict_lines(verdict, human_seconds)
     return runs, notes, verdict
+
+
+def objective_warnings(scenario: Any) -> list[str]:
+    """One ``warning:`` line per team of the scenario whose objectives its sharing cannot meet."""
+    from cdk_gpu_share.core.objectives import never_stopped_conflict
+
+    out = []
+    for name, targets in scenario.objectives.items():
+        why = never_stopped_conflict(targets, scenario.team(name).sharing)
+        if why is not None:
+            out.append(f"warning: team {name}: {why}")
+    return out
+
+
+def judge_objectives(scenario: Any, jobs: Any, result: Any, poll: float,
+                     private: dict[str, dict[str, float]] | None = None) -> None:
+    """Judge ``result`` against the teams' objectives (kept on it, in its JSON); ``private``
+    caches each team's private-cluster reference across the runs of one scenario."""
+    from cdk_gpu_share.core import simulate as sim
+
+    if not scenario.objectives:
+        return
+    private = {} if private is None else private
+    for name, targets in scenario.objectives.items():
+        if targets.needs_private and name not in private:
+            private[name] = sim.private_fit_waits(scenario, jobs, name)
+    sim.evaluate_run(scenario, jobs, result, poll_seconds=poll, private_waits=private)
 
 
 def _isatty(stream: Any) -> bool:
@@ -413,9 +445,14 @@ def render_table(d: dict[str, Any], *, poll_seconds: float | None = None,
         f"simulation time     {d['sim_seconds']:.2f}s",
         "",
     ]
-    header = ("team", "jobs", "wait p50", "p95", "p99", "GPU-hours", "borrowed", "preempted", "reclaim p99")
+    header: tuple[str, ...] = ("team", "jobs", "wait p50", "p95", "p99", "GPU-hours", "borrowed", "preempted",
+                               "reclaim p99")
+    judged = any("objectives" in t for t in d["teams"].values())
+    if judged:
+        header += ("objectives",)
     rows = []
     for name, t in d["teams"].items():
+        verdicts = (objectives_cell(t.get("objectives", {})),) if judged else ()
         rows.append((
             name,
             str(t["jobs"]),
@@ -426,9 +463,17 @@ def render_table(d: dict[str, Any], *, poll_seconds: float | None = None,
             f"{t['borrowed_gpu_seconds'] / 3600:,.0f}",
             str(t["preempted"]),
             human_seconds(t["reclaim_wait_p99_s"]),
+            *verdicts,
         ))
-    lines += format_table(header, rows)
+    lines += format_table(header, rows, right=set(range(1, len(header) - (1 if judged else 0))))
     return "\n".join(lines)
+
+
+def objectives_cell(evaluations: dict[str, Any]) -> str:
+    """A team's objectives in one cell: each one's value, target and verdict (``-``: none)."""
+    from cdk_gpu_share.core.objectives import verdict_text
+
+    return ", ".join(verdict_text(k, e) for k, e in evaluations.items()) or "-"
 
 
 # ---------------------------------------------------------------------------
@@ -445,6 +490,8 @@ def format_value(value: float | None, unit: str) -> str:
         return f"{value:.1f}%"
     if unit == "count":
         return f"{int(round(value)):,}"
+    if unit.startswith("of "):
+        return f"{int(round(value))} {unit}"
     return f"{value:,.1f}"
 
 

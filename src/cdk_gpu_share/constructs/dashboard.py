@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import aws_cdk as cdk
@@ -53,6 +53,7 @@ from cdk_gpu_share.constructs._metrics import ReclaimerMetrics
 from cdk_gpu_share.core import metrics as m
 from cdk_gpu_share.core.config import FAIRSHARE
 from cdk_gpu_share.core.errors import ConfigError, Problem
+from cdk_gpu_share.core.objectives import guarantee_wait_alarm_seconds
 
 if TYPE_CHECKING:
     from cdk_gpu_share.constructs.mig_endpoint import MigInferenceEndpoint
@@ -114,6 +115,7 @@ class GpuShareDashboard(Construct):
         related_alarms: Sequence[cw.Alarm] = (),
         alarm_topic: sns.ITopic | None = None,
         alarm_emails: Sequence[str] = (),
+        team_thresholds: Mapping[str, cdk.Duration] | None = None,
     ) -> None:
         """
         :param queue_name: the job queue whose reclaimer emits the metrics (the ``Queue``
@@ -141,6 +143,8 @@ class GpuShareDashboard(Construct):
         :param alarm_topic: SNS topic every alarm notifies (ALARM and OK). Default: a new
             encrypted topic when ``alarm_emails`` is given, else no action.
         :param alarm_emails: e-mail addresses subscribed to the alarm topic. Default: none.
+        :param team_thresholds: per team, its alarm's threshold in place of ``lender_wait_threshold``
+            (:meth:`from_platform`: each team's ``guarantee_wait_p99_minutes`` objective). Default: none.
         """
         super().__init__(scope, id)
         path = self.node.path
@@ -151,6 +155,7 @@ class GpuShareDashboard(Construct):
         self.related_alarms: tuple[cw.Alarm, ...] = tuple(related_alarms)
         self.period = self._check_period(period or DEFAULT_PERIOD, path)
         self.lender_wait_threshold = self._check_lender_wait_threshold(lender_wait_threshold, path)
+        self.team_thresholds = self._check_team_thresholds(team_thresholds or {}, path)
         self.reclaimer_error_threshold = self._check_error_threshold(reclaimer_error_threshold, path)
         self._check_dashboard_name(dashboard_name, path)
         emails = self._check_emails(alarm_emails, path)
@@ -189,6 +194,16 @@ class GpuShareDashboard(Construct):
                 path,
             )
         return threshold
+
+    def _check_team_thresholds(self, thresholds: Mapping[str, cdk.Duration], path: str) -> dict[str, cdk.Duration]:
+        for team, threshold in thresholds.items():
+            if team not in self.teams:
+                raise _problem(f"team_thresholds[{team!r}]", team, "is not one of the dashboard's teams",
+                               f"use one of {', '.join(self.teams)}", path)
+            if not isinstance(threshold, cdk.Duration) or threshold.to_seconds() <= 0:
+                raise _problem(f"team_thresholds[{team!r}]", threshold, "must be a Duration above 0",
+                               "use for example Duration.minutes(10)", path)
+        return dict(thresholds)
 
     @staticmethod
     def _check_error_threshold(n: int, path: str) -> int:
@@ -242,7 +257,8 @@ class GpuShareDashboard(Construct):
         Reads ``platform.fairshare`` (its ``job_queue_name``, ``reclaimer`` and ``alarms``,
         which the dashboard shows and notifies too) and
         ``platform.config`` (the fair-share teams, the reclaim poll interval and
-        ``reclaim_after_seconds``). The default ``lender_wait_threshold`` is the larger of
+        ``reclaim_after_seconds``, and each team's ``guarantee_wait_p99_minutes`` objective, which
+        is that team's alarm threshold). The default ``lender_wait_threshold`` is the larger of
         15 minutes and what the reclaimer itself allows (``reclaim_after_seconds`` + two
         poll intervals) plus 5 minutes; an explicit threshold at or below what the
         reclaimer allows is rejected, since the alarm would fire on normal operation.
@@ -295,6 +311,10 @@ class GpuShareDashboard(Construct):
                 ),
                 source=f"{scope.node.path}/{id}",
             )
+        # A team's objective says how long its lent capacity may take to come back: its alarm's threshold.
+        objectives = {t.name: cdk.Duration.seconds(guarantee_wait_alarm_seconds(t.objectives, 0))
+                      for t in config.teams_for(FAIRSHARE) if "guarantee_wait_p99_minutes" in t.objectives.targets}
+        overrides.setdefault("team_thresholds", objectives)
         period = overrides.pop("period", None)
         if period is None:
             period = cdk.Duration.minutes(max(DEFAULT_PERIOD.to_minutes(), reclaim.schedule_minutes))
@@ -384,7 +404,8 @@ class GpuShareDashboard(Construct):
             alarm.add_alarm_action(*actions)
 
     def _lender_wait_alarm(self, team: str) -> cw.Alarm:
-        seconds, words = self._threshold()
+        own = self.team_thresholds.get(team)
+        seconds, words = self._threshold() if own is None else (own.to_seconds(), own.to_human_string())
         return cw.Alarm(
             self,
             f"LenderWaitAlarm-{team}",

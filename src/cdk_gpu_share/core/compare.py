@@ -30,7 +30,7 @@ class Row:
 
     key: str
     label: str
-    unit: str  # "s", "GPU-h", "count", "%"
+    unit: str  # "s", "GPU-h", "count", "%", or "of N" (objectives met out of N)
     better: str
     values: tuple[float | None, ...]
 
@@ -57,6 +57,9 @@ class Comparison:
     notes: list[str] = field(default_factory=list)
     #: :func:`order_verdict` when the comparison ran the checkpoint-aware victim order.
     victim_order: dict[str, Any] | None = None
+    #: Per mode, the teams with objectives whose objectives all hold (teams without objectives
+    #: are not listed); empty when no team has objectives.
+    objectives_hold: dict[str, list[str]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         def rows(rs: list[Row]) -> dict[str, Any]:
@@ -70,6 +73,7 @@ class Comparison:
             "teams": {name: {"guarantee_gpus": self.guarantees[name], **rows(rs)} for name, rs in self.teams.items()},
             "notes": list(self.notes),
             **({} if self.victim_order is None else {"victim_order": self.victim_order}),
+            **({"objectives_hold": self.objectives_hold} if self.objectives_hold else {}),
         }
 
 
@@ -124,9 +128,21 @@ def compare(runs: Sequence[tuple[str, SimResult | None]], jobs: Sequence[Job], *
             Row("lost_gpu_hours", "lost GPU-hours", "GPU-h", LOWER,
                 tuple(None if d is None else d[name] / 3600.0 for d in lost)),
         ]
+    judged = [name for name in names if any(r is not None and name in r.objectives for r in results)]
+    for name in judged:
+        def met(r: Any, name: str = name) -> float:
+            return sum(e["met"] for e in r.objectives.get(name, {}).values())
+
+        count = max(len(r.objectives.get(name, {})) for r in results if r is not None)
+        teams[name].append(Row("objectives_met", "objectives met", f"of {count}", HIGHER, per(met)))
+    hold = {label: [name for name in judged if all(e["met"] for e in r.objectives.get(name, {}).values())]
+            for label, r in runs if r is not None} if judged else {}
     guarantees = dict(zip(names, (float(g) for g in first.guarantees)))
+    notes = list(notes) + [f"objectives, {label}: " + (f"all hold for {', '.join(teams_ok)}" if teams_ok
+                                                        else "no team meets all of its own")
+                           for label, teams_ok in hold.items()]
     return Comparison(modes=modes, pool=pool, teams=teams, guarantees=guarantees, capacity=float(first.capacity),
-                      notes=list(notes))
+                      notes=notes, objectives_hold=hold)
 
 
 def order_verdict(youngest: SimResult, checkpoint: SimResult, *, bound_seconds: float) -> dict[str, Any]:

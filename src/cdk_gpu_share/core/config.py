@@ -22,6 +22,9 @@ Schema (see ``platform.yaml`` and ``examples/`` for complete files)::
         in_team_preemption: false     # higher-priority jobs of the team stop its lower ones
         fair_share_weight: 50         # HyperPod, 0..100
         checkpoint_seconds: 600       # its jobs save progress every 600 s (fair share's checkpoint order)
+        objectives:                   # what its jobs need: simulate and advise check them, alarms use them
+          wait_p95_minutes: 60
+          guarantee_wait_p99_minutes: 10
     batch_quota:                      # AWS Batch quota management (SageMaker Training)
       capacity: {ml.g5.xlarge: 3}
     hyperpod:                         # SageMaker HyperPod task governance
@@ -58,6 +61,7 @@ from cdk_gpu_share.core import hyperpod_schema as hp
 from cdk_gpu_share.core import instances
 from cdk_gpu_share.core import validation as V
 from cdk_gpu_share.core.errors import ConfigError, Problem
+from cdk_gpu_share.core.objectives import Objectives, never_stopped_conflict, read_objectives
 
 if TYPE_CHECKING:
     from cdk_gpu_share.core.alerts_config import AlertsConfig
@@ -237,6 +241,9 @@ class TeamConfig:
     #: platform's account whose principal tag ``principal_tag`` is the team's name.
     assumed_by: tuple[str, ...] = ()
     principal_tag: str = DEFAULT_PRINCIPAL_TAG
+    #: What the team's jobs need (:mod:`cdk_gpu_share.core.objectives`): read by ``simulate``,
+    #: ``advise``, ``plan`` and the deployed wait alarms. A mapping is read as the YAML's.
+    objectives: Objectives = field(default_factory=Objectives)
 
     def __post_init__(self) -> None:
         # The Python API takes the YAML's shorthand (guarantee={"ml.g5.xlarge": 2},
@@ -268,6 +275,9 @@ class TeamConfig:
         if not isinstance(self.principal_tag, str):
             problems.add(f"{where}.principal_tag", self.principal_tag, "must be a string",
                          f'pass principal_tag="{DEFAULT_PRINCIPAL_TAG}"')
+        if not isinstance(self.objectives, Objectives):
+            read = read_objectives(self.objectives, f"{where}.objectives", problems.add)
+            object.__setattr__(self, "objectives", read if read is not None else Objectives())
         if not problems.items:
             # The rules every team meets, from YAML or Python: the config parser's own.
             _team_fields(team_mapping(self), where, problems, guarantee_required=False)
@@ -685,6 +695,7 @@ _TEAM_KEYS = {
     "checkpoint_seconds",
     "preemption_retries",
     "description",
+    "objectives",
     # authorization (_team_authorization)
     "max_priority",
     "assumed_by",
@@ -800,6 +811,7 @@ def _team_fields(data: Mapping[str, Any], where: str, problems: _Problems, *, gu
         "checkpoint_seconds": ints["checkpoint_seconds"],
         "preemption_retries": ints["preemption_retries"],
         "description": description,
+        "objectives": read_objectives(data.get("objectives"), f"{where}.objectives", problems.add) or Objectives(),
     }
 
 
@@ -1256,6 +1268,8 @@ def team_mapping(team: TeamConfig) -> dict[str, object]:
         else (team.assumed_by or None),
         # The default tag is the file's default too: written only when it is another one.
         "principal_tag": None if team.principal_tag == DEFAULT_PRINCIPAL_TAG else team.principal_tag,
+        "objectives": (team.objectives.to_mapping() or None) if isinstance(team.objectives, Objectives)
+        else team.objectives,
     }
     out.update({k: v for k, v in optional.items() if v is not None})
     return out
@@ -1367,6 +1381,17 @@ def config_problems(
     problems = _Problems()
     _read_config(raw, problems, owned=owned)
     return problems.items
+
+
+def objective_warnings(config: PlatformConfig) -> list[str]:
+    """One ``warning:`` line per team whose objectives its sharing cannot meet (work that must
+    never be stopped, on a team that borrows): valid, but probably not what was meant."""
+    out = []
+    for i, team in enumerate(config.teams):
+        why = never_stopped_conflict(team.objectives, team.sharing.value)
+        if why is not None:
+            out.append(f"warning: {V.item('teams', i, team.name)}: {why}")
+    return out
 
 
 def team_problems(team: TeamConfig) -> list[Problem]:

@@ -24,6 +24,7 @@ from cdk_gpu_share.core import config as C
 from cdk_gpu_share.core import hyperpod_schema as hp
 from cdk_gpu_share.core import inference_config as IC
 from cdk_gpu_share.core import security_config as SEC
+from cdk_gpu_share.core.objectives import MAX_TARGET, NEVER_STOPPED_KEYS, OBJECTIVE_KEYS
 
 SCHEMA_ID = "https://github.com/cdk-gpu-share/cdk-gpu-share/platform.schema.json"
 
@@ -62,6 +63,24 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
         " account tagged principal_tag=<team>.",
         "principal_tag": "Principal tag key whose value must be the team's name to assume its SubmitRole (when"
         " assumed_by is not set). Default: gpu-share:team.",
+        "objectives": "What the team's jobs need, each key optional: `gpu-share simulate` reports whether each"
+        " holds, `gpu-share advise` looks for the cheapest quotas that meet them, and the deployed wait alarms take"
+        " guarantee_wait_p99_minutes as their threshold.",
+    },
+    "objectives": {
+        "wait_p50_minutes": "Median wait of the team's jobs (submit to final start), in minutes, at most this.",
+        "wait_p95_minutes": "95th percentile of the wait of the team's jobs, in minutes, at most this.",
+        "wait_p99_minutes": "99th percentile of the wait of the team's jobs, in minutes, at most this.",
+        "guarantee_wait_p99_minutes": "99th percentile of the wait of the jobs that fitted in the team's guarantee"
+        " when submitted and still waited (for lent capacity to come back), in minutes, at most this. The share"
+        " monitor's and the fair-share reclaimer's wait alarms take it as their threshold.",
+        "no_worse_than_private": "true: for p50, p95 and p99, the jobs that fit the team's guarantee wait no longer"
+        " than in a private cluster of exactly its guarantee, give or take the planner's period, reclaim_after_seconds"
+        " and 60 s.",
+        "max_preempted_per_day": "Stops of the team's jobs by reclaim per day of the trace, at most this. 0: its work"
+        " must never be stopped (then sharing must not be lend_and_borrow).",
+        "max_lost_gpu_hours_per_day": "GPU-hours of work thrown away by stopped jobs of the team per day of the"
+        " trace, at most this. 0: its work must never be stopped.",
     },
     "amount": {
         "instances": "Whole instances.",
@@ -82,6 +101,7 @@ VALIDATOR_KEYS: dict[str, set[str]] = {
     "": {"platform", "teams", *C.EXTRA_SECTIONS},
     "platform": {"name"},
     "team": set(C._TEAM_KEYS),
+    "objectives": set(OBJECTIVE_KEYS),
     "amount": set(C._AMOUNT_KEYS),
     "security": set(SEC._KEYS),
 }
@@ -204,9 +224,22 @@ def _team_schema() -> dict[str, Any]:
                                      {"type": "array", "minItems": 1,
                                       "items": {"type": "string", "pattern": f"^{C.ASSUMER_ARN_PATTERN}$"}}]},
             "principal_tag": {"type": "string", "pattern": f"^{C.TAG_KEY_PATTERN}$", "default": C.DEFAULT_PRINCIPAL_TAG},
+            "objectives": _objectives_schema(),
         },
         required=["name"],
     )
+
+
+def _objectives_schema() -> dict[str, Any]:
+    """A team's objectives: positive targets (0 allowed where it means never stopped)."""
+    def target(key: str) -> dict[str, Any]:
+        if key == "no_worse_than_private":
+            return {"type": "boolean"}
+        bound = {"minimum": 0} if key in NEVER_STOPPED_KEYS else {"exclusiveMinimum": 0}
+        return {"type": "number", **bound, "maximum": MAX_TARGET}
+
+    return schema_object("objectives", {key: target(key) for key in OBJECTIVE_KEYS},
+                         description=descriptions()["team"]["objectives"])
 
 
 def _inference_schema() -> dict[str, Any]:

@@ -52,9 +52,13 @@ __all__ = [
     "PERCENTILES",
     "Objectives",
     "evaluate",
+    "guarantee_wait_alarm_seconds",
+    "never_stopped_conflict",
     "parse_objectives",
     "ratio",
     "read_objectives",
+    "target_text",
+    "verdict_text",
     "trace_days",
     "worst_ratio",
 ]
@@ -215,6 +219,25 @@ def parse_objectives(raw: object, where: str) -> Objectives:
     return objectives
 
 
+def never_stopped_conflict(objectives: Objectives, sharing: str) -> str | None:
+    """Why ``objectives`` and ``sharing`` disagree, or None: a team whose work must never be
+    stopped (a 0 target of :data:`NEVER_STOPPED_KEYS`) that borrows (``lend_and_borrow``)
+    runs borrowed jobs, which reclaim stops when their lenders want their GPUs back."""
+    if sharing != "lend_and_borrow" or not objectives.never_stopped:
+        return None
+    keys = " and ".join(f"{k}: 0" for k in NEVER_STOPPED_KEYS if objectives.targets.get(k) == 0)
+    return (f"objectives {keys} say its work must never be stopped, but sharing lend_and_borrow lets it borrow,"
+            " and reclaim stops borrowed jobs when their lenders want their GPUs back; set sharing: lend or"
+            " reserve, or allow some stops")
+
+
+def guarantee_wait_alarm_seconds(objectives: Objectives, default: float) -> float:
+    """The threshold of a team's deployed wait-for-its-guarantee alarm (the share monitor's and the
+    fair-share dashboard's): its ``guarantee_wait_p99_minutes`` in seconds when set, else ``default``."""
+    minutes = objectives.targets.get("guarantee_wait_p99_minutes")
+    return default if minutes is None else float(minutes) * 60.0
+
+
 def trace_days(first_submit: float, last_submit: float) -> float:
     """D: the trace's submit span in days, at least 1 (a short trace counts as one day)."""
     return max(1.0, (last_submit - first_submit) / 86400.0)
@@ -262,6 +285,45 @@ def evaluate(
             met = value <= _TOL
         out[name] = {"target": target, "value": value, "met": bool(met)}
     return out
+
+
+_LABELS = {
+    "wait_p50_minutes": "wait p50",
+    "wait_p95_minutes": "wait p95",
+    "wait_p99_minutes": "wait p99",
+    "guarantee_wait_p99_minutes": "guarantee wait p99",
+    "no_worse_than_private": "vs private",
+    "max_preempted_per_day": "stops/day",
+    "max_lost_gpu_hours_per_day": "lost GPU-h/day",
+}
+
+
+def _figure(x: float) -> str:
+    """A figure as reports print it: at most three decimals, no trailing zeros."""
+    text = f"{float(x):,.3f}".rstrip("0").rstrip(".")
+    return "0" if text in ("-0", "") else text
+
+
+def target_text(name: str, target: float | bool) -> str:
+    """One objective in words, as ``plan`` lists it: ``wait p95 <= 60 min``, ``never stopped``."""
+    if name == "no_worse_than_private":
+        return "no worse than a private cluster of its guarantee" if target else "not compared with a private cluster"
+    if name in _WAIT_FIGURES:
+        return f"{_LABELS[name]} <= {_figure(float(target))} min"
+    if target == 0:
+        return "never stopped" if name == "max_preempted_per_day" else "no work lost"
+    what = "stops" if name == "max_preempted_per_day" else "lost GPU-hours"
+    return f"at most {_figure(float(target))} {what} a day"
+
+
+def verdict_text(name: str, evaluation: Mapping[str, Any]) -> str:
+    """One objective's verdict in a table cell: ``wait p95 41.5/60 min ok``, ``vs private +30 s MISSED``."""
+    mark = "ok" if evaluation["met"] else "MISSED"
+    value = float(evaluation["value"])
+    if name == "no_worse_than_private":
+        return f"{_LABELS[name]} {'+' if value > 0 else ''}{_figure(value)} s {mark}"
+    unit = " min" if name in _WAIT_FIGURES else ""
+    return f"{_LABELS[name]} {_figure(value)}/{_figure(float(evaluation['target']))}{unit} {mark}"
 
 
 def ratio(name: str, evaluation: Mapping[str, Any]) -> float:

@@ -19,6 +19,7 @@ from typing import Any
 
 from cdk_gpu_share.core import backends, instances
 from cdk_gpu_share.core.config import Amount, PlatformConfig, TeamConfig
+from cdk_gpu_share.core.objectives import target_text
 from cdk_gpu_share.core.text import format_table
 
 UNLIMITED = None
@@ -102,6 +103,7 @@ def fleet_plan(config: PlatformConfig) -> dict[str, Any]:
                         "in_team_preemption_text": in_team_preemption_text(team, backend),
                         "checkpoint_seconds": team.checkpoint_seconds,
                         "preemption_retries": team.preemption_retries,
+                        "objectives": team.objectives.to_mapping(),
                     }
                 )
         for it, t in totals.items():
@@ -271,6 +273,9 @@ def format_plan(plan: dict[str, Any]) -> str:
         retries = _retries_text(backend, data)
         if retries:
             lines.append(f"  preemption retries: {retries}")
+        objectives = _objectives_text(data)
+        if objectives:
+            lines.append(f"  objectives: {objectives}")
         preemption = {r["team"]: r["in_team_preemption_text"] for r in data["teams"]}
         if preemption:
             lines.append("  in-team preemption: " + ", ".join(f"{t} {text}" for t, text in preemption.items()))
@@ -291,6 +296,15 @@ def format_plan(plan: dict[str, Any]) -> str:
     lines += ["", "costs money while idle:" if costs else "costs money while idle: nothing"]
     lines += [f"  - {c['what']}" for c in costs]
     return "\n".join(lines)
+
+
+def _objectives_text(data: dict[str, Any]) -> str:
+    """Each team's objectives in words (the teams that have any), as simulate and advise judge them."""
+    said: dict[str, str] = {}
+    for r in data["teams"]:
+        if r.get("objectives") and r["team"] not in said:
+            said[r["team"]] = ", ".join(target_text(k, v) for k, v in r["objectives"].items())
+    return "; ".join(f"{team} {text}" for team, text in said.items())
 
 
 def _retries_text(backend: str, data: dict[str, Any]) -> str:

@@ -112,6 +112,8 @@ def _team_entry(team: TeamConfig, capacity: Mapping[str, int], backend: str) -> 
     }
     if team.checkpoint_seconds is not None:
         entry["checkpoint_seconds"] = team.checkpoint_seconds
+    if team.objectives:
+        entry["objectives"] = team.objectives.to_mapping()
     if team.sharing.borrows:
         percent = team.borrow_limit_percent
         if percent is None:

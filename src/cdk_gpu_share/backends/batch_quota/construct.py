@@ -33,6 +33,7 @@ from cdk_gpu_share.core import metrics
 from cdk_gpu_share.core import share_monitor as sm
 from cdk_gpu_share.core.config import BatchQuotaConfig, ShareMonitorConfig, TeamConfig, config_problems
 from cdk_gpu_share.core.errors import ConfigError, Problem
+from cdk_gpu_share.core.objectives import guarantee_wait_alarm_seconds
 
 #: The IAM actions a team needs to submit, inspect and stop its own service jobs.
 SUBMIT_ACTIONS = ["batch:SubmitServiceJob"]
@@ -189,7 +190,8 @@ class BatchQuotaBackend(Construct):
         quota = TeamQuota(team=team, name=team.name, resource=share, arn=share.attr_quota_share_arn)
         self._teams[team.name] = quota
         if self.monitor is not None:
-            self.monitor.add_team_alarm(team.name)
+            self.monitor.add_team_alarm(team.name, guarantee_wait_alarm_seconds(
+                team.objectives, self.monitor.config.guarantee_wait_alarm_seconds))
         return quota
 
     def quota_share_name(self, team: str) -> str:
@@ -308,8 +310,9 @@ class ShareMonitor(Construct):
     on the queue; ``ListServiceJobs``, ``DescribeServiceJob``, which take ``*`` only) and
     writes its own logs, where the metrics go in embedded metric format: nothing else.
 
-    Alarms: per team, a job waited ``guarantee_wait_alarm_seconds`` while its team used less
-    than its guarantee; the queue was blocked; the monitor published no reading for 15 minutes
+    Alarms: per team, a job waited ``guarantee_wait_alarm_seconds`` (the team's
+    ``guarantee_wait_p99_minutes`` objective when it has one) while its team used less than its
+    guarantee; the queue was blocked; the monitor published no reading for 15 minutes
     (its heartbeat, missing data breaching; a schedule longer than 14 minutes: one schedule and
     a minute); the function itself failed (its ``Errors``), both shaped by
     :func:`cdk_gpu_share.core.share_monitor.health_alarms` so that each can fire at every
@@ -393,7 +396,7 @@ class ShareMonitor(Construct):
         """One of the monitor's metrics (names in :mod:`cdk_gpu_share.core.metrics`), per team when ``team`` is given."""
         return self.metrics.metric(name, team, **options)
 
-    def _dashboard_row(self, team: str) -> list[cloudwatch.IWidget]:
+    def _dashboard_row(self, team: str, limit: float) -> list[cloudwatch.IWidget]:
         """A team's row: GPUs against its guarantee (borrowed, lent), its waits, its preemptions by cause."""
         m = self.metric
         gpus = cloudwatch.GraphWidget(
@@ -404,7 +407,7 @@ class ShareMonitor(Construct):
             title=f"{team}: waiting", width=8, left=[m(metrics.PENDING, team, label="waiting jobs")],
             right=[m(metrics.GUARANTEE_WAIT_SECONDS, team, label="wait below guarantee (s)")],
             left_annotations=[], right_annotations=[cloudwatch.HorizontalAnnotation(
-                value=self.config.guarantee_wait_alarm_seconds, label="alarm")])
+                value=limit, label="alarm")])
         preempted = cloudwatch.GraphWidget(
             title=f"{team}: preemptions", width=8, stacked=True,
             left=[cloudwatch.Metric(namespace=metrics.NAMESPACE, metric_name=metrics.PREEMPTIONS, statistic="Sum",
@@ -447,14 +450,15 @@ class ShareMonitor(Construct):
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING)
         self.alarms += [self.silence_alarm, self.errors_alarm]
 
-    def add_team_alarm(self, team: str) -> None:
+    def add_team_alarm(self, team: str, limit_seconds: float | None = None) -> None:
         """``team``'s dashboard row, and the lender's promise: an alarm when a job of the team waited
-        too long while the team was below its guarantee."""
-        self.dashboard.add_widgets(*self._dashboard_row(team))
-        limit = self.config.guarantee_wait_alarm_seconds
+        longer than ``limit_seconds`` (default: ``guarantee_wait_alarm_seconds``; the team's
+        ``guarantee_wait_p99_minutes`` objective when it has one) while the team was below its guarantee."""
+        limit = self.config.guarantee_wait_alarm_seconds if limit_seconds is None else limit_seconds
+        self.dashboard.add_widgets(*self._dashboard_row(team, limit))
         self.alarms.append(cloudwatch.Alarm(
             self, f"GuaranteeWait-{team}",
-            alarm_description=f"A job of team {team} has waited more than {limit} s while the team used less than"
+            alarm_description=f"A job of team {team} has waited more than {limit:g} s while the team used less than"
                               " its guarantee: its lent capacity is not coming back (Batch preempts borrowers;"
                               " check the queue's blocked events and the team's waiting jobs)",
             metric=self.metric(metrics.GUARANTEE_WAIT_SECONDS, team), threshold=limit, evaluation_periods=1,

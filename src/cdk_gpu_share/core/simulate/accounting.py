@@ -132,6 +132,10 @@ class SimResult:
     pending_log: list = field(default_factory=list, repr=False)
     #: The planner's victim order (``settings.victim_order``); in :meth:`to_dict` unless the default.
     victim_order: str = "youngest"
+    #: Per team with objectives, each objective's ``{"target", "value", "met"}``, once
+    #: :func:`~cdk_gpu_share.core.simulate.evaluate_run` has judged the run; in :meth:`to_dict`
+    #: as the team's ``objectives``.
+    objectives: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     _series: tuple | None = field(default=None, init=False, repr=False, compare=False)
     _waiting: tuple | None = field(default=None, init=False, repr=False, compare=False)
 
@@ -209,7 +213,9 @@ class SimResult:
             "lost_gpu_seconds": float(self.lost_gpu_seconds),
             "wait_gpu_hours": float(self.wait_gpu_hours),
             "sim_seconds": float(round(self.sim_seconds, 3)),
-            "teams": {name: self.teams[name].to_dict() for name in self.team_names},
+            "teams": {name: {**self.teams[name].to_dict(),
+                             **({"objectives": self.objectives[name]} if name in self.objectives else {})}
+                      for name in self.team_names},
             **({} if self.victim_order == "youngest" else {"victim_order": self.victim_order}),
         }
 

@@ -81,4 +81,5 @@ def evaluate_run(
             if private is None:
                 private = private_fit_waits(scenario, jobs, name)
         out[name] = obj.evaluate(targets, result.teams[name].figures(), days, private, slack)
+    result.objectives = out
     return out
