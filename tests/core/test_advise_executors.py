@@ -1,0 +1,58 @@
+"""The advice is the same byte for byte whatever evaluates the candidates: this process, two
+local processes, or a real local Ray cluster started here (the study put once in its object
+store)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cdk_gpu_share.core import advise as adv
+from cdk_gpu_share.core.advise import executors
+from cdk_gpu_share.core.advise.search import InProcess
+from tests.core.test_advise import bursty_trace, scenario, study_of
+
+
+@pytest.fixture(scope="module")
+def study():
+    data = scenario(6, {"a": {"wait_p95_minutes": 15, "no_worse_than_private": True},
+                        "b": {"wait_p95_minutes": 30, "max_preempted_per_day": 0},
+                        "c": {"wait_p50_minutes": 5, "max_lost_gpu_hours_per_day": 2}},
+                    guarantees={"a": 2, "b": 2, "c": 2})
+    return study_of(data, bursty_trace(7, ("a", "b", "c"), jobs=36))
+
+
+def advice_text(study, executor, fleet="size") -> str:
+    space = adv.space_of(study, step=1, fleet=fleet)
+    try:
+        return json.dumps(adv.advice_json(adv.advise(study, space, executor)))
+    finally:
+        close = getattr(executor, "close", None)
+        if close is not None:
+            close()
+
+
+@pytest.fixture(scope="module")
+def one_process(study):
+    return advice_text(study, InProcess(study))
+
+
+def test_two_processes_give_the_same_advice_as_one(study, one_process):
+    assert json.loads(one_process)["simulations"] > 20  # many batches, each shared by both workers
+    assert advice_text(study, executors.Processes(study, 2)) == one_process
+
+
+def test_a_local_ray_cluster_gives_the_same_advice_as_one_process(study, one_process):
+    ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'cdk-gpu-share[ray]')")
+    ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False)
+    try:
+        tasks = executors.RayTasks(study, "auto")  # finds the cluster this process runs
+        assert not tasks.started
+        assert advice_text(study, tasks) == one_process
+    finally:
+        ray.shutdown()
+
+
+def test_the_fixed_fleet_advice_too(study):
+    assert advice_text(study, executors.Processes(study, 2), "fixed") == advice_text(study, InProcess(study), "fixed")
