@@ -178,3 +178,13 @@ def test_installed_wheel_provides_the_cli(wheel, tmp_path):
     assert "valid" in result.stdout
     version = subprocess.run([env_dir / "bin" / "gpu-share", "--version"], capture_output=True, text=True)
     assert version.stdout == "gpu-share 0.1.0\n"  # from the installed wheel's metadata
+    # init's templates are package data: a starter project from the wheel alone, which validates
+    project = tmp_path / "project"
+    wheel_only = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    result = subprocess.run([env_dir / "bin" / "gpu-share", "init", "--backend", "kueue", str(project)],
+                            capture_output=True, text=True, env=wheel_only)
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.name for p in project.iterdir()) == [".gitignore", "app.py", "cdk.json", "platform.yaml"]
+    result = subprocess.run([env_dir / "bin" / "gpu-share", "validate", "platform.yaml"], cwd=project,
+                            capture_output=True, text=True, env=wheel_only)
+    assert result.returncode == 0, result.stderr

@@ -133,6 +133,7 @@ def _leaves(parser: argparse.ArgumentParser, path=()):
 
 #: Per subcommand: a command line that parses, with one long option mistyped, and the option meant.
 MISTYPED = {
+    "init": (["init", "--backend", "kueue", "--bakend", "kueue"], "--backend"),
     "validate": (["validate", PLATFORM, "--jsno"], "--json"),
     "plan": (["plan", PLATFORM, "--jsno"], "--json"),
     "guard": (["guard", PLATFORM, "--partiton", "aws"], "--partition"),

@@ -47,7 +47,7 @@ def test_validate_missing_file_exits_2_naming_it(tmp_path, capsys):
     assert (code, out) == (2, "")
     assert err == (
         f"gpu-share validate: invalid configuration: config: file not found (got {str(missing)!r});"
-        " pass the path of a platform config, such as platform.yaml\n"
+        " pass the path of a platform config (`gpu-share init` writes one: platform.yaml)\n"
     )
 
 

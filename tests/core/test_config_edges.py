@@ -755,7 +755,7 @@ def test_a_directory_is_not_a_readable_config(tmp_path):
     (p,) = info.value.problems
     assert (p.field, p.value, p.message, p.fix) == (
         "config", str(tmp_path), "cannot be read: is a directory",
-        "pass the path of a platform config, such as platform.yaml",
+        "pass the path of a platform config (`gpu-share init` writes one: platform.yaml)",
     )
     assert info.value.source is None
 
@@ -766,7 +766,7 @@ def test_a_missing_file_names_the_path(tmp_path):
     (p,) = info.value.problems
     assert (p.field, p.value, p.message, p.fix) == (
         "config", str(tmp_path / "nope.yaml"), "file not found",
-        "pass the path of a platform config, such as platform.yaml",
+        "pass the path of a platform config (`gpu-share init` writes one: platform.yaml)",
     )
 
 

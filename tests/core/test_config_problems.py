@@ -79,7 +79,7 @@ CASES = [
     ),
     pytest.param(
         None,
-        [('config', None, 'is required', 'add it (see platform.yaml for an example)')],
+        [('config', None, 'is required', 'add it (`gpu-share init` writes a complete example)')],
         id='config-none',
     ),
     pytest.param(
@@ -155,7 +155,7 @@ CASES = [
     ),
     pytest.param(
         rm(B, "teams", 0, "guarantee"),
-        [('teams[0] (team-a).guarantee', None, 'is required', 'add it (see platform.yaml for an example)')],
+        [('teams[0] (team-a).guarantee', None, 'is required', 'add it (`gpu-share init` writes a complete example)')],
         id='guarantee-missing',
     ),
     pytest.param(
@@ -428,7 +428,7 @@ CASES = [
          ('config',
           ['batch_quota', 'teams'],
           'declares no backend',
-          'add one of batch_quota, hyperpod, fairshare, kueue (see platform.yaml)'),
+          'add one of batch_quota, hyperpod, fairshare, kueue (`gpu-share init --backend NAME` writes one)'),
          ('teams[0] (team-a).guarantee.ml.g5.xlarge',
           'ml.g5.xlarge',
           'names an instance type that no backend declares in its capacity',
@@ -442,7 +442,7 @@ CASES = [
     ),
     pytest.param(
         rm(B, "batch_quota", "capacity"),
-        [('batch_quota.capacity', None, 'is required', 'add it (see platform.yaml for an example)'),
+        [('batch_quota.capacity', None, 'is required', 'add it (`gpu-share init` writes a complete example)'),
          ('teams[0] (team-a).guarantee.ml.g5.xlarge',
           'ml.g5.xlarge',
           'names an instance type that no backend declares in its capacity',
@@ -548,7 +548,7 @@ CASES = [
          ('config',
           ['hyperpod', 'teams'],
           'declares no backend',
-          'add one of batch_quota, hyperpod, fairshare, kueue (see platform.yaml)'),
+          'add one of batch_quota, hyperpod, fairshare, kueue (`gpu-share init --backend NAME` writes one)'),
          ('teams[0] (research).guarantee.ml.p5.48xlarge',
           'ml.p5.48xlarge',
           'names an instance type that no backend declares in its capacity',
@@ -693,7 +693,7 @@ CASES = [
          ('config',
           ['fairshare', 'teams'],
           'declares no backend',
-          'add one of batch_quota, hyperpod, fairshare, kueue (see platform.yaml)'),
+          'add one of batch_quota, hyperpod, fairshare, kueue (`gpu-share init --backend NAME` writes one)'),
          ('teams[0] (team-a).guarantee.g5.xlarge',
           'g5.xlarge',
           'names an instance type that no backend declares in its capacity',
@@ -864,7 +864,7 @@ CASES = [
         [('config',
           ['teams'],
           'declares no backend',
-          'add one of batch_quota, hyperpod, fairshare, kueue (see platform.yaml)'),
+          'add one of batch_quota, hyperpod, fairshare, kueue (`gpu-share init --backend NAME` writes one)'),
          ('teams[0] (a).guarantee.ml.g5.xlarge',
           'ml.g5.xlarge',
           'names an instance type that no backend declares in its capacity',

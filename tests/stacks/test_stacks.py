@@ -163,7 +163,7 @@ def test_summary_without_an_assembly_exits_2(tmp_path, capsys):
     from cdk_gpu_share.cli import main
 
     assert main(["summary", str(tmp_path)]) == 2
-    assert "run `make synth` first" in capsys.readouterr().err
+    assert "run `cdk synth` first (`make synth` in a clone of the repository)" in capsys.readouterr().err
 
 
 def test_training_role_only_for_teams_that_submit_sagemaker_training(default_platform, hyperpod_platform):

@@ -27,6 +27,7 @@ DISTRIBUTION = "cdk-gpu-share"
 
 # Modules that register subcommands, in the order they appear in --help.
 SUBCOMMAND_MODULES = [
+    "cdk_gpu_share.cli.init_cmd",  # init
     "cdk_gpu_share.cli.config_cmds",  # validate, plan, summary
     "cdk_gpu_share.cli.reclaim_cmd",  # reclaim plan
     "cdk_gpu_share.cli.mig_cmd",  # mig check, mig layouts

@@ -128,8 +128,8 @@ def _summary(args: argparse.Namespace) -> int:
     manifest = out / "manifest.json"
     if not manifest.exists():
         why = "does not exist" if not out.exists() else "holds no manifest.json, so it is not a cloud assembly"
-        raise ConfigError(Problem("ASSEMBLY", str(out), why, "run `make synth` first, or pass the cdk.out folder"),
-                          label="no cloud assembly")
+        fix = "run `cdk synth` first (`make synth` in a clone of the repository), or pass the cdk.out folder"
+        raise ConfigError(Problem("ASSEMBLY", str(out), why, fix), label="no cloud assembly")
     data = json.loads(manifest.read_text())
     counts: dict[str, int] = {}
     stacks = []

@@ -523,7 +523,7 @@ def _check_keys(raw: Mapping, allowed: set[str], where: str, problems: _Problems
 def _mapping(value: Any, where: str, problems: _Problems, *, required: bool = False) -> Mapping | None:
     if value is _MISSING or value is None:
         if required:
-            problems.add(where, None, "is required", "add it (see platform.yaml for an example)")
+            problems.add(where, None, "is required", "add it (`gpu-share init` writes a complete example)")
         return None
     if not isinstance(value, Mapping):
         problems.add(where, value, f"must be a mapping, not {V.kind(value)}", "write key: value pairs")
@@ -1098,7 +1098,7 @@ def _read_config(
     sections = {spec.key: spec.parse(data.get(spec.key), problems) for spec in backends.registered()}
     if not any(sections.values()) and "inference" not in data and owned is None:
         problems.add("config", sorted(str(k) for k in data), "declares no backend",
-                     f"add one of {', '.join(sections)} (see platform.yaml)")
+                     f"add one of {', '.join(sections)} (`gpu-share init --backend NAME` writes one)")
     _one_fleet_per_type(sections, problems)
     _guarantees_declared(data, sections, teams, paths, problems, owned)
     for backend, section in sections.items():

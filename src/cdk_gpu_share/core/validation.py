@@ -390,7 +390,8 @@ def parse_decimal(text: str) -> Fraction:
 # Reading files.
 
 
-def read_text(path: str | os.PathLike[str], *, field: str = "config", what: str = "a platform config, such as platform.yaml",
+def read_text(path: str | os.PathLike[str], *, field: str = "config",
+              what: str = "a platform config (`gpu-share init` writes one: platform.yaml)",
               max_bytes: int = MAX_INPUT_BYTES, label: str | None = None) -> str:
     """The UTF-8 text of ``path``; a :class:`ConfigError` for a missing, unreadable or oversized file.
 
@@ -448,7 +449,7 @@ def load_yaml(text: str, *, source: str | None = None, max_bytes: int = MAX_INPU
         if not loader.check_node():
             raise ConfigError(
                 Problem("config", None, "the file is empty",
-                        "start from platform.yaml: a platform name, a list of teams and a backend"),
+                        "start from the platform.yaml `gpu-share init` writes: a platform name, a list of teams and a backend"),
                 source=source,
             )
         node = loader.get_node()
