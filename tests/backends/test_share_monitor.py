@@ -606,10 +606,12 @@ def test_a_teams_preemption_retries_are_an_output_of_its_stack():
     (["--from", "2027-01-02", "--to", "2027-01-01"], "--to"),
     (["--from", "2027-01-01", "--to", "2027-01-01", "--queue", "nope"], "--queue"),
 ])
-def test_usage_refuses_bad_days_and_queues_naming_the_flag(argv, field, capsys):
-    from cdk_gpu_share.cli import main
+def test_usage_refuses_bad_days_and_queues_naming_the_flag(argv, field, capsys, monkeypatch):
+    from cdk_gpu_share.cli import main, usage_cmd
     from tests.helpers import ROOT
 
+    # Days in range: today is 2027-01-02 (a day after today is refused on its own).
+    monkeypatch.setattr(usage_cmd, "_now", lambda: datetime(2027, 1, 2, 12, tzinfo=timezone.utc).timestamp())
     assert main(["usage", str(ROOT / "platform.yaml"), *argv]) == 2
     err = capsys.readouterr().err
     assert field in err and "Traceback" not in err

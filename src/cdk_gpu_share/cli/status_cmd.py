@@ -104,6 +104,12 @@ def aws_error(exc: Exception, queue: str, region: str | None, actions: tuple[str
             f"no AWS credentials to read {q}{where}; configure them (aws configure, AWS_PROFILE, "
             "or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY) and retry"
         )
+    if isinstance(exc, bx.ProfileNotFound):
+        profile = getattr(exc, "kwargs", {}).get("profile")
+        return GpuShareError(
+            f"the AWS profile {profile!r} (AWS_PROFILE) is not in your AWS configuration, so {q} cannot be read;"
+            " set AWS_PROFILE to a configured profile (aws configure list-profiles) or unset it"
+        )
     if isinstance(exc, bx.NoRegionError):
         return GpuShareError(f"no AWS region to read {q}; pass --region (such as --region us-east-1) or set AWS_REGION")
     if isinstance(exc, (bx.EndpointConnectionError, bx.ConnectTimeoutError, bx.ReadTimeoutError)):

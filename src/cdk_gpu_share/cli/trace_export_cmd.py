@@ -123,8 +123,11 @@ def run_export(args: argparse.Namespace) -> int:
     if not bucket:
         raise ConfigError(Problem("--bucket", None, "is missing",
                                   "pass the archive's bucket: the platform stack's JobHistoryBucketName output"))
-    region = args.region or default_region()
     what = f"the job archive s3://{bucket}/{args.prefix}"
+    try:
+        region = args.region or default_region()
+    except Exception as exc:  # noqa: BLE001 - an unknown AWS_PROFILE becomes one line
+        raise _aws_error(exc, what, None, ("s3:ListBucket", "s3:GetObject", "kms:Decrypt")) from None
     if not region:
         raise GpuShareError(f"no AWS region to read {what}; pass --region (such as --region us-east-1) or set AWS_REGION")
     end = last + timedelta(days=1)

@@ -15,16 +15,23 @@ import csv
 import io
 import json
 import math
+import sys
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from cdk_gpu_share.cli._parser import add_config_argument
-from cdk_gpu_share.core.errors import ConfigError, GpuShareError, Problem
+from cdk_gpu_share.core.errors import ConfigError, Problem
 from cdk_gpu_share.core.text import format_table
 
 #: Tests replace these.
 _now: Callable[[], float] = lambda: datetime.now(timezone.utc).timestamp()  # noqa: E731
+
+#: CloudWatch keeps one-minute data points this long (then only 5-minute and hourly ones): the
+#: oldest minute ``usage`` can read back.
+MINUTE_RETENTION = timedelta(days=15)
+#: What the report says of a queue without a single reading in the range.
+NO_DATA = "no data"
 
 
 def make_client(region: str | None) -> Any:
@@ -43,8 +50,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      "preemptions: a chargeback report. Minute data is kept 15 days by CloudWatch."),
     )
     add_config_argument(p, metavar="PLATFORM.yaml", help="the platform config (its queues and teams)")
-    p.add_argument("--from", dest="start", required=True, metavar="DAY", help="first day, YYYY-MM-DD (UTC)")
-    p.add_argument("--to", dest="end", required=True, metavar="DAY", help="last day, YYYY-MM-DD (UTC), included")
+    p.add_argument("--from", dest="start", required=True, metavar="DAY",
+                   help="first day, YYYY-MM-DD (UTC), at most 15 days ago (CloudWatch keeps minute data 15 days)")
+    p.add_argument("--to", dest="end", required=True, metavar="DAY",
+                   help="last day, YYYY-MM-DD (UTC), included, up to today")
     p.add_argument("--queue", metavar="NAME", help="one queue of the config (default: each of them)")
     out = p.add_mutually_exclusive_group()
     out.add_argument("--csv", action="store_true", help="print CSV, one row per team and day")
@@ -58,6 +67,31 @@ def _day(flag: str, text: str) -> datetime:
         return datetime.strptime(text, "%Y-%m-%d").replace(tzinfo=timezone.utc)
     except ValueError:
         raise ConfigError(Problem(flag, text, "is not a day", "write the day as YYYY-MM-DD, such as 2026-12-01")) from None
+
+
+def _days(first: str, last: str, now: float) -> tuple[datetime, datetime]:
+    """``--from`` and ``--to`` as UTC midnights, refused (naming the option and the fix) unless
+    they make a range CloudWatch still holds minute data for: not after today, the first day
+    not older than :data:`MINUTE_RETENTION`."""
+    start, end = _day("--from", first), _day("--to", last)
+    today = datetime.fromtimestamp(now, timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0)
+    # The first whole day CloudWatch still holds every minute of.
+    oldest = (datetime.fromtimestamp(now, timezone.utc) - MINUTE_RETENTION).replace(
+        hour=0, minute=0, second=0, microsecond=0) + timedelta(days=1)
+    day = "%Y-%m-%d"
+    if end < start:
+        raise ConfigError(Problem("--to", last, f"is before --from {first}", "give a last day on or after the first"))
+    if start > today:
+        raise ConfigError(Problem("--from", first, f"is after today ({today:{day}}, UTC): there is no data yet",
+                                  f"give a first day up to {today:{day}}"))
+    if end > today:
+        raise ConfigError(Problem("--to", last, f"is after today ({today:{day}}, UTC): there is no data yet",
+                                  f"give a last day up to {today:{day}}"))
+    if start < oldest:
+        raise ConfigError(Problem(
+            "--from", first, f"is older than CloudWatch keeps one-minute data ({MINUTE_RETENTION.days} days)",
+            f"give --from {oldest:{day}} or later (and --to up to {today:{day}})"))
+    return start, end
 
 
 def queues_of(config: Any) -> dict[str, tuple[list[str], float | None]]:
@@ -81,9 +115,7 @@ def run_usage(args: argparse.Namespace) -> int:
     from cdk_gpu_share.core.config import load_config
 
     config = load_config(args.config)
-    start, last = _day("--from", args.start), _day("--to", args.end)
-    if last < start:
-        raise ConfigError(Problem("--to", args.end, f"is before --from {args.start}", "give a last day on or after the first"))
+    start, last = _days(args.start, args.end, _now())
     queues = queues_of(config)
     if args.queue is not None:
         if args.queue not in queues:
@@ -94,22 +126,30 @@ def run_usage(args: argparse.Namespace) -> int:
         raise ConfigError(Problem("config", config.source or config.name, "declares no Batch queue",
                                   "add batch_quota or fairshare to the config"))
     end = min((last + timedelta(days=1)).timestamp(), _now() + 60)  # up to the current minute, included
-    client = make_client(args.region)
     report: dict[str, Any] = {"from": args.start, "to": args.end, "queues": {}}
+    client = None
     for queue, (teams, capacity) in queues.items():
         try:
+            # Made here, so that a missing region or an unknown profile is one line too.
+            client = client or make_client(args.region)
             series, calls = metrics_reader.read_series(client, queue, teams, start.timestamp(), end)
         except Exception as exc:  # noqa: BLE001 - botocore errors become one line
             from cdk_gpu_share.cli.status_cmd import aws_error
 
-            err = aws_error(exc, queue, args.region, ("cloudwatch:GetMetricData",))
+            err = aws_error(exc, queue, args.region, ("cloudwatch:GetMetricData",), what=f"the metrics of queue {queue!r}",
+                            service="Amazon CloudWatch")
             if err is None:
                 raise
-            raise GpuShareError(str(err).replace("job queue", "the metrics of queue")) from None
+            raise err from None
         rows = usage.daily(series, capacity_gpus=capacity)
+        # A range without a single reading proves nothing: it says so instead of the identities.
         report["queues"][queue] = {"days": [r.to_json() for r in rows], "requests": calls,
-                                   "check": _check(rows)}
+                                   "check": _check(rows) if rows else None}
     print(_render(report, csv_out=args.csv, json_out=args.json))
+    if args.csv:
+        for queue, q in report["queues"].items():
+            if q["check"] is None:
+                print(f"gpu-share usage: {NO_DATA} for queue {queue} from {args.start} to {args.end}", file=sys.stderr)
     return 0
 
 
@@ -149,6 +189,10 @@ def _render(report: dict[str, Any], *, csv_out: bool, json_out: bool) -> str:
     lines: list[str] = []
     for queue, q in report["queues"].items():
         c = q["check"]
+        if c is None:
+            lines += [f"Queue {queue}, {report['from']} to {report['to']} (UTC): {NO_DATA}: CloudWatch holds no reading"
+                      " of the platform's metrics for it in this range (is the queue deployed, and in --region?)", ""]
+            continue
         lines += [f"Queue {queue}, {report['from']} to {report['to']} (UTC), GPU-hours:"]
         lines += format_table(HEADERS, [_cells(r) for r in q["days"]], right={2, 3, 4, 5, 6, 7}, indent="  ")
         lines.append(f"  check: within + idle = guarantee x hours for every team: "
