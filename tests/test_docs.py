@@ -122,6 +122,21 @@ def test_the_narration_pattern_lets_through(text):
     assert not NARRATION.search(text)
 
 
+# --------------------------------------------------------------------------- Node
+
+def test_the_readme_names_the_node_that_make_installs():
+    """jsii prints an end-of-life banner at every synth on an older Node: a user's own app should
+    run on the Node the project pins in package.json, and the README says which and how."""
+    import json
+
+    pinned = json.loads((ROOT / "package.json").read_text())["devDependencies"]["node"]
+    major = re.search(r"\d+", pinned).group()
+    readme = (ROOT / "README.md").read_text()
+    assert f"Node {major}" in readme and f"node@{major}" in readme
+    assert 'export PATH="$PWD/node_modules/.bin:$PATH"' in readme
+    assert not re.search(r"Node \d+ or later", readme)
+
+
 # --------------------------------------------------------------------------- examples
 
 def _python_blocks(path: Path) -> list[str]:
