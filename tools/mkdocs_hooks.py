@@ -277,7 +277,7 @@ def _sections(schema: dict) -> Iterator[tuple[str, dict, set[str]]]:
 
 
 def _model_keys() -> set[str]:
-    from cdk_gpu_share.core import inference_config as IC
+    import cdk_gpu_share.inference.config as IC
 
     return set(IC._MODEL_KEYS)
 

@@ -50,7 +50,7 @@ PACKAGE = "cdk_gpu_share"
 # seconds each, and a construct test that kills a core mutant means a core test is missing.
 MODULES: dict[str, list[str]] = {
     "config": ["tests/core/test_config*.py"],
-    "mig": ["tests/core/test_mig_catalog.py", "tests/cli/test_mig_cli.py", "tests/core/test_mig_rules.py"],
+    "mig": ["tests/core/test_mig_catalog.py", "tests/inference/test_cli.py", "tests/core/test_mig_rules.py"],
     "reclaim": [
         "tests/core/test_reclaim_planner.py",
         "tests/core/test_reclaim_state.py",
@@ -77,7 +77,7 @@ MODULE_MUTMUT: dict[str, dict[str, float]] = {
 }
 # Tests that run the CLI in a child process are left out: the child imports the code on
 # disk, never the mutant, so they cannot notice one and only cost time. Their in-process
-# twins (tests/cli/test_config_cli.py, tests/cli/test_mig_cli.py, tests/cli/test_reclaim_cli.py) run.
+# twins (tests/cli/test_config_cli.py, tests/inference/test_cli.py, tests/cli/test_reclaim_cli.py) run.
 SUBPROCESS_TESTS = [
     "test_cli_",  # tests/core/test_config_validation.py: gpu-share validate/plan via python -m
     "test_subprocess_",  # tests/cli/test_reclaim_cli.py

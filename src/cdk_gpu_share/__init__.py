@@ -16,7 +16,6 @@ __version__ = "0.1.0"
 if TYPE_CHECKING:
     from cdk_gpu_share.backends.fairshare.construct import FairshareQueue
     from cdk_gpu_share.constructs.dashboard import GpuShareDashboard
-    from cdk_gpu_share.constructs.mig_endpoint import MigInferenceEndpoint
     from cdk_gpu_share.constructs.shared_gpu_quota import (
         BatchQuotaBackend,
         CfnComputeQuota,
@@ -35,7 +34,8 @@ if TYPE_CHECKING:
         load_config,
     )
     from cdk_gpu_share.core.errors import ConfigError
-    from cdk_gpu_share.core.inference_config import Copies, InferenceModelConfig, InferenceVpcConfig
+    from cdk_gpu_share.inference.config import Copies, InferenceModelConfig, InferenceVpcConfig
+    from cdk_gpu_share.inference.construct import MigInferenceEndpoint
     from cdk_gpu_share.stacks.app import build_platform
     from cdk_gpu_share.stacks.platform import PlatformStack
     from cdk_gpu_share.stacks.team import TeamStack
@@ -46,7 +46,7 @@ _LAZY = {
     "CfnComputeQuota": "cdk_gpu_share.constructs.shared_gpu_quota",
     "HyperPodBackend": "cdk_gpu_share.constructs.shared_gpu_quota",
     "FairshareQueue": "cdk_gpu_share.backends.fairshare.construct",
-    "MigInferenceEndpoint": "cdk_gpu_share.constructs.mig_endpoint",
+    "MigInferenceEndpoint": "cdk_gpu_share.inference.construct",
     "GpuShareDashboard": "cdk_gpu_share.constructs.dashboard",
     "PlatformStack": "cdk_gpu_share.stacks.platform",
     "TeamStack": "cdk_gpu_share.stacks.team",
@@ -61,9 +61,9 @@ _LAZY = {
     "HyperPodConfig": "cdk_gpu_share.core.config",
     "FairshareConfig": "cdk_gpu_share.core.config",
     "FairshareVpcConfig": "cdk_gpu_share.core.config",
-    "InferenceModelConfig": "cdk_gpu_share.core.inference_config",
-    "Copies": "cdk_gpu_share.core.inference_config",
-    "InferenceVpcConfig": "cdk_gpu_share.core.inference_config",
+    "InferenceModelConfig": "cdk_gpu_share.inference.config",
+    "Copies": "cdk_gpu_share.inference.config",
+    "InferenceVpcConfig": "cdk_gpu_share.inference.config",
 }
 
 __all__ = [

@@ -25,7 +25,7 @@ from typing import Any
 import aws_cdk as cdk
 
 from cdk_gpu_share.core.config import load_config
-from cdk_gpu_share.lambdas.mig_endpoint import index as mig_handler
+from cdk_gpu_share.inference.handler import index as mig_handler
 from cdk_gpu_share.stacks.app import build_platform
 
 ROOT = Path(__file__).resolve().parents[2]

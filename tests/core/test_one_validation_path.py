@@ -33,7 +33,7 @@ from cdk_gpu_share.core.config import (
     parse_config,
 )
 from cdk_gpu_share.core.errors import ConfigError
-from cdk_gpu_share.core.inference_config import Copies, InferenceModelConfig
+from cdk_gpu_share.inference.config import Copies, InferenceModelConfig
 
 ARN = "arn:aws:sagemaker:us-east-1:111122223333:cluster/abcdef123456"
 IMAGE = "763104351884.dkr.ecr.us-east-1.amazonaws.com/djl-inference:0.33.0-lmi15.0.0-cu128"

@@ -43,7 +43,7 @@ from typing import Any
 import botocore.session
 from botocore.awsrequest import AWSResponse
 
-from cdk_gpu_share.lambdas.mig_endpoint import index as h
+from cdk_gpu_share.inference.handler import index as h
 
 DATA = Path(h.__file__).resolve().parent / "data"
 REGION = "us-east-1"

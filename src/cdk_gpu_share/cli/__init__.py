@@ -30,7 +30,7 @@ SUBCOMMAND_MODULES = [
     "cdk_gpu_share.cli.init_cmd",  # init
     "cdk_gpu_share.cli.config_cmds",  # validate, plan, summary
     "cdk_gpu_share.cli.reclaim_cmd",  # reclaim plan
-    "cdk_gpu_share.cli.mig_cmd",  # mig check, mig layouts
+    "cdk_gpu_share.inference.cli",  # mig check, mig layouts
     "cdk_gpu_share.cli.simulate_cmd",  # simulate, trace convert
     "cdk_gpu_share.cli.advise_cmd",  # advise
     "cdk_gpu_share.cli.status_cmd",  # status

@@ -6,7 +6,7 @@
   :class:`~cdk_gpu_share.constructs.dashboard.GpuShareDashboard`.
 - :class:`InferenceComponentMetrics`: what SageMaker publishes per inference component
   (``AWS/SageMaker``, dimension ``InferenceComponentName``). Used by
-  :class:`~cdk_gpu_share.constructs.mig_endpoint.MigInferenceEndpoint` and
+  :class:`~cdk_gpu_share.inference.construct.MigInferenceEndpoint` and
   :class:`~cdk_gpu_share.constructs.dashboard.InferenceDashboard`.
 
 Batch quota management and HyperPod task governance have no per-team CloudWatch metrics

@@ -65,8 +65,8 @@ from cdk_gpu_share.core.objectives import Objectives, never_stopped_conflict, re
 
 if TYPE_CHECKING:
     from cdk_gpu_share.core.alerts_config import AlertsConfig
-    from cdk_gpu_share.core.inference_config import InferenceConfig
     from cdk_gpu_share.core.security_config import SecurityConfig
+    from cdk_gpu_share.inference.config import InferenceConfig
 
 # ---------------------------------------------------------------------------
 # Limits of the services, in one place.
@@ -932,7 +932,7 @@ def vpc_problems(values: Mapping[str, Any], where: str, add: V.AddProblem) -> No
 # takes (raw_section, teams, add_problem) and returns the parsed section;
 # add_problem(field, value, message, fix) records a problem.
 EXTRA_SECTIONS: dict[str, str] = {
-    "inference": "cdk_gpu_share.core.inference_config:parse_inference",
+    "inference": "cdk_gpu_share.inference.config:parse_inference",
     "alerts": "cdk_gpu_share.core.alerts_config:parse_alerts",
     "security": "cdk_gpu_share.core.security_config:parse_security",
 }
@@ -1318,7 +1318,7 @@ def section_mapping(section: BatchQuotaConfig | HyperPodConfig | FairshareConfig
 
 # Mappings of the sections owned by other modules: name -> "module:function".
 EXTRA_MAPPINGS: dict[str, str] = {
-    "inference": "cdk_gpu_share.core.inference_config:inference_mapping",
+    "inference": "cdk_gpu_share.inference.config:inference_mapping",
     "alerts": "cdk_gpu_share.core.alerts_config:alerts_mapping",
 }
 

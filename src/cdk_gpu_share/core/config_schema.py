@@ -3,7 +3,7 @@
 ``gpu-share schema`` prints it; the shipped YAML files name it for editors
 (``# yaml-language-server: $schema=...``), so a typo is underlined before anything
 runs. The key sets, patterns, enums and ranges come from
-:mod:`cdk_gpu_share.core.config` and :mod:`cdk_gpu_share.core.inference_config`;
+:mod:`cdk_gpu_share.core.config` and :mod:`cdk_gpu_share.inference.config`;
 ``tests/core/test_config_schema.py`` checks that every key the validator accepts has a
 description here and that nothing here is unknown to the validator. The validator
 stays the authority (cross-field rules such as guarantees within capacity are not
@@ -18,11 +18,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import cdk_gpu_share.inference.config as IC
 from cdk_gpu_share.core import alerts_config as AL
 from cdk_gpu_share.core import backends
 from cdk_gpu_share.core import config as C
 from cdk_gpu_share.core import hyperpod_schema as hp
-from cdk_gpu_share.core import inference_config as IC
 from cdk_gpu_share.core import security_config as SEC
 from cdk_gpu_share.core.objectives import MAX_TARGET, NEVER_STOPPED_KEYS, OBJECTIVE_KEYS
 

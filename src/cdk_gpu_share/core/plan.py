@@ -163,7 +163,7 @@ def inference_plan(config: PlatformConfig) -> list[dict[str, Any]]:
     """Each inference endpoint: instances, GPUs, its MIG layout and partitions, and its models."""
     if config.inference is None:
         return []
-    from cdk_gpu_share.core.inference_config import endpoint_layout
+    from cdk_gpu_share.inference.config import endpoint_layout
 
     out = []
     for e in config.inference.endpoints:

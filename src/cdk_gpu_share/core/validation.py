@@ -1,7 +1,7 @@
 """The validation toolkit: one set of helpers for every input the library reads.
 
 The platform config (:mod:`cdk_gpu_share.core.config`), the inference section
-(:mod:`cdk_gpu_share.core.inference_config`), the reclaim planner's state
+(:mod:`cdk_gpu_share.inference.config`), the reclaim planner's state
 (:mod:`cdk_gpu_share.core.reclaim`) and the simulator's scenario and trace
 (:mod:`cdk_gpu_share.core.simulate`) all read user input through these:
 

@@ -63,7 +63,7 @@ class PlatformStack(cdk.Stack):
             self.parts[spec.key] = built[spec.construct]
         self.endpoints: list[Any] = []
         if config.inference is not None:
-            build = _optional("cdk_gpu_share.constructs.mig_endpoint", "endpoints_from_config")
+            build = _optional("cdk_gpu_share.inference.construct", "endpoints_from_config")
             if build is not None:
                 self.endpoints = list(build(self, config))
         # Requests, latency, errors and copies per model of every inference endpoint.

@@ -1,4 +1,4 @@
-"""The ``inference`` section of the platform config (core/inference_config.py)."""
+"""The ``inference`` section of the platform config (inference/config.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from cdk_gpu_share.core.config import load_config, parse_config
 from cdk_gpu_share.core.errors import ConfigError
-from cdk_gpu_share.core.inference_config import (
+from cdk_gpu_share.inference.config import (
     Copies,
     InferenceConfig,
     InferenceEndpointConfig,
@@ -314,8 +314,22 @@ def test_teams_sharing_lists_teams_only_when_more_than_one():
 
 def test_core_module_imports_no_cdk_or_boto3():
     code = (
-        "import sys, cdk_gpu_share.core.inference_config; "
+        "import sys, cdk_gpu_share.inference.config; "
         "bad = [m for m in sys.modules if m.split('.')[0] in ('aws_cdk', 'boto3', 'botocore', 'constructs')]; "
         "assert not bad, bad"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_the_old_module_paths_still_import_the_same_names():
+    """``cdk_gpu_share.core.inference_config`` and ``cdk_gpu_share.constructs.mig_endpoint`` (the
+    paths before MIG inference became one package) re-export the package's names."""
+    import cdk_gpu_share
+    from cdk_gpu_share.constructs import mig_endpoint as old_construct
+    from cdk_gpu_share.core import inference_config as old_config
+    from cdk_gpu_share.inference import config, construct
+
+    assert old_config.__all__ == config.__all__
+    assert all(getattr(old_config, name) is getattr(config, name) for name in config.__all__)
+    assert old_construct.MigInferenceEndpoint is construct.MigInferenceEndpoint is cdk_gpu_share.MigInferenceEndpoint
+    assert cdk_gpu_share.InferenceModelConfig is config.InferenceModelConfig

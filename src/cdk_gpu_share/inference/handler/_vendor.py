@@ -11,7 +11,7 @@ documentation (about 46 KB instead of 2.6 MB uncompressed; bundling all of botoc
 would add 32 MB and about 1.3 s of copying to every synth), so the asset stays small and
 synth copies nothing at run time. Regenerate after upgrading botocore::
 
-    python -m cdk_gpu_share.lambdas.mig_endpoint._vendor
+    python -m cdk_gpu_share.inference.handler._vendor
 
 Not part of the Lambda asset (excluded by the construct).
 """

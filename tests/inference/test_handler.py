@@ -3,7 +3,7 @@
 Every request is validated against a real SageMaker service model: the one vendored
 into the Lambda asset (what the function runs with) and the installed botocore's. The
 lifecycle (sequences of CloudFormation events, failures, rollbacks) is in
-tests/lambdas/test_mig_lifecycle.py.
+tests/inference/test_handler_lifecycle.py.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import botocore.session
 import pytest
 from botocore.stub import ANY, Stubber
 
-from cdk_gpu_share.lambdas.mig_endpoint import _vendor
-from cdk_gpu_share.lambdas.mig_endpoint import index as h
+from cdk_gpu_share.inference.handler import _vendor
+from cdk_gpu_share.inference.handler import index as h
 
 DATA = Path(h.__file__).resolve().parent / "data"
 ROLE = "arn:aws:iam::111122223333:role/gpu-share-mig-exec"
@@ -585,11 +585,11 @@ def test_the_vendored_model_overrides_an_old_runtime_model(tmp_path, monkeypatch
 def test_the_vendored_model_matches_the_installed_botocore():
     api_version, fresh = _vendor.trimmed_model()
     path = _vendor.model_path(api_version)
-    assert path.exists(), f"missing {path}: run python -m cdk_gpu_share.lambdas.mig_endpoint._vendor"
+    assert path.exists(), f"missing {path}: run python -m cdk_gpu_share.inference.handler._vendor"
     vendored = json.loads(path.read_text())
     for shape in ("ProductionVariant", "AcceleratorPartitionLayout", "InferenceComponentComputeResourceRequirements"):
         assert vendored["shapes"][shape] == json.loads(json.dumps(fresh["shapes"][shape])), (
-            f"{shape} differs from botocore's: run python -m cdk_gpu_share.lambdas.mig_endpoint._vendor"
+            f"{shape} differs from botocore's: run python -m cdk_gpu_share.inference.handler._vendor"
         )
     assert set(vendored["operations"]) == set(_vendor.OPERATIONS)
     assert path.stat().st_size < 200_000

@@ -13,12 +13,12 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk.assertions import Match
 
-from cdk_gpu_share.constructs.mig_endpoint import (
-    MigInferenceEndpoint,
-)
 from cdk_gpu_share.core.config import load_config
 from cdk_gpu_share.core.errors import ConfigError
-from cdk_gpu_share.core.inference_config import Copies, InferenceModelConfig, InferenceVpcConfig
+from cdk_gpu_share.inference.config import Copies, InferenceModelConfig, InferenceVpcConfig
+from cdk_gpu_share.inference.construct import (
+    MigInferenceEndpoint,
+)
 from cdk_gpu_share.stacks.app import build_platform
 from tests.helpers import ROOT, assert_cfn_lint_clean, assert_nag_clean, new_app, scrub, synth
 
@@ -454,11 +454,11 @@ def test_refuses_max_copies_that_leave_no_partition_for_a_rolling_update():
 
 
 def test_the_rolling_batch_is_the_one_the_handler_sends():
-    from cdk_gpu_share.core.inference_config import ROLLING_UPDATE_BATCH_COPIES
-    from cdk_gpu_share.lambdas.mig_endpoint import index
+    from cdk_gpu_share.inference.config import ROLLING_UPDATE_BATCH_COPIES
+    from cdk_gpu_share.inference.handler import index
 
     assert index.ROLLING_BATCH_COPIES == ROLLING_UPDATE_BATCH_COPIES
-    from cdk_gpu_share.core.inference_config import rolling_update_batch
+    from cdk_gpu_share.inference.config import rolling_update_batch
 
     for copies in (1, 2, 20, 21, 40, 41, 56):
         assert index.rolling_batch(copies) == rolling_update_batch(copies)

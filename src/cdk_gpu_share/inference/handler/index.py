@@ -87,7 +87,7 @@ DEFAULT_VARIANT = "AllTraffic"
 #: ServiceTimeout (3,600 s), so that the handler, not a timeout, reports the failure.
 BUDGET_SECONDS = 50 * 60
 #: Copies a rolling update starts before it stops as many old ones. The construct reserves
-#: this many free partitions per model (core.inference_config.ROLLING_UPDATE_BATCH_COPIES),
+#: this many free partitions per model (inference.config.ROLLING_UPDATE_BATCH_COPIES),
 #: more above 20 copies (:func:`rolling_batch`).
 ROLLING_BATCH_COPIES = 1
 #: Endpoint states in which SageMaker is still working; a delete waits for them to end.
@@ -131,7 +131,7 @@ def require_partition_support(client: Any) -> None:
         raise HandlerError(
             f"the SageMaker service model loaded by botocore {botocore.__version__} lacks {', '.join(missing)};"
             f" AWS_DATA_PATH={os.environ.get('AWS_DATA_PATH')!r} must point at the data/ directory shipped in this"
-            " function's asset (regenerate it with python -m cdk_gpu_share.lambdas.mig_endpoint._vendor)"
+            " function's asset (regenerate it with python -m cdk_gpu_share.inference.handler._vendor)"
         )
 
 

@@ -13,8 +13,8 @@ import copy
 
 import pytest
 
-from cdk_gpu_share.constructs.mig_endpoint import PROVIDER_QUERY_INTERVAL, PROVIDER_TOTAL_TIMEOUT, SERVICE_TIMEOUT
-from cdk_gpu_share.lambdas.mig_endpoint import index as h
+from cdk_gpu_share.inference.construct import PROVIDER_QUERY_INTERVAL, PROVIDER_TOTAL_TIMEOUT, SERVICE_TIMEOUT
+from cdk_gpu_share.inference.handler import index as h
 from tests.mig_lifecycle.cloudformation import STACK_ID, Stack
 from tests.mig_lifecycle.sagemaker_model import Clock, SageMaker, arn
 
