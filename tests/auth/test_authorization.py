@@ -116,6 +116,25 @@ def test_policy_lint_finds_zero_problems(evaluated):
     assert lint["problems"] == []
 
 
+def _lint(statement: dict) -> list[str]:
+    job = {"lint": [{"principal": "p", "name": "n", "policy": {"Version": "2012-10-17", "Statement": [statement]}}]}
+    proc = subprocess.run([str(NODE), str(EVALUATOR)], input=json.dumps(job), capture_output=True, text=True,
+                          cwd=ROOT, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)["lint"]["problems"]
+
+
+def test_the_lint_refuses_a_string_operator_on_an_arn_key():
+    """``sagemaker:ModelArn`` is an ARN condition key (Service Authorization Reference): compared
+    with ``StringEquals`` it is a lint problem, with ``ArnEquals`` none."""
+    model = "arn:aws:sagemaker:us-east-1:111122223333:model/m"
+    statement = {"Effect": "Allow", "Action": "sagemaker:CreateInferenceComponent",
+                 "Resource": "arn:aws:sagemaker:us-east-1:111122223333:inference-component/e-*"}
+    assert _lint({**statement, "Condition": {"StringEquals": {"sagemaker:ModelArn": [model]}}}) == [
+        "p n#0: condition key sagemaker:ModelArn is an ARN, compared with StringEquals (use ArnEquals or ArnLike)"]
+    assert _lint({**statement, "Condition": {"ArnEquals": {"sagemaker:ModelArn": [model]}}}) == []
+
+
 def test_the_matrix_covers_every_principal_of_every_config(apps, evaluated):
     requests, _, _ = evaluated
     covered = {(config, r.principal) for config, r in requests}

@@ -191,3 +191,32 @@ def test_read_text_refuses_an_oversized_file_without_reading_it(tmp_path):
         V.read_text(big)
     assert time.perf_counter() - start < 1
     assert math.isfinite(1.0)
+
+
+@pytest.mark.parametrize("value, kwargs, result, problem", [
+    ({"a": 1}, {}, {"a": 1}, None),
+    (None, {}, None, None),
+    (None, {"required": True}, None, ("f", None, "is required", "add it (`gpu-share init` writes a complete example)")),
+    ([1], {}, None, ("f", [1], "must be a mapping, not a list", "write key: value pairs")),
+    ("x", {"required": True}, None, ("f", "x", "must be a mapping, not a string", "write key: value pairs")),
+])
+def test_read_mapping(value, kwargs, result, problem):
+    found: list[tuple] = []
+    assert V.read_mapping(value, "f", lambda *a: found.append(a), **kwargs) == result
+    assert found == ([problem] if problem else [])
+
+
+def test_the_platform_config_and_the_inference_section_check_a_mapping_alike():
+    """One check of ``key: value`` pairs serves both parsers: the same words, each pointing at its
+    own example when the mapping is required."""
+    from cdk_gpu_share.core.config import parse_config
+    from cdk_gpu_share.inference.config import parse_inference
+
+    found: list[tuple] = []
+    parse_inference(None, [], lambda *a: found.append(a))
+    parse_inference([1], [], lambda *a: found.append(a))
+    assert found == [("inference", None, "is required", "add it (see examples/inference.yaml for an example)"),
+                     ("inference", [1], "must be a mapping, not a list", "write key: value pairs")]
+    with pytest.raises(ConfigError) as err:
+        parse_config([1])
+    assert [(p.message, p.fix) for p in err.value.problems] == [("must be a mapping, not a list", "write key: value pairs")]

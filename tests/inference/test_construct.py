@@ -214,6 +214,11 @@ def test_example_handler_may_touch_only_its_own_endpoint(example):
     assert '"aws:RequestTag/gpu-share:endpoint": "small-models"' in text
     assert '"aws:ResourceTag/gpu-share:endpoint": "small-models"' in text
     assert "sagemaker:ModelArn" in text and "iam:PassRole" in text
+    # sagemaker:ModelArn is an ARN condition key: compared as an ARN, never as a string.
+    [create] = [st for p in policies.values() for st in p["Properties"]["PolicyDocument"]["Statement"]
+                if st["Action"] == "sagemaker:CreateInferenceComponent"]
+    assert set(create["Condition"]) == {"StringEquals", "ArnEquals"}
+    assert list(create["Condition"]["ArnEquals"]) == ["sagemaker:ModelArn"]
 
 
 def test_example_handler_may_pass_the_execution_role_to_sagemaker_only(example):

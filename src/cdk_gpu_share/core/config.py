@@ -521,14 +521,7 @@ def _check_keys(raw: Mapping, allowed: set[str], where: str, problems: _Problems
 
 
 def _mapping(value: Any, where: str, problems: _Problems, *, required: bool = False) -> Mapping | None:
-    if value is _MISSING or value is None:
-        if required:
-            problems.add(where, None, "is required", "add it (`gpu-share init` writes a complete example)")
-        return None
-    if not isinstance(value, Mapping):
-        problems.add(where, value, f"must be a mapping, not {V.kind(value)}", "write key: value pairs")
-        return None
-    return value
+    return V.read_mapping(None if value is _MISSING else value, where, problems.add, required=required)
 
 
 def _int(

@@ -222,6 +222,21 @@ def unknown_keys(raw: Mapping, allowed: Iterable[str], where: str, add: AddProbl
             add(key(where, k), raw[k], "unknown key", fix)
 
 
+def read_mapping(value: object, where: str, add: AddProblem, *, required: bool = False,
+                 required_fix: str = "add it (`gpu-share init` writes a complete example)") -> Mapping | None:
+    """``value`` when it is a mapping; None when it is absent (``None``), recording "is required"
+    with ``required_fix`` if ``required``, or when it is anything else, recording what it is. The
+    one check of a section or field that must be ``key: value`` pairs."""
+    if value is None:
+        if required:
+            add(where, None, "is required", required_fix)
+        return None
+    if not isinstance(value, Mapping):
+        add(where, value, f"must be a mapping, not {kind(value)}", "write key: value pairs")
+        return None
+    return value
+
+
 def json_kind(value: object) -> str:
     """:func:`kind` in JSON's words (``an object`` for a mapping)."""
     return "an object" if isinstance(value, Mapping) else kind(value)

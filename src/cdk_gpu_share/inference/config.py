@@ -619,14 +619,8 @@ class _Reader:
         V.unknown_keys(raw, allowed, where, self.add)
 
     def mapping(self, value: Any, where: str, *, required: bool = False) -> Mapping | None:
-        if value is None:
-            if required:
-                self.add(where, None, "is required", "add it (see examples/inference.yaml)")
-            return None
-        if not isinstance(value, Mapping):
-            self.add(where, value, f"must be a mapping, not {V.kind(value)}", "write key: value pairs")
-            return None
-        return value
+        return V.read_mapping(value, where, self.add, required=required,
+                              required_fix="add it (see examples/inference.yaml for an example)")
 
     def string(self, value: Any, where: str, fix: str, *, pattern: str | None = None, message: str = "") -> str | None:
         if not isinstance(value, str) or not value.strip():

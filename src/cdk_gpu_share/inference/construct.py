@@ -290,7 +290,7 @@ class _Provider(Construct):
         exist yet, or any more, has no tags, and the handler must still see its not-found
         error). So another endpoint whose name merely starts with ``<base>-`` stays out of
         reach. ``CreateInferenceComponent`` authorizes no model resource; its
-        ``sagemaker:ModelArn`` must be one of ``models`` (this construct's models). No
+        ``sagemaker:ModelArn`` must be one of ``models`` (this construct's models, ``ArnEquals``). No
         permission on ``model/*`` at all: CloudFormation creates the models.
         """
         stack = cdk.Stack.of(self)
@@ -300,8 +300,9 @@ class _Provider(Construct):
 
         own = {"StringEquals": {f"aws:RequestTag/{ENDPOINT_TAG}": base}}
         mine = {"StringEqualsIfExists": {f"aws:ResourceTag/{ENDPOINT_TAG}": base}}
-        models_only = {"StringEquals": {f"aws:RequestTag/{ENDPOINT_TAG}": base,
-                                        "sagemaker:ModelArn": list(models) or ["none"]}}
+        # sagemaker:ModelArn is an ARN condition key: an ARN operator compares it.
+        models_only = {"StringEquals": {f"aws:RequestTag/{ENDPOINT_TAG}": base},
+                       "ArnEquals": {"sagemaker:ModelArn": list(models) or ["none"]}}
         # One statement per set of resource types an action authorizes (Service Authorization
         # Reference for SageMaker), so that no statement names a resource its actions ignore.
         grants: list[tuple[list[str], tuple[str, ...], dict | None]] = [
