@@ -415,6 +415,46 @@ def test_kueue_manifests_removes_the_file_of_a_kind_the_config_no_longer_has(tmp
     assert (out / "notes.md").read_text() == "kept" and (out / "05-clusterqueue.yaml").exists()
 
 
+def _refused(capsys, argv: list[str]) -> str:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    return err
+
+
+def test_kueue_manifests_refuses_an_output_it_cannot_create(tmp_path, capsys):
+    (tmp_path / "file").write_text("x")
+    err = _refused(capsys, ["kueue", "manifests", str(EXAMPLE), "-o", str(tmp_path / "file" / "sub")])
+    assert "--output" in err and "cannot be created" in err and "name a directory you can write to" in err
+
+
+def test_kueue_manifests_refuses_a_directory_named_like_a_manifest_and_writes_nothing(tmp_path, capsys):
+    out = tmp_path / "manifests"
+    (out / "05-clusterqueue.yaml").mkdir(parents=True)
+    err = _refused(capsys, ["kueue", "manifests", str(EXAMPLE), "-o", str(out)])
+    assert "--output" in err and "holds a directory named 05-clusterqueue.yaml" in err and "rename" in err
+    assert sorted(p.name for p in out.iterdir()) == ["05-clusterqueue.yaml"]
+
+
+def test_kueue_manifests_replaces_a_link_named_like_a_manifest_and_never_writes_through_it(tmp_path, capsys):
+    outside = tmp_path / "outside.txt"
+    outside.write_text("not yours")
+    out = tmp_path / "manifests"
+    out.mkdir()
+    (out / "05-clusterqueue.yaml").symlink_to(outside)
+    (out / "04-workloadpriorityclass.yaml").symlink_to(outside)  # a kind the config will not have
+    raw = yaml.safe_load(EXAMPLE.read_text())
+    del raw["kueue"]["priority_classes"]
+    config = tmp_path / "kueue.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    assert main(["kueue", "manifests", str(config), "-o", str(out)]) == 0
+    assert outside.read_text() == "not yours"
+    written = out / "05-clusterqueue.yaml"
+    assert not written.is_symlink() and "kind: ClusterQueue" in written.read_text()
+    assert not (out / "04-workloadpriorityclass.yaml").exists() and not (out / "04-workloadpriorityclass.yaml").is_symlink()
+    assert not [p for p in out.iterdir() if p.name.startswith(".")]  # no temporary file left
+
+
 def test_kueue_manifests_to_standard_output(capsys):
     assert main(["kueue", "manifests", str(EXAMPLE), "-o", "-"]) == 0
     assert list(yaml.safe_load_all(capsys.readouterr().out)) == config_objects(C.load_config(EXAMPLE))

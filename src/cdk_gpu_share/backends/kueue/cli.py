@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import tempfile
 from pathlib import Path
 
 from cdk_gpu_share.backends.kueue.manifests import KIND_ORDER, config_objects, to_yaml
@@ -26,22 +28,53 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_manifests)
 
 
+def _refusal(out: Path, message: str, fix: str) -> ConfigError:
+    return ConfigError(Problem("--output", str(out), message, fix))
+
+
 def write_manifests(objects: list[dict], out: Path) -> list[Path]:
     """Write ``objects`` into ``out``, one file per kind in the order they are applied; the paths written.
 
     A file of this layout for a kind that has no objects any more (an earlier run's priority
-    classes) is removed, so that applying the directory applies exactly the config."""
-    out.mkdir(parents=True, exist_ok=True)
+    classes) is removed, so that applying the directory applies exactly the config. Each file is
+    written beside its name and renamed over it: a symbolic link of that name is replaced, never
+    followed (it could point outside the directory). Raises ConfigError naming ``--output`` when
+    the directory cannot be made or written, or holds a directory under a file's name; nothing is
+    written then."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise _refusal(out, f"cannot be created ({e.strerror or e})", "name a directory you can write to") from None
+    taken = [name for name in FILES.values() if (out / name).is_dir() and not (out / name).is_symlink()]
+    if taken:
+        raise _refusal(out, f"holds a directory named {taken[0]}, where a manifest file goes",
+                       "remove or rename that directory, or name another output directory")
     written = []
-    for kind, name in FILES.items():
-        of_kind = [o for o in objects if o["kind"] == kind]
-        path = out / name
-        if of_kind:
-            path.write_text(to_yaml(of_kind))
-            written.append(path)
-        elif path.is_file():
-            path.unlink()
+    try:
+        for kind, name in FILES.items():
+            of_kind = [o for o in objects if o["kind"] == kind]
+            path = out / name
+            if of_kind:
+                _replace(path, to_yaml(of_kind))
+                written.append(path)
+            elif path.is_symlink() or path.is_file():
+                path.unlink()  # a link itself, not what it points to
+    except OSError as e:
+        raise _refusal(out, f"cannot be written ({e.strerror or e})", "name a directory you can write to") from None
     return written
+
+
+def _replace(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a new file renamed over it (atomic; a link is replaced, not followed)."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def _manifests(args: argparse.Namespace) -> int:
