@@ -53,6 +53,9 @@ class QuotaQueueModel:
     strategies: dict[str, str] = field(default_factory=dict)
     #: Seconds of the clock each ListServiceJobs page takes (a slow or flooded listing).
     list_seconds: float = 0.0
+    #: Whether a job summary says what the job asks for (``capacityUsage``); without it, only
+    #: ``DescribeServiceJob``'s request does.
+    summary_sizes: bool = True
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -140,6 +143,9 @@ class QuotaQueueModel:
         summaries = [{"jobId": j.job_id, "jobName": f"train-{j.job_id}", "jobArn": _arn(j.job_id),
                       "serviceJobType": "SAGEMAKER_TRAINING", "quotaShareName": j.share, "status": j.status,
                       "createdAt": int(j.created * 1000)} for j in jobs]
+        if self.summary_sizes:
+            for summary, j in zip(summaries, jobs):
+                summary["capacityUsage"] = [{"capacityUnit": u, "quantity": n} for u, n in j.instances.items()]
         return self._page(summaries, "jobSummaryList", p)
 
     def _DescribeServiceJob(self, p: dict):

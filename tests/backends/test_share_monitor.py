@@ -74,6 +74,44 @@ def test_gpus_count_the_catalogue_and_waits_count_only_below_the_guarantee():
     assert (a.oldest_wait_seconds, a.guarantee_wait_seconds) == (150, 0)  # at its guarantee: not the promise
 
 
+def test_the_guarantee_wait_counts_only_jobs_that_would_be_within_the_guarantee():
+    """team-b uses 1 of its 2 guaranteed G5 and none of its G12: a 2-G5 job (1 + 2 > 2) and a
+    2-G12 job (0 + 2 > 1) can never be within it and do not count, however long they wait; a
+    1-G5 job fits exactly (1 + 1 <= 2, the planner's rule) and does."""
+    reading = sm.ShareReading("team-b", {G5: 2, G12: 1}, {G5: 1}, waiting_created=[0, 10, 100],
+                              waiting_need=[{G5: 2}, {G12: 2}, {G5: 1}])
+    (b,) = sm.share_figures([reading], {G5: 3, G12: 1}, now=160)
+    assert (b.oldest_wait_seconds, b.guarantee_wait_seconds) == (160, 60)
+    too_large = sm.ShareReading("team-b", {G5: 2}, {G5: 1}, waiting_created=[0], waiting_need=[{G5: 2}])
+    assert sm.share_figures([too_large], {G5: 3}, now=900)[0].guarantee_wait_seconds == 0
+    # A job of unknown size counts while the team is below its guarantee, not at it.
+    unknown = sm.ShareReading("team-b", {G5: 2}, {G5: 1}, waiting_created=[0], waiting_need=[None])
+    assert sm.share_figures([unknown], {G5: 3}, now=900)[0].guarantee_wait_seconds == 900
+    at = sm.ShareReading("team-b", {G5: 2}, {G5: 2}, waiting_created=[0])
+    assert sm.share_figures([at], {G5: 3}, now=900)[0].guarantee_wait_seconds == 0
+
+
+@pytest.mark.parametrize("summary_sizes", [True, False], ids=["size in the listing", "size described"])
+def test_a_job_too_large_for_its_guarantee_does_not_page_on_call(summary_sizes):
+    """team-b waits with 2 of its G5 guarantee idle, but its only job asks for 3: it can never be
+    within the guarantee, and its wait is not the lender's promise. Read from the listing's
+    capacityUsage, or, when the listing has none, from DescribeServiceJob's request."""
+    m = model(summary_sizes=summary_sizes)
+    m.submit("team-b", {G5: 3})
+    m.clock.t += 3600
+    out = Lines()
+    mon.read_and_publish(m.batch, QUEUE, SETTINGS, now=m.clock(), emit=out, clock=m.clock)
+    assert out.team("team-b", metrics.OLDEST_WAIT_SECONDS) == [3600]
+    assert out.team("team-b", metrics.GUARANTEE_WAIT_SECONDS) == [0]
+    described = [p["jobId"] for op, p in m.requests if op == "DescribeServiceJob"]
+    assert described == ([] if summary_sizes else ["sj0001"])
+    m.submit("team-b", {G5: 2})
+    m.clock.t += 60
+    out = Lines()
+    mon.read_and_publish(m.batch, QUEUE, SETTINGS, now=m.clock(), emit=out, clock=m.clock)
+    assert out.team("team-b", metrics.GUARANTEE_WAIT_SECONDS) == [60]
+
+
 def test_an_instance_type_the_catalogue_lacks_is_named():
     (f,) = sm.share_figures([sm.ShareReading("x", {"ml.future.xlarge": 1}, {})], {}, now=0)
     assert f.unknown_types == ("ml.future.xlarge",) and f.guarantee_gpus == 0
@@ -269,12 +307,12 @@ def _truth(m: QuotaQueueModel, name: str, now: float) -> dict[str, float]:
     used = sum(n * GPUS[t] for t, n in u.items())
     guar = sum(n * GPUS[t] for t, n in g.items())
     waits = [now - j.created for j in m.waiting(name)]
-    below = any(u.get(t, 0) < g.get(t, 0) for t in units)
+    owed = [now - j.created for j in m.waiting(name) if _within(m, j)]
     return {metrics.USAGE: used, metrics.USED_INSTANCES: sum(u.values()), metrics.GUARANTEE: guar,
             metrics.BORROWED: sum(max(0, u.get(t, 0) - g.get(t, 0)) * GPUS[t] for t in units),
             metrics.IDLE_GUARANTEE: sum(max(0, g.get(t, 0) - u.get(t, 0)) * GPUS[t] for t in units),
             metrics.PENDING: len(waits), metrics.OLDEST_WAIT_SECONDS: max(waits, default=0),
-            metrics.GUARANTEE_WAIT_SECONDS: max(waits, default=0) if below else 0}
+            metrics.GUARANTEE_WAIT_SECONDS: max(owed, default=0)}
 
 
 def _lent(m: QuotaQueueModel) -> dict[str, float]:

@@ -18,6 +18,7 @@ Amounts are in the queue's capacity units: instances of each ``ml.`` instance ty
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections.abc import Mapping
@@ -38,6 +39,7 @@ __all__ = [
     "describe_queue",
     "is_quota_queue",
     "read_quota_queue",
+    "service_job_need",
 ]
 
 #: ``jobQueueType`` of a queue with quota management (service jobs).
@@ -68,6 +70,8 @@ class WaitingJob:
     share: str | None
     created_at: float | None
     """Seconds since the epoch, or None when the API did not say."""
+    need: dict[str, float] | None = None
+    """Instances per type it asks for (its summary's ``capacityUsage``), or None when unknown."""
 
     def wait_seconds(self, now: float) -> float | None:
         return None if self.created_at is None else max(0.0, now - self.created_at)
@@ -257,8 +261,30 @@ def _summary_job(s: Any, skipped: list[str]) -> WaitingJob | None:
     if created is not None and _quantity(created) is None:
         skipped.append(f"ListServiceJobs {s['jobId']}: createdAt is not a time ({created!r}); no wait counted")
         created = None
+    need: dict[str, float] = {}
+    if s.get("capacityUsage"):
+        _add_usage(need, s["capacityUsage"], f"ListServiceJobs {s['jobId']}", skipped)
     return WaitingJob(job_id=s["jobId"], name=s.get("jobName", s["jobId"]), share=s.get("quotaShareName"),
-                      created_at=_seconds(created))
+                      created_at=_seconds(created), need=need or None)
+
+
+def service_job_need(job: Mapping[str, Any]) -> dict[str, float]:
+    """Instances per type a service job asks for, from its SageMaker request (a ``DescribeServiceJob``
+    answer's ``serviceRequestPayload``: ``ResourceConfig``, or its ``InstanceGroups``); ``{}`` when
+    it names none."""
+    try:
+        payload = json.loads(job.get("serviceRequestPayload") or "{}")
+    except ValueError:
+        return {}
+    config = payload.get("ResourceConfig") or {} if isinstance(payload, dict) else {}
+    need: dict[str, float] = {}
+    groups = config.get("InstanceGroups") or [config]
+    for g in groups if isinstance(groups, list) else ():
+        if isinstance(g, dict) and isinstance(g.get("InstanceType"), str):
+            count = g.get("InstanceCount", 1)
+            need[g["InstanceType"]] = need.get(g["InstanceType"], 0.0) + (float(count) if isinstance(count, (int, float))
+                                                                          else 1.0)
+    return need
 
 
 def _waiting_jobs(client: Any, queue: str, page_size: int | None = None,

@@ -345,8 +345,8 @@ class ShareMonitorConfig:
     enabled: bool = True
     #: Minutes between two readings of the queue.
     schedule_minutes: int = 1
-    #: A team's alarm fires when one of its jobs waited this long while the team used less
-    #: than its guarantee (the lender's promise).
+    #: A team's alarm fires when one of its jobs that would be within the team's guarantee
+    #: waited this long (the lender's promise).
     guarantee_wait_alarm_seconds: int = 900
 
 

@@ -32,7 +32,7 @@ USED_INSTANCES = "UsedInstances"  # instances the team's service jobs hold
 LENT = "LentGpus"  # the team's idle guarantee that other teams use
 IDLE_GUARANTEE = "IdleGuaranteeGpus"  # the team's guarantee nobody uses
 OLDEST_WAIT_SECONDS = "OldestWaitSeconds"  # the longest a waiting job of the team has waited
-#: The longest a job of the team has waited while the team used less than its guarantee.
+#: The longest a job of the team that would be within the team's guarantee has waited.
 GUARANTEE_WAIT_SECONDS = "GuaranteeWaitSeconds"
 #: Per team and cause (dimension ``Cause``: cross_share, in_share, unknown): service jobs
 #: of the team that Batch preempted (counts, from its preemption events).

@@ -26,7 +26,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from cdk_gpu_share.core import instances, metrics
+from cdk_gpu_share.core import instances, metrics, reclaim
 
 __all__ = [
     "CROSS_SHARE",
@@ -50,13 +50,26 @@ _TOL = 1e-9
 
 @dataclass(frozen=True)
 class ShareReading:
-    """One quota share as read: guarantee and usage in instances per type, and the creation
-    times (seconds since the epoch) of its waiting jobs."""
+    """One quota share as read: guarantee and usage in instances per type, the creation times
+    (seconds since the epoch) of its waiting jobs and, in the same order, what each asks for in
+    instances per type (``None``, or missing at the end: unknown)."""
 
     team: str
     guarantee: Mapping[str, float]
     usage: Mapping[str, float]
     waiting_created: Sequence[float] = ()
+    waiting_need: Sequence[Mapping[str, float] | None] = ()
+
+    def within_guarantee(self, k: int) -> bool:
+        """Whether the ``k``-th waiting job would be within the team's guarantee now: the
+        planner's rule (:func:`cdk_gpu_share.core.reclaim.within_guarantee`, U + demand <= G in
+        every type it asks for). A job of unknown size counts as within while the team uses less
+        than its guarantee in some type: the alarm it feeds is the lender's promise, better loud
+        than silent."""
+        need = self.waiting_need[k] if k < len(self.waiting_need) else None
+        if need is None:
+            return any(g - self.usage.get(u, 0.0) > reclaim.TOLERANCE for u, g in self.guarantee.items())
+        return reclaim.within_guarantee(need, reclaim.TeamSpec(self.team, dict(self.guarantee)), self.usage)
 
 
 @dataclass(frozen=True)
@@ -72,8 +85,9 @@ class ShareFigures:
     idle_guarantee_gpus: float
     waiting_jobs: int
     oldest_wait_seconds: float
-    #: The longest wait of a job of this team while the team uses less than its guarantee
-    #: (the lender's promise); 0 when the team is at or above it, or nothing waits.
+    #: The longest wait of a job of this team that would be within the team's guarantee now
+    #: (the lender's promise); 0 when none is (the team is at or above its guarantee, or each
+    #: waiting job is too large for what is left of it), or nothing waits.
     guarantee_wait_seconds: float
     unknown_types: tuple[str, ...] = field(default=())
 
@@ -124,7 +138,7 @@ def share_figures(readings: Sequence[ShareReading], capacity: Mapping[str, float
         idle = {u: max(0.0, r.guarantee.get(u, 0.0) - r.usage.get(u, 0.0)) for u in units}
         waits = [max(0.0, now - c) for c in r.waiting_created]
         oldest = max(waits, default=0.0)
-        below = any(idle[u] > _TOL for u in units)
+        owed = max((w for k, w in enumerate(waits) if r.within_guarantee(k)), default=0.0)
         out.append(ShareFigures(
             team=r.team,
             guarantee_gpus=gpus(r.guarantee),
@@ -135,7 +149,7 @@ def share_figures(readings: Sequence[ShareReading], capacity: Mapping[str, float
             idle_guarantee_gpus=gpus(idle),
             waiting_jobs=len(r.waiting_created),
             oldest_wait_seconds=oldest,
-            guarantee_wait_seconds=oldest if below else 0.0,
+            guarantee_wait_seconds=owed,
             unknown_types=tuple(dict.fromkeys(unknown)),
         ))
     return out

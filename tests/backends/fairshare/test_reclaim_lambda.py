@@ -410,6 +410,24 @@ def test_metrics_per_team_in_embedded_metric_format():
     assert queue_line[metrics.CYCLE_ERRORS] == 0
 
 
+def test_the_lender_wait_counts_only_jobs_within_their_teams_guarantee():
+    """team-a uses 1 of its 2 guaranteed GPUs: its 4-GPU job, older, can never be within it and
+    does not count; its 1-GPU job does (U + demand <= G, the planner's rule)."""
+    from types import SimpleNamespace
+
+    state = {"teams": [{"name": "team-a", "guarantee": {br.RESOURCE: 2}}], "jobs": [
+        {"id": "r", "team": "team-a", "state": "running", "terminating": False, "demand": {br.RESOURCE: 1},
+         "since": NOW - 900},
+        {"id": "big", "team": "team-a", "state": "pending", "terminating": False, "demand": {br.RESOURCE: 4},
+         "since": NOW - 3600},
+        {"id": "small", "team": "team-a", "state": "pending", "terminating": False, "demand": {br.RESOURCE: 1},
+         "since": NOW - 120}]}
+    out = Lines()
+    h._emit_team_metrics("q", SimpleNamespace(state=state), {"preemptions": []}, [], NOW, emit=out)
+    [a] = [r for r in out.records() if r.get(metrics.DIM_TEAM) == "team-a"]
+    assert (a[metrics.PENDING], a[metrics.LENDER_WAIT_SECONDS]) == (2, 120)
+
+
 # ---------------------------------------------------------------------------
 # Requeue of stopped jobs
 

@@ -44,8 +44,9 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
     "batch_quota_monitor": {
         "enabled": "Deploy the share monitor. Default: true.",
         "schedule_minutes": "Minutes between two readings of the queue, 1 to 60. Default: 1.",
-        "guarantee_wait_alarm_seconds": "A team's alarm fires when one of its jobs waited this long while the team"
-        " used less than its guarantee, 60 to 86400. Default: 900.",
+        "guarantee_wait_alarm_seconds": "A team's alarm fires when one of its jobs that would be within the"
+        " team's guarantee (what it uses plus what the job asks for is at most the guarantee) waited this long,"
+        " 60 to 86400. Default: 900.",
     },
 }
 

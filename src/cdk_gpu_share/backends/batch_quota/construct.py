@@ -304,15 +304,15 @@ class ShareMonitor(Construct):
     A Lambda (``cdk_gpu_share.lambdas.share_monitor``) reads the queue every
     ``schedule_minutes`` and publishes per team, in the ``GpuShare`` namespace (dimensions
     ``Queue`` and ``Team``): GPUs and instances in use, guarantee, borrowed, lent, idle
-    guarantee, waiting jobs, the oldest wait and the oldest wait while the team is below its
-    guarantee; and counts Batch's preemption events per team and cause, and the queue's
+    guarantee, waiting jobs, the oldest wait and the oldest wait of a job that would be within
+    the team's guarantee; and counts Batch's preemption events per team and cause, and the queue's
     blocked events. Its role reads this queue (``ListQuotaShares``, ``GetJobQueueSnapshot``
     on the queue; ``ListServiceJobs``, ``DescribeServiceJob``, which take ``*`` only) and
     writes its own logs, where the metrics go in embedded metric format: nothing else.
 
-    Alarms: per team, a job waited ``guarantee_wait_alarm_seconds`` (the team's
-    ``guarantee_wait_p99_minutes`` objective when it has one) while its team used less than its
-    guarantee; the queue was blocked; the monitor published no reading for 15 minutes
+    Alarms: per team, a job that would be within its team's guarantee waited
+    ``guarantee_wait_alarm_seconds`` (the team's ``guarantee_wait_p99_minutes`` objective when it
+    has one); the queue was blocked; the monitor published no reading for 15 minutes
     (its heartbeat, missing data breaching; a schedule longer than 14 minutes: one schedule and
     a minute); the function itself failed (its ``Errors``), both shaped by
     :func:`cdk_gpu_share.core.share_monitor.health_alarms` so that each can fire at every
@@ -356,7 +356,7 @@ class ShareMonitor(Construct):
         # Rendered at synthesis: a row per team is added as each team is.
         self.dashboard = cloudwatch.Dashboard(self, "Dashboard", widgets=[[cloudwatch.TextWidget(
             markdown="Per-team use of the quota shares of the queue, by the share monitor: GPUs used against"
-                     " the guarantee, borrowed and lent; waiting jobs and the longest wait while below the"
+                     " the guarantee, borrowed and lent; waiting jobs and the longest wait of a job within the"
                      " guarantee (the alarm); preemptions by cause.", width=24, height=2)]])
 
     def _settings(self) -> str:
@@ -405,7 +405,7 @@ class ShareMonitor(Construct):
                   m(metrics.BORROWED, team, label="borrowed"), m(metrics.LENT, team, label="lent")])
         waits = cloudwatch.GraphWidget(
             title=f"{team}: waiting", width=8, left=[m(metrics.PENDING, team, label="waiting jobs")],
-            right=[m(metrics.GUARANTEE_WAIT_SECONDS, team, label="wait below guarantee (s)")],
+            right=[m(metrics.GUARANTEE_WAIT_SECONDS, team, label="wait within guarantee (s)")],
             left_annotations=[], right_annotations=[cloudwatch.HorizontalAnnotation(
                 value=limit, label="alarm")])
         preempted = cloudwatch.GraphWidget(
@@ -453,13 +453,14 @@ class ShareMonitor(Construct):
     def add_team_alarm(self, team: str, limit_seconds: float | None = None) -> None:
         """``team``'s dashboard row, and the lender's promise: an alarm when a job of the team waited
         longer than ``limit_seconds`` (default: ``guarantee_wait_alarm_seconds``; the team's
-        ``guarantee_wait_p99_minutes`` objective when it has one) while the team was below its guarantee."""
+        ``guarantee_wait_p99_minutes`` objective when it has one) while it would have been within
+        the team's guarantee."""
         limit = self.config.guarantee_wait_alarm_seconds if limit_seconds is None else limit_seconds
         self.dashboard.add_widgets(*self._dashboard_row(team, limit))
         self.alarms.append(cloudwatch.Alarm(
             self, f"GuaranteeWait-{team}",
-            alarm_description=f"A job of team {team} has waited more than {limit:g} s while the team used less than"
-                              " its guarantee: its lent capacity is not coming back (Batch preempts borrowers;"
+            alarm_description=f"A job of team {team} that would be within the team's guarantee has waited more"
+                              f" than {limit:g} s: its lent capacity is not coming back (Batch preempts borrowers;"
                               " check the queue's blocked events and the team's waiting jobs)",
             metric=self.metric(metrics.GUARANTEE_WAIT_SECONDS, team), threshold=limit, evaluation_periods=1,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,

@@ -7,7 +7,6 @@ A config is optional: it names the teams expected on the queue.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -55,23 +54,6 @@ def quota_report(status: Any, config: Any = None) -> dict[str, Any]:
     return report
 
 
-def _need(job: Mapping[str, Any]) -> dict[str, float]:
-    """Instances per type a service job asks for, from its SageMaker request (``ResourceConfig``)."""
-    try:
-        payload = json.loads(job.get("serviceRequestPayload") or "{}")
-    except ValueError:
-        return {}
-    config = payload.get("ResourceConfig") or {} if isinstance(payload, dict) else {}
-    need: dict[str, float] = {}
-    groups = config.get("InstanceGroups") or [config]
-    for g in groups if isinstance(groups, list) else ():
-        if isinstance(g, dict) and isinstance(g.get("InstanceType"), str):
-            count = g.get("InstanceCount", 1)
-            need[g["InstanceType"]] = need.get(g["InstanceType"], 0.0) + (float(count) if isinstance(count, (int, float))
-                                                                          else 1.0)
-    return need
-
-
 def explain(client: Any, queue: str, detail: dict[str, Any], config: Any, job_id: str, *, now: float,
             sleep: Callable[[float], None]) -> dict[str, Any]:
     """Why service job ``job_id`` waits: its share and every share of the queue as they are now."""
@@ -85,7 +67,7 @@ def explain(client: Any, queue: str, detail: dict[str, Any], config: Any, job_id
     if job.get("status") != "RUNNABLE":
         out["note"] = "it is not waiting for capacity"
         return out
-    need = _need(job)
+    need = quota_reader.service_job_need(job)
     section = getattr(config, "batch_quota", None) if config is not None else None
     capacity = dict(section.capacity) if section is not None else {}
     views: dict[str, list] = {}

@@ -7,8 +7,10 @@ share), what a platform team needs to watch the lending it set up. Invoked:
   :func:`cdk_gpu_share.aws.quota_reader.read_quota_queue` (``ListQuotaShares``,
   ``GetJobQueueSnapshot``, ``ListServiceJobs`` of each share's waiting jobs, 1,000 a page) and
   emits per team: GPUs and instances in use, guarantee, borrowed, lent, idle guarantee,
-  waiting jobs, the oldest wait and the oldest wait while the team is below its guarantee
-  (:mod:`cdk_gpu_share.core.share_monitor` defines each figure), then its heartbeat
+  waiting jobs, the oldest wait and the oldest wait of a job that would be within the team's
+  guarantee (its size from the listing's ``capacityUsage``, else, for the
+  :data:`DESCRIBE_LIMIT` oldest, ``DescribeServiceJob``; :mod:`cdk_gpu_share.core.share_monitor`
+  defines each figure), then its heartbeat
   (``ShareMonitorReadings``: a missing one is an alarm). The reading is bounded: at most
   :data:`MAX_PAGES` pages of waiting jobs a share, read a page a share in turn, and no page
   asked after :data:`READ_SECONDS` (the function's timeout is twice that), so a team that
@@ -50,6 +52,8 @@ from cdk_gpu_share.core import share_monitor as sm
 PAGE_SIZE = 1000
 #: Pages of waiting jobs a reading lists per quota share at most (its newest 5,000 jobs).
 MAX_PAGES = 5
+#: Waiting jobs without a size in their summary a reading describes at most (oldest first).
+DESCRIBE_LIMIT = 10
 #: Seconds after its start a reading asks for no more pages (the function's timeout is 120 s,
 #: and one call takes at most 3 tries of 3 + 10 s).
 READ_SECONDS = 45
@@ -92,11 +96,14 @@ def read_and_publish(client: Any, queue: str, settings: Mapping, *, now: float,
         _emit({metrics.DIM_QUEUE: name}, {metrics.MONITOR_ERRORS: (1, "Count")}, emit)
         return {"queue": name, "error": f"{type(exc).__name__}: {exc}"}
     teams = settings.get("teams") or {}
-    readings = [
-        sm.ShareReading(team=teams.get(s.name, s.name), guarantee=s.guarantee, usage=s.usage,
-                        waiting_created=[j.created_at for j in s.waiting if j.created_at is not None])
-        for s in status.shares
-    ]
+    sizes = _sizes_of_unsized(client, status, bounds)
+    readings = []
+    for share in status.shares:
+        waiting = [j for j in share.waiting if j.created_at is not None]
+        readings.append(sm.ShareReading(
+            team=teams.get(share.name, share.name), guarantee=share.guarantee, usage=share.usage,
+            waiting_created=[j.created_at for j in waiting if j.created_at is not None],
+            waiting_need=[j.need if j.need is not None else sizes.get(j.job_id) for j in waiting]))
     figures = sm.share_figures(readings, settings.get("capacity") or {}, now)
     for f in figures:
         _emit({metrics.DIM_QUEUE: name, metrics.DIM_TEAM: f.team}, sm.figure_metrics(f), emit)
@@ -115,6 +122,27 @@ def read_and_publish(client: Any, queue: str, settings: Mapping, *, now: float,
                "skipped": len(status.skipped), "unread": len(status.unread), "totals": sm.totals(figures)}
     log("published", "INFO", **summary)
     return summary
+
+
+def _sizes_of_unsized(client: Any, status: quota_reader.QuotaQueueStatus,
+                      bounds: quota_reader.ListingBounds) -> dict[str, dict[str, float]]:
+    """What the oldest waiting jobs whose summary gave no size ask for (``DescribeServiceJob``:
+    their SageMaker request), at most :data:`DESCRIBE_LIMIT` of them and none after the
+    reading's deadline; a job whose size stays unknown counts as the guarantee-wait figure says."""
+    unsized = sorted((j for s in status.shares for j in s.waiting if j.need is None and j.created_at is not None),
+                     key=lambda j: (j.created_at, j.job_id))
+    sizes: dict[str, dict[str, float]] = {}
+    for job in unsized[:DESCRIBE_LIMIT]:
+        if bounds.clock() >= bounds.deadline:
+            break
+        try:
+            need = quota_reader.service_job_need(client.describe_service_job(jobId=job.job_id))
+        except Exception as exc:  # noqa: BLE001 - one size unknown: the job counts as of unknown size
+            log("describe_failed", "WARNING", job=job.job_id, error=f"{type(exc).__name__}: {exc}")
+            continue
+        if need:
+            sizes[job.job_id] = need
+    return sizes
 
 
 def on_preemption(client: Any, queue: str, settings: Mapping, detail: Mapping,
