@@ -12,12 +12,23 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cdk_gpu_share.cli import main
 from cdk_gpu_share.core.config import load_config, parse_config
 from cdk_gpu_share.core.errors import ConfigError
-from cdk_gpu_share.core.guard import guard_policy, identity_tag_keys, identity_warnings, tag_guard_policy
+from cdk_gpu_share.core.guard import (
+    SCP_MAX_CHARACTERS,
+    compact,
+    guard_policy,
+    identity_tag_keys,
+    identity_warnings,
+    split_guard,
+    tag_guard_policy,
+)
 from cdk_gpu_share.core.security_config import MAX_ADMINISTRATORS
+from tests.builders import examples
 
 ROOT = Path(__file__).resolve().parents[2]
 ADMIN = "arn:aws:iam::111122223333:role/platform-admin"
@@ -99,6 +110,141 @@ def test_the_guard_fits_an_scp():
                                           for i in range(MAX_ADMINISTRATORS)]}
     policy = guard_policy(parse_config(raw))
     assert len(json.dumps(policy, separators=(",", ":"))) <= 5120
+
+
+# ---------------------------------------------------------------------------
+# Its size: what `guard` prints is one SCP AWS Organizations takes, or several that together
+# deny the same
+
+
+#: 20 administrator roles as IAM Identity Center names them: too long for one SCP together.
+SSO_ADMINS = [f"arn:aws:iam::111122223333:role/aws-reserved/sso.amazonaws.com/eu-west-1/AWSReservedSSO_PlatformAdmin{i:02d}_*"
+              for i in range(MAX_ADMINISTRATORS)]
+#: 20 named roles: one SCP, once printed without whitespace (6,093 characters indented).
+NAMED_ADMINS = [f"arn:aws:iam::111122223333:role/platform-admin-{i:02d}" for i in range(MAX_ADMINISTRATORS)]
+
+
+def config_file(tmp_path, administrators, **team_tags) -> Path:
+    raw = yaml.safe_load((ROOT / "platform.yaml").read_text())
+    raw["security"] = {"administrators": administrators}
+    for team in raw["teams"]:
+        if team["name"] in team_tags:
+            team["principal_tag"] = team_tags[team["name"]]
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def test_the_printed_guard_is_compact_and_within_an_scp(tmp_path, capsys):
+    path = config_file(tmp_path, NAMED_ADMINS)
+    assert len(json.dumps(guard_policy(load_config(path)), indent=2)) > SCP_MAX_CHARACTERS  # as it was printed
+    code, out, err = run(capsys, "guard", str(path))
+    assert (code, err) == (0, "")
+    text = out.rstrip("\n")
+    assert len(text) <= SCP_MAX_CHARACTERS and "\n" not in text and ": " not in text and ", " not in text
+    assert json.loads(text) == guard_policy(load_config(path))
+
+
+def test_a_guard_longer_than_an_scp_is_refused_with_its_size_and_the_fix(tmp_path, capsys):
+    path = config_file(tmp_path, SSO_ADMINS)
+    size = len(compact(guard_policy(load_config(path))))
+    assert size > SCP_MAX_CHARACTERS
+    code, out, err = run(capsys, "guard", str(path))
+    assert (code, out) == (2, "")
+    assert err == (f"gpu-share guard: the guard is {size:,} characters, above the 5,120 AWS Organizations allows in"
+                   " one SCP; pass -o DIR to write it as 2 SCPs of at most 5,120 characters (gpu-share-guard-1,"
+                   " gpu-share-guard-2) and attach them together, or write fewer, wider security.administrators"
+                   " patterns (a common path such as arn:aws:iam::111122223333:role/admins/*)\n")
+
+
+def test_output_dir_writes_named_scps_that_together_hold_exactly_the_guards_statements(tmp_path, capsys):
+    path = config_file(tmp_path, SSO_ADMINS, **{"team-a": "department"})
+    whole = guard_policy(load_config(path))
+    out_dir = tmp_path / "scps"
+    out_dir.mkdir()
+    code, out, err = run(capsys, "guard", str(path), "-o", str(out_dir))
+    assert code == 0 and "attach all 3 to the same root, OU or account" in out
+    files = sorted(out_dir.iterdir())
+    assert [f.name for f in files] == ["gpu-share-guard-1.json", "gpu-share-guard-2.json", "gpu-share-guard-3.json"]
+    parts = [json.loads(f.read_text()) for f in files]
+    for f, part in zip(files, parts):
+        assert len(f.read_text().rstrip("\n")) <= SCP_MAX_CHARACTERS
+        assert part["Version"] == "2012-10-17" and part["Statement"]
+        assert f"wrote {f}: SCP {f.stem}, {len(f.read_text().rstrip()):,} characters" in out
+    # Deny-only SCPs attached together deny what any of their statements denies: the same
+    # statements, each whole and once, deny the same requests.
+    assert [st for part in parts for st in part["Statement"]] == whole["Statement"]
+    # (The IAM evaluator's decisions on both forms: tests/auth/test_guard_keys.py.)
+
+
+def test_output_dir_writes_one_scp_when_it_fits_and_notes_stale_parts(tmp_path, capsys):
+    path = config_file(tmp_path, NAMED_ADMINS)
+    out_dir = tmp_path / "scps"
+    out_dir.mkdir()
+    (out_dir / "gpu-share-guard-2.json").write_text("{}")
+    code, out, err = run(capsys, "guard", str(path), "-o", str(out_dir))
+    assert code == 0
+    assert json.loads((out_dir / "gpu-share-guard.json").read_text()) == guard_policy(load_config(path))
+    assert err.startswith(f"note: {out_dir / 'gpu-share-guard-2.json'} is not part of this guard")
+
+
+@pytest.mark.parametrize("obstacle", ["symlink", "folder", "missing dir"])
+def test_output_dir_never_writes_through_a_link_or_over_a_folder(tmp_path, capsys, obstacle):
+    path = config_file(tmp_path, NAMED_ADMINS)
+    out_dir = tmp_path / "scps"
+    outside = tmp_path / "outside.txt"
+    outside.write_text("keep me")
+    if obstacle != "missing dir":
+        out_dir.mkdir()
+    if obstacle == "symlink":
+        (out_dir / "gpu-share-guard.json").symlink_to(outside)
+    elif obstacle == "folder":
+        (out_dir / "gpu-share-guard.json").mkdir()
+    code, out, err = run(capsys, "guard", str(path), "-o", str(out_dir))
+    assert code == 2 and "\n" not in err.strip() and "Traceback" not in err
+    assert err.startswith(f"gpu-share guard: -o {out_dir}: ")
+    want = {"symlink": "is a symbolic link", "folder": "is not a regular file", "missing dir": "is not a folder"}
+    assert want[obstacle] in err
+    assert outside.read_text() == "keep me"
+
+
+def test_a_statement_longer_than_an_scp_or_too_many_scps_is_refused(tmp_path, capsys):
+    # A statement is never cut: ArnNotLike exempts a principal matching any pattern of its list.
+    long_admins = [f"arn:aws:iam::111122223333:role/{'x' * 230}-{i:02d}" for i in range(MAX_ADMINISTRATORS)]
+    code, out, err = run(capsys, "guard", str(config_file(tmp_path, long_admins)))
+    assert (code, out) == (2, "")
+    assert "security.administrators: make the guard's statement GpuShareTeamTagOnPrincipalsOnlyByAdministrators alone" \
+        " longer than the 5,120 characters of an SCP" in err and "fewer, wider patterns" in err
+    # Each distinct principal_tag adds a statement with the administrators: with patterns long
+    # enough for one such statement a SCP, more SCPs than fit.
+    longer = [f"arn:aws:iam::111122223333:role/{'y' * 110}-{i:02d}" for i in range(MAX_ADMINISTRATORS)]
+    tags = {"team-a": "department", "team-b": "cost-center", "team-c": "group"}
+    code, out, err = run(capsys, "guard", str(config_file(tmp_path, longer, **tags)))
+    assert (code, out) == (2, "")
+    assert "SCPs of at most 5,120 characters, more than the 4 that fit beside the allow policy" in err
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(admins=st.integers(0, MAX_ADMINISTRATORS), length=st.integers(20, 120), keys=st.integers(1, 4),
+       limit=st.integers(2500, 12000))
+def test_split_keeps_every_statement_whole_in_order_and_each_part_within_the_limit(admins, length, keys, limit):
+    policy = tag_guard_policy(administrators=[f"arn:aws:iam::111122223333:role/{'a' * length}{i}" for i in range(admins)],
+                              team_tag_keys=[f"key-{k}" for k in range(keys)])
+    try:
+        parts = split_guard(policy, limit)
+    except ConfigError as error:
+        (problem,) = error.problems
+        alone = max(len(compact({"Version": "2012-10-17", "Statement": [st]})) for st in policy["Statement"])
+        assert alone > limit or "more than the 4" in problem.message
+        return
+    assert [st for p in parts for st in p.document["Statement"]] == policy["Statement"]
+    assert all(len(p.text) <= limit and p.document["Version"] == "2012-10-17" for p in parts)
+    assert [p.name for p in parts] == (["gpu-share-guard"] if len(parts) == 1 else
+                                       [f"gpu-share-guard-{i}" for i in range(1, len(parts) + 1)])
+    # Greedy: no part could have taken the next part's first statement.
+    for a, b in zip(parts, parts[1:]):
+        assert len(compact({"Version": "2012-10-17", "Statement": [*a.document["Statement"],
+                                                                    b.document["Statement"][0]]})) > limit
 
 
 @pytest.mark.parametrize("security, field, value, message, fix", [

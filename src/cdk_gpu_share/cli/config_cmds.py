@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
 from cdk_gpu_share.cli._parser import add_config_argument
 from cdk_gpu_share.core import backends
 from cdk_gpu_share.core.config import PlatformConfig, load_config, objective_warnings
-from cdk_gpu_share.core.errors import ConfigError, Problem
+from cdk_gpu_share.core.errors import ConfigError, GpuShareError, Problem
 from cdk_gpu_share.core.plan import fleet_plan, format_plan, summarize
 from cdk_gpu_share.core.text import plural
 
@@ -30,6 +31,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("guard", help="print the tag guard for a config: the SCP that protects job tags and team identity tags")
     add_config_argument(p, help="platform config (YAML)")
     p.add_argument("--partition", default="aws", help="AWS partition of the Batch ARNs (default: aws)")
+    p.add_argument("-o", "--output-dir", metavar="DIR",
+                   help="write the guard as SCP files in this existing folder (gpu-share-guard.json, or"
+                        " gpu-share-guard-1.json, -2 ... when it is longer than one SCP may be) instead of printing it")
     p.set_defaults(func=_guard)
 
     p = sub.add_parser("schema", help="print the JSON Schema of platform.yaml (for editors and CI)")
@@ -111,16 +115,60 @@ def _warn(config: PlatformConfig) -> None:
 
 
 def _guard(args: argparse.Namespace) -> int:
-    from cdk_gpu_share.core.guard import guard_policy, identity_tag_keys
+    from cdk_gpu_share.core.guard import SCP_MAX_CHARACTERS, compact, guard_policy, identity_tag_keys, split_guard
 
     config = load_config(args.config)
-    print(json.dumps(guard_policy(config, args.partition), indent=2))
+    policy = guard_policy(config, args.partition)
+    parts = split_guard(policy)  # ConfigError: a statement alone too long, or too many SCPs
+    if args.output_dir is not None:
+        _write_guard(parts, args.output_dir)
+    elif len(parts) > 1:
+        raise GpuShareError(
+            f"the guard is {len(compact(policy)):,} characters, above the {SCP_MAX_CHARACTERS:,} AWS Organizations"
+            f" allows in one SCP; pass -o DIR to write it as {len(parts)} SCPs of at most {SCP_MAX_CHARACTERS:,}"
+            f" characters ({', '.join(p.name for p in parts)}) and attach them together, or write fewer, wider"
+            " security.administrators patterns (a common path such as arn:aws:iam::111122223333:role/admins/*)")
+    else:
+        # Compact: the API and the CLI count whitespace against the limit, only the console strips it.
+        print(parts[0].text)
     if config.security is None:
         keys = ", ".join(identity_tag_keys(config))
         print(f"note: {args.config} names no security.administrators, so this guard lets nobody set {keys} on a"
               " principal or session, not even the role that deploys the team stacks (they tag their roles with"
               " it); name your administrators and that role in security.administrators", file=sys.stderr)
     return 0
+
+
+def _write_guard(parts: list, folder: str) -> None:
+    """Write each SCP of the guard as ``<name>.json`` in ``folder``, never through a symbolic link
+    or over anything but a regular file, and say what to attach."""
+    from cdk_gpu_share.core.guard import GUARD_NAME
+
+    where = Path(folder)
+    if not where.is_dir():
+        raise GpuShareError(f"-o {folder}: is not a folder; create it first (mkdir -p {folder}) or name another")
+    written = []
+    for part in parts:
+        path = where / f"{part.name}.json"
+        if path.is_symlink() or (path.exists() and not path.is_file()):
+            kind = "a symbolic link" if path.is_symlink() else "not a regular file"
+            raise GpuShareError(f"-o {folder}: {path} is {kind}; the guard is written only as a new or regular file:"
+                                " remove it or name another folder")
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o644)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(part.text + "\n")
+        except OSError as exc:
+            raise GpuShareError(f"-o {folder}: cannot write {path} ({exc.strerror}); name a folder you can write"
+                                ) from None
+        written.append(path)
+        print(f"wrote {path}: SCP {part.name}, {len(part.text):,} characters,"
+              f" {plural(len(part.document['Statement']), 'statement')}")
+    if len(parts) > 1:
+        print(f"attach all {len(parts)} to the same root, OU or account: together they deny what the guard denies")
+    stale = sorted(p for p in where.glob(f"{GUARD_NAME}*.json") if p not in written)
+    for path in stale:
+        print(f"note: {path} is not part of this guard (left from an earlier run?); do not attach it", file=sys.stderr)
 
 
 def _summary(args: argparse.Namespace) -> int:

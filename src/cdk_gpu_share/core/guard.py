@@ -5,10 +5,12 @@ This policy closes two gaps account-wide. Attach it as an SCP to the account (or
 as the permissions boundary of every principal of the account (a principal without the
 boundary is not held by it).
 
-    gpu-share guard platform.yaml          # the guard for a config, as JSON
+    gpu-share guard platform.yaml          # the guard for a config, as one compact SCP
+    gpu-share guard platform.yaml -o scps  # as several SCPs when it is longer than one may be
 
-    from cdk_gpu_share.core.guard import guard_policy
-    print(json.dumps(guard_policy(load_config("platform.yaml")), indent=2))
+    from cdk_gpu_share.core.guard import guard_policy, split_guard
+    for part in split_guard(guard_policy(load_config("platform.yaml"))):
+        print(part.name, part.text)  # each at most 5,120 characters: one SCP
 
 It denies only; it grants nothing.
 
@@ -57,14 +59,28 @@ What the guard cannot cover:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from cdk_gpu_share.core.errors import ConfigError, Problem
 
 if TYPE_CHECKING:
     from cdk_gpu_share.core.config import PlatformConfig
 
 TAG_QUEUE = "gpu-share:queue"
 TAG_TEAM = "gpu-share:team"
+
+#: AWS Organizations: the most characters of one service control policy. Saved through the API
+#: or the CLI a document counts as given, whitespace included (the console strips whitespace
+#: outside quotes first), so the guard is measured and printed compact.
+SCP_MAX_CHARACTERS = 5120
+#: AWS Organizations attaches at most 5 SCPs to a root, OU or account; one of them is the allow
+#: (FullAWSAccess or your own), so the guard may take at most 4.
+SCP_MAX_GUARD_POLICIES = 4
+#: The name of the guard's SCP (with ``-1``, ``-2`` ... when it takes several).
+GUARD_NAME = "gpu-share-guard"
 
 #: What sets or removes a tag on an IAM user or role, or creates one with tags.
 PRINCIPAL_TAG_ACTIONS = (
@@ -150,6 +166,65 @@ def tag_guard_policy(
             "Condition": {"Null": {f"aws:ResourceTag/{key}": "false"}, **not_admin},
         })
     return {"Version": "2012-10-17", "Statement": statements}
+
+
+def compact(policy: dict) -> str:
+    """``policy`` as JSON without a character of whitespace outside strings: the form whose length
+    AWS Organizations counts against :data:`SCP_MAX_CHARACTERS` whatever tool saves it."""
+    return json.dumps(policy, separators=(",", ":"))
+
+
+@dataclass(frozen=True)
+class GuardPart:
+    """One SCP of the guard: its name and its document."""
+
+    name: str
+    document: dict
+
+    @property
+    def text(self) -> str:
+        """The document as saved: :func:`compact`."""
+        return compact(self.document)
+
+
+def split_guard(policy: dict, limit: int = SCP_MAX_CHARACTERS) -> list[GuardPart]:
+    """The guard as SCPs of at most ``limit`` characters each (compact), its statements kept whole
+    and in order: one part named :data:`GUARD_NAME` when it fits, else ``gpu-share-guard-1``, ...
+
+    The guard only denies, and AWS denies a request that any statement of any SCP attached to the
+    account (or above it) denies: attached together, the parts deny exactly what the whole did.
+    A statement is never cut in two: its ``ArnNotLike`` list of administrators exempts a principal
+    that matches *any* pattern, so half the list in each of two statements would deny every
+    administrator in one half or the other.
+
+    Raises :class:`ConfigError` when one statement alone is above ``limit`` or more than
+    :data:`SCP_MAX_GUARD_POLICIES` parts would be needed.
+    """
+    version = policy.get("Version", "2012-10-17")
+    groups: list[list[dict]] = []
+    for statement in policy["Statement"]:
+        alone = len(compact({"Version": version, "Statement": [statement]}))
+        if alone > limit:
+            raise ConfigError(Problem(
+                "security.administrators", f"{alone:,} characters",
+                f"make the guard's statement {statement.get('Sid', '')} alone longer than the {limit:,} characters"
+                " of an SCP, and a statement cannot be split without denying some administrators",
+                "give the administrators' roles a common path or name prefix and write fewer, wider patterns, such"
+                " as arn:aws:iam::111122223333:role/admins/*"))
+        if groups and len(compact({"Version": version, "Statement": [*groups[-1], statement]})) <= limit:
+            groups[-1].append(statement)
+        else:
+            groups.append([statement])
+    if len(groups) > SCP_MAX_GUARD_POLICIES:
+        raise ConfigError(Problem(
+            "security.administrators", f"{len(compact(policy)):,} characters",
+            f"make the guard {len(groups)} SCPs of at most {limit:,} characters, more than the"
+            f" {SCP_MAX_GUARD_POLICIES} that fit beside the allow policy (5 SCPs per root, OU or account)",
+            "write fewer, wider administrator patterns (a common path such as"
+            " arn:aws:iam::111122223333:role/admins/*) or fewer distinct principal_tag keys"))
+    if len(groups) == 1:
+        return [GuardPart(GUARD_NAME, {"Version": version, "Statement": groups[0]})]
+    return [GuardPart(f"{GUARD_NAME}-{i}", {"Version": version, "Statement": g}) for i, g in enumerate(groups, 1)]
 
 
 def identity_tag_keys(config: PlatformConfig) -> list[str]:
