@@ -61,6 +61,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--output", metavar="OUT",
                    help="write the advised config (YAML, comments kept) or scenario (JSON) here")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    p.add_argument("--report", metavar="OUT.html",
+                   help="write the advice as one self-contained HTML page: each team before and after, each "
+                        "objective's target and value, the regret, with --fleet size the frontier plot, and the "
+                        "simulate report of the advised configuration (needs matplotlib)")
     p.set_defaults(func=run_advise)
 
 
@@ -164,6 +168,10 @@ def run_advise(args: argparse.Namespace) -> int:
         raise ConfigError(Problem(field="-o", value=args.output, message="is not a .json file name",
                                   fix="with --scenario, -o writes the advised scenario: give a path ending in .json"))
     _check_not_raw_trace(args.trace)
+    if args.report:
+        from cdk_gpu_share.cli.simulate_cmd import _check_target
+
+        _check_target("--report", args.report, ".html")
     data, config, poll, per, described = _inputs(args)
     step = float(step_arg) if step_arg is not None else (per or 1.0)
     if per is not None and step_arg is not None and step_arg % per:
@@ -201,6 +209,13 @@ def run_advise(args: argparse.Namespace) -> int:
     if args.output:
         _write(args, advice, study, config)
         print(f"advice written to {args.output}", file=sys.stderr if args.json else sys.stdout)
+    if args.report:
+        from cdk_gpu_share.cli.advise_report import advised_simulate_report, render_advice_report, write_advice_report
+
+        simulated = advised_simulate_report(adv.advised_scenario(study, advice.best.candidate), jobs, poll=poll,
+                                            described=f"advised configuration of {described}", trace=args.trace)
+        write_advice_report(args.report, render_advice_report(doc, simulated, described=described, trace=args.trace))
+        print(f"report written to {args.report}", file=sys.stderr if args.json else sys.stdout)
     if not doc["feasible"]:
         print("gpu-share advise: no configuration meets every objective; the closest misses "
               + "; ".join(unmet_lines(doc)), file=sys.stderr)
