@@ -12,8 +12,10 @@ import pytest
 import yaml
 
 from cdk_gpu_share.cli import main
+from cdk_gpu_share.core import backends
 from cdk_gpu_share.core.config import load_config, parse_config
-from cdk_gpu_share.core.plan import amount_text, fleet_plan, format_plan, idle_costs
+from cdk_gpu_share.core.errors import ConfigError
+from cdk_gpu_share.core.plan import amount_text, borrow_cap, fleet_plan, format_plan, idle_costs
 
 ROOT = Path(__file__).resolve().parents[2]
 BARE_FRACTION = re.compile(r"(?<![\w.])0\.\d+(?![\w.]| GPU)")  # a fraction with no unit after it
@@ -201,3 +203,55 @@ def test_every_backends_plan_extras_are_lines_of_the_text_plan():
     text = format_plan(fleet_plan(load_config(ROOT / "examples" / "kueue.yaml")))
     assert ("  kueue: cluster gpu-eks, cohort gpu-share; lenders preempt borrowed workloads (Any) as the simulator"
             " models") in text.splitlines()
+
+
+# Batch quota management: the borrow limit's documented range, and what Batch can schedule.
+
+def _batch_quota(percents: dict[str, int]) -> dict:
+    return {"platform": {"name": "bq"},
+            "teams": [{"name": name, "guarantee": {"ml.g5.xlarge": 1, "ml.g5.12xlarge": 1}, "borrow_limit_percent": pct}
+                      for name, pct in percents.items()],
+            "batch_quota": {"capacity": {"ml.g5.xlarge": max(4, len(percents)), "ml.g5.12xlarge": max(4, len(percents))}}}
+
+
+@pytest.mark.parametrize("percent, value, message", [
+    (-2, -2, "must be at least -1"),
+    (2**31, 2**31, "must be at most 2,147,483,647"),
+    (1.5, 1.5, "must be a whole number"),
+])
+def test_a_batch_borrow_limit_outside_the_documented_range_is_refused(percent, value, message):
+    with pytest.raises(ConfigError) as info:
+        parse_config(_batch_quota({"a": percent, "b": 0}))
+    (p,) = info.value.problems
+    assert (p.field, p.value, p.message, p.fix) == (
+        "teams[0] (a).borrow_limit_percent", value, message, "use -1 for unlimited, or a percentage >= 0")
+
+
+def test_batch_borrow_limits_batch_documents_as_valid_validate():
+    """Batch gives borrowLimit as an Integer, minimum -1, no maximum (its own example is 200)."""
+    config = parse_config(_batch_quota({"a": -1, "b": 0, "c": 150, "d": 200, "e": 1_000_000, "f": 2**31 - 1}))
+    assert [t.borrow_limit_percent for t in config.teams] == [-1, 0, 150, 200, 1_000_000, 2**31 - 1]
+
+
+def test_plan_rounds_a_batch_borrow_cap_down_to_whole_instances():
+    plan = fleet_plan(parse_config(_batch_quota({"a": 150, "b": 50, "c": 1_000_000, "d": 200})))
+    rows = {(r["team"], r["instance_type"]): r for r in plan["backends"]["batch_quota"]["teams"]}
+    # 150 % of 1 instance: Batch schedules 1 more instance, never 1.5
+    assert rows["a", "ml.g5.xlarge"]["borrow_cap"] == 1 and rows["a", "ml.g5.xlarge"]["max_usage"] == 2
+    assert rows["a", "ml.g5.12xlarge"]["borrow_cap_gpus"] == 4  # one whole g5.12xlarge, not 6 GPUs
+    assert rows["b", "ml.g5.xlarge"]["borrow_cap"] == 0 and rows["b", "ml.g5.xlarge"]["max_usage"] == 1
+    assert rows["c", "ml.g5.xlarge"]["borrow_cap"] == 10_000 and rows["c", "ml.g5.xlarge"]["max_usage"] == 4  # the pool
+    assert rows["d", "ml.g5.xlarge"]["borrow_cap"] == 2
+    text = format_plan(plan)
+    line = next(x for x in text.splitlines() if x.split()[:2] == ["a", "ml.g5.12xlarge"])
+    assert "1 instance (4 GPUs)" in line and "2 instances (8 GPUs)" in line
+    assert "1.5" not in text and "0.5" not in text
+    b_line = next(x for x in text.splitlines() if x.split()[:2] == ["b", "ml.g5.xlarge"])
+    assert "nothing" in b_line
+
+
+def test_hyperpod_borrow_caps_stay_fractional():
+    """HyperPod borrows accelerators, not instances: half of one p5 is 4 GPUs it can use."""
+    config = load_config(ROOT / "examples" / "hyperpod.yaml")
+    assert backends.spec("hyperpod").borrows_whole_instances is False
+    assert borrow_cap(config.team("research"), "ml.p5.48xlarge", 1.0, "hyperpod") == 0.5

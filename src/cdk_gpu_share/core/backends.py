@@ -80,6 +80,9 @@ class BackendSpec(Protocol):
     #: The borrow limit the service applies to a team that gives no ``borrow_limit_percent``
     #: (percent of its guarantee); None: unlimited.
     default_borrow_percent: int | None
+    #: True when the service lends and borrows whole instances (a Batch quota share's capacity
+    #: units): what a team may borrow is then a whole number of instances, rounded down.
+    borrows_whole_instances: bool
     #: ``module:Class`` of the construct that deploys the section (loaded by the stacks only).
     construct: str
     #: The module that reads a running queue of the backend for ``gpu-share status``
@@ -145,6 +148,7 @@ class Backend:
 
     capacity_hint = ""
     default_borrow_percent: int | None = None
+    borrows_whole_instances = False
     rules: tuple[Rule, ...] = ()
     section_keys: Mapping[str, frozenset[str]] = {}
     descriptions: Mapping[str, Mapping[str, str]] = {}
@@ -182,7 +186,8 @@ class Backend:
 
 
 #: Every member of a BackendSpec, which :func:`register` checks a spec has.
-_MEMBERS = ("key", "strategy", "capacity_hint", "default_borrow_percent", "construct", "status", "rules", "section_keys",
+_MEMBERS = ("key", "strategy", "capacity_hint", "default_borrow_percent", "borrows_whole_instances", "construct",
+            "status", "rules", "section_keys",
             "descriptions",
             "resource_labels", "parse", "schema", "to_mapping", "describe_resource", "plan_extras",
             "plan_team_extras", "idle_costs",

@@ -46,19 +46,29 @@ def instance_equivalent(instance_type: str, amount: Amount) -> float:
 def borrow_cap(team: TeamConfig, instance_type: str, guarantee: float, backend: str | None = None) -> float | None:
     """The most ``team`` may borrow on ``instance_type`` (None: unbounded).
 
-    A team without ``borrow_limit_percent`` gets the backend's default (HyperPod: 50).
+    A team without ``borrow_limit_percent`` gets the backend's default (HyperPod: 50). On a
+    backend that borrows whole instances (Batch quota management) the cap is what it can
+    schedule: 150 % of 1 instance lets a team borrow 1 instance, not 1.5.
     """
     if not team.sharing.borrows:
         return 0.0
     caps = []
     pct = team.borrow_limit_percent
-    if pct is None and backend is not None:
-        pct = backends.spec(backend).default_borrow_percent
+    spec = backends.spec(backend) if backend is not None else None
+    if pct is None and spec is not None:
+        pct = spec.default_borrow_percent
     if pct is not None and pct >= 0:
         caps.append(guarantee * pct / 100)
     if instance_type in team.borrow_limit:
         caps.append(instance_equivalent(instance_type, team.borrow_limit[instance_type]))
-    return min(caps) if caps else UNLIMITED
+    if not caps:
+        return UNLIMITED
+    cap = min(caps)
+    if spec is not None and spec.borrows_whole_instances:
+        # Exact for whole-instance guarantees (an integer times an integer percent over 100);
+        # the margin only keeps 0.29 * 100 / 100 from flooring below its value.
+        cap = float(math.floor(cap + 1e-9))
+    return cap
 
 
 def fleet_plan(config: PlatformConfig) -> dict[str, Any]:

@@ -186,6 +186,8 @@ class BatchQuotaSpec(Backend):
     key = KEY
     strategy = "AWS Batch quota management (SageMaker Training)"
     capacity_hint = KEY
+    # A quota share's capacity limits and borrow limit count instances of each capacity unit.
+    borrows_whole_instances = True
     section_keys = {KEY: SECTION_KEYS, "batch_quota_monitor": MONITOR_KEYS}
     descriptions = DESCRIPTIONS
     construct = "cdk_gpu_share.constructs.shared_gpu_quota:SharedGpuQuota"
