@@ -188,24 +188,32 @@ def test_output_dir_writes_one_scp_when_it_fits_and_notes_stale_parts(tmp_path, 
     assert err.startswith(f"note: {out_dir / 'gpu-share-guard-2.json'} is not part of this guard")
 
 
-@pytest.mark.parametrize("obstacle", ["symlink", "folder", "missing dir"])
-def test_output_dir_never_writes_through_a_link_or_over_a_folder(tmp_path, capsys, obstacle):
+@pytest.mark.parametrize("obstacle", ["folder", "missing dir", "a file"])
+def test_output_dir_must_be_a_folder_without_a_folder_named_like_a_part(tmp_path, capsys, obstacle):
     path = config_file(tmp_path, NAMED_ADMINS)
     out_dir = tmp_path / "scps"
-    outside = tmp_path / "outside.txt"
-    outside.write_text("keep me")
-    if obstacle != "missing dir":
-        out_dir.mkdir()
-    if obstacle == "symlink":
-        (out_dir / "gpu-share-guard.json").symlink_to(outside)
+    if obstacle == "a file":
+        out_dir.write_text("not a folder")
     elif obstacle == "folder":
+        out_dir.mkdir()
         (out_dir / "gpu-share-guard.json").mkdir()
     code, out, err = run(capsys, "guard", str(path), "-o", str(out_dir))
     assert code == 2 and "\n" not in err.strip() and "Traceback" not in err
     assert err.startswith(f"gpu-share guard: -o {out_dir}: ")
-    want = {"symlink": "is a symbolic link", "folder": "is not a regular file", "missing dir": "is not a folder"}
-    assert want[obstacle] in err
-    assert outside.read_text() == "keep me"
+    assert ("holds a folder named gpu-share-guard.json" if obstacle == "folder" else "is not a folder") in err
+
+
+def test_output_dir_replaces_a_link_named_like_a_part_and_never_writes_through_it(tmp_path, capsys):
+    path = config_file(tmp_path, NAMED_ADMINS)
+    out_dir = tmp_path / "scps"
+    out_dir.mkdir()
+    outside = tmp_path / "outside.txt"
+    outside.write_text("keep me")
+    (out_dir / "gpu-share-guard.json").symlink_to(outside)
+    code, out, err = run(capsys, "guard", str(path), "-o", str(out_dir))
+    assert code == 0 and outside.read_text() == "keep me"
+    written = out_dir / "gpu-share-guard.json"
+    assert not written.is_symlink() and json.loads(written.read_text()) == guard_policy(load_config(path))
 
 
 def test_a_statement_longer_than_an_scp_or_too_many_scps_is_refused(tmp_path, capsys):

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
+from cdk_gpu_share.cli._files import replace_file
 from cdk_gpu_share.cli._parser import add_config_argument
 from cdk_gpu_share.core import backends
 from cdk_gpu_share.core.config import PlatformConfig, load_config, objective_warnings
@@ -140,34 +140,29 @@ def _guard(args: argparse.Namespace) -> int:
 
 
 def _write_guard(parts: list, folder: str) -> None:
-    """Write each SCP of the guard as ``<name>.json`` in ``folder``, never through a symbolic link
-    or over anything but a regular file, and say what to attach."""
+    """Write each SCP of the guard as ``<name>.json`` in ``folder`` (:func:`replace_file`: a link of
+    that name is replaced, never followed) and say what to attach."""
     from cdk_gpu_share.core.guard import GUARD_NAME
 
     where = Path(folder)
     if not where.is_dir():
         raise GpuShareError(f"-o {folder}: is not a folder; create it first (mkdir -p {folder}) or name another")
-    written = []
-    for part in parts:
-        path = where / f"{part.name}.json"
-        if path.is_symlink() or (path.exists() and not path.is_file()):
-            kind = "a symbolic link" if path.is_symlink() else "not a regular file"
-            raise GpuShareError(f"-o {folder}: {path} is {kind}; the guard is written only as a new or regular file:"
-                                " remove it or name another folder")
+    paths = [where / f"{part.name}.json" for part in parts]
+    taken = [p for p in paths if p.is_dir() and not p.is_symlink()]
+    if taken:
+        raise GpuShareError(f"-o {folder}: holds a folder named {taken[0].name}, where an SCP file goes; remove or"
+                            " rename it, or name another folder")
+    for part, path in zip(parts, paths):
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o644)
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(part.text + "\n")
+            replace_file(path, part.text + "\n")
         except OSError as exc:
-            raise GpuShareError(f"-o {folder}: cannot write {path} ({exc.strerror}); name a folder you can write"
-                                ) from None
-        written.append(path)
+            raise GpuShareError(f"-o {folder}: cannot write {path} ({exc.strerror or exc}); name a folder you can"
+                                " write") from None
         print(f"wrote {path}: SCP {part.name}, {len(part.text):,} characters,"
               f" {plural(len(part.document['Statement']), 'statement')}")
     if len(parts) > 1:
         print(f"attach all {len(parts)} to the same root, OU or account: together they deny what the guard denies")
-    stale = sorted(p for p in where.glob(f"{GUARD_NAME}*.json") if p not in written)
-    for path in stale:
+    for path in sorted(p for p in where.glob(f"{GUARD_NAME}*.json") if p not in paths):
         print(f"note: {path} is not part of this guard (left from an earlier run?); do not attach it", file=sys.stderr)
 
 

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import os
-import tempfile
 from pathlib import Path
 
 from cdk_gpu_share.backends.kueue.manifests import KIND_ORDER, config_objects, to_yaml
+from cdk_gpu_share.cli._files import replace_file
 from cdk_gpu_share.cli._parser import add_config_argument
 from cdk_gpu_share.core.config import load_config
 from cdk_gpu_share.core.errors import ConfigError, Problem
@@ -55,26 +54,13 @@ def write_manifests(objects: list[dict], out: Path) -> list[Path]:
             of_kind = [o for o in objects if o["kind"] == kind]
             path = out / name
             if of_kind:
-                _replace(path, to_yaml(of_kind))
+                replace_file(path, to_yaml(of_kind))
                 written.append(path)
             elif path.is_symlink() or path.is_file():
                 path.unlink()  # a link itself, not what it points to
     except OSError as e:
         raise _refusal(out, f"cannot be written ({e.strerror or e})", "name a directory you can write to") from None
     return written
-
-
-def _replace(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a new file renamed over it (atomic; a link is replaced, not followed)."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _manifests(args: argparse.Namespace) -> int:

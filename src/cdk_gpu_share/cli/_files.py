@@ -1,0 +1,28 @@
+"""Writing the files a command produces into a folder the user names.
+
+One rule for every command that writes files (``kueue manifests``, ``guard -o``): a file is
+written beside its name and renamed over it, so it appears whole or not at all, and a symbolic
+link of that name is replaced, never followed (it could point outside the folder).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+__all__ = ["replace_file"]
+
+
+def replace_file(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a new file renamed over it (atomic; a link is replaced,
+    not followed). Raises :class:`OSError` as the file system does; the caller names its option."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
