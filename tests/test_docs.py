@@ -122,6 +122,23 @@ def test_the_narration_pattern_lets_through(text):
     assert not NARRATION.search(text)
 
 
+# --------------------------------------------------------------------------- the README's table
+
+def test_the_readme_table_names_every_backends_construct_and_section():
+    """"You want | Use": a row per backend, naming the construct that deploys it and its config section."""
+    from cdk_gpu_share.core import backends
+
+    readme = (ROOT / "README.md").read_text()
+    table = readme[readme.index("| You want | Use |"):]
+    table = table[:table.index("\n\n")]
+    for spec in backends.registered():
+        construct = spec.construct.rpartition(":")[2]
+        rows = [row for row in table.splitlines() if f"`{construct}`" in row]
+        assert rows, f"the README's table has no row for {construct} ({spec.key})"
+        assert construct in cdk_gpu_share.__all__
+    assert any("`kueue`" in row and "`KueueQueues`" in row for row in table.splitlines())
+
+
 # --------------------------------------------------------------------------- Node
 
 def test_the_readme_names_the_node_that_make_installs():

@@ -14,8 +14,11 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
+    from cdk_gpu_share.backends.batch_quota.construct import ShareMonitor
     from cdk_gpu_share.backends.fairshare.construct import FairshareQueue
-    from cdk_gpu_share.constructs.dashboard import GpuShareDashboard
+    from cdk_gpu_share.backends.kueue import BorrowWithinCohort, KueueConfig, KueuePreemption, WorkloadPriorityClass
+    from cdk_gpu_share.backends.kueue.construct import KueueQueues
+    from cdk_gpu_share.constructs.dashboard import GpuShareDashboard, InferenceDashboard
     from cdk_gpu_share.constructs.shared_gpu_quota import (
         BatchQuotaBackend,
         CfnComputeQuota,
@@ -29,6 +32,9 @@ if TYPE_CHECKING:
         FairshareVpcConfig,
         HyperPodConfig,
         PlatformConfig,
+        PriorityClass,
+        ReclaimConfig,
+        ShareMonitorConfig,
         Sharing,
         TeamConfig,
         load_config,
@@ -46,8 +52,15 @@ _LAZY = {
     "CfnComputeQuota": "cdk_gpu_share.constructs.shared_gpu_quota",
     "HyperPodBackend": "cdk_gpu_share.constructs.shared_gpu_quota",
     "FairshareQueue": "cdk_gpu_share.backends.fairshare.construct",
+    "ShareMonitor": "cdk_gpu_share.backends.batch_quota.construct",
+    "KueueQueues": "cdk_gpu_share.backends.kueue.construct",
+    "KueueConfig": "cdk_gpu_share.backends.kueue",
+    "KueuePreemption": "cdk_gpu_share.backends.kueue",
+    "BorrowWithinCohort": "cdk_gpu_share.backends.kueue",
+    "WorkloadPriorityClass": "cdk_gpu_share.backends.kueue",
     "MigInferenceEndpoint": "cdk_gpu_share.inference.construct",
     "GpuShareDashboard": "cdk_gpu_share.constructs.dashboard",
+    "InferenceDashboard": "cdk_gpu_share.constructs.dashboard",
     "PlatformStack": "cdk_gpu_share.stacks.platform",
     "TeamStack": "cdk_gpu_share.stacks.team",
     "build_platform": "cdk_gpu_share.stacks.app",
@@ -61,6 +74,9 @@ _LAZY = {
     "HyperPodConfig": "cdk_gpu_share.core.config",
     "FairshareConfig": "cdk_gpu_share.core.config",
     "FairshareVpcConfig": "cdk_gpu_share.core.config",
+    "PriorityClass": "cdk_gpu_share.core.config",
+    "ReclaimConfig": "cdk_gpu_share.core.config",
+    "ShareMonitorConfig": "cdk_gpu_share.core.config",
     "InferenceModelConfig": "cdk_gpu_share.inference.config",
     "Copies": "cdk_gpu_share.inference.config",
     "InferenceVpcConfig": "cdk_gpu_share.inference.config",
@@ -70,6 +86,7 @@ __all__ = [
     "Amount",
     "BatchQuotaBackend",
     "BatchQuotaConfig",
+    "BorrowWithinCohort",
     "CfnComputeQuota",
     "ConfigError",
     "Copies",
@@ -79,15 +96,24 @@ __all__ = [
     "GpuShareDashboard",
     "HyperPodBackend",
     "HyperPodConfig",
+    "InferenceDashboard",
     "InferenceModelConfig",
     "InferenceVpcConfig",
+    "KueueConfig",
+    "KueuePreemption",
+    "KueueQueues",
     "MigInferenceEndpoint",
     "PlatformConfig",
     "PlatformStack",
+    "PriorityClass",
+    "ReclaimConfig",
+    "ShareMonitor",
+    "ShareMonitorConfig",
     "SharedGpuQuota",
     "Sharing",
     "TeamConfig",
     "TeamStack",
+    "WorkloadPriorityClass",
     "build_platform",
     "load_config",
 ]
