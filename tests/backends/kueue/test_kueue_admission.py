@@ -25,6 +25,7 @@ from tests.backends.kueue.workloads import (
     own_account,
     relabelled,
     released,
+    resized,
     workload,
 )
 from tests.helpers import ROOT
@@ -66,6 +67,7 @@ LABEL_STAYS = "cannot be removed"
 CLASS_CAP = "may use the priority classes up to its max_priority"
 POD_PRIORITY = "may have a priority up to the team's max_priority"
 TEMPLATE_CLASS = "not with priorityClassName in its pod templates"
+RUNNING_SIZE = "keeps the size Kueue admitted"
 
 
 # -- the objects.
@@ -148,6 +150,8 @@ REFUSED_CREATES = [
      NEEDS_QUEUE),
     ("a Pod with GPUs in its limits only", workload("Pod", TEAM, limits_only=True, held=False), NEEDS_QUEUE),
     ("a Pod with a GPU in an init container", workload("Pod", TEAM, gpus=0, init_gpus=1, held=False), NEEDS_QUEUE),
+    *[(f"a Pod asking for {r} without a queue", workload("Pod", TEAM, gpus=0, resource=r, held=False), NEEDS_QUEUE)
+      for r in ("nvidia.com/gpu.shared", "amd.com/gpu", "aws.amazon.com/neuron")],
     ("a Pod whose PriorityClass is above the cap", workload("Pod", TEAM, queue=TEAM, priority=2000000000), POD_PRIORITY),
     ("a Pod labelled with another queue even without GPUs", workload("Pod", TEAM, gpus=0, queue=OTHER), OWN_QUEUE),
 ]
@@ -193,6 +197,13 @@ def test_a_member_cannot_pass_for_a_controller_by_an_owner_reference(objects, wh
     assert refused_by(run(objects, obj, user=own_account(TEAM)), NEEDS_QUEUE)
 
 
+@pytest.mark.parametrize("user", ["system:anonymous", "system:node:ip-10-0-0-1.ec2.internal", "system:kube-scheduler"])
+def test_only_service_accounts_of_other_namespaces_and_the_controller_manager_are_controllers(objects, user):
+    pod = workload("Pod", TEAM, held=False, owner="Job")
+    assert refused_by(run(objects, pod, user=user), NEEDS_QUEUE)
+    assert run(objects, pod, user="system:kube-controller-manager").allowed
+
+
 @pytest.mark.parametrize("owner", ["ReplicaSet", "CronJob"])
 def test_a_controller_of_a_kind_kueue_does_not_hold_gets_no_pass(objects, owner):
     # A Deployment's Pods, a CronJob's Jobs: the workload above them was not held, so they must be.
@@ -224,6 +235,28 @@ def test_a_member_cannot_move_or_unlabel_a_workload(objects, kind):
     assert run(objects, relabelled(held, priority_class="experimentation"), old=held).allowed
 
 
+@pytest.mark.parametrize("kind", [k for k in KINDS if k != "Pod"])
+def test_a_running_workload_keeps_the_size_kueue_admitted(objects, kind):
+    running = released(workload(kind, TEAM, queue=TEAM, gpus=1))
+    assert refused_by(run(objects, resized(running), old=running), RUNNING_SIZE)
+    assert refused_by(run(objects, resized(running), old=running, user=own_account(TEAM)), RUNNING_SIZE)
+    # Suspended again in the same change, Kueue admits the new size (or not) before it runs.
+    suspended = workload(kind, TEAM, queue=TEAM, gpus=8)
+    assert run(objects, suspended, old=running).allowed
+    assert run(objects, resized(workload(kind, TEAM, queue=TEAM, gpus=1)), old=workload(kind, TEAM, queue=TEAM)).allowed
+    assert run(objects, resized(running), old=running, user=KUEUE).allowed
+    annotated = copy.deepcopy(running)
+    annotated["metadata"]["annotations"] = {"note": "metadata may change"}
+    assert run(objects, annotated, old=running).allowed
+
+
+def test_a_running_jobs_parallelism_is_fixed_too(objects):
+    running = released(workload("Job", TEAM, queue=TEAM))
+    wider = copy.deepcopy(running)
+    wider["spec"]["parallelism"] = 100
+    assert refused_by(run(objects, wider, old=running), RUNNING_SIZE)
+
+
 def test_an_update_keeps_what_was_admitted_before_a_change_of_config(objects):
     # A workload labelled before the cap was lowered: Kueue may still update it (labels unchanged).
     old = workload("Job", TEAM, queue=TEAM, priority_class="inference")
@@ -247,7 +280,8 @@ def test_every_rule_of_the_policy_is_exercised_by_the_tables(objects):
     hit: set[str] = set()
     cases = [(obj, MEMBER, None) for _, obj, _ in REFUSED_CREATES]
     held = workload("Job", TEAM, queue=TEAM)
-    cases += [(released(held), MEMBER, held), (relabelled(held, queue=None), MEMBER, held)]
+    cases += [(released(held), MEMBER, held), (relabelled(held, queue=None), MEMBER, held),
+              (resized(released(held)), MEMBER, released(held))]
     for obj, user, old in cases:
         hit.update(run(objects, obj, user=user, old=old).refused)
     assert {v["message"] for v in policy["spec"]["validations"]} == hit

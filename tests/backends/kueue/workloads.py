@@ -27,12 +27,14 @@ API_VERSIONS = {"Job": "batch/v1", "Pod": "v1", "JobSet": "jobset.x-k8s.io/v1alp
 
 
 def pod_spec(gpus: int = 0, mig: str | None = None, priority_class: str | None = None,
-             limits_only: bool = False, init_gpus: int = 0) -> dict[str, Any]:
-    resources: dict[str, Any] = {"cpu": "1"}
+             limits_only: bool = False, init_gpus: int = 0, resource: str | None = None) -> dict[str, Any]:
+    resources: dict[str, Any] = {"cpu": "1", "memory": "4Gi"}
     if gpus:
         resources["nvidia.com/gpu"] = gpus
     if mig:
         resources[f"nvidia.com/{mig}"] = 1
+    if resource:
+        resources[resource] = 1
     container = {"name": "main", "image": "train:1",
                  "resources": {"limits": resources} if limits_only else {"requests": resources}}
     spec: dict[str, Any] = {"containers": [container], "restartPolicy": "Never"}
@@ -51,7 +53,7 @@ def _template(spec: dict[str, Any]) -> dict[str, Any]:
 def workload(kind: str, namespace: str, *, queue: str | None = None, priority_class: str | None = None,
              gpus: int = 1, mig: str | None = None, held: bool = True, template_class: str | None = None,
              owner: str | None = None, priority: int | None = None, limits_only: bool = False,
-             init_gpus: int = 0) -> dict[str, Any]:
+             init_gpus: int = 0, resource: str | None = None) -> dict[str, Any]:
     """A ``kind`` in ``namespace`` labelled with ``queue`` and ``priority_class`` (none when None);
     ``held``: suspended, or a Pod with Kueue's admission gate (what Kueue's webhook sets on a
     workload it manages); ``template_class``: a PriorityClass named in its pod templates;
@@ -66,7 +68,7 @@ def workload(kind: str, namespace: str, *, queue: str | None = None, priority_cl
         group = {"Job": "batch/v1", "ReplicaSet": "apps/v1", "CronJob": "batch/v1"}.get(owner, API_VERSIONS.get(owner))
         meta["ownerReferences"] = [{"apiVersion": group, "kind": owner, "name": "parent", "uid": "u-1",
                                     "controller": True, "blockOwnerDeletion": True}]
-    spec = pod_spec(gpus, mig, template_class, limits_only, init_gpus)
+    spec = pod_spec(gpus, mig, template_class, limits_only, init_gpus, resource)
     obj: dict[str, Any] = {"apiVersion": API_VERSIONS[kind], "kind": kind, "metadata": meta}
     if kind == "Pod":
         if held:
@@ -113,6 +115,24 @@ def released(obj: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def resized(obj: dict[str, Any], gpus: int = 8) -> dict[str, Any]:
+    """``obj`` asking for ``gpus`` GPUs in each container that asked for some (its spec changed)."""
+    out = copy.deepcopy(obj)
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if "nvidia.com/gpu" in node:
+                node["nvidia.com/gpu"] = gpus
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(out["spec"])
+    return out
+
+
 def relabelled(obj: dict[str, Any], **labels: str | None) -> dict[str, Any]:
     """``obj`` with labels set (``queue``, ``priority_class``), or removed when None."""
     out = copy.deepcopy(obj)
@@ -126,4 +146,4 @@ def relabelled(obj: dict[str, Any], **labels: str | None) -> dict[str, Any]:
 
 
 __all__ = ["JOB_CONTROLLER", "KINDS", "KUBERAY", "KUEUE", "MEMBER", "own_account", "pod_spec", "relabelled",
-           "released", "workload"]
+           "released", "resized", "workload"]

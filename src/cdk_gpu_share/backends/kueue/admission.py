@@ -5,13 +5,14 @@ Kueue at all, and any ``kueue.x-k8s.io/priority-class`` is taken as written. Per
 a ``ValidatingAdmissionPolicy`` and its binding (``admissionregistration.k8s.io/v1``, served
 from Kubernetes 1.30) refuse, in that namespace:
 
-* a workload of a kind Kueue manages (:data:`MANAGED_KINDS`), or a Pod that requests a GPU, a
-  MIG partition or a DRA claim, created without the team's queue in ``kueue.x-k8s.io/queue-name``,
-  or not held by Kueue when created (suspended, or a Pod with Kueue's scheduling gate): a
+* a workload of a kind Kueue manages (:data:`MANAGED_KINDS`), or a Pod that requests an extended
+  resource (a GPU, a MIG partition, any ``vendor/name`` resource) or a DRA claim, created without
+  the team's queue in ``kueue.x-k8s.io/queue-name``, or not held by Kueue when created (suspended, or a Pod with Kueue's scheduling gate): a
   workload Kueue does not hold runs outside the quota;
 * another team's queue on any of them, and removing the queue label later;
 * releasing a held workload (``suspend: false``, dropping the gate) by anyone but a controller:
-  only Kueue may start what it admitted;
+  only Kueue may start what it admitted; and changing the spec of a running workload (its
+  replicas, parallelism or pod templates) without suspending it again;
 * a ``kueue.x-k8s.io/priority-class`` above the team's ``max_priority``, a Pod whose resolved
   priority is above it, and a ``priorityClassName`` in a workload's pod templates (Kueue would
   take the workload's priority from it).
@@ -19,7 +20,8 @@ from Kubernetes 1.30) refuse, in that namespace:
 Objects a controller outside the team's namespace creates for a workload of a managed kind (a
 JobSet's Jobs, a Job's Pods, a RayJob's RayCluster) inherit that workload's admission, as
 Kueue treats them; the team cannot pass for a controller, since it can impersonate only the
-service accounts of its own namespace.
+service accounts of its own namespace (a controller is a service account of another namespace,
+or the controller manager).
 """
 
 from __future__ import annotations
@@ -115,16 +117,21 @@ TEMPLATE_PRIORITY_CLASS = (
     f" {_names_class('object.spec[k][t].template.spec')}))"
 )
 
-#: Does a Pod ask for an accelerator: a GPU, a MIG partition (requests or limits), or a DRA claim?
+def _asks_extended(containers: str) -> str:
+    """Does a container of the list ``containers`` request or limit an extended resource? Those
+    are named with a domain (``nvidia.com/gpu``, ``nvidia.com/mig-1g.5gb``, a time-sliced
+    ``nvidia.com/gpu.shared``, ``amd.com/gpu``, ``aws.amazon.com/neuron``); Kubernetes' own
+    (cpu, memory, ephemeral-storage, hugepages-*) are not."""
+    return (f"{containers}.exists(c, has(c.resources) && ((has(c.resources.requests)"
+            " && c.resources.requests.exists(k, k.contains('/'))) || (has(c.resources.limits)"
+            " && c.resources.limits.exists(k, k.contains('/')))))")
+
+
+#: Does a Pod ask for an accelerator: an extended resource (GPUs, MIG partitions...) or a DRA claim?
 ACCELERATORS = (
     "object.kind == 'Pod' && ((has(object.spec.resourceClaims) && size(object.spec.resourceClaims) > 0)"
-    " || object.spec.containers.exists(c, has(c.resources) && ((has(c.resources.requests) && c.resources.requests"
-    ".exists(k, k == 'nvidia.com/gpu' || k.startsWith('nvidia.com/mig-'))) || (has(c.resources.limits)"
-    " && c.resources.limits.exists(k, k == 'nvidia.com/gpu' || k.startsWith('nvidia.com/mig-')))))"
-    " || (has(object.spec.initContainers) && object.spec.initContainers.exists(c, has(c.resources)"
-    " && ((has(c.resources.requests) && c.resources.requests.exists(k, k == 'nvidia.com/gpu'"
-    " || k.startsWith('nvidia.com/mig-'))) || (has(c.resources.limits) && c.resources.limits.exists(k,"
-    " k == 'nvidia.com/gpu' || k.startsWith('nvidia.com/mig-')))))))"
+    f" || {_asks_extended('object.spec.containers')}"
+    f" || (has(object.spec.initContainers) && {_asks_extended('object.spec.initContainers')}))"
 )
 
 
@@ -142,9 +149,11 @@ def _variables(team: str) -> list[dict[str, str]]:
         {"name": "oldQueue", "expression": _label("oldObject", QUEUE_LABEL)},
         {"name": "priorityClass", "expression": _label("object", PRIORITY_LABEL)},
         {"name": "oldPriorityClass", "expression": _label("oldObject", PRIORITY_LABEL)},
-        # A controller: a system identity that is not one of the team's own service accounts.
-        {"name": "controller", "expression": f"request.userInfo.username.startsWith('system:')"
-                                             f" && !request.userInfo.username.startsWith('{own_accounts}')"},
+        # A controller: a service account of another namespace (the team may impersonate only its
+        # own), or the controller manager; not any other system: name (anonymous, a node).
+        {"name": "controller", "expression": "(request.userInfo.username.startsWith('system:serviceaccount:')"
+                                             f" && !request.userInfo.username.startsWith('{own_accounts}'))"
+                                             " || request.userInfo.username == 'system:kube-controller-manager'"},
         {"name": "inherited", "expression": f"variables.controller && ({_owned_by_managed_kind()})"},
         {"name": "needsQueue", "expression": f"object.kind != 'Pod' || ({ACCELERATORS})"},
         {"name": "held", "expression": _held("object")},
@@ -179,6 +188,11 @@ def _validations(section: KueueConfig, team: TeamConfig) -> list[dict[str, str]]
         {"expression": "request.operation != 'UPDATE' || !variables.wasHeld || variables.held || variables.controller",
          "message": f"only Kueue starts a workload in namespace {name}: it stays suspended (or gated) until Kueue"
                     " admits it",
+         "reason": "Forbidden"},
+        {"expression": "request.operation != 'UPDATE' || object.kind == 'Pod' || variables.controller"
+                       " || variables.wasHeld || variables.held || object.spec == oldObject.spec",
+         "message": f"a running workload in namespace {name} keeps the size Kueue admitted: suspend it to change its"
+                    " spec (replicas, parallelism, pod templates), and Kueue admits it again",
          "reason": "Forbidden"},
         {"expression": f"variables.priorityClass == '' || variables.priorityClass in {allowed!r}"
                        " || (request.operation == 'UPDATE' && variables.priorityClass == variables.oldPriorityClass)",
