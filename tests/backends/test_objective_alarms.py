@@ -1,6 +1,7 @@
 """The deployed wait alarms take a team's ``guarantee_wait_p99_minutes`` objective as their threshold:
 the share monitor's guarantee-wait alarm (Batch quota management) and the fair-share dashboard's
-lender-wait alarm; a team without the objective keeps the configured threshold."""
+lender-wait alarm; a team without the objective keeps the configured threshold. A team whose work
+must never be stopped but that borrows gets a synth warning, as `validate` warns."""
 
 from __future__ import annotations
 
@@ -77,3 +78,21 @@ def test_a_team_threshold_for_an_unknown_team_is_refused():
     with pytest.raises(ConfigError, match=r"team_thresholds\['nobody'\]: is not one of the dashboard's teams"):
         GpuShareDashboard(stack, "D", queue_name="q", teams=["red"],
                           team_thresholds={"nobody": cdk.Duration.minutes(5)})
+
+
+@pytest.mark.parametrize(("sharing", "warned"), [("lend_and_borrow", True), ("lend", False)])
+def test_a_team_that_must_never_be_stopped_but_borrows_is_warned_at_synth(sharing, warned):
+    from aws_cdk.assertions import Annotations, Match
+
+    from cdk_gpu_share.core.config import TeamConfig
+    from cdk_gpu_share.stacks.team import NEVER_STOPPED_BORROWS, TeamStack
+
+    team = TeamConfig(name="red", guarantee={"g5.xlarge": 1}, sharing=sharing,
+                      objectives={"max_preempted_per_day": 0})
+    stack = TeamStack(new_app(), "Red", team=team)
+    found = Annotations.from_stack(stack).find_warning("*", Match.string_like_regexp("must never be stopped"))
+    assert len(found) == (1 if warned else 0)
+    if warned:
+        text = json.dumps(found[0].entry.data)
+        assert "team red: objectives max_preempted_per_day: 0" in text and "lend_and_borrow" in text
+        assert NEVER_STOPPED_BORROWS in text

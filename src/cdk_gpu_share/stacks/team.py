@@ -12,6 +12,7 @@ from constructs import Construct
 from cdk_gpu_share.constructs._checks import acknowledge_nag, nag_arn, raise_props_problems
 from cdk_gpu_share.constructs._iam import add_statements, format_arn, stack_env
 from cdk_gpu_share.core.config import TeamConfig, team_problems
+from cdk_gpu_share.core.objectives import never_stopped_conflict
 
 #: Services the SubmitRole may pass the training role to: SageMaker runs the job, and Batch
 #: hands it over (SubmitServiceJob carries the role in its payload).
@@ -46,6 +47,10 @@ def _max_session_duration() -> cdk.Duration:
     return cdk.Duration.hours(4)
 
 
+#: The synth warning of a team whose work must never be stopped but that borrows.
+NEVER_STOPPED_BORROWS = "@cdk-gpu-share/objectives:never-stopped-borrows"
+
+
 class TeamStack(cdk.Stack):
     """One team's stack.
 
@@ -65,6 +70,10 @@ class TeamStack(cdk.Stack):
         super().__init__(scope, id, description=f"cdk-gpu-share: team {team.name}", **kwargs)
         self.team = team
         cdk.Tags.of(self).add("gpu-share:team", team.name)
+        conflict = never_stopped_conflict(team.objectives, team.sharing.value)
+        if conflict is not None:
+            # Valid, as in `gpu-share validate`, but probably not what was meant: said at synth too.
+            cdk.Annotations.of(self).add_warning_v2(NEVER_STOPPED_BORROWS, f"team {team.name}: {conflict}")
         self.submit_role = iam.Role(
             self,
             "SubmitRole",
