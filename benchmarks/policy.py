@@ -5,7 +5,7 @@
 
 Prints, side by side for static / share / share+reclaim (and share+reclaim with
 checkpoints): utilization, waits p50/p95/p99 per team, wait GPU-hours, preemptions,
-lost GPU-seconds and simulation time; then the fluid limits (GPU-hours of demand above
+lost GPU-hours and simulation time; then the fluid limits (GPU-hours of demand above
 capacity with a perfectly shared pool, and with strict partitions) and the targets.
 Figures, not assertions.
 
@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     rows.append(("utilization", *(f"{d['utilization'] * 100:.1f}%" for _, _, d in runs)))
     rows.append(("wait GPU-hours", *(f"{d['wait_gpu_hours']:,.0f}" for _, _, d in runs)))
     rows.append(("preemptions", *(str(d["preemptions"]) for _, _, d in runs)))
-    rows.append(("lost GPU-seconds", *(f"{d['lost_gpu_seconds']:,.0f}" for _, _, d in runs)))
+    rows.append(("lost GPU-hours", *(f"{d['lost_gpu_seconds'] / 3600:,.1f}" for _, _, d in runs)))
     rows.append(("window", *(f"{(d['window_s'][1] - d['window_s'][0]) / 86400:.1f}d" for _, _, d in runs)))
     rows.append(("planner calls", *(str(r.planner_calls) for _, r, _ in runs)))
     rows.append(("sim time", *(f"{d['sim_seconds']:.2f}s" for _, _, d in runs)))

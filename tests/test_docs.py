@@ -139,6 +139,46 @@ def test_the_readme_table_names_every_backends_construct_and_section():
     assert any("`kueue`" in row and "`KueueQueues`" in row for row in table.splitlines())
 
 
+def _leaf_parsers(parser, path=()):
+    import argparse
+
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs:
+        yield " ".join(path), parser
+        return
+    for name, child in subs[0].choices.items():
+        yield from _leaf_parsers(child, (*path, name))
+
+
+def test_the_readme_command_table_shows_every_command_with_its_required_arguments():
+    """Each row is how the command is called: a command that needs a config shows it."""
+    from cdk_gpu_share.cli import build_parser
+
+    readme = (ROOT / "README.md").read_text()
+    table = readme[readme.index("| command | what it does |"):]
+    table = table[:table.index("\n\n")]
+    # Each row's first cell: `gpu-share mig check` / `mig layouts` names two commands.
+    calls = [c.removeprefix("gpu-share ") for row in table.splitlines()[2:]
+             for c in re.findall(r"`([^`]+)`", row.split("|")[1])]
+    for command, parser in _leaf_parsers(build_parser()):
+        mine = [c for c in calls if c == command or c.startswith(command + " ")]
+        assert mine, f"the README's command table has no row for gpu-share {command}"
+        spec = getattr(parser, "_config_spec", None)
+        if spec is not None and spec[0] and spec[2] is None:  # required, no alternative to the config
+            assert any(spec[1] in c or "CONFIG" in c for c in mine), \
+                f"the README shows gpu-share {command} without its {spec[1]}"
+
+
+def test_what_make_synth_installs_is_what_the_docs_say():
+    """`make synth` installs the runtime only (the dev extra comes with `make test`)."""
+    makefile = (ROOT / "Makefile").read_text()
+    assert re.search(r"^synth: install-runtime$", makefile, re.M)
+    for page in (ROOT / "README.md", ROOT / "docs" / "getting-started.md"):
+        text = " ".join(page.read_text().split())
+        said = re.findall(r"`make synth` installs [^.;]*", text)  # what it installs, not "the Node it installs:"
+        assert said and all("runtime" in s and "development tools" not in s for s in said), (page, said)
+
+
 # --------------------------------------------------------------------------- Node
 
 def test_the_readme_names_the_node_that_make_installs():

@@ -533,6 +533,20 @@ def test_cli_table_and_plot(files, capsys, tmp_path):
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_cli_prints_lost_work_in_gpu_hours_in_every_mode_and_seconds_only_in_json(files, capsys):
+    """One unit where a person reads: the single-mode table says what --compare says (480 GPU-seconds)."""
+    s, t = files(GOOD)
+    assert main(["simulate", "--scenario", s, "--trace", t, "--mode", "share+reclaim"]) == 0
+    text = capsys.readouterr().out
+    assert "lost work           0.1 GPU-hours" in text.splitlines()
+    assert "GPU-seconds" not in text
+    assert main(["simulate", "--scenario", s, "--trace", t, "--compare"]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if "lost GPU-hours" in line)
+    assert row.split()[-1].rstrip("*") == "0.1"  # share+reclaim, the last column
+    assert main(["simulate", "--scenario", s, "--trace", t, "--mode", "share+reclaim", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["lost_gpu_seconds"] == 480
+
+
 def test_cli_plot_into_missing_folder_exits_2(files, capsys, tmp_path):
     s, t = files(GOOD)
     bad = tmp_path / "no" / "such" / "plot.png"

@@ -441,7 +441,7 @@ def render_table(d: dict[str, Any], *, poll_seconds: float | None = None,
         f"utilization         {d['utilization'] * 100:.1f}%",
         f"wait                {d['wait_gpu_hours']:,.1f} GPU-hours",
         f"preemptions         {d['preemptions']}",
-        f"lost work           {d['lost_gpu_seconds']:,.0f} GPU-seconds",
+        f"lost work           {d['lost_gpu_seconds'] / 3600:,.1f} GPU-hours",  # as --compare; seconds in --json
         f"simulation time     {d['sim_seconds']:.2f}s",
         "",
     ]
