@@ -124,8 +124,9 @@ def test_a_teams_allowed_classes_are_those_up_to_its_max_priority():
     plan = fleet_plan(config)["backends"]["kueue"]["admission"]
     assert plan["minimum_kubernetes"] == "1.30" and plan["priority_classes"]["applied"] == ["training", "experimentation"]
     assert "inference inference, training, experimentation" in format_plan(fleet_plan(config))
-    assert ("  namespaces: research, applied, inference: adopted if they exist; kept by cdk destroy and when a team is"
-            " removed, with what runs in them") in format_plan(fleet_plan(config)).splitlines()
+    assert ("  namespaces: research, applied created (a deployment that finds one existing fails); inference adopted"
+            " if they exist; all kept by cdk destroy and when a team is removed, with what runs in them"
+            ) in format_plan(fleet_plan(config)).splitlines()
 
 
 # -- what a team member creates in its namespace.

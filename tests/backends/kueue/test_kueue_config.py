@@ -90,6 +90,8 @@ def test_the_section_round_trips_through_its_mapping():
     ("preemption", {"reclaim_within_cohort": "Sometimes"}, "kueue.preemption.reclaim_within_cohort"),
     ("preemption", {"within_cluster_queue": "Always"}, "kueue.preemption.within_cluster_queue"),
     ("preemption", {"borrow_within_cohort": {"policy": "Any"}}, "kueue.preemption.borrow_within_cohort.policy"),
+    ("adopt_namespaces", "research", "kueue.adopt_namespaces"),
+    ("adopt_namespaces", ["reserch"], "kueue.adopt_namespaces[0]"),
     ("priority_classes", [{"name": "High", "value": 1}], "kueue.priority_classes[0].name"),
     ("priority_classes", [{"name": "high", "value": 2**31}], "kueue.priority_classes[0].value"),
     ("priority_classes", [{"name": "a", "value": 1}, {"name": "a", "value": 2}], "kueue.priority_classes[1].name"),
@@ -157,6 +159,17 @@ def test_rule_a_team_name_is_not_a_namespace_the_cluster_owns(name):
     [p] = err.value.problems
     assert (p.field, p.value) == (f"teams[1] ({name}).name", name)
     assert "edit rights" in p.message and "rename the team" in p.fix
+
+
+def test_a_namespace_to_adopt_names_a_kueue_team_with_a_suggestion():
+    raw = base()
+    raw["kueue"]["adopt_namespaces"] = ["reserch", "inference"]
+    with pytest.raises(ConfigError) as err:
+        C.parse_config(raw)
+    [p] = err.value.problems
+    assert (p.field, p.value, p.fix) == ("kueue.adopt_namespaces[0]", "reserch", "did you mean 'research'?")
+    raw["kueue"]["adopt_namespaces"] = ["inference"]
+    assert C.parse_config(raw).backend("kueue").adopt_namespaces == ("inference",)
 
 
 @pytest.mark.parametrize("name", ["kubeflow", "defaults", "kueue", "my-kube-system"])
@@ -359,7 +372,8 @@ def test_the_builder_is_pure_and_stable():
 def test_the_json_schema_describes_the_section():
     props = platform_schema()["properties"]["kueue"]["properties"]
     assert props["preemption"]["properties"]["reclaim_within_cohort"]["enum"] == ["Never", "LowerPriority", "Any"]
-    assert set(props) == {"eks_cluster_name", "kubectl_role_arn", "capacity", "cohort", "preemption", "priority_classes"}
+    assert set(props) == {"eks_cluster_name", "kubectl_role_arn", "capacity", "cohort", "preemption", "priority_classes",
+                          "adopt_namespaces"}
 
 
 def test_plan_shows_the_kueue_teams_and_unlimited_default_borrowing():

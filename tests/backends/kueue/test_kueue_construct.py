@@ -82,10 +82,11 @@ def test_the_manifests_go_through_the_kubectl_role_to_the_named_cluster_in_order
         template.resource_count_is(absent, 0)
 
 
-def test_a_namespace_is_adopted_if_it_exists_and_never_deleted(built):
-    """Removing a team or destroying the stack deletes no namespace (one that existed before,
-    least of all): each namespace's manifest is applied over what exists, never pruned, and
-    retained by CloudFormation; the stack's output names what cdk destroy keeps."""
+def test_a_namespace_is_created_or_adopted_as_configured_and_never_deleted(built):
+    """Removing a team or destroying the stack deletes no namespace: each namespace's manifest is
+    never pruned and retained by CloudFormation; the stack's output names what cdk destroy keeps.
+    A namespace is created (an existing one fails the deployment: no team gets edit rights in a
+    namespace someone else made) unless the config adopts it (examples/kueue.yaml: inference)."""
     platform, _, _ = built
     template = Template.from_stack(platform.platform)
     resources = template.find_resources(MANIFEST)
@@ -97,7 +98,9 @@ def test_a_namespace_is_adopted_if_it_exists_and_never_deleted(built):
             continue
         [ns] = objects
         assert r["DeletionPolicy"] == r["UpdateReplacePolicy"] == "Retain"
-        assert r["Properties"]["Overwrite"] is True  # kubectl apply: an existing namespace is adopted
+        # kubectl apply adopts an existing namespace; kubectl create refuses one.
+        adopted = ns["metadata"]["name"] == "inference"
+        assert r["Properties"].get("Overwrite", False) is adopted
         assert "PruneLabel" not in r["Properties"]
         assert not any(k.startswith("aws.cdk.eks/prune-") for k in ns["metadata"]["labels"])
         kept[ns["metadata"]["name"]] = lid
@@ -141,7 +144,8 @@ def test_summary_lists_the_applied_objects(built, capsys):
     assert main(["summary", built[2]]) == 0
     out = capsys.readouterr().out
     assert "10 Kubernetes manifests, 3 EKS access entries" in out
-    assert "Namespace research: kept by cdk destroy and when its team is removed" in out
+    assert "Namespace research: created, kept by cdk destroy and when its team is removed" in out
+    assert "Namespace inference: adopted if it exists, kept by cdk destroy and when its team is removed" in out
     assert "ValidatingAdmissionPolicy gpu-share-queue.research: Kubernetes 1.30 or later" in out
     assert "ClusterQueue research: p5.48xlarge 16 GPUs (borrowing limit 8)" in out
     assert "ClusterQueue applied: p5.48xlarge 8 GPUs (borrowing limit 0)" in out

@@ -12,6 +12,7 @@ makes the Kubernetes objects; ``gpu-share kueue manifests`` writes them as YAML 
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -32,7 +33,7 @@ KUEUE_VERSION = "v0.19.2"
 API_VERSION = "kueue.x-k8s.io/v1beta2"
 #: The keys of the section, of its ``preemption``, of ``preemption.borrow_within_cohort`` and of a priority class.
 SECTION_KEYS = frozenset({"eks_cluster_name", "kubectl_role_arn", "capacity", "cohort", "preemption",
-                          "priority_classes"})
+                          "priority_classes", "adopt_namespaces"})
 PREEMPTION_KEYS = frozenset({"reclaim_within_cohort", "borrow_within_cohort", "within_cluster_queue"})
 BORROW_KEYS = frozenset({"policy", "max_priority_threshold"})
 PRIORITY_CLASS_KEYS = frozenset({"name", "value", "description"})
@@ -97,6 +98,10 @@ class KueueConfig:
     cohort: str = "gpu-share"
     preemption: KueuePreemption = field(default_factory=KueuePreemption)
     priority_classes: tuple[WorkloadPriorityClass, ...] = ()
+    #: Teams whose namespace may already exist: it is adopted (labelled, kept). Any other team's
+    #: namespace is created, and a deployment that finds it existing fails rather than giving the
+    #: team edit rights in a namespace someone else made.
+    adopt_namespaces: tuple[str, ...] = ()
 
 
 #: Descriptions of the section and its keys: the words an editor shows on hover (``gpu-share schema``).
@@ -111,6 +116,9 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
         "cohort": "Name of the Cohort every team's ClusterQueue joins. Default: gpu-share.",
         "preemption": "The ClusterQueues' preemption policy, with Kueue's names and defaults.",
         "priority_classes": "WorkloadPriorityClasses: {name, value (int32), description?}.",
+        "adopt_namespaces": "Teams whose namespace may already exist on the cluster: it is adopted (labelled)"
+        " instead of failing the deployment. Default: none, so a team never gets edit rights in a namespace"
+        " it did not get from this platform. Namespaces are kept by cdk destroy either way.",
     },
     "kueue_preemption": {
         "reclaim_within_cohort": "Never | LowerPriority | Any: may a team take its lent quota back. Default: Never.",
@@ -202,6 +210,21 @@ def _priority_classes(raw: Any, problems: Problems) -> tuple[WorkloadPriorityCla
     return tuple(out)
 
 
+def _adopt_namespaces(raw: Any, problems: Problems) -> tuple[str, ...]:
+    where = f"{KEY}.adopt_namespaces"
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        problems.add(where, raw, "must be a list of team names", "write [research, applied]")
+        return ()
+    names: list[str] = []
+    for i, name in enumerate(raw):
+        value = C.read_str(name, f"{where}[{i}]", problems)
+        if value is not None and value not in names:
+            names.append(value)
+    return tuple(names)
+
+
 def parse(raw: Any, problems: Problems) -> KueueConfig | None:
     """The ``kueue`` section, or None when it is absent or not a mapping."""
     section = C.read_section(raw, KEY, SECTION_KEYS, problems, sagemaker=False)
@@ -220,7 +243,8 @@ def parse(raw: Any, problems: Problems) -> KueueConfig | None:
         cohort = _subdomain(data["cohort"], f"{KEY}.cohort", problems, "Cohort") or cohort
     return KueueConfig(eks_cluster_name=cluster or "", capacity=capacity, kubectl_role_arn=role, cohort=cohort,
                        preemption=_preemption(data.get("preemption"), problems),
-                       priority_classes=_priority_classes(data.get("priority_classes"), problems))
+                       priority_classes=_priority_classes(data.get("priority_classes"), problems),
+                       adopt_namespaces=_adopt_namespaces(data.get("adopt_namespaces"), problems))
 
 
 def allowed_priority_classes(section: KueueConfig, team: TeamConfig) -> list[str]:
@@ -256,6 +280,16 @@ def reserved_namespaces(c: SectionCheck) -> Iterator[Problem]:
                           f"is a namespace {owner} owns: on Kueue the team would get edit rights there, and its"
                           " workloads would share it with the cluster's own",
                           "rename the team (names starting with kube- and default, kueue-system are reserved)")
+
+
+def adopted_teams(c: SectionCheck) -> Iterator[Problem]:
+    """A namespace to adopt is a Kueue team's."""
+    teams = [t.name for t in c.members]
+    for i, name in enumerate(c.section.adopt_namespaces):
+        if name not in teams:
+            close = difflib.get_close_matches(name, teams, n=1)
+            yield Problem(f"{KEY}.adopt_namespaces[{i}]", name, "is not a team on kueue",
+                          f"did you mean '{close[0]}'?" if close else f"name one of: {', '.join(teams) or 'no team'}")
 
 
 def reclaim_and_borrow(c: SectionCheck) -> Iterator[Problem]:
@@ -320,8 +354,9 @@ def describe_resource(resource: Mapping[str, Any]) -> list[str]:
     except ValueError:
         return []
     if resource.get("DeletionPolicy") == "Retain":
-        return [f"Namespace {o.get('metadata', {}).get('name')}: kept by cdk destroy and when its team is removed"
-                for o in objects if isinstance(o, dict) and o.get("kind") == "Namespace"]
+        how = "adopted if it exists" if resource.get("Properties", {}).get("Overwrite") in (True, "true") else "created"
+        return [f"Namespace {o.get('metadata', {}).get('name')}: {how}, kept by cdk destroy and when its team is"
+                " removed" for o in objects if isinstance(o, dict) and o.get("kind") == "Namespace"]
     return [_describe_object(o) for o in objects if isinstance(o, dict) and (
         str(o.get("apiVersion", "")).startswith("kueue.x-k8s.io/") or o.get("kind") == "ValidatingAdmissionPolicy")]
 
@@ -370,6 +405,8 @@ def schema() -> dict[str, Any]:
             "within_cluster_queue": {"enum": list(WITHIN_CLUSTER_QUEUE), "default": "Never"},
         }),
         "priority_classes": {"type": "array", "items": priority_class},
+        "adopt_namespaces": {"type": "array", "uniqueItems": True,
+                             "items": {"type": "string", "pattern": DNS_LABEL_PATTERN, "maxLength": MAX_LABEL}},
     }, required=["eks_cluster_name", "capacity"])
 
 
@@ -392,6 +429,8 @@ def to_mapping(section: Any) -> Any:
     }
     if section.kubectl_role_arn is not None:
         out["kubectl_role_arn"] = section.kubectl_role_arn
+    if section.adopt_namespaces:
+        out["adopt_namespaces"] = list(section.adopt_namespaces)
     return out
 
 
@@ -406,7 +445,7 @@ class KueueSpec(Backend):
     section_keys = {KEY: SECTION_KEYS, "kueue_preemption": PREEMPTION_KEYS}
     descriptions = DESCRIPTIONS
     construct = "cdk_gpu_share.backends.kueue.construct:KueueQueues"
-    rules = (namespace_names, reserved_namespaces, reclaim_and_borrow, threshold_needs_policy, mig_profiles,
+    rules = (namespace_names, reserved_namespaces, adopted_teams, reclaim_and_borrow, threshold_needs_policy, mig_profiles,
              borrow_limit_types)
     resource_labels = (("Custom::AWSCDK-EKS-KubernetesResource", "Kubernetes manifests"),
                        ("AWS::EKS::AccessEntry", "EKS access entries"))
@@ -427,9 +466,12 @@ class KueueSpec(Backend):
         """What each team's admission policy lets it label its workloads with."""
         by_team = {t.name: allowed_priority_classes(section, t) for t in teams}
         text = "; ".join(f"{name} {', '.join(classes) or 'no class'}" for name, classes in by_team.items())
-        names = ", ".join(by_team)
-        return {"namespaces": f"{names}: adopted if they exist; kept by cdk destroy and when a team is removed,"
-                              " with what runs in them",
+        adopted = [t for t in by_team if t in section.adopt_namespaces]
+        created = [t for t in by_team if t not in section.adopt_namespaces]
+        parts = ([f"{', '.join(created)} created (a deployment that finds one existing fails)"] if created else []) + (
+            [f"{', '.join(adopted)} adopted if they exist"] if adopted else [])
+        return {"namespaces": f"{'; '.join(parts)}; all kept by cdk destroy and when a team is removed, with what"
+                              " runs in them",
                 "admission": {
             "minimum_kubernetes": MIN_KUBERNETES, "priority_classes": by_team,
             "text": f"each team's namespace admits only workloads on its own queue (ValidatingAdmissionPolicy,"

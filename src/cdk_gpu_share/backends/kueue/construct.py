@@ -62,8 +62,9 @@ class KueueQueues(Construct):
     the cluster must run Kubernetes 1.30 or later: each team's namespace gets a
     ValidatingAdmissionPolicy (``admissionregistration.k8s.io/v1``) holding it to its queue.
     The objects are applied kind by kind, namespaces first, one ``KubernetesManifest`` each
-    (one per namespace). A team's namespace is adopted if it exists and kept when the team is
-    removed or the stack destroyed (the ``KeptNamespaces`` output names them).
+    (one per namespace). A team's namespace is created, or adopted if the config lists it in
+    ``adopt_namespaces``, and kept when the team is removed or the stack destroyed (the
+    ``KeptNamespaces`` output names them).
     """
 
     def __init__(self, scope: Construct, id: str, *, config: KueueConfig, teams: Sequence[TeamConfig] = (),
@@ -100,17 +101,18 @@ class KueueQueues(Construct):
         self._acknowledge_kubectl_provider()
 
     def _namespaces(self, objects: list[dict[str, Any]]) -> dict[str, eks.KubernetesManifest]:
-        """One manifest per team namespace, adopted when it exists and never deleted.
+        """One manifest per team namespace, never deleted, adopted only when the config says so.
 
-        ``overwrite`` applies the namespace instead of creating it, so a namespace that existed
-        before is adopted (labelled) rather than failing the deployment; no pruning, and the
-        custom resource is retained, so neither removing a team nor ``cdk destroy`` deletes a
-        namespace and everything in it: one this construct did not create, least of all."""
+        A namespace is created (``kubectl create``): one that exists fails the deployment, so a
+        team never gets edit rights in a namespace someone else made (an operator's, say). A team
+        of ``adopt_namespaces`` has its namespace applied (``overwrite``): an existing one is
+        adopted. No pruning, and the custom resource is retained, so neither removing a team nor
+        ``cdk destroy`` deletes a namespace and everything in it."""
         out = {}
         for obj in objects:
             name = obj["metadata"]["name"]
             manifest = eks.KubernetesManifest(self, f"Namespace-{name}", cluster=self.cluster, manifest=[obj],
-                                              overwrite=True, prune=False)
+                                              overwrite=name in self.config.adopt_namespaces, prune=False)
             cast(cdk.CustomResource, manifest.node.default_child).apply_removal_policy(cdk.RemovalPolicy.RETAIN)
             out[name] = manifest
         return out
