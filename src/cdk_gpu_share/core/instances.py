@@ -33,6 +33,9 @@ __all__ = [
     "known_types",
     "lookup",
     "mig_types",
+    "ON_DEMAND_USD_PER_HOUR",
+    "PRICES_AS_OF",
+    "PRICE_SOURCE",
     "sagemaker_types",
 ]
 
@@ -245,3 +248,16 @@ def instance_type_problem(instance_type: str, *, sagemaker: bool) -> tuple[str, 
     if close:
         return "is not a GPU instance type this library knows", f"did you mean '{close[0]}'?"
     return "is not a GPU instance type this library knows", f"use one of {', '.join(choices)}"
+
+
+#: When :data:`ON_DEMAND_USD_PER_HOUR` was read from :data:`PRICE_SOURCE`.
+PRICES_AS_OF = "2026-03"
+#: Where the prices come from. They move (and differ by region): ``gpu-share mig fit`` takes
+#: the file's own ``prices:`` over these.
+PRICE_SOURCE = "Amazon SageMaker AI pricing, real-time inference, on-demand, US East (N. Virginia)"
+#: On-demand price per instance-hour of the MIG-capable SageMaker types that have one here; a type
+#: missing from this table is priced only by a ``prices:`` entry of the file that names it.
+ON_DEMAND_USD_PER_HOUR: dict[str, float] = {
+    "ml.p4d.24xlarge": 37.688,
+    "ml.p5.48xlarge": 113.068,
+}

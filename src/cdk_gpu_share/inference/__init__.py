@@ -4,11 +4,13 @@ One package for the feature, split by layer as a backend's package is:
 
 * :mod:`~cdk_gpu_share.inference.config` (the level of ``core``: pure Python) reads the
   ``inference:`` section and holds every synth-time rule of a partitioned endpoint;
+* :mod:`~cdk_gpu_share.inference.fit` (the level of ``core``) sizes each model's partition and
+  finds the cheapest layouts and instances that hold every copy (``gpu-share mig fit``);
 * :mod:`~cdk_gpu_share.inference.construct` (the level of ``constructs``) is the
   :class:`~cdk_gpu_share.inference.construct.MigInferenceEndpoint` construct;
 * :mod:`cdk_gpu_share.inference.handler` (the level of ``lambdas``) is the custom resource's
   Lambda handler, shipped as the construct's asset;
-* :mod:`~cdk_gpu_share.inference.cli` (the level of ``cli``) is ``gpu-share mig``.
+* :mod:`~cdk_gpu_share.inference.cli` (the level of ``cli``) is ``gpu-share mig`` (check, layouts, fit).
 
 It sits beside ``backends/``, not under it: a backend is a scheduler of training jobs with team
 quotas, lending and reclaim, registered as a ``BackendSpec``; inference registers none of that

@@ -1,13 +1,15 @@
-"""``gpu-share mig check`` and ``gpu-share mig layouts``.
+"""``gpu-share mig check``, ``gpu-share mig layouts`` and ``gpu-share mig fit``.
 
     gpu-share mig check (--gpu GPU | --instance-type ML_TYPE) PROFILE [PROFILE ...]
     gpu-share mig layouts (--gpu GPU | --instance-type ML_TYPE) [--json]
+    gpu-share mig fit MODELS.yaml [--gpu GPU | --instance-type ML_TYPE ...] [--json] [-o OUT] [--isolate-teams]
 
 ``check`` exits 0 when the profiles fit one GPU and prints them as an endpoint's ``layout:``
 line, ready to paste into the config, with their placement as a comment
 (``layout: [mig-3g.40gb, mig-3g.40gb]  # placement: mig-3g.40gb@0 mig-3g.40gb@4``); it exits 1
 with the reason when they do not fit, 2 on an unknown GPU, instance type or profile.
-``layouts`` lists every maximal layout once, each as such a line.
+``layouts`` lists every maximal layout once, each as such a line. ``fit`` sizes each model's
+partition and prices the cheapest endpoints that hold every copy (:mod:`cdk_gpu_share.inference.fit`).
 """
 
 from __future__ import annotations
@@ -15,10 +17,18 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
 
-from cdk_gpu_share.core import mig
-from cdk_gpu_share.core.errors import ConfigError
+import yaml
+
+import cdk_gpu_share.inference.fit as F
+from cdk_gpu_share.core import instances, mig
+from cdk_gpu_share.core import validation as V
+from cdk_gpu_share.core.errors import ConfigError, Problem
+from cdk_gpu_share.core.text import format_table
+from cdk_gpu_share.inference.config import check_endpoint, parse_inference
 
 
 def _add_target(parser: argparse.ArgumentParser) -> None:
@@ -38,7 +48,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="MIG partition layouts for SageMaker Inference: check that profiles "
         "fit one GPU, or list every maximal layout.",
     )
-    sub = parser.add_subparsers(dest="mig_command", metavar="{check,layouts}")
+    sub = parser.add_subparsers(dest="mig_command", metavar="{check,layouts,fit}")
     sub.required = True
 
     chk = sub.add_parser(
@@ -60,6 +70,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _add_target(lay)
     lay.add_argument("--json", action="store_true", help="print one JSON array")
     lay.set_defaults(func=run_layouts)
+
+    fit = sub.add_parser(
+        "fit",
+        help="size each model's partition and price the cheapest endpoints that hold them all",
+        description="Print, per model and GPU, the smallest MIG profile that holds one copy (memory: weights,"
+        " KV cache, overhead, headroom; compute: slices for the throughput it must serve), then the cheapest"
+        " variants (instance type, layout, instance count) that hold every copy, beside the price of whole"
+        " GPUs. Exit 2 on a bad models file or a model MIG cannot serve.",
+    )
+    fit.add_argument("models", metavar="MODELS.yaml", help="the models: name, copies, memory_gib or what estimates it")
+    group = fit.add_mutually_exclusive_group()
+    group.add_argument("--gpu", metavar="GPU", help=f"only instance types with this GPU: {', '.join(mig.GPUS)}")
+    group.add_argument("--instance-type", metavar="ML_TYPE", nargs="+", default=[],
+                       help=f"only these instance types: {', '.join(mig.INSTANCE_TYPES)}")
+    fit.add_argument("--json", action="store_true", help="print one JSON object instead of the tables")
+    fit.add_argument("-o", "--output", metavar="OUT",
+                     help="write the plan as a platform config's inference: section (models need image and memory_mb)")
+    fit.add_argument("--isolate-teams", action="store_true",
+                     help="never put models of different teams on one variant (one variant per team at least)")
+    fit.set_defaults(func=run_fit)
 
 
 def _argument_errors(func: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
@@ -112,3 +142,145 @@ def run_layouts(args: argparse.Namespace) -> int:
 def layout_line(profiles: Iterable[str], comment: str) -> str:
     """``layout: [...]  # comment``: a line of an endpoint in the config, as ``layout:`` reads it."""
     return f"layout: {mig.format_layout(profiles)}  # {comment}"
+
+
+# --------------------------------------------------------------------------- mig fit
+
+
+def _targets(args: argparse.Namespace) -> tuple[str | None, list[str]]:
+    """``--gpu`` and ``--instance-type`` checked against the MIG catalog (exit 2 on a typo)."""
+    gpu = mig.resolve_gpu(gpu=args.gpu) if args.gpu else None
+    types = [t.strip().lower() for t in args.instance_type]
+    for t in types:
+        mig.resolve_gpu(instance_type=t)
+    return gpu, types
+
+
+def _gib(x: float | None) -> str:
+    return "measured" if x is None else f"{x:.1f}"
+
+
+def _usd(x: float) -> str:
+    return f"${x:,.2f}/h"
+
+
+def _memory_lines(models: Sequence[F.ModelSpec], gpus: Sequence[str]) -> list[str]:
+    rows = []
+    for m in models:
+        mem = F.memory(m)
+        rows.append([m.name, _gib(mem.weights_gib), _gib(mem.kv_cache_gib), _gib(mem.overhead_gib),
+                     f"{mem.headroom_gib:.1f}", f"{mem.total_gib:.1f}", str(F.compute_slices(m)),
+                     *[F.smallest_profile(m, g) or "-" for g in gpus]])
+    headers = ["model", "weights", "KV cache", "overhead", "headroom", "total GiB", "slices", *gpus]
+    return ["Each copy needs (GiB; headroom up to gpu_memory_utilization; - : more than a whole GPU):",
+            *format_table(headers, rows, indent="  ")]
+
+
+def _plan_lines(plan: F.Plan, models: Sequence[F.ModelSpec], whole: float) -> list[str]:
+    by_name = {m.name: m for m in models}
+    out = [f"Cheapest plan: {_usd(plan.hourly_usd)}, {plan.instances} instance(s) in {len(plan.variants)} variant(s)"
+           + ("" if plan.exact else f" (not proven optimal: at most {plan.gap:.0%} above the lower bound"
+                                     f" {_usd(plan.lower_bound_usd)})")]
+    for i, v in enumerate(plan.variants, 1):
+        out.append(f"  variant {i}: {v.instance_count} x {v.candidate.instance_type} ({v.candidate.gpu}),"
+                   f" layout: {mig.format_layout(v.layout)}, {_usd(v.hourly_usd)}")
+        for name, profile in v.profiles:
+            m = by_name[name]
+            out.append(f"    {name}: {m.copies.max} copies on {profile}, +{F.demand(m) - m.copies.max} for rolling updates"
+                       + (f" (team {m.team})" if m.team else ""))
+    saving = whole - plan.hourly_usd
+    out.append(f"Whole GPUs (each copy on its own GPU): {_usd(whole)}; MIG saves {_usd(saving)}"
+               + (f" ({saving / whole:.0%})" if whole > 0 else ""))
+    return out
+
+
+def _shared_teams(plan: F.Plan, models: Sequence[F.ModelSpec]) -> list[int]:
+    teams = {m.name: m.team for m in models}
+    return [i for i, v in enumerate(plan.variants, 1) if len({teams[n] for n, _ in v.profiles} - {None}) > 1]
+
+
+def _plan_json(plan: F.Plan, models: Sequence[F.ModelSpec], gpus: Sequence[str], whole: float) -> dict[str, Any]:
+    return {
+        "models": {m.name: {"memory": F.memory(m).to_dict(), "compute_slices": F.compute_slices(m),
+                            "profile": {g: F.smallest_profile(m, g) for g in gpus}} for m in models},
+        "variants": [{"instance_type": v.candidate.instance_type, "instance_count": v.instance_count,
+                      "layout": list(v.layout), "hourly_usd": round(v.hourly_usd, 4),
+                      "copies": {n: [p] * by.copies.max for n, p in v.profiles
+                                 for by in [next(m for m in models if m.name == n)]}}
+                     for v in plan.variants],
+        "hourly_usd": round(plan.hourly_usd, 4),
+        "whole_gpu_hourly_usd": round(whole, 4),
+    }
+
+
+def inference_section(plan: F.Plan, models: Sequence[F.ModelSpec]) -> dict[str, Any]:
+    """The plan as a platform config's ``inference:`` section: one endpoint per variant."""
+    by_name = {m.name: m for m in models}
+    missing = [Problem(f"models[{i}]", m.name, "has no " + " or ".join(k for k in ("image", "memory_mb") if k not in m.serving),
+                       "give image (the container) and memory_mb (host memory per copy) to write the inference: section")
+               for i, m in enumerate(models) if not {"image", "memory_mb"} <= set(m.serving)]
+    if missing:
+        raise ConfigError(missing, label="cannot write -o")
+    endpoints = []
+    for i, v in enumerate(plan.variants, 1):
+        entries = []
+        for name, profile in v.profiles:
+            m = by_name[name]
+            entry: dict[str, Any] = {"name": name, **({"team": m.team} if m.team else {}), "profile": profile}
+            c = m.copies
+            entry["copies"] = c.max if c.min == c.max == c.initial else {"initial": c.initial, "min": c.min, "max": c.max}
+            entry.update(m.serving)
+            entries.append(entry)
+        endpoints.append({"name": f"mig-fit-{i}", "instance_type": v.candidate.instance_type,
+                          "instance_count": v.instance_count, "layout": list(v.layout), "models": entries})
+    section = {"endpoints": endpoints}
+    problems = V.Problems()
+    teams = sorted({m.team for m in models if m.team})
+    parsed = parse_inference(section, teams, problems.add)
+    for e in parsed.endpoints if parsed else ():
+        problems.items.extend(check_endpoint(e))
+    problems.raise_if_any(label="the plan does not validate")
+    return {"inference": section}
+
+
+@_argument_errors
+def run_fit(args: argparse.Namespace) -> int:
+    gpu, types = _targets(args)
+    source = str(args.models)
+    data = F.parse_models(V.load_yaml(V.read_text(args.models, field="MODELS.yaml", what="a models file"), source=source),
+                          source=source)
+    cands, unpriced = F.candidates(data.prices, gpu=gpu, instance_types=types)
+    if not cands:
+        raise ConfigError(Problem("prices", None, f"no candidate instance type has a price ({', '.join(unpriced)})",
+                                  "add prices: {ML_TYPE: USD per hour} to the models file"), label="invalid argument")
+    F.check_fits(data.models, cands)
+    plan = F.plan(data.models, cands, isolate_teams=args.isolate_teams)
+    if plan is None:  # every model fits some candidate, so a plan exists; kept for the type checker
+        raise ConfigError(Problem("models", None, "no plan holds every model", "allow more instance types"))
+    whole, _ = F.whole_gpu_cost(data.models, cands)
+    gpus = list(dict.fromkeys(c.gpu for c in cands))
+    if args.output:
+        text = yaml.safe_dump(inference_section(plan, data.models), sort_keys=False)
+        try:
+            Path(args.output).write_text(f"# gpu-share mig fit {Path(source).name}: {_usd(plan.hourly_usd)} on-demand\n{text}")
+        except OSError as exc:
+            raise ConfigError(Problem("-o", args.output, f"cannot be written ({exc.strerror})",
+                                      "give a file in a folder that exists and you may write"),
+                              label="invalid argument") from None
+    if args.json:
+        json.dump(_plan_json(plan, data.models, gpus, whole), sys.stdout)
+        sys.stdout.write("\n")
+        return 0
+    lines = _memory_lines(data.models, gpus)
+    lines += ["", *_plan_lines(plan, data.models, whole)]
+    shared = _shared_teams(plan, data.models)
+    if shared:
+        lines.append(f"Variant(s) {', '.join(map(str, shared))} put models of different teams on one instance: "
+                     f"{F.ISOLATION_NOTE} (--isolate-teams keeps teams apart)")
+    priced = "the file's prices" if data.prices else "catalog prices"
+    lines.append(f"Prices: {priced} where given, else {instances.PRICE_SOURCE}, as of {instances.PRICES_AS_OF}"
+                 + (f"; not priced, left out: {', '.join(unpriced)} (add them under prices:)" if unpriced else ""))
+    if args.output:
+        lines.append(f"Wrote the inference: section to {args.output}")
+    print("\n".join(lines))
+    return 0

@@ -70,6 +70,7 @@ __all__ = [
     "check_endpoint",
     "endpoint_problems",
     "rolling_update_problems",
+    "read_copies",
     "ROLLING_UPDATE_BATCH_COPIES",
     "rolling_update_batch",
     "endpoint_layout",
@@ -666,6 +667,11 @@ def _copies(value: Any, where: str, r: _Reader) -> Copies | None:
     initial = vals.get("initial", lo)
     hi = vals.get("max", max(initial, lo))
     return Copies(initial=initial, min=lo, max=hi)
+
+
+def read_copies(value: Any, where: str, add: AddProblem) -> Copies | None:
+    """A model's ``copies`` (a number, fixed, or ``{initial, min, max}``), as the section reads it."""
+    return _copies(value, where, _Reader(add))
 
 
 def _at(where: str, name: str) -> str:

@@ -1,0 +1,359 @@
+"""``gpu-share mig fit``: memory estimates, the smallest profile, the cheapest plan, -o, bad input."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from collections import Counter
+
+import pytest
+import yaml
+from aws_cdk import assertions
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cdk_gpu_share.cli import main
+from cdk_gpu_share.core import instances, mig
+from cdk_gpu_share.core.config import load_config, parse_config
+from cdk_gpu_share.core.errors import ConfigError
+from cdk_gpu_share.inference import fit as F
+from cdk_gpu_share.inference.config import Copies
+from cdk_gpu_share.stacks.app import build_platform
+from tests.helpers import ROOT, new_app, synth
+
+MODELS = ROOT / "examples" / "mig" / "models.yaml"
+KIB = 1024
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def decoder(**kw) -> F.ModelSpec:
+    return F.ModelSpec(name=kw.pop("name", "m"), **kw)
+
+
+# --------------------------------------------------------------------------- memory against published figures
+
+# Each row: the model card's parameter count, and from its config.json the decoder layers,
+# key-value heads and head dimension (hidden_size / num_attention_heads), with the KV cache per
+# token they give in bf16 (2 x layers x KV heads x head dim x 2 bytes).
+PUBLISHED = [
+    # meta-llama/Meta-Llama-3-8B: "8B" (8.03B parameters); config.json: num_hidden_layers 32,
+    # num_key_value_heads 8, hidden_size 4096 / num_attention_heads 32 = 128. 128 KiB per token.
+    pytest.param(8.03, 32, 8, 128, 128, id="llama-3-8b"),
+    # mistralai/Mistral-7B-v0.1: 7.24B parameters; config.json: num_hidden_layers 32,
+    # num_key_value_heads 8, hidden_size 4096 / num_attention_heads 32 = 128. 128 KiB per token.
+    pytest.param(7.24, 32, 8, 128, 128, id="mistral-7b"),
+    # Qwen/Qwen2.5-7B: "Number of Parameters: 7.61B"; config.json: num_hidden_layers 28,
+    # num_key_value_heads 4, hidden_size 3584 / num_attention_heads 28 = 128 (k_proj 3584 -> 512).
+    # 56 KiB per token.
+    pytest.param(7.61, 28, 4, 128, 56, id="qwen2.5-7b"),
+]
+
+
+@pytest.mark.parametrize("params, layers, kv_heads, head_dim, kib_per_token", PUBLISHED)
+def test_kv_cache_per_token_matches_the_published_config(params, layers, kv_heads, head_dim, kib_per_token):
+    one = decoder(params_billion=params, layers=layers, kv_heads=kv_heads, head_dim=head_dim, context_tokens=1)
+    assert F.memory(one).kv_cache_gib * 2**30 == kib_per_token * KIB
+    # Linear in context and concurrency; fp8 halves it.
+    many = decoder(params_billion=params, layers=layers, kv_heads=kv_heads, head_dim=head_dim,
+                   context_tokens=8192, concurrent_sequences=4, kv_dtype="fp8")
+    assert F.memory(many).kv_cache_gib * 2**30 == kib_per_token * KIB * 8192 * 4 / 2
+
+
+@pytest.mark.parametrize("params, layers, kv_heads, head_dim, kib_per_token", PUBLISHED)
+@pytest.mark.parametrize("dtype, bytes_per_param", [("fp32", 4), ("bf16", 2), ("fp16", 2), ("fp8", 1),
+                                                    ("int8", 1), ("int4", 0.5)])
+def test_weights_are_parameters_times_the_dtype(params, layers, kv_heads, head_dim, kib_per_token, dtype,
+                                                bytes_per_param):
+    m = decoder(params_billion=params, weight_dtype=dtype, layers=layers, kv_heads=kv_heads, head_dim=head_dim,
+                context_tokens=1)
+    assert F.memory(m).weights_gib == pytest.approx(params * 1e9 * bytes_per_param / 2**30)
+
+
+def test_llama_3_8b_in_bf16_is_about_16_gb_of_weights_and_the_rest_adds_up():
+    """8.03B x 2 bytes = 16.06 GB (14.96 GiB), as the model card's bf16 size; 8K context x 4 sequences
+    of 128 KiB a token = 4 GiB of KV cache; overhead 20 % of the weights; headroom to 0.9."""
+    m = decoder(params_billion=8.03, layers=32, kv_heads=8, head_dim=128, context_tokens=8192, concurrent_sequences=4)
+    mem = F.memory(m)
+    assert mem.weights_gib * 2**30 / 1e9 == pytest.approx(16.06)
+    assert mem.kv_cache_gib == 4.0
+    assert mem.overhead_gib == pytest.approx(0.2 * mem.weights_gib)
+    used = mem.weights_gib + mem.kv_cache_gib + mem.overhead_gib
+    assert mem.total_gib == pytest.approx(used / 0.9) and mem.headroom_gib == pytest.approx(mem.total_gib - used)
+    assert [F.smallest_profile(m, g) for g in ("A100-40GB", "A100-80GB", "H200-141GB")] == [
+        "mig-7g.40gb", "mig-3g.40gb", "mig-1g.35gb"]
+
+
+def test_a_measured_peak_replaces_the_estimate_and_keeps_the_headroom():
+    mem = F.memory(decoder(memory_gib=18, gpu_memory_utilization=0.8))
+    assert (mem.weights_gib, mem.kv_cache_gib, mem.overhead_gib) == (None, None, None)
+    assert mem.total_gib == pytest.approx(22.5) and mem.headroom_gib == pytest.approx(4.5)
+
+
+def test_compute_slices_scale_linearly_with_the_throughput_needed():
+    t = F.Throughput("H100-80GB", whole_gpu_tokens_per_s=2400, needed_tokens_per_s=600)
+    m = decoder(memory_gib=5, throughput=t)
+    assert F.compute_slices(m) == 2  # ceil(7 x 600 / 2400) = ceil(1.75)
+    assert F.smallest_profile(m, "H100-80GB") == "mig-2g.20gb"  # memory alone: mig-1g.10gb
+    assert F.smallest_profile(m, "A100-80GB") is None  # measured on another GPU model
+    exact = decoder(memory_gib=5, throughput=F.Throughput("H100-80GB", 700, 300))
+    assert F.compute_slices(exact) == 3
+    assert F.compute_slices(decoder(memory_gib=5)) == 1
+
+
+def test_a_model_larger_than_a_whole_gpu_is_named_with_what_it_needs():
+    big = decoder(name="llama3-70b", params_billion=70.6, layers=80, kv_heads=8, head_dim=128, context_tokens=8192)
+    cands, _ = F.candidates({}, gpu="A100-40GB")
+    with pytest.raises(ConfigError) as err:
+        F.check_fits([big], cands)
+    [p] = err.value.problems
+    assert p.field == "models[0]" and p.value == "llama3-70b"
+    assert "needs 178.1 GiB and 1 of 7 compute slices per copy, more than a whole GPU of A100-40GB" in p.message
+    assert "MIG cannot serve it" in p.message and "whole_gpu" in p.fix
+
+
+# --------------------------------------------------------------------------- packing: exact against exhaustive search
+
+
+def _variant_key(group, cand, layout, kinds):
+    """Fewest instances of ``cand`` with ``layout`` for ``group`` given each model's profile, by trying counts."""
+    counts = Counter(layout)
+    load = Counter()
+    for m, k in zip(group, kinds):
+        load[k] += m.copies.max + max(1, -(-m.copies.max * 5 // 100))
+    k = 1
+    while any(load[p] > counts[p] * cand.gpus * k for p in load):
+        k += 1
+    return k
+
+
+def _set_partitions(items):
+    if not items:
+        yield []
+        return
+    first, rest = items[0], items[1:]
+    for part in _set_partitions(rest):
+        yield [[first], *part]
+        for i in range(len(part)):
+            yield [*part[:i], [first, *part[i]], *part[i + 1:]]
+
+
+def _exhaustive(models, cands, isolate):
+    """Every split of the models into variants, every type, layout and profile choice."""
+    best = None
+    for blocks in _set_partitions(list(models)):
+        if isolate and any(len({m.team for m in b}) > 1 for b in blocks):
+            continue
+        total = (0.0, 0, 0)
+        for block in blocks:
+            options = []
+            for c in cands:
+                for layout in mig.layouts(c.gpu):
+                    per_model = []
+                    for m in block:
+                        mem, slices = F.memory(m).total_gib, F.compute_slices(m)
+                        per_model.append([p for p in set(layout.profiles) if mig.profile(c.gpu, p).memory_gb >= mem - 1e-9
+                                          and mig.profile(c.gpu, p).compute_slices >= slices
+                                          and (m.throughput is None or m.throughput.measured_on == c.gpu)])
+                    for kinds in itertools.product(*per_model):
+                        n = _variant_key(block, c, layout.profiles, kinds)
+                        options.append((round(c.hourly_usd * n, 6), n, 1))
+            if not options:
+                break
+            o = min(options)
+            total = (round(total[0] + o[0], 6), total[1] + o[1], total[2] + o[2])
+        else:
+            if best is None or total < best:
+                best = total
+    return best
+
+
+model_strategy = st.builds(
+    lambda name, mem, copies, team: F.ModelSpec(name=name, memory_gib=mem, copies=Copies(copies, copies, copies),
+                                                team=team),
+    st.just("m"), st.floats(min_value=1, max_value=60), st.integers(min_value=1, max_value=12),
+    st.sampled_from(["a", "b"]),
+)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(models=st.lists(model_strategy, min_size=1, max_size=3),
+       types=st.sampled_from([("ml.p4d.24xlarge",), ("ml.p4de.24xlarge",), ("ml.p4d.24xlarge", "ml.p4de.24xlarge")]),
+       isolate=st.booleans())
+def test_the_plan_is_the_cheapest_an_exhaustive_search_finds(models, types, isolate):
+    models = [F.ModelSpec(**{**m.__dict__, "name": f"m{i}"}) for i, m in enumerate(models)]
+    cands, _ = F.candidates({"ml.p4de.24xlarge": 47.11}, instance_types=types)
+    expected = _exhaustive(models, cands, isolate)
+    got = F.plan(models, cands, isolate_teams=isolate)
+    if expected is None:
+        assert got is None
+        return
+    assert got is not None and got.exact
+    assert (round(got.hourly_usd, 6), got.instances, len(got.variants)) == expected
+    # Every copy, and its rolling-update batch, has a partition at least its own size.
+    for v in got.variants:
+        counts, load = Counter(v.layout), Counter()
+        for name, profile in v.profiles:
+            m = next(m for m in models if m.name == name)
+            own = F.smallest_profile(m, v.candidate.gpu)
+            assert mig.GPUS[v.candidate.gpu].index(profile) >= mig.GPUS[v.candidate.gpu].index(own)
+            load[profile] += F.demand(m)
+        assert all(load[p] <= counts[p] * v.candidate.gpus * v.instance_count for p in load)
+        if isolate:
+            assert len({next(m for m in models if m.name == n).team for n, _ in v.profiles}) == 1
+    assert got.hourly_usd >= got.lower_bound_usd - 1e-6
+
+
+def test_many_models_are_planned_by_team_with_a_stated_bound():
+    models = [F.ModelSpec(name=f"m{i}", memory_gib=4 + i, team=f"t{i % 3}", copies=Copies(2, 2, 2))
+              for i in range(F.EXACT_MODELS + 2)]
+    cands, _ = F.candidates({})
+    got = F.plan(models, cands)
+    assert got is not None and not got.exact
+    assert got.hourly_usd >= got.lower_bound_usd > 0
+    assert got.gap == pytest.approx(got.hourly_usd / got.lower_bound_usd - 1)
+
+
+def test_the_shipped_example_re_planned_costs_no_more_than_its_own_layout():
+    """examples/inference.yaml's models, each measured at the partition the example gives it, are
+    planned by mig fit for no more than the example's own endpoint."""
+    config = load_config(ROOT / "examples" / "inference.yaml")
+    [endpoint] = config.inference.endpoints
+    gpu = mig.INSTANCE_TYPES[endpoint.instance_type].gpu
+    models = [F.ModelSpec(name=m.name, team=m.team, copies=m.copies,
+                          memory_gib=mig.profile(gpu, m.profile).memory_gb * F.DEFAULT_GPU_MEMORY_UTILIZATION)
+              for m in endpoint.models]
+    own = endpoint.instance_count * instances.ON_DEMAND_USD_PER_HOUR[endpoint.instance_type]
+    cands, _ = F.candidates({})
+    got = F.plan(models, cands)
+    assert got is not None and got.exact
+    assert got.hourly_usd <= own
+    assert [F.smallest_profile(m, gpu) for m in models] == [m.profile for m in endpoint.models]
+
+
+# --------------------------------------------------------------------------- the command
+
+
+def test_fit_prints_the_memory_table_the_plan_the_saving_and_the_isolation_line(capsys):
+    code, out, err = run(capsys, "mig", "fit", str(MODELS))
+    assert code == 0 and err == ""
+    lines = out.splitlines()
+    assert lines[0].startswith("Each copy needs")
+    llama = next(line for line in lines if line.strip().startswith("llama3-8b "))
+    assert llama.split()[1:7] == ["15.0", "4.0", "3.0", "2.4", "24.4", "1"]
+    assert "ticket-embedder  measured  measured  measured" in out
+    assert "Cheapest plan: $47.11/h, 1 instance(s) in 1 variant(s)" in out
+    assert "Whole GPUs (each copy on its own GPU): $113.06/h; MIG saves $65.95/h (58%)" in out
+    assert "put models of different teams on one instance: MIG isolates" in out
+    assert "system memory, storage, network and the endpoint's routing" in out
+
+
+def test_isolate_teams_gives_each_team_its_own_variants(capsys):
+    code, out, _ = run(capsys, "mig", "fit", str(MODELS), "--isolate-teams", "--json")
+    assert code == 0
+    result = json.loads(out)
+    data = yaml.safe_load(MODELS.read_text())
+    team = {m["name"]: m["team"] for m in data["models"]}
+    assert all(len({team[n] for n in v["copies"]}) == 1 for v in result["variants"])
+    code, text, _ = run(capsys, "mig", "fit", str(MODELS), "--isolate-teams")
+    assert "different teams" not in text
+
+
+def test_json_has_the_documented_shape(capsys):
+    code, out, _ = run(capsys, "mig", "fit", str(MODELS), "--json", "--gpu", "A100-40GB")
+    assert code == 0
+    result = json.loads(out)
+    assert set(result) == {"models", "variants", "hourly_usd", "whole_gpu_hourly_usd"}
+    llama = result["models"]["llama3-8b"]
+    assert set(llama) == {"memory", "compute_slices", "profile"}
+    assert set(llama["memory"]) == {"weights_gib", "kv_cache_gib", "overhead_gib", "headroom_gib", "total_gib"}
+    assert llama["profile"] == {"A100-40GB": "mig-7g.40gb"}
+    for v in result["variants"]:
+        assert set(v) == {"instance_type", "instance_count", "layout", "hourly_usd", "copies"}
+        assert v["instance_type"] == "ml.p4d.24xlarge"
+        assert all(isinstance(p, list) for p in v["copies"].values())
+    assert result["hourly_usd"] == pytest.approx(sum(v["hourly_usd"] for v in result["variants"]))
+    assert result["models"]["ticket-embedder"]["memory"]["weights_gib"] is None
+
+
+def test_output_validates_and_synthesizes(capsys, tmp_path):
+    out = tmp_path / "inference.yaml"
+    code, _, _ = run(capsys, "mig", "fit", str(MODELS), "-o", str(out))
+    assert code == 0
+    section = yaml.safe_load(out.read_text())
+    base = yaml.safe_load((ROOT / "examples" / "inference.yaml").read_text())
+    base["inference"] = section["inference"]
+    config_path = tmp_path / "platform.yaml"
+    config_path.write_text(yaml.safe_dump(base))
+    code, text, err = run(capsys, "validate", str(config_path))
+    assert code == 0, err
+    config = parse_config(base)
+    app = new_app()
+    platform = build_platform(app, config, checks=False)
+    synth(app)
+    template = assertions.Template.from_stack(platform.platform)
+    [endpoint] = config.inference.endpoints
+    assert endpoint.instance_type == "ml.p4de.24xlarge" and endpoint.instance_count == 1
+    assert len(template.find_resources("AWS::SageMaker::Model")) == 4
+
+
+def test_output_needs_an_image_and_host_memory(capsys, tmp_path):
+    models = tmp_path / "models.yaml"
+    models.write_text("models:\n  - {name: a, copies: 1, memory_gib: 5}\n")
+    code, out, err = run(capsys, "mig", "fit", str(models), "-o", str(tmp_path / "out.yaml"))
+    assert code == 2 and "Traceback" not in err
+    assert "models[0]" in err and "has no image or memory_mb" in err and "give image" in err
+    assert not (tmp_path / "out.yaml").exists()
+
+
+@pytest.mark.parametrize("model, field, words", [
+    ({"name": "a", "copies": 1, "memory_gib": 5, "weight_dtyp": "bf16"}, "models[0].weight_dtyp", "did you mean"),
+    ({"name": "a", "copies": 1, "params_billion": 8, "layers": 32, "kv_heads": 8, "head_dim": 128,
+      "context_tokens": 4096, "weight_dtype": "fp7"}, "models[0].weight_dtype", "use one of fp32, bf16"),
+    ({"name": "a", "copies": 0, "memory_gib": 5}, "models[0].copies", "at least 1"),
+    ({"name": "a", "copies": 1}, "models[0].memory_gib", "give memory_gib"),
+    ({"name": "a", "copies": 1, "memory_gib": -3}, "models[0].memory_gib", "above 0"),
+    ({"name": "a", "copies": 1, "memory_gib": 5, "gpu_memory_utilization": 1.5},
+     "models[0].gpu_memory_utilization", "at most 1"),
+    ({"name": "a", "copies": 1, "memory_gib": 5, "throughput": {"measured_on": "H100", "whole_gpu_tokens_per_s": 1,
+                                                                 "needed_tokens_per_s": 1}},
+     "models[0].throughput.measured_on", "use one of A100-40GB"),
+    ({"name": "a", "copies": 1, "memory_gib": 500}, "models[0]", "MIG cannot serve it"),
+])
+def test_bad_input_names_the_field_the_value_and_the_fix(capsys, tmp_path, model, field, words):
+    path = tmp_path / "models.yaml"
+    path.write_text(yaml.safe_dump({"models": [model]}))
+    code, out, err = run(capsys, "mig", "fit", str(path))
+    assert code == 2 and out == "" and "Traceback" not in err
+    assert field in err and words in err
+
+
+def test_bad_arguments_and_prices_exit_2(capsys, tmp_path):
+    path = tmp_path / "models.yaml"
+    path.write_text("models:\n  - {name: a, copies: 1, memory_gib: 5}\nprices: {ml.p4d.24xlarge: free}\n")
+    code, _, err = run(capsys, "mig", "fit", str(path))
+    assert code == 2 and "prices.ml.p4d.24xlarge" in err
+    path.write_text("models:\n  - {name: a, copies: 1, memory_gib: 5}\n")
+    code, _, err = run(capsys, "mig", "fit", str(path), "--instance-type", "ml.p4x.24xlarge")
+    assert code == 2 and "ml.p4x.24xlarge" in err
+    code, _, err = run(capsys, "mig", "fit", str(path), "--instance-type", "ml.p6-b200.48xlarge")
+    assert code == 2 and "no candidate instance type has a price" in err and "prices:" in err
+    code, _, err = run(capsys, "mig", "fit", str(tmp_path / "missing.yaml"))
+    assert code == 2 and "missing.yaml" in err
+    code, _, err = run(capsys, "mig", "fit", str(MODELS), "-o", str(tmp_path / "no" / "such" / "out.yaml"))
+    assert code == 2 and "-o" in err and "cannot be written" in err and "Traceback" not in err
+
+
+def test_the_saving_is_against_each_copy_on_its_own_gpu():
+    cands, _ = F.candidates({}, instance_types=["ml.p4d.24xlarge"])
+    models = [F.ModelSpec(name="a", memory_gib=5, copies=Copies(3, 3, 3))]  # 3 + 1 partitions
+    cost, count = F.whole_gpu_cost(models, cands)
+    assert count == {"ml.p4d.24xlarge": 1} and cost == pytest.approx(37.688)
+    many = [F.ModelSpec(name="a", memory_gib=5, copies=Copies(8, 8, 8))]  # 9 GPUs: 2 instances
+    assert F.whole_gpu_cost(many, cands)[1] == {"ml.p4d.24xlarge": 2}
+    assert math.isclose(F.plan(many, cands).hourly_usd, 37.688)
