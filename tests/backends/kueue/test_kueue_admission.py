@@ -136,6 +136,10 @@ ALLOWED_CREATES = [
     *[(f"{k} at an allowed priority class", workload(k, TEAM, queue=TEAM, priority_class="training")) for k in KINDS],
     ("a Pod that asks for no GPU, without a queue", workload("Pod", TEAM, gpus=0, held=False)),
     ("a Pod at the team's max priority", workload("Pod", TEAM, queue=TEAM, priority=100)),
+    ("a Pod without GPUs tolerating another taint", workload("Pod", TEAM, gpus=0, held=False, tolerations=[
+        {"key": "spot", "operator": "Exists", "effect": "NoSchedule"}])),
+    ("a Pod tolerating the GPU taint on its own queue", workload("Pod", TEAM, gpus=0, queue=TEAM, tolerations=[
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}])),
 ]
 
 REFUSED_CREATES = [
@@ -153,6 +157,10 @@ REFUSED_CREATES = [
     ("a Pod with a GPU in an init container", workload("Pod", TEAM, gpus=0, init_gpus=1, held=False), NEEDS_QUEUE),
     *[(f"a Pod asking for {r} without a queue", workload("Pod", TEAM, gpus=0, resource=r, held=False), NEEDS_QUEUE)
       for r in ("nvidia.com/gpu.shared", "amd.com/gpu", "aws.amazon.com/neuron")],
+    ("a Pod without GPUs tolerating the GPU nodes' taint", workload("Pod", TEAM, gpus=0, held=False, tolerations=[
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]), NEEDS_QUEUE),
+    ("a Pod without GPUs tolerating every taint", workload("Pod", TEAM, gpus=0, held=False, tolerations=[
+        {"operator": "Exists"}]), NEEDS_QUEUE),
     ("a Pod whose PriorityClass is above the cap", workload("Pod", TEAM, queue=TEAM, priority=2000000000), POD_PRIORITY),
     ("a Pod labelled with another queue even without GPUs", workload("Pod", TEAM, gpus=0, queue=OTHER), OWN_QUEUE),
 ]

@@ -253,7 +253,10 @@ def test_each_team_has_a_namespace_and_a_local_queue_and_each_type_a_flavor():
         "research": "research", "applied": "applied", "inference": "inference"}
     assert all(q["metadata"]["namespace"] == n for n, q in by_kind(objects, "LocalQueue").items())
     flavors = by_kind(objects, "ResourceFlavor")
-    assert flavors["g5.12xlarge"]["spec"] == {"nodeLabels": {"node.kubernetes.io/instance-type": "g5.12xlarge"}}
+    assert flavors["g5.12xlarge"]["spec"] == {
+        "nodeLabels": {"node.kubernetes.io/instance-type": "g5.12xlarge"},
+        # What Kueue admits tolerates the GPU nodes' taint, which the admission policy refuses to Pods outside it.
+        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}
 
 
 def test_the_cohort_holds_the_capacity_no_team_guarantees():

@@ -53,7 +53,8 @@ def _template(spec: dict[str, Any]) -> dict[str, Any]:
 def workload(kind: str, namespace: str, *, queue: str | None = None, priority_class: str | None = None,
              gpus: int = 1, mig: str | None = None, held: bool = True, template_class: str | None = None,
              owner: str | None = None, priority: int | None = None, limits_only: bool = False,
-             init_gpus: int = 0, resource: str | None = None) -> dict[str, Any]:
+             init_gpus: int = 0, resource: str | None = None,
+             tolerations: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """A ``kind`` in ``namespace`` labelled with ``queue`` and ``priority_class`` (none when None);
     ``held``: suspended, or a Pod with Kueue's admission gate (what Kueue's webhook sets on a
     workload it manages); ``template_class``: a PriorityClass named in its pod templates;
@@ -71,6 +72,8 @@ def workload(kind: str, namespace: str, *, queue: str | None = None, priority_cl
     spec = pod_spec(gpus, mig, template_class, limits_only, init_gpus, resource)
     obj: dict[str, Any] = {"apiVersion": API_VERSIONS[kind], "kind": kind, "metadata": meta}
     if kind == "Pod":
+        if tolerations is not None:
+            spec["tolerations"] = tolerations
         if held:
             spec["schedulingGates"] = [{"name": ADMISSION_GATE}]
         if priority is not None:

@@ -6,7 +6,8 @@ a ``ValidatingAdmissionPolicy`` and its binding (``admissionregistration.k8s.io/
 from Kubernetes 1.30) refuse, in that namespace:
 
 * a workload of a kind Kueue manages (:data:`MANAGED_KINDS`), or a Pod that requests an extended
-  resource (a GPU, a MIG partition, any ``vendor/name`` resource) or a DRA claim, created without
+  resource (a GPU, a MIG partition, any ``vendor/name`` resource) or a DRA claim, or that
+  tolerates the GPU nodes' taint ``nvidia.com/gpu`` (or every taint), created without
   the team's queue in ``kueue.x-k8s.io/queue-name``, or not held by Kueue when created (suspended, or a Pod with Kueue's scheduling gate): a
   workload Kueue does not hold runs outside the quota;
 * another team's queue on any of them, and removing the queue label later;
@@ -117,6 +118,7 @@ TEMPLATE_PRIORITY_CLASS = (
     f" {_names_class('object.spec[k][t].template.spec')}))"
 )
 
+
 def _asks_extended(containers: str) -> str:
     """Does a container of the list ``containers`` request or limit an extended resource? Those
     are named with a domain (``nvidia.com/gpu``, ``nvidia.com/mig-1g.5gb``, a time-sliced
@@ -132,6 +134,16 @@ ACCELERATORS = (
     "object.kind == 'Pod' && ((has(object.spec.resourceClaims) && size(object.spec.resourceClaims) > 0)"
     f" || {_asks_extended('object.spec.containers')}"
     f" || (has(object.spec.initContainers) && {_asks_extended('object.spec.initContainers')}))"
+)
+
+
+#: The taint GPU nodes carry by convention (NVIDIA's resource name): a Pod tolerating it, or every
+#: taint, can land on a GPU node and take its CPUs and memory from the workloads Kueue admitted.
+GPU_TAINT = "nvidia.com/gpu"
+TOLERATES_GPU_NODES = (
+    "object.kind == 'Pod' && has(object.spec.tolerations) && object.spec.tolerations.exists(t,"
+    f" (has(t.key) && t.key == '{GPU_TAINT}') || ((!has(t.key) || t.key == '') && has(t.operator)"
+    " && t.operator == 'Exists'))"
 )
 
 
@@ -155,7 +167,7 @@ def _variables(team: str) -> list[dict[str, str]]:
                                              f" && !request.userInfo.username.startsWith('{own_accounts}'))"
                                              " || request.userInfo.username == 'system:kube-controller-manager'"},
         {"name": "inherited", "expression": f"variables.controller && ({_owned_by_managed_kind()})"},
-        {"name": "needsQueue", "expression": f"object.kind != 'Pod' || ({ACCELERATORS})"},
+        {"name": "needsQueue", "expression": f"object.kind != 'Pod' || ({ACCELERATORS}) || ({TOLERATES_GPU_NODES})"},
         {"name": "held", "expression": _held("object")},
         {"name": "wasHeld", "expression": _held("oldObject")},
     ]
@@ -169,8 +181,8 @@ def _validations(section: KueueConfig, team: TeamConfig) -> list[dict[str, str]]
     return [
         {"expression": f"{created} || variables.queue != ''",
          "message": f"a workload in namespace {name} (a Job, JobSet, RayJob, RayCluster, PyTorchJob, or a Pod that"
-                    f" requests GPUs) needs the label {QUEUE_LABEL}: {name}, so that Kueue admits it within the team's"
-                    " quota",
+                    f" requests GPUs or tolerates the GPU nodes' taint {GPU_TAINT}) needs the label {QUEUE_LABEL}:"
+                    f" {name}, so that Kueue admits it within the team's quota",
          "reason": "Forbidden"},
         {"expression": f"variables.queue == '' || variables.queue == '{name}'"
                        " || (request.operation == 'UPDATE' && variables.queue == variables.oldQueue)",
@@ -243,5 +255,5 @@ def admission_objects(section: KueueConfig, team: TeamConfig, meta: dict[str, An
     return [policy, binding]
 
 
-__all__ = ["ADMISSION_API", "ADMISSION_GATE", "MANAGED_KINDS", "MIN_KUBERNETES", "PRIORITY_LABEL", "QUEUE_LABEL",
+__all__ = ["ADMISSION_API", "ADMISSION_GATE", "GPU_TAINT", "MANAGED_KINDS", "MIN_KUBERNETES", "PRIORITY_LABEL", "QUEUE_LABEL",
            "ManagedKind", "admission_objects", "policy_name"]

@@ -5,8 +5,9 @@ Per team: a Namespace, a ClusterQueue in the section's Cohort (admitting only th
 a LocalQueue in the namespace, and a ValidatingAdmissionPolicy with its binding holding the
 namespace's workloads to that queue (:mod:`cdk_gpu_share.backends.kueue.admission`). Per
 instance type of the capacity: a ResourceFlavor selecting nodes by
-``node.kubernetes.io/instance-type``. The Cohort holds the capacity no team guarantees,
-which every team that borrows may use. Every ClusterQueue has one resource group covering
+``node.kubernetes.io/instance-type``, whose workloads tolerate the GPU nodes' taint
+``nvidia.com/gpu``. The Cohort holds the capacity no team guarantees, which every team that
+borrows may use. Every ClusterQueue has one resource group covering
 ``cpu``, ``memory``, ``nvidia.com/gpu`` and each MIG profile some team guarantees
 (``nvidia.com/mig-3g.20gb``), with every flavor listing every covered resource (Kueue's rule).
 """
@@ -18,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from cdk_gpu_share.backends.kueue import API_VERSION, INSTANCE_TYPE_LABEL, KueueConfig
-from cdk_gpu_share.backends.kueue.admission import admission_objects
+from cdk_gpu_share.backends.kueue.admission import GPU_TAINT, admission_objects
 from cdk_gpu_share.core import instances
 from cdk_gpu_share.core.config import Amount, PlatformConfig, TeamConfig
 
@@ -145,8 +146,10 @@ def kueue_objects(section: KueueConfig, teams: Sequence[TeamConfig]) -> list[dic
         meta["labels"]["gpu-share/team"] = team.name
         objects.append({"apiVersion": "v1", "kind": "Namespace", "metadata": meta})
     for it in section.capacity:
+        # Workloads Kueue admits on the flavor tolerate the GPU nodes' taint; Pods outside Kueue may not.
         objects.append({"apiVersion": API_VERSION, "kind": "ResourceFlavor", "metadata": _meta(it),
-                        "spec": {"nodeLabels": {INSTANCE_TYPE_LABEL: it}}})
+                        "spec": {"nodeLabels": {INSTANCE_TYPE_LABEL: it},
+                                 "tolerations": [{"key": GPU_TAINT, "operator": "Exists", "effect": "NoSchedule"}]}})
     objects.append(_cohort(section, members, covered))
     for pc in section.priority_classes:
         wpc: dict[str, Any] = {"apiVersion": API_VERSION, "kind": "WorkloadPriorityClass", "metadata": _meta(pc.name),
