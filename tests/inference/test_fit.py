@@ -357,3 +357,10 @@ def test_the_saving_is_against_each_copy_on_its_own_gpu():
     many = [F.ModelSpec(name="a", memory_gib=5, copies=Copies(8, 8, 8))]  # 9 GPUs: 2 instances
     assert F.whole_gpu_cost(many, cands)[1] == {"ml.p4d.24xlarge": 2}
     assert math.isclose(F.plan(many, cands).hourly_usd, 37.688)
+
+
+def test_the_worked_example_of_the_docs_is_what_the_command_prints(capsys):
+    page = (ROOT / "docs" / "backends" / "mig-inference.md").read_text()
+    start = page.index("$ gpu-share mig fit examples/mig/models.yaml\n") + len("$ gpu-share mig fit examples/mig/models.yaml\n")
+    code, out, _ = run(capsys, "mig", "fit", str(MODELS))
+    assert code == 0 and page[start:page.index("```", start)] == out

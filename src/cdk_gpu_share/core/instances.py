@@ -259,5 +259,4 @@ PRICE_SOURCE = "Amazon SageMaker AI pricing, real-time inference, on-demand, US 
 #: missing from this table is priced only by a ``prices:`` entry of the file that names it.
 ON_DEMAND_USD_PER_HOUR: dict[str, float] = {
     "ml.p4d.24xlarge": 37.688,
-    "ml.p5.48xlarge": 113.068,
 }

@@ -17,12 +17,14 @@ Memory, in GiB (2**30 bytes), either a measured peak (``memory_gib``) or an esti
 
 Compute: with a throughput need (the model's tokens/s on a whole GPU of the type it was measured
 on, and the tokens/s it must serve), the compute slices needed are ``ceil(7 x needed / whole)``.
-This is linear in the slices, an upper bound on what a MIG partition gives: NVIDIA's MIG user
-guide says a partition's performance scales with its slices at best. The need applies on the GPU
-model it was measured on only; without one, a copy needs one slice.
+This is linear in the slices, an upper bound on what a MIG partition gives: a slice is a seventh
+of the streaming multiprocessors MIG hands out, fewer than the whole GPU has (an A100 lists 14 per
+slice and 98 in all under MIG, of 108), and a partition gets only its share of memory bandwidth and
+cache. The need applies on the GPU model it was measured on only; without one, a copy needs one slice.
 
 A copy's profile on a GPU is the smallest (fewest slices, then least memory) whose memory (the
-number in its name, as the MIG catalog reads it) and compute slices cover the need. The six
+number in its name, in GiB, as the MIG catalog reads it; ``nvidia-smi`` reports up to 5 % less,
+which the headroom covers) and compute slices cover the need. The six
 kinds of profile of every GPU in the catalog are nested: each has at least the memory and the
 compute of the one before, so a copy fits every partition from its own kind up.
 
