@@ -24,7 +24,7 @@ REASONS = {"Unauthorized", "Forbidden", "Invalid", "RequestEntityTooLarge"}
 #: The resource (plural) of each kind the tests submit, and its API group.
 RESOURCES = {"Pod": ("", "pods"), "Job": ("batch", "jobs"), "JobSet": ("jobset.x-k8s.io", "jobsets"),
              "RayJob": ("ray.io", "rayjobs"), "RayCluster": ("ray.io", "rayclusters"),
-             "PyTorchJob": ("kubeflow.org", "pytorchjobs"), "Deployment": ("apps", "deployments"),
+             "PyTorchJob": ("kubeflow.org", "pytorchjobs"), "TFJob": ("kubeflow.org", "tfjobs"), "Deployment": ("apps", "deployments"),
              "ConfigMap": ("", "configmaps")}
 
 _ENV = celpy.Environment()

@@ -134,6 +134,7 @@ def test_a_teams_allowed_classes_are_those_up_to_its_max_priority():
 ALLOWED_CREATES = [
     *[(f"{k} on its own queue, held by Kueue", workload(k, TEAM, queue=TEAM)) for k in KINDS],
     *[(f"{k} at an allowed priority class", workload(k, TEAM, queue=TEAM, priority_class="training")) for k in KINDS],
+    ("a TFJob on its own queue, held by Kueue", workload("TFJob", TEAM, queue=TEAM)),
     ("a Pod that asks for no GPU, without a queue", workload("Pod", TEAM, gpus=0, held=False)),
     ("a Pod at the team's max priority", workload("Pod", TEAM, queue=TEAM, priority=100)),
     ("a Pod without GPUs tolerating another taint", workload("Pod", TEAM, gpus=0, held=False, tolerations=[
@@ -150,7 +151,8 @@ REFUSED_CREATES = [
       for k in KINDS],
     *[(f"{k} with an unknown class", workload(k, TEAM, queue=TEAM, priority_class="urgent"), CLASS_CAP) for k in KINDS],
     *[(f"{k} with a PriorityClass in its templates", workload(k, TEAM, queue=TEAM, template_class="system-node-critical"),
-       TEMPLATE_CLASS) for k in KINDS if k != "Pod"],
+       TEMPLATE_CLASS) for k in (*KINDS, "TFJob") if k != "Pod"],
+    ("a TFJob on its own queue, not held", workload("TFJob", TEAM, queue=TEAM, held=False), HELD),
     ("a Pod asking for a MIG partition without a queue", workload("Pod", TEAM, gpus=0, mig="mig-1g.5gb", held=False),
      NEEDS_QUEUE),
     ("a Pod with GPUs in its limits only", workload("Pod", TEAM, limits_only=True, held=False), NEEDS_QUEUE),

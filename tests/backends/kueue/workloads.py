@@ -23,7 +23,8 @@ def own_account(team: str) -> str:
 #: The kinds Kueue manages that the tables submit.
 KINDS = ("Job", "Pod", "JobSet", "RayJob", "RayCluster", "PyTorchJob")
 API_VERSIONS = {"Job": "batch/v1", "Pod": "v1", "JobSet": "jobset.x-k8s.io/v1alpha2", "RayJob": "ray.io/v1",
-                "RayCluster": "ray.io/v1", "PyTorchJob": "kubeflow.org/v1", "Deployment": "apps/v1"}
+                "RayCluster": "ray.io/v1", "PyTorchJob": "kubeflow.org/v1", "TFJob": "kubeflow.org/v1",
+                "Deployment": "apps/v1"}
 
 
 def pod_spec(gpus: int = 0, mig: str | None = None, priority_class: str | None = None,
@@ -89,8 +90,9 @@ def workload(kind: str, namespace: str, *, queue: str | None = None, priority_cl
     elif kind == "RayJob":
         obj["spec"] = {"suspend": held, "entrypoint": "python train.py",
                        "rayClusterSpec": _ray_cluster(spec, None)}
-    elif kind == "PyTorchJob":
-        obj["spec"] = {"runPolicy": {"suspend": held}, "pytorchReplicaSpecs": {
+    elif kind in ("PyTorchJob", "TFJob"):
+        replicas = "pytorchReplicaSpecs" if kind == "PyTorchJob" else "tfReplicaSpecs"
+        obj["spec"] = {"runPolicy": {"suspend": held}, replicas: {
             "Master": {"replicas": 1, "template": _template(pod_spec())},
             "Worker": {"replicas": 2, "template": _template(spec)}}}
     else:
@@ -111,7 +113,7 @@ def released(obj: dict[str, Any]) -> dict[str, Any]:
     out = copy.deepcopy(obj)
     if out["kind"] == "Pod":
         out["spec"]["schedulingGates"] = []
-    elif out["kind"] == "PyTorchJob":
+    elif out["kind"] in ("PyTorchJob", "TFJob"):
         out["spec"]["runPolicy"]["suspend"] = False
     else:
         out["spec"]["suspend"] = False

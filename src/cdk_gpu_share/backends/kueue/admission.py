@@ -67,6 +67,11 @@ MANAGED_KINDS = (
 )
 
 
+#: Where each Kubeflow job kind keeps its replicas' pod templates (a map of replica type to spec).
+KUBEFLOW_REPLICA_SPECS = ("pytorchReplicaSpecs", "tfReplicaSpecs", "mpiReplicaSpecs", "xgbReplicaSpecs",
+                          "paddleReplicaSpecs", "jaxReplicaSpecs")
+
+
 def policy_name(team: str) -> str:
     """The policy's and the binding's name for ``team`` (a DNS-1123 subdomain)."""
     return f"gpu-share-queue.{team}"
@@ -114,8 +119,8 @@ TEMPLATE_PRIORITY_CLASS = (
     " : object.kind == 'RayJob' ? (has(object.spec.rayClusterSpec)"
     f" && ({_ray_cluster_classes('object.spec.rayClusterSpec')})) || (has(object.spec.submitterPodTemplate)"
     f" && {_names_class('object.spec.submitterPodTemplate.spec')})"
-    " : object.spec.exists(k, k.endsWith('ReplicaSpecs') && object.spec[k].exists(t,"
-    f" {_names_class('object.spec[k][t].template.spec')}))"
+    " : " + " || ".join(f"(has(object.spec.{f}) && object.spec.{f}.exists(t,"
+                        f" {_names_class(f'object.spec.{f}[t].template.spec')}))" for f in KUBEFLOW_REPLICA_SPECS)
 )
 
 
