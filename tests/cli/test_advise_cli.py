@@ -64,9 +64,7 @@ def test_the_written_scenario_reproduces_the_advice(capsys, case, fleet):
     result = simulate_json(capsys, ["--scenario", out_path, "--trace", trace])
     assert result["wait_gpu_hours"] + result["lost_gpu_seconds"] / 3600 == doc["regret_gpu_hours"]
     for name, team in result["teams"].items():
-        for key, e in doc["teams"][name]["objectives"].items():
-            seconds = {"wait_p95_minutes": "wait_p95_s"}[key]
-            assert team[seconds] / 60 == e["value"]
+        assert team["objectives"] == doc["teams"][name]["objectives"]
 
 
 def test_tables_without_json(capsys, case):
@@ -199,3 +197,32 @@ def test_the_written_config_changes_only_the_lines_of_decided_fields(capsys, tmp
     assert changed, "the advice changes something here"
     for line in changed:
         assert line.split(":")[0].lstrip("- ") in ("g5.12xlarge", "guarantee", "sharing", "borrow_limit_percent"), line
+
+
+OBJECTIVES_CONFIG = CONFIG.replace(
+    "    sharing: lend_and_borrow\n    borrow_limit_percent: -1\n",
+    "    sharing: lend_and_borrow\n    borrow_limit_percent: -1\n"
+    "    objectives: {wait_p95_minutes: 30, no_worse_than_private: true}   # what team a needs\n").replace(
+    "    sharing: reserve\n",
+    "    sharing: reserve\n    objectives:\n      max_preempted_per_day: 0\n      wait_p95_minutes: 60\n")
+
+
+@pytest.mark.parametrize("fleet", ["fixed", "size"])
+def test_a_config_with_objectives_is_advised_and_simulate_agrees(capsys, tmp_path, fleet):
+    assert OBJECTIVES_CONFIG.count("objectives") == 2
+    (tmp_path / "platform.yaml").write_text(OBJECTIVES_CONFIG)
+    rows = [(f"j{k}", "ab"[k % 3 == 0], (k // 2) * 1200, 3000, 4, k % 2) for k in range(14)]
+    trace = write_trace(tmp_path / "jobs.csv", rows)
+    out_path = tmp_path / "advised.yaml"
+    code, out, err = run(capsys, ["advise", str(tmp_path / "platform.yaml"), "--trace", trace, "--fleet", fleet,
+                                  "--workers", "1", "--json", "-o", str(out_path)])
+    doc = json.loads(out)
+    assert code == (0 if doc["feasible"] else 1), err
+    assert doc["teams"]["b"]["sharing"] in ("reserve", "lend")  # its work must never be stopped
+    assert "# what team a needs" in out_path.read_text()
+    code, _, err = run(capsys, ["validate", str(out_path)])
+    assert code == 0, err
+    result = simulate_json(capsys, ["--config", str(out_path), "--trace", trace])
+    assert result["wait_gpu_hours"] + result["lost_gpu_seconds"] / 3600 == doc["regret_gpu_hours"]
+    for name, team in result["teams"].items():
+        assert team["objectives"] == doc["teams"][name]["objectives"]
