@@ -500,14 +500,16 @@ def summary(counts: Counts) -> str:
 
 
 def test_the_checks_catch_a_handler_that_resubmits_twice(monkeypatch):
-    """The suite can fail: a requeue that ignores the ledger's verdict is caught."""
-    real = h.Ledger.claim
+    """The suite can fail: a requeue that ignores the ledger's verdict (takes every record for
+    its own, open and held by it) is caught."""
+    from cdk_gpu_share.lambdas.reclaim import requeue as rq
 
-    def forgetful(self, job_id, attempt, *, now, settle_after):
-        real(self, job_id, attempt, now=now, settle_after=settle_after)
-        return {"jobId": job_id, "status": "claimed", "attempt": attempt}
+    real = rq.Requeue.drive
 
-    monkeypatch.setattr(h.Ledger, "claim", forgetful)
+    def forgetful(self, job_id, record, attempt):
+        return real(self, job_id, {**record, "status": "claimed", "attempt": attempt}, attempt)
+
+    monkeypatch.setattr(rq.Requeue, "drive", forgetful)
     counts = run_schedules(range(3))
     assert any("resubmitted 2 times" in v or "resubmitted 3 times" in v for v in counts.violations)
 

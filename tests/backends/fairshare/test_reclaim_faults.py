@@ -65,8 +65,18 @@ def borrowing(model: BatchModel) -> str:
                key=lambda j: j["startedAt"])["jobId"]
 
 
-def stopped_job(model: BatchModel, **extra) -> dict:
+def record_stop(model: BatchModel, job_id: str) -> None:
+    """The ``stopping`` record the cycle writes before it stops a job."""
+    ledger = h.Ledger(model.dynamodb, "gpu-share-requeue", QUEUE_NAME)
+    assert ledger.stopping(job_id, now=model.clock(), settle_after=model.clock() + 180)
+
+
+def stopped_job(model: BatchModel, *, recorded: bool = True, **extra) -> dict:
+    """A job stopped with the reclaimer's reason: by the reclaimer (its ``stopping`` record
+    written first, as the cycle does), or, not ``recorded``, by someone else."""
     job = model.add_job("teamb", "RUNNING", priority=5, tags={"project": "llm"}, **extra)
+    if recorded:
+        record_stop(model, job["jobId"])
     model._stop(job["jobId"], "GpuShare reclaim: for job x of team team-a")
     model.tick(1)
     model.events.clear()
@@ -218,7 +228,7 @@ def test_a_submit_throttled_to_the_end_is_submitted_by_the_next_cycle(model):
 
 def test_a_ledger_that_never_learns_the_new_job_is_mended_by_the_cycle(model):
     job = stopped_job(model)
-    add_fault(model, "UpdateItem", *["error"] * 6)  # the ledger never learns the new job
+    add_fault(model, "UpdateItem", None, *["error"] * 6)  # taken over from the stop; then the ledger never learns the new job
     assert h.handler(failed_event(job), lambda_context())["requeued"] == model.submissions[0]["jobId"]
     model.tick(h.DEFAULT_INVOCATION_SECONDS + h.LISTING_SETTLE_SECONDS + 1)
     assert cycle(model)["requeues"]["found"] == [job["jobId"]]
@@ -313,9 +323,28 @@ def test_a_take_over_applied_but_answered_500_goes_on_with_its_own_write(model):
                                   "ThrottlingException"])
 def test_dynamodb_throttling_is_retried_like_batch_throttling(model, code):
     job = stopped_job(model)
-    add_fault(model, "PutItem", f"throttle:{code}", f"throttle:{code}")
+    add_fault(model, "GetItem", f"throttle:{code}", f"throttle:{code}")
     assert h.handler(failed_event(job), lambda_context())["requeued"] == model.submissions[0]["jobId"]
-    assert [f for op, _, f in model.requests if op == "PutItem"] == [f"throttle:{code}"] * 2 + [None]
+    assert [f for op, _, f in model.requests if op == "GetItem"] == [f"throttle:{code}"] * 2 + [None]
+
+
+def test_a_job_a_team_stopped_with_the_reclaimers_reason_is_not_resubmitted(model, capsys):
+    """A team stops its own job with a reason starting "GpuShare reclaim:". The ledger holds no
+    record of it (the reclaimer records every job before it stops it): its FAILED event, every
+    retry and duplicate of it, and the cycles after it resubmit nothing, and the log says why."""
+    job = stopped_job(model, recorded=False)
+    for _ in range(3):  # the event, EventBridge's duplicate, a replay
+        assert h.handler(failed_event(job), lambda_context(clock=model.clock)) == {"requeued": None}
+    for _ in range(3):
+        model.tick(60)
+        cycle(model)
+    assert model.submissions == [] and job["jobId"] not in model.table
+    skipped = [r for r in logged(capsys) if r["event"] == "requeue_skipped"]
+    assert len(skipped) == 3 and all("holds no record" in r["reason"] for r in skipped)
+    assert skipped[0]["status_reason"].startswith(br.RECLAIM_REASON_PREFIX)
+    # The same stop by the reclaimer (its record written first) is resubmitted.
+    mine = stopped_job(model)
+    assert h.handler(failed_event(mine), lambda_context(clock=model.clock))["requeued"] == model.submissions[0]["jobId"]
 
 
 # ---------------------------------------------------------------------------
@@ -323,10 +352,11 @@ def test_dynamodb_throttling_is_retried_like_batch_throttling(model, code):
 
 
 def test_a_lambda_killed_after_the_claim_is_finished_by_the_cycle_and_no_event_needs_a_redrive(model):
-    """Killed right after the claim; Lambda retries at +60 s and +120 s after each failure
-    (both within the claim's settle time), the last one meets a Batch brownout."""
+    """Killed right after the claim (its take-over of the stop record); Lambda retries at +60 s
+    and +120 s after each failure (both within the claim's settle time), the last one meets a
+    Batch brownout."""
     job = stopped_job(model)
-    add_fault(model, "PutItem", "kill_after")
+    add_fault(model, "UpdateItem", "kill_after")
     with pytest.raises(Killed):
         h.handler(failed_event(job), lambda_context(clock=model.clock))
     model.tick(60)
@@ -419,7 +449,7 @@ def test_an_event_killed_before_its_claim_on_every_attempt_is_finished_by_the_cy
     model.tick(5)
     [event] = model.events
     for delay in (60, 120, 0):  # Lambda's attempts, each killed: the event lands in the failure queue
-        add_fault(model, "PutItem", "kill_before")
+        add_fault(model, "GetItem", "kill_before")
         with pytest.raises(Killed):
             h.handler(event, lambda_context(clock=model.clock))
         model.tick(delay)
@@ -515,6 +545,7 @@ def test_dry_run_still_resubmits_a_stopped_job(model, monkeypatch):
 
 def test_an_event_for_a_job_describe_jobs_shows_ended_by_itself_submits_nothing(model):
     job = model.add_job("teamb", "RUNNING")
+    record_stop(model, job["jobId"])  # about to be stopped, it ended by itself
     model.end(job["jobId"])
     event = failed_event(dict(job, status="FAILED", statusReason="GpuShare reclaim: for job x of team a"))
     assert h.handler(event, lambda_context()) == {"requeued": None}
@@ -605,6 +636,7 @@ def test_a_resubmission_carries_only_the_tags_the_reclaimers_policy_allows(model
 
 def test_a_resubmission_keeps_the_teams_checkpoint_interval_but_not_the_stopped_runs_record(model, capsys):
     job = model.add_job("teamb", "RUNNING", tags={br.TAG_CHECKPOINT: "600", br.TAG_BORROWED: "1799999700000:true"})
+    record_stop(model, job["jobId"])
     model._stop(job["jobId"], "GpuShare reclaim: for job x of team team-a")
     model.tick(1)
     model.events.clear()
@@ -649,6 +681,7 @@ def test_a_stop_batch_shows_by_cancel_or_by_reason_is_waited_for(model, shows):
 
 def test_an_event_for_a_job_describe_jobs_shows_running_waits_then_closes_its_record(model):
     job = model.add_job("teamb", "RUNNING")
+    record_stop(model, job["jobId"])
     event = failed_event(dict(job, status="FAILED", statusReason="GpuShare reclaim: for job x of team a"))
     assert h.handler(event, lambda_context(clock=model.clock))["deferred"] is True  # the read may trail
     for _ in range(12):
@@ -683,3 +716,4 @@ def test_a_look_for_an_earlier_attempts_job_that_cannot_finish_never_says_not_fo
         model.add_job("teamb", "RUNNABLE", name=job["jobName"], created=model.clock())
     with pytest.raises(RuntimeError, match="did not finish"):
         h.find_requeued(model.batch, model.jobs[job["jobId"]], {"a1"})
+

@@ -470,6 +470,7 @@ def test_an_array_child_cannot_be_resubmitted_and_raises(capsys):
     child = model.add_job("teamb", "FAILED", arrayProperties={"index": 3},
                           statusReason="GpuShare reclaim: for job x of team team-a")
     ledger = h.Ledger(model.dynamodb, "gpu-share-requeue", "gpu-share-fairshare")
+    ledger.stopping(child["jobId"], now=model.clock(), settle_after=model.clock() + 180)  # as the cycle does
     with pytest.raises(h.ReclaimError, match="child of an array job"):
         h.requeue(model.batch, child, queue=QUEUE, ledger=ledger, clock=model.clock)
     assert [r for r in logged(capsys) if r["event"] == "requeue_failed"]

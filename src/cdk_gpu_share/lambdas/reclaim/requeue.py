@@ -9,13 +9,15 @@ writes) can, and the whole protocol rests on four rules:
 * **No stop without a record.** Before the cycle stops a job, it writes the job's record
   (``stopping``), and a job whose record cannot be written is not stopped. The ledger
   therefore knows every job the reclaimer stopped, whether or not its FAILED event
-  ever arrives or succeeds.
+  ever arrives or succeeds; and a FAILED event of a job it holds no record of is not the
+  reclaimer's, whatever reason the job was stopped with (a team may stop its own job with
+  the reclaimer's reason): it is logged and left alone.
 * **One holder at a time.** A requeue is done by an *attempt* (a random id). The ledger
-  names the attempt that may submit; a conditional write claims the job, or takes it
-  over from an earlier attempt, and only the holder calls ``SubmitJob``. Every attempt
+  names the attempt that may submit; a conditional write takes the record over from the
+  stop, or from an earlier attempt, and only the holder calls ``SubmitJob``. Every attempt
   id ever named is kept (``attempts``) and tags the job it submits.
 * **Settle time.** Each record says when whatever its attempt may have submitted is
-  surely listed (``settleAfter``): at the claim, the end of the invocation's time plus
+  surely listed (``settleAfter``): at a take-over, the end of the invocation's time plus
   :data:`LISTING_SETTLE_SECONDS`. Nobody takes a record over before then, and a take-over
   first looks in ``ListJobs`` for the job of *every* earlier attempt. The settle time is
   moved earlier only when ``SubmitJob`` surely did nothing (throttled, refused, no
@@ -185,22 +187,6 @@ class Ledger:
             ExpressionAttributeValues={":stopping": {"S": self.STOPPING}, ":skipped": {"S": self.SKIPPED}})
         return current is None
 
-    def claim(self, job_id: str, attempt: str, *, now: float, settle_after: float) -> dict:
-        """Claim ``job_id`` for ``attempt``; returns the job's record (its ``attempt`` is
-        ours when the claim succeeded, or when our own claim's answer was lost)."""
-        item = {
-            "jobId": {"S": job_id}, "status": {"S": self.CLAIMED}, "attempt": {"S": attempt},
-            "attempts": {"SS": [attempt]}, "settleAfter": {"N": _n(settle_after)}, "since": {"N": _n(now)},
-            "openQueue": {"S": self.queue}, "expiresAt": {"N": _expires(now)},
-        }
-        for _ in range(3):  # an item that expired (TTL) between the write and its check: claim again
-            current = self._conditional("PutItem", Item=item, ConditionExpression="attribute_not_exists(jobId)")
-            if current is None:
-                return self.record(item) or {}
-            if current:
-                return self.record(current) or {}
-        raise RuntimeError(f"the requeue ledger's record of {job_id} neither exists nor can be written")
-
     def reopen(self, job_id: str, attempt: str, *, now: float, settle_after: float) -> bool:
         """Make ``attempt`` the holder of a ``skipped`` record (a FAILED event of the
         reclaimer's shows the job was stopped after all). Nothing was submitted for a
@@ -348,6 +334,8 @@ class Requeue:
         self._waiting = False
         #: The ledger's record of the requeue being driven.
         self._record: Mapping = {}
+        #: The attempt holding that record as this run left it ("": a stop record nobody took over).
+        self.holder = ""
 
     def settle_time(self) -> float:
         """When whatever an attempt started now may submit is surely listed."""
@@ -364,6 +352,7 @@ class Requeue:
         error through (the record is untouched, or says when to look again).
         """
         self._record = record
+        self.holder = record.get("attempt", "")
         status = record.get("status")
         if status == Ledger.SUBMITTED:
             log("requeue_skipped", job=job_id, reason="already resubmitted", new_job=record.get("newJob"))
@@ -392,6 +381,7 @@ class Requeue:
             if not taken:
                 log("requeue_deferred", job=job_id, reason="another attempt took it over")
                 return {"requeued": None, "from": job_id, "deferred": True}
+            self.holder = attempt
         return self._submit(job, params, attempt)
 
     def _stopped_job(self, job_id: str, holder: str, status: str | None) -> dict | None:
@@ -572,12 +562,15 @@ def requeue(client: Any, detail: Mapping, *, queue: str, ledger: Ledger | None,
             sleep: Callable[[float], None] | None = None) -> dict:
     """Resubmit the job of a FAILED event the reclaimer caused (``detail``: the event's job).
 
-    Claims the job in the ledger first (so that, from then on, the cycle can finish it
-    without the event), then resubmits what ``DescribeJobs`` shows of it (an event may
-    carry no ``tags``). Raises while the claim cannot be written (Lambda retries the
-    event) and for a job that cannot be resubmitted; a dependency failing after the
-    claim is logged and left to the cycle. Dry run does not apply: a job the reclaimer
-    stopped is resubmitted all the same, or it would be lost.
+    Only a job the ledger holds a record of is the reclaimer's: the cycle writes a job's
+    ``stopping`` record before it stops it, so a job stopped with the reclaimer's reason and no
+    record was stopped by someone else (a team may give any reason) and is logged and left
+    alone. Otherwise the requeue takes over the record (so that, from then on, the cycle can
+    finish it without the event) and resubmits what ``DescribeJobs`` shows of the job (an
+    event may carry no ``tags``). Raises while the ledger cannot be read (Lambda retries the
+    event) and for a job that cannot be resubmitted; a dependency failing after that is
+    logged and left to the cycle. Dry run does not apply: a job the reclaimer stopped is
+    resubmitted all the same, or it would be lost.
     """
     job_id = detail.get("jobId")
     reason = detail.get("statusReason") or ""
@@ -597,11 +590,16 @@ def requeue(client: Any, detail: Mapping, *, queue: str, ledger: Ledger | None,
     run = Requeue(client, ledger, clock=clock, time_left=time_left, sleep=sleep)
     attempt = uuid.uuid4().hex
     try:
-        record = ledger.claim(job_id, attempt, now=clock(), settle_after=run.settle_time())
+        record = ledger.get(job_id)
+        if record is None:
+            log("requeue_skipped", "WARNING", job=job_id, status_reason=reason[:500],
+                reason="not stopped by the reclaimer: the requeue ledger holds no record of it, and the reclaimer"
+                       " records every job before it stops it (someone else stopped it with the reclaimer's reason)")
+            return {"requeued": None}
         if record.get("status") == Ledger.SKIPPED:
             record = _reopen(ledger, job_id, attempt, clock(), run.settle_time(), record)
     except Exception as exc:
-        log("requeue_failed", "ERROR", job=job_id, step="claiming the requeue in the ledger", error=_error(exc),
+        log("requeue_failed", "ERROR", job=job_id, step="reading the requeue ledger", error=_error(exc),
             outcome="nothing claimed: Lambda retries the event, then keeps it in the failure queue")
         raise
     try:
@@ -609,9 +607,9 @@ def requeue(client: Any, detail: Mapping, *, queue: str, ledger: Ledger | None,
     except ReclaimError:
         raise
     except Exception as exc:
-        if not run.submitting and record.get("attempt") == attempt:
+        if not run.submitting and run.holder in (attempt, ""):
             try:  # nothing submitted: the cycle need not wait for a listing to settle
-                ledger.settle_after(job_id, attempt, clock())
+                ledger.settle_after(job_id, run.holder, clock())
             except Exception as write:  # the claim's settle time stands: later, and as safe
                 log("ledger_write_failed", "WARNING", job=job_id, error=_error(write))
         log("requeue_deferred", "WARNING", job=job_id, error=_error(exc),
