@@ -717,3 +717,98 @@ def test_a_look_for_an_earlier_attempts_job_that_cannot_finish_never_says_not_fo
     with pytest.raises(RuntimeError, match="did not finish"):
         h.find_requeued(model.batch, model.jobs[job["jobId"]], {"a1"})
 
+
+# ---------------------------------------------------------------------------
+# A record that keeps failing holds up no other
+
+
+def poisoned(model: BatchModel, n: int) -> list[str]:
+    """``n`` jobs the reclaimer stopped whose requeue cannot be finished: an earlier attempt
+    claimed each and died, and more jobs share their name since than a look for that attempt's
+    job may read (it raises, and says why: never "not found")."""
+    jobs = []
+    for _ in range(n):
+        job = stopped_job(model, name="train-shared")
+        model.put_ledger_item({"jobId": {"S": job["jobId"]}, "status": {"S": "claimed"}, "attempt": {"S": "died"},
+                               "attempts": {"SS": ["died"]}, "settleAfter": {"N": str(model.clock() - 600)},
+                               "since": {"N": str(model.clock() - 600)}, "openQueue": {"S": QUEUE_NAME}})
+        jobs.append(job["jobId"])
+    for _ in range(h.FIND_PAGE_LIMIT * br.DESCRIBE_BATCH + 1):  # ended jobs of the same name, since
+        model.add_job("teamb", "SUCCEEDED", name="train-shared", created=model.clock())
+    return jobs
+
+
+def test_five_poisoned_records_do_not_stall_the_requeue_of_another(model, monkeypatch, capsys):
+    """Five open records whose finishing raises (not a refusal), and, behind them in the index,
+    a healthy one. The first cycle meets the five and pushes each back; the next cycle finishes
+    the healthy one. The five are tried again 5, 10, 20, 40 and 60 minutes apart, then closed
+    ``refused`` with a replayable event each in the on-failure queue; a replay, once the cause
+    is gone, resubmits each exactly once."""
+    sent: list[dict] = []
+    monkeypatch.setattr(h, "_failure_notifier", lambda: sent.append)
+    bad = poisoned(model, 5)
+    healthy = stopped_job(model)  # its stop record's settle time is after theirs: sixth in the index
+    model.tick(300)
+    first = invoke(CYCLE)
+    assert isinstance(first, h.ReclaimError) and "did not finish" in str(first)  # the alarm, as for a refusal
+    failed = [r for r in logged(capsys) if r["event"] == "reconcile_failed"]
+    assert sorted(r["job"] for r in failed) == sorted(bad) and {r["failures"] for r in failed} == {1}
+    assert all(float(model.table[j]["settleAfter"]["N"]) >= model.clock() + 300 for j in bad)
+    assert model.requeued_from(healthy["jobId"]) == []
+    model.tick(60)
+    assert cycle(model)["requeues"]["requeued"] == [healthy["jobId"]]  # the next cycle
+    [sub] = model.requeued_from(healthy["jobId"])
+    for _ in range(60):  # every 5 minutes for five hours
+        model.tick(300)
+        invoke(CYCLE)
+    assert {model.table[j]["status"]["S"] for j in bad} == {"refused"}
+    assert all(f"failed {h.FAILURE_LIMIT} tries" in model.table[j]["error"]["S"] for j in bad)
+    assert sorted(m["requestPayload"]["detail"]["jobId"] for m in sent) == sorted(bad)
+    assert all(m["requestContext"]["approximateInvokeCount"] == h.FAILURE_LIMIT for m in sent)
+    assert model.submissions == [sub]
+    for jid in [j for j, job in model.jobs.items() if job["status"] == "SUCCEEDED"]:
+        model.jobs[jid]["jobName"] = "another-name"  # the cause is gone
+    for message in sent:  # an operator replays each message
+        assert h.handler(message["requestPayload"], lambda_context(clock=model.clock))["requeued"]
+    assert all(len(model.requeued_from(j)) == 1 for j in bad) and len(model.submissions) == 6
+    assert {model.table[j]["status"]["S"] for j in bad} == {"submitted"}
+
+
+def test_a_replay_that_still_fails_raises_so_the_event_stays_in_the_failure_queue(model, monkeypatch):
+    sent: list[dict] = []
+    monkeypatch.setattr(h, "_failure_notifier", lambda: sent.append)
+    [bad] = poisoned(model, 1)
+    for _ in range(40):
+        model.tick(600)
+        invoke(CYCLE)
+    [message] = sent
+    assert model.table[bad]["status"] == {"S": "refused"}
+    with pytest.raises(RuntimeError, match="did not finish"):
+        h.handler(message["requestPayload"], lambda_context(clock=model.clock))
+    assert model.table[bad]["status"] == {"S": "refused"} and model.submissions == []
+
+
+def test_a_look_for_an_earlier_attempts_job_is_bounded_in_time(model):
+    """Pages of the look are asked while it has taken at most FIND_SECONDS: a slow listing ends
+    the look (an error, never "not found") before the Lambda's time does."""
+    job = stopped_job(model)
+    for _ in range(500):  # five pages of jobs of the same name since
+        model.add_job("teamb", "RUNNABLE", name=job["jobName"], created=model.clock())
+    ticks = iter(range(0, 10_000, 20))  # each page takes 20 s
+    before = len([r for r in model.requests if r[0] == "ListJobs"])
+    with pytest.raises(RuntimeError, match=f"did not finish within {h.FIND_SECONDS} s"):
+        h.find_requeued(model.batch, model.jobs[job["jobId"]], {"a1"}, clock=lambda: next(ticks))
+    assert len([r for r in model.requests if r[0] == "ListJobs"]) - before == 2  # at 0 and 20 s; none at 40 s
+
+
+def test_a_transient_failure_pushes_a_record_back_a_minute_uncounted(model):
+    job = stopped_job(model)
+    model.tick(300)
+    add_fault(model, "DescribeJobs", *["error"] * 6)  # a Batch brownout through every retry
+    errors = cycle(model)["requeues"]["errors"]
+    assert [(e["job"], e["transient"], e["failures"]) for e in errors] == [(job["jobId"], True, None)]
+    record = model.table[job["jobId"]]
+    assert float(record["settleAfter"]["N"]) == pytest.approx(model.clock() + h.LISTING_SETTLE_SECONDS, abs=1)
+    assert "failures" not in record
+    model.tick(60)
+    assert cycle(model)["requeues"]["requeued"] == [job["jobId"]]

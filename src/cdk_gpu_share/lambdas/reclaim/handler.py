@@ -63,8 +63,10 @@ from cdk_gpu_share.aws import batch_reader as br
 from cdk_gpu_share.core import metrics, reclaim
 from cdk_gpu_share.lambdas.reclaim.requeue import (  # noqa: F401 - the requeue's names, importable from here
     DEFAULT_INVOCATION_SECONDS,
+    FAILURE_LIMIT,
     FAILURE_QUEUE_ENV,
     FIND_PAGE_LIMIT,
+    FIND_SECONDS,
     LEDGER_TTL_SECONDS,
     LISTING_SETTLE_SECONDS,
     RECONCILE_LIMIT,

@@ -80,6 +80,12 @@ STOP_VISIBLE_SECONDS = 600
 REFUSAL_LIMIT = 6
 #: ``ListJobs`` pages (100 jobs each) a look for an earlier attempt's job reads at most.
 FIND_PAGE_LIMIT = 20
+#: Seconds a look for an earlier attempt's job may go on asking for pages.
+FIND_SECONDS = 30
+#: Failures to finish a record (any error but a refusal) before it needs a person (the
+#: on-failure queue), :func:`refusal_backoff` apart: a record that keeps failing never holds
+#: the head of the open records, so the cycle always gets to the others.
+FAILURE_LIMIT = REFUSAL_LIMIT
 #: Environment variable naming the on-failure queue (its URL).
 FAILURE_QUEUE_ENV = "GPU_SHARE_FAILURE_QUEUE"
 TAG_REQUEUE_ATTEMPT = br.TAG_REQUEUE_ATTEMPT
@@ -223,15 +229,18 @@ class Ledger:
         return current is None or (current.get("attempt") or {}).get("S") == attempt
 
     def take_over_stop(self, job_id: str, attempt: str, *, settle_after: float) -> bool:
-        """Make ``attempt`` the first holder of a ``stopping`` record (its job has stopped)."""
+        """Make ``attempt`` the first holder of a record no attempt has held: ``stopping`` (its
+        job has stopped), or ``refused`` before any attempt (a replay of its event)."""
         current = self._conditional(
             "UpdateItem", Key={"jobId": {"S": job_id}},
-            UpdateExpression="SET attempt = :new, settleAfter = :settle, #status = :claimed ADD attempts :added",
-            ConditionExpression="#status = :stopping AND attribute_not_exists(attempt)",
+            UpdateExpression="SET attempt = :new, settleAfter = :settle, #status = :claimed, openQueue = :queue"
+                             " ADD attempts :added",
+            ConditionExpression="#status IN (:stopping, :refused) AND attribute_not_exists(attempt)",
             ExpressionAttributeNames={"#status": "status"},
             ExpressionAttributeValues={
                 ":new": {"S": attempt}, ":settle": {"N": _n(settle_after)}, ":claimed": {"S": self.CLAIMED},
-                ":stopping": {"S": self.STOPPING}, ":added": {"SS": [attempt]},
+                ":stopping": {"S": self.STOPPING}, ":refused": {"S": self.REFUSED}, ":queue": {"S": self.queue},
+                ":added": {"SS": [attempt]},
             },
         )
         return current is None or (current.get("attempt") or {}).get("S") == attempt
@@ -263,6 +272,15 @@ class Ledger:
             job_id, attempt, "SET settleAfter = :settle, expiresAt = :expires, #error = :error ADD refusals :one",
             {":settle": {"N": _n(when)}, ":expires": {"N": _expires(when)}, ":error": {"S": reason[:1000]},
              ":one": {"N": "1"}}, {"#error": "error"}))
+
+    def failed_again(self, job_id: str, attempt: str, when: float, reason: str, *, counted: bool = True) -> bool:
+        """Finishing the record failed (an error, not a refusal): look again at ``when``, and
+        count it unless the error was transient."""
+        return self._logged(job_id, attempt, "failure", self._mine(
+            job_id, attempt, "SET settleAfter = :settle, expiresAt = :expires, #error = :error"
+                             + (" ADD failures :one" if counted else ""),
+            {":settle": {"N": _n(when)}, ":expires": {"N": _expires(when)}, ":error": {"S": reason[:1000]},
+             **({":one": {"N": "1"}} if counted else {})}, {"#error": "error"}))
 
     @staticmethod
     def _logged(job_id: str, attempt: str, what: str, applied: bool) -> bool:
@@ -370,13 +388,13 @@ class Requeue:
         params = self._params(job, holder)
         if holder != attempt:
             earlier = {holder, *record.get("attempts", ())} - {""}
-            found = find_requeued(self.client, job, earlier, sleep=self.sleep) if earlier else None
+            found = find_requeued(self.client, job, earlier, sleep=self.sleep, clock=self.clock) if earlier else None
             if found is not None:
                 self.ledger.submitted(job_id, holder, found)
                 log("requeue_skipped", job=job_id, reason="an earlier attempt resubmitted it", new_job=found)
                 return {"requeued": found, "from": job_id, "duplicate": True}
             taken = (self.ledger.take_over_stop(job_id, attempt, settle_after=self.settle_time())
-                     if status == Ledger.STOPPING else
+                     if not holder else
                      self.ledger.take_over(job_id, holder, attempt, settle_after=self.settle_time()))
             if not taken:
                 log("requeue_deferred", job=job_id, reason="another attempt took it over")
@@ -607,6 +625,12 @@ def requeue(client: Any, detail: Mapping, *, queue: str, ledger: Ledger | None,
     except ReclaimError:
         raise
     except Exception as exc:
+        if record.get("status") == Ledger.REFUSED and run.holder != attempt:
+            # A replay of a record the cycle closed: no cycle finishes it, so the event must fail
+            # (Lambda keeps it in the on-failure queue for the next replay).
+            log("requeue_failed", "ERROR", job=job_id, error=_error(exc), reason="the replay could not take the"
+                " requeue over; its record stays refused: fix the cause and replay the message again")
+            raise
         if not run.submitting and run.holder in (attempt, ""):
             try:  # nothing submitted: the cycle need not wait for a listing to settle
                 ledger.settle_after(job_id, run.holder, clock())
@@ -656,17 +680,68 @@ def reconcile(client: Any, ledger: Ledger, *, clock: Callable[[], float] = time.
             if record.get("settleAfter", 0) > clock():  # the index trails the table: not due after all
                 continue
             result = run.drive(job_id, record, uuid.uuid4().hex)
+        except ReclaimError as exc:  # a refusal: the record says when to try again, or is closed
+            log("reconcile_failed", "ERROR", job=job_id, error=_error(exc), reason="needs a person: see the error")
+            out["errors"].append({"job": job_id, "error": _error(exc), "transient": False})
+            continue
         except Exception as exc:
-            transient = not isinstance(exc, ReclaimError) and br.is_retryable(exc)
-            log("reconcile_failed", "WARNING" if transient else "ERROR", job=job_id, error=_error(exc),
-                reason="retried next cycle" if transient else "needs a person: see the error")
-            out["errors"].append({"job": job_id, "error": _error(exc), "transient": transient})
+            transient = br.is_retryable(exc)
+            outcome = _failed(run, job_id, exc, clock, notify)
+            log("reconcile_failed", "WARNING" if transient and not outcome["closed"] else "ERROR", job=job_id,
+                error=_error(exc), **outcome)
+            out["errors"].append({"job": job_id, "error": _error(exc), "transient": transient and not outcome["closed"],
+                                  "failures": outcome["failures"]})
             continue
         key = "deferred" if result.get("deferred") else "found" if result.get("duplicate") else "requeued"
         if result.get("requeued") or result.get("deferred"):
             out[key].append(job_id)
     log("reconciled", **out)
     return out
+
+
+def _failed(run: Requeue, job_id: str, exc: Exception, clock: Callable[[], float],
+            notify: Callable[[Mapping], None] | None) -> dict:
+    """Finishing ``job_id``'s record raised ``exc`` (not a refusal): the record is pushed back
+    (never earlier than its settle time), so the cycles after this one meet the other records
+    first (the index is in settle-time order). A transient error (throttling, a 5xx, no
+    connection, each already retried) pushes it back a minute and is not counted: an outage
+    ends. Any other is counted and pushes it back :func:`refusal_backoff` of its failures; after
+    :data:`FAILURE_LIMIT` of them it is closed ``refused`` and a replayable event goes to the
+    on-failure queue. Never raises."""
+    ledger = run.ledger
+    try:
+        record = ledger.get(job_id)  # as the failed attempt left it (it may have taken it over)
+    except Exception as read:  # the ledger is down too: the record is met again, as it is
+        return {"failures": None, "closed": False, "reason": f"not counted: the ledger did not answer ({_error(read)})"}
+    if record is None or record.get("status") not in (Ledger.STOPPING, Ledger.CLAIMED):
+        return {"failures": None, "closed": False, "reason": "the record is no longer open"}
+    holder = record.get("attempt", "")
+    settle = float(record.get("settleAfter", 0))
+    if br.is_retryable(exc):
+        try:
+            ledger.failed_again(job_id, holder, max(settle, clock() + LISTING_SETTLE_SECONDS), _error(exc),
+                                counted=False)
+        except Exception as write:  # the record stays as it is: the next cycle meets it again
+            return {"failures": None, "closed": False, "reason": f"not pushed back: {_error(write)}"}
+        return {"failures": None, "closed": False, "next_try_seconds": LISTING_SETTLE_SECONDS,
+                "reason": "transient: pushed back a minute, behind the other records"}
+    failures = int(record.get("failures", 0)) + 1
+    reason = f"finishing the requeue failed {_tries(failures)}: {_error(exc)}"
+    try:
+        if failures < FAILURE_LIMIT:
+            wait = refusal_backoff(failures)
+            ledger.failed_again(job_id, holder, max(settle, clock() + wait), reason)
+            return {"failures": failures, "closed": False, "next_try_seconds": wait,
+                    "reason": f"pushed back: the cycle looks again in {int(wait // 60)} minutes and meets the other"
+                              " records first"}
+        if not ledger.close(job_id, holder, Ledger.REFUSED, reason):
+            return {"failures": failures, "closed": False, "reason": "another attempt holds the record now"}
+    except Exception as write:  # the record stays as it is: the next cycle meets it again
+        return {"failures": failures, "closed": False, "reason": f"not pushed back: {_error(write)}"}
+    if notify is not None:
+        notify(failure_record(job_id, ledger.queue, reason, failures, None))
+    return {"failures": failures, "closed": True,
+            "reason": "needs a person: fix the cause, then replay the message's requestPayload from the on-failure queue"}
 
 
 def record_stops(ledger: Ledger, victims: Sequence[Mapping], *, now: float, settle_after: float,
@@ -694,7 +769,8 @@ def record_stops(ledger: Ledger, victims: Sequence[Mapping], *, now: float, sett
 
 
 def find_requeued(client: Any, job: Mapping, attempts: Collection[str], *,
-                  sleep: Callable[[float], None] | None = None) -> str | None:
+                  sleep: Callable[[float], None] | None = None, clock: Callable[[], float] = time.monotonic,
+                  max_seconds: float = FIND_SECONDS) -> str | None:
     """The id of the job any of ``attempts`` submitted for ``job`` (a ``DescribeJobs``
     detail), if ``ListJobs`` shows it.
 
@@ -703,6 +779,9 @@ def find_requeued(client: Any, job: Mapping, attempts: Collection[str], *,
     the candidates for the tags ``gpu-share:requeued-from`` and
     ``gpu-share:requeue-attempt``: attempt ids are known only to the ledger, so a job
     a team submitted with the same name and tags is not taken for the resubmission.
+
+    The look is bounded, by :data:`FIND_PAGE_LIMIT` pages and by ``max_seconds`` of ``clock``
+    (no page is asked after it); one that could not finish raises, never says "not found".
     """
     job_id = job["jobId"]
     name = job["jobName"]
@@ -710,7 +789,11 @@ def find_requeued(client: Any, job: Mapping, attempts: Collection[str], *,
     since = stopped_at - REQUEUE_LOOKBACK_MS if stopped_at else job.get("createdAt") or 0
     candidates: list[str] = []
     token = None
+    started = clock()
     for _ in range(FIND_PAGE_LIMIT):
+        if token and clock() - started > max_seconds:
+            raise RuntimeError(f"the look for the resubmission of {job_id} (jobs named {name!r}) did not finish"
+                               f" within {max_seconds:g} s")
         params: dict[str, Any] = {"jobQueue": job["jobQueue"], "maxResults": br.DESCRIBE_BATCH,
                                   "filters": [{"name": "JOB_NAME", "values": [name]}]}
         if token:
