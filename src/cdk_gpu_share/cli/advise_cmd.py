@@ -88,19 +88,20 @@ class _Progress:
         self.started = time.monotonic()
         self.shown = False
 
-    def __call__(self, done: int, budget: int, _text: str) -> None:
+    def __call__(self, done: int, budget: int, phase: str) -> None:
         elapsed = time.monotonic() - self.started
         if elapsed < 0.5:
             return
         width = 30
         filled = min(width, int(width * done / budget)) if budget else 0
-        self.stream.write(f"\radvising [{'#' * filled}{'.' * (width - filled)}] {done} simulations, {elapsed:.0f} s")
+        self.stream.write(f"\radvising [{'#' * filled}{'.' * (width - filled)}] {done} simulations, "
+                          f"{elapsed:.0f} s, {phase[:30]:<30}")
         self.stream.flush()
         self.shown = True
 
     def close(self) -> None:
         if self.shown:
-            self.stream.write("\r" + " " * 70 + "\r")
+            self.stream.write("\r" + " " * 100 + "\r")
             self.stream.flush()
 
 

@@ -24,6 +24,10 @@ can miss):
 4. **Regret.** At the chosen capacity, the same local search over every team's moves,
    ranked by regret among feasible configurations, until no move lowers it.
 
+While bisecting, a candidate that misses an objective by more than twice its target
+(:data:`PROBE_CAP`) does not help decide whether a capacity suffices: a capacity where
+every seed is beyond that is given up at once.
+
 Every candidate of a batch is simulated with the incumbent's figures as limits: the run
 stops as soon as the candidate cannot rank better (an objective already further from its
 target than the incumbent's worst, or waits and lost work already above its regret).
@@ -47,6 +51,9 @@ _TOL = 1e-9
 #: Most simulations one advice may run: the search stops there with the best it has (stated
 #: in the output's ``simulations``). Deterministic: counted in whole batches.
 DEFAULT_BUDGET = 4000
+#: A worst ratio beyond which a candidate does not help the bisection decide whether a
+#: capacity suffices: such candidates are refused as soon as their simulation shows it.
+PROBE_CAP = 2.0
 #: Teams up to which the regret phase also moves a step between two teams (n*(n-1) moves).
 TRANSFER_TEAMS = 6
 
@@ -136,6 +143,7 @@ class Search:
         self.progress = progress
         self.budget = budget
         self.simulations = 0
+        self.phase = "private sizing"
         self.cache: dict[Candidate, Evaluation] = {}
         self.private: dict[tuple[str, float], PrivateRef] = {}
         self.alone: dict[tuple[str, float], bool] = {}
@@ -180,7 +188,7 @@ class Search:
                     self.cache[ev.candidate] = ev
             self.simulations += len(todo)
             if self.progress is not None:
-                self.progress(self.simulations, self.budget, "")
+                self.progress(self.simulations, self.budget, self.phase)
         return [self.cache[c] for c in candidates]
 
     def rank(self, ev: Evaluation) -> tuple:
@@ -193,11 +201,11 @@ class Search:
             return (0, cap, 0.0, 0.0, ev.regret_gpu_hours, *tail)
         return (1, ev.worst_ratio, ev.excess, cap, ev.regret_gpu_hours, *tail)
 
-    def _limits(self, best: Evaluation) -> Limits:
-        """What a candidate must not exceed to rank better than ``best``."""
+    def _limits(self, best: Evaluation, cap: float = math.inf) -> Limits:
+        """What a candidate must not exceed to rank better than ``best`` (and than ``cap``)."""
         if best.feasible:
             return Limits(worst_ratio=1.0, regret_gpu_hours=best.regret_gpu_hours)
-        return Limits(worst_ratio=max(1.0, best.worst_ratio))
+        return Limits(worst_ratio=min(max(1.0, best.worst_ratio), cap))
 
     # -- private sizing ------------------------------------------------------
 
@@ -281,8 +289,9 @@ class Search:
 
     # -- local search --------------------------------------------------------
 
-    def _climb(self, best: Evaluation, *, until_feasible: bool) -> Evaluation:
-        """Best-improvement local search from ``best`` (see the module docstring)."""
+    def _climb(self, best: Evaluation, *, until_feasible: bool, cap: float = math.inf) -> Evaluation:
+        """Best-improvement local search from ``best`` (see the module docstring); candidates
+        whose worst ratio is above ``cap`` are of no use."""
         while self.simulations < self.budget:
             if until_feasible and best.feasible:
                 break
@@ -291,7 +300,7 @@ class Search:
                                           jumps=small)
             if not moves:
                 break
-            evaluations = self.evaluate(moves, self._limits(best))
+            evaluations = self.evaluate(moves, self._limits(best, cap))
             challenger = min(evaluations, key=self.rank)
             if self.rank(challenger) >= self.rank(best):
                 break
@@ -299,15 +308,24 @@ class Search:
         return best
 
     def probe(self, capacity: float, sizing: Mapping[str, float | None],
-              warm: Sequence[Candidate] = ()) -> Evaluation:
-        """The best configuration found at ``capacity``, searching until one is feasible."""
+              warm: Sequence[Candidate] = (), *, cap: float = math.inf) -> Evaluation:
+        """The best configuration found at ``capacity``, searching until one is feasible.
+
+        ``cap``: a worst ratio beyond which no candidate is of use (the bisection's probes,
+        which only ask "is this capacity enough?"). When every seed is beyond it, the capacity
+        is given up at once, its frontier figures those of its first seed's full simulation.
+        """
+        self.phase = f"capacity {capacity:g}"
         seeds = self._seeds(capacity, sizing, warm)
         if not seeds:
             seeds = [c for c in self.space.neighbours(self._aligned_input(capacity), range(self.space.n))][:1]
         if not seeds:
             return Evaluation(Candidate(capacity, self.space.input.choices), complete=False, reason="nothing runs")
-        best = min(self.evaluate(seeds), key=self.rank)
-        return self._climb(best, until_feasible=True)
+        limits = Limits(worst_ratio=cap) if math.isfinite(cap) else None
+        found = [e for e in self.evaluate(seeds, limits) if e.complete]
+        if not found:
+            return self.evaluate(seeds[:1])[0]  # hopeless here: the first seed's figures for the frontier
+        return self._climb(min(found, key=self.rank), until_feasible=True, cap=cap)
 
     # -- the whole advice ----------------------------------------------------
 
@@ -327,7 +345,7 @@ class Search:
             while best.feasible and low < high - _TOL and self.simulations < self.budget:
                 mid = guess if guess >= low else low + _floor((high - low) / 2, self.space.step)
                 guess = -math.inf
-                ev = frontier[mid] = self.probe(mid, sizing, warm=[hi_best.candidate])
+                ev = frontier[mid] = self.probe(mid, sizing, warm=[hi_best.candidate], cap=PROBE_CAP)
                 if ev.feasible:
                     high, hi_best = mid, ev
                 else:
@@ -336,6 +354,7 @@ class Search:
         else:
             best = self.probe(self.space.input.capacity, sizing)
         if best.feasible:
+            self.phase = f"regret at capacity {best.candidate.capacity:g}"
             best = self._climb(best, until_feasible=False)
             if self.space.fleet == "size":
                 frontier[best.candidate.capacity] = best

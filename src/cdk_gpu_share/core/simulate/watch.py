@@ -16,8 +16,10 @@ What a watch can know mid-run, and why it is certain:
   ``T`` for good; a percentile of ``n`` waits (nearest rank ``r``) is above ``T``
   once ``n - r + 1`` of them are;
 - preemptions and lost work only grow;
-- the wait GPU-seconds of a job are at least its first wait times its GPUs, and lost
-  work only grows: their sum is a lower bound of the run's final "regret".
+- a job's wait GPU-seconds are at least the GPU-seconds it has spent pending so far (its
+  wait also counts any run a stop threw away), and lost work only grows: the GPU-seconds
+  of the pending jobs integrated over time, plus the lost work, is a lower bound of the
+  run's final "regret".
 """
 
 from __future__ import annotations
@@ -76,6 +78,8 @@ class Watch:
     _count: dict = field(default_factory=dict, init=False, repr=False)
     _lost: dict = field(default_factory=dict, init=False, repr=False)
     _regret: float = field(default=0.0, init=False, repr=False)
+    _pending: float = field(default=0.0, init=False, repr=False)
+    _since: float = field(default=0.0, init=False, repr=False)
     next_due: float = field(default=math.inf, init=False, repr=False)
 
     def begin(self, running: dict) -> None:
@@ -93,12 +97,23 @@ class Watch:
         self._count = {}
         self._lost = {}
         self._regret = 0.0
+        self._pending = 0.0
+        self._since = 0.0
         self.next_due = math.inf
 
     # -- hooks the engine calls -------------------------------------------
 
+    def _waiting(self, t: float, delta: float) -> None:
+        """The pending GPUs change by ``delta`` at ``t``: their GPU-seconds so far join the regret."""
+        self._regret += self._pending * (t - self._since)
+        self._since = t
+        self._pending += delta
+        if self._regret > self.regret_seconds:
+            raise Broken("regret")
+
     def arrived(self, r: Run) -> None:
         """r joins its queue: its waits become due at ``submit + seconds`` of each limit."""
+        self._waiting(r.job.submit_time, r.g)
         for k in self._by_team.get(r.job.team, ()):
             w = self.waits[k]
             if r.g <= w.max_gpus + 1e-9:
@@ -118,11 +133,8 @@ class Watch:
         self.next_due = heap[0][0] if heap else math.inf
 
     def started(self, r: Run, t: float, first: bool) -> None:
-        """r starts at ``t``; its first start adds its wait so far to the regret."""
-        if first:
-            self._regret += (t - r.job.submit_time) * r.g
-            if self._regret > self.regret_seconds:
-                raise Broken("regret")
+        """r starts at ``t``: it no longer waits."""
+        self._waiting(t, -r.g)
 
     def stopped(self, r: Run, t: float, lost: float) -> None:
         """r was stopped at ``t`` throwing ``lost`` GPU-seconds away: it counts against its
@@ -139,8 +151,7 @@ class Watch:
         if cap is not None and gone > cap:
             raise Broken(f"{team}: lost work")
         self._regret += lost
-        if self._regret > self.regret_seconds:
-            raise Broken("regret")
+        self._waiting(t, r.g)  # waits again (and checks the regret)
         for k in self._by_team.get(team, ()):
             w = self.waits[k]
             if r.g <= w.max_gpus + 1e-9:
