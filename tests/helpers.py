@@ -82,12 +82,18 @@ def assert_nag_clean(report: dict) -> None:
         assert len(v.get("reason", "")) >= 20, f"acknowledgement of {v['ruleName']} has no real reason"
 
 
-def cfn_lint_errors(template: dict) -> list[str]:
-    """cfn-lint errors (rule ids starting with E) in one template."""
+def cfn_lint_findings(template: dict, levels: str = "E") -> list[str]:
+    """cfn-lint findings in one template whose rule ids start with one of ``levels``
+    (``E`` errors, ``W`` warnings, ``I`` informational)."""
     from cfnlint.api import ManualArgs, lint
 
     matches = lint(json.dumps(template), config=ManualArgs(regions=["us-east-1"]))
-    return [f"{m.rule.id} {m.message} ({'/'.join(map(str, m.path))})" for m in matches if m.rule.id.startswith("E")]
+    return [f"{m.rule.id} {m.message} ({'/'.join(map(str, m.path))})" for m in matches if m.rule.id[0] in levels]
+
+
+def cfn_lint_errors(template: dict) -> list[str]:
+    """cfn-lint errors (rule ids starting with E) in one template."""
+    return cfn_lint_findings(template, "E")
 
 
 def assert_cfn_lint_clean(template: dict | assertions.Template) -> None:

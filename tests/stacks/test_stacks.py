@@ -15,7 +15,16 @@ from aws_cdk.assertions import Match, Template
 
 from cdk_gpu_share.core.config import load_config
 from cdk_gpu_share.stacks.app import build_platform, stack_name
-from tests.helpers import FEATURE_FLAGS, ROOT, assert_cfn_lint_clean, assert_nag_clean, new_app, scrub, synth
+from tests.helpers import (
+    FEATURE_FLAGS,
+    ROOT,
+    assert_cfn_lint_clean,
+    assert_nag_clean,
+    cfn_lint_findings,
+    new_app,
+    scrub,
+    synth,
+)
 
 
 def _build(config_path):
@@ -127,6 +136,28 @@ def test_hyperpod_platform_is_nag_and_cfn_lint_clean(hyperpod_platform):
     assert_nag_clean(report)
     for stack in platform.stacks:
         assert_cfn_lint_clean(Template.from_stack(stack))
+
+
+@pytest.mark.parametrize("which", ["default", "hyperpod"])
+def test_cfn_lint_finds_not_even_a_warning(which, default_platform, hyperpod_platform):
+    """Errors fail every synth test; warnings are acknowledged on the resource they are about (the
+    Lambda functions' W3005, aws-cdk-lib's DependsOn on a role already named by GetAtt) or fixed."""
+    platform, _ = default_platform if which == "default" else hyperpod_platform
+    for stack in platform.stacks:
+        findings = cfn_lint_findings(Template.from_stack(stack).to_json(), "EWI")
+        assert not findings, f"{stack.stack_name}:\n" + "\n".join(findings)
+
+
+@pytest.mark.slow
+def test_synth_of_hyperpod_uses_no_deprecated_cdk_api(tmp_path):
+    """jsii refuses every deprecated API under JSII_DEPRECATED=fail (by default it prints a warning
+    at each synth): app.py on the HyperPod example must synthesize all the same."""
+    env = dict(os.environ, JSII_DEPRECATED="fail", CDK_OUTDIR=str(tmp_path / "out"),
+               CDK_CONTEXT_JSON=json.dumps({**FEATURE_FLAGS, "config": str(ROOT / "examples" / "hyperpod.yaml")}))
+    result = subprocess.run([sys.executable, "app.py"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "deprecated" not in result.stderr
+    assert (tmp_path / "out" / "hyperpod-share-platform.template.json").exists()
 
 
 @pytest.mark.parametrize("which", ["default", "hyperpod"])

@@ -589,9 +589,9 @@ def usage_figure(result: SimResult, jobs: Sequence[Job] = (), *, label: str | No
     team_axes = [axes[k][0] for k in range(n)]
     # One scale for every team, the pool's size: usage and guarantees compare at a glance.
     # Waiting demand can exceed the pool many times over; it is clipped and its peak written.
-    top = max([result.capacity, *result.guarantees, *(max(u) for u in usage if u)] or [1.0]) or 1.0
+    top = max([result.capacity, *result.guarantees, *(max(u) for u in usage if u)]) or 1.0
     preempt_days: list[list[float]] = [[] for _ in names]
-    for t, k in getattr(result, "preemption_events", ()):
+    for t, k in result.preemption_events:
         preempt_days[k].append(t / 86400.0)
     handles: dict = {}
     for k, name in enumerate(names):
@@ -758,12 +758,13 @@ def run_sample(args: argparse.Namespace) -> int:
     else:
         from cdk_gpu_share.core import scenario as sc
         from cdk_gpu_share.core.config import load_config
+        from cdk_gpu_share.core.instances import GPU_RESOURCE
 
         platform = load_config(args.config)
         backend = sc.choose_backend(platform, args.backend)
         data = sc.scenario_from_config(platform, backend)
-        teams = [(t["name"], t["guarantee"][sc.RESOURCE]) for t in data["teams"]]
-        capacity = data["capacity"][sc.RESOURCE]
+        teams = [(t["name"], t["guarantee"][GPU_RESOURCE]) for t in data["teams"]]
+        capacity = data["capacity"][GPU_RESOURCE]
         config = args.config
     jobs = trace.sample_jobs(teams, jobs=args.jobs, seed=args.seed, capacity=capacity)
     _write_jobs(jobs, args.output)

@@ -53,6 +53,19 @@ def acknowledge_cfn_rule(scope: IConstruct, rule: str, reason: str) -> None:
     _validations(scope).acknowledge(cdk.Acknowledgment(id=f"{CFN_VALIDATE}::{rule}", reason=reason))
 
 
+def acknowledge_role_dependency(function: IConstruct) -> None:
+    """Tell cfn-lint that ``function``'s ``DependsOn`` its role is aws-cdk-lib's, not ours.
+
+    aws-cdk-lib makes a Lambda function depend on its role although ``Role`` is already a
+    ``GetAtt`` of it: cfn-lint's W3005, a warning about redundancy, not an error. The
+    acknowledgement is the resource's ``cfn-lint`` metadata, on that resource only.
+    """
+    resource = function.node.default_child
+    if not isinstance(resource, cdk.CfnResource):
+        raise TypeError(f"{function.node.path} has no CloudFormation resource to acknowledge W3005 on")
+    resource.add_metadata("cfn-lint", {"config": {"ignore_checks": ["W3005"]}})
+
+
 def nag_arn(stack: cdk.Stack, service: str, resource: str) -> str:
     """An ARN of ``stack`` as cdk-nag spells it in a granular finding id.
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import cdk_gpu_share.inference.config as IC
 from cdk_gpu_share.core import alerts_config as AL
-from cdk_gpu_share.core import backends
+from cdk_gpu_share.core import backends, mig
 from cdk_gpu_share.core import config as C
 from cdk_gpu_share.core import hyperpod_schema as hp
 from cdk_gpu_share.core import security_config as SEC
@@ -258,9 +258,9 @@ def _inference_schema() -> dict[str, Any]:
                     "properties": {
                         "name": {"type": "string", "pattern": IC.NAME_PATTERN,
                                  "maxLength": IC.MAX_ENDPOINT_NAME_LENGTH},
-                        "instance_type": {"enum": list(IC.mig.INSTANCE_TYPES)},
+                        "instance_type": {"enum": list(mig.INSTANCE_TYPES)},
                         "instance_count": schema_int(1),
-                        "layout": {"oneOf": [{"enum": list(IC.mig.PRESETS)},
+                        "layout": {"oneOf": [{"enum": list(mig.PRESETS)},
                                              {"type": "array", "items": {"type": "string"}, "minItems": 1}]},
                         "models": {"type": "array", "minItems": 1,
                                    "items": {"type": "object",

@@ -24,7 +24,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct, IValidation
 
 from cdk_gpu_share.backends.batch_quota import MAX_QUOTA_SHARES_PER_QUEUE
-from cdk_gpu_share.constructs._checks import acknowledge_nag, nag_arn, raise_props_problems
+from cdk_gpu_share.constructs._checks import acknowledge_nag, acknowledge_role_dependency, nag_arn, raise_props_problems
 from cdk_gpu_share.constructs._iam import add_statements, format_arn, read_once, stack_of
 from cdk_gpu_share.constructs._lambda_code import package_code
 from cdk_gpu_share.constructs._metrics import ReclaimerMetrics
@@ -351,6 +351,7 @@ class ShareMonitor(Construct):
                 "GPU_SHARE_MONITOR": cdk.Lazy.string(_Produce(self._settings)),
             },
         )
+        acknowledge_role_dependency(self.function)
         self._triggers()
         self._queue_alarms()
         # Rendered at synthesis: a row per team is added as each team is.

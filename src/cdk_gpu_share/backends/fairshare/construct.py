@@ -87,7 +87,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct, IValidation
 
 from cdk_gpu_share.aws import batch_reader as br
-from cdk_gpu_share.constructs._checks import acknowledge_nag, raise_props_problems
+from cdk_gpu_share.constructs._checks import acknowledge_nag, acknowledge_role_dependency, raise_props_problems
 from cdk_gpu_share.constructs._iam import add_statements, format_arn, read_once, stack_of
 from cdk_gpu_share.constructs._lambda_code import package_code
 from cdk_gpu_share.constructs._metrics import ReclaimerMetrics
@@ -104,6 +104,7 @@ from cdk_gpu_share.core.config import (
     config_problems,
 )
 from cdk_gpu_share.core.errors import ConfigError, Problem
+from cdk_gpu_share.core.fairshare import reclaim_settings
 
 __all__ = ["FairshareQueue", "FairshareTeam", "weight_factors", "job_definition_sizes", "LAMBDA_ENV_LIMIT"]
 
@@ -573,7 +574,7 @@ class FairshareQueue(Construct):
         return {
             "queue": self.queue_name,
             "capacity": {br.RESOURCE: br._num(self.fleet_gpus)},
-            "settings": br.reclaim_settings(self.config.reclaim),
+            "settings": reclaim_settings(self.config.reclaim),
             "dry_run": self.config.reclaim.dry_run,
             "teams": [br.team_settings(t.team, self.config.capacity) for t in self._teams.values()],
         }
@@ -852,9 +853,7 @@ class FairshareQueue(Construct):
         )
         self.reclaimer = fn
         self._reclaimer_role = role  # fn.role is a jsii round trip: add_team acknowledges on it per team
-        # aws-cdk-lib makes the function depend on its role although Role is already a GetAtt
-        # (cfn-lint W3005, a warning about redundancy, not an error).
-        cast(cdk.CfnResource, fn.node.default_child).add_metadata("cfn-lint", {"config": {"ignore_checks": ["W3005"]}})
+        acknowledge_role_dependency(fn)
         add_statements(role, self._reclaimer_statements())
         acknowledge_nag(
             role,

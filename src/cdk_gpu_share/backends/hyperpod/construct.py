@@ -176,7 +176,7 @@ class HyperPodBackend(Construct):
             fair_share_weight=team.fair_share_weight,
             description=team.description or None,
         )
-        quota.add_dependency(self.scheduler_config)  # one jsii round trip, not two (node, then add)
+        quota.add_resource_dependency(self.scheduler_config)  # one jsii round trip, not two (node, then add)
         result = TeamQuota(team=team, name=team.name, resource=quota, arn=quota.attr_compute_quota_arn)
         self._teams[team.name] = result
         return result

@@ -34,6 +34,7 @@ from cdk_gpu_share.core.errors import ConfigError, Problem
 
 __all__ = [
     "FLEETS",
+    "PERCENTS",
     "Advice",
     "Candidate",
     "Evaluation",
