@@ -74,7 +74,8 @@ def test_every_documented_name_has_a_docstring():
 #: What a reader must not find: the project's internal history (its sessions, steps, issues and
 #: findings by number) and paths outside the repository.
 NARRATION = re.compile(
-    r"\bsessions? \d|\bsteps? \d|\bissues? #?\d+|\bfindings? #?\d+|\.\./shared|\bshared/(contracts|data)\b|/work/",
+    r"\bsessions? \d|\bsteps? \d|\bissues? #?\d+|\bfindings? #?\d+|\.\./shared|\bshared/(contracts|data)\b|/work/"
+    r"|\bcontract `*[\w-]+\.md",
     re.I,
 )
 
@@ -111,7 +112,8 @@ def test_no_file_narrates_history():
 
 
 @pytest.mark.parametrize("text", ["Session 7's run", "issue 10", "(finding 10)", "../shared/data/x.csv",
-                                  "see shared/contracts/mig.md", "/work/shared", "Step 3 of the plan"])
+                                  "see shared/contracts/mig.md", "/work/shared", "Step 3 of the plan",
+                                  "The rules (contract ``mig.md``)"])
 def test_the_narration_pattern_catches(text):
     assert NARRATION.search(text)
 

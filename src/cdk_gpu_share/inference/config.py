@@ -38,7 +38,7 @@ Schema::
               gpus: 2                  # whole GPUs: placed on the whole_gpu endpoint
               memory_mb: 65536
 
-The rules (contract ``mig.md``, "In the construct"): the layout must fit the
+The rules (docs/backends/mig-inference.md, "What synth refuses"): the layout must fit the
 instance type's GPU; a model's profile must be in the layout; the copies of a
 profile (sum of the models' ``copies.max``) may not exceed the partitions that
 exist (its count in the layout x GPUs per instance x instances); a model that needs
