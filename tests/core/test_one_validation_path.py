@@ -305,6 +305,9 @@ ROWS: list[tuple[str, dict, Callable[[], Any]]] = [
      lambda: FairshareConfig(capacity={"g5.xlarge": 3}, vpc=FairshareVpcConfig("vpc-1", ("subnet-0123456789abcdef0",)))),
     # Kueue (_check_backend)
     ("kueue team name", kq_yaml([team("TeamA", K1)]), kq_py([py_team("TeamA", K1)])),
+    ("kueue reserved namespace", kq_yaml([team("kube-system", K1)]), kq_py([py_team("kube-system", K1)])),
+    ("kueue adopts a namespace that is no team", kq_yaml([team("a", K1)], adopt_namespaces=["b"]),
+     kq_py([py_team("a", K1)], adopt_namespaces=("b",))),
     ("kueue guarantees above capacity", kq_yaml([team("a", {"p5.48xlarge": 3})]), kq_py([py_team("a", {"p5.48xlarge": 3})])),
     ("kueue reclaim Never with a borrow policy",
      kq_yaml([team("a", K1)], preemption={"borrow_within_cohort": {"policy": "LowerPriority"}}),
