@@ -51,6 +51,9 @@ _TOL = 1e-9
 #: Most simulations one advice may run: the search stops there with the best it has (stated
 #: in the output's ``simulations``). Deterministic: counted in whole batches.
 DEFAULT_BUDGET = 4000
+#: With more teams than TRANSFER_TEAMS, the regret phase stops after this many batches (each
+#: a simulation of every single-step move of every team).
+REGRET_ROUNDS = 4
 #: A worst ratio beyond which a candidate does not help the bisection decide whether a
 #: capacity suffices: such candidates are refused as soon as their simulation shows it.
 PROBE_CAP = 2.0
@@ -289,10 +292,12 @@ class Search:
 
     # -- local search --------------------------------------------------------
 
-    def _climb(self, best: Evaluation, *, until_feasible: bool, cap: float = math.inf) -> Evaluation:
+    def _climb(self, best: Evaluation, *, until_feasible: bool, cap: float = math.inf,
+               rounds: int | None = None) -> Evaluation:
         """Best-improvement local search from ``best`` (see the module docstring); candidates
-        whose worst ratio is above ``cap`` are of no use."""
-        while self.simulations < self.budget:
+        whose worst ratio is above ``cap`` are of no use; at most ``rounds`` batches (None: no limit)."""
+        while self.simulations < self.budget and (rounds is None or rounds > 0):
+            rounds = None if rounds is None else rounds - 1
             if until_feasible and best.feasible:
                 break
             small = self.space.n <= TRANSFER_TEAMS
@@ -355,7 +360,8 @@ class Search:
             best = self.probe(self.space.input.capacity, sizing)
         if best.feasible:
             self.phase = f"regret at capacity {best.candidate.capacity:g}"
-            best = self._climb(best, until_feasible=False)
+            many = self.space.n > TRANSFER_TEAMS
+            best = self._climb(best, until_feasible=False, rounds=REGRET_ROUNDS if many else None)
             if self.space.fleet == "size":
                 frontier[best.candidate.capacity] = best
         return self._confirm(best, frontier, sizing, bounds)
