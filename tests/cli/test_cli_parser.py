@@ -142,6 +142,7 @@ MISTYPED = {
     "reclaim plan": (["reclaim", "plan", "s.json", "--compcat"], "--compact"),
     "mig check": (["mig", "check", "--gpu", "H100-80GB", "--gpuu", "mig-1g.10gb"], "--gpu"),
     "mig layouts": (["mig", "layouts", "--gpu", "H100-80GB", "--jsno"], "--json"),
+    "mig fit": (["mig", "fit", "examples/mig/models.yaml", "--isolate-tems"], "--isolate-teams"),
     "simulate": (["simulate", "--config", PLATFORM, "--trace", "t.csv", "--compre"], "--compare"),
     "advise": (["advise", "--config", PLATFORM, "--trace", "t.csv", "--fleeet", "size"], "--fleet"),
     "trace convert": (["trace", "convert", "--from", "alibaba-openb", "f.csv", "--ouptut", "o.csv"], "--output"),
