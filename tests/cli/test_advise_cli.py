@@ -226,3 +226,53 @@ def test_a_config_with_objectives_is_advised_and_simulate_agrees(capsys, tmp_pat
     assert result["wait_gpu_hours"] + result["lost_gpu_seconds"] / 3600 == doc["regret_gpu_hours"]
     for name, team in result["teams"].items():
         assert team["objectives"] == doc["teams"][name]["objectives"]
+
+
+HYPERPOD = textwrap.dedent("""\
+    platform:
+      name: hp
+    teams:
+      - name: a
+        guarantee: {ml.p5.48xlarge: 1}
+        sharing: lend_and_borrow
+        objectives: {wait_p95_minutes: 30}
+      - name: b
+        guarantee: {ml.p5.48xlarge: 1}
+        sharing: lend
+    hyperpod:
+      cluster_arn: arn:aws:sagemaker:us-east-1:111122223333:cluster/abcdef123456
+      capacity:
+        ml.p5.48xlarge: 2
+    """)
+
+
+def test_every_backend_gets_only_the_borrow_limits_it_accepts(capsys, tmp_path):
+    """HyperPod takes no -1 (unlimited): the advisor's ladder is what the config's validation accepts."""
+    from cdk_gpu_share.core import validation as V
+    from cdk_gpu_share.core.advise.config_file import accepted_percents
+    from cdk_gpu_share.core.advise.space import PERCENTS
+
+    (tmp_path / "hp.yaml").write_text(HYPERPOD)
+    raw = V.load_yaml(HYPERPOD, source="hp.yaml")
+    ladder = accepted_percents(raw, "hyperpod", "a", PERCENTS)
+    assert -1 not in ladder and 400 in ladder and 0 in ladder
+    rows = [(f"j{k}", "ab"[k % 2], (k // 2) * 900, 3600, 8, 0) for k in range(10)]
+    trace = write_trace(tmp_path / "jobs.csv", rows)
+    out_path = tmp_path / "advised.yaml"
+    code, out, err = run(capsys, ["advise", str(tmp_path / "hp.yaml"), "--trace", trace, "--fleet", "size",
+                                  "--workers", "1", "--json", "-o", str(out_path)])
+    doc = json.loads(out)
+    assert code == (0 if doc["feasible"] else 1), err
+    assert all(t.get("borrow_limit_percent", 0) != -1 for t in doc["teams"].values())
+    assert doc["capacity"]["gpu"] % 8 == 0
+    code, _, err = run(capsys, ["validate", str(out_path)])
+    assert code == 0, err
+
+
+def test_a_backend_of_several_instance_types_is_refused_in_one_line(capsys, tmp_path):
+    config = HYPERPOD.replace("    ml.p5.48xlarge: 2\n", "    ml.p5.48xlarge: 2\n    ml.p4d.24xlarge: 1\n")
+    assert config != HYPERPOD
+    (tmp_path / "hp.yaml").write_text(config)
+    trace = write_trace(tmp_path / "jobs.csv", [("j1", "a", 0, 60, 1, 0)])
+    code, out, err = run(capsys, ["advise", str(tmp_path / "hp.yaml"), "--trace", trace])
+    assert code == 2 and "hyperpod.capacity" in err and "one instance type" in err and "Traceback" not in err, err

@@ -263,7 +263,7 @@ class Search:
         rest = sum(g for g, ns in zip(sized, self.space.never_stopped) if not ns)
         scale = min(1.0, (capacity - fixed) / rest) if rest > 0 and capacity > fixed else 0.0
         seeds.append(Candidate(capacity, tuple(
-            Choice(g, "lend") if ns else Choice(_floor(g * scale, s), "lend_and_borrow", -1)
+            Choice(g, "lend") if ns else Choice(_floor(g * scale, s), "lend_and_borrow", self.space.percents[-1])
             for g, ns in zip(sized, self.space.never_stopped))))
         for c in warm:
             seeds.append(self._shrunk(c, capacity))

@@ -1,0 +1,229 @@
+#!/usr/bin/env python3
+"""The quota advisor on the Alibaba GPU trace: what it advises, and what that costs.
+
+    .venv/bin/python benchmarks/advise.py [--data DIR] [--cases alibaba,grid,workers,x4] [--repeat N]
+
+The trace (``--data``, default ``$GPU_SHARE_TRACE_DIR``; see benchmarks/alibaba_trace.py) is
+replayed against ``examples/alibaba-openb.yaml`` (its four QoS classes as four teams on 32
+GPUs of g5.12xlarge, so the step is 4 GPUs) with the objectives printed first. Cases:
+
+- ``alibaba``: ``--fleet size`` with 2 local processes: the advised capacity against private
+  sizing (each team alone with the least guarantee that meets its own objectives, summed:
+  what no sharing costs) and against the fluid bound (GPU-seconds over the submit span);
+  wall time and simulations beside the size of the search space.
+- ``grid``: every capacity from the least job to private sizing, each searched for a
+  feasible configuration (the advisor's probe at that capacity): the least feasible capacity
+  of the grid, which the bisection should find within one step.
+- ``workers``: the ``--fleet fixed`` advice at 48 GPUs in 1 process, 2 processes and a local
+  Ray of 2 CPUs: wall time and speed-up (the answers must be identical, and are checked).
+- ``x4``: the 16-team trace (four rotated copies of the four teams, as
+  benchmarks/simulate_scale.py builds it), ``--fleet size`` with 2 processes.
+
+Measured, never asserted. The machine is shared: run it with ``nice`` when it is quiet, and
+read the medians of ``--repeat`` runs. Targets: advised capacity at least 20 % below private
+sizing on the Alibaba trace and within one step of the grid's; Alibaba ``--fleet size``
+under 2 minutes and the 16-team trace under 10 minutes on 2 cores; 2 workers (processes,
+Ray) at least 1.7x one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import alibaba_trace  # noqa: E402
+import simulate_scale  # noqa: E402
+
+STEP = 4.0  # GPUs of one g5.12xlarge
+#: The objectives the benchmark advises for (printed with the results).
+OBJECTIVES = {
+    "ls": {"wait_p95_minutes": 1440, "no_worse_than_private": True},
+    "burstable": {"wait_p95_minutes": 1440, "no_worse_than_private": True},
+    "be": {"wait_p95_minutes": 120, "no_worse_than_private": True},
+    "guaranteed": {"wait_p95_minutes": 30, "guarantee_wait_p99_minutes": 10, "max_preempted_per_day": 0,
+                   "no_worse_than_private": True},
+}
+FIXED_CAPACITY = 48
+PRIVATE_TARGET = 0.20
+SIZE_SECONDS = {"alibaba": 120.0, "x4": 600.0}
+SPEEDUP_TARGET = 1.7
+
+
+def with_objectives(scenario: dict) -> dict:
+    teams = [{**t, "objectives": OBJECTIVES[t["name"].split("-")[0]]} for t in scenario["teams"]]
+    return {**scenario, "teams": teams}
+
+
+def alibaba(data: Path):
+    scenario, jobs = simulate_scale.base(data)
+    return with_objectives(scenario), jobs
+
+
+def sixteen(data: Path):
+    scenario, jobs = simulate_scale.scaled(data, 4)
+    raw = {"capacity": {"gpu": scenario.capacity}, "settings": {"reclaim_after_seconds": 60, "min_runtime_seconds": 0},
+           "teams": [{"name": t.name, "guarantee": {"gpu": t.guarantee.get("gpu", 0)}, "sharing": t.sharing}
+                     for t in scenario.teams]}
+    return with_objectives(raw), jobs
+
+
+def space_size(space, high: float) -> float:
+    """Configurations up to capacity ``high``: guarantee vectors (sum <= C) times sharing choices."""
+    choices = 1.0
+    for i in range(space.n):
+        choices *= len(space.sharings(i)) - 1 + len(space.percents) if not space.never_stopped[i] else 2
+    total = 0.0
+    capacities = [high] if space.fleet == "fixed" else [k * space.step for k in range(1, int(high / space.step) + 1)]
+    for c in capacities:
+        levels = int(c / space.step)
+        total += math.comb(levels + space.n, space.n) * choices
+    return total
+
+
+def run_advice(study, space, executor):
+    from cdk_gpu_share.core import advise as adv
+
+    started = time.perf_counter()
+    try:
+        advice = adv.advise(study, space, executor)
+    finally:
+        close = getattr(executor, "close", None)
+        if close is not None:
+            close()
+    return advice, time.perf_counter() - started
+
+
+def sized(label: str, raw: dict, jobs, repeat: int) -> dict:
+    from cdk_gpu_share.core import advise as adv
+    from cdk_gpu_share.core.advise import executors
+
+    study = adv.study_of(raw, jobs, poll=60.0, source=label)
+    space = adv.space_of(study, step=STEP, fleet="size")
+    walls, advice = [], None
+    for _ in range(repeat):
+        advice, wall = run_advice(study, space, executors.Processes(study, 2))
+        walls.append(wall)
+    assert advice is not None
+    private = advice.bounds["private_gpus"]
+    advised = advice.best.candidate.capacity
+    wall = statistics.median(walls)
+    below = 1 - advised / private if private else 0.0
+    print(f"{label:<8} teams {space.n:>2}  jobs {len(jobs):>6}  advised {advised:>4.0f} GPUs  private {private:>4.0f}  "
+          f"fluid {advice.bounds['fluid_gpus']:6.1f}  below private {below * 100:5.1f}%"
+          + (f" (target >= {PRIVATE_TARGET * 100:.0f}%: {'met' if below >= PRIVATE_TARGET - 1e-9 else 'MISSED'})"
+             if label == "alibaba" else ""))
+    target = SIZE_SECONDS[label]
+    print(f"{'':<8} wall {wall:7.1f} s (median of {repeat}; target < {target:.0f} s: "
+          f"{'met' if wall < target else 'MISSED'})  simulations {advice.simulations}  "
+          f"search space {space_size(space, advice.bounds['high_gpus']):.2e} configurations  feasible "
+          f"{advice.best.feasible}")
+    print(f"{'':<8} advice: " + ", ".join(f"{n} {ch.guarantee:g} {ch.sharing}"
+                                         + ("" if ch.percent is None else f" {ch.percent}")
+                                         for n, ch in zip(space.names, advice.best.candidate.choices)))
+    return {"advice": advice, "study": study, "space": space}
+
+
+def grid(found: dict) -> None:
+    from cdk_gpu_share.core.advise.search import InProcess, Search, capacity_bounds
+
+    study, space, advice = found["study"], found["space"], found["advice"]
+    search = Search(study, space, InProcess(study))
+    sizing = search.private_sizing()
+    low, high = capacity_bounds(study, space, sizing)
+    least = None
+    c = low
+    started = time.perf_counter()
+    while c <= high + 1e-9:
+        ev = search.probe(c, sizing)
+        print(f"{'grid':<8} capacity {c:>4.0f}  feasible {str(ev.feasible):<5}  worst ratio {ev.worst_ratio:7.2f}  "
+              f"regret {ev.regret_gpu_hours:12,.1f} GPU-h")
+        if ev.feasible and least is None:
+            least = c
+        c += space.step
+    advised = advice.best.candidate.capacity
+    ok = least is not None and advised <= least + space.step + 1e-9
+    print(f"{'grid':<8} least feasible {least} GPUs; advised {advised:g} (target within one step: "
+          f"{'met' if ok else 'MISSED'}); {search.simulations} simulations, {time.perf_counter() - started:.0f} s")
+
+
+def workers(raw: dict, jobs, repeat: int) -> None:
+    from cdk_gpu_share.core import advise as adv
+    from cdk_gpu_share.core.advise import executors
+    from cdk_gpu_share.core.advise.search import InProcess
+
+    raw = {**raw, "capacity": {"gpu": FIXED_CAPACITY}}
+    study = adv.study_of(raw, jobs, poll=60.0, source="alibaba")
+    space = adv.space_of(study, step=STEP, fleet="fixed")
+    runs: dict[str, list[float]] = {"1 process": [], "2 processes": [], "Ray, 2 CPUs": []}
+    answers = set()
+    for _ in range(repeat):
+        for name, make in (("1 process", lambda: InProcess(study)),
+                           ("2 processes", lambda: executors.Processes(study, 2)),
+                           ("Ray, 2 CPUs", lambda: ray_executor(study))):
+            executor = make()
+            if executor is None:
+                continue
+            advice, wall = run_advice(study, space, executor)
+            runs[name].append(wall)
+            answers.add(json.dumps(adv.advice_json(advice)))
+    one = statistics.median(runs["1 process"])
+    for name, walls in runs.items():
+        if not walls:
+            print(f"{'workers':<8} {name:<12} skipped (Ray is not installed)")
+            continue
+        wall = statistics.median(walls)
+        speedup = one / wall
+        target = "" if name == "1 process" else (f"  target >= {SPEEDUP_TARGET}x: "
+                                                 f"{'met' if speedup >= SPEEDUP_TARGET else 'MISSED'}")
+        print(f"{'workers':<8} {name:<12} wall {wall:7.1f} s  speed-up {speedup:4.2f}x{target}")
+    print(f"{'workers':<8} answers identical: {len(answers) == 1}")
+
+
+def ray_executor(study):
+    try:
+        import ray
+    except ImportError:
+        return None
+    from cdk_gpu_share.core.advise import executors
+
+    if not ray.is_initialized():
+        ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False)
+    return executors.RayTasks(study, "auto")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    alibaba_trace.add_data_argument(ap)
+    ap.add_argument("--cases", default="alibaba,grid,workers,x4")
+    ap.add_argument("--repeat", type=int, default=1, help="runs per timed case; medians are printed")
+    args = ap.parse_args(argv)
+    why = alibaba_trace.missing(args.data)
+    if why:
+        print(why, file=sys.stderr)
+        return 0
+    cases = args.cases.split(",")
+    print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
+    print("objectives: " + "; ".join(f"{n}: {json.dumps(o)}" for n, o in OBJECTIVES.items()))
+    raw, jobs = alibaba(args.data)
+    found = None
+    if "alibaba" in cases or "grid" in cases:
+        found = sized("alibaba", raw, jobs, args.repeat)
+    if "grid" in cases and found is not None:
+        grid(found)
+    if "workers" in cases:
+        workers(raw, jobs, args.repeat)
+    if "x4" in cases:
+        big, big_jobs = sixteen(args.data)
+        sized("x4", big, big_jobs, args.repeat)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
