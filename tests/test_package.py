@@ -114,7 +114,7 @@ def test_wheel_metadata_names_the_license_classifiers_and_project_urls(wheel):
     requires = meta.get_all("Requires-Dist")
     runtime = [r for r in requires if "extra ==" not in r]
     assert sorted(r.split("<")[0].split(">")[0].lower() for r in runtime) == [
-        "aws-cdk-lib", "boto3", "cdk-nag", "constructs", "pyyaml"]
+        "aws-cdk-lib", "boto3", "cdk-nag", "constructs", "pyyaml", "ruamel.yaml"]
 
 
 def test_wheel_ships_the_full_apache_license(wheel):
