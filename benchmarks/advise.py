@@ -14,8 +14,8 @@ GPUs of g5.12xlarge, so the step is 4 GPUs) with the objectives printed first. C
 - ``grid``: every capacity from the least job to private sizing, each searched for a
   feasible configuration (the advisor's probe at that capacity): the least feasible capacity
   of the grid, which the bisection should find within one step.
-- ``workers``: the ``--fleet fixed`` advice at 48 GPUs in 1 process, 2 processes and a local
-  Ray of 2 CPUs: wall time and speed-up (the answers must be identical, and are checked).
+- ``workers``: the ``--fleet size`` advice in 1 process, 2 processes and a local Ray of 2
+  CPUs: wall time and speed-up (the answers must be identical, and are checked).
 - ``x4``: the 16-team trace (four rotated copies of the four teams, as
   benchmarks/simulate_scale.py builds it), ``--fleet size`` with 2 processes.
 
@@ -50,7 +50,6 @@ OBJECTIVES = {
     "guaranteed": {"wait_p95_minutes": 30, "guarantee_wait_p99_minutes": 10, "max_preempted_per_day": 0,
                    "no_worse_than_private": True},
 }
-FIXED_CAPACITY = 48
 PRIVATE_TARGET = 0.20
 SIZE_SECONDS = {"alibaba": 120.0, "x4": 600.0}
 SPEEDUP_TARGET = 1.7
@@ -158,9 +157,8 @@ def workers(raw: dict, jobs, repeat: int) -> None:
     from cdk_gpu_share.core.advise import executors
     from cdk_gpu_share.core.advise.search import InProcess
 
-    raw = {**raw, "capacity": {"gpu": FIXED_CAPACITY}}
     study = adv.study_of(raw, jobs, poll=60.0, source="alibaba")
-    space = adv.space_of(study, step=STEP, fleet="fixed")
+    space = adv.space_of(study, step=STEP, fleet="size")
     runs: dict[str, list[float]] = {"1 process": [], "2 processes": [], "Ray, 2 CPUs": []}
     answers = set()
     for _ in range(repeat):

@@ -23,7 +23,7 @@ from cdk_gpu_share.core.advise.space import Candidate, scenario_dict
 from cdk_gpu_share.core.errors import ConfigError
 
 __all__ = ["Evaluation", "Limits", "PrivateRef", "Study", "evaluate", "judge", "meets_alone", "private_ref",
-           "wait_limits"]
+           "run_task", "wait_limits"]
 
 _TOL = 1e-9
 _QUANTILES = (50, 95, 99)
@@ -205,3 +205,17 @@ def team_objectives(study: Study, scenario: sim.Scenario, result: sim.SimResult,
     """Each team's objectives measured on ``result`` (teams without objectives left out)."""
     waits = {name: ref.waits for name, ref in private.items()}
     return sim.evaluate_run(scenario, study.jobs, result, poll_seconds=study.poll, private_waits=waits)
+
+
+def run_task(study: Study, task: tuple) -> Any:
+    """One unit of work of the search, as an executor runs it: ``("evaluate", candidate, private,
+    limits)`` gives an :class:`Evaluation`, ``("private", team, guarantee)`` a :class:`PrivateRef`,
+    ``("alone", team, guarantee)`` whether :func:`meets_alone`."""
+    kind = task[0]
+    if kind == "evaluate":
+        return evaluate(study, *task[1:])
+    if kind == "private":
+        return private_ref(study, *task[1:])
+    if kind == "alone":
+        return meets_alone(study, *task[1:])
+    raise ValueError(f"unknown task {kind!r}")

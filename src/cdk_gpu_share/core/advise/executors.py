@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
-from cdk_gpu_share.core.advise.evaluate import Evaluation, Study, evaluate
+from cdk_gpu_share.core.advise.evaluate import Study, run_task
 from cdk_gpu_share.core.advise.search import Task
 from cdk_gpu_share.core.errors import ConfigError, GpuShareError, Problem
 
@@ -40,10 +40,9 @@ def _install(study: Study) -> None:
     _STUDY = study
 
 
-def _run(task: Task) -> Evaluation:
+def _run(task: Task) -> Any:
     assert _STUDY is not None, "the worker's initializer installs the study"
-    candidate, private, limits = task
-    return evaluate(_STUDY, candidate, private, limits)
+    return run_task(_STUDY, task)
 
 
 class Processes:
@@ -52,7 +51,7 @@ class Processes:
     def __init__(self, study: Study, workers: int):
         self.pool = ProcessPoolExecutor(max_workers=workers, initializer=_install, initargs=(study,))
 
-    def evaluate(self, tasks: Sequence[Task]) -> list[Evaluation]:
+    def run(self, tasks: Sequence[Task]) -> list[Any]:
         return list(self.pool.map(_run, tasks))  # results in the batch's order
 
     def close(self) -> None:
@@ -62,7 +61,7 @@ class Processes:
 _RAY_STUDIES: dict[str, Study] = {}
 
 
-def _ray_run(holder: list, task: Task) -> Evaluation:
+def _ray_run(holder: list, task: Task) -> Any:
     """A Ray task: the study is read from the object store once per worker process."""
     import ray
 
@@ -71,8 +70,7 @@ def _ray_run(holder: list, task: Task) -> Evaluation:
     study = _RAY_STUDIES.get(key)
     if study is None:
         study = _RAY_STUDIES[key] = ray.get(ref)
-    candidate, private, limits = task
-    return evaluate(study, candidate, private, limits)
+    return run_task(study, task)
 
 
 class RayTasks:
@@ -98,7 +96,7 @@ class RayTasks:
         self.ref = ray.put(study)
         self.task: Any = ray.remote(_ray_run)
 
-    def evaluate(self, tasks: Sequence[Task]) -> list[Evaluation]:
+    def run(self, tasks: Sequence[Task]) -> list[Any]:
         futures = [self.task.remote([self.ref], t) for t in tasks]
         return list(self.ray.get(futures))  # in the batch's order
 

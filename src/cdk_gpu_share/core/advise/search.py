@@ -42,7 +42,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from cdk_gpu_share.core.advise.evaluate import Evaluation, Limits, PrivateRef, Study, evaluate, meets_alone, private_ref
+from cdk_gpu_share.core.advise.evaluate import Evaluation, Limits, PrivateRef, Study, run_task
 from cdk_gpu_share.core.advise.space import Candidate, Choice, Space, changed_fields
 
 __all__ = ["Advice", "Executor", "Search", "Task", "capacity_bounds", "fluid_bound"]
@@ -60,24 +60,25 @@ PROBE_CAP = 2.0
 #: Teams up to which the regret phase also moves a step between two teams (n*(n-1) moves).
 TRANSFER_TEAMS = 6
 
-#: (candidate, the private references of its teams, the limits): what a worker evaluates.
-Task = tuple[Candidate, Mapping[str, PrivateRef], Limits]
+#: What a worker runs (:func:`~cdk_gpu_share.core.advise.evaluate.run_task`): a candidate's
+#: evaluation, a private-cluster reference, or a team alone against its objectives.
+Task = tuple
 
 
 class Executor(Protocol):
-    """Evaluates a batch of tasks and returns their evaluations in the same order."""
+    """Runs a batch of tasks and returns their results in the same order."""
 
-    def evaluate(self, tasks: Sequence[Task]) -> list[Evaluation]: ...
+    def run(self, tasks: Sequence[Task]) -> list[Any]: ...
 
 
 class InProcess:
-    """Evaluate in this process, one task after the other."""
+    """Run in this process, one task after the other."""
 
     def __init__(self, study: Study):
         self.study = study
 
-    def evaluate(self, tasks: Sequence[Task]) -> list[Evaluation]:
-        return [evaluate(self.study, c, p, lim) for c, p, lim in tasks]
+    def run(self, tasks: Sequence[Task]) -> list[Any]:
+        return [run_task(self.study, t) for t in tasks]
 
 
 @dataclass
@@ -93,7 +94,6 @@ class Advice:
     space: Space
     private_sizing: dict[str, float | None]
     bounds: dict[str, float] = field(default_factory=dict)
-    result: Any = None  # the SimResult of the confirming simulation
 
 
 def fluid_bound(study: Study) -> float:
@@ -149,29 +149,35 @@ class Search:
         self.phase = "private sizing"
         self.cache: dict[Candidate, Evaluation] = {}
         self.private: dict[tuple[str, float], PrivateRef] = {}
-        self.alone: dict[tuple[str, float], bool] = {}
         self.needs_private = tuple(bool(study.objectives.get(n) and study.objectives[n].needs_private)
                                    for n in space.names)
 
     # -- evaluation ----------------------------------------------------------
 
-    def _private(self, name: str, guarantee: float) -> PrivateRef:
-        key = (name, guarantee)
-        if key not in self.private:
-            self.private[key] = private_ref(self.study, name, guarantee)
-            self.simulations += 1
-        return self.private[key]
+    def _batch(self, tasks: list[Task]) -> list[Any]:
+        """Run ``tasks`` (each one simulation), counting them."""
+        if not tasks:
+            return []
+        out = self.executor.run(tasks)
+        self.simulations += len(tasks)
+        if self.progress is not None:
+            self.progress(self.simulations, self.budget, self.phase)
+        return out
 
-    def _meets_alone(self, name: str, guarantee: float) -> bool:
-        key = (name, guarantee)
-        if key not in self.alone:
-            self.alone[key] = meets_alone(self.study, name, guarantee)
-            self.simulations += 1
-        return self.alone[key]
+    def _need_privates(self, candidates: Sequence[Candidate]) -> None:
+        """The private references the candidates' teams need and the cache lacks, as one batch."""
+        missing: list[tuple[str, float]] = []
+        for c in candidates:
+            for n, ch, need in zip(self.space.names, c.choices, self.needs_private):
+                if need and (n, ch.guarantee) not in self.private and (n, ch.guarantee) not in missing:
+                    missing.append((n, ch.guarantee))
+        for key, ref in zip(missing, self._batch([("private", n, g) for n, g in missing])):
+            self.private[key] = ref
 
     def _privates(self, c: Candidate) -> dict[str, PrivateRef]:
-        return {n: self._private(n, ch.guarantee) for n, ch, need in zip(self.space.names, c.choices, self.needs_private)
-                if need}
+        self._need_privates([c])
+        return {n: self.private[(n, ch.guarantee)]
+                for n, ch, need in zip(self.space.names, c.choices, self.needs_private) if need}
 
     def evaluate(self, candidates: Sequence[Candidate], limits: Limits | None = None) -> list[Evaluation]:
         """The evaluations of ``candidates`` (in their order), from the cache when it answers."""
@@ -184,14 +190,11 @@ class Search:
             if c not in todo:
                 todo.append(c)
         if todo:
-            tasks = [(c, self._privates(c), limits) for c in todo]
-            for ev in self.executor.evaluate(tasks):
+            self._need_privates(todo)
+            for ev in self._batch([("evaluate", c, self._privates(c), limits) for c in todo]):
                 old = self.cache.get(ev.candidate)
                 if old is None or not old.complete:
                     self.cache[ev.candidate] = ev
-            self.simulations += len(todo)
-            if self.progress is not None:
-                self.progress(self.simulations, self.budget, self.phase)
         return [self.cache[c] for c in candidates]
 
     def rank(self, ev: Evaluation) -> tuple:
@@ -214,9 +217,12 @@ class Search:
 
     def private_sizing(self) -> dict[str, float | None]:
         """Per team, the least guarantee (a multiple of the step) at which, alone and ``static``,
-        all its objectives hold (None: not even with all its jobs running at once)."""
-        out: dict[str, float | None] = {}
+        all its objectives hold (None: not even with all its jobs running at once). The teams'
+        bisections advance together, one batch a step."""
         s = self.space.step
+        out: dict[str, float | None] = {}
+        bounds: dict[str, list[float]] = {}  # team -> [low, high], high known to suffice
+        first: list[tuple[str, float]] = []
         for i, name in enumerate(self.space.names):
             jobs = [j for j in self.study.jobs if j.team == name]
             low = max(_ceil(self.space.max_job[i], s), 0.0)
@@ -225,17 +231,24 @@ class Search:
                 out[name] = low
                 continue
             high = max(low, _ceil(_peak(jobs), s))
-            if not self._meets_alone(name, high):
+            bounds[name] = [low, high]
+            first.append((name, high))
+        for (name, _), ok in zip(first, self._batch([("alone", n, g) for n, g in first])):
+            if not ok:
                 out[name] = None
-                continue
-            while high - low > _TOL:  # bisection on the multiples of the step
-                mid = low + _floor((high - low) / 2, s)
-                if self._meets_alone(name, mid):
-                    high = mid
+                del bounds[name]
+        while True:  # bisection on the multiples of the step
+            open_ = [(n, lo + _floor((hi - lo) / 2, s)) for n, (lo, hi) in bounds.items() if hi - lo > _TOL]
+            if not open_:
+                break
+            for (name, mid), ok in zip(open_, self._batch([("alone", n, g) for n, g in open_])):
+                if ok:
+                    bounds[name][1] = mid
                 else:
-                    low = mid + s
+                    bounds[name][0] = mid + s
+        for name, (_, high) in bounds.items():
             out[name] = high
-        return out
+        return {n: out[n] for n in self.space.names}
 
     # -- seeds and moves -----------------------------------------------------
 
@@ -369,19 +382,11 @@ class Search:
     def _confirm(self, best: Evaluation, frontier: Mapping[float, Evaluation], sizing: dict[str, float | None],
                  bounds: dict[str, float]) -> Advice:
         """The full simulations of the answer and of the input: the figures the advice prints."""
-        from cdk_gpu_share.core import simulate as sim
-        from cdk_gpu_share.core.advise.evaluate import judge
-        from cdk_gpu_share.core.advise.space import scenario_dict
-
-        def full(c: Candidate) -> tuple[Evaluation, Any]:
-            scenario = sim.parse_scenario(scenario_dict(self.study.base, c), source="advice")
-            result = sim.simulate(scenario, self.study.jobs, self.study.mode, poll_seconds=self.study.poll,
-                                  source=self.study.source)
-            self.simulations += 1
-            return judge(self.study, c, scenario, result, self._privates(c)), result
-
-        confirmed, result = full(best.candidate)
-        given, _ = full(self.space.input)
+        # Fresh full simulations (never the cache), the answer's and the input's, in one batch.
+        self.phase = "confirming"
+        pair = [best.candidate, self.space.input]
+        self._need_privates(pair)
+        confirmed, given = self._batch([("evaluate", c, self._privates(c), Limits()) for c in pair])
         ordered = [frontier[k] for k in sorted(frontier)] if self.space.fleet == "size" else []
         return Advice(best=confirmed, input=given, frontier=ordered, simulations=self.simulations, space=self.space,
-                      private_sizing=sizing, bounds=bounds, result=result)
+                      private_sizing=sizing, bounds=bounds)
