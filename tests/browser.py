@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from cdk_gpu_share.cli import main
 
-__all__ = ["BROWSERS", "NO_BROWSER", "find_browser", "require_browser", "write_report"]
+__all__ = ["BROWSERS", "FLAGS", "NO_BROWSER", "console_messages", "find_browser", "require_browser", "run_chromium",
+           "write_report"]
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -23,6 +25,10 @@ ROOT = Path(__file__).resolve().parents[1]
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 NO_BROWSER = ("no Chromium for the report test: install Chromium or Google Chrome (Debian/Ubuntu: "
               "apt-get install chromium) or set CHROMIUM=/path/to/chromium")
+
+
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--no-first-run"]
 
 
 def find_browser() -> str | None:
@@ -54,3 +60,13 @@ def write_report(tmp: Path) -> Path:
                  "--compare", "--checkpoint-seconds", "120", "--report", str(out)])
     assert code == 0
     return out
+
+
+def run_chromium(chromium: str, tmp: Path, *args: str) -> subprocess.CompletedProcess:
+    profile = tmp / f"profile-{len(list(tmp.glob('profile-*')))}"
+    return subprocess.run([chromium, *FLAGS, f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0",
+                           *args], capture_output=True, text=True, timeout=120)
+
+
+def console_messages(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if ":CONSOLE" in line]

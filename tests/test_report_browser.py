@@ -17,16 +17,11 @@ from __future__ import annotations
 import os
 import re
 import struct
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.browser import require_browser, write_report
-
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run"]
-
+from tests.browser import console_messages, require_browser, run_chromium, write_report
 
 #: Found at import: without a browser the whole module is one skip line (a failure in CI).
 CHROMIUM = require_browser()
@@ -35,16 +30,6 @@ CHROMIUM = require_browser()
 @pytest.fixture(scope="module")
 def chromium():
     return CHROMIUM
-
-
-def run_chromium(chromium: str, tmp: Path, *args: str) -> subprocess.CompletedProcess:
-    profile = tmp / f"profile-{len(list(tmp.glob('profile-*')))}"
-    return subprocess.run([chromium, *FLAGS, f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0",
-                           *args], capture_output=True, text=True, timeout=120)
-
-
-def console_messages(stderr: str) -> list[str]:
-    return [line for line in stderr.splitlines() if ":CONSOLE" in line]
 
 
 WRAPPER = """<!DOCTYPE html><html><head><title>pending</title></head><body>
