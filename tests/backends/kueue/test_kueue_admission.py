@@ -68,6 +68,7 @@ CLASS_CAP = "may use the priority classes up to its max_priority"
 POD_PRIORITY = "may have a priority up to the team's max_priority"
 TEMPLATE_CLASS = "not with priorityClassName in its pod templates"
 RUNNING_SIZE = "keeps the size Kueue admitted"
+DEVICES = "may not be privileged or set NVIDIA_VISIBLE_DEVICES"
 
 
 # -- the objects.
@@ -129,6 +130,14 @@ def test_a_teams_allowed_classes_are_those_up_to_its_max_priority():
             ) in format_plan(fleet_plan(config)).splitlines()
 
 
+def _reaching(container_change: dict, init: bool = False) -> dict:
+    """A Pod on the team's queue with one more container (or an init container) changed so."""
+    pod = workload("Pod", TEAM, gpus=0, queue=TEAM)
+    container = {"name": "side", "image": "x:1", **container_change}
+    pod["spec"].setdefault("initContainers" if init else "containers", []).append(container)
+    return pod
+
+
 # -- what a team member creates in its namespace.
 
 ALLOWED_CREATES = [
@@ -163,6 +172,7 @@ REFUSED_CREATES = [
         {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]), NEEDS_QUEUE),
     ("a Pod without GPUs tolerating every taint", workload("Pod", TEAM, gpus=0, held=False, tolerations=[
         {"operator": "Exists"}]), NEEDS_QUEUE),
+    ("a privileged Pod", _reaching({"securityContext": {"privileged": True}}), DEVICES),
     ("a Pod whose PriorityClass is above the cap", workload("Pod", TEAM, queue=TEAM, priority=2000000000), POD_PRIORITY),
     ("a Pod labelled with another queue even without GPUs", workload("Pod", TEAM, gpus=0, queue=OTHER), OWN_QUEUE),
 ]
@@ -177,6 +187,20 @@ def test_a_member_may_create(objects, what, obj):
 @pytest.mark.parametrize("what, obj, words", REFUSED_CREATES, ids=[c[0] for c in REFUSED_CREATES])
 def test_a_member_may_not_create(objects, what, obj, words):
     assert refused_by(run(objects, obj), words)
+
+
+@pytest.mark.parametrize("change", [{"securityContext": {"privileged": True}},
+                                    {"env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]}],
+                         ids=["privileged", "NVIDIA_VISIBLE_DEVICES"])
+@pytest.mark.parametrize("init", [False, True], ids=["container", "init container"])
+def test_a_pod_may_not_reach_gpus_around_the_device_plugin(objects, change, init):
+    # Even on its own queue: Kueue would count no GPU for it, and it would see every GPU of the node.
+    assert refused_by(run(objects, _reaching(change, init)), DEVICES)
+    inherited = _reaching(change, init)
+    inherited["metadata"]["ownerReferences"] = workload("Pod", TEAM, owner="Job")["metadata"]["ownerReferences"]
+    assert refused_by(run(objects, inherited, user=JOB_CONTROLLER), DEVICES)
+    assert run(objects, _reaching({"securityContext": {"privileged": False}, "env": [
+        {"name": "CUDA_VISIBLE_DEVICES", "value": "0"}]}, init)).allowed
 
 
 def test_a_pod_with_a_dra_claim_counts_as_asking_for_accelerators(objects):

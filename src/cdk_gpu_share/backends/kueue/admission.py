@@ -14,6 +14,8 @@ from Kubernetes 1.30) refuse, in that namespace:
 * releasing a held workload (``suspend: false``, dropping the gate) by anyone but a controller:
   only Kueue may start what it admitted; and changing the spec of a running workload (its
   replicas, parallelism or pod templates) without suspending it again;
+* a privileged Pod, or one setting ``NVIDIA_VISIBLE_DEVICES`` (either reaches a node's GPUs
+  around the device plugin);
 * a ``kueue.x-k8s.io/priority-class`` above the team's ``max_priority``, a Pod whose resolved
   priority is above it, and a ``priorityClassName`` in a workload's pod templates (Kueue would
   take the workload's priority from it).
@@ -152,6 +154,22 @@ TOLERATES_GPU_NODES = (
 )
 
 
+def _reaches_devices(containers: str) -> str:
+    """Does a container of ``containers`` reach GPUs the device plugin did not give it: privileged
+    (it sees every device of the node), or naming NVIDIA_VISIBLE_DEVICES itself (the NVIDIA
+    runtime may honour it for a container that requested no GPU)?"""
+    return (f"{containers}.exists(c, (has(c.securityContext) && has(c.securityContext.privileged)"
+            " && c.securityContext.privileged == true) || (has(c.env)"
+            " && c.env.exists(e, e.name == 'NVIDIA_VISIBLE_DEVICES')))")
+
+
+#: Does a Pod reach a node's GPUs around the device plugin (and so around Kueue's quota)?
+REACHES_DEVICES = (
+    f"object.kind == 'Pod' && ({_reaches_devices('object.spec.containers')}"
+    f" || (has(object.spec.initContainers) && {_reaches_devices('object.spec.initContainers')}))"
+)
+
+
 def _owned_by_managed_kind() -> str:
     """Is the object's controller a workload of a managed kind (so its admission covers it)?"""
     kinds = " || ".join(f"(r.kind == '{k.kind}' && r.apiVersion.startsWith('{k.group}/'))" for k in MANAGED_KINDS)
@@ -220,6 +238,10 @@ def _validations(section: KueueConfig, team: TeamConfig) -> list[dict[str, str]]
                        f" || object.spec.priority <= {team.max_priority}",
          "message": f"a Pod in namespace {name} may have a priority up to the team's max_priority {team.max_priority}:"
                     " name a lower PriorityClass",
+         "reason": "Forbidden"},
+        {"expression": f"request.operation != 'CREATE' || !({REACHES_DEVICES})",
+         "message": f"a Pod in namespace {name} may not be privileged or set NVIDIA_VISIBLE_DEVICES: it would reach"
+                    " GPUs outside the quota; request nvidia.com/gpu and let the device plugin give them",
          "reason": "Forbidden"},
         {"expression": f"!({TEMPLATE_PRIORITY_CLASS})",
          "message": f"a workload in namespace {name} gives its priority with the label {PRIORITY_LABEL}"
