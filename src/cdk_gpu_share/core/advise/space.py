@@ -23,6 +23,7 @@ __all__ = [
     "Choice",
     "Space",
     "changed_fields",
+    "choice_of",
     "number",
     "scenario_dict",
 ]
