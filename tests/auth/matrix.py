@@ -349,6 +349,79 @@ def share_monitor(app: App, stack: str, queue: str, other_queue: str) -> list[Re
     ]
 
 
+#: The reader of the job archive that platform.yaml names (history.readers), and a broad administrator.
+ARCHIVE_READER = f"arn:aws:iam::{ACCOUNT}:role/platform-analyst"
+ARCHIVE_ADMIN = f"arn:aws:iam::{ACCOUNT}:role/account-admin"
+_EVERYTHING = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": ["s3:*", "kms:*"], "Resource": "*"}]}
+
+
+def job_archive(app: App, stack: str, team_roles: list[str], reclaimer: str | None, *, named: bool = True
+                ) -> tuple[list[Req], dict[str, list[dict]]]:
+    """Only the delivery stream's role writes the archive; only the config's readers read it, even
+    against a principal whose identity policy allows every S3 and KMS action. ``named``: the config
+    names :data:`ARCHIVE_READER` in ``history.readers`` (otherwise the same role is refused)."""
+    bucket_lid = app.resolver.logical_id(stack, "JobHistoryBucket", "AWS::S3::Bucket")
+    bucket = app.resolver.resolve(stack, {"Ref": bucket_lid})
+    policy_lid = app.resolver.logical_id(stack, "JobHistoryBucketPolicy")
+    bucket_policy = app.resolver.resolve(stack, app.templates[stack]["Resources"][policy_lid]["Properties"]["PolicyDocument"])
+    key_lid = app.resolver.logical_id(stack, "JobHistoryKey")
+    key = app.resolver.resolve(stack, {"Fn::GetAtt": [key_lid, "Arn"]})
+    key_policy = app.resolver.resolve(stack, app.templates[stack]["Resources"][key_lid]["Properties"]["KeyPolicy"])
+    stream = app.resolver.resolve(stack, {"Fn::GetAtt": [app.resolver.logical_id(stack, "JobHistoryStream"), "Arn"]})
+    obj = f"arn:aws:s3:::{bucket}/events/2026/11/02/config=0123456789ab/gpu-share-1-2026-11-02-00-05-00-abc.gz"
+    delivery = f"{stack}/{app.resolver.logical_id(stack, 'JobHistoryDeliveryRole')}"
+    events_role = f"{stack}/{app.resolver.logical_id(stack, 'JobHistoryEventsRole')}"
+    details = f"{stack}/{app.resolver.logical_id(stack, 'JobHistoryDetailsRole')}"
+    p = "job archive"
+    reqs = [
+        Req(f"{p}: the delivery stream's role writes an object", delivery, "s3:PutObject", [obj], ALLOWED,
+            resource_policy=bucket_policy),
+        Req(f"{p}: the delivery stream's role encrypts through S3", delivery, "kms:GenerateDataKey", [key], ALLOWED,
+            {"kms:ViaService": f"s3.{REGION}.amazonaws.com"}, resource_policy=key_policy),
+        Req(f"{p}: the delivery stream's role deletes an object", delivery, "s3:DeleteObject", [obj], DENIED,
+            resource_policy=bucket_policy),
+        Req(f"{p}: EventBridge's role puts a record", events_role, "firehose:PutRecordBatch", [stream], ALLOWED),
+        Req(f"{p}: EventBridge's role writes the bucket", events_role, "s3:PutObject", [obj], DENIED,
+            resource_policy=bucket_policy),
+        Req(f"{p}: the details function puts a record", details, "firehose:PutRecord", [stream], ALLOWED),
+        Req(f"{p}: the details function describes a service job", details, "batch:DescribeServiceJob", ["*"], ALLOWED),
+        Req(f"{p}: the details function reads the archive", details, "s3:GetObject", [obj], DENIED,
+            resource_policy=bucket_policy),
+        Req(f"{p}: the details function writes the bucket", details, "s3:PutObject", [obj], DENIED,
+            resource_policy=bucket_policy),
+        Req(f"{p}: a role {'named' if named else 'not named'} in history.readers reads an object", "archive reader",
+            "s3:GetObject", [obj], ALLOWED if named else DENIED, caller=ARCHIVE_READER, resource_policy=bucket_policy),
+        Req(f"{p}: that role decrypts it", "archive reader", "kms:Decrypt", [key], ALLOWED if named else DENIED,
+            {"kms:ViaService": f"s3.{REGION}.amazonaws.com"}, caller=ARCHIVE_READER, resource_policy=key_policy),
+        Req(f"{p}: the reader writes an object", "archive reader", "s3:PutObject", [obj], DENIED,
+            caller=ARCHIVE_READER, resource_policy=bucket_policy),
+        Req(f"{p}: an administrator allowed s3:* reads an object", "account admin", "s3:GetObject", [obj], DENIED,
+            caller=ARCHIVE_ADMIN, resource_policy=bucket_policy),
+        Req(f"{p}: an administrator allowed kms:* decrypts with the archive's key", "account admin", "kms:Decrypt",
+            [key], DENIED, {"kms:ViaService": f"s3.{REGION}.amazonaws.com"}, caller=ARCHIVE_ADMIN,
+            resource_policy=key_policy),
+        Req(f"{p}: an administrator allowed s3:* writes an object", "account admin", "s3:PutObject", [obj], DENIED,
+            caller=ARCHIVE_ADMIN, resource_policy=bucket_policy),
+    ]
+    if reclaimer is not None:
+        reqs.append(Req(f"{p}: the reclaimer reads the archive", reclaimer, "s3:GetObject", [obj], DENIED,
+                        resource_policy=bucket_policy))
+    for role in team_roles:
+        team = role.split("/")[0].rsplit("-team-", 1)[-1]
+        reqs += [
+            Req(f"{p}: {team}'s role reads an object", role, "s3:GetObject", [obj], DENIED, resource_policy=bucket_policy),
+            Req(f"{p}: {team}'s role writes an object", role, "s3:PutObject", [obj], DENIED, resource_policy=bucket_policy),
+            Req(f"{p}: {team}'s role decrypts with the archive's key", role, "kms:Decrypt", [key], DENIED,
+                resource_policy=key_policy),
+        ]
+    reader_policy = {"Version": "2012-10-17", "Statement": [
+        {"Effect": "Allow", "Action": ["s3:GetObject", "s3:PutObject"], "Resource": f"arn:aws:s3:::{bucket}/*"},
+        {"Effect": "Allow", "Action": "kms:Decrypt", "Resource": key}]}
+    extra = {"archive reader": [{"name": "reader", "policy": reader_policy}],
+             "account admin": [{"name": "everything", "policy": _EVERYTHING}]}
+    return reqs, extra
+
+
 def quota_team(app: App, stack: str, team: str, other: str, queue: str, max_priority: int = 100) -> list[Req]:
     role = f"{stack}/{app.resolver.logical_id(stack, 'SubmitRole')}"
     other_stack = stack.replace(f"-team-{team}", f"-team-{other}")
@@ -690,6 +763,12 @@ def requests_for(app: App) -> tuple[list[Req], dict[str, list[dict]]]:
             reclaimer_role, "gpu-share-fairshare", "teama", "team-a", "team-b")
         reqs += guarded
         extra.update(guard_principals)
+        archive, archive_principals = job_archive(
+            app, platform, [f"{team_stacks[t]}/{app.resolver.logical_id(team_stacks[t], 'SubmitRole')}" for t in teams]
+            + [f"{team_stacks[t]}/{app.resolver.logical_id(team_stacks[t], 'TrainingExecutionRole')}" for t in teams],
+            reclaimer_role)
+        reqs += archive
+        extra.update(archive_principals)
         del sids
     elif app.config_path == "examples/hyperpod.yaml":
         cluster = "arn:aws:sagemaker:us-east-1:111122223333:cluster/abcdef123456"
@@ -711,4 +790,9 @@ def requests_for(app: App) -> tuple[list[Req], dict[str, list[dict]]]:
         reqs += quota_team(app, team_stacks["support"], "support", "search", "mig-inference-training")
         for team in teams:
             reqs += training_role(app, team_stacks[team], team)
+        archive, archive_principals = job_archive(
+            app, platform, [f"{team_stacks[t]}/{app.resolver.logical_id(team_stacks[t], 'SubmitRole')}" for t in teams],
+            None, named=False)
+        reqs += archive
+        extra.update(archive_principals)
     return reqs, extra

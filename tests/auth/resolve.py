@@ -203,6 +203,15 @@ class Resolver:
             return self.get_att(stack, name, "ConsumableResourceArn")
         if kind == "AWS::SageMaker::ComputeQuota":
             return self.get_att(stack, name, "ComputeQuotaArn")
+        if kind == "AWS::S3::Bucket":  # CloudFormation's generated names are lower case
+            return self._name(stack, name, props.get("BucketName"), 63).lower()
+        if kind == "AWS::KMS::Key":  # a key id
+            digest = hashlib.sha256(f"{stack}/{name}".encode()).hexdigest()
+            return f"{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}"
+        if kind == "AWS::KinesisFirehose::DeliveryStream":
+            return self._name(stack, name, props.get("DeliveryStreamName"), 64)
+        if kind == "AWS::Logs::LogStream":
+            return self._name(stack, name, props.get("LogStreamName"), 512)
         raise Unresolved(f"{stack}: Ref of {kind} ({name}) not supported")
 
     def get_att(self, stack: str, lid: str, attr: str) -> Any:
@@ -229,6 +238,12 @@ class Resolver:
             return self._arn("dynamodb", f"table/{self._name(stack, lid, props.get('TableName'), 255)}")
         if key == ("AWS::SQS::Queue", "Arn"):
             return self._arn("sqs", self._name(stack, lid, props.get("QueueName"), 80))
+        if key == ("AWS::S3::Bucket", "Arn"):
+            return f"arn:{PARTITION}:s3:::{self.ref(stack, lid)}"
+        if key == ("AWS::KMS::Key", "Arn"):
+            return self._arn("kms", f"key/{self.ref(stack, lid)}")
+        if key == ("AWS::KinesisFirehose::DeliveryStream", "Arn"):
+            return self._arn("firehose", f"deliverystream/{self.ref(stack, lid)}")
         if key == ("AWS::SageMaker::Model", "ModelName"):
             return self.resolve(stack, props["ModelName"])
         if key == ("AWS::SageMaker::ComputeQuota", "ComputeQuotaArn"):

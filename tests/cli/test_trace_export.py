@@ -18,7 +18,7 @@ from cdk_gpu_share.cli import trace_export_cmd as tx
 from cdk_gpu_share.core import history
 from cdk_gpu_share.core import scenario as sc
 from cdk_gpu_share.core import simulate as sim
-from cdk_gpu_share.core.config import config_mapping, load_config
+from cdk_gpu_share.core.config import load_config
 from cdk_gpu_share.core.trace import sample_jobs, trace_text
 from tests.history_model import FairshareCluster, S3Model, firehose_objects
 
@@ -55,7 +55,7 @@ def _run_cluster(tmp_path, *, jobs=200, startup_s=0.0, page_size=1000, **fh):
     result = cluster.run(scenario, trace, poll_seconds=sc.poll_seconds_of(config, "fairshare") or 60)
     s3 = S3Model(page_size=page_size)
     s3.buckets[BUCKET] = {}
-    for key, body in firehose_objects(cluster.events, config=history.config_hash(config_mapping(config)), **fh).items():
+    for key, body in firehose_objects(cluster.events, config=history.policy_hash(config), **fh).items():
         s3.put(BUCKET, key, body)
     return path, config, rows, trace, result, s3
 

@@ -94,7 +94,7 @@ def test_alerts_reach_the_config_without_an_inference_section():
 def test_alerts_are_parsed_after_a_section_this_version_cannot_parse(monkeypatch):
     # A missing parser for one extra section must not skip the sections after it.
     monkeypatch.setitem(cfg.EXTRA_SECTIONS, "inference", "cdk_gpu_share.core.no_such_module:parse")
-    assert list(cfg.EXTRA_SECTIONS) == ["inference", "alerts", "security"]
+    assert list(cfg.EXTRA_SECTIONS)[:3] == ["inference", "alerts", "security"]
     assert problems(batch(inference={"endpoints": []}, alerts={"emails": ["not-an-address"]})) == [
         ("inference", "...", "is not supported by this version of cdk-gpu-share", "remove the section"),
         ("alerts.emails[0]", "not-an-address", "is not an e-mail address", "write an address such as oncall@example.com"),

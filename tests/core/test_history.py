@@ -35,7 +35,7 @@ def service_event(jid, status, at_s, *, created_s=0, started_s=None, stopped_s=N
 
 
 def details(jid, team="team-a", it="ml.g5.12xlarge", count=1, priority=3):
-    return history.details_record(job_id=jid, queue=QUEUE, team=team, instance_type=it, instance_count=count,
+    return history.details_record(job_id=jid, queue=QUEUE, team=team, instances={it: count},
                                   created_ms=T0, priority=priority, time=_iso(T0 + 5000))
 
 
@@ -122,3 +122,20 @@ def test_the_simulator_reads_a_header_comment():
     assert job.line == 3 and job.duration_s == 5
     header = history.read_header(text.splitlines()[0])
     assert header == {"origin": "2026-11-02T00:00:00Z", "source": "archive", "configs": []}
+
+
+def test_preemption_events_count_when_the_runs_do_not_say():
+    preempted = {"version": "0", "id": "p1", "detail-type": history.PREEMPTION_TYPES[0], "source": "aws.batch",
+                 "time": _iso(T0 + 100_000), "detail": {"preemptedJobArn": f"{QUEUE.split(':job-queue')[0]}:service-job/j1"}}
+    out = _export([details("j1"), preempted,
+                   service_event("j1", "SUCCEEDED", 500, started_s=200, stopped_s=500)])
+    assert out.jobs[0].preemptions == 1
+
+
+def test_instances_of_a_request():
+    assert history.request_instances('{"ResourceConfig": {"InstanceType": "ml.g5.xlarge", "InstanceCount": 2}}') == {
+        "ml.g5.xlarge": 2}
+    assert history.request_instances({"ResourceConfig": {"InstanceGroups": [
+        {"InstanceType": "ml.p5.48xlarge", "InstanceCount": 1}, {"InstanceType": "ml.p5.48xlarge"}]}}) == {
+        "ml.p5.48xlarge": 2}
+    assert history.request_instances("not json") == {} and history.request_instances(None) == {}

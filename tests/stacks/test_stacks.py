@@ -188,6 +188,12 @@ def test_summary_of_the_synthesized_default_platform(default_platform, capsys):
     assert "team-a: fair-share GPU quota, at most 3 GPUs at once" in out  # every backend, with units
     idle = out.split("costs money while idle:")[1]
     assert "a NAT gateway" in idle
+    assert "1 customer-managed KMS key (billed monthly)" in idle  # the job archive's
+    archive = out.split("job archive:")[1].split("costs money while idle:")[0]
+    assert re.search(r"gpu-share-platform: bucket JobHistoryBucket\w+ \(KMS-encrypted, objects expire after 400 days\)",
+                     archive)
+    assert "delivery stream, GZIP, one event a line, prefix events/!{timestamp:yyyy/MM/dd}/config=" in archive
+    assert "rule Batch Job State Change, Batch Service Job State Change of 2 queues" in archive
 
 
 def test_summary_without_an_assembly_exits_2(tmp_path, capsys):

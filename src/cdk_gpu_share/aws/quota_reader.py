@@ -18,14 +18,13 @@ Amounts are in the queue's capacity units: instances of each ``ml.`` instance ty
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from cdk_gpu_share.core import instances
+from cdk_gpu_share.core import history, instances
 from cdk_gpu_share.core.errors import GpuShareError
 
 __all__ = [
@@ -271,20 +270,8 @@ def _summary_job(s: Any, skipped: list[str]) -> WaitingJob | None:
 def service_job_need(job: Mapping[str, Any]) -> dict[str, float]:
     """Instances per type a service job asks for, from its SageMaker request (a ``DescribeServiceJob``
     answer's ``serviceRequestPayload``: ``ResourceConfig``, or its ``InstanceGroups``); ``{}`` when
-    it names none."""
-    try:
-        payload = json.loads(job.get("serviceRequestPayload") or "{}")
-    except ValueError:
-        return {}
-    config = payload.get("ResourceConfig") or {} if isinstance(payload, dict) else {}
-    need: dict[str, float] = {}
-    groups = config.get("InstanceGroups") or [config]
-    for g in groups if isinstance(groups, list) else ():
-        if isinstance(g, dict) and isinstance(g.get("InstanceType"), str):
-            count = g.get("InstanceCount", 1)
-            need[g["InstanceType"]] = need.get(g["InstanceType"], 0.0) + (float(count) if isinstance(count, (int, float))
-                                                                          else 1.0)
-    return need
+    it names none (:func:`cdk_gpu_share.core.history.request_instances`, the archive's rule too)."""
+    return history.request_instances(job.get("serviceRequestPayload"))
 
 
 def _waiting_jobs(client: Any, queue: str, page_size: int | None = None,

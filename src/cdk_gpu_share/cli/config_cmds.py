@@ -197,6 +197,11 @@ def _summary(args: argparse.Namespace) -> int:
         print("quotas, shares and endpoints:")
         for line in quotas:
             print(f"  {line}")
+    archive = _archive_lines(_templates(out, data))
+    if archive:
+        print("job archive:")
+        for line in archive:
+            print(f"  {line}")
     idle = _idle_costs(out, data)
     print("costs money while idle:" if idle else "costs money while idle: nothing found in the templates")
     for line in idle:
@@ -237,6 +242,38 @@ def _templates(out: Path, data: dict) -> list[tuple[str, dict]]:
         if art.get("type") == "aws:cloudformation:stack":
             found.append((name, json.loads((out / art["properties"]["templateFile"]).read_text())))
     return found
+
+
+def _archive_lines(templates: list[tuple[str, dict]]) -> list[str]:
+    """The job archive of each stack that has one: its bucket, delivery stream and rules."""
+    lines = []
+    for name, template in templates:
+        resources = template.get("Resources", {})
+        streams = {k for k, r in resources.items() if r["Type"] == "AWS::KinesisFirehose::DeliveryStream"}
+        for res in resources.values():
+            props = res.get("Properties", {})
+            if res["Type"] == "AWS::KinesisFirehose::DeliveryStream":
+                dest = props.get("ExtendedS3DestinationConfiguration", {})
+                bucket = dest.get("BucketARN", {})
+                logical = bucket.get("Fn::GetAtt", ["?"])[0] if isinstance(bucket, dict) else str(bucket)
+                rules = dest.get("ProcessingConfiguration", {}).get("Processors", [])
+                expiry = [r.get("ExpirationInDays") for r in resources.get(logical, {}).get("Properties", {})
+                          .get("LifecycleConfiguration", {}).get("Rules", []) if r.get("ExpirationInDays")]
+                lines.append(f"{name}: bucket {logical} ({'KMS-encrypted, ' if dest.get('EncryptionConfiguration') else ''}"
+                             f"objects expire after {expiry[0] if expiry else '?'} days)")
+                lines.append(f"{name}: delivery stream, {dest.get('CompressionFormat', 'UNCOMPRESSED')}"
+                             f"{', one event a line' if any(p.get('Type') == 'AppendDelimiterToRecord' for p in rules) else ''},"
+                             f" prefix {dest.get('Prefix')}")
+            elif res["Type"] == "AWS::Events::Rule":
+                pattern = props.get("EventPattern", {})
+                kinds = pattern.get("detail-type", [])
+                targets = [(t.get("Arn") or {}).get("Fn::GetAtt", [None])[0] for t in props.get("Targets", [])
+                           if isinstance(t.get("Arn"), dict)]
+                if any(str(t).startswith("Batch") for t in kinds) and streams & set(targets):
+                    queues = pattern.get("detail", {}).get("jobQueue")
+                    lines.append(f"{name}: rule {', '.join(kinds)}"
+                                 + (f" of {plural(len(queues), 'queue')}" if isinstance(queues, list) else ""))
+    return lines
 
 
 def _idle_costs(out: Path, data: dict) -> list[str]:

@@ -65,6 +65,7 @@ from cdk_gpu_share.core.objectives import Objectives, never_stopped_conflict, re
 
 if TYPE_CHECKING:
     from cdk_gpu_share.core.alerts_config import AlertsConfig
+    from cdk_gpu_share.core.history_config import HistoryConfig
     from cdk_gpu_share.core.security_config import SecurityConfig
     from cdk_gpu_share.inference.config import InferenceConfig
 
@@ -469,6 +470,9 @@ class PlatformConfig:
     alerts: AlertsConfig | None = None
     #: Who may set the team identity tags (:class:`cdk_gpu_share.core.security_config.SecurityConfig`), or None.
     security: SecurityConfig | None = None
+    #: The job archive (:class:`cdk_gpu_share.core.history_config.HistoryConfig`), or None: the
+    #: defaults where it applies (:func:`cdk_gpu_share.core.history_config.archive_of`).
+    history: HistoryConfig | None = None
     #: The sections of backends registered besides the built-in three, by key
     #: (:func:`cdk_gpu_share.core.backends.register`).
     other_backends: Mapping[str, Any] = field(default_factory=dict)
@@ -928,6 +932,7 @@ EXTRA_SECTIONS: dict[str, str] = {
     "inference": "cdk_gpu_share.inference.config:parse_inference",
     "alerts": "cdk_gpu_share.core.alerts_config:parse_alerts",
     "security": "cdk_gpu_share.core.security_config:parse_security",
+    "history": "cdk_gpu_share.core.history_config:parse_history",
 }
 
 
@@ -1102,7 +1107,7 @@ def _read_config(
     builtin = {key: sections.pop(key) for key in _BUILTIN_SECTIONS}
     return PlatformConfig(name=name, teams=tuple(teams), **builtin, other_backends=sections,
                           inference=extras.get("inference"), source=source, alerts=extras.get("alerts"),
-                          security=extras.get("security"))
+                          security=extras.get("security"), history=extras.get("history"))
 
 
 def _top_keys() -> set[str]:
@@ -1313,6 +1318,7 @@ def section_mapping(section: BatchQuotaConfig | HyperPodConfig | FairshareConfig
 EXTRA_MAPPINGS: dict[str, str] = {
     "inference": "cdk_gpu_share.inference.config:inference_mapping",
     "alerts": "cdk_gpu_share.core.alerts_config:alerts_mapping",
+    "history": "cdk_gpu_share.core.history_config:history_mapping",
 }
 
 

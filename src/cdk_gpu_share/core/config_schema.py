@@ -22,6 +22,7 @@ import cdk_gpu_share.inference.config as IC
 from cdk_gpu_share.core import alerts_config as AL
 from cdk_gpu_share.core import backends, mig
 from cdk_gpu_share.core import config as C
+from cdk_gpu_share.core import history_config as HI
 from cdk_gpu_share.core import hyperpod_schema as hp
 from cdk_gpu_share.core import security_config as SEC
 from cdk_gpu_share.core.objectives import MAX_TARGET, NEVER_STOPPED_KEYS, OBJECTIVE_KEYS
@@ -38,6 +39,8 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
         "alerts": "Where every alarm of the platform goes: emails (a new encrypted topic) or topic_arn (an existing one).",
         "security": "Who administers team identity: the principals the tag guard (`gpu-share guard`) still lets set"
         " the teams' principal tags.",
+        "history": "The job archive: every Batch job event of the platform's queues, kept in an encrypted S3 bucket"
+        " for `gpu-share trace export` (on by default wherever the platform has a Batch queue).",
     },
     "platform": {"name": "Prefix of stack and resource names: a letter, then up to 39 letters, digits and hyphens."},
     "team": {
@@ -89,6 +92,13 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
         "memory_gib": "Memory in GiB (HyperPod).",
         "mig": "MIG partitions: profile -> count (HyperPod).",
     },
+    "history": {
+        "enabled": "Keep the job archive. Default: true wherever the platform has a Batch queue (batch_quota or"
+        " fairshare); false builds none.",
+        "retention_days": "Days the archive keeps each object before it expires, 1 to 3650. Default: 400.",
+        "readers": "IAM role or user ARNs that may read the archive (and decrypt it); nobody else may. Default:"
+        " none.",
+    },
     "security": {
         "administrators": "ARN patterns (aws:PrincipalArn; * and ? wildcards) of the IAM roles or users that may set"
         " or remove a team's principal tag on users, roles and sessions under the tag guard. Include the role that"
@@ -104,6 +114,7 @@ VALIDATOR_KEYS: dict[str, set[str]] = {
     "objectives": set(OBJECTIVE_KEYS),
     "amount": set(C._AMOUNT_KEYS),
     "security": set(SEC._KEYS),
+    "history": set(HI._KEYS),
 }
 
 
@@ -176,6 +187,7 @@ def platform_schema() -> dict[str, Any]:
                 "inference": _inference_schema(),
                 "alerts": _alerts_schema(),
                 "security": _security_schema(),
+                "history": _history_schema(),
             },
         ),
     }
@@ -302,6 +314,23 @@ def _security_schema() -> dict[str, Any]:
         },
         required=["administrators"],
         description=DESCRIPTIONS[""]["security"],
+    )
+
+
+def _history_schema() -> dict[str, Any]:
+    """The ``history`` section: the job archive."""
+    return schema_object(
+        "history",
+        {
+            "enabled": {"type": "boolean"},
+            "retention_days": schema_int(1, HI.MAX_RETENTION_DAYS),
+            "readers": {"oneOf": [
+                {"type": "string", "pattern": HI.READER_ARN_PATTERN.pattern},
+                {"type": "array", "maxItems": HI.MAX_READERS, "uniqueItems": True,
+                 "items": {"type": "string", "pattern": HI.READER_ARN_PATTERN.pattern}},
+            ]},
+        },
+        description=DESCRIPTIONS[""]["history"],
     )
 
 

@@ -47,6 +47,7 @@ from cdk_gpu_share.core.fairshare import gpus_of
 
 __all__ = [
     "ARCHIVE_SOURCE",
+    "CONFIG_SEGMENT",
     "DETAILS_TYPE",
     "EXPORT_COLUMNS",
     "JOB_TYPE",
@@ -62,6 +63,8 @@ __all__ = [
     "is_archive_event",
     "lookup_from_config",
     "parse_records",
+    "policy_hash",
+    "request_instances",
     "read_header",
     "reconstruct",
     "write_export",
@@ -94,6 +97,35 @@ def config_hash(mapping: Mapping[str, Any]) -> str:
     the platform stack writes it into the archive's keys, and ``--fidelity`` compares it."""
     text = json.dumps(mapping, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def policy_hash(config: Any) -> str:
+    """The :func:`config_hash` of what decides the jobs' fate in a config: its teams and its
+    backends' sections (not its alerts, inference or archive settings)."""
+    from cdk_gpu_share.core import backends
+    from cdk_gpu_share.core.config import config_mapping
+
+    mapping = config_mapping(config)
+    return config_hash({k: v for k, v in mapping.items() if k == "teams" or k in backends.keys()})
+
+
+def request_instances(payload: Any) -> dict[str, float]:
+    """Instances per type a service job's SageMaker request asks for (``ResourceConfig``, its
+    ``InstanceGroups`` or the type and count itself), from ``serviceRequestPayload``."""
+    if isinstance(payload, str):
+        try:
+            payload = json.loads(payload or "{}")
+        except ValueError:
+            return {}
+    config = (payload.get("ResourceConfig") or {}) if isinstance(payload, Mapping) else {}
+    need: dict[str, float] = {}
+    groups = config.get("InstanceGroups") or [config] if isinstance(config, Mapping) else []
+    for g in groups if isinstance(groups, list) else ():
+        if isinstance(g, Mapping) and isinstance(g.get("InstanceType"), str):
+            count = g.get("InstanceCount", 1)
+            n = float(count) if isinstance(count, (int, float)) and not isinstance(count, bool) else 1.0
+            need[g["InstanceType"]] = need.get(g["InstanceType"], 0.0) + n
+    return need
 
 
 def config_of_key(key: str) -> str | None:
@@ -134,12 +166,13 @@ def is_archive_event(record: Any) -> bool:
             and record.get("detail-type") in (JOB_TYPE, SERVICE_JOB_TYPE, DETAILS_TYPE, *PREEMPTION_TYPES))
 
 
-def details_record(*, job_id: str, queue: str, team: str | None, instance_type: str | None,
-                   instance_count: int | None, created_ms: int | None, priority: int | None,
-                   time: str, account: str = "", region: str = "") -> dict[str, Any]:
-    """The platform's details record of a service job (what ``DescribeServiceJob`` told)."""
+def details_record(*, job_id: str, queue: str, team: str | None, instances: Mapping[str, float] | None,
+                   created_ms: int | None, priority: int | None, time: str, account: str = "",
+                   region: str = "") -> dict[str, Any]:
+    """The platform's details record of a service job (what ``DescribeServiceJob`` told): its
+    team, its instances per type (:func:`request_instances`), its submission and priority."""
     detail: dict[str, Any] = {"jobId": job_id, "jobQueue": queue}
-    for key, value in (("team", team), ("instanceType", instance_type), ("instanceCount", instance_count),
+    for key, value in (("team", team), ("instances", dict(instances) if instances else None),
                        ("createdAt", created_ms), ("schedulingPriority", priority)):
         if value is not None:
             detail[key] = value
@@ -211,7 +244,7 @@ class _Track:
     started_ms: int | None = None
     stopped_ms: int | None = None
     attempts: list[tuple[int, int, str]] = field(default_factory=list)
-    preempted: set[int] = field(default_factory=set)  # startedAt of runs Batch preempted
+    preemptions: int = 0  # Batch's preemption events of the job
     details: dict[str, Any] = field(default_factory=dict)
 
 
@@ -317,7 +350,7 @@ def reconstruct(records: Iterable[tuple[str | None, Any]], lookup: Lookup, *, st
             first, last = out.configs.get(config, (at, at))
             out.configs[config] = (min(first, at), max(last, at))
         detail = record["detail"]
-        jid = str(detail.get("jobId") or "")
+        jid = str(detail.get("jobId") or str(detail.get("preemptedJobArn") or "").rsplit("/", 1)[-1])
         if not jid:
             continue
         kind = record["detail-type"]
@@ -329,9 +362,8 @@ def reconstruct(records: Iterable[tuple[str | None, Any]], lookup: Lookup, *, st
                 track.created_ms = _ms(detail.get("createdAt"))
         elif kind in PREEMPTION_TYPES:
             track.service = True
-            started = _ms(detail.get("startedAt"))
-            if started is not None:
-                track.preempted.add(started)
+            if kind == PREEMPTION_TYPES[0]:  # Started: one per preemption (Completed follows it)
+                track.preemptions += 1
         else:
             track.service = track.service or kind == SERVICE_JOB_TYPE
             _merge(track, record, detail)
@@ -374,15 +406,16 @@ def _add_job(out: Export, chain: list[_Track], lookup: Lookup, start_ms: int, en
         out.unknown_teams[team or "(none)"] += 1
         return
     if root.service:
-        it = str(details.get("instanceType") or "")
-        info = instances.lookup(it) if it else None
-        if info is None:
-            out.skipped["unknown instance type" if it else "no instance type"] += 1
-            if it:
-                out.unknown_types[it] += 1
+        asked = details.get("instances")
+        asked = asked if isinstance(asked, Mapping) and asked else {}
+        unknown = [it for it in asked if instances.lookup(str(it)) is None]
+        if not asked or unknown:
+            out.skipped["unknown instance type" if unknown else "no instance type"] += 1
+            for it in unknown:
+                out.unknown_types[str(it)] += 1
             return
-        count = details.get("instanceCount", 1)
-        gpus = Fraction(info.gpus) * (count if isinstance(count, int) and count > 0 else 1)
+        gpus = sum((Fraction(instances.get(str(it)).gpus) * Fraction(str(n))
+                    for it, n in asked.items() if isinstance(n, (int, float)) and n > 0), Fraction(0))
         prio = details.get("schedulingPriority", root.priority)
         priority = prio if isinstance(prio, int) else root.priority
     else:
@@ -405,7 +438,7 @@ def _add_job(out: Export, chain: list[_Track], lookup: Lookup, start_ms: int, en
     # job are its runs before the last (or its preemption events, if more were seen).
     preemptions = len(chain) - 1
     if root.service:
-        preemptions = max(len(runs) - 1, len(root.preempted))
+        preemptions = max(len(runs) - 1, root.preemptions)
     out.jobs.append(ArchivedJob(job_id=root.job_id, team=team, submit_ms=root.created_ms, duration_ms=duration,
                                 gpus=gpus, priority=priority, checkpoint_seconds=checkpoint,
                                 final_start_ms=final_start, preemptions=preemptions,

@@ -203,6 +203,26 @@ def inference_plan(config: PlatformConfig) -> list[dict[str, Any]]:
     return out
 
 
+#: The demand the archive's cost is quoted for (docs/history.md).
+ARCHIVE_QUOTE_JOBS_PER_DAY = 10_000
+
+
+def archive_costs(config: PlatformConfig) -> list[dict[str, str]]:
+    """The job archive (``history``): its key every month, and what its jobs add."""
+    from cdk_gpu_share.core.history_config import archive_of, monthly_cost
+
+    archive = archive_of(config)
+    if archive is None:
+        return []
+    cost = monthly_cost(ARCHIVE_QUOTE_JOBS_PER_DAY, retention_days=archive.retention_days,
+                        service_jobs=config.batch_quota is not None)
+    return [{"backend": "history", "resource": "job archive",
+             "what": f"the job archive: a customer-managed KMS key (${cost['KMS key']:.2f} a month) and, per job,"
+                     f" its events through Firehose into S3 (kept {_plural(archive.retention_days, 'day')}): about"
+                     f" ${sum(cost.values()):.2f} a month in all at {ARCHIVE_QUOTE_JOBS_PER_DAY:,} jobs a day"
+                     " (set history.enabled: false to go without)"}]
+
+
 def idle_costs(config: PlatformConfig) -> list[dict[str, str]]:
     """What the config's platform costs while no job runs: one entry per billed resource."""
     out: list[dict[str, str]] = []
@@ -210,6 +230,7 @@ def idle_costs(config: PlatformConfig) -> list[dict[str, str]]:
         section = config.backend(spec.key)
         if section is not None:
             out += spec.idle_costs(config, section)
+    out += archive_costs(config)
     for e in inference_plan(config):
         out.append({
             "backend": "inference",

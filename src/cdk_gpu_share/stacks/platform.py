@@ -72,12 +72,34 @@ class PlatformStack(cdk.Stack):
             inference_dash = _optional("cdk_gpu_share.constructs.dashboard", "InferenceDashboard")
             if inference_dash is not None:
                 self.inference_dashboard = inference_dash(self, "InferenceDashboard", endpoints=self.endpoints)
+        self.history = self._history(config)
         # Each backend's own dashboard and alarms, where it has them (the fair-share reclaimer's).
         self.dashboard = None
         for part in self.team_parts():
             add_monitoring = getattr(part, "add_monitoring", None)
             if add_monitoring is not None:
                 self.dashboard = add_monitoring(self) or self.dashboard
+
+    def _history(self, config: PlatformConfig) -> Any:
+        """The job archive of the platform's Batch queues (``history:``, on by default), or None."""
+        from cdk_gpu_share.core.history import policy_hash
+        from cdk_gpu_share.core.history_config import archive_of
+
+        settings = archive_of(config)
+        if settings is None:
+            return None
+        from cdk_gpu_share.constructs.job_history import JobHistory
+
+        quota = self.quota
+        batch = getattr(quota, "batch", None) if quota is not None else None
+        fairshare = self.fairshare
+        archive = JobHistory(self, "JobHistory", config=settings,
+                             job_queues=[fairshare.job_queue_arn] if fairshare is not None else [],
+                             service_queues=[batch.job_queue_arn] if batch is not None else [],
+                             policy_hash=policy_hash(config))
+        cdk.CfnOutput(self, "JobHistoryBucketName", value=archive.bucket.bucket_name,
+                      description="The job archive's bucket: gpu-share trace export --bucket")
+        return archive
 
     @property
     def quota(self) -> SharedGpuQuota | None:

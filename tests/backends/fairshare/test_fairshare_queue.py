@@ -516,7 +516,8 @@ def asset_dir(platform) -> Path:
 
 
 @pytest.mark.parametrize("handler,aws_files", [("reclaim", ["__init__.py", "batch_reader.py"]),
-                                               ("share_monitor", ["__init__.py", "quota_reader.py"])])
+                                               ("share_monitor", ["__init__.py", "quota_reader.py"]),
+                                               ("history_details", ["__init__.py"])])
 def test_bundle_holds_only_what_the_handler_needs(platform, handler, aws_files):
     asset_dir = _asset_of(platform, handler)
     top = sorted(p.name for p in (asset_dir / "cdk_gpu_share").iterdir())
@@ -530,6 +531,8 @@ def test_bundle_holds_only_what_the_handler_needs(platform, handler, aws_files):
     ("reclaim", "import cdk_gpu_share.lambdas.reclaim.handler as h, cdk_gpu_share.core.reclaim as r;"
                 "mod = r; print(h.TERMINATE_BATCH)", "50"),
     ("share_monitor", "import cdk_gpu_share.lambdas.share_monitor.handler as h; mod = h; print(h.PAGE_SIZE)", "1000"),
+    ("history_details", "import cdk_gpu_share.lambdas.history_details.handler as h; mod = h; print(h.STREAM_ENV)",
+     "GPU_SHARE_HISTORY_STREAM"),
 ])
 def test_bundled_handler_imports_without_cdk(platform, handler, probe, value):
     asset_dir = _asset_of(platform, handler)
