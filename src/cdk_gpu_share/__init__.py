@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from cdk_gpu_share.backends.kueue import BorrowWithinCohort, KueueConfig, KueuePreemption, WorkloadPriorityClass
     from cdk_gpu_share.backends.kueue.construct import KueueQueues
     from cdk_gpu_share.constructs.dashboard import GpuShareDashboard, InferenceDashboard
+    from cdk_gpu_share.constructs.job_history import JobHistory
     from cdk_gpu_share.constructs.shared_gpu_quota import (
         BatchQuotaBackend,
         CfnComputeQuota,
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
         load_config,
     )
     from cdk_gpu_share.core.errors import ConfigError
+    from cdk_gpu_share.core.history_config import HistoryConfig
     from cdk_gpu_share.inference.config import Copies, InferenceModelConfig, InferenceVpcConfig
     from cdk_gpu_share.inference.construct import MigInferenceEndpoint
     from cdk_gpu_share.stacks.app import build_platform
@@ -61,6 +63,8 @@ _LAZY = {
     "MigInferenceEndpoint": "cdk_gpu_share.inference.construct",
     "GpuShareDashboard": "cdk_gpu_share.constructs.dashboard",
     "InferenceDashboard": "cdk_gpu_share.constructs.dashboard",
+    "JobHistory": "cdk_gpu_share.constructs.job_history",
+    "HistoryConfig": "cdk_gpu_share.core.history_config",
     "PlatformStack": "cdk_gpu_share.stacks.platform",
     "TeamStack": "cdk_gpu_share.stacks.team",
     "build_platform": "cdk_gpu_share.stacks.app",
@@ -94,11 +98,13 @@ __all__ = [
     "FairshareQueue",
     "FairshareVpcConfig",
     "GpuShareDashboard",
+    "HistoryConfig",
     "HyperPodBackend",
     "HyperPodConfig",
     "InferenceDashboard",
     "InferenceModelConfig",
     "InferenceVpcConfig",
+    "JobHistory",
     "KueueConfig",
     "KueuePreemption",
     "KueueQueues",

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import csv
 import io
+import json
+import sys
 from datetime import datetime, timezone
 
 import pytest
@@ -187,3 +189,91 @@ def test_no_credentials_is_one_line(tmp_path, monkeypatch, capsys):
                  "--region", "us-east-1"])
     err = capsys.readouterr().err.strip()
     assert code == 2 and "\n" not in err and "no AWS credentials" in err
+
+
+# ---------------------------------------------------------------------------
+# simulate --fidelity on the export
+
+
+def _fidelity(path, out, capsys, *extra):
+    code = main(["simulate", "--config", str(path), "--backend", "fairshare", "--trace", str(out), "--fidelity",
+                 "--json", *extra])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    return json.loads(captured.out)
+
+
+def test_fidelity_of_the_models_own_policy_is_exact(tmp_path, aws, capsys):
+    path, _, rows, _, result, s3 = _run_cluster(tmp_path)
+    aws["s3"] = s3.client
+    code, out = _export(path, tmp_path)
+    assert code == 0
+    capsys.readouterr()
+    report = _fidelity(path, out, capsys)
+    assert set(report["fidelity"]) == {"team-a", "team-b", "team-c"}
+    for team, metrics in report["fidelity"].items():
+        for key, m in metrics.items():
+            assert m["error"] == 0, (team, key, m)
+    assert sum(m["preemptions"]["real"] for m in report["fidelity"].values()) == result.preemptions > 0
+    assert any(m["borrowed_gpu_hours"]["real"] > 0 for m in report["fidelity"].values())
+    # The table says the same.
+    assert main(["simulate", "--config", str(path), "--backend", "fairshare", "--trace", str(out), "--fidelity"]) == 0
+    table = capsys.readouterr().out
+    assert "Fidelity: simulated against real, per team" in table and "borrowed GPU-hours" in table
+
+
+def _uncontended(n_per_team=6):
+    """Jobs within their team's guarantee, far apart: each starts the moment it is submitted."""
+    from cdk_gpu_share.core.trace import TraceJob
+
+    jobs = []
+    for k, (team, gpus) in enumerate((("team-a", "2"), ("team-b", "1"), ("team-c", "1"))):
+        for i in range(n_per_team):
+            jobs.append(TraceJob(job_id=f"{team}-{i}", team=team, submit_time=str(10_000 * i + 100 * k),
+                                 duration_s=str(600 + 60 * i), gpus=gpus, priority=0))
+    return jobs
+
+
+def test_a_start_up_delay_shows_as_the_simulators_known_wait_error(tmp_path, aws, capsys, monkeypatch):
+    startup = 120
+    monkeypatch.setattr(sys.modules[__name__], "_trace", lambda config, jobs=0, seed=0: _uncontended())
+    path, _, rows, *_, s3 = _run_cluster(tmp_path, startup_s=startup)
+    aws["s3"] = s3.client
+    code, out = _export(path, tmp_path)
+    assert code == 0
+    capsys.readouterr()
+    exported = _rows(out.read_text())
+    assert [(r["job_id"], r["duration_s"]) for r in exported] == [(j.job_id, j.duration_s) for j in
+                                                                   sorted(rows, key=lambda j: int(j.submit_time))]
+    assert {r["wait_s"] for r in exported} == {str(startup)}
+    report = _fidelity(path, out, capsys)
+    for team, metrics in report["fidelity"].items():
+        for key in ("wait_p50_s", "wait_p95_s", "wait_p99_s"):
+            # The simulator starts a job when it fits; the cluster's container runs start-up seconds later.
+            assert metrics[key] == {"real": startup, "simulated": 0, "error": -startup}, (team, key)
+        assert metrics["preemptions"]["error"] == 0 and metrics["borrowed_gpu_hours"]["error"] == 0
+
+
+def test_fidelity_refuses_another_config_a_changed_config_and_a_plain_trace(tmp_path, aws, capsys):
+    path, *_, s3 = _run_cluster(tmp_path, jobs=20)
+    aws["s3"] = s3.client
+    code, out = _export(path, tmp_path)
+    assert code == 0
+    capsys.readouterr()
+    other = tmp_path / "other.yaml"
+    other.write_text(CONFIG.replace("checkpoint_seconds: 600", "checkpoint_seconds: 300"))
+    assert main(["simulate", "--config", str(other), "--trace", str(out), "--fidelity"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "is not the config deployed over the period" in err
+    text = out.read_text().splitlines()
+    text[0] = text[0].replace("configs=", "configs=aaaaaaaaaaaa@2026-11-01T00:00:00Z..2026-11-01T23:00:00Z;")
+    changed = tmp_path / "changed.csv"
+    changed.write_text("\n".join(text) + "\n")
+    assert main(["simulate", "--config", str(path), "--trace", str(changed), "--fidelity"]) == 2
+    assert "spans more than one deployed config" in capsys.readouterr().err
+    plain = tmp_path / "plain.csv"
+    plain.write_text(trace_text(sample_jobs([("team-a", 2.0)], jobs=3)))
+    assert main(["simulate", "--config", str(path), "--trace", str(plain), "--fidelity"]) == 2
+    assert "has no columns wait_s, preemptions, borrowed_gpu_s" in capsys.readouterr().err
+    assert main(["simulate", "--config", str(path), "--trace", str(out), "--fidelity", "--compare"]) == 2
+    assert "does not go with --fidelity" in capsys.readouterr().err

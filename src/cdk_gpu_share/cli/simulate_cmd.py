@@ -88,6 +88,11 @@ def _add_simulate(subparsers: argparse._SubParsersAction) -> None:
                         "start) or checkpoint (runs started on borrowed capacity, then the least work lost since "
                         "the last checkpoint). Default: the scenario's, else youngest. With --compare, "
                         "checkpoint adds its own column")
+    p.add_argument("--fidelity", action="store_true",
+                   help="with --config and a trace from `gpu-share trace export`: replay the jobs under the config "
+                        "deployed over that period (default --mode share+reclaim) and compare, per team, the "
+                        "simulated wait p50/p95/p99, preemptions and borrowed GPU-hours with what really happened "
+                        "(JSON: fidelity)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     p.add_argument("--plot", metavar="OUT.png",
                    help="write a PNG of each team's usage, waiting demand and preemptions (needs matplotlib); "
@@ -239,6 +244,8 @@ def _slug(label: str) -> str:
 def run_simulate(args: argparse.Namespace) -> int:
     from cdk_gpu_share.core import simulate as sim
 
+    if args.fidelity:
+        return run_fidelity(args)
     compare = args.compare or (args.report is not None and args.mode is None)
     if not compare and args.mode is None:
         raise ConfigError(Problem(field="--mode", value=None, message="is missing",
@@ -300,6 +307,83 @@ def run_simulate(args: argparse.Namespace) -> int:
     for line in written:
         print(line, file=sys.stderr if args.json else sys.stdout)
     return 0
+
+
+def run_fidelity(args: argparse.Namespace) -> int:
+    """``--fidelity``: the simulator's error against the export's real figures, per team."""
+    from cdk_gpu_share.core import fidelity
+    from cdk_gpu_share.core import simulate as sim
+    from cdk_gpu_share.core.config import load_config
+    from cdk_gpu_share.core.history import policy_hash
+
+    if args.config is None:
+        raise ConfigError(Problem("--fidelity", None, "needs --config",
+                                  "pass the platform config that was deployed over the exported period"))
+    for flag, value in (("--compare", args.compare), ("--report", args.report), ("--plot", args.plot)):
+        if value:
+            raise ConfigError(Problem(flag, value, "does not go with --fidelity", f"drop {flag}"))
+    mode = args.mode or sim.RECLAIM
+    sim.check_mode(mode)
+    _check_period("--poll-seconds", args.poll_seconds, "give the planner's period in seconds, e.g. 60")
+    _check_period("--checkpoint-seconds", args.checkpoint_seconds,
+                  "give the checkpoint period in seconds, or leave it out for no checkpoints")
+    try:
+        with open(args.trace, encoding="utf-8", newline="") as fh:
+            real = fidelity.read_real(fh, source=args.trace)
+    except (FileNotFoundError, IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
+        raise ConfigError(Problem("--trace", args.trace, f"cannot be read ({exc.__class__.__name__})",
+                                  "pass the CSV gpu-share trace export wrote")) from None
+    _check_deployed(real, policy_hash(load_config(args.config)), args.config)
+    scenario, poll, described = _load_scenario(args)
+    scenario = sim.with_victim_order(scenario, args.victim_order)
+    jobs = sim.load_jobs(args.trace, scenario)
+    result = _run_one(scenario, jobs, mode, poll, args.checkpoint_seconds, args.trace)
+    out = result.to_dict()
+    out["fidelity"] = fidelity.compare(real, out["teams"])
+    if args.json:
+        print(json.dumps(out))
+    else:
+        print(render_table(result.to_dict(), poll_seconds=poll, checkpoint_seconds=args.checkpoint_seconds))
+        print()
+        print(render_fidelity(out["fidelity"], described=described))
+    return 0
+
+
+def _check_deployed(real: Any, deployed: str, config: str) -> None:
+    """The export's archive names the configs it saw; the one replayed must be the one deployed."""
+    seen = [c for c in (real.header or {}).get("configs", [])]
+    if not seen:
+        return  # an export without config records (not from the archive): nothing to check
+    if len(seen) > 1:
+        changes = ", ".join(f"{h} from {first}" for h, first, _ in seen)
+        raise ConfigError(Problem("--trace", changes, "spans more than one deployed config",
+                                  "export each period between two deployments on its own (--from, --to) and replay "
+                                  "each under its config"))
+    if seen[0][0] != deployed:
+        raise ConfigError(Problem("--config", config,
+                                  f"is not the config deployed over the period (its teams and backends hash to "
+                                  f"{deployed}; the archive recorded {seen[0][0]})",
+                                  "pass the config as it was deployed then (from your version control)"))
+
+
+def render_fidelity(table: dict[str, dict[str, dict[str, float]]], *, described: str = "") -> str:
+    """The fidelity table: per team and metric, real, simulated and their difference."""
+    from cdk_gpu_share.core.fidelity import METRICS
+
+    lines = [f"Fidelity: simulated against real, per team ({described}); error = simulated - real"]
+    rows = []
+    for team, metrics in table.items():
+        for key, label, unit in METRICS:
+            m = metrics[key]
+            rows.append([team, label, _fig(m["real"], unit), _fig(m["simulated"], unit), _fig(m["error"], unit, sign=True)])
+    lines += format_table(["team", "metric", "real", "simulated", "error"], rows, right={2, 3, 4}, indent="  ")
+    return "\n".join(lines)
+
+
+def _fig(x: float, unit: str, *, sign: bool = False) -> str:
+    text = f"{x:+.3f}" if sign else f"{x:.3f}"
+    text = text.rstrip("0").rstrip(".") if "." in text else text
+    return f"{text} {unit}".rstrip() if text not in ("+0", "-0") else "0"
 
 
 def _run_one(scenario: Any, jobs: Any, mode: str, poll: float, checkpoint: float | None, source: str,
