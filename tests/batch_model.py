@@ -337,8 +337,15 @@ class BatchModel:
     def _ListJobs(self, p: dict):
         filters = p.get("filters") or []
         visible = [j for jid, j in self.jobs.items() if self.visible_at.get(jid, 0) <= self.clock()
-                   and j["jobQueue"] in (p["jobQueue"], QUEUE_NAME) or False]
-        if filters:
+                   and (j["jobQueue"] in (p["jobQueue"], QUEUE_NAME)
+                        or j["jobQueue"].rsplit("/", 1)[-1] == p["jobQueue"])]
+        if filters and filters[0]["name"] in ("AFTER_CREATED_AT", "BEFORE_CREATED_AT"):
+            # One filter a call, every status, newest first (Batch's ListJobs).
+            at = int(filters[0]["values"][0])
+            after = filters[0]["name"] == "AFTER_CREATED_AT"
+            items = sorted((j for j in visible if (j["createdAt"] > at if after else j["createdAt"] < at)),
+                           key=lambda j: -j["createdAt"])
+        elif filters:
             name = filters[0]["values"][0]
             items = sorted((j for j in visible if j["jobName"] == name), key=lambda j: -j["createdAt"])
         else:

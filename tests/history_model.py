@@ -133,11 +133,15 @@ class FairshareCluster:
     """A fair-share queue run over a trace: every Batch event of its jobs (module docstring)."""
 
     QUEUE = f"arn:aws:batch:{REGION}:{ACCOUNT}:job-queue/gpu-share-fairshare"
+    #: The last cluster run (tests read its jobs back through other sources).
+    last: FairshareCluster | None = None
 
     def __init__(self, origin: float, *, startup_s: float = 0.0) -> None:
         self.origin = origin
         self.startup_s = startup_s
         self.events: list[dict] = []
+        #: job id -> its last state (what DescribeJobs answers once the run is over)
+        self.jobs: dict[str, dict] = {}
         self._n = 0
 
     def run(self, scenario: Any, jobs: Sequence[Any], *, poll_seconds: float = 60.0) -> Any:
@@ -161,6 +165,7 @@ class FairshareCluster:
 
         # The cluster's jobs hold their GPUs for the start-up too.
         held = [sim.Job(**{**j.__dict__, "duration_s": j.duration_s + self.startup_s}) for j in jobs]
+        FairshareCluster.last = self
         engine = Logged(scenario, held, sim.RECLAIM, poll_seconds, None, None)
         engine.run()
         self._events(jobs, log)
@@ -177,12 +182,14 @@ class FairshareCluster:
         if requeued_from:
             tags["gpu-share:requeued-from"] = requeued_from
         share = "".join(c for c in job.team if c.isalnum())
-        return {"jobArn": f"arn:aws:batch:{REGION}:{ACCOUNT}:job/{jid}", "jobId": jid, "jobName": f"train-{job.id}",
-                "jobQueue": self.QUEUE, "status": "RUNNABLE", "shareIdentifier": share,
-                "schedulingPriority": job.priority, "createdAt": int(round(created * 1000)),
-                "jobDefinition": f"arn:aws:batch:{REGION}:{ACCOUNT}:job-definition/gpu-share-{share}:1",
-                "container": {"resourceRequirements": [{"type": "GPU", "value": f"{job.gpus:g}"}]},
-                "attempts": [], "tags": tags}
+        detail = {"jobArn": f"arn:aws:batch:{REGION}:{ACCOUNT}:job/{jid}", "jobId": jid, "jobName": f"train-{job.id}",
+                  "jobQueue": self.QUEUE, "status": "RUNNABLE", "shareIdentifier": share,
+                  "schedulingPriority": job.priority, "createdAt": int(round(created * 1000)),
+                  "jobDefinition": f"arn:aws:batch:{REGION}:{ACCOUNT}:job-definition/gpu-share-{share}:1",
+                  "container": {"resourceRequirements": [{"type": "GPU", "value": f"{job.gpus:g}"}]},
+                  "attempts": [], "tags": tags}
+        self.jobs[jid] = detail
+        return detail
 
     def _events(self, jobs: Sequence[Any], log: Iterable[tuple[float, str, int]]) -> None:
         current: dict[int, dict] = {}
@@ -208,3 +215,62 @@ class FairshareCluster:
                     requeues[pos] = requeues.get(pos, 0) + 1
                     nb = current[pos] = self._new_job(job, f"{job.id}-r{requeues[pos]}", at, b["jobId"])
                     self._event(at, nb)
+
+
+class SageMakerModel:
+    """SageMaker's training jobs: ``ListTrainingJobs`` (creation-time filters, paged by ``MaxResults``
+    and ``NextToken``, newest first), ``DescribeTrainingJob`` and ``ListTags``."""
+
+    def __init__(self, page_size: int = 100) -> None:
+        self.jobs: dict[str, dict] = {}
+        self.tags: dict[str, list[dict]] = {}
+        self.page_size = page_size
+        self.requests: list[tuple[str, dict]] = []
+        self.client = new_client("sagemaker")
+        self.client.meta.events.register("before-send.sagemaker", self._on_send)
+
+    def add(self, name: str, *, created: float, started: float | None, ended: float | None, instance_type: str,
+            count: int = 1, status: str = "Completed", team: str | None = None) -> None:
+        arn = f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:training-job/{name}"
+        job = {"TrainingJobName": name, "TrainingJobArn": arn, "TrainingJobStatus": status, "CreationTime": created,
+               "ResourceConfig": {"InstanceType": instance_type, "InstanceCount": count, "VolumeSizeInGB": 50},
+               "AlgorithmSpecification": {"TrainingInputMode": "File", "TrainingImage": "image"},
+               "RoleArn": f"arn:aws:iam::{ACCOUNT}:role/training", "StoppingCondition": {"MaxRuntimeInSeconds": 86400},
+               "SecondaryStatus": "Completed", "OutputDataConfig": {"S3OutputPath": "s3://out/"}}
+        if started is not None:
+            job["TrainingStartTime"] = started
+        if ended is not None:
+            job["TrainingEndTime"] = ended
+        self.jobs[name] = job
+        self.tags[arn] = [{"Key": "gpu-share:team", "Value": team}] if team else []
+
+    def _on_send(self, request: Any, event_name: str, **_: Any) -> AWSResponse:
+        op = event_name.split(".")[-1]
+        p = json.loads(request.body or b"{}")
+        self.requests.append((op, p))
+        if op == "ListTrainingJobs":
+            after, before = p.get("CreationTimeAfter"), p.get("CreationTimeBefore")
+            items = sorted((j for j in self.jobs.values()
+                            if (after is None or j["CreationTime"] > after) and (before is None or j["CreationTime"] < before)),
+                           key=lambda j: -j["CreationTime"])
+            start = int(p.get("NextToken") or 0)
+            size = min(int(p.get("MaxResults") or 10), self.page_size)
+            body: dict[str, Any] = {"TrainingJobSummaries": [
+                {k: j[k] for k in ("TrainingJobName", "TrainingJobArn", "CreationTime", "TrainingJobStatus")}
+                for j in items[start:start + size]]}
+            if start + size < len(items):
+                body["NextToken"] = str(start + size)
+            return self._ok(request, body)
+        if op == "DescribeTrainingJob":
+            job = self.jobs.get(p["TrainingJobName"])
+            if job is None:
+                return AWSResponse(request.url, 400, {}, _Raw(json.dumps(
+                    {"__type": "ValidationException", "message": "Requested resource not found."}).encode()))
+            return self._ok(request, job)
+        if op == "ListTags":
+            return self._ok(request, {"Tags": self.tags.get(p["ResourceArn"], [])})
+        return AWSResponse(request.url, 400, {}, _Raw(b'{"__type": "ValidationException", "message": "not modelled"}'))
+
+    @staticmethod
+    def _ok(request: Any, body: dict) -> AWSResponse:
+        return AWSResponse(request.url, 200, {"Content-Type": "application/x-amz-json-1.1"}, _Raw(json.dumps(body).encode()))

@@ -36,6 +36,8 @@ class ServiceJob:
     started: float | None = None
     priority: int = 0
     queue: str = QUEUE
+    stopped: float | None = None
+    team: str | None = None  # its gpu-share:team tag
 
 
 @dataclass
@@ -136,10 +138,15 @@ class QuotaQueueModel:
 
     def _ListServiceJobs(self, p: dict):
         self.clock.t += self.list_seconds
-        jobs = [j for j in self.jobs.values() if j.queue == QUEUE and j.status == p.get("jobStatus", j.status)]
+        jobs = [j for j in self.jobs.values() if j.queue in (QUEUE, p.get("jobQueue"))
+                and j.status == p.get("jobStatus", j.status)]
         shares = [f["values"][0] for f in p.get("filters", ()) if f["name"] == "QUOTA_SHARE_NAME"]
+        after = [int(f["values"][0]) for f in p.get("filters", ()) if f["name"] == "AFTER_CREATED_AT"]
         if shares:
             jobs = sorted((j for j in jobs if j.share == shares[0]), key=lambda j: -j.created)
+        elif after:  # a filter lists every status, newest first
+            jobs = sorted((j for j in self.jobs.values() if j.queue in (QUEUE, p.get("jobQueue"))
+                           and j.created * 1000 > after[0]), key=lambda j: -j.created)
         summaries = [{"jobId": j.job_id, "jobName": f"train-{j.job_id}", "jobArn": _arn(j.job_id),
                       "serviceJobType": "SAGEMAKER_TRAINING", "quotaShareName": j.share, "status": j.status,
                       "createdAt": int(j.created * 1000)} for j in jobs]
@@ -156,6 +163,8 @@ class QuotaQueueModel:
                      "serviceJobType": "SAGEMAKER_TRAINING", "quotaShareName": j.share, "status": j.status,
                      "startedAt": int((j.started or j.created) * 1000), "createdAt": int(j.created * 1000),
                      "schedulingPriority": j.priority,
+                     **({"stoppedAt": int(j.stopped * 1000)} if j.stopped is not None else {}),
+                     **({"tags": {"gpu-share:team": j.team}} if j.team else {}),
                      "serviceRequestPayload": json.dumps({"ResourceConfig": {"InstanceGroups": [
                          {"InstanceType": t, "InstanceCount": int(n)} for t, n in j.instances.items()]}})}
 

@@ -277,3 +277,112 @@ def test_fidelity_refuses_another_config_a_changed_config_and_a_plain_trace(tmp_
     assert "has no columns wait_s, preemptions, borrowed_gpu_s" in capsys.readouterr().err
     assert main(["simulate", "--config", str(path), "--trace", str(out), "--fidelity", "--compare"]) == 2
     assert "does not go with --fidelity" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------
+# --source batch and --source sagemaker
+
+
+def test_the_batch_source_gives_back_the_trace_too_while_batch_keeps_the_jobs(tmp_path, monkeypatch, capsys):
+    from tests.batch_model import BatchModel
+
+    path, _, rows, _, result, _ = _run_cluster(tmp_path, jobs=120)
+    model = BatchModel(page_limit=9)
+    for jid, detail in json.loads(json.dumps(FairshareCluster.last.jobs)).items():
+        model.jobs[jid] = detail
+        model.visible_at[jid] = 0.0
+    monkeypatch.setattr(tx, "make_client", lambda service, region: {"batch": model.batch}[service])
+    monkeypatch.setattr(tx, "default_region", lambda: "us-east-1")
+    out = tmp_path / "batch.csv"
+    code = main(["trace", "export", str(path), "--from", "2026-11-02", "--to", "2026-11-30", "--source", "batch",
+                 "-o", str(out)])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert "warning: AWS Batch lists and describes a job only for a limited time" in err
+    assert out.read_text().startswith("# gpu-share trace export: origin=2026-11-02T00:00:00Z source=batch\n")
+    got = sorted(({k: r[k] for k in history.EXPORT_COLUMNS[:6]} for r in _rows(out.read_text())), key=lambda r: r["job_id"])
+    want = sorted((dict(zip(history.EXPORT_COLUMNS[:6], r.as_row())) for r in rows), key=lambda r: r["job_id"])
+    assert got == want
+    assert sum(int(r["preemptions"]) for r in _rows(out.read_text())) == result.preemptions > 0
+    # The listing: one created-at filter a call, paged; the describes: at most 100 ids a call.
+    listings = [p for op, p, _ in model.requests if op == "ListJobs"]
+    assert len(listings) > 1 and all(p["filters"][0]["name"] == "AFTER_CREATED_AT" for p in listings)
+
+
+def test_the_sagemaker_source_takes_the_dispatch_time_and_says_so(tmp_path, monkeypatch, capsys):
+    from tests.history_model import SageMakerModel
+
+    config = tmp_path / "quota.yaml"
+    config.write_text("platform: {name: gpu-share}\nteams:\n"
+                      "  - {name: team-a, guarantee: {ml.g5.12xlarge: 1}}\n"
+                      "  - {name: team-b, guarantee: {ml.g5.12xlarge: 1}}\n"
+                      "batch_quota:\n  capacity: {ml.g5.12xlarge: 2}\n")
+    model = SageMakerModel(page_size=2)
+    t0 = ORIGIN
+    model.add("a-1", created=t0 + 60, started=t0 + 120, ended=t0 + 720, instance_type="ml.g5.12xlarge", team="team-a")
+    model.add("a-2", created=t0 + 3600, started=t0 + 3690, ended=t0 + 7290, instance_type="ml.g5.12xlarge", count=2,
+              team="team-a")
+    model.add("b-1", created=t0 + 100, started=t0 + 130, ended=t0 + 430, instance_type="ml.g5.12xlarge", team="team-b")
+    model.add("x-1", created=t0 + 200, started=t0 + 230, ended=t0 + 330, instance_type="ml.g5.12xlarge", team="team-x")
+    model.add("u-1", created=t0 + 300, started=t0 + 330, ended=t0 + 430, instance_type="ml.c5.xlarge", team="team-b")
+    model.add("r-1", created=t0 + 400, started=t0 + 430, ended=None, instance_type="ml.g5.12xlarge", team="team-b",
+              status="InProgress")
+    model.add("old", created=t0 - 86_400, started=t0 - 86_000, ended=t0 - 80_000, instance_type="ml.g5.12xlarge",
+              team="team-a")
+    monkeypatch.setattr(tx, "make_client", lambda service, region: {"sagemaker": model.client}[service])
+    monkeypatch.setattr(tx, "default_region", lambda: "us-east-1")
+    out = tmp_path / "sm.csv"
+    code = main(["trace", "export", str(config), "--from", "2026-11-02", "--to", "2026-11-02", "--source", "sagemaker",
+                 "-o", str(out)])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert "warning: SageMaker's CreationTime of a training job started from a quota share is when Batch dispatched" in err
+    assert "not exported: 1 unfinished" in err and "not exported: 1 unknown team" in err
+    assert "not exported: 1 unknown instance type" in err and "unknown instance types: ml.c5.xlarge (1)" in err
+    rows = {r["job_id"]: r for r in _rows(out.read_text())}
+    assert set(rows) == {"a-1", "a-2", "b-1"}
+    assert (rows["a-1"]["submit_time"], rows["a-1"]["duration_s"], rows["a-1"]["gpus"], rows["a-1"]["wait_s"]) == (
+        "60", "600", "4", "60")
+    assert rows["a-2"]["gpus"] == "8"
+    listings = [p for op, p in model.requests if op == "ListTrainingJobs"]
+    assert len(listings) >= 3 and all("CreationTimeAfter" in p and "CreationTimeBefore" in p for p in listings)
+
+
+def test_the_bucket_goes_with_the_archive_only(tmp_path, capsys):
+    path, _ = _config(tmp_path)
+    assert main(["trace", "export", str(path), "--from", "2026-11-02", "--to", "2026-11-03", "--source", "batch",
+                 "--bucket", BUCKET]) == 2
+    assert "does not go with --source batch" in capsys.readouterr().err
+
+
+def test_the_batch_source_reads_service_jobs_with_their_request(tmp_path, monkeypatch, capsys):
+    from tests.batch_model import Clock
+    from tests.quota_model import QuotaQueueModel, ServiceJob
+
+    config = tmp_path / "quota.yaml"
+    config.write_text("platform: {name: gpu-share}\nteams:\n"
+                      "  - {name: team-a, guarantee: {ml.g5.12xlarge: 1}}\n"
+                      "  - {name: team-b, guarantee: {ml.g5.12xlarge: 1}}\n"
+                      "batch_quota:\n  capacity: {ml.g5.12xlarge: 2}\n")
+    model = QuotaQueueModel(shares={"team-a": {"ml.g5.12xlarge": 1}, "team-b": {"ml.g5.12xlarge": 1}},
+                            clock=Clock(ORIGIN))
+    model.jobs["s1"] = ServiceJob("s1", "team-a", {"ml.g5.12xlarge": 2}, created=ORIGIN + 10, status="SUCCEEDED",
+                                  started=ORIGIN + 70, stopped=ORIGIN + 670, team="team-a")
+    model.jobs["s2"] = ServiceJob("s2", "team-b", {"ml.g5.12xlarge": 1}, created=ORIGIN + 20, status="RUNNING",
+                                  started=ORIGIN + 30)
+    model.jobs["s0"] = ServiceJob("s0", "team-b", {"ml.g5.12xlarge": 1}, created=ORIGIN - 5000, status="SUCCEEDED",
+                                  started=ORIGIN - 4000, stopped=ORIGIN - 3000)
+    monkeypatch.setattr(tx, "make_client", lambda service, region: {"batch": model.batch}[service])
+    monkeypatch.setattr(tx, "default_region", lambda: "us-east-1")
+    out = tmp_path / "svc.csv"
+    code = main(["trace", "export", str(config), "--from", "2026-11-02", "--to", "2026-11-02", "--source", "batch",
+                 "-o", str(out)])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    [row] = _rows(out.read_text())
+    assert (row["job_id"], row["team"], row["submit_time"], row["duration_s"], row["gpus"], row["wait_s"]) == (
+        "s1", "team-a", "10", "600", "8", "60")
+    assert "not exported: 1 unfinished" in err
+    listings = [p for op, p in model.requests if op == "ListServiceJobs"]
+    assert listings and all(p["filters"] == [{"name": "AFTER_CREATED_AT", "values": [str(int(ORIGIN * 1000) - 1)]}]
+                            for p in listings)

@@ -1,4 +1,5 @@
-"""Read the job archive back from S3 (``ListObjectsV2``, paged; ``GetObject``), for ``gpu-share trace export``.
+"""Read the jobs back for ``gpu-share trace export``: the job archive from S3 (``ListObjectsV2``, paged;
+``GetObject``), or what AWS Batch or SageMaker still list (:func:`read_batch`, :func:`read_sagemaker`).
 
 Every object under the archive's prefix is considered, whatever its partition: an object whose
 key has a ``YYYY/MM/DD`` partition outside the days asked for is skipped unread, any other is
@@ -16,7 +17,7 @@ from typing import Any
 
 from cdk_gpu_share.core import history
 
-__all__ = ["MAX_OBJECT_BYTES", "MAX_OBJECTS", "ArchiveRead", "read_archive"]
+__all__ = ["MAX_JOBS", "MAX_OBJECT_BYTES", "MAX_OBJECTS", "ArchiveRead", "read_archive", "read_batch", "read_sagemaker"]
 
 #: Objects an export reads at most (a year of a busy platform is about 100,000).
 MAX_OBJECTS = 1_000_000
@@ -100,3 +101,123 @@ def read_archive(client: Any, bucket: str, prefix: str, first_day: str, last_day
             yield config, record
         if progress is not None:
             progress(n, len(keys))
+
+
+# ---------------------------------------------------------------------------
+# What AWS Batch and SageMaker still keep (--source batch | sagemaker)
+
+#: Jobs a listing reads at most.
+MAX_JOBS = 1_000_000
+#: DescribeJobs takes at most 100 job ids a request.
+DESCRIBE_BATCH = 100
+
+
+def _listed(pages: Callable[[str | None], dict[str, Any]], key: str, end_ms: int, stats: ArchiveRead) -> list[str]:
+    """The ids of the jobs of a created-at-filtered listing created before ``end_ms``, every page."""
+    ids: list[str] = []
+    token: str | None = None
+    while True:
+        page = pages(token)
+        stats.requests += 1
+        for summary in page.get(key, []):
+            stats.listed += 1
+            created = summary.get("createdAt")
+            if summary.get("jobId") and (not isinstance(created, int) or created < end_ms):
+                ids.append(summary["jobId"])
+        if stats.listed > MAX_JOBS:
+            raise ValueError(f"more than {MAX_JOBS} jobs listed")
+        token = page.get("nextToken")
+        if not token:
+            return ids
+
+
+def _pager(call: Callable[..., dict[str, Any]], queue: str, filters: list[dict[str, Any]],
+           size: int) -> Callable[[str | None], dict[str, Any]]:
+    """One page of a Batch listing of ``queue``, after ``token``."""
+    def page(token: str | None) -> dict[str, Any]:
+        return call(jobQueue=queue, filters=filters, maxResults=size, **({"nextToken": token} if token else {}))
+
+    return page
+
+
+def read_batch(client: Any, job_queues: list[str], service_queues: list[str], start_ms: int, end_ms: int, *,
+               progress: Callable[[int, int], None] | None = None,
+               stats: ArchiveRead | None = None) -> Iterator[tuple[str | None, Any]]:
+    """The jobs AWS Batch still lists, created from ``start_ms`` to ``end_ms``, as the archive's
+    records: ``ListJobs`` / ``ListServiceJobs`` with the ``AFTER_CREATED_AT`` filter (one filter a
+    call; newest first), paged, then ``DescribeJobs`` (100 a call) / ``DescribeServiceJob``."""
+    stats = stats if stats is not None else ArchiveRead()
+    after = [{"name": "AFTER_CREATED_AT", "values": [str(start_ms - 1)]}]
+    for queue in job_queues:
+        ids = _listed(_pager(client.list_jobs, queue, after, 1000), "jobSummaryList", end_ms, stats)
+        for k in range(0, len(ids), DESCRIBE_BATCH):
+            answer = client.describe_jobs(jobs=ids[k:k + DESCRIBE_BATCH])
+            stats.requests += 1
+            for job in answer.get("jobs", []):
+                stats.read += 1
+                yield None, history.event_of(job, history.JOB_TYPE)
+            if progress is not None:
+                progress(min(k + DESCRIBE_BATCH, len(ids)), len(ids))
+    for queue in service_queues:
+        ids = _listed(_pager(client.list_service_jobs, queue, after, 100), "jobSummaryList", end_ms, stats)
+        for n, jid in enumerate(ids, start=1):
+            job = client.describe_service_job(jobId=jid)
+            stats.requests += 1
+            stats.read += 1
+            yield None, history.service_job_details(job)
+            yield None, history.event_of(job, history.SERVICE_JOB_TYPE)
+            if progress is not None:
+                progress(n, len(ids))
+
+
+_SAGEMAKER_STATUS = {"Completed": "SUCCEEDED", "Failed": "FAILED", "Stopped": "FAILED"}
+
+
+def _ms_of(value: Any) -> int | None:
+    return int(value.timestamp() * 1000) if hasattr(value, "timestamp") else None
+
+
+def read_sagemaker(client: Any, start_ms: int, end_ms: int, *, progress: Callable[[int, int], None] | None = None,
+                   stats: ArchiveRead | None = None) -> Iterator[tuple[str | None, Any]]:
+    """SageMaker's training jobs created from ``start_ms`` to ``end_ms`` (``ListTrainingJobs`` with
+    its creation-time filters, paged; ``DescribeTrainingJob``; the team from ``ListTags``'s
+    ``gpu-share:team``), as the archive's records. Their ``CreationTime`` stands in for the
+    submission: for a job started from a quota share it is when Batch dispatched it."""
+    from datetime import datetime, timezone
+
+    stats = stats if stats is not None else ArchiveRead()
+    names: list[str] = []
+    token = None
+    while True:
+        page = client.list_training_jobs(
+            CreationTimeAfter=datetime.fromtimestamp(start_ms / 1000, timezone.utc),
+            CreationTimeBefore=datetime.fromtimestamp(end_ms / 1000, timezone.utc),
+            MaxResults=100, **({"NextToken": token} if token else {}))
+        stats.requests += 1
+        for summary in page.get("TrainingJobSummaries", []):
+            stats.listed += 1
+            names.append(summary["TrainingJobName"])
+        if stats.listed > MAX_JOBS:
+            raise ValueError(f"more than {MAX_JOBS} training jobs listed")
+        token = page.get("NextToken")
+        if not token:
+            break
+    for n, name in enumerate(names, start=1):
+        job = client.describe_training_job(TrainingJobName=name)
+        tags = client.list_tags(ResourceArn=job["TrainingJobArn"]).get("Tags", [])
+        stats.requests += 2
+        stats.read += 1
+        team = next((t.get("Value") for t in tags if t.get("Key") == history.TAG_TEAM), None)
+        created = _ms_of(job.get("CreationTime"))
+        status = _SAGEMAKER_STATUS.get(str(job.get("TrainingJobStatus")), "RUNNING")
+        detail: dict[str, Any] = {"jobId": name, "jobQueue": "", "status": status, "createdAt": created}
+        for key, field_name in (("startedAt", "TrainingStartTime"), ("stoppedAt", "TrainingEndTime")):
+            if _ms_of(job.get(field_name)) is not None:
+                detail[key] = _ms_of(job.get(field_name))
+        yield None, history.details_record(
+            job_id=name, queue="", team=team, created_ms=created, priority=None,
+            instances=history.request_instances({"ResourceConfig": job.get("ResourceConfig") or {}}),
+            time=history.event_of(detail, history.SERVICE_JOB_TYPE)["time"])
+        yield None, history.event_of(detail, history.SERVICE_JOB_TYPE)
+        if progress is not None:
+            progress(n, len(names))

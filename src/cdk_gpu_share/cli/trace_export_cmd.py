@@ -1,8 +1,9 @@
-"""``gpu-share trace export CONFIG --from DAY --to DAY [--source archive] [-o JOBS.csv]``.
+"""``gpu-share trace export CONFIG --from DAY --to DAY [--source archive|batch|sagemaker] [-o JOBS.csv]``.
 
 Writes the jobs the platform's teams really ran as the simulator's job trace, from the job
-archive (:mod:`cdk_gpu_share.core.history` rebuilds the jobs; :mod:`cdk_gpu_share.aws.history_reader`
-reads S3). Times are seconds from ``--from`` at 00:00 UTC, which the header comment states.
+archive, or from what AWS Batch or SageMaker still list (:mod:`cdk_gpu_share.core.history`
+rebuilds the jobs; :mod:`cdk_gpu_share.aws.history_reader` reads AWS). Times are seconds from
+``--from`` at 00:00 UTC, which the header comment states.
 """
 
 from __future__ import annotations
@@ -15,10 +16,24 @@ from typing import Any
 from cdk_gpu_share.cli._parser import add_config_argument
 from cdk_gpu_share.core.errors import ConfigError, GpuShareError, Problem
 
-__all__ = ["SOURCES", "TAIL_DAYS", "add_parser", "make_client", "run_export"]
+__all__ = ["ACTIONS", "SOURCES", "TAIL_DAYS", "add_parser", "make_client", "queues_by_kind", "run_export"]
 
 #: Where the jobs are read from, in order of fidelity.
-SOURCES = ("archive",)
+SOURCES = ("archive", "batch", "sagemaker")
+#: What each source cannot tell (standard error, with the export's summary).
+SOURCE_WARNINGS = {
+    "batch": "AWS Batch lists and describes a job only for a limited time after it ends: older jobs are missing",
+    "sagemaker": "SageMaker's CreationTime of a training job started from a quota share is when Batch dispatched"
+                 " it, not when the team submitted it: submit times are dispatch times, so waits before dispatch are"
+                 " not counted, and preemptions are not known",
+}
+#: The IAM actions each source needs (named when access is denied).
+ACTIONS = {
+    "archive": ("s3:ListBucket", "s3:GetObject", "kms:Decrypt"),
+    "batch": ("batch:ListJobs", "batch:DescribeJobs", "batch:ListServiceJobs", "batch:DescribeServiceJob"),
+    "sagemaker": ("sagemaker:ListTrainingJobs", "sagemaker:DescribeTrainingJob", "sagemaker:ListTags"),
+}
+SERVICES = {"archive": "Amazon S3", "batch": "AWS Batch", "sagemaker": "Amazon SageMaker"}
 #: Days after ``--to`` whose records are read too: a job submitted by ``--to`` that ends later is
 #: still exported when it ended within them (a job running longer is counted as unfinished).
 TAIL_DAYS = 14
@@ -55,11 +70,14 @@ def add_parser(tsub: argparse._SubParsersAction) -> None:
     e.add_argument("--from", dest="start", required=True, metavar="DAY", help="first UTC day, YYYY-MM-DD")
     e.add_argument("--to", dest="end", required=True, metavar="DAY", help="last UTC day, YYYY-MM-DD (included)")
     e.add_argument("--source", default="archive", choices=SOURCES,
-                   help="where to read the jobs: archive (the platform's job archive in S3; default)")
+                   help="where to read the jobs, in order of fidelity: archive (the platform's job archive in S3; "
+                        "default), batch (what AWS Batch still lists: ListJobs / ListServiceJobs), sagemaker "
+                        "(SageMaker's training jobs: dispatch time stands in for the submit time)")
     e.add_argument("--backend", metavar="BACKEND",
                    help="the backend whose teams and guarantees apply (default: the config's only backend)")
     e.add_argument("--bucket", metavar="BUCKET",
-                   help="the archive's S3 bucket (the platform stack's JobHistoryBucketName output)")
+                   help="with --source archive: the archive's S3 bucket (the platform stack's JobHistoryBucketName "
+                        "output)")
     e.add_argument("--prefix", default=DEFAULT_PREFIX, metavar="PREFIX",
                    help=f"the archive's key prefix (default: {DEFAULT_PREFIX})")
     e.add_argument("--region", metavar="R", help="AWS region of the archive (default: your AWS configuration)")
@@ -96,10 +114,11 @@ class _Progress:
             sys.stderr.flush()
 
 
-def _aws_error(exc: Exception, what: str, region: str | None, actions: tuple[str, ...]) -> GpuShareError:
+def _aws_error(exc: Exception, what: str, region: str | None, actions: tuple[str, ...],
+               service: str = "Amazon S3") -> GpuShareError:
     from cdk_gpu_share.cli.status_cmd import aws_error
 
-    err = aws_error(exc, what, region, actions, what=what, service="Amazon S3")
+    err = aws_error(exc, what, region, actions, what=what, service=service)
     if err is None:
         raise exc
     return err
@@ -120,33 +139,44 @@ def run_export(args: argparse.Namespace) -> int:
     backend = sc.choose_backend(config, args.backend)
     lookup = history.lookup_from_config(config, backend, queues_of(config))
     bucket = args.bucket
-    if not bucket:
+    if args.source == "archive" and not bucket:
         raise ConfigError(Problem("--bucket", None, "is missing",
                                   "pass the archive's bucket: the platform stack's JobHistoryBucketName output"))
-    what = f"the job archive s3://{bucket}/{args.prefix}"
+    if args.source != "archive" and bucket:
+        raise ConfigError(Problem("--bucket", bucket, f"does not go with --source {args.source}",
+                                  "drop --bucket, or read the archive (--source archive)"))
+    what = {"archive": f"the job archive s3://{bucket}/{args.prefix}",
+            "batch": f"the jobs of {', '.join(sorted(lookup.queues)) or 'the platform'} in AWS Batch",
+            "sagemaker": "SageMaker's training jobs"}[args.source]
+    actions, service = ACTIONS[args.source], SERVICES[args.source]
     try:
         region = args.region or default_region()
     except Exception as exc:  # noqa: BLE001 - an unknown AWS_PROFILE becomes one line
-        raise _aws_error(exc, what, None, ("s3:ListBucket", "s3:GetObject", "kms:Decrypt")) from None
+        raise _aws_error(exc, what, None, actions, service) from None
     if not region:
         raise GpuShareError(f"no AWS region to read {what}; pass --region (such as --region us-east-1) or set AWS_REGION")
     end = last + timedelta(days=1)
+    start_ms, end_ms = int(start.timestamp() * 1000), int(end.timestamp() * 1000)
     stats = history_reader.ArchiveRead()
     progress = _Progress()
     try:
-        client = make_client("s3", region)
-        records = history_reader.read_archive(
-            client, bucket, args.prefix, args.start, (last + timedelta(days=TAIL_DAYS)).strftime("%Y-%m-%d"),
-            progress=progress, stats=stats)
-        export = history.reconstruct(records, lookup, start_ms=int(start.timestamp() * 1000),
-                                     end_ms=int(end.timestamp() * 1000))
+        records = _records(args.source, config, region, bucket, args.prefix, args.start, last, start_ms, end_ms,
+                           progress, stats)
+        export = history.reconstruct(records, lookup, start_ms=start_ms, end_ms=end_ms)
     except ValueError as exc:
         raise GpuShareError(f"cannot read {what}: {exc}") from None
     except Exception as exc:  # noqa: BLE001 - botocore errors become one line
-        raise _aws_error(exc, what, region, ("s3:ListBucket", "s3:GetObject", "kms:Decrypt")) from None
+        raise _aws_error(exc, what, region, actions, service) from None
     finally:
         progress.close()
-    if stats.listed == 0:
+    if args.source != "archive":
+        if not export.jobs:
+            raise GpuShareError(f"no job submitted from {args.start} to {args.end} ended in {what}"
+                                f"{_skipped_note(export)}; pick days the platform ran jobs"
+                                + (" (Batch keeps ended jobs only for a while: read the archive)"
+                                   if args.source == "batch" else ""))
+        print(f"warning: {SOURCE_WARNINGS[args.source]}", file=sys.stderr)
+    elif stats.listed == 0:
         raise GpuShareError(f"{what} holds no object: it is not the platform's job archive (check --bucket, "
                             "--prefix and --region)")
     if stats.read and export.events == 0 and stats.unreadable:
@@ -163,6 +193,33 @@ def run_export(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
     print(_summary(export, stats, args.output), file=sys.stderr)
     return 0
+
+
+def _records(source: str, config: Any, region: str, bucket: str | None, prefix: str, first_day: str, last: datetime,
+             start_ms: int, end_ms: int, progress: _Progress, stats: Any) -> Any:
+    """The records of ``source`` (lazily: the reads happen as the reconstruction consumes them)."""
+    from cdk_gpu_share.aws import history_reader
+
+    if source == "archive":
+        return history_reader.read_archive(make_client("s3", region), str(bucket), prefix, first_day,
+                                           (last + timedelta(days=TAIL_DAYS)).strftime("%Y-%m-%d"),
+                                           progress=progress, stats=stats)
+    if source == "batch":
+        job_queues, service_queues = queues_by_kind(config)
+        # A requeued job is created when its first run was stopped: list past the last day too.
+        return history_reader.read_batch(make_client("batch", region), job_queues, service_queues, start_ms,
+                                         end_ms + TAIL_DAYS * 86_400_000, progress=progress, stats=stats)
+    return history_reader.read_sagemaker(make_client("sagemaker", region), start_ms, end_ms, progress=progress,
+                                         stats=stats)
+
+
+def queues_by_kind(config: Any) -> tuple[list[str], list[str]]:
+    """(classic job queues, quota-management service queues) of the config, by name."""
+    from cdk_gpu_share.aws import batch_reader as br
+
+    jobs = [br.settings_from_config(config)["queue"]] if config.fairshare is not None else []
+    service = [config.batch_quota.queue_name or f"{config.name}-training"] if config.batch_quota is not None else []
+    return jobs, service
 
 
 def _csv(export: Any, origin_ms: int, source: str) -> str:
@@ -183,7 +240,8 @@ def _skipped_note(export: Any) -> str:
 
 def _summary(export: Any, stats: Any, output: str | None) -> str:
     """What was exported and what was not, and why (standard error)."""
-    lines = [f"exported {len(export.jobs)} jobs from {stats.read} archive objects ({export.events} events"
+    lines = [f"exported {len(export.jobs)} jobs from {stats.read} {'archive objects' if export.configs else 'jobs read'}"
+             f" ({export.events} events"
              + (f", {export.duplicates} delivered twice" if export.duplicates else "") + ")"
              + (f" to {output}" if output and output != "-" else "")]
     for why, n in sorted(export.skipped.items()):

@@ -60,6 +60,8 @@ __all__ = [
     "config_of_key",
     "day_of_key",
     "details_record",
+    "event_of",
+    "service_job_details",
     "is_archive_event",
     "lookup_from_config",
     "parse_records",
@@ -178,6 +180,36 @@ def details_record(*, job_id: str, queue: str, team: str | None, instances: Mapp
             detail[key] = value
     return {"version": "0", "id": f"details-{job_id}", "detail-type": DETAILS_TYPE, "source": ARCHIVE_SOURCE,
             "account": account, "time": time, "region": region, "resources": [], "detail": detail}
+
+
+def _iso_ms(ms: Any) -> str:
+    value = _ms(ms)
+    return "" if value is None else datetime.fromtimestamp(value / 1000, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def event_of(job: Mapping[str, Any], kind: str) -> dict[str, Any]:
+    """A job as Batch described it (``DescribeJobs``, ``DescribeServiceJob``), as the archive would
+    hold its last state-change event: the ``Batch Source`` of ``trace export``."""
+    when = job.get("stoppedAt") or job.get("startedAt") or job.get("createdAt")
+    return {"version": "0", "id": f"described-{job.get('jobId')}-{job.get('status')}", "detail-type": kind,
+            "source": "aws.batch", "time": _iso_ms(when), "resources": [], "detail": dict(job)}
+
+
+def service_job_details(job: Mapping[str, Any], *, time: str = "", account: str = "", region: str = "") -> dict[str, Any]:
+    """The details record of a ``DescribeServiceJob`` answer: its team (the ``gpu-share:team``
+    tag, else its quota share), its instances from its SageMaker request, its submission and
+    priority. One rule for the archive's details function and the Batch source of the export."""
+    tags = job.get("tags")
+    team = (tags.get(TAG_TEAM) if isinstance(tags, Mapping) else None) or job.get("quotaShareName") \
+        or job.get("shareIdentifier")
+    prio = job.get("schedulingPriority")
+    created = job.get("createdAt")
+    asked = request_instances(job.get("serviceRequestPayload"))
+    return details_record(
+        job_id=str(job.get("jobId") or ""), queue=str(job.get("jobQueue") or ""), team=str(team) if team else None,
+        instances={it: int(n) if float(n).is_integer() else n for it, n in asked.items()},
+        created_ms=created if isinstance(created, int) else None, priority=prio if isinstance(prio, int) else None,
+        time=time or _iso_ms(created), account=account, region=region)
 
 
 @dataclass(frozen=True)

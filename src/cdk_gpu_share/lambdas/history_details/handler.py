@@ -28,7 +28,6 @@ from typing import Any
 from cdk_gpu_share.core import history
 
 STREAM_ENV = "GPU_SHARE_HISTORY_STREAM"
-TAG_TEAM = "gpu-share:team"
 
 _clients: dict[str, Any] = {}
 
@@ -43,20 +42,9 @@ def _client(service: str) -> Any:
 
 
 def record_of(job: Mapping[str, Any], event: Mapping[str, Any]) -> dict[str, Any]:
-    """The details record of a ``DescribeServiceJob`` answer."""
-    tags = job.get("tags")
-    team = (tags.get(TAG_TEAM) if isinstance(tags, Mapping) else None) or job.get("quotaShareName") or job.get("shareIdentifier")
-    prio = job.get("schedulingPriority")
-    created = job.get("createdAt")
-    return history.details_record(
-        job_id=str(job.get("jobId") or ""), queue=str(job.get("jobQueue") or ""),
-        team=str(team) if team else None,
-        instances={it: int(n) if float(n).is_integer() else n
-                   for it, n in history.request_instances(job.get("serviceRequestPayload")).items()},
-        created_ms=created if isinstance(created, int) else None,
-        priority=prio if isinstance(prio, int) else None,
-        time=str(event.get("time") or ""), account=str(event.get("account") or ""),
-        region=str(event.get("region") or ""))
+    """The details record of a ``DescribeServiceJob`` answer (:func:`cdk_gpu_share.core.history.service_job_details`)."""
+    return history.service_job_details(job, time=str(event.get("time") or ""), account=str(event.get("account") or ""),
+                                       region=str(event.get("region") or ""))
 
 
 def handler(event: Mapping[str, Any], context: Any = None, *, batch: Any = None, firehose: Any = None) -> dict:
