@@ -197,19 +197,27 @@ class FairshareCluster:
             b = current[pos] = self._new_job(job, job.id, self.origin + job.submit_time, None)
             self._event(self.origin + job.submit_time, b)  # RUNNABLE (no event for SUBMITTED)
         requeues: dict[int, int] = {}
+        placed: dict[int, float] = {}
         for t, kind, pos in sorted(log, key=lambda e: (e[0], {"end": 0, "stop": 1, "start": 2}[e[1]])):
             job, b = jobs[pos], current[pos]
             at = self.origin + t
             if kind == "start":
-                b["status"], b["startedAt"] = "RUNNING", int(round((at + self.startup_s) * 1000))
-                self._event(at + self.startup_s, b)
+                # Placed now; its container runs (RUNNING, startedAt) once the start-up is over.
+                b["status"] = "STARTING"
+                placed[pos] = at
+                self._event(at, b)
             else:
+                running_at = placed.pop(pos) + self.startup_s
+                if at >= running_at:
+                    b["status"], b["startedAt"] = "RUNNING", int(round(running_at * 1000))
+                    self._event(running_at, b)
                 b["stoppedAt"] = int(round(at * 1000))
                 stopped = kind == "stop"
                 b["status"] = "FAILED" if stopped else "SUCCEEDED"
                 b["statusReason"] = "GpuShare reclaim: lent capacity taken back" if stopped else "Essential container in task exited"
+                # A run stopped during its start-up never ran: its attempt has no start.
                 b["attempts"] = [{"startedAt": b["startedAt"], "stoppedAt": b["stoppedAt"],
-                                  "statusReason": b["statusReason"]}]
+                                  "statusReason": b["statusReason"]}] if "startedAt" in b else []
                 self._event(at, b)
                 if stopped:
                     requeues[pos] = requeues.get(pos, 0) + 1

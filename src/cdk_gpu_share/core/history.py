@@ -344,7 +344,8 @@ def _runs(track: _Track) -> list[tuple[int, int, str]]:
     runs = {start: (start, stop, why) for start, stop, why in track.attempts}
     if track.status in TERMINAL and track.started_ms is not None and track.stopped_ms is not None:
         runs[track.started_ms] = (track.started_ms, track.stopped_ms, track.reason)
-    return [runs[k] for k in sorted(runs)]
+    # A start after the stop is no run (a job stopped while starting keeps no start of its own).
+    return [runs[k] for k in sorted(runs) if runs[k][1] >= runs[k][0]]
 
 
 def _saved(runs: Sequence[tuple[int, int]], interval_ms: int) -> int:
