@@ -386,3 +386,24 @@ def test_the_batch_source_reads_service_jobs_with_their_request(tmp_path, monkey
     listings = [p for op, p in model.requests if op == "ListServiceJobs"]
     assert listings and all(p["filters"] == [{"name": "AFTER_CREATED_AT", "values": [str(int(ORIGIN * 1000) - 1)]}]
                             for p in listings)
+
+
+def test_the_progress_bar_shows_on_a_terminal_only(monkeypatch):
+    class Terminal(io.StringIO):
+        def __init__(self, tty: bool) -> None:
+            super().__init__()
+            self.tty = tty
+
+        def isatty(self) -> bool:
+            return self.tty
+
+    for tty in (True, False):
+        err = Terminal(tty)
+        monkeypatch.setattr(sys, "stderr", err)
+        bar = tx._Progress()
+        for done in range(1, 41):
+            bar(done, 40)
+        bar.close()
+        text = err.getvalue()
+        assert ("reading the archive [" in text and "40/40 objects" in text) is tty
+        assert text == "" or text.endswith("\r")
