@@ -213,8 +213,8 @@ def test_python_vpc_is_refused_with_the_same_problems(kwargs, expected):
 def test_plan_with_an_existing_vpc_lists_no_nat_gateway():
     own = parse_config(config({"vpc_id": VPC, "subnet_ids": [SUBNET_A, SUBNET_B]}))
     new = parse_config(config(None))
-    assert [c["resource"] for c in idle_costs(own)] == ["reclaim Lambda"]
-    assert [c["resource"] for c in idle_costs(new)] == ["NAT gateway", "reclaim Lambda"]
+    assert [c["resource"] for c in idle_costs(own)] == ["reclaim Lambda", "job archive"]
+    assert [c["resource"] for c in idle_costs(new)] == ["NAT gateway", "reclaim Lambda", "job archive"]
     text = format_plan(fleet_plan(own))
     assert "NAT gateway in the VPC" not in text
     assert (f"  network: your VPC {VPC}: subnets {SUBNET_A}, {SUBNET_B}, a new egress-only security group;"
