@@ -38,7 +38,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk.interfaces import aws_events as events_ref
 from constructs import Construct
 
-from cdk_gpu_share.constructs._checks import acknowledge_nag
+from cdk_gpu_share.constructs._checks import acknowledge_nag, acknowledge_role_dependency
 from cdk_gpu_share.constructs._lambda_code import package_code
 from cdk_gpu_share.core import history
 from cdk_gpu_share.core.history_config import HistoryConfig
@@ -224,6 +224,7 @@ class JobHistory(Construct):
             code=package_code("lambdas/history_details", ("core", "lambdas/history_details"), ()),
             timeout=cdk.Duration.seconds(30), memory_size=128, role=role, log_group=log_group,
             environment={"GPU_SHARE_HISTORY_STREAM": self.stream.ref})
+        acknowledge_role_dependency(self.details_function)
         events.Rule(
             self, "ServiceJobs", description="Service jobs of the platform's quota queues, once waiting or running",
             event_pattern=events.EventPattern(
