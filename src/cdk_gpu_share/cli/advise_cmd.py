@@ -124,23 +124,10 @@ def _inputs(args: argparse.Namespace) -> tuple[dict[str, Any], Any, float, float
     backend = sc.choose_backend(config, args.backend)
     _, per = instance_of(config, backend)
     data = sc.scenario_from_config(config, backend)
-    _config_objectives(config, data)
     sim.parse_scenario(data, source=f"{args.config} ({backend})")
     poll = sc.poll_seconds_of(config, backend) or sim.DEFAULT_POLL_SECONDS
     args.backend = backend
     return data, config, poll, float(per), f"{args.config}, backend {backend}"
-
-
-def _config_objectives(config: Any, data: dict[str, Any]) -> None:
-    """The config teams' objectives onto the scenario's teams, when the scenario does not carry them."""
-    by_name = {t.name: t for t in config.teams}
-    for team in data["teams"]:
-        if "objectives" in team:
-            continue
-        found = getattr(by_name[team["name"]], "objectives", None)
-        targets = getattr(found, "targets", found)
-        if targets:
-            team["objectives"] = dict(targets)
 
 
 def _executor(args: argparse.Namespace, study: Any) -> Any:
