@@ -118,3 +118,13 @@ def test_example_state_plans_a_reclaim_for_the_lender(capsys):
         {"job": "b-sweep-1", "team": "team-b", "reason": "reclaim", "beneficiary": "a-finetune"}]
     assert plan["served"] == ["a-finetune"]
     assert plan["waiting"] == ["b-sweep-2"]
+
+
+def test_outside_a_clone_the_hint_names_the_sample_teams_and_gpu_share_init(capsys, tmp_path, monkeypatch):
+    """A pip user has no platform.yaml with the sample's teams: the hint says where a config comes from."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["trace", "sample", "-o", "jobs.csv"]) == 0
+    err = capsys.readouterr().err
+    assert "gpu-share simulate --config platform.yaml" not in err
+    assert ("these jobs belong to the sample teams team-a, team-b, team-c; for your own teams: gpu-share init, "
+            "then gpu-share trace sample --config platform.yaml -o jobs.csv") in err

@@ -19,6 +19,7 @@ import os
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cdk_gpu_share.cli._parser import add_config_argument
@@ -852,7 +853,11 @@ def run_sample(args: argparse.Namespace) -> int:
         config = args.config
     jobs = trace.sample_jobs(teams, jobs=args.jobs, seed=args.seed, capacity=capacity)
     _write_jobs(jobs, args.output)
-    if args.output:
+    if args.output and args.config is None and not Path(config).exists():
+        # Outside a clone of the repository there is no platform.yaml with the sample's teams.
+        print(f"these jobs belong to the sample teams {', '.join(n for n, _ in teams)}; for your own teams: "
+              f"gpu-share init, then gpu-share trace sample --config platform.yaml -o {args.output}", file=sys.stderr)
+    elif args.output:
         print(f"try: gpu-share simulate --config {config} --backend {backend} --trace {args.output} "
               "--compare --report report.html", file=sys.stderr)
     return 0
