@@ -103,7 +103,12 @@ from aws_cdk import aws_sagemaker as sagemaker
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
-from cdk_gpu_share.constructs._checks import acknowledge_nag, nag_arn, raise_props_problems
+from cdk_gpu_share.constructs._checks import (
+    acknowledge_nag,
+    acknowledge_role_dependency,
+    nag_arn,
+    raise_props_problems,
+)
 from cdk_gpu_share.constructs._iam import add_statements
 from cdk_gpu_share.core.errors import ConfigError, Problem
 from cdk_gpu_share.inference.config import (
@@ -235,6 +240,12 @@ class _Provider(Construct):
 
     def _acknowledge(self) -> None:
         stack = cdk.Stack.of(self)
+        # aws-cdk-lib's DependsOn on each role that Role/RoleArn already names (cfn-lint W3005).
+        # The framework's waiter is a plain CfnResource of a construct of its own, not an sfn.StateMachine.
+        waiters = [c for c in self.provider.node.find_all() if isinstance(c.node.default_child, cdk.CfnResource)
+                   and c.node.default_child.cfn_resource_type == "AWS::StepFunctions::StateMachine"]
+        for owner in (self.on_event, self.is_complete, *self._framework_functions(), *waiters):
+            acknowledge_role_dependency(owner)
         acknowledge_nag(
             self.role,
             "AwsSolutions-IAM5",
