@@ -323,3 +323,21 @@ def test_plot_shares_one_scale_keeps_the_legend_off_the_data_and_shows_waits_and
         import matplotlib.pyplot as plt
 
         plt.close(fig)
+
+
+def test_cli_report_is_written_whole_and_never_through_a_link(tmp_path, capsys):
+    """--report goes through the one writer of command outputs: an unwritable path is one line
+    naming --report, and a link named like the report is replaced, not followed."""
+    trace = str(small_trace(tmp_path))
+    argv = ["simulate", "--config", str(ROOT / "platform.yaml"), "--backend", "fairshare", "--trace", trace, "--compare"]
+    (tmp_path / "a-folder.html").mkdir()
+    assert main([*argv, "--report", str(tmp_path / "a-folder.html")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--report" in err[0], err
+    outside = tmp_path / "outside.txt"
+    outside.write_text("keep me")
+    (tmp_path / "report.html").symlink_to(outside)
+    assert main([*argv, "--report", str(tmp_path / "report.html")]) == 0
+    assert outside.read_text() == "keep me"
+    assert not (tmp_path / "report.html").is_symlink()
+    assert "<html" in (tmp_path / "report.html").read_text().lower()

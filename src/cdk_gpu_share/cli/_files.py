@@ -1,8 +1,9 @@
 """Writing the files a command produces into a folder the user names.
 
-One rule for every command that writes files (``kueue manifests``, ``guard -o``): a file is
-written beside its name and renamed over it, so it appears whole or not at all, and a symbolic
-link of that name is replaced, never followed (it could point outside the folder).
+One rule for every command that writes files (``kueue manifests``, ``guard -o``, the reports of
+``simulate`` and ``advise``): a file is written beside its name and renamed over it, so it appears
+whole or not at all, and a symbolic link of that name is replaced, never followed (it could point
+outside the folder). A path that cannot be written is refused in one line naming the option.
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ import os
 import tempfile
 from pathlib import Path
 
-__all__ = ["replace_file"]
+from cdk_gpu_share.core.errors import ConfigError, Problem
+
+__all__ = ["replace_file", "write_output"]
 
 
 def replace_file(path: Path, text: str) -> None:
@@ -26,3 +29,13 @@ def replace_file(path: Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_output(path: str, text: str, option: str) -> None:
+    """Write a command's output file whole (:func:`replace_file`); a path that cannot be written
+    is a :class:`ConfigError` naming ``option`` (``--report``, ``-o``) and the fix."""
+    try:
+        replace_file(Path(path), text)
+    except OSError as exc:
+        raise ConfigError(Problem(field=option, value=path, message=f"cannot be written ({exc.strerror})",
+                                  fix="choose a writable path")) from None

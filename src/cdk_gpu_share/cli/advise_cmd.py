@@ -215,13 +215,9 @@ def _write(args: argparse.Namespace, advice: Any, study: Any, config: Any) -> No
     from cdk_gpu_share.core import advise as adv
 
     if config is None:
-        text = json.dumps(adv.advised_scenario(study, advice.best.candidate), indent=2) + "\n"
-        try:
-            with open(args.output, "w", encoding="utf-8") as fh:
-                fh.write(text)
-        except OSError as exc:
-            raise ConfigError(Problem(field="-o", value=args.output, message=f"cannot be written ({exc.strerror})",
-                                      fix="choose a writable path")) from None
+        from cdk_gpu_share.cli._files import write_output
+
+        write_output(args.output, json.dumps(adv.advised_scenario(study, advice.best.candidate), indent=2) + "\n", "-o")
         return
     from cdk_gpu_share.core.advise.config_file import write_config
 

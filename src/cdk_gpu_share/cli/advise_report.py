@@ -19,7 +19,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from cdk_gpu_share.cli.simulate_cmd import _REPORT_CSS
-from cdk_gpu_share.core.errors import ConfigError, Problem
 from cdk_gpu_share.core.objectives import OBJECTIVE_UNITS
 from cdk_gpu_share.core.text import html_table
 
@@ -290,9 +289,6 @@ def advised_simulate_report(scenario_data: Mapping[str, Any], jobs: Sequence[Any
 
 def write_advice_report(path: str, text: str) -> None:
     """Write the page to ``path``; an unwritable path is a ConfigError naming ``--report``."""
-    try:
-        with open(path, "w", encoding="utf-8") as fh:
-            fh.write(text)
-    except OSError as exc:
-        raise ConfigError(Problem(field="--report", value=path, message=f"cannot be written ({exc.strerror})",
-                                  fix="choose a writable path")) from None
+    from cdk_gpu_share.cli._files import write_output
+
+    write_output(path, text, "--report")

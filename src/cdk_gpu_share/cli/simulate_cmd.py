@@ -803,13 +803,9 @@ def render_report(cmp: Comparison, runs: Sequence[tuple[str, SimResult | None]],
 
 def write_report(cmp: Comparison, runs: Sequence[tuple[str, SimResult | None]], jobs: Sequence[Job], path: str,
                  **kwargs: Any) -> None:
-    text = render_report(cmp, runs, jobs, **kwargs)
-    try:
-        with open(path, "w", encoding="utf-8") as fh:
-            fh.write(text)
-    except OSError as exc:
-        raise ConfigError(Problem(field="--report", value=path, message=f"cannot be written ({exc.strerror})",
-                                  fix="choose a writable path")) from None
+    from cdk_gpu_share.cli._files import write_output
+
+    write_output(path, render_report(cmp, runs, jobs, **kwargs), "--report")
 
 
 # ---------------------------------------------------------------------------
