@@ -22,7 +22,7 @@ the scenario: ``alibaba_trace.py``):
   jobs, against the original 32-GPU pool.
 
 Each (trace, mode) runs in a fresh process, so that peak memory (max RSS) is its own.
-Prints sim_seconds (wall time of the simulation itself, as the contract defines it),
+Prints sim_seconds (wall time of the simulation itself, as docs/simulator.md defines it),
 the CPU seconds of the same call, µs of CPU per job, its ratio to the smallest scale
 and to the 16-team scale (x4) measured in the same run, and max RSS. The ratios use CPU time because on this
 2-core machine shared by several engineers, wall time swings 2x between two runs of the

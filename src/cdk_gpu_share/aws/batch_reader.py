@@ -18,13 +18,13 @@ API
        "settings": {"reclaim_after_seconds": 60, "min_runtime_seconds": 0},
        "dry_run": false,
        "teams": [{"name": "team-a", "share_identifier": "teama",
-                  "guarantee": {"gpu": 1}, ...contract team fields...}]}
+                  "guarantee": {"gpu": 1}, ...the planner's team fields...}]}
 
   :func:`encode_settings` / :func:`decode_settings` pack it for an environment
   variable (zlib + base64 when long).
 * :func:`read_queue` -- ``ListJobs`` (RUNNABLE, STARTING, RUNNING; paginated,
   1,000 a page) and ``DescribeJobs`` (100 a call) into a :class:`QueueSnapshot`
-  whose ``state`` is the contract's input state (``reclaim.plan(snapshot.state)``).
+  whose ``state`` is the planner's input state (``reclaim.plan(snapshot.state)``).
   :func:`read_queue_state` returns only that state.
 * :func:`call_with_retry` -- one Batch call, retried with exponential backoff on
   throttling and server errors.
@@ -127,7 +127,7 @@ LEDGER_OPEN_INDEX = "open-by-settle-time"
 LIST_PAGE_SIZE = 1000
 #: DescribeJobs takes at most 100 job ids.
 DESCRIBE_BATCH = 100
-#: Batch job statuses read, and the contract state each maps to.
+#: Batch job statuses read, and the planner's job state each maps to.
 STATUSES = (("RUNNABLE", "pending"), ("STARTING", "running"), ("RUNNING", "running"))
 #: Fair-share identifiers: up to 255 alphanumeric characters (Batch API reference).
 #: Name prefix of the stand-in team of a share identifier no configured team has.
@@ -160,7 +160,7 @@ def _num(value: float) -> int | float:
 
 
 def team_settings(team: Any, capacity: Mapping[str, int]) -> dict:
-    """The contract's team entry (GPUs) for a :class:`~cdk_gpu_share.core.config.TeamConfig`
+    """The planner's team entry (GPUs) for a :class:`~cdk_gpu_share.core.config.TeamConfig`
     on a fleet of ``capacity``, plus its ``share_identifier``. Defaults are left out."""
     entry: dict[str, Any] = {
         "name": team.name,
@@ -447,7 +447,7 @@ class DescribeCache:
 class QueueSnapshot:
     """One read of the queue.
 
-    :ivar state: the reclaim planner's input state (the contract's JSON).
+    :ivar state: the reclaim planner's input state (the documented JSON).
     :ivar jobs: job id -> the job's :class:`JobFacts`, for every job in ``state``.
     :ivar team_of_share: share identifier -> team name (configured teams).
     :ivar unknown_shares: share identifiers no configured team has (their jobs go to a

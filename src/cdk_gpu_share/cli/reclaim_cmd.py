@@ -1,7 +1,7 @@
 """``gpu-share reclaim plan [FILE]``: run the reclaim planner on a JSON state.
 
 FILE (or standard input when FILE is absent or ``-``) holds the state described in
-the reclaim-plan contract; the plan is written to standard output as JSON. Invalid
+docs/reclaim-planner.md; the plan is written to standard output as JSON. Invalid
 input (not JSON, an unreadable file, a bad field) exits 2 with a one-line message.
 """
 

@@ -84,7 +84,7 @@ KINDS: dict[str, Kind] = {
 }
 _KIND_RANK = {key: i for i, key in enumerate(KINDS)}
 
-# GPU -> kind -> profile name (contract table).
+# GPU -> kind -> profile name (NVIDIA's MIG user guide).
 _NAMES: dict[str, dict[str, str]] = {
     "A100-40GB": {
         "1g": "mig-1g.5gb",
@@ -142,7 +142,7 @@ class InstanceGpuInfo:
     gpu_count: int
 
 
-#: SageMaker instance types with MIG-capable GPUs (contract list; 8 GPUs each): the
+#: SageMaker instance types with MIG-capable GPUs (SageMaker's documentation; 8 GPUs each): the
 #: instance catalog's types marked ``mig`` (:func:`cdk_gpu_share.core.instances.mig_types`).
 INSTANCE_TYPES: dict[str, InstanceGpuInfo] = {
     name: InstanceGpuInfo(info.gpu_model, info.gpus) for name, info in instances.mig_types().items()

@@ -10,7 +10,7 @@ Entry points
 * :func:`parse_state` / :func:`plan_state` -- the same in two steps, so that a caller
   that builds :class:`State` objects itself (the simulator) skips JSON validation.
 * :func:`borrow_cap`, :func:`fits`, :func:`within_guarantee`, :func:`free_of`,
-  :func:`reserved_idle_of` and :data:`TOLERANCE` -- the contract's definitions, for
+  :func:`reserved_idle_of` and :data:`TOLERANCE` -- the planner's documented definitions, for
   callers (the simulator's dispatch) that must apply the same rules.
 
 Definitions (per resource ``r``; all comparisons use an absolute tolerance of 1e-9)
@@ -220,7 +220,7 @@ class State:
 
 
 # ---------------------------------------------------------------------------
-# The contract's definitions, shared by the planner and the simulator
+# The documented definitions, shared by the planner and the simulator
 
 
 def borrow_cap(team: TeamSpec, resource: str) -> float | None:
@@ -245,7 +245,7 @@ def borrow_cap(team: TeamSpec, resource: str) -> float | None:
 
 def has_room(demand: Mapping, free: Mapping, reserved_idle: Mapping) -> bool:
     """Whether a job with ``demand`` has room: demand <= F - RI(T) in every resource it
-    needs (demand > 0). The negation is the contract's "lacks room"."""
+    needs (demand > 0). The negation is the documented "lacks room"."""
     tol = TOLERANCE
     for r, d in demand.items():
         if d > tol and d > free.get(r, 0) - reserved_idle.get(r, 0) + tol:
@@ -746,7 +746,7 @@ def plan_state(state: State, *, full: bool = True) -> dict:
         what the simulator reads (without the lists of served and waiting jobs and
         the ``teams`` report, each as long as the queue).
 
-    The rules of the contract, in order, each one function over one
+    The planner's documented rules, in order, each one function over one
     :class:`PlanState`: :func:`enforce_borrow_caps` (rule 1), :func:`serve_pending`
     (rule 2, with :func:`pending_order`, :func:`has_waited` and
     :func:`choose_victims`), then :func:`report`.
@@ -923,7 +923,7 @@ def _usage(sums: list[dict], resources: list) -> list[dict]:
 
 class PlanState:
     """The plan as it stands: usage, free capacity, reserved idle capacity, the chosen
-    victims, and the candidate lists, kept consistent by the contract's operations.
+    victims, and the candidate lists, kept consistent by the planner's operations.
 
     Teams are numbered in input order (``ti``), running non-terminating jobs in victim
     order (``j``: lower numbers are taken first). The operations:
@@ -1064,7 +1064,7 @@ class PlanState:
                 if d:
                     a[r] += d
 
-    # -- the contract's definitions, as the plan stands ---------------------
+    # -- the planner's documented definitions, as the plan stands ---------------------
 
     def reserved_idle(self, ti: int) -> dict:
         """RI(ti) (:func:`reserved_idle_of`); missing resources are 0."""

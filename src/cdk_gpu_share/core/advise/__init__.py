@@ -9,7 +9,7 @@ spent waiting or threw away), then fewest changes.
 
 Entry points: :func:`study_of` (the scenario, trace and objectives, prepared once),
 :func:`space_of` (what may change), :func:`advise` (the search, with an executor from
-:mod:`~cdk_gpu_share.core.advise.executors`), :func:`advice_json` (the contract's JSON)
+:mod:`~cdk_gpu_share.core.advise.executors`), :func:`advice_json` (the documented JSON)
 and :func:`advised_scenario` (the scenario to write with ``-o``).
 
 The package, one concern a module:
@@ -108,7 +108,7 @@ def _finite(x: float) -> float | None:
 
 
 def advice_json(advice: Advice) -> dict[str, Any]:
-    """The contract's JSON object of an advice."""
+    """The documented JSON object of an advice."""
     best, space = advice.best, advice.space
     teams = {}
     for name, ch, was in zip(space.names, best.candidate.choices, space.input.choices):

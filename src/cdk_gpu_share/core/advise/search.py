@@ -198,7 +198,7 @@ class Search:
         return [self.cache[c] for c in candidates]
 
     def rank(self, ev: Evaluation) -> tuple:
-        """The contract's order (lower first): feasible; least capacity (``--fleet size``); least
+        """The documented order (lower first): feasible; least capacity (``--fleet size``); least
         regret; fewest changed fields; the fixed order. Infeasible ones after, by worst ratio
         (then how far beyond their targets the unmet objectives are, the search's guide)."""
         cap = ev.candidate.capacity if self.space.fleet == "size" else 0.0

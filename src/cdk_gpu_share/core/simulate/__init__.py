@@ -16,7 +16,7 @@ rules here.
 
 Entry points: :func:`load_scenario` / :func:`parse_scenario`, :func:`load_jobs` /
 :func:`parse_jobs`, :func:`simulate` (returns a :class:`SimResult`, whose
-:meth:`SimResult.to_dict` is the contract's JSON), :func:`demand_excess` (the fluid
+:meth:`SimResult.to_dict` is the documented JSON), :func:`demand_excess` (the fluid
 limits the benchmark prints).
 
 A job that could never start (larger than the pool, or than what its team may hold in

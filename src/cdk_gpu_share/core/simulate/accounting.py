@@ -76,7 +76,7 @@ class TeamResult:
             "wait_p50_s": _num(nearest_rank(self.waits, 50)),
             "wait_p95_s": _num(nearest_rank(self.waits, 95)),
             "wait_p99_s": _num(nearest_rank(self.waits, 99)),
-            # GPU-seconds are JSON floats (1.0e6 in the contract), waits and counts ints.
+            # GPU-seconds are JSON floats (1.0e6 in the documented example), waits and counts ints.
             "gpu_seconds": float(self.gpu_seconds),
             "borrowed_gpu_seconds": float(self.borrowed_gpu_seconds),
             "preempted": self.preempted,
@@ -209,7 +209,7 @@ class SimResult:
             "window_s": [_num(self.window[0]), _num(self.window[1])],
             "utilization": float(self.utilization),
             "preemptions": self.preemptions,
-            # floats as the contract shows them (12345.0, 812.5), also when whole
+            # floats as the documented example shows them (12345.0, 812.5), also when whole
             "lost_gpu_seconds": float(self.lost_gpu_seconds),
             "wait_gpu_hours": float(self.wait_gpu_hours),
             "sim_seconds": float(round(self.sim_seconds, 3)),
@@ -304,6 +304,6 @@ def demand_excess(scenario: Scenario, jobs: Sequence[Job]) -> dict[str, Any]:
 
 
 def result_json(result: SimResult) -> str:
-    """The contract's JSON object as text."""
+    """The documented JSON object as text."""
     return json.dumps(result.to_dict())
 

@@ -2,7 +2,7 @@
 of distinct job sizes rather than the number of pending jobs.
 
 Dispatch picks, among every team's pending jobs that fit, the first in the
-contract's order. Scanning every team at every dispatch step costs O(teams) per
+documented dispatch order. Scanning every team at every dispatch step costs O(teams) per
 start (and the reserved idle capacity, summed over every team for every team,
 O(teams^2)); instead the candidates are indexed by job size, so a step costs
 O(distinct sizes + reserve teams), whatever the number of teams:
@@ -26,7 +26,7 @@ O(distinct sizes + reserve teams), whatever the number of teams:
   raised to the team's U/G when it reaches the top, before it is compared.
 - The best candidate is then the minimum over k <= iF of the heaps' tops:
   within-guarantee first (by head key), then (U/G, head key), exactly the order
-  the contract gives. A bit mask per group of heaps (``nonempty``) says which
+  the documentation gives. A bit mask per group of heaps (``nonempty``) says which
   heaps have entries, so a step visits only the sizes that some team waits with.
   ``reserve`` teams (each with its own RI) are scanned one by one.
 

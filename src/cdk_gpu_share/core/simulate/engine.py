@@ -3,7 +3,7 @@
 Events are completions (a heap, as small as the running jobs) and arrivals (known up
 front, one sorted list), completions first at equal times; in ``share+reclaim`` the
 reclaim planner's ticks come every ``poll_seconds``. After each event, dispatch starts
-the pending jobs that fit, in the contract's order, through the dispatch index.
+the pending jobs that fit, in the documented dispatch order, through the dispatch index.
 
 Usage is summed exactly, so that thousands of starts and stops never drift past the
 planner's tolerance: as integers in units of 1/D GPU, D the least common multiple of
@@ -11,7 +11,7 @@ the denominators of every job size and of the capacity (:class:`fractions.Fracti
 values, converted once). A float of usage is then ``n / D``, which Python rounds
 correctly, so it is the same float as ``float(Fraction(n, D))``.
 
-One addition to the contract's tick: when the plan stops a team's own jobs (reason
+One addition to the documented planner tick: when the plan stops a team's own jobs (reason
 ``in_team``) for a job, that job is started first (if it fits), then dispatch runs.
 Otherwise a job beyond its team's guarantee would see its room handed back to the
 lower-priority victims (within-guarantee jobs dispatch first) and the planner would
@@ -281,7 +281,7 @@ class _Sim:
         # to the victims whenever the beneficiary is beyond its team's guarantee
         # (within-guarantee jobs dispatch first) and the planner would stop them again
         # at the next tick, forever. Room made by reclaim goes to dispatch as the
-        # contract says (its beneficiary is within its guarantee, so dispatched early).
+        # documented rule says (its beneficiary is within its guarantee, so dispatched early).
         for b in beneficiaries:
             self._start_if_fits(b, t)
         self._dispatch(t)

@@ -50,7 +50,7 @@ class PlannerView:
 
     def tick_useful(self, t: float) -> bool:
         """Whether the planner may choose a victim at ``t``; when not, the tick skips
-        the call (the contract's rule, with time).
+        the call (the documented rule, with time).
 
         Until the plan's first victim, the plan only serves pending jobs (rule 2a),
         which raises U: a job within its guarantee when it is reached was within it

@@ -52,7 +52,7 @@ class Run:
 
 class Team:
     """Mutable per-team state: usage, the queues of pending jobs (``buckets``: one heap
-    per job size, in the contract's order) and the team's place in the dispatch index."""
+    per job size, in the documented dispatch order) and the team's place in the dispatch index."""
 
     __slots__ = ("spec", "name", "idx", "G", "cap", "reserve", "in_team", "Uq", "U", "buckets", "keys",
                  "npending", "last_t", "result", "ver", "wk", "ck", "ratio", "ticky", "thresholds")

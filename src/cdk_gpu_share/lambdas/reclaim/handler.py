@@ -6,7 +6,7 @@ a job of the queue RUNNABLE):
 1. read the queue (:func:`cdk_gpu_share.aws.batch_reader.read_queue`: ListJobs per
    status, paginated; DescribeJobs 100 at a time);
 2. plan with :func:`cdk_gpu_share.core.reclaim.plan`, the one implementation of the
-   reclaim contract;
+   reclaim planner's rules;
 3. stop the victims with ``TerminateJobs`` (50 a call), whose reason starts with
    ``GpuShare reclaim`` and names the beneficiary jobs and teams -- or, when the
    runtime's botocore has no ``TerminateJobs``, with one ``TerminateJob`` per victim
@@ -317,7 +317,7 @@ def run_cycle(
 
 def _borrowed_at_start(snapshot: br.QueueSnapshot) -> list[tuple[br.Unrecorded, bool]]:
     """Whether each run the reclaimer sees for the first time started on borrowed capacity,
-    from the state of this cycle (the reclaim contract's rule: its team's running jobs
+    from the state of this cycle (the reclaim planner's documented rule: its team's running jobs
     started before it, and it, above the guarantee), written into the state's job so the
     plan uses it, and returned for :func:`record_runs`. Empty unless the victim order is
     ``checkpoint``."""
