@@ -763,6 +763,7 @@ def test_five_poisoned_records_do_not_stall_the_requeue_of_another(model, monkey
         invoke(CYCLE)
     assert {model.table[j]["status"]["S"] for j in bad} == {"refused"}
     assert all(f"failed {h.FAILURE_LIMIT} tries" in model.table[j]["error"]["S"] for j in bad)
+    assert {model.table[j]["failures"]["N"] for j in bad} == {str(h.FAILURE_LIMIT)}  # as the message says
     assert sorted(m["requestPayload"]["detail"]["jobId"] for m in sent) == sorted(bad)
     assert all(m["requestContext"]["approximateInvokeCount"] == h.FAILURE_LIMIT for m in sent)
     assert model.submissions == [sub]

@@ -295,11 +295,15 @@ class Ledger:
             job_id, attempt, "SET #status = :done, newJob = :new REMOVE openQueue",
             {":done": {"S": self.SUBMITTED}, ":new": {"S": new_job}}, {"#status": "status"}))
 
-    def close(self, job_id: str, attempt: str, status: str, reason: str) -> bool:
-        """End the requeue without a resubmission (``refused`` or ``skipped``)."""
+    def close(self, job_id: str, attempt: str, status: str, reason: str, *, failures: int | None = None) -> bool:
+        """End the requeue without a resubmission (``refused`` or ``skipped``); ``failures``, when
+        given, is the count of failed finishes the record ends with (the one that closed it too)."""
+        counted = {":failures": {"N": str(failures)}} if failures is not None else {}
         return self._logged(job_id, attempt, status, self._mine(
-            job_id, attempt, "SET #status = :status, #error = :error REMOVE openQueue",
-            {":status": {"S": status}, ":error": {"S": reason[:1000]}}, {"#status": "status", "#error": "error"}))
+            job_id, attempt, "SET #status = :status, #error = :error"
+                             + (", failures = :failures" if counted else "") + " REMOVE openQueue",
+            {":status": {"S": status}, ":error": {"S": reason[:1000]}, **counted},
+            {"#status": "status", "#error": "error"}))
 
     def due(self, now: float, limit: int = RECONCILE_LIMIT) -> list[tuple[str, float]]:
         """Open records whose settle time has passed, oldest first: ``(jobId, settleAfter)``."""
@@ -734,7 +738,7 @@ def _failed(run: Requeue, job_id: str, exc: Exception, clock: Callable[[], float
             return {"failures": failures, "closed": False, "next_try_seconds": wait,
                     "reason": f"pushed back: the cycle looks again in {int(wait // 60)} minutes and meets the other"
                               " records first"}
-        if not ledger.close(job_id, holder, Ledger.REFUSED, reason):
+        if not ledger.close(job_id, holder, Ledger.REFUSED, reason, failures=failures):
             return {"failures": failures, "closed": False, "reason": "another attempt holds the record now"}
     except Exception as write:  # the record stays as it is: the next cycle meets it again
         return {"failures": failures, "closed": False, "reason": f"not pushed back: {_error(write)}"}
