@@ -212,17 +212,17 @@ def run_advise(args: argparse.Namespace) -> int:
 
 
 def _write(args: argparse.Namespace, advice: Any, study: Any, config: Any) -> None:
+    """-o: the advised scenario (JSON), or the config with its comments and other fields kept."""
+    from cdk_gpu_share.cli._files import write_output
     from cdk_gpu_share.core import advise as adv
+    from cdk_gpu_share.core.advise.config_file import checked_config_text
 
     if config is None:
-        from cdk_gpu_share.cli._files import write_output
-
-        write_output(args.output, json.dumps(adv.advised_scenario(study, advice.best.candidate), indent=2) + "\n", "-o")
-        return
-    from cdk_gpu_share.core.advise.config_file import write_config
-
-    write_config(args.output, args.config, config, args.backend, advice.best.candidate, advice.space.input,
-                 advice.space.names, fleet=advice.space.fleet)
+        text = json.dumps(adv.advised_scenario(study, advice.best.candidate), indent=2) + "\n"
+    else:
+        text = checked_config_text(args.output, args.config, config, args.backend, advice.best.candidate,
+                                   advice.space.input, advice.space.names, fleet=advice.space.fleet)
+    write_output(args.output, text, "-o")
 
 
 # ---------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 With ``--config``, the advisor works on the scenario ``simulate --config`` builds from one
 backend, whose capacity names one instance type: guarantees and capacity then move by
-whole instances of it (:func:`instance_of`). :func:`write_config` edits the file's own
+whole instances of it (:func:`instance_of`). :func:`checked_config_text` edits the file's own
 YAML tree (a round trip through ``ruamel.yaml``, not a rewrite): only the fields the
 advisor decided and that changed are touched (a team's guarantee of that type, its
 ``sharing``, its ``borrow_limit_percent``, and with ``--fleet size`` the backend's
@@ -13,7 +13,6 @@ replaces anything.
 from __future__ import annotations
 
 import io
-import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -22,7 +21,7 @@ from cdk_gpu_share.core.advise.space import Candidate, Choice
 from cdk_gpu_share.core.config import PlatformConfig, parse_config
 from cdk_gpu_share.core.errors import ConfigError, Problem
 
-__all__ = ["accepted_percents", "advised_config_text", "instance_of", "write_config"]
+__all__ = ["accepted_percents", "advised_config_text", "checked_config_text", "instance_of"]
 
 
 def instance_of(config: PlatformConfig, backend: str) -> tuple[str, int]:
@@ -133,22 +132,12 @@ def _apply(team: Any, new: Choice, old: Choice, instance_type: str, per: int, de
         _put(team, "borrow_limit_percent", new.percent, after="sharing")
 
 
-def write_config(path: str, source: str, config: PlatformConfig, backend: str, candidate: Candidate,
-                 was: Candidate, names: tuple[str, ...], *, fleet: str) -> None:
-    """Write the advised config to ``path`` (validated first; replaced only once complete)."""
+def checked_config_text(path: str, source: str, config: PlatformConfig, backend: str, candidate: Candidate,
+                        was: Candidate, names: tuple[str, ...], *, fleet: str) -> str:
+    """The advised config's text for ``path``, checked by what ``gpu-share validate`` checks
+    (the command writes it; an invalid result raises :class:`ConfigError` and writes nothing)."""
     from cdk_gpu_share.core import validation as V
 
     text = advised_config_text(V.read_text(source), config, backend, candidate, was, names, fleet=fleet)
     parse_config(V.load_yaml(text, source=path), source=path)  # what gpu-share validate checks
-    tmp = f"{path}.tmp-{os.getpid()}"
-    try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except OSError as exc:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise ConfigError(Problem(field="-o", value=path, message=f"cannot be written ({exc.strerror})",
-                                  fix="choose a writable path")) from None
+    return text
