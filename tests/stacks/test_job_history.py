@@ -159,7 +159,8 @@ def test_a_disabled_archive_builds_nothing():
     ({"readers": ["arn:aws:sts::111122223333:assumed-role/a/b"]}, "history.readers[0]", "is a session ARN"),
     ({"readers": [READER, READER]}, "history.readers[1]", "is listed twice"),
     ({"enabled": "yes"}, "history.enabled", "must be true or false"),
-    ({"keep": 1}, "history.keep", "is not a field of history"),
+    ({"keep": 1}, "history.keep", "unknown key"),
+    ({"retention_day": 30}, "history.retention_day", "did you mean 'retention_days'?"),
 ])
 def test_bad_history_settings_name_the_field(history_raw, field, message):
     with pytest.raises(ConfigError) as err:

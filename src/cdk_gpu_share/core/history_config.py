@@ -21,6 +21,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from cdk_gpu_share.core import validation as V
+
 __all__ = ["DEFAULT_RETENTION_DAYS", "HistoryConfig", "archive_of", "history_mapping", "parse_history"]
 
 #: The default retention: a year and a season, so last year's same month is still there.
@@ -72,9 +74,7 @@ def parse_history(raw: Any, teams: Sequence[Any], add_problem: AddProblem) -> Hi
     if not isinstance(raw, Mapping):
         add("history", raw, "must be a mapping", f"write history: {{readers: [{_EXAMPLE}]}}")
         return None
-    for key in raw:
-        if key not in _KEYS:
-            add(f"history.{key}", key, "is not a field of history", "use enabled, retention_days or readers")
+    V.unknown_keys(raw, _KEYS, "history", add)  # with the closest field as the fix
     enabled = raw.get("enabled", True)
     if not isinstance(enabled, bool):
         add("history.enabled", enabled, "must be true or false", "write enabled: false to go without the archive")
