@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import difflib
 from collections.abc import Iterable, Sequence
+from datetime import datetime, timezone
 from typing import Any
 
 #: Namespace attribute naming the innermost parser that parsed the command line (removed before
@@ -120,3 +121,14 @@ def add_config_argument(parser: argparse.ArgumentParser, *, help: str, required:
     (group if group is not None else parser).add_argument(
         "--config", metavar=metavar, default=None, help=option_help or f"the same as {metavar}")
     parser._config_spec = (required, metavar, alternative)  # type: ignore[attr-defined]
+
+
+def parse_day(flag: str, text: str) -> datetime:
+    """A ``--from``/``--to`` day (``YYYY-MM-DD``) as midnight UTC; anything else is refused in
+    one line naming ``flag``."""
+    from cdk_gpu_share.core.errors import ConfigError, Problem
+
+    try:
+        return datetime.strptime(text, "%Y-%m-%d").replace(tzinfo=timezone.utc)
+    except ValueError:
+        raise ConfigError(Problem(flag, text, "is not a day", "write the day as YYYY-MM-DD, such as 2026-12-01")) from None

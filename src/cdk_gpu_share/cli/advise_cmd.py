@@ -14,10 +14,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from typing import Any
 
 from cdk_gpu_share.cli._parser import add_config_argument
+from cdk_gpu_share.cli._progress import ProgressBar
 from cdk_gpu_share.core.errors import ConfigError, Problem
 from cdk_gpu_share.core.text import format_table
 
@@ -80,31 +80,6 @@ def _positive_int(flag: str, raw: str | None, fix: str) -> int | None:
     return value
 
 
-class _Progress:
-    """One line on standard error, redrawn after each batch: simulations run and time spent."""
-
-    def __init__(self, stream: Any):
-        self.stream = stream
-        self.started = time.monotonic()
-        self.shown = False
-
-    def __call__(self, done: int, budget: int, phase: str) -> None:
-        elapsed = time.monotonic() - self.started
-        if elapsed < 0.5:
-            return
-        width = 30
-        filled = min(width, int(width * done / budget)) if budget else 0
-        self.stream.write(f"\radvising [{'#' * filled}{'.' * (width - filled)}] {done} simulations, "
-                          f"{elapsed:.0f} s, {phase[:30]:<30}")
-        self.stream.flush()
-        self.shown = True
-
-    def close(self) -> None:
-        if self.shown:
-            self.stream.write("\r" + " " * 100 + "\r")
-            self.stream.flush()
-
-
 def _inputs(args: argparse.Namespace) -> tuple[dict[str, Any], Any, float, float | None, str]:
     """(scenario data, the config or None, planner period, default step, described)."""
     from cdk_gpu_share.core import simulate as sim
@@ -143,7 +118,7 @@ def _executor(args: argparse.Namespace, study: Any) -> Any:
 
 
 def run_advise(args: argparse.Namespace) -> int:
-    from cdk_gpu_share.cli.simulate_cmd import _check_not_raw_trace, _isatty
+    from cdk_gpu_share.cli.simulate_cmd import _check_not_raw_trace
     from cdk_gpu_share.core import advise as adv
     from cdk_gpu_share.core import simulate as sim
 
@@ -180,12 +155,15 @@ def run_advise(args: argparse.Namespace) -> int:
     space = adv.space_of(study, step=step, fleet=args.fleet, percents=percents)
 
     executor = _executor(args, study)
-    bar = _Progress(sys.stderr) if _isatty(sys.stderr) else None
+    bar = ProgressBar(sys.stderr, "advising")
+
+    def progress(done: int, budget: int, phase: str) -> None:
+        bar.show(done / budget if budget else 0.0, f"{done} simulations, {bar.elapsed:.0f} s, {phase[:30]}")
+
     try:
-        advice = adv.advise(study, space, executor, progress=bar)
+        advice = adv.advise(study, space, executor, progress=progress if bar.on else None)
     finally:
-        if bar is not None:
-            bar.close()
+        bar.close()
         close = getattr(executor, "close", None)
         if close is not None:
             close()

@@ -17,7 +17,6 @@ import json
 import math
 import os
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -166,30 +165,6 @@ def _add_trace_sample(tsub: argparse._SubParsersAction) -> None:
 
 # ---------------------------------------------------------------------------
 # simulate
-
-
-class _ProgressBar:
-    """A progress bar on standard error, shown only for runs longer than half a second."""
-
-    def __init__(self, stream: Any, label: str):
-        self.stream = stream
-        self.label = label
-        self.started = time.monotonic()
-        self.shown = False
-
-    def __call__(self, fraction: float) -> None:
-        if time.monotonic() - self.started < 0.5:
-            return
-        width = 30
-        filled = int(round(width * min(1.0, max(0.0, fraction))))
-        self.stream.write(f"\r{self.label} [{'#' * filled}{'.' * (width - filled)}] {fraction * 100:5.1f}%")
-        self.stream.flush()
-        self.shown = True
-
-    def close(self) -> None:
-        if self.shown:
-            self.stream.write("\r" + " " * 60 + "\r")
-            self.stream.flush()
 
 
 def _check_period(flag: str, value: float | None, fix: str) -> None:
@@ -389,15 +364,15 @@ def _fig(x: float, unit: str, *, sign: bool = False) -> str:
 
 def _run_one(scenario: Any, jobs: Any, mode: str, poll: float, checkpoint: float | None, source: str,
              label: str | None = None) -> Any:
+    from cdk_gpu_share.cli._progress import ProgressBar
     from cdk_gpu_share.core import simulate as sim
 
-    bar = _ProgressBar(sys.stderr, f"simulating {label or mode}") if _isatty(sys.stderr) else None
+    bar = ProgressBar(sys.stderr, f"simulating {label or mode}")
     try:
         return sim.simulate(scenario, jobs, mode, poll_seconds=poll, checkpoint_seconds=checkpoint,
-                            progress=bar, source=source)
+                            progress=bar.show if bar.on else None, source=source)
     finally:
-        if bar is not None:
-            bar.close()
+        bar.close()
 
 
 #: The column label of the checkpoint-aware victim order in ``--compare``.
@@ -492,13 +467,6 @@ def judge_objectives(scenario: Any, jobs: Any, result: Any, poll: float,
         if targets.needs_private and name not in private:
             private[name] = sim.private_fit_waits(scenario, jobs, name)
     sim.evaluate_run(scenario, jobs, result, poll_seconds=poll, private_waits=private)
-
-
-def _isatty(stream: Any) -> bool:
-    try:
-        return bool(stream.isatty())
-    except (AttributeError, ValueError):
-        return False
 
 
 def human_seconds(s: float) -> str:

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import Any
 
-from cdk_gpu_share.cli._parser import add_config_argument
+from cdk_gpu_share.cli._parser import add_config_argument, parse_day
+from cdk_gpu_share.cli._progress import ProgressBar
 from cdk_gpu_share.core.errors import ConfigError, GpuShareError, Problem
 
 __all__ = ["ACTIONS", "SOURCES", "TAIL_DAYS", "add_parser", "make_client", "queues_by_kind", "run_export"]
@@ -85,33 +86,15 @@ def add_parser(tsub: argparse._SubParsersAction) -> None:
     e.set_defaults(func=run_export)
 
 
-def _day(flag: str, text: str) -> datetime:
-    try:
-        return datetime.strptime(text, "%Y-%m-%d").replace(tzinfo=timezone.utc)
-    except ValueError:
-        raise ConfigError(Problem(flag, text, "is not a day", "write the day as YYYY-MM-DD, such as 2026-12-01")) from None
-
-
-class _Progress:
-    """A progress bar on standard error, only on a terminal."""
+class _Progress(ProgressBar):
+    """The objects (or pages) read, on a terminal, from the first one, for 20 or more."""
 
     def __init__(self) -> None:
-        self.shown = False
-        self.on = sys.stderr.isatty()
+        super().__init__(sys.stderr, "reading the archive", delay=0)
 
     def __call__(self, done: int, total: int) -> None:
-        if not self.on or total < 20:
-            return
-        width = 30
-        filled = width * done // max(total, 1)
-        sys.stderr.write(f"\rreading the archive [{'#' * filled}{'.' * (width - filled)}] {done}/{total} objects")
-        sys.stderr.flush()
-        self.shown = True
-
-    def close(self) -> None:
-        if self.shown:
-            sys.stderr.write("\r" + " " * 70 + "\r")
-            sys.stderr.flush()
+        if total >= 20:
+            self.show(done / total, f"{done}/{total} objects")
 
 
 def _aws_error(exc: Exception, what: str, region: str | None, actions: tuple[str, ...],
@@ -132,7 +115,7 @@ def run_export(args: argparse.Namespace) -> int:
     from cdk_gpu_share.core.config import load_config
 
     config = load_config(args.config)
-    start, last = _day("--from", args.start), _day("--to", args.end)
+    start, last = parse_day("--from", args.start), parse_day("--to", args.end)
     if last < start:
         raise ConfigError(Problem("--to", args.end, f"is before --from {args.start}",
                                   "give a last day on or after the first"))

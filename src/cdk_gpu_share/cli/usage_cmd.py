@@ -20,7 +20,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from cdk_gpu_share.cli._parser import add_config_argument
+from cdk_gpu_share.cli._parser import add_config_argument, parse_day
 from cdk_gpu_share.core.errors import ConfigError, Problem
 from cdk_gpu_share.core.text import format_table
 
@@ -62,18 +62,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_usage)
 
 
-def _day(flag: str, text: str) -> datetime:
-    try:
-        return datetime.strptime(text, "%Y-%m-%d").replace(tzinfo=timezone.utc)
-    except ValueError:
-        raise ConfigError(Problem(flag, text, "is not a day", "write the day as YYYY-MM-DD, such as 2026-12-01")) from None
-
-
 def _days(first: str, last: str, now: float) -> tuple[datetime, datetime]:
     """``--from`` and ``--to`` as UTC midnights, refused (naming the option and the fix) unless
     they make a range CloudWatch still holds minute data for: not after today, the first day
     not older than :data:`MINUTE_RETENTION`."""
-    start, end = _day("--from", first), _day("--to", last)
+    start, end = parse_day("--from", first), parse_day("--to", last)
     today = datetime.fromtimestamp(now, timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0)
     # The first whole day CloudWatch still holds every minute of.
     oldest = (datetime.fromtimestamp(now, timezone.utc) - MINUTE_RETENTION).replace(
