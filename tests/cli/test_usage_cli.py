@@ -69,6 +69,8 @@ def refused(capsys, argv: list[str]) -> str:
      "give --from 2027-01-06 or later"),
     ("0001-01-01", "9999-12-31", "--to", "is after today", "give a last day up to 2027-01-20"),
     ("2027-01-19", "2027-01-18", "--to", "is before --from 2027-01-19", "give a last day on or after the first"),
+    ("2027/01/19", "2027-01-20", "--from", "is not a day", "write the day as YYYY-MM-DD, such as 2026-12-01"),
+    ("2027-01-19", "2027-02-30", "--to", "is not a day", "write the day as YYYY-MM-DD, such as 2026-12-01"),
 ])
 def test_a_range_cloudwatch_cannot_answer_is_refused_naming_the_option(config, cw, capsys, first, last, option, why,
                                                                        fix):
