@@ -206,7 +206,7 @@ def test_the_plan_is_the_cheapest_an_exhaustive_search_finds(models, types, isol
         assert all(load[p] <= counts[p] * v.candidate.gpus * v.instance_count for p in load)
         if isolate:
             assert len({next(m for m in models if m.name == n).team for n, _ in v.profiles}) == 1
-    assert got.hourly_usd >= got.lower_bound_usd - 1e-6
+    assert got.hourly_usd >= got.lower_bound - 1e-6
 
 
 def test_many_models_are_planned_by_team_with_a_stated_bound():
@@ -215,8 +215,8 @@ def test_many_models_are_planned_by_team_with_a_stated_bound():
     cands, _ = F.candidates({})
     got = F.plan(models, cands)
     assert got is not None and not got.exact
-    assert got.hourly_usd >= got.lower_bound_usd > 0
-    assert got.gap == pytest.approx(got.hourly_usd / got.lower_bound_usd - 1)
+    assert got.hourly_usd >= got.lower_bound > 0
+    assert got.gap == pytest.approx(got.hourly_usd / got.lower_bound - 1)
 
 
 def test_the_shipped_example_re_planned_costs_no_more_than_its_own_layout():
@@ -268,13 +268,14 @@ def test_json_has_the_documented_shape(capsys):
     code, out, _ = run(capsys, "mig", "fit", str(MODELS), "--json", "--gpu", "A100-40GB")
     assert code == 0
     result = json.loads(out)
-    assert set(result) == {"models", "variants", "hourly_usd", "whole_gpu_hourly_usd"}
+    assert set(result) == {"models", "variants", "priced", "hourly_usd", "gpus", "whole_gpu_hourly_usd"}
+    assert result["priced"] is True
     llama = result["models"]["llama3-8b"]
     assert set(llama) == {"memory", "compute_slices", "profile"}
     assert set(llama["memory"]) == {"weights_gib", "kv_cache_gib", "overhead_gib", "headroom_gib", "total_gib"}
     assert llama["profile"] == {"A100-40GB": "mig-7g.40gb"}
     for v in result["variants"]:
-        assert set(v) == {"instance_type", "instance_count", "layout", "hourly_usd", "copies"}
+        assert set(v) == {"instance_type", "instance_count", "layout", "hourly_usd", "gpus", "copies"}
         assert v["instance_type"] == "ml.p4d.24xlarge"
         assert all(isinstance(p, list) for p in v["copies"].values())
     assert result["hourly_usd"] == pytest.approx(sum(v["hourly_usd"] for v in result["variants"]))
@@ -341,12 +342,49 @@ def test_bad_arguments_and_prices_exit_2(capsys, tmp_path):
     path.write_text("models:\n  - {name: a, copies: 1, memory_gib: 5}\n")
     code, _, err = run(capsys, "mig", "fit", str(path), "--instance-type", "ml.p4x.24xlarge")
     assert code == 2 and "ml.p4x.24xlarge" in err
-    code, _, err = run(capsys, "mig", "fit", str(path), "--instance-type", "ml.p6-b200.48xlarge")
-    assert code == 2 and "no candidate instance type has a price" in err and "prices:" in err
     code, _, err = run(capsys, "mig", "fit", str(tmp_path / "missing.yaml"))
     assert code == 2 and "missing.yaml" in err
     code, _, err = run(capsys, "mig", "fit", str(MODELS), "-o", str(tmp_path / "no" / "such" / "out.yaml"))
     assert code == 2 and "-o" in err and "cannot be written" in err and "Traceback" not in err
+
+
+# --------------------------------------------------------------------------- types without a price
+
+
+def test_a_type_without_a_price_still_gets_the_plan_with_the_fewest_gpus(capsys, tmp_path):
+    path = tmp_path / "models.yaml"
+    path.write_text("models:\n  - {name: a, copies: 3, memory_gib: 30}\n  - {name: b, copies: 2, memory_gib: 8}\n")
+    assert "ml.p5.48xlarge" not in instances.ON_DEMAND_USD_PER_HOUR
+    code, out, err = run(capsys, "mig", "fit", str(path), "--instance-type", "ml.p5.48xlarge")
+    assert code == 0 and err == ""
+    assert "Fewest GPUs (unpriced): 8 GPUs, 1 instance(s) in 1 variant(s)" in out
+    assert "variant 1: 1 x ml.p5.48xlarge (H100-80GB)" in out and out.count("unpriced") >= 2
+    assert "Whole GPUs (each copy on its own GPU): 8 GPUs" in out
+    assert "no price for ml.p5.48xlarge: the plan has the fewest GPUs" in out and "prices:" in out
+    code, out, _ = run(capsys, "mig", "fit", str(path), "--instance-type", "ml.p5.48xlarge", "--json")
+    result = json.loads(out)
+    assert code == 0 and result["priced"] is False and result["hourly_usd"] is None
+    assert result["gpus"] == 8 and result["whole_gpus"] == 8
+    assert [v["hourly_usd"] for v in result["variants"]] == [None]
+
+
+def test_the_priced_types_plan_while_every_model_fits_them():
+    small = [F.ModelSpec(name="a", memory_gib=5, copies=Copies(3, 3, 3))]
+    choice = F.choose(small, *F.candidates({}))
+    assert choice.priced and [c.instance_type for c in choice.candidates] == ["ml.p4d.24xlarge"]
+    assert "ml.p5.48xlarge" in choice.left_out
+    # 60 GiB does not fit an A100-40GB, the only priced type: every type, by GPUs, none left out.
+    large = [F.ModelSpec(name="a", memory_gib=60, copies=Copies(3, 3, 3))]
+    choice = F.choose(large, *F.candidates({}))
+    assert not choice.priced and choice.left_out == ()
+    assert [c.instance_type for c in choice.candidates] == list(mig.INSTANCE_TYPES)
+    got = F.plan(large, list(choice.candidates))
+    assert got is not None and not got.priced and got.cost == got.gpus == 8
+    assert got.hourly_usd is None and got.variants[0].candidate.instance_type == "ml.p4de.24xlarge"
+    # A price for every type makes it a priced plan again.
+    every = {t: 10.0 for t in mig.INSTANCE_TYPES}
+    choice = F.choose(large, *F.candidates(every))
+    assert choice.priced and F.plan(large, list(choice.candidates)).hourly_usd == pytest.approx(10.0)
 
 
 def test_the_saving_is_against_each_copy_on_its_own_gpu():

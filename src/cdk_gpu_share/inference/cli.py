@@ -17,13 +17,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 import cdk_gpu_share.inference.fit as F
+from cdk_gpu_share.cli._files import write_output
 from cdk_gpu_share.core import instances, mig
 from cdk_gpu_share.core import validation as V
 from cdk_gpu_share.core.errors import ConfigError, Problem
@@ -164,6 +165,15 @@ def _usd(x: float) -> str:
     return f"${x:,.2f}/h"
 
 
+def _price(x: float | None) -> str:
+    return "unpriced" if x is None else _usd(x)
+
+
+def _cost(plan: F.Plan, x: float) -> str:
+    """A cost in the plan's unit: the hourly price, or GPUs when the plan is unpriced."""
+    return _usd(x) if plan.priced else f"{x:g} GPUs"
+
+
 def _memory_lines(models: Sequence[F.ModelSpec], gpus: Sequence[str]) -> list[str]:
     rows = []
     for m in models:
@@ -178,18 +188,21 @@ def _memory_lines(models: Sequence[F.ModelSpec], gpus: Sequence[str]) -> list[st
 
 def _plan_lines(plan: F.Plan, models: Sequence[F.ModelSpec], whole: float) -> list[str]:
     by_name = {m.name: m for m in models}
-    out = [f"Cheapest plan: {_usd(plan.hourly_usd)}, {plan.instances} instance(s) in {len(plan.variants)} variant(s)"
+    head = (f"Cheapest plan: {_usd(plan.cost)}" if plan.priced
+            else f"Fewest GPUs (unpriced): {plan.gpus} GPUs"
+            + ("" if plan.hourly_usd is None else f", {_usd(plan.hourly_usd)}"))
+    out = [f"{head}, {plan.instances} instance(s) in {len(plan.variants)} variant(s)"
            + ("" if plan.exact else f" (not proven optimal: at most {plan.gap:.0%} above the lower bound"
-                                     f" {_usd(plan.lower_bound_usd)})")]
+                                     f" {_cost(plan, plan.lower_bound)})")]
     for i, v in enumerate(plan.variants, 1):
         out.append(f"  variant {i}: {v.instance_count} x {v.candidate.instance_type} ({v.candidate.gpu}),"
-                   f" layout: {mig.format_layout(v.layout)}, {_usd(v.hourly_usd)}")
+                   f" layout: {mig.format_layout(v.layout)}, {_price(v.hourly_usd)}")
         for name, profile in v.profiles:
             m = by_name[name]
             out.append(f"    {name}: {m.copies.max} copies on {profile}, +{F.demand(m) - m.copies.max} for rolling updates"
                        + (f" (team {m.team})" if m.team else ""))
-    saving = whole - plan.hourly_usd
-    out.append(f"Whole GPUs (each copy on its own GPU): {_usd(whole)}; MIG saves {_usd(saving)}"
+    saving = whole - plan.cost
+    out.append(f"Whole GPUs (each copy on its own GPU): {_cost(plan, whole)}; MIG saves {_cost(plan, saving)}"
                + (f" ({saving / whole:.0%})" if whole > 0 else ""))
     return out
 
@@ -199,17 +212,23 @@ def _shared_teams(plan: F.Plan, models: Sequence[F.ModelSpec]) -> list[int]:
     return [i for i, v in enumerate(plan.variants, 1) if len({teams[n] for n, _ in v.profiles} - {None}) > 1]
 
 
+def _round(x: float | None) -> float | None:
+    return None if x is None else round(x, 4)
+
+
 def _plan_json(plan: F.Plan, models: Sequence[F.ModelSpec], gpus: Sequence[str], whole: float) -> dict[str, Any]:
     return {
         "models": {m.name: {"memory": F.memory(m).to_dict(), "compute_slices": F.compute_slices(m),
                             "profile": {g: F.smallest_profile(m, g) for g in gpus}} for m in models},
         "variants": [{"instance_type": v.candidate.instance_type, "instance_count": v.instance_count,
-                      "layout": list(v.layout), "hourly_usd": round(v.hourly_usd, 4),
+                      "layout": list(v.layout), "hourly_usd": _round(v.hourly_usd), "gpus": v.gpus,
                       "copies": {n: [p] * by.copies.max for n, p in v.profiles
                                  for by in [next(m for m in models if m.name == n)]}}
                      for v in plan.variants],
-        "hourly_usd": round(plan.hourly_usd, 4),
-        "whole_gpu_hourly_usd": round(whole, 4),
+        "priced": plan.priced,
+        "hourly_usd": _round(plan.hourly_usd),
+        "gpus": plan.gpus,
+        ("whole_gpu_hourly_usd" if plan.priced else "whole_gpus"): round(whole, 4),
     }
 
 
@@ -249,10 +268,8 @@ def run_fit(args: argparse.Namespace) -> int:
     source = str(args.models)
     data = F.parse_models(V.load_yaml(V.read_text(args.models, field="MODELS.yaml", what="a models file"), source=source),
                           source=source)
-    cands, unpriced = F.candidates(data.prices, gpu=gpu, instance_types=types)
-    if not cands:
-        raise ConfigError(Problem("prices", None, f"no candidate instance type has a price ({', '.join(unpriced)})",
-                                  "add prices: {ML_TYPE: USD per hour} to the models file"), label="invalid argument")
+    choice = F.choose(data.models, *F.candidates(data.prices, gpu=gpu, instance_types=types))
+    cands = list(choice.candidates)
     F.check_fits(data.models, cands)
     plan = F.plan(data.models, cands, isolate_teams=args.isolate_teams)
     if plan is None:  # every model fits some candidate, so a plan exists; kept for the type checker
@@ -261,12 +278,8 @@ def run_fit(args: argparse.Namespace) -> int:
     gpus = list(dict.fromkeys(c.gpu for c in cands))
     if args.output:
         text = yaml.safe_dump(inference_section(plan, data.models), sort_keys=False)
-        try:
-            Path(args.output).write_text(f"# gpu-share mig fit {Path(source).name}: {_usd(plan.hourly_usd)} on-demand\n{text}")
-        except OSError as exc:
-            raise ConfigError(Problem("-o", args.output, f"cannot be written ({exc.strerror})",
-                                      "give a file in a folder that exists and you may write"),
-                              label="invalid argument") from None
+        cost = f"{_usd(plan.cost)} on-demand" if plan.priced else f"{plan.gpus} GPUs, unpriced"
+        write_output(args.output, f"# gpu-share mig fit {Path(source).name}: {cost}\n{text}", "-o")
     if args.json:
         json.dump(_plan_json(plan, data.models, gpus, whole), sys.stdout)
         sys.stdout.write("\n")
@@ -277,10 +290,21 @@ def run_fit(args: argparse.Namespace) -> int:
     if shared:
         lines.append(f"Variant(s) {', '.join(map(str, shared))} put models of different teams on one instance: "
                      f"{F.ISOLATION_NOTE} (--isolate-teams keeps teams apart)")
-    priced = "the file's prices" if data.prices else "catalog prices"
-    lines.append(f"Prices: {priced} where given, else {instances.PRICE_SOURCE}, as of {instances.PRICES_AS_OF}"
-                 + (f"; not priced, left out: {', '.join(unpriced)} (add them under prices:)" if unpriced else ""))
+    lines.append(_prices_line(data.prices, choice, cands))
     if args.output:
         lines.append(f"Wrote the inference: section to {args.output}")
     print("\n".join(lines))
     return 0
+
+
+def _prices_line(given: Mapping[str, float], choice: F.Choice, cands: Sequence[F.Candidate]) -> str:
+    """Where the prices come from, and the types without one (left out, or the reason the plan counts GPUs)."""
+    priced = "the file's prices" if given else "catalog prices"
+    line = f"Prices: {priced} where given, else {instances.PRICE_SOURCE}, as of {instances.PRICES_AS_OF}"
+    if choice.left_out:
+        return line + f"; not priced, left out: {', '.join(choice.left_out)} (add them under prices:)"
+    if not choice.priced:
+        unpriced = [c.instance_type for c in cands if c.hourly_usd is None]
+        return (line + f"; no price for {', '.join(unpriced)}: the plan has the fewest GPUs instead of the"
+                " lowest price (add prices: to the models file to price it)")
+    return line

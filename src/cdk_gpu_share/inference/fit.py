@@ -38,6 +38,10 @@ as the endpoint rules require. The plan minimizes the hourly price, then the ins
 variants. Only maximal layouts are tried: the price is per instance, so a layout with fewer
 partitions never costs less.
 
+Unpriced types (:func:`choose`): the priced instance types are the candidates when every model
+fits one of them; otherwise every chosen type is, each costing its GPUs, and the plan is the one
+with the fewest GPUs, marked unpriced. A type without a price is never a reason to refuse.
+
 Method: for each group of models, the cheapest single variant is found by trying every priced
 instance type and every maximal layout; on each, the fewest instances come from a lower bound
 (the models whose own profile is of kind ``t`` or larger need that many partitions of kind ``t``
@@ -82,6 +86,8 @@ __all__ = [
     "compute_slices",
     "smallest_profile",
     "candidates",
+    "Choice",
+    "choose",
     "demand",
     "plan",
     "whole_gpu_cost",
@@ -170,12 +176,21 @@ class Memory:
 
 @dataclass(frozen=True)
 class Candidate:
-    """An instance type a plan may use: its GPU, GPUs per instance and hourly price."""
+    """An instance type a plan may use: its GPU, GPUs per instance, hourly price (None: unpriced)
+    and what one instance costs the plan: its price, or its GPUs when the plan is unpriced."""
 
     instance_type: str
     gpu: str
     gpus: int
-    hourly_usd: float
+    hourly_usd: float | None
+    by_gpus: bool = False
+
+    @property
+    def cost(self) -> float:
+        if self.by_gpus:
+            return float(self.gpus)
+        assert self.hourly_usd is not None, "a priced plan holds priced types only"
+        return self.hourly_usd
 
 
 @dataclass(frozen=True)
@@ -188,21 +203,44 @@ class Variant:
     profiles: tuple[tuple[str, str], ...]  # (model name, profile), in the group's order
 
     @property
-    def hourly_usd(self) -> float:
-        return self.candidate.hourly_usd * self.instance_count
+    def cost(self) -> float:
+        return self.candidate.cost * self.instance_count
+
+    @property
+    def gpus(self) -> int:
+        return self.candidate.gpus * self.instance_count
+
+    @property
+    def hourly_usd(self) -> float | None:
+        price = self.candidate.hourly_usd
+        return None if price is None else price * self.instance_count
 
 
 @dataclass(frozen=True)
 class Plan:
-    """The variants, their price, and whether the search was exact (else its gap to a lower bound)."""
+    """The variants, their cost, and whether the search was exact (else its gap to a lower bound).
+
+    ``priced``: the plan minimized the hourly price; otherwise the GPUs (some type had no price),
+    and ``cost`` and ``lower_bound`` count GPUs."""
 
     variants: tuple[Variant, ...]
     exact: bool
-    lower_bound_usd: float
+    lower_bound: float
+    priced: bool = True
 
     @property
-    def hourly_usd(self) -> float:
-        return sum(v.hourly_usd for v in self.variants)
+    def cost(self) -> float:
+        return sum(v.cost for v in self.variants)
+
+    @property
+    def hourly_usd(self) -> float | None:
+        """The hourly price, or None when a variant's type has no price."""
+        prices = [v.hourly_usd for v in self.variants]
+        return None if None in prices else sum(p for p in prices if p is not None)
+
+    @property
+    def gpus(self) -> int:
+        return sum(v.gpus for v in self.variants)
 
     @property
     def instances(self) -> int:
@@ -211,9 +249,9 @@ class Plan:
     @property
     def gap(self) -> float:
         """How far above the lower bound the plan may be, as a fraction (0 when exact)."""
-        if self.exact or self.lower_bound_usd <= 0:
+        if self.exact or self.lower_bound <= 0:
             return 0.0
-        return max(0.0, self.hourly_usd / self.lower_bound_usd - 1)
+        return max(0.0, self.cost / self.lower_bound - 1)
 
 
 @dataclass(frozen=True)
@@ -395,21 +433,41 @@ def demand(model: ModelSpec) -> int:
 
 
 def candidates(prices: Mapping[str, float], *, gpu: str | None = None,
-               instance_types: Sequence[str] = ()) -> tuple[list[Candidate], list[str]]:
-    """The MIG-capable instance types a plan may use (priced: the file's price, else the catalog's),
-    restricted to ``gpu`` or ``instance_types``; and the types left out for want of a price."""
+               instance_types: Sequence[str] = ()) -> tuple[list[Candidate], list[Candidate]]:
+    """The MIG-capable instance types a plan may use, restricted to ``gpu`` or ``instance_types``:
+    those with a price (the file's, else the catalog's), and those without one."""
     chosen = [t.strip().lower() for t in instance_types] or list(mig.INSTANCE_TYPES)
-    out, unpriced = [], []
+    priced, unpriced = [], []
     for name in chosen:
         info = mig.INSTANCE_TYPES[name]
         if gpu is not None and info.gpu != gpu:
             continue
         price = prices.get(name, instances.ON_DEMAND_USD_PER_HOUR.get(name))
         if price is None:
-            unpriced.append(name)
-            continue
-        out.append(Candidate(name, info.gpu, info.gpu_count, price))
-    return out, unpriced
+            unpriced.append(Candidate(name, info.gpu, info.gpu_count, None, by_gpus=True))
+        else:
+            priced.append(Candidate(name, info.gpu, info.gpu_count, price))
+    return priced, unpriced
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The candidates a plan is made of, and the unpriced types left out of a priced plan."""
+
+    candidates: tuple[Candidate, ...]
+    priced: bool
+    left_out: tuple[str, ...]
+
+
+def choose(models: Sequence[ModelSpec], priced: Sequence[Candidate], unpriced: Sequence[Candidate]) -> Choice:
+    """The priced types, when every model fits one of them (the unpriced left out); otherwise every
+    type, each costing its GPUs, so that a type without a price still gets an answer."""
+    if not unpriced or (priced and all(any(smallest_profile(m, c.gpu) for c in priced) for m in models)):
+        return Choice(tuple(priced), True, tuple(c.instance_type for c in unpriced))
+    order = list(mig.INSTANCE_TYPES)
+    every = sorted((Candidate(c.instance_type, c.gpu, c.gpus, c.hourly_usd, by_gpus=True) for c in [*priced, *unpriced]),
+                   key=lambda c: order.index(c.instance_type))
+    return Choice(tuple(every), False, ())
 
 
 # --------------------------------------------------------------------------- packing
@@ -519,7 +577,7 @@ def _cheapest_variant(items: Sequence[_Item], cands: Sequence[Candidate], budget
             if found is None:
                 continue
             count, chosen = found
-            key = (round(c.hourly_usd * count, 6), count, 1)
+            key = (round(c.cost * count, 6), count, 1)
             if key < best[0]:
                 profiles = tuple((it.name, kinds[k]) for it, k in zip(items, chosen))
                 best = (key, Variant(c, shape.profiles, count, profiles))
@@ -557,7 +615,8 @@ def plan(models: Sequence[ModelSpec], cands: Sequence[Candidate], *, isolate_tea
         variants, exact = _by_team(models, group_cost, isolate_teams), False
     if variants is None:
         return None
-    return Plan(tuple(variants), exact and budget[0] > 0, lower_bound(models, cands))
+    priced = not any(c.by_gpus for c in cands)
+    return Plan(tuple(variants), exact and budget[0] > 0, lower_bound(models, cands), priced)
 
 
 def _subset_dp(n: int, group_cost: Callable[[frozenset[int]], tuple[Key, Variant | None]]) -> list[Variant] | None:
@@ -611,7 +670,7 @@ def _by_team(models: Sequence[ModelSpec], group_cost: Callable[[frozenset[int]],
 
 
 def lower_bound(models: Sequence[ModelSpec], cands: Sequence[Candidate]) -> float:
-    """No plan costs less: each copy pays at least its share of a GPU at the cheapest price per GPU."""
+    """No plan costs less: each copy pays at least its share of a GPU at the cheapest cost per GPU."""
     total = 0.0
     for m in models:
         shares = []
@@ -620,24 +679,24 @@ def lower_bound(models: Sequence[ModelSpec], cands: Sequence[Candidate]) -> floa
             if own is not None:
                 p = mig.profile(c.gpu, own)
                 share = max(p.compute_slices / mig.COMPUTE_SLICES, p.memory_slices / mig.MEMORY_SLICES)
-                shares.append(share * c.hourly_usd / c.gpus)
+                shares.append(share * c.cost / c.gpus)
         total += demand(m) * min(shares, default=0.0)
     return total
 
 
 def whole_gpu_cost(models: Sequence[ModelSpec], cands: Sequence[Candidate]) -> tuple[float, dict[str, int]]:
     """Each copy (and its rolling-update spare) on a whole GPU of the cheapest type per GPU that
-    holds it: the hourly price and the instances per type."""
+    holds it: the cost (the hourly price, or the GPUs of an unpriced plan) and the instances per type."""
     gpus: Counter[str] = Counter()
     for m in models:
         fitting = [c for c in cands if smallest_profile(m, c.gpu) is not None]
         if not fitting:
             continue
-        c = min(fitting, key=lambda c: (c.hourly_usd / c.gpus, c.instance_type))
+        c = min(fitting, key=lambda c: (c.cost / c.gpus, c.instance_type))
         gpus[c.instance_type] += demand(m)
     by_type = {c.instance_type: c for c in cands}
     count = {t: math.ceil(n / by_type[t].gpus) for t, n in gpus.items()}
-    return sum(by_type[t].hourly_usd * n for t, n in count.items()), count
+    return sum(by_type[t].cost * n for t, n in count.items()), count
 
 
 def check_fits(models: Sequence[ModelSpec], cands: Sequence[Candidate]) -> None:
