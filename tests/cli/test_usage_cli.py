@@ -125,7 +125,7 @@ def empty_aws_config(tmp_path, monkeypatch):
 def test_no_region_is_one_line_naming_the_option(config, empty_aws_config, capsys):
     err = refused(capsys, ["usage", config, "--from", "2027-01-19", "--to", "2027-01-20"])
     assert err == (f"gpu-share usage: no AWS region to read the metrics of queue '{QUEUE_NAME}'; pass --region"
-                   " (such as --region us-east-1) or set AWS_REGION")
+                   " (such as --region us-east-1) or set AWS_REGION or AWS_DEFAULT_REGION")
 
 
 def test_an_unknown_profile_is_one_line_naming_it_and_the_fix(config, empty_aws_config, monkeypatch, capsys):

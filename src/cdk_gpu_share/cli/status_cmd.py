@@ -24,6 +24,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from cdk_gpu_share.cli._parser import add_config_argument
+from cdk_gpu_share.cli._region import no_region, resolve_region
 from cdk_gpu_share.core.errors import GpuShareError
 from cdk_gpu_share.core.text import format_table
 
@@ -54,7 +55,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_config_argument(parser, required=False, help="platform config (YAML); required for a classic queue")
     parser.add_argument("--job", metavar="ID", help="explain why this waiting job waits, in the terms of the policy")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
-    parser.add_argument("--region", metavar="R", help="AWS region of the queue (default: your AWS configuration)")
+    parser.add_argument("--region", metavar="R", help="AWS region of the queue (default: the queue ARN's, else "
+                        "AWS_REGION, else AWS_DEFAULT_REGION, else your AWS configuration's)")
     parser.set_defaults(func=run_status)
 
 
@@ -111,7 +113,7 @@ def aws_error(exc: Exception, queue: str, region: str | None, actions: tuple[str
             " set AWS_PROFILE to a configured profile (aws configure list-profiles) or unset it"
         )
     if isinstance(exc, bx.NoRegionError):
-        return GpuShareError(f"no AWS region to read {q}; pass --region (such as --region us-east-1) or set AWS_REGION")
+        return no_region(q)
     if isinstance(exc, (bx.EndpointConnectionError, bx.ConnectTimeoutError, bx.ReadTimeoutError)):
         return GpuShareError(f"cannot reach {service}{where} to read {q}: {_one_line(str(exc))}; check --region and the network")
     if isinstance(exc, bx.ParamValidationError):
@@ -160,6 +162,7 @@ def run_status(args: argparse.Namespace) -> int:
     client = None
     actions: tuple[str, ...] | None = None
     try:
+        region = resolve_region(region)  # None: boto3 raises NoRegionError, one line below
         client = make_client(region)
         from cdk_gpu_share.aws import quota_reader
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from cdk_gpu_share.cli._parser import add_config_argument, parse_day
 from cdk_gpu_share.cli._progress import ProgressBar
+from cdk_gpu_share.cli._region import no_region, resolve_region
 from cdk_gpu_share.core.errors import ConfigError, GpuShareError, Problem
 
 __all__ = ["ACTIONS", "SOURCES", "TAIL_DAYS", "add_parser", "make_client", "queues_by_kind", "run_export"]
@@ -50,10 +51,9 @@ def make_client(service: str, region: str | None) -> Any:
 
 
 def default_region() -> str | None:
-    """The region of the user's AWS configuration (tests replace this function)."""
-    import boto3
-
-    return boto3.session.Session().region_name
+    """The region without ``--region`` (:func:`~cdk_gpu_share.cli._region.resolve_region`; tests replace this
+    function)."""
+    return resolve_region()
 
 
 def add_parser(tsub: argparse._SubParsersAction) -> None:
@@ -81,7 +81,8 @@ def add_parser(tsub: argparse._SubParsersAction) -> None:
                         "output)")
     e.add_argument("--prefix", default=DEFAULT_PREFIX, metavar="PREFIX",
                    help=f"the archive's key prefix (default: {DEFAULT_PREFIX})")
-    e.add_argument("--region", metavar="R", help="AWS region of the archive (default: your AWS configuration)")
+    e.add_argument("--region", metavar="R", help="AWS region of the archive (default: AWS_REGION, else "
+                   "AWS_DEFAULT_REGION, else your AWS configuration's)")
     e.add_argument("-o", "--output", metavar="JOBS.csv", help="write the CSV here (default: standard output)")
     e.set_defaults(func=run_export)
 
@@ -137,7 +138,7 @@ def run_export(args: argparse.Namespace) -> int:
     except Exception as exc:  # noqa: BLE001 - an unknown AWS_PROFILE becomes one line
         raise _aws_error(exc, what, None, actions, service) from None
     if not region:
-        raise GpuShareError(f"no AWS region to read {what}; pass --region (such as --region us-east-1) or set AWS_REGION")
+        raise no_region(what)
     end = last + timedelta(days=1)
     start_ms, end_ms = int(start.timestamp() * 1000), int(end.timestamp() * 1000)
     stats = history_reader.ArchiveRead()

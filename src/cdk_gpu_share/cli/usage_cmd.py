@@ -21,6 +21,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from cdk_gpu_share.cli._parser import add_config_argument, parse_day
+from cdk_gpu_share.cli._region import resolve_region
 from cdk_gpu_share.core.errors import ConfigError, Problem
 from cdk_gpu_share.core.text import format_table
 
@@ -58,7 +59,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     out = p.add_mutually_exclusive_group()
     out.add_argument("--csv", action="store_true", help="print CSV, one row per team and day")
     out.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--region", metavar="R", help="AWS region of the metrics (default: your AWS configuration)")
+    p.add_argument("--region", metavar="R", help="AWS region of the metrics (default: AWS_REGION, else "
+                   "AWS_DEFAULT_REGION, else your AWS configuration's)")
     p.set_defaults(func=run_usage)
 
 
@@ -121,15 +123,18 @@ def run_usage(args: argparse.Namespace) -> int:
     end = min((last + timedelta(days=1)).timestamp(), _now() + 60)  # up to the current minute, included
     report: dict[str, Any] = {"from": args.start, "to": args.end, "queues": {}}
     client = None
+    region = args.region
     for queue, (teams, capacity) in queues.items():
         try:
             # Made here, so that a missing region or an unknown profile is one line too.
-            client = client or make_client(args.region)
+            if client is None:
+                region = resolve_region(args.region)  # None: boto3 raises NoRegionError, one line below
+                client = make_client(region)
             series, calls = metrics_reader.read_series(client, queue, teams, start.timestamp(), end)
         except Exception as exc:  # noqa: BLE001 - botocore errors become one line
             from cdk_gpu_share.cli.status_cmd import aws_error
 
-            err = aws_error(exc, queue, args.region, ("cloudwatch:GetMetricData",), what=f"the metrics of queue {queue!r}",
+            err = aws_error(exc, queue, region, ("cloudwatch:GetMetricData",), what=f"the metrics of queue {queue!r}",
                             service="Amazon CloudWatch")
             if err is None:
                 raise
