@@ -91,7 +91,7 @@ def test_plan_lists_each_teams_objectives(files, capsys):
     path, _ = files()
     assert main(["plan", path]) == 0
     out = capsys.readouterr().out
-    assert ("  objectives: team-a guarantee wait p99 <= 0.5 min, no worse than a private cluster of its guarantee;"
+    assert ("  objectives: team-a guarantee wait p99 <= 0.5 min, no worse than a private cluster of its entitlement;"
             " team-b wait p95 <= 62 min, at most 1 stops a day") in out
     assert main(["plan", path, "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)["backends"]["fairshare"]["teams"]

@@ -174,7 +174,7 @@ def test_an_early_refusal_never_refuses_a_candidate_within_its_limits():
     privates = {}
     refused = 0
     for c in every_candidate(space, [4.0]):
-        p = {n: privates.setdefault((n, ch.guarantee), private_ref(study, n, ch.guarantee))
+        p = {n: privates.setdefault(n, private_ref(study, n, study.entitlements[n]))
              for n, ch in zip(space.names, c.choices)}
         full = evaluate(study, c, p)
         for bound in (1.0, 1.5, 3.0):

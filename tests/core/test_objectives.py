@@ -10,6 +10,7 @@ import pytest
 from cdk_gpu_share.core import objectives as obj
 from cdk_gpu_share.core import simulate as sim
 from cdk_gpu_share.core.errors import ConfigError
+from cdk_gpu_share.core.validation import load_json
 
 
 def scenario(teams, capacity, reclaim_after=0):
@@ -217,7 +218,11 @@ def test_targets_are_kept_in_the_order_of_the_keys():
     ({"wait_p95_minutes": "1h"}, "objectives.wait_p95_minutes: must be a number, not a string"),
     ({"wait_p95_minutes": True}, "objectives.wait_p95_minutes: must be a number, not a boolean"),
     ({"no_worse_than_private": "yes"}, "objectives.no_worse_than_private: must be true or false"),
-    ({"wait_p95_minutes": float("nan")}, "objectives.wait_p95_minutes: must be a number, not NaN"),
+    ({"wait_p95_minutes": float("nan")}, "objectives.wait_p95_minutes: is not a number"),
+    (load_json('{"wait_p95_minutes": NaN}', source="s.json"), "objectives.wait_p95_minutes: is not a number (got NaN)"),
+    ({"entitlement": [8]}, "objectives.entitlement: must be a mapping of the guarantee's types to amounts, not a list"),
+    ({"entitlement": {"gpu": -1}}, "objectives.entitlement.gpu: must be 0 or more (got -1)"),
+    ({"entitlement": {"gpu": "8"}}, "objectives.entitlement.gpu: must be a number, not a string"),
     ({"wait_p95_minutes": 1e12}, "objectives.wait_p95_minutes: is too large"),
     ([60], "objectives: must be a mapping of objective to target, not a list"),
 ])
@@ -259,3 +264,73 @@ def test_a_scenario_carries_its_teams_objectives_and_refuses_bad_ones():
     text = str(exc.value)
     assert "teams[0].objectives.wait_p95_minute: unknown key" in text and "did you mean 'wait_p95_minutes'" in text
     assert "guarantees sum to more than capacity" in text  # the planner's problems too, at once
+
+
+# ---------------------------------------------------------------------------
+# Entitlement: what a team was promised, whatever its guarantee
+
+# a has guarantee 0 but was promised 1 GPU; b holds the whole pool from 0 to 10000. a's
+# 1-GPU job at 3570 is within its entitlement, not its guarantee: the planner (which knows
+# only guarantees) lets it wait for b's job to end, 6430 s, and the promise is missed.
+PROMISED = [{"name": "a", "guarantee": {"gpu": 0}, "objectives": {"entitlement": {"gpu": 1}}},
+            {"name": "b", "guarantee": {"gpu": 2}}]
+HOGGED = [("b1", "b", 0, 10000, 2), ("a1", "a", 3570, 100, 1)]
+PROMISE = {"guarantee_wait_p99_minutes": 0.5, "no_worse_than_private": True}
+
+
+def test_an_entitled_job_is_one_within_the_entitlement_not_the_guarantee():
+    sc = scenario(PROMISED, 2)
+    assert sc.entitlement("a") == 1 and sc.entitlement("b") == 2 and sc.guarantee("a") == 0
+    got = verdict(sc, HOGGED, "share+reclaim", PROMISE)
+    assert got["guarantee_wait_p99_minutes"] == {"target": 0.5, "value": 6430 / 60, "met": False}
+    # Against a private cluster of its 1 promised GPU (where it waits 0), less the slack.
+    assert got["no_worse_than_private"] == {"target": True, "value": 6430 - (60 + 0 + 60), "met": False}
+    # Judged against the guarantee instead, the same run would "hold": no job within 0 GPUs.
+    unpromised = scenario([{"name": "a", "guarantee": {"gpu": 0}}, PROMISED[1]], 2)
+    held = verdict(unpromised, HOGGED, "share+reclaim", PROMISE)
+    assert held["guarantee_wait_p99_minutes"]["met"] and held["no_worse_than_private"]["met"]
+    # Given the guarantee it was promised, the planner stops b at the tick: a waits 30 s.
+    kept = scenario([{"name": "a", "guarantee": {"gpu": 1}, "objectives": {"entitlement": {"gpu": 1}}},
+                     {"name": "b", "guarantee": {"gpu": 1}}], 2)
+    assert verdict(kept, HOGGED, "share+reclaim", PROMISE)["guarantee_wait_p99_minutes"]["value"] == 0.5
+
+
+def test_an_entitlement_equal_to_the_guarantee_changes_nothing():
+    rows = [("b1", "b", 0, 5000, 2), ("a1", "a", 100, 100, 1), ("a2", "a", 200, 300, 2)]
+    plain = scenario([{"name": "a", "guarantee": {"gpu": 1}, "objectives": {"wait_p95_minutes": 9}},
+                      {"name": "b", "guarantee": {"gpu": 1}}], 2)
+    promised = scenario([{"name": "a", "guarantee": {"gpu": 1},
+                          "objectives": {"wait_p95_minutes": 9, "entitlement": {"gpu": 1}}},
+                         {"name": "b", "guarantee": {"gpu": 1}}], 2)
+    runs = []
+    for sc in (plain, promised):
+        jobs = sim.trace_from_rows(rows, sc)
+        result = sim.simulate(sc, jobs, "share+reclaim")
+        sim.evaluate_run(sc, jobs, result)
+        result.sim_seconds = 0
+        runs.append(result.to_dict())
+    assert runs[0] == runs[1]
+
+
+@pytest.mark.parametrize(("entitlement", "expected"), [
+    ({"cpu": 4}, "teams[0].objectives.entitlement: is not a guarantee of the same shape (got {'cpu': 4})"),
+    ({"gpu": 1, "cpu": 4}, "teams[0].objectives.entitlement: is not a guarantee of the same shape"),
+    ({"gpu": 3}, "teams[0].objectives.entitlement.gpu: is above the capacity (2 GPUs) (got 3); promise at most"),
+    ({}, "teams[0].objectives.entitlement: is empty"),
+])
+def test_a_scenario_refuses_an_entitlement_that_is_not_a_guarantee_of_its_pool(entitlement, expected):
+    with pytest.raises(ConfigError) as exc:
+        scenario([{"name": "a", "guarantee": {"gpu": 0}, "objectives": {"entitlement": entitlement}},
+                  PROMISED[1]], 2)
+    assert expected in str(exc.value) and len(exc.value.problems) == 1
+
+
+def test_an_entitlement_alone_is_no_objective_and_round_trips():
+    sc = scenario(PROMISED, 2)
+    assert sc.objectives == {} and sc.entitlements == {"a": 1}
+    o = obj.Objectives({"wait_p95_minutes": 5}, entitlement={"ml.g5.xlarge": 2})
+    assert o.to_mapping() == {"wait_p95_minutes": 5, "entitlement": {"ml.g5.xlarge": 2}}
+    assert obj.parse_objectives(o.to_mapping(), "o") == o
+    with pytest.raises(ConfigError) as exc:
+        obj.Objectives(entitlement={"ml.g5.xlarge": -2})
+    assert "Objectives.entitlement.ml.g5.xlarge: must be 0 or more" in str(exc.value)

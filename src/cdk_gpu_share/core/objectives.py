@@ -12,14 +12,23 @@ key                             met when, for the team's jobs in the simulated r
 ``wait_p50_minutes``,           ``wait_pXX_s`` <= 60 * target
 ``wait_p95_minutes``,
 ``wait_p99_minutes``
-``guarantee_wait_p99_minutes``  ``reclaim_wait_p99_s`` <= 60 * target
+``guarantee_wait_p99_minutes``  ``reclaim_wait_p99_s`` <= 60 * target (the team's entitled jobs)
 ``no_worse_than_private``       for p50, p95 and p99: the wait percentile of the team's jobs
-                                that fit its guarantee (gpus <= G) is at most the same
+                                that fit its entitlement (gpus <= E) is at most the same
                                 percentile of the same jobs in a private cluster of exactly
-                                its guarantee, plus a slack (poll + reclaim_after + 60 s)
+                                E, plus a slack (poll + reclaim_after + 60 s)
 ``max_preempted_per_day``       ``preempted`` / D <= target
 ``max_lost_gpu_hours_per_day``  ``lost_gpu_seconds`` / 3600 / D <= target
 ==============================  ===========================================================
+
+A team's **entitlement** E is what it was promised: ``objectives.entitlement`` (the shape of
+its guarantee: ``{"gpu": N}`` in a scenario, whole instances per instance type in the config)
+when given, else its guarantee. The two objectives that speak of a promise are judged against
+E, so that a configuration cannot meet them by lowering the guarantee: the advisor changes
+guarantees, never entitlements. Here the entitlement is read as a mapping of names to
+amounts (:attr:`Objectives.entitlement`); what its names must be (the guarantee's resource or
+instance types) and how large it may be (the capacity) is checked where the guarantee and
+the capacity are known (the scenario's and the config's parsers).
 
 D is the trace's submit span in days, at least 1 (:func:`trace_days`). Targets are
 positive numbers; ``max_preempted_per_day`` and ``max_lost_gpu_hours_per_day`` also take
@@ -31,7 +40,7 @@ positive numbers; ``max_preempted_per_day`` and ``max_lost_gpu_hours_per_day`` a
 figures in a run; :func:`worst_ratio` how far the worst objective of all teams is from
 its target (1 at the boundary, above 1 when missed). This module is pure: the
 simulator's figures come in as mappings (a team's entry of ``simulate --json`` plus the
-waits of its jobs that fit its guarantee, :data:`FIT_WAIT_KEYS`).
+waits of its jobs that fit its entitlement, :data:`FIT_WAIT_KEYS`).
 """
 
 from __future__ import annotations
@@ -44,6 +53,7 @@ from typing import Any
 from cdk_gpu_share.core import validation as V
 
 __all__ = [
+    "ENTITLEMENT_KEY",
     "FIT_WAIT_KEYS",
     "MAX_TARGET",
     "NEVER_STOPPED_KEYS",
@@ -73,6 +83,10 @@ OBJECTIVE_KEYS: tuple[str, ...] = (
     "max_lost_gpu_hours_per_day",
 )
 
+#: The key of ``objectives`` that holds the team's entitlement: not an objective (no target),
+#: the promise two objectives are judged against.
+ENTITLEMENT_KEY = "entitlement"
+
 #: The keys whose target may be 0: the team's work is then never to be stopped by reclaim.
 NEVER_STOPPED_KEYS: tuple[str, ...] = ("max_preempted_per_day", "max_lost_gpu_hours_per_day")
 
@@ -88,7 +102,7 @@ OBJECTIVE_UNITS: Mapping[str, str] = {
 }
 
 #: The percentiles ``no_worse_than_private`` compares, and where a run's figures hold them:
-#: the waits (seconds) of a team's jobs that fit its guarantee.
+#: the waits (seconds) of a team's jobs that fit its entitlement.
 PERCENTILES: tuple[str, ...] = ("p50", "p95", "p99")
 FIT_WAIT_KEYS: Mapping[str, str] = {q: f"fit_wait_{q}_s" for q in PERCENTILES}
 
@@ -109,26 +123,32 @@ _TOL = 1e-9
 @dataclass(frozen=True)
 class Objectives:
     """A team's objectives: ``targets`` maps keys of :data:`OBJECTIVE_KEYS` (in that order)
-    to their targets (numbers; ``no_worse_than_private`` a bool).
+    to their targets (numbers; ``no_worse_than_private`` a bool), and ``entitlement`` is what
+    the team was promised (a mapping such as ``{"ml.g5.xlarge": 2}``; None: its guarantee).
 
     Built from Python, the targets are checked by the same rules as the config's
-    (:func:`read_objectives`); an invalid one raises :class:`ConfigError`. An empty
-    ``Objectives()`` is falsy: no objective.
+    (:func:`read_objectives`); an invalid one raises :class:`ConfigError`. An ``Objectives``
+    without targets is falsy: no objective (an entitlement alone judges nothing).
     """
 
     targets: Mapping[str, float | bool] = field(default_factory=dict)
+    entitlement: Mapping[str, float] | None = None
 
     def __post_init__(self) -> None:
         problems = V.Problems()
-        checked = _read_targets(self.targets, "Objectives", problems.add)
+        raw: object = self.targets
+        if self.entitlement is not None and isinstance(raw, Mapping):
+            raw = {**raw, ENTITLEMENT_KEY: self.entitlement}
+        checked, entitlement = _read_all(raw, "Objectives", problems.add)
         problems.raise_if_any(label="invalid argument")
         object.__setattr__(self, "targets", checked)
+        object.__setattr__(self, "entitlement", entitlement)
 
     def __bool__(self) -> bool:
         return bool(self.targets)
 
     def __hash__(self) -> int:
-        return hash(tuple(self.targets.items()))
+        return hash((tuple(self.targets.items()), tuple((self.entitlement or {}).items())))
 
     @property
     def never_stopped(self) -> bool:
@@ -140,12 +160,48 @@ class Objectives:
     @property
     def needs_private(self) -> bool:
         """True when ``no_worse_than_private`` is set: evaluating it needs the team's run in a
-        private cluster of its guarantee."""
+        private cluster of its entitlement."""
         return self.targets.get("no_worse_than_private") is True
 
-    def to_mapping(self) -> dict[str, float | bool]:
-        """The targets as the config writes them."""
-        return dict(self.targets)
+    def to_mapping(self) -> dict[str, Any]:
+        """The targets, and the entitlement when given, as the config writes them."""
+        out: dict[str, Any] = dict(self.targets)
+        if self.entitlement is not None:
+            out[ENTITLEMENT_KEY] = dict(self.entitlement)
+        return out
+
+
+def _read_all(raw: object, where: str,
+              add: V.AddProblem) -> tuple[dict[str, float | bool], dict[str, float] | None]:
+    """The checked targets and entitlement of ``raw`` (an ``objectives`` mapping)."""
+    targets = _read_targets(raw, where, add)
+    entitlement = None
+    if isinstance(raw, Mapping) and raw.get(ENTITLEMENT_KEY) is not None:
+        entitlement = _read_entitlement(raw[ENTITLEMENT_KEY], V.key(where, ENTITLEMENT_KEY), add)
+    return targets, entitlement
+
+
+def _read_entitlement(raw: object, where: str, add: V.AddProblem) -> dict[str, float] | None:
+    """An entitlement's shape: a mapping of names to amounts of 0 or more. Its names and its
+    size are the scenario's and the config's to check (they know the guarantee and capacity)."""
+    fix = 'write the shape of the guarantee, e.g. {"gpu": 8} in a scenario or {ml.g5.xlarge: 2} in a config'
+    if not isinstance(raw, Mapping) or not raw:
+        add(where, raw, f"must be a mapping of the guarantee's types to amounts, not {V.kind(raw)}"
+            if not isinstance(raw, Mapping) else "is empty", fix)
+        return None
+    out: dict[str, float] = {}
+    for name, value in raw.items():
+        path = V.key(where, name)
+        why = V.number_problem(value)
+        if not isinstance(name, str) or not name:
+            add(path, name, "is not a resource or instance type name", fix)
+        elif why is not None:
+            add(path, value, why, "write a whole number of instances (or GPUs in a scenario), such as 2")
+        elif value < 0:
+            add(path, value, "must be 0 or more", "write the GPUs (or instances) the team was promised")
+        else:
+            out[name] = value
+    return out if len(out) == len(raw) else None
 
 
 def _read_targets(raw: object, where: str, add: V.AddProblem) -> dict[str, float | bool]:
@@ -154,7 +210,7 @@ def _read_targets(raw: object, where: str, add: V.AddProblem) -> dict[str, float
         add(where, raw, f"must be a mapping of objective to target, not {V.kind(raw)}",
             "write e.g. {wait_p95_minutes: 60, max_preempted_per_day: 2}")
         return {}
-    V.unknown_keys(raw, OBJECTIVE_KEYS, where, add)
+    V.unknown_keys(raw, (*OBJECTIVE_KEYS, ENTITLEMENT_KEY), where, add)
     out: dict[str, float | bool] = {}
     for name in OBJECTIVE_KEYS:
         if name not in raw:
@@ -164,7 +220,7 @@ def _read_targets(raw: object, where: str, add: V.AddProblem) -> dict[str, float
             if isinstance(value, bool):
                 out[name] = value
             else:
-                add(path, value, "must be true or false", "write true to compare with a private cluster of the guarantee")
+                add(path, value, "must be true or false", "write true to compare with a private cluster of the entitlement")
             continue
         target = _target(value, path, add, zero_ok=name in NEVER_STOPPED_KEYS)
         if target is not None:
@@ -174,7 +230,7 @@ def _read_targets(raw: object, where: str, add: V.AddProblem) -> dict[str, float
 
 def _target(value: object, path: str, add: V.AddProblem, *, zero_ok: bool) -> float | None:
     """A target: a number above 0 (or 0 for the never-stopped keys), at most :data:`MAX_TARGET`."""
-    why = V.number_problem(value)
+    why = "is not a number" if _is_nan(value) else V.number_problem(value)
     if why is not None:
         add(path, value, why, "write a positive number such as 60")
         return None
@@ -190,6 +246,14 @@ def _target(value: object, path: str, add: V.AddProblem, *, zero_ok: bool) -> fl
     return int(number) if isinstance(value, int) else number
 
 
+def _is_nan(value: object) -> bool:
+    """NaN, whether Python's or read from a file (JSON's ``NaN`` is kept as its text, which
+    would otherwise read as a number too large)."""
+    if isinstance(value, V.OutOfRange):
+        return value.text.strip().lstrip("+-.").lower() == "nan"
+    return isinstance(value, float) and math.isnan(value)
+
+
 def read_objectives(raw: object, where: str, add: V.AddProblem) -> Objectives | None:
     """A team's ``objectives`` read in the config parsers' way: every problem (an unknown
     key with the closest known one, a target that is not a positive number, a wrong type)
@@ -198,13 +262,14 @@ def read_objectives(raw: object, where: str, add: V.AddProblem) -> Objectives | 
     if raw is None:
         return Objectives()
     problems = V.Problems()
-    targets = _read_targets(raw, where, problems.add)
+    targets, entitlement = _read_all(raw, where, problems.add)
     for p in problems.items:
         add(p.field, p.value, p.message, p.fix)
     if problems.items:
         return None
     objectives = object.__new__(Objectives)  # already checked: not a second time
     object.__setattr__(objectives, "targets", targets)
+    object.__setattr__(objectives, "entitlement", entitlement)
     return objectives
 
 
@@ -254,10 +319,10 @@ def evaluate(
 
     ``team_result``: the team's entry of ``simulate --json`` (``wait_pXX_s``,
     ``reclaim_wait_p99_s``, ``preempted``, ``lost_gpu_seconds``), and, for
-    ``no_worse_than_private``, the percentiles of its jobs that fit its guarantee
+    ``no_worse_than_private``, the percentiles of its jobs that fit its entitlement
     (:data:`FIT_WAIT_KEYS`: ``fit_wait_p50_s`` ...). ``days``: :func:`trace_days`.
     ``private_waits``: ``{"p50", "p95", "p99"}``, the same jobs' waits in a private cluster
-    of the guarantee (needed when :attr:`Objectives.needs_private`). ``slack_s``: the
+    of the entitlement (needed when :attr:`Objectives.needs_private`). ``slack_s``: the
     private comparison's allowance, the planner's period + ``reclaim_after_seconds`` + 60.
 
     ``value`` is in the key's unit: minutes for the waits, stops or GPU-hours a day, and
@@ -307,7 +372,7 @@ def _figure(x: float) -> str:
 def target_text(name: str, target: float | bool) -> str:
     """One objective in words, as ``plan`` lists it: ``wait p95 <= 60 min``, ``never stopped``."""
     if name == "no_worse_than_private":
-        return "no worse than a private cluster of its guarantee" if target else "not compared with a private cluster"
+        return "no worse than a private cluster of its entitlement" if target else "not compared with a private cluster"
     if name in _WAIT_FIGURES:
         return f"{_LABELS[name]} <= {_figure(float(target))} min"
     if target == 0:

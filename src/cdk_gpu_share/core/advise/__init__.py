@@ -27,9 +27,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from cdk_gpu_share.core import simulate as sim
-from cdk_gpu_share.core.advise.evaluate import Evaluation, Study
+from cdk_gpu_share.core.advise.evaluate import Evaluation, Study, candidate_scenario
 from cdk_gpu_share.core.advise.search import DEFAULT_BUDGET, Advice, Executor, InProcess, Search
-from cdk_gpu_share.core.advise.space import PERCENTS, Candidate, Space, choice_of, number, scenario_dict
+from cdk_gpu_share.core.advise.space import PERCENTS, Candidate, Space, choice_of, number
 from cdk_gpu_share.core.errors import ConfigError, Problem
 
 __all__ = [
@@ -56,8 +56,10 @@ def study_of(scenario: Mapping[str, Any], jobs: Sequence[sim.Job], *, poll: floa
     each team's objectives (refused here, naming the field, when unknown or not positive)."""
     parsed = sim.parse_scenario(scenario, source="scenario")  # refuses bad objectives, naming them
     objectives = {name: o for name, o in parsed.objectives.items() if o}
+    entitlements = {name: parsed.entitlement(name) for name in parsed.team_names}
     return Study(base=scenario, scenario=parsed, jobs=tuple(jobs), objectives=objectives, mode=mode, poll=poll,
-                 days=sim.trace_days_of(jobs), slack=sim.objective_slack(parsed, poll), source=source)
+                 days=sim.trace_days_of(jobs), slack=sim.objective_slack(parsed, poll), source=source,
+                 entitlements=entitlements)
 
 
 def space_of(study: Study, *, step: float, fleet: str, percents: tuple[int, ...] = PERCENTS) -> Space:
@@ -98,8 +100,10 @@ def advise(study: Study, space: Space, executor: Executor | None = None, *,
 
 
 def advised_scenario(study: Study, candidate: Candidate) -> dict[str, Any]:
-    """The input scenario with the candidate's decisions: what ``-o`` writes for ``--scenario``."""
-    return scenario_dict(study.base, candidate)
+    """The input scenario with the candidate's decisions, and the entitlement of each team whose
+    guarantee it changes: what ``-o`` writes for ``--scenario`` (``simulate`` on it gives the
+    advised figures)."""
+    return candidate_scenario(study, candidate)
 
 
 def _finite(x: float) -> float | None:

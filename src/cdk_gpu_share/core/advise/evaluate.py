@@ -19,10 +19,10 @@ from typing import Any
 
 from cdk_gpu_share.core import objectives as obj
 from cdk_gpu_share.core import simulate as sim
-from cdk_gpu_share.core.advise.space import Candidate, scenario_dict
+from cdk_gpu_share.core.advise.space import Candidate, number, scenario_dict
 from cdk_gpu_share.core.errors import ConfigError
 
-__all__ = ["Evaluation", "Limits", "PrivateRef", "Study", "evaluate", "judge", "meets_alone", "private_ref",
+__all__ = ["Evaluation", "Limits", "PrivateRef", "Study", "candidate_scenario", "evaluate", "judge", "meets_alone", "private_ref",
            "run_task", "wait_limits"]
 
 _TOL = 1e-9
@@ -44,15 +44,33 @@ class Study:
     days: float
     slack: float
     source: str = "trace"
+    #: Each team's entitlement E in GPUs (by name): its ``objectives.entitlement``, else its
+    #: guarantee in the input. Fixed for the whole search: candidates change guarantees only.
+    entitlements: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(t["name"] for t in self.base["teams"])
 
 
+def candidate_scenario(study: Study, candidate: Candidate) -> dict[str, Any]:
+    """The scenario (JSON data) of ``candidate``: the input's with the candidate's decisions, and
+    ``objectives.entitlement`` on each team whose guarantee now differs from its entitlement, so
+    that the team is judged against what it was promised, here and by ``simulate`` on ``-o``."""
+    out = scenario_dict(study.base, candidate)
+    for team, choice in zip(out["teams"], candidate.choices):
+        e = study.entitlements.get(team["name"])
+        objectives = team.get("objectives") or {}
+        if e is None or abs(choice.guarantee - e) <= _TOL or obj.ENTITLEMENT_KEY in objectives:
+            continue
+        team["objectives"] = {**objectives, obj.ENTITLEMENT_KEY: {"gpu": number(e)}}
+    return out
+
+
 @dataclass(frozen=True)
 class PrivateRef:
-    """A team alone in a private cluster of exactly ``guarantee`` GPUs (``static``): the wait
+    """A team alone in a private cluster of exactly ``guarantee`` GPUs (its entitlement,
+    ``static``): the wait
     percentiles of its jobs that fit it (``{"p50", "p95", "p99"}``, seconds), as
     :func:`~cdk_gpu_share.core.simulate.private_fit_waits` measures them."""
 
@@ -124,7 +142,7 @@ def wait_limits(study: Study, candidate: Candidate, bound: float,
     counts: dict[str, list[float]] = {}
     for j in study.jobs:
         counts.setdefault(j.team, []).append(j.gpus)
-    for name, choice in zip(study.names, candidate.choices):
+    for name in study.names:
         objectives = study.objectives.get(name)
         if objectives is None:
             continue
@@ -137,11 +155,11 @@ def wait_limits(study: Study, candidate: Candidate, bound: float,
                 waits.append(sim.WaitLimit(name, 60.0 * target * bound, n - _rank(q, n), label=f"{name}: wait p{q}"))
         if targets.get("no_worse_than_private") and name in private:
             ref = private[name]
-            fitting = sum(1 for g in sizes if g <= choice.guarantee + _TOL)
+            fitting = sum(1 for g in sizes if g <= ref.guarantee + _TOL)  # the jobs that fit its entitlement
             if fitting:
                 for q in _QUANTILES:
                     limit = float(ref.waits[f"p{q}"]) + study.slack + 3600.0 * (bound - 1.0)
-                    waits.append(sim.WaitLimit(name, limit, fitting - _rank(q, fitting), max_gpus=choice.guarantee,
+                    waits.append(sim.WaitLimit(name, limit, fitting - _rank(q, fitting), max_gpus=ref.guarantee,
                                                label=f"{name}: no worse than private p{q}"))
         target = targets.get("max_preempted_per_day")
         if target is not None:
@@ -160,7 +178,7 @@ def _rank(q: int, n: int) -> int:
 def evaluate(study: Study, candidate: Candidate, private: Mapping[str, PrivateRef],
              limits: Limits = Limits()) -> Evaluation:
     """Simulate ``candidate`` and judge it; stop early once it is beyond ``limits``."""
-    scenario = sim.parse_scenario(scenario_dict(study.base, candidate), source="candidate")
+    scenario = sim.parse_scenario(candidate_scenario(study, candidate), source="candidate")
     try:
         sim.check_jobs(scenario, study.jobs, study.mode, source=study.source)
     except ConfigError as exc:

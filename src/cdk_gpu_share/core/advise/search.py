@@ -165,19 +165,20 @@ class Search:
         return out
 
     def _need_privates(self, candidates: Sequence[Candidate]) -> None:
-        """The private references the candidates' teams need and the cache lacks, as one batch."""
-        missing: list[tuple[str, float]] = []
-        for c in candidates:
-            for n, ch, need in zip(self.space.names, c.choices, self.needs_private):
-                if need and (n, ch.guarantee) not in self.private and (n, ch.guarantee) not in missing:
-                    missing.append((n, ch.guarantee))
+        """The private references the candidates' teams need and the cache lacks, as one batch.
+        A team's reference is a private cluster of its entitlement, which no candidate changes:
+        one per team, whatever guarantee a candidate gives it."""
+        if not candidates:
+            return
+        missing = [(n, self.study.entitlements[n]) for n, need in zip(self.space.names, self.needs_private)
+                   if need and (n, self.study.entitlements[n]) not in self.private]
         for key, ref in zip(missing, self._batch([("private", n, g) for n, g in missing])):
             self.private[key] = ref
 
     def _privates(self, c: Candidate) -> dict[str, PrivateRef]:
         self._need_privates([c])
-        return {n: self.private[(n, ch.guarantee)]
-                for n, ch, need in zip(self.space.names, c.choices, self.needs_private) if need}
+        return {n: self.private[(n, self.study.entitlements[n])]
+                for n, need in zip(self.space.names, self.needs_private) if need}
 
     def evaluate(self, candidates: Sequence[Candidate], limits: Limits | None = None) -> list[Evaluation]:
         """The evaluations of ``candidates`` (in their order), from the cache when it answers."""

@@ -48,6 +48,8 @@ class TeamResult:
 
     name: str
     guarantee: float
+    #: E, when the team was promised other than its guarantee (None: E = G).
+    entitlement: float | None = None
     jobs: int = 0
     waits: list[float] = field(default_factory=list)
     reclaim_waits: list[float] = field(default_factory=list)
@@ -56,8 +58,8 @@ class TeamResult:
     preempted: int = 0
     #: GPU-seconds of work the team's jobs threw away when stopped.
     lost_gpu_seconds: float = 0.0
-    #: The waits of the team's jobs that fit its guarantee (gpus <= guarantee), for
-    #: the ``no_worse_than_private`` objective.
+    #: The waits of the team's jobs that fit its entitlement (gpus <= E), for the
+    #: ``no_worse_than_private`` objective.
     fit_waits: list[float] = field(default_factory=list)
 
     def fit_wait_percentiles(self) -> dict[str, float | int]:
@@ -66,7 +68,7 @@ class TeamResult:
 
     def figures(self) -> dict[str, Any]:
         """:meth:`to_dict` and the percentiles of the waits of the jobs that fit the
-        guarantee (``fit_wait_p50_s`` ...): what :func:`cdk_gpu_share.core.objectives.evaluate` reads."""
+        entitlement (``fit_wait_p50_s`` ...): what :func:`cdk_gpu_share.core.objectives.evaluate` reads."""
         fit = self.fit_wait_percentiles()
         return {**self.to_dict(), **{FIT_WAIT_KEYS[q]: fit[q] for q in PERCENTILES}}
 
@@ -222,7 +224,7 @@ class SimResult:
 
 def _tally_jobs(runs: Sequence[Run]) -> tuple[list[JobOutcome], float]:
     """Count each job and its wait into its team's result (a reclaim wait too, when the
-    job was within its guarantee and did not start at once); return the completed jobs'
+    job was entitled, within its entitlement at arrival, and did not start at once); return the completed jobs'
     outcomes, in trace order, and the sum of their waits times their GPUs."""
     outcomes: list[JobOutcome] = []
     wait_gs = 0.0
@@ -234,7 +236,7 @@ def _tally_jobs(runs: Sequence[Run]) -> tuple[list[JobOutcome], float]:
         wait = r.start - r.job.submit_time
         res.waits.append(wait)
         wait_gs += wait * r.g
-        if r.g <= res.guarantee + TOL:
+        if r.g <= (res.guarantee if res.entitlement is None else res.entitlement) + TOL:
             res.fit_waits.append(wait)
         if r.entitled and r.first_start is not None and r.first_start > r.job.submit_time:
             res.reclaim_waits.append(wait)

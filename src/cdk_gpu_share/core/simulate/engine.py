@@ -26,6 +26,7 @@ import heapq
 import math
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from fractions import Fraction
 
 from cdk_gpu_share.core import reclaim
@@ -38,6 +39,7 @@ from cdk_gpu_share.core.simulate.inputs import (
     RECLAIM,
     RESOURCE,
     STATIC,
+    TOL,
     Job,
     Scenario,
     _row_error,
@@ -98,9 +100,14 @@ class _Sim:
         self.watch: Watch | None = None  # limits that end the run early (the advisor's); None: none
         # Exact usage in integers: units of 1/scale GPU (see the module docstring).
         self.scale, self.capq, units = _exact_units(jobs, scenario.capacity)
-        self.results = {t.name: TeamResult(name=t.name, guarantee=float(t.guarantee.get(RESOURCE, 0) or 0))
+        self.results = {t.name: TeamResult(name=t.name, guarantee=float(t.guarantee.get(RESOURCE, 0) or 0),
+                                           entitlement=scenario.entitlements.get(t.name))
                         for t in scenario.teams}
         self.teams = [Team(spec, i, self.results[spec.name]) for i, spec in enumerate(scenario.teams)]
+        for team in self.teams:
+            e = scenario.entitlements.get(team.name)
+            if e is not None and abs(e - team.G) > TOL:  # else its jobs are entitled as they are within G
+                team.entitled_spec = replace(team.spec, guarantee={**team.spec.guarantee, RESOURCE: e})
         by_name = {t.name: t for t in self.teams}
         self.runs = [Run(j, by_name[j.team]) for j in jobs]
         for r, q in zip(self.runs, units):
@@ -361,7 +368,10 @@ class _Sim:
         team = r.t
         r.arrived = True
         self.live[r.job.position] = r
-        r.entitled = self.index.kidx[r.g] <= team.wk  # reclaim.within_guarantee, as wk holds it
+        if team.entitled_spec is None:
+            r.entitled = self.index.kidx[r.g] <= team.wk  # reclaim.within_guarantee, as wk holds it
+        else:  # U(T) + gpus <= E(T): the same rule, with the entitlement in place of the guarantee
+            r.entitled = reclaim.within_guarantee({RESOURCE: r.g}, team.entitled_spec, {RESOURCE: team.U})
         self._push_pending(r)
         if self.watch is not None:
             self.watch.arrived(r)
@@ -495,7 +505,6 @@ def with_victim_order(scenario: Scenario, victim_order: str | None) -> Scenario:
     if victim_order not in reclaim.VICTIM_ORDERS:
         raise ConfigError(Problem(field="--victim-order", value=victim_order, message="is not a victim order",
                                   fix=f"use one of {', '.join(reclaim.VICTIM_ORDERS)}"))
-    from dataclasses import replace
 
     settings = replace(scenario.state.settings, victim_order=victim_order)
     return replace(scenario, state=replace(scenario.state, settings=settings))
@@ -526,7 +535,6 @@ def _numbered(jobs: Sequence[Job], source: str) -> list[Job]:
 
 
 def _replace_position(job: Job, position: int) -> Job:
-    from dataclasses import replace
 
     return replace(job, position=position)
 

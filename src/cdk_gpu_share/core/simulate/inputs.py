@@ -22,7 +22,7 @@ from typing import IO, Any
 
 from cdk_gpu_share.core import instances, reclaim
 from cdk_gpu_share.core.errors import ConfigError, Problem
-from cdk_gpu_share.core.objectives import Objectives, read_objectives
+from cdk_gpu_share.core.objectives import ENTITLEMENT_KEY, Objectives, read_objectives
 from cdk_gpu_share.core.validation import load_json, parse_decimal
 
 __all__ = [
@@ -61,7 +61,8 @@ class Scenario:
 
     ``state`` is the planner's parsed :class:`~cdk_gpu_share.core.reclaim.State`
     with ``now`` 0 and no jobs; ``capacity`` is its ``gpu`` capacity; ``objectives``
-    the teams' objectives (:mod:`cdk_gpu_share.core.objectives`).
+    the teams' objectives (:mod:`cdk_gpu_share.core.objectives`); ``entitlements`` the GPUs
+    of the teams that were promised other than their guarantee (``objectives.entitlement``).
     """
 
     state: Any
@@ -69,6 +70,8 @@ class Scenario:
     source: str = "scenario"
     #: Each team's objectives (its ``objectives`` object), for the teams that carry any.
     objectives: Mapping[str, Objectives] = field(default_factory=dict)
+    #: Each team's ``objectives.entitlement`` in GPUs, for the teams that give one.
+    entitlements: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def teams(self) -> tuple:
@@ -86,6 +89,11 @@ class Scenario:
 
     def guarantee(self, name: str) -> float:
         return float(self.team(name).guarantee.get(RESOURCE, 0) or 0)
+
+    def entitlement(self, name: str) -> float:
+        """E: the GPUs the team was promised (its ``objectives.entitlement``, else its guarantee)."""
+        given = self.entitlements.get(name)
+        return self.guarantee(name) if given is None else given
 
 
 @dataclass(frozen=True)
@@ -138,7 +146,7 @@ def parse_scenario(obj: object, *, source: str = "scenario") -> Scenario:
         state = reclaim.parse_state(state_in)
     except ConfigError as exc:
         problems += exc.problems
-    objectives = _team_objectives(obj.get("teams"), problems)
+    objectives, entitlements = _team_objectives(obj.get("teams"), obj.get("capacity"), problems)
     if problems:
         raise ConfigError(problems, source=source) from None
     cap = state.capacity.get(RESOURCE)
@@ -153,23 +161,50 @@ def parse_scenario(obj: object, *, source: str = "scenario") -> Scenario:
             Problem(field="teams", value=[], message="is empty", fix="declare at least one team"),
             source=source,
         )
-    return Scenario(state=state, capacity=float(cap), source=source, objectives=objectives)
+    return Scenario(state=state, capacity=float(cap), source=source, objectives=objectives,
+                    entitlements=entitlements)
 
 
-def _team_objectives(teams: object, problems: list[Problem]) -> dict[str, Objectives]:
-    """The ``objectives`` of each team object that carries any (the planner ignores the key);
-    their problems are added to ``problems``."""
+def _team_objectives(teams: object, capacity: object,
+                     problems: list[Problem]) -> tuple[dict[str, Objectives], dict[str, float]]:
+    """The ``objectives`` of each team object that carries any (the planner ignores the key)
+    and the entitlements given there; their problems are added to ``problems``."""
     out: dict[str, Objectives] = {}
+    entitlements: dict[str, float] = {}
     if not isinstance(teams, (list, tuple)):
-        return out
+        return out, entitlements
     for i, raw in enumerate(teams):
         if not isinstance(raw, Mapping) or raw.get("objectives") is None:
             continue
-        objectives = read_objectives(raw["objectives"], f"teams[{i}].objectives",
-                                     lambda *p: problems.append(Problem(*p)))
-        if objectives and isinstance(raw.get("name"), str):
+        where = f"teams[{i}].objectives"
+        objectives = read_objectives(raw["objectives"], where, lambda *p: problems.append(Problem(*p)))
+        if objectives is None or not isinstance(raw.get("name"), str):
+            continue
+        if objectives:
             out[raw["name"]] = objectives
-    return out
+        if objectives.entitlement is not None:
+            gpus = _entitlement_gpus(objectives.entitlement, capacity, f"{where}.{ENTITLEMENT_KEY}", problems)
+            if gpus is not None:
+                entitlements[raw["name"]] = gpus
+    return out, entitlements
+
+
+def _entitlement_gpus(entitlement: Mapping[str, float], capacity: object, where: str,
+                      problems: list[Problem]) -> float | None:
+    """The GPUs of a scenario team's entitlement: the guarantee's shape (``{"gpu": N}``), at
+    most the capacity."""
+    if set(entitlement) != {RESOURCE}:
+        problems.append(Problem(field=where, value=dict(entitlement), message="is not a guarantee of the same shape",
+                                fix=f'give the GPUs the team was promised, as its guarantee does: {{"{RESOURCE}": 8}}'))
+        return None
+    gpus = float(entitlement[RESOURCE])
+    cap = capacity.get(RESOURCE) if isinstance(capacity, Mapping) else None
+    if isinstance(cap, (int, float)) and not isinstance(cap, bool) and gpus > float(cap) + TOL:
+        problems.append(Problem(field=f"{where}.{RESOURCE}", value=entitlement[RESOURCE],
+                                message=f"is above the capacity ({_num(float(cap))} GPUs)",
+                                fix="promise at most the whole pool"))
+        return None
+    return gpus
 
 
 def load_scenario(path: str | os.PathLike[str]) -> Scenario:

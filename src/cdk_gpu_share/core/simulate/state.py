@@ -55,7 +55,8 @@ class Team:
     per job size, in the documented dispatch order) and the team's place in the dispatch index."""
 
     __slots__ = ("spec", "name", "idx", "G", "cap", "reserve", "in_team", "Uq", "U", "buckets", "keys",
-                 "npending", "last_t", "result", "ver", "wk", "ck", "ratio", "ticky", "thresholds")
+                 "npending", "last_t", "result", "ver", "wk", "ck", "ratio", "ticky", "thresholds",
+                 "entitled_spec")
 
     def __init__(self, spec: Any, idx: int, result: TeamResult):
         self.spec = spec
@@ -83,4 +84,7 @@ class Team:
         self.ratio = math.inf
         self.ticky = False
         self.thresholds: dict[float, tuple[int, int]] = {}  # U -> (wk, ck): the rules are pure
+        # The team's spec with its entitlement as guarantee, when that differs from its guarantee:
+        # whether a job is entitled (U(T) + gpus <= E(T)) is then asked of it. None: E = G.
+        self.entitled_spec: Any = None
 

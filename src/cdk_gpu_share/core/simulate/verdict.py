@@ -1,8 +1,8 @@
 """A run against the teams' objectives: the private-cluster reference and each objective's verdict.
 
 :func:`private_fit_waits` is the reference ``no_worse_than_private`` compares with: the
-team alone in a private cluster of exactly its guarantee (``static``), its jobs that fit
-that guarantee. :func:`evaluate_run` gives every team's objectives in a finished run
+team alone in a private cluster of exactly its entitlement (``static``), its jobs that fit
+that entitlement. :func:`evaluate_run` gives every team's objectives in a finished run
 (:func:`cdk_gpu_share.core.objectives.evaluate`, the one definition ``simulate`` and
 ``advise`` share).
 """
@@ -23,10 +23,11 @@ __all__ = ["evaluate_run", "objective_slack", "private_fit_waits", "trace_days_o
 
 def private_fit_waits(scenario: Scenario, jobs: Sequence[Job], team: str, guarantee: float | None = None) -> dict[str, float]:
     """``{"p50", "p95", "p99"}``: the wait percentiles (seconds, nearest rank) of ``team``'s
-    jobs that fit its guarantee (gpus <= G), replayed alone in a private cluster of exactly
-    G GPUs (``static``). ``guarantee``: G (default: the team's guarantee in ``scenario``).
-    With no such job (G = 0 among them) every percentile is 0."""
-    g = scenario.guarantee(team) if guarantee is None else float(guarantee)
+    jobs that fit its entitlement (gpus <= E), replayed alone in a private cluster of exactly
+    E GPUs (``static``). ``guarantee``: that size (default: the team's entitlement in
+    ``scenario``, its guarantee unless it was promised another). With no such job (E = 0
+    among them) every percentile is 0."""
+    g = scenario.entitlement(team) if guarantee is None else float(guarantee)
     mine = [j for j in jobs if j.team == team and j.gpus <= g + TOL]
     if not mine:
         return {q: 0 for q in obj.PERCENTILES}
