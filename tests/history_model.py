@@ -111,13 +111,18 @@ def _iso(t: float) -> str:
     return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _seconds(iso: str) -> float:
+    return datetime.strptime(iso, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp()
+
+
 def firehose_objects(events: Sequence[dict], *, config: str = "0123456789ab", buffer_s: int = 300,
-                     compress: bool = True, delimiter: bool = True, stream: str = "gpu-share-history"
-                     ) -> dict[str, bytes]:
-    """key -> body: the events in Firehose's buffers of ``buffer_s`` seconds (by event time)."""
+                     compress: bool = True, delimiter: bool = True, stream: str = "gpu-share-history",
+                     arrivals: Sequence[float] | None = None) -> dict[str, bytes]:
+    """key -> body: the events in Firehose's buffers of ``buffer_s`` seconds, by arrival time
+    (``arrivals``, one per event; default: each event's own time)."""
     groups: dict[int, list[dict]] = {}
-    for e in events:
-        t = datetime.strptime(e["time"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp()
+    for n, e in enumerate(events):
+        t = arrivals[n] if arrivals is not None else _seconds(e["time"])
         groups.setdefault(int(t) // buffer_s, []).append(e)
     out: dict[str, bytes] = {}
     for n, (slot, batch) in enumerate(sorted(groups.items())):
@@ -223,6 +228,77 @@ class FairshareCluster:
                     requeues[pos] = requeues.get(pos, 0) + 1
                     nb = current[pos] = self._new_job(job, f"{job.id}-r{requeues[pos]}", at, b["jobId"])
                     self._event(at, nb)
+
+
+class ServiceJobCluster(FairshareCluster):
+    """The cluster's decisions told as service jobs of a quota-management queue (module docstring)."""
+
+    QUEUE = f"arn:aws:batch:{REGION}:{ACCOUNT}:job-queue/gpu-share-training"
+    INSTANCE_TYPE = "ml.g5.xlarge"  # one GPU: a job of n GPUs asks for n instances
+
+    def _record(self, t: float, kind: str, detail: dict) -> None:
+        self._n += 1
+        arn = f"arn:aws:batch:{REGION}:{ACCOUNT}:service-job/{detail.get('jobId') or detail['preemptedJobArn']}"
+        self.events.append({"version": "0", "id": f"ev-{self._n:08d}", "detail-type": kind, "source": "aws.batch",
+                            "account": ACCOUNT, "time": _iso(t), "region": REGION, "resources": [arn],
+                            "detail": json.loads(json.dumps(detail))})
+
+    def _events(self, jobs: Sequence[Any], log: Iterable[tuple[float, str, int]]) -> None:
+        from cdk_gpu_share.core import history
+
+        state: dict[int, dict] = {}
+        preempted: dict[int, list[dict]] = {}
+        for pos, job in enumerate(jobs):
+            at = self.origin + job.submit_time
+            share = "".join(c for c in job.team if c.isalnum())
+            b = state[pos] = {
+                "jobArn": f"arn:aws:batch:{REGION}:{ACCOUNT}:service-job/{job.id}", "jobId": job.id,
+                "jobName": f"train-{job.id}", "jobQueue": self.QUEUE, "status": "RUNNABLE",
+                "serviceJobType": "SAGEMAKER_TRAINING", "shareIdentifier": share,
+                "schedulingPriority": job.priority, "createdAt": int(round(at * 1000))}
+            self.jobs[job.id] = b
+            self._record(at, history.SERVICE_JOB_TYPE, b)
+            self.events.append(history.details_record(
+                job_id=job.id, queue=self.QUEUE, team=job.team, instances={self.INSTANCE_TYPE: int(job.gpus)},
+                created_ms=b["createdAt"], priority=job.priority, time=_iso(at), account=ACCOUNT, region=REGION))
+        for t, kind, pos in sorted(log, key=lambda e: (e[0], {"end": 0, "stop": 1, "start": 2}[e[1]])):
+            b, at = state[pos], self.origin + t
+            if kind == "start":
+                b["status"], b["startedAt"] = "RUNNING", int(round(at * 1000))
+                b.pop("stoppedAt", None)
+                self._record(at, history.SERVICE_JOB_TYPE, b)
+            elif kind == "stop":
+                arn = b["jobArn"]
+                self._record(at, history.PREEMPTION_TYPES[0], {
+                    "preemptedJobArn": arn, "status": "RUNNING",
+                    "statusReason": "PREEMPTION_IN_PROGRESS: Cross-share preemption triggered"})
+                preempted.setdefault(pos, []).append({"startedAt": b["startedAt"], "stoppedAt": int(round(at * 1000)),
+                                                      "statusReason": "Preempted"})
+                summary = {"preemptedAttemptCount": len(preempted[pos]), "recentPreemptedAttempts": preempted[pos]}
+                b["status"], b["preemptionSummary"] = "RUNNABLE", summary
+                b.pop("startedAt")
+                self._record(at, history.SERVICE_JOB_TYPE, b)
+                self._record(at, history.PREEMPTION_TYPES[1], {"preemptedJobArn": arn, "preemptionSummary": summary})
+            else:
+                b["status"], b["stoppedAt"] = "SUCCEEDED", int(round(at * 1000))
+                b["attempts"] = [{"startedAt": b["startedAt"], "stoppedAt": b["stoppedAt"], "statusReason": "Completed"}]
+                self._record(at, history.SERVICE_JOB_TYPE, b)
+
+
+def redelivered(events: Sequence[dict], *, again_every: int = 5, late_every: int = 11, late_s: float = 86_400.0
+                ) -> tuple[list[dict], list[float]]:
+    """(events, arrival times): every ``again_every``-th event delivered twice, the copy under a new
+    ``id`` ten minutes later; every ``late_every``-th event arriving ``late_s`` after its time."""
+    out: list[dict] = []
+    arrivals: list[float] = []
+    for n, e in enumerate(events):
+        t = _seconds(e["time"])
+        out.append(e)
+        arrivals.append(t + (late_s if n % late_every == late_every - 1 else 0.0))
+        if n % again_every == again_every - 1:
+            out.append({**e, "id": f"again-{e['id']}"})
+            arrivals.append(t + 600.0)
+    return out, arrivals
 
 
 class SageMakerModel:

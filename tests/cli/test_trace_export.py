@@ -22,7 +22,7 @@ from cdk_gpu_share.core import scenario as sc
 from cdk_gpu_share.core import simulate as sim
 from cdk_gpu_share.core.config import load_config
 from cdk_gpu_share.core.trace import sample_jobs, trace_text
-from tests.history_model import FairshareCluster, S3Model, firehose_objects
+from tests.history_model import FairshareCluster, S3Model, ServiceJobCluster, firehose_objects, redelivered
 
 BUCKET = "gpu-share-history-111122223333"
 CONFIG = """\
@@ -43,8 +43,8 @@ def _config(tmp_path):
     return path, load_config(path)
 
 
-def _trace(config, jobs=200, seed=3):
-    teams = [(t["name"], float(t["guarantee"]["gpu"])) for t in sc.scenario_from_config(config, "fairshare")["teams"]]
+def _trace(config, jobs=200, seed=3, backend="fairshare"):
+    teams = [(t["name"], float(t["guarantee"]["gpu"])) for t in sc.scenario_from_config(config, backend)["teams"]]
     return sample_jobs(teams, jobs=jobs, seed=seed, capacity=4)
 
 
@@ -132,6 +132,50 @@ def test_events_delivered_twice_count_once(tmp_path, aws, capsys):
     err = capsys.readouterr().err
     assert code == 0 and "delivered twice" in err
     assert len(_rows(out.read_text())) == len(rows)
+
+
+QUOTA_CONFIG = """\
+platform: {name: gpu-share}
+teams:
+  - {name: team-a, guarantee: {ml.g5.xlarge: 2}}
+  - {name: team-b, guarantee: {ml.g5.xlarge: 1}, checkpoint_seconds: 600}
+  - {name: team-c, guarantee: {ml.g5.xlarge: 1}}
+batch_quota:
+  capacity: {ml.g5.xlarge: 4}
+"""
+
+
+def test_service_jobs_delivered_twice_with_new_ids_and_late_come_back_equal(tmp_path, aws, capsys):
+    """Service jobs preempted by Batch, their preempted runs named only in the preemption summary,
+    a fifth of the events delivered again under a new id and some a day late: every job equal."""
+    import dataclasses
+
+    path = tmp_path / "quota.yaml"
+    path.write_text(QUOTA_CONFIG)
+    config = load_config(path)
+    # A service job takes whole instances of one GPU.
+    rows = [dataclasses.replace(r, gpus=str(max(1, int(float(r.gpus))))) for r in _trace(config, 200, backend="batch_quota")]
+    scenario = sim.parse_scenario(sc.scenario_from_config(config, "batch_quota"))
+    trace = sim.parse_jobs(io.StringIO(trace_text(rows)), scenario)
+    cluster = ServiceJobCluster(ORIGIN)
+    result = cluster.run(scenario, trace, poll_seconds=60)
+    assert result.preemptions > 0, "the trace must make Batch preempt, or the summaries go untested"
+    events, arrivals = redelivered(cluster.events)
+    s3 = S3Model()
+    s3.buckets[BUCKET] = firehose_objects(events, config=history.policy_hash(config), arrivals=arrivals)
+    aws["s3"] = s3.client
+    code, out = _export(path, tmp_path)
+    err = capsys.readouterr().err
+    assert code == 0, err
+    exported = _rows(out.read_text())
+    want = sorted((dict(zip(history.EXPORT_COLUMNS[:6], r.as_row())) for r in rows), key=lambda r: r["job_id"])
+    got = sorted(({k: r[k] for k in history.EXPORT_COLUMNS[:6]} for r in exported), key=lambda r: r["job_id"])
+    assert got == want
+    outcome = {o.id: o for o in result.outcomes}
+    assert {r["job_id"]: int(r["preemptions"]) for r in exported} == {i: o.stops for i, o in outcome.items()}
+    assert all(float(r["wait_s"]) == pytest.approx(outcome[r["job_id"]].final_start - outcome[r["job_id"]].submit_time)
+               for r in exported)
+    assert f"{len(events) - len(cluster.events)} delivered twice" in err
 
 
 def test_unknown_team_is_counted_not_guessed(tmp_path, aws, capsys):

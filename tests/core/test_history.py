@@ -139,3 +139,42 @@ def test_instances_of_a_request():
         {"InstanceType": "ml.p5.48xlarge", "InstanceCount": 1}, {"InstanceType": "ml.p5.48xlarge"}]}}) == {
         "ml.p5.48xlarge": 2}
     assert history.request_instances("not json") == {} and history.request_instances(None) == {}
+
+
+def _preemption(kind, jid, at_s, eid, **detail):
+    arn = f"{QUEUE.split(':job-queue')[0]}:service-job/{jid}"
+    return {"version": "0", "id": eid, "detail-type": kind, "source": "aws.batch", "time": _iso(T0 + at_s * 1000),
+            "detail": {"preemptedJobArn": arn, **detail}}
+
+
+def test_a_duplicate_with_a_new_id_counts_once_for_every_kind_of_event():
+    """Batch's guide: a duplicate is the same job, time and status, whatever its event id."""
+    started = [_preemption(history.PREEMPTION_TYPES[0], "j1", 100, eid, status="RUNNING") for eid in ("p1", "p2")]
+    completed = [_preemption(history.PREEMPTION_TYPES[1], "j1", 101, eid) for eid in ("c1", "c2")]
+    succeeded = [service_event("j1", "SUCCEEDED", 500, started_s=200, stopped_s=500, eid=eid) for eid in ("s1", "s2")]
+    out = _export([details("j1"), *started, *completed, *succeeded, {**details("j1"), "id": "again"}])
+    assert out.jobs[0].preemptions == 1 and out.duplicates == 4 and out.events == 4
+    # The same status at another time is another event.
+    again = _export([details("j1"), *started[:1], _preemption(history.PREEMPTION_TYPES[0], "j1", 150, "p3",
+                                                                status="RUNNING"), *succeeded[:1]])
+    assert again.jobs[0].preemptions == 2 and again.duplicates == 0
+
+
+def test_preempted_runs_named_only_in_the_preemption_summary_count_once():
+    summary = {"preemptedAttemptCount": 2, "recentPreemptedAttempts": [
+        {"startedAt": T0 + 10_000, "stoppedAt": T0 + 100_000, "statusReason": "Preempted"},
+        {"startedAt": T0 + 150_000, "stoppedAt": T0 + 190_000, "statusReason": "Preempted"}]}
+    last = service_event("j1", "SUCCEEDED", 500, started_s=200, stopped_s=500, attempts=[(200, 500)])
+    last["detail"]["preemptionSummary"] = summary
+    lookup = history.Lookup(teams=frozenset({"team-a"}), checkpoint={"team-a": 30.0})
+    out = _export([details("j1"), last], lookup)
+    [job] = out.jobs
+    assert job.preemptions == 2 and job.runs == [(T0 + 10_000, T0 + 100_000), (T0 + 150_000, T0 + 190_000),
+                                                 (T0 + 200_000, T0 + 500_000)]
+    assert job.duration_ms == (90 + 30 + 300) * 1000  # 90 s saved, then 40 s more: 120 s saved at 30 s steps
+    # The completed event's summary and the attempts name one run twice: counted once.
+    both = service_event("j1", "SUCCEEDED", 500, started_s=200, stopped_s=500, attempts=[(10, 100), (200, 500)])
+    done = _preemption(history.PREEMPTION_TYPES[1], "j1", 101, "c1", preemptionSummary={
+        "preemptedAttemptCount": 1, "recentPreemptedAttempts": [{"startedAt": T0 + 10_000, "stoppedAt": T0 + 100_000}]})
+    [job] = _export([details("j1"), done, both], lookup).jobs
+    assert job.preemptions == 1 and len(job.runs) == 2

@@ -1,9 +1,9 @@
 """Read the jobs back for ``gpu-share trace export``: the job archive from S3 (``ListObjectsV2``, paged;
 ``GetObject``), or what AWS Batch or SageMaker still list (:func:`read_batch`, :func:`read_sagemaker`).
 
-Every object under the archive's prefix is considered, whatever its partition: an object whose
-key has a ``YYYY/MM/DD`` partition outside the days asked for is skipped unread, any other is
-read, gzip or not. The records go to :func:`cdk_gpu_share.core.history.reconstruct` with the
+Every object under the archive's prefix is considered (the key layout: docs/history.md, "Object
+keys"): an object whose key has a ``YYYY/MM/DD`` part outside the days asked for is skipped
+unread, any other is read, gzip or not. The records go to :func:`cdk_gpu_share.core.history.reconstruct` with the
 config hash their key names. The caller passes a boto3 ``s3`` client.
 """
 

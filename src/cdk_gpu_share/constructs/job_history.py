@@ -3,8 +3,9 @@
 An EventBridge rule sends AWS Batch's ``Batch Job State Change`` and ``Batch Service Job State
 Change`` events of the platform's queues, and Batch quota management's preemption events, to
 an Amazon Data Firehose delivery stream, which writes them, one JSON object a line
-(``AppendDelimiterToRecord``) and gzip-compressed, to an S3 bucket under
-``events/YYYY/MM/DD/config=<policy hash>/``. A Lambda adds one details record per service job
+(``AppendDelimiterToRecord``) and gzip-compressed, to an S3 bucket, under the keys
+docs/history.md describes ("Object keys"; :data:`ARCHIVE_PREFIX`, the UTC day, the config's
+policy hash). A Lambda adds one details record per service job
 (:mod:`cdk_gpu_share.lambdas.history_details`). Design and costs: docs/history.md.
 
 * **Encryption**: a customer-managed KMS key (rotated yearly), with an S3 bucket key. The key is

@@ -1,12 +1,16 @@
 """The job archive's records, and the jobs they describe: the rules of ``gpu-share trace export``.
 
-The platform's job archive (``history:`` in the config, docs/history.md) keeps every Batch
-job and service-job state-change event of the platform's queues, and the preemption events,
-as EventBridge delivered them: one JSON object a line, in objects Firehose writes under
-``<prefix>config=<hash>/YYYY/MM/DD/``. The ``config=`` part of a key names the config the
-platform stack was deployed with when the object was written (:func:`config_hash`). A service
-job's state-change events carry neither its tags nor its request, so the platform writes one
-more record per service job, :data:`DETAILS_TYPE`, with its team, instance type and count.
+The platform's job archive (``history:`` in the config) keeps every Batch job and service-job
+state-change event of the platform's queues, and the preemption events, as EventBridge
+delivered them. Its key layout, what each part of a key means and who can write to it are
+described once, in docs/history.md ("The archive"); :func:`day_of_key` and
+:func:`config_of_key` read the two parts of a key the export uses. A service job's
+state-change events carry neither its tags nor its request, so the platform writes one more
+record per service job, :data:`DETAILS_TYPE`, with its team, instance type and count.
+
+EventBridge delivers at least once, and a duplicate may come with a new event ``id``: as the
+AWS Batch user guide says, duplicates are recognised by the job, the event's time and the
+job's status (:func:`delivery_key`), for every kind of event.
 
 This module is pure: the caller reads the objects and hands over their text. From the events
 it rebuilds each job the way the simulator sees one (:func:`reconstruct`):
@@ -14,8 +18,10 @@ it rebuilds each job the way the simulator sees one (:func:`reconstruct`):
 * a job is the chain of Batch jobs the reclaimer requeued (``gpu-share:requeued-from``),
   under the id of the first; its ``submit_time`` is that first job's ``createdAt`` (Batch
   sends no event for a submission; every later event carries ``createdAt``);
-* its runs are the attempts of every job of the chain (``startedAt`` to ``stoppedAt``); a run
-  the reclaimer stopped, or Batch preempted, is a preemption;
+* its runs are the attempts of every job of the chain (``startedAt`` to ``stoppedAt``), from
+  ``attempts`` and from a service job's ``preemptionSummary.recentPreemptedAttempts`` (one
+  run per start time, whichever lists it); a run the reclaimer stopped, or Batch preempted,
+  is a preemption;
 * ``duration_s`` is the work the job needed: its last run plus what its earlier runs saved at
   their checkpoints (the simulator's own rule: progress is saved every ``checkpoint_seconds``
   of running time; none, the job restarted from zero);
@@ -59,6 +65,7 @@ __all__ = [
     "config_hash",
     "config_of_key",
     "day_of_key",
+    "delivery_key",
     "details_record",
     "event_of",
     "service_job_details",
@@ -275,8 +282,10 @@ class _Track:
     reason: str = ""
     started_ms: int | None = None
     stopped_ms: int | None = None
-    attempts: list[tuple[int, int, str]] = field(default_factory=list)
-    preemptions: int = 0  # Batch's preemption events of the job
+    #: start time (ms) -> (start, stop, status reason) of each attempt seen
+    attempts: dict[int, tuple[int, int, str]] = field(default_factory=dict)
+    preemptions: int = 0  # Batch's Preemption Started events of the job
+    preempted_count: int = 0  # the largest preemptionSummary.preemptedAttemptCount seen
     details: dict[str, Any] = field(default_factory=dict)
 
 
@@ -325,23 +334,40 @@ def _merge(track: _Track, event: Mapping[str, Any], detail: Mapping[str, Any]) -
         track.reason = str(detail.get("statusReason") or "")
         track.started_ms = _ms(detail.get("startedAt")) if status in ("RUNNING", *TERMINAL) else track.started_ms
         track.stopped_ms = _ms(detail.get("stoppedAt")) if status in TERMINAL else None
-    attempts = detail.get("attempts")
-    if isinstance(attempts, list):
-        runs = []
-        for a in attempts:
-            if not isinstance(a, Mapping):
-                continue
-            start = _ms(a.get("startedAt") if "startedAt" in a else (a.get("container") or {}).get("startedAt"))
-            stop = _ms(a.get("stoppedAt") if "stoppedAt" in a else (a.get("container") or {}).get("stoppedAt"))
-            if start is not None and stop is not None:
-                runs.append((start, stop, str(a.get("statusReason") or "")))
-        if len(runs) >= len(track.attempts):
-            track.attempts = runs
+    _add_attempts(track, detail.get("attempts"))
+    _merge_preempted(track, detail)
+
+
+def _merge_preempted(track: _Track, detail: Mapping[str, Any]) -> None:
+    """A service job's preempted runs and their count, from its ``preemptionSummary`` (state-change
+    and Preemption Completed events, ``DescribeServiceJob``)."""
+    summary = detail.get("preemptionSummary")
+    if not isinstance(summary, Mapping):
+        return
+    _add_attempts(track, summary.get("recentPreemptedAttempts"))
+    count = summary.get("preemptedAttemptCount")
+    if isinstance(count, int) and not isinstance(count, bool):
+        track.preempted_count = max(track.preempted_count, count)
+
+
+def _add_attempts(track: _Track, attempts: Any) -> None:
+    """Fold a list of attempts into the track's runs: one run per start time, whichever event or
+    list names it (``attempts`` and ``recentPreemptedAttempts`` may name the same run)."""
+    if not isinstance(attempts, list):
+        return
+    for a in attempts:
+        if not isinstance(a, Mapping):
+            continue
+        container = a.get("container") if isinstance(a.get("container"), Mapping) else {}
+        start = _ms(a.get("startedAt") if "startedAt" in a else container.get("startedAt"))
+        stop = _ms(a.get("stoppedAt") if "stoppedAt" in a else container.get("stoppedAt"))
+        if start is not None and stop is not None:
+            track.attempts.setdefault(start, (start, stop, str(a.get("statusReason") or "")))
 
 
 def _runs(track: _Track) -> list[tuple[int, int, str]]:
     """The job's runs (start, stop, reason), in time order: its attempts, and its last run."""
-    runs = {start: (start, stop, why) for start, stop, why in track.attempts}
+    runs = dict(track.attempts)
     if track.status in TERMINAL and track.started_ms is not None and track.stopped_ms is not None:
         runs[track.started_ms] = (track.started_ms, track.stopped_ms, track.reason)
     # A start after the stop is no run (a job stopped while starting keeps no start of its own).
@@ -359,31 +385,47 @@ def _saved(runs: Sequence[tuple[int, int]], interval_ms: int) -> int:
     return saved
 
 
+def _job_id(detail: Mapping[str, Any]) -> str:
+    """The Batch job id of an event's detail (a preemption event names its job by ARN only)."""
+    return str(detail.get("jobId") or str(detail.get("preemptedJobArn") or "").rsplit("/", 1)[-1])
+
+
+def delivery_key(record: Mapping[str, Any]) -> tuple[str, str, str, str]:
+    """What makes an archived event one event, whatever its ``id``: its kind, its job, its time and
+    the job's status (the AWS Batch user guide's rule for duplicates of its event stream). The
+    platform's details record is one per job whatever its time."""
+    kind = str(record.get("detail-type") or "")
+    detail = record.get("detail")
+    detail = detail if isinstance(detail, Mapping) else {}
+    if kind == DETAILS_TYPE:
+        return kind, _job_id(detail), "", ""
+    return kind, _job_id(detail), str(record.get("time") or ""), str(detail.get("status") or "")
+
+
 def reconstruct(records: Iterable[tuple[str | None, Any]], lookup: Lookup, *, start_ms: int, end_ms: int) -> Export:
     """The jobs submitted in ``[start_ms, end_ms)`` that ended, from the archive's records.
 
     ``records``: (the config hash of the object it came from, or None; the record). Records the
-    archive does not keep are ignored; an event seen twice (its ``id``) counts once.
+    archive does not keep are ignored; an event delivered twice (:func:`delivery_key`) counts once.
     """
     out = Export()
     tracks: dict[str, _Track] = {}
-    seen: set[str] = set()
+    seen: set[tuple[str, str, str, str]] = set()
     for config, record in records:
         if not is_archive_event(record):
             continue
-        eid = str(record.get("id") or "")
-        if eid and eid in seen:
+        key = delivery_key(record)
+        if key in seen:
             out.duplicates += 1
             continue
-        if eid:
-            seen.add(eid)
+        seen.add(key)
         out.events += 1
         at = _event_ms(record)
         if config is not None and at >= 0:
             first, last = out.configs.get(config, (at, at))
             out.configs[config] = (min(first, at), max(last, at))
         detail = record["detail"]
-        jid = str(detail.get("jobId") or str(detail.get("preemptedJobArn") or "").rsplit("/", 1)[-1])
+        jid = key[1]
         if not jid:
             continue
         kind = record["detail-type"]
@@ -397,6 +439,7 @@ def reconstruct(records: Iterable[tuple[str | None, Any]], lookup: Lookup, *, st
             track.service = True
             if kind == PREEMPTION_TYPES[0]:  # Started: one per preemption (Completed follows it)
                 track.preemptions += 1
+            _merge_preempted(track, detail)
         else:
             track.service = track.service or kind == SERVICE_JOB_TYPE
             _merge(track, record, detail)
@@ -468,10 +511,10 @@ def _add_job(out: Export, chain: list[_Track], lookup: Lookup, start_ms: int, en
     final_start, final_stop = runs[-1][0], runs[-1][1]
     duration = _saved(earlier, int(round(interval * 1000))) + (final_stop - final_start)
     # The reclaimer's stops are the links of the chain; Batch's own preemptions of a service
-    # job are its runs before the last (or its preemption events, if more were seen).
+    # job are its runs before the last (or its preemption events or summary's count, if more).
     preemptions = len(chain) - 1
     if root.service:
-        preemptions = max(len(runs) - 1, root.preemptions)
+        preemptions = max(len(runs) - 1, root.preemptions, root.preempted_count)
     out.jobs.append(ArchivedJob(job_id=root.job_id, team=team, submit_ms=root.created_ms, duration_ms=duration,
                                 gpus=gpus, priority=priority, checkpoint_seconds=checkpoint,
                                 final_start_ms=final_start, preemptions=preemptions,
