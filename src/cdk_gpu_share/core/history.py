@@ -358,7 +358,8 @@ def _add_attempts(track: _Track, attempts: Any) -> None:
     for a in attempts:
         if not isinstance(a, Mapping):
             continue
-        container = a.get("container") if isinstance(a.get("container"), Mapping) else {}
+        container = a.get("container")
+        container = container if isinstance(container, Mapping) else {}
         start = _ms(a.get("startedAt") if "startedAt" in a else container.get("startedAt"))
         stop = _ms(a.get("stoppedAt") if "stoppedAt" in a else container.get("stoppedAt"))
         if start is not None and stop is not None:
