@@ -356,3 +356,29 @@ hyperpod:
 batch_quota:
   capacity: {ml.g5.xlarge: 3}
 """
+
+
+# ---------------------------------------------------------------------------
+# The organisation's tree
+
+
+def group(name, gpu=None, *, parent=None, limit=None):
+    """A group of the planner's input: its pool of ``gpu`` GPUs, its ``parent`` and borrow ``limit``."""
+    out: dict = {"name": name}
+    if parent is not None:
+        out["parent"] = parent
+    if gpu is not None:
+        out["guarantee"] = {"gpu": gpu}
+    if limit is not None:
+        out["borrow_limit"] = {"gpu": limit}
+    return out
+
+
+def organisation(groups, teams, *, capacity=8):
+    """A platform config on the fair-share fleet (1-GPU g5.xlarge) with ``groups`` and
+    ``teams`` given as ``(name, instances, group)``."""
+    return {
+        "fairshare": {"capacity": {"g5.xlarge": capacity}},
+        "groups": groups,
+        "teams": [{"name": n, "guarantee": {"g5.xlarge": g}, **({"group": p} if p else {})} for n, g, p in teams],
+    }

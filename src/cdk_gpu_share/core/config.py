@@ -25,6 +25,9 @@ Schema (see ``platform.yaml`` and ``examples/`` for complete files)::
         objectives:                   # what its jobs need: simulate and advise check them, alarms use them
           wait_p95_minutes: 60
           guarantee_wait_p99_minutes: 10
+        group: research               # its group in the organisation's tree (optional: a root team)
+    groups:                           # the tree: each group's pool and its subtree's borrow limit
+      - {name: research, guarantee: {ml.g5.xlarge: 1}, borrow_limit: {ml.g5.xlarge: 2}}
     batch_quota:                      # AWS Batch quota management (SageMaker Training)
       capacity: {ml.g5.xlarge: 3}
     hyperpod:                         # SageMaker HyperPod task governance
@@ -57,8 +60,8 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cdk_gpu_share.core import hierarchy, instances
 from cdk_gpu_share.core import hyperpod_schema as hp
-from cdk_gpu_share.core import instances
 from cdk_gpu_share.core import validation as V
 from cdk_gpu_share.core.errors import ConfigError, Problem
 from cdk_gpu_share.core.objectives import Objectives, never_stopped_conflict, read_objectives
@@ -245,6 +248,8 @@ class TeamConfig:
     #: What the team's jobs need (:mod:`cdk_gpu_share.core.objectives`): read by ``simulate``,
     #: ``advise``, ``plan`` and the deployed wait alarms. A mapping is read as the YAML's.
     objectives: Objectives = field(default_factory=Objectives)
+    #: The team's group in the organisation's tree (:class:`GroupConfig`); None: a root team.
+    group: str | None = None
 
     def __post_init__(self) -> None:
         # The Python API takes the YAML's shorthand (guarantee={"ml.g5.xlarge": 2},
@@ -270,6 +275,9 @@ class TeamConfig:
                 V.read_int(value, f"{where}.{name}", problems.add, minimum=lo, maximum=hi)
         if not isinstance(self.description, str):
             problems.add(f"{where}.description", self.description, "must be a string", 'pass description="..."')
+        if self.group is not None and not isinstance(self.group, str):
+            problems.add(f"{where}.group", self.group, "must be a group's name or None",
+                         'pass group="research", or None for a root team')
         if not isinstance(self.assumed_by, (tuple, list)):
             problems.add(f"{where}.assumed_by", self.assumed_by, "must be a tuple of IAM role or user ARNs",
                          'pass assumed_by=("arn:aws:iam::111122223333:role/team-a-ci",)')
@@ -337,6 +345,42 @@ def _python_amounts(value: Any, where: str, problems: V.Problems) -> dict[str, A
             for p in exc.problems:
                 problems.add(p.field.replace("Amount", path, 1), p.value, p.message, p.fix)
     return out
+
+
+#: A group's name: a DNS-1123 label (it names a Kueue Cohort).
+GROUP_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
+GROUP_NAME_FIX = "use up to 63 lower-case letters, digits and hyphens, starting and ending with a letter or digit"
+
+
+@dataclass(frozen=True)
+class GroupConfig:
+    """A group of the organisation's tree: a division that holds teams and other groups.
+
+    ``guarantee`` is the group's own pool (whole instances per type, lent like a team's
+    idle guarantee), on top of what its teams guarantee; ``borrow_limit`` the most its
+    whole subtree may use beyond its quota Q (None, or a type left out: unlimited).
+    ``parent`` is another group (None: a root). A team joins a group with
+    ``TeamConfig(group=...)``. The tree's rules (:mod:`cdk_gpu_share.core.hierarchy`)
+    are checked with the whole config.
+    """
+
+    name: str
+    parent: str | None = None
+    guarantee: Mapping[str, Amount] = field(default_factory=dict)
+    borrow_limit: Mapping[str, Amount] | None = None
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        where = f"GroupConfig({self.name!r})" if isinstance(self.name, str) else "GroupConfig"
+        problems = _Problems()
+        object.__setattr__(self, "guarantee", _python_amounts(self.guarantee or {}, f"{where}.guarantee", problems))
+        if self.borrow_limit is not None:
+            object.__setattr__(self, "borrow_limit",
+                               _python_amounts(self.borrow_limit, f"{where}.borrow_limit", problems))
+        if not problems.items:
+            # The YAML's rules, through the parser's own reader of a group.
+            _group_fields(group_mapping(self), where, problems)
+        problems.raise_if_any(label="invalid argument")
 
 
 @dataclass(frozen=True)
@@ -476,6 +520,8 @@ class PlatformConfig:
     #: The sections of backends registered besides the built-in three, by key
     #: (:func:`cdk_gpu_share.core.backends.register`).
     other_backends: Mapping[str, Any] = field(default_factory=dict)
+    #: The organisation's tree of quotas (:class:`GroupConfig`); empty: every team is a root.
+    groups: tuple[GroupConfig, ...] = ()
 
     def team(self, name: str) -> TeamConfig:
         """The team named ``name`` (``KeyError`` when there is none)."""
@@ -693,6 +739,7 @@ _TEAM_KEYS = {
     "preemption_retries",
     "description",
     "objectives",
+    "group",
     # authorization (_team_authorization)
     "max_priority",
     "assumed_by",
@@ -809,11 +856,138 @@ def _team_fields(data: Mapping[str, Any], where: str, problems: _Problems, *, gu
         "preemption_retries": ints["preemption_retries"],
         "description": description,
         "objectives": read_objectives(data.get("objectives"), f"{where}.objectives", problems.add) or Objectives(),
+        "group": _str(data["group"], f"{where}.group", problems, fix="write the name of a group of groups:")
+        if data.get("group") is not None else None,
     }
 
 
 
 
+
+
+# -- the organisation's tree of quotas (``groups:``). Its shape's rules are core/hierarchy.py's.
+
+_GROUP_KEYS = {"name", "parent", "guarantee", "borrow_limit", "description"}
+
+
+def _whole_instances(raw: Any, where: str, problems: _Problems) -> dict[str, Amount]:
+    """A group's pool or borrow limit: whole instances per instance type."""
+    out: dict[str, Amount] = {}
+    for it, count in (_mapping(raw, where, problems) or {}).items():
+        n = _int(count, f"{where}.{it}", problems, minimum=0,
+                 fix="write a whole number of instances, such as 2 (a group's pool is whole instances)")
+        if n is not None:
+            out[str(it)] = Amount(instances=n)
+    return out
+
+
+def _group_fields(data: Mapping[str, Any], where: str, problems: _Problems) -> dict[str, Any]:
+    """Every field of one group, read and checked (YAML and :class:`GroupConfig` alike)."""
+    _check_keys(data, _GROUP_KEYS, where, problems)
+    name = _str(data.get("name"), f"{where}.name", problems, GROUP_NAME_PATTERN, GROUP_NAME_FIX)
+    parent = None
+    if data.get("parent") is not None:
+        parent = _str(data["parent"], f"{where}.parent", problems, fix="write the name of another group")
+    description = data.get("description", "")
+    if not isinstance(description, str) or len(description) > 1024:
+        problems.add(f"{where}.description", description, "must be a string of at most 1024 characters",
+                     "quote it and shorten it")
+        description = ""
+    return {
+        "name": name,
+        "parent": parent,
+        "guarantee": _whole_instances(data.get("guarantee"), f"{where}.guarantee", problems),
+        "borrow_limit": None if data.get("borrow_limit") is None
+        else _whole_instances(data["borrow_limit"], f"{where}.borrow_limit", problems),
+        "description": description,
+    }
+
+
+def _read_groups(data: Mapping, teams: list[TeamConfig], paths: Mapping[str, str],
+                 problems: _Problems) -> list[GroupConfig]:
+    """The ``groups`` list, and the tree's shape checked with the teams' ``group``."""
+    raw = data.get("groups")
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        problems.add("groups", raw, f"must be a list of groups, not {V.kind(raw)}",
+                     "write groups: [{name: research}] or leave it out")
+        return []
+    groups: list[GroupConfig] = []
+    shape: list[tuple[str, str, object]] = []
+    seen: dict[str, int] = {}
+    for i, entry in enumerate(raw):
+        where = V.item("groups", i)
+        item = _mapping(entry, where, problems, required=True)
+        if item is None:
+            continue
+        if isinstance(item.get("name"), str):
+            where = V.item("groups", i, item["name"])
+        fields = _group_fields(item, where, problems)
+        name = fields["name"]
+        if name is None:
+            continue
+        if name in seen:
+            problems.add(f"{where}.name", name, f"duplicates the name of groups[{seen[name]}]",
+                         "give every group a unique name")
+            continue
+        seen[name] = i
+        groups.append(GroupConfig.__new__(GroupConfig))
+        for key, value in fields.items():
+            object.__setattr__(groups[-1], key, value)
+        shape.append((where, name, fields["parent"]))
+    members = [(paths.get(t.name, t.name), t.name, t.group) for t in teams]
+    hierarchy.structure_problems(shape, members, problems.add)
+    return groups
+
+
+def group_mapping(group: GroupConfig) -> dict[str, object]:
+    """``group`` as an entry of the config file's ``groups`` list."""
+    out: dict[str, object] = {"name": group.name}
+    optional = {
+        "parent": group.parent,
+        "guarantee": _amounts_mapping(group.guarantee) or None,
+        "borrow_limit": _amounts_mapping(group.borrow_limit) if group.borrow_limit is not None else None,
+        "description": group.description or None,
+    }
+    out.update({k: v for k, v in optional.items() if v is not None})
+    return out
+
+
+def group_tree(config: PlatformConfig, backend: str | None = None) -> hierarchy.Tree:
+    """The tree of ``config`` in whole instances per instance type (Q and B of each node).
+
+    With ``backend``, only its teams and instance types: a team that takes no part keeps
+    no quota there, and a group pool on another backend's types counts 0. Amounts other than
+    whole instances (HyperPod's accelerators, vCPU, MIG) count as the GPUs they stand for
+    divided by the type's GPUs: :func:`cdk_gpu_share.core.organisation.node_quotas` gives
+    the same tree in GPUs.
+    """
+    section = config.backend(backend) if backend is not None else None
+    teams = config.teams if section is None else config.teams_for(backend or "")
+
+    def wanted(it: str) -> bool:
+        return section is None or it in section.capacity
+
+    def instances_of(amounts: Mapping[str, Amount]) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for it, a in amounts.items():
+            if not wanted(it):
+                continue
+            info = instances.lookup(it)
+            gpus = a.gpus(it)
+            out[it] = float(a.instances or 0) if a.is_instances_only else (
+                gpus / info.gpus if gpus is not None and info is not None and info.gpus else float(a.instances or 0))
+        return out
+
+    return hierarchy.Tree(
+        [hierarchy.GroupSpec(g.name, g.parent, instances_of(g.guarantee),
+                             None if g.borrow_limit is None else instances_of(g.borrow_limit))
+         for g in config.groups],
+        [(t.name, t.group) for t in teams],
+        {t.name: instances_of(t.guarantee) for t in teams},
+        reserve=[t.name for t in teams if t.sharing is Sharing.RESERVE],
+    )
 
 
 # -- who may act as a team, and how far. Self-contained: new fields only.
@@ -987,9 +1161,11 @@ def _check_backend(
     paths: Mapping[str, str] | None = None,
     refused: frozenset[str] = frozenset(),
     platform: str = "gpu-share",
+    groups: Sequence[GroupConfig] = (),
 ) -> None:
-    """Rules that need both the teams and one backend section: the guarantees fit the
-    capacity, then the backend's own rules (:attr:`~cdk_gpu_share.core.backends.BackendSpec.rules`).
+    """Rules that need both the teams and one backend section: the guarantees (and the groups'
+    pools) fit the capacity, then the backend's own rules
+    (:attr:`~cdk_gpu_share.core.backends.BackendSpec.rules`).
 
     ``refused``: team names already refused by :func:`team_name_problems` (reported once).
     """
@@ -997,7 +1173,7 @@ def _check_backend(
 
     members = [t for t in teams if t.guarantee_for(section.capacity)]
     for it, count in section.capacity.items():
-        _guarantees_fit(backend, it, count, members, problems)
+        _guarantees_fit(backend, it, count, members, problems, [g.guarantee.get(it) for g in groups])
     check = backends.SectionCheck(backend, section, teams, members, _team_paths(teams, paths), platform, refused)
     for rule in backends.spec(backend).rules:
         problems.items.extend(rule(check))
@@ -1016,13 +1192,15 @@ def _capacity_limits(it: str, count: int) -> dict[str, float]:
             "memory_gib": count * info.memory_gib, "mig slices": count * info.gpus * instances.MIG_COMPUTE_SLICES}
 
 
-def _guarantees_fit(backend: str, it: str, count: int, members: list[TeamConfig], problems: _Problems) -> None:
-    """The teams' guarantees of ``it`` sum, per resource kind some team names, to at most the capacity."""
+def _guarantees_fit(backend: str, it: str, count: int, members: list[TeamConfig], problems: _Problems,
+                    pools: Sequence[Amount | None] = ()) -> None:
+    """The teams' guarantees of ``it`` and the groups' ``pools`` of it sum, per resource kind some
+    team names, to at most the capacity."""
     info = instances.lookup(it)
     totals = dict.fromkeys(_KINDS, 0.0)
     given = {"instances"}  # the kinds some team guarantees explicitly: the ones to check
-    for team in members:
-        a = team.guarantee.get(it)
+    pooled = [a for a in pools if a is not None and a.instances]
+    for a in [team.guarantee.get(it) for team in members] + pooled:
         if a is None:
             continue
         given.update(k for k in ("accelerators", "vcpu", "memory_gib") if getattr(a, k) is not None)
@@ -1041,14 +1219,15 @@ def _guarantees_fit(backend: str, it: str, count: int, members: list[TeamConfig]
             totals["mig slices"] += (instances.mig_slices(a.mig) if a.mig
                                      else whole * info.gpus * instances.MIG_COMPUTE_SLICES)
     limits = _capacity_limits(it, count)
+    pools_too = " and the groups' pools" if pooled else ""
     for dim, total in totals.items():
         if dim in given and dim in limits and total > limits[dim] + 1e-9:
             problems.add(
                 f"{backend}.capacity.{it}",
                 count,
-                f"the teams' guarantees sum to {total:g} {dim} of {it}, above the {limits[dim]:g} the capacity"
-                " declares",
-                f"raise {backend}.capacity.{it} or lower the teams' guarantees",
+                f"the teams' guarantees{pools_too} sum to {total:g} {dim} of {it}, above the {limits[dim]:g} the"
+                " capacity declares",
+                f"raise {backend}.capacity.{it} or lower the teams' guarantees{pools_too}",
             )
 
 
@@ -1092,6 +1271,7 @@ def _read_config(
     # Inference-only platforms have teams (for endpoint ownership) without guarantees.
     guarantee_required = any(data.get(k) is not None for k in backends.keys())
     teams, paths, refused = _read_teams(data, name, problems, owned=owned, guarantee_required=guarantee_required)
+    groups = _read_groups(data, teams, paths, problems)
 
     sections = {spec.key: spec.parse(data.get(spec.key), problems) for spec in backends.registered()}
     if not any(sections.values()) and "inference" not in data and owned is None:
@@ -1099,21 +1279,22 @@ def _read_config(
                      f"add one of {', '.join(sections)} (`gpu-share init --backend NAME` writes one)")
     _one_fleet_per_type(sections, problems)
     _guarantees_declared(data, sections, teams, paths, problems, owned)
+    _pools_declared(sections, groups, problems)
     for backend, section in sections.items():
         if section is not None:
-            _check_backend(backend, section, teams, problems, paths, frozenset(refused), name)
+            _check_backend(backend, section, teams, problems, paths, frozenset(refused), name, groups)
 
     extras = _extra_sections(data, teams, problems)
     builtin = {key: sections.pop(key) for key in _BUILTIN_SECTIONS}
     return PlatformConfig(name=name, teams=tuple(teams), **builtin, other_backends=sections,
                           inference=extras.get("inference"), source=source, alerts=extras.get("alerts"),
-                          security=extras.get("security"), history=extras.get("history"))
+                          security=extras.get("security"), history=extras.get("history"), groups=tuple(groups))
 
 
 def _top_keys() -> set[str]:
     from cdk_gpu_share.core import backends
 
-    return {"platform", "teams", *backends.keys(), *EXTRA_SECTIONS}
+    return {"platform", "teams", "groups", *backends.keys(), *EXTRA_SECTIONS}
 
 
 def _platform_name(data: Mapping, problems: _Problems) -> str:
@@ -1193,6 +1374,18 @@ def _guarantees_declared(
                              f"add it to the capacity of {where}")
 
 
+def _pools_declared(sections: Mapping[str, Any], groups: list[GroupConfig], problems: _Problems) -> None:
+    """Every instance type a group's pool or borrow limit names is declared by some backend."""
+    declared = {it for s in sections.values() if s is not None for it in s.capacity}
+    for i, group in enumerate(groups):
+        for what, amounts in (("guarantee", group.guarantee), ("borrow_limit", group.borrow_limit or {})):
+            for it in amounts:
+                if it not in declared:
+                    problems.add(V.key(f"{V.item('groups', i, group.name)}.{what}", it), it,
+                                 "names an instance type that no backend declares in its capacity",
+                                 "use a type of a backend's capacity, or add it there")
+
+
 def _extra_sections(data: Mapping, teams: list[TeamConfig], problems: _Problems) -> dict[str, Any]:
     """The sections other modules own (:data:`EXTRA_SECTIONS`), each read by its own parser."""
     extras: dict[str, Any] = {}
@@ -1268,6 +1461,7 @@ def team_mapping(team: TeamConfig) -> dict[str, object]:
         "principal_tag": None if team.principal_tag == DEFAULT_PRINCIPAL_TAG else team.principal_tag,
         "objectives": (team.objectives.to_mapping() or None) if isinstance(team.objectives, Objectives)
         else team.objectives,
+        "group": team.group,
     }
     out.update({k: v for k, v in optional.items() if v is not None})
     return out
@@ -1325,6 +1519,8 @@ EXTRA_MAPPINGS: dict[str, str] = {
 def config_mapping(config: PlatformConfig) -> dict[str, object]:
     """``config`` as the mapping a config file holds (:func:`parse_config` reads it back)."""
     raw: dict[str, object] = {"platform": {"name": config.name}, "teams": _team_list(config.teams)}
+    if config.groups:
+        raw["groups"] = [group_mapping(g) if isinstance(g, GroupConfig) else g for g in config.groups]
     from cdk_gpu_share.core import backends
 
     for spec in backends.registered():

@@ -35,6 +35,8 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
     "": {
         "platform": "The platform: its name prefixes every stack and resource name.",
         "teams": "The ML teams sharing the fleet, each with its guarantee per instance type.",
+        "groups": "The organisation's tree of quotas: divisions (groups) holding teams and other groups, each with"
+        " an optional pool of its own and a borrow limit for its whole subtree. Without it every team is a root.",
         "inference": "MIG-partitioned SageMaker inference endpoints.",
         "alerts": "Where every alarm of the platform goes: emails (a new encrypted topic) or topic_arn (an existing one).",
         "security": "Who administers team identity: the principals the tag guard (`gpu-share guard`) still lets set"
@@ -66,9 +68,20 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
         " account tagged principal_tag=<team>.",
         "principal_tag": "Principal tag key whose value must be the team's name to assume its SubmitRole (when"
         " assumed_by is not set). Default: gpu-share:team.",
+        "group": "The team's group (a name from groups). Default: none, the team is a root of the tree.",
         "objectives": "What the team's jobs need, each key optional: `gpu-share simulate` reports whether each"
         " holds, `gpu-share advise` looks for the cheapest quotas that meet them, and the deployed wait alarms take"
         " guarantee_wait_p99_minutes as their threshold.",
+    },
+    "group": {
+        "name": "Unique group name, a DNS-1123 label (lower-case letters, digits and hyphens; at most 63). Not the"
+        " name of a team.",
+        "parent": "The group this one belongs to. Default: none, a root group.",
+        "guarantee": "The group's own pool, whole instances per instance type, on top of its teams' guarantees;"
+        " lent to others while idle. Default: none.",
+        "borrow_limit": "The most the group's whole subtree may use beyond its quota (its pool plus its members'"
+        " quotas), whole instances per instance type. Default: unlimited; a type left out is unlimited.",
+        "description": "One line of at most 1024 characters.",
     },
     "objectives": {
         "wait_p50_minutes": "Median wait of the team's jobs (submit to final start), in minutes, at most this.",
@@ -108,9 +121,10 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
 
 #: Keys the validator accepts, per section (the test compares these with DESCRIPTIONS).
 VALIDATOR_KEYS: dict[str, set[str]] = {
-    "": {"platform", "teams", *C.EXTRA_SECTIONS},
+    "": {"platform", "teams", "groups", *C.EXTRA_SECTIONS},
     "platform": {"name"},
     "team": set(C._TEAM_KEYS),
+    "group": set(C._GROUP_KEYS),
     "objectives": set(OBJECTIVE_KEYS),
     "amount": set(C._AMOUNT_KEYS),
     "security": set(SEC._KEYS),
@@ -176,13 +190,15 @@ def platform_schema() -> dict[str, Any]:
         "title": "cdk-gpu-share platform config (platform.yaml)",
         "description": "Teams sharing a GPU fleet and the backends that enforce it. `gpu-share validate` checks"
         " everything, including rules across fields that this schema cannot express.",
-        "$defs": {"amount": _amount_schema(), "amountOrCount": amount_or_count, "team": _team_schema()},
+        "$defs": {"amount": _amount_schema(), "amountOrCount": amount_or_count, "team": _team_schema(),
+                  "group": _group_schema()},
         **schema_object(
             "",
             {
                 "platform": schema_object("platform", {"name": {"type": "string", "pattern": C.PLATFORM_NAME_PATTERN,
                                                        "default": "gpu-share"}}),
                 "teams": {"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/team"}},
+                "groups": {"type": "array", "items": {"$ref": "#/$defs/group"}},
                 **{spec.key: spec.schema() for spec in backends.registered()},
                 "inference": _inference_schema(),
                 "alerts": _alerts_schema(),
@@ -237,6 +253,23 @@ def _team_schema() -> dict[str, Any]:
                                       "items": {"type": "string", "pattern": f"^{C.ASSUMER_ARN_PATTERN}$"}}]},
             "principal_tag": {"type": "string", "pattern": f"^{C.TAG_KEY_PATTERN}$", "default": C.DEFAULT_PRINCIPAL_TAG},
             "objectives": _objectives_schema(),
+            "group": {"type": "string", "minLength": 1},
+        },
+        required=["name"],
+    )
+
+
+def _group_schema() -> dict[str, Any]:
+    """One group of the tree: its name, parent, pool and borrow limit (whole instances)."""
+    counts = {"type": "object", "additionalProperties": schema_int(0)}
+    return schema_object(
+        "group",
+        {
+            "name": {"type": "string", "pattern": C.GROUP_NAME_PATTERN},
+            "parent": {"type": "string", "minLength": 1},
+            "guarantee": dict(counts),
+            "borrow_limit": dict(counts),
+            "description": {"type": "string", "maxLength": 1024},
         },
         required=["name"],
     )

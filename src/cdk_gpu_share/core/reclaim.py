@@ -61,8 +61,10 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
 
+from cdk_gpu_share.core import hierarchy
 from cdk_gpu_share.core import validation as V
 from cdk_gpu_share.core.errors import ConfigError, Problem
+from cdk_gpu_share.core.hierarchy import GroupSpec
 
 __all__ = [
     "TOLERANCE",
@@ -159,6 +161,8 @@ class TeamSpec:
     checkpoint_seconds: float | None = None
     """Default checkpoint interval of the team's jobs, in seconds of running time (0 or
     None, the default: never; the simulator tells "not set" from 0)."""
+    group: str | None = None
+    """The team's group in the tree (:attr:`State.groups`); None (default): a root team."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,6 +221,9 @@ class State:
     pending_groups: tuple = ()
     """The pending jobs as :class:`PendingGroup` objects instead of in ``jobs`` (which
     then holds none): the same plan. Empty (default) in a parsed state."""
+    groups: tuple = ()
+    """The organisation's tree (:class:`cdk_gpu_share.core.hierarchy.GroupSpec` objects);
+    empty (default): every team is a root, the flat rules."""
 
 
 # ---------------------------------------------------------------------------
@@ -442,12 +449,52 @@ def parse_state(state: object) -> State:
                 max_checkpoint_seconds=_max_checkpoint_seconds(raw_settings, check),
             )
 
-    teams, team_names = _parse_teams(state, capacity, names, check)
+    groups = _parse_groups(state, names, check)
+    teams, team_names = _parse_teams(state, capacity, names, check, groups)
     jobs = _parse_jobs(state, names, team_names, check)
 
     if check.problems:
         raise ConfigError(check.problems)
-    return State(now=now, capacity=capacity, settings=settings, teams=tuple(teams), jobs=tuple(jobs))
+    return State(now=now, capacity=capacity, settings=settings, teams=tuple(teams), jobs=tuple(jobs),
+                 groups=tuple(groups))
+
+
+def _parse_groups(state: Mapping, names: dict | None, check: _Checker) -> list[GroupSpec]:
+    """``groups``: the tree's groups (optional). Their shape is checked with the teams."""
+    raw_groups = state.get("groups")
+    if raw_groups is None:
+        return []
+    if not isinstance(raw_groups, (list, tuple)):
+        check.add("groups", raw_groups, f"must be a list of group objects, not {_kind(raw_groups)}",
+                  'write [{"name": "research"}] or leave it out')
+        return []
+    groups: list[GroupSpec] = []
+    seen: dict[str, int] = {}
+    for i, raw in enumerate(raw_groups):
+        where = f"groups[{i}]"
+        if not isinstance(raw, Mapping):
+            check.add(where, raw, f"must be a group object, not {_kind(raw)}", 'write {"name": "research"}')
+            continue
+        name = raw.get("name", _MISSING)
+        if not isinstance(name, str) or not name:
+            check.add(f"{where}.name", None if name is _MISSING else name, "must be a non-empty string",
+                      "give the group a name")
+            continue
+        if name in seen:
+            check.add(f"{where}.name", name, f"is a duplicate group name (also groups[{seen[name]}].name)",
+                      "give every group a unique name")
+            continue
+        seen[name] = i
+        parent = raw.get("parent")
+        if parent is not None and (not isinstance(parent, str) or not parent):
+            check.add(f"{where}.parent", parent, "must be a group's name", "write the name of another group, or leave it out")
+        guarantee = check.amounts(raw.get("guarantee", {}), f"{where}.guarantee", names, "the group's pool")
+        limit = raw.get("borrow_limit")
+        borrow_limit = None if limit is None else check.amounts(limit, f"{where}.borrow_limit", names,
+                                                                "the group's borrow limit")
+        # Kept with its other problems (the state is refused anyway), so its teams are not told it is unknown.
+        groups.append(GroupSpec(name, parent if isinstance(parent, str) else None, guarantee, borrow_limit))
+    return groups
 
 
 def _victim_order(raw_settings: Mapping, check: _Checker) -> str:
@@ -473,7 +520,8 @@ def _max_checkpoint_seconds(raw_settings: Mapping, check: _Checker) -> float:
     return value
 
 
-def _parse_teams(state: Mapping, capacity: dict, names: dict | None, check: _Checker) -> tuple[list[TeamSpec], set | None]:
+def _parse_teams(state: Mapping, capacity: dict, names: dict | None, check: _Checker,
+                 groups: list[GroupSpec]) -> tuple[list[TeamSpec], set | None]:
     raw_teams = state.get("teams", _MISSING)
     if raw_teams is _MISSING:
         check.missing("teams", 'add a list of teams, such as [{"name": "alpha", "guarantee": {"gpu": 1}}]')
@@ -485,6 +533,7 @@ def _parse_teams(state: Mapping, capacity: dict, names: dict | None, check: _Che
     teams: list[TeamSpec] = []
     seen: dict[str, int] = {}
     totals: dict[str, list] = {r: [] for r in capacity}
+    members: list[tuple[str, str, object]] = []
     for i, raw in enumerate(raw_teams):
         where = f"teams[{i}]"
         if not isinstance(raw, Mapping):
@@ -535,16 +584,31 @@ def _parse_teams(state: Mapping, capacity: dict, names: dict | None, check: _Che
         checkpoint = check.number(raw, "checkpoint_seconds", f"{where}.checkpoint_seconds", default=None, minimum=0,
                                   fix="give the team's checkpoint interval in seconds, 0 (never) or more")
         ok = ok and len(check.problems) == n
+        group = raw.get("group")
+        if group is not None and (not isinstance(group, str) or not group):
+            check.add(f"{where}.group", group, "must be a group's name", "write the name of a group, or leave it out")
+            ok = False
         if ok:
             teams.append(TeamSpec(name=name, guarantee=guarantee, sharing=sharing,
                                   borrow_limit_percent=percent, borrow_limit=borrow_limit,
-                                  in_team_preemption=preempt, checkpoint_seconds=checkpoint))
+                                  in_team_preemption=preempt, checkpoint_seconds=checkpoint, group=group))
+            members.append((where, name, group))
+    pooled = False
+    for g in groups:
+        for r, amount in g.guarantee.items():
+            if r in totals and amount > 0:
+                totals[r].append(amount)
+                pooled = True
     for r, values in totals.items():
         total = math.fsum(values)
         if total > capacity[r] + TOLERANCE:
+            what = "the guarantees and the groups' pools" if pooled else "the guarantees"
             check.add(f"teams[*].guarantee.{r}", total,
-                      f"the guarantees sum to more than capacity.{r} ({capacity[r]})",
-                      f"lower the guarantees or raise capacity.{r}")
+                      f"{what} sum to more than capacity.{r} ({capacity[r]})",
+                      f"lower {what} or raise capacity.{r}")
+    if groups or any(group is not None for _, _, group in members):
+        hierarchy.structure_problems([(f"groups[{i}]", g.name, g.parent) for i, g in enumerate(groups)],
+                                     members, check.add)
     # Names of all teams, also those with other problems, so that their jobs are not
     # reported as jobs of an unknown team.
     return teams, set(seen)
@@ -751,6 +815,7 @@ def plan_state(state: State, *, full: bool = True) -> dict:
     (rule 2, with :func:`pending_order`, :func:`has_waited` and
     :func:`choose_victims`), then :func:`report`.
     """
+    refuse_tree(state)
     ps = PlanState(state)
     preemptions: list[dict] = []
     enforce_borrow_caps(ps, preemptions)
@@ -759,6 +824,16 @@ def plan_state(state: State, *, full: bool = True) -> dict:
         return {"preemptions": preemptions}
     return {"preemptions": preemptions, "served": [p.id for p in served], "waiting": waiting,
             "teams": report(ps, served)}
+
+
+def refuse_tree(state: State) -> None:
+    """Raise :class:`ConfigError` for a state with groups: the planner applies the flat rules
+    only, and a tree planned by them would be planned wrong without a word."""
+    if state.groups:
+        raise ConfigError(Problem("groups", [g.name for g in state.groups],
+                                  "are not planned by this version: its planner applies the flat rules only",
+                                  "remove groups (and each team's group), or simulate the compiled flat"
+                                  " configuration with --hierarchy compiled"))
 
 
 FITS, MAY_STOP, MUST_WAIT = 0, 1, 2

@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
-from cdk_gpu_share.core import backends, instances
+from cdk_gpu_share.core import backends, hierarchy, instances
 from cdk_gpu_share.core.config import Amount, PlatformConfig, TeamConfig
 from cdk_gpu_share.core.errors import ConfigError, Problem
 from cdk_gpu_share.core.instances import GPU_RESOURCE as RESOURCE
@@ -114,6 +114,8 @@ def _team_entry(team: TeamConfig, capacity: Mapping[str, int], backend: str) -> 
         entry["checkpoint_seconds"] = team.checkpoint_seconds
     if team.objectives:
         entry["objectives"] = team.objectives.to_mapping()
+    if team.group is not None:
+        entry["group"] = team.group
     if team.sharing.borrows:
         percent = team.borrow_limit_percent
         if percent is None:
@@ -140,11 +142,63 @@ def scenario_from_config(config: PlatformConfig, backend: str | None = None) -> 
     assert section is not None  # choose_backend picks a section the config has
     capacity = sum((amount_gpus(it, n) for it, n in section.capacity.items()), Fraction(0))
     settings = backends.spec(backend).scenario_settings(section)
-    return {
+    teams = config.teams_for(backend)
+    scenario: dict[str, Any] = {
         "capacity": {RESOURCE: _number(capacity)},
         "settings": settings,
-        "teams": [_team_entry(t, section.capacity, backend) for t in config.teams_for(backend)],
+        "teams": [_team_entry(t, section.capacity, backend) for t in teams],
     }
+    if config.groups:
+        scenario["groups"] = _group_entries(config, teams, section.capacity)
+    return scenario
+
+
+def _group_entries(config: PlatformConfig, teams: list[TeamConfig], capacity: Mapping[str, int]) -> list[dict]:
+    """The groups above the backend's ``teams``, in GPUs: pools and limits on its instance types."""
+    parent = {g.name: g.parent for g in config.groups}
+    wanted: set[str] = set()
+    for team in teams:
+        node = team.group
+        while node is not None and node not in wanted:
+            wanted.add(node)
+            node = parent[node]
+    out = []
+    for group in config.groups:
+        if group.name not in wanted:
+            continue
+        entry: dict[str, Any] = {"name": group.name}
+        if group.parent is not None:
+            entry["parent"] = group.parent
+        pool = sum((amount_gpus(it, a) for it, a in group.guarantee.items() if it in capacity), Fraction(0))
+        if pool:
+            entry["guarantee"] = {RESOURCE: _number(pool)}
+        limits = {it: a for it, a in (group.borrow_limit or {}).items() if it in capacity}
+        if limits:
+            entry["borrow_limit"] = {RESOURCE: _number(sum((amount_gpus(it, a) for it, a in limits.items()),
+                                                           Fraction(0)))}
+        out.append(entry)
+    return out
+
+
+def node_quotas(scenario_state: Any) -> dict[str, dict[str, Any]]:
+    """Each node's Q(N) and B(N) of a parsed scenario or planner state (``state.groups``):
+    ``{name: {"quota": {resource: Q}, "borrow_limit": {resource: B or None}}}`` for every
+    group and team, B None when unlimited (a team's B is its own borrow cap, rule 1).
+
+    With a config: ``node_quotas(parse_scenario(scenario_from_config(config, backend)).state)``
+    gives the tree in GPUs; :func:`cdk_gpu_share.core.config.group_tree` the same in instances.
+    """
+    from cdk_gpu_share.core import reclaim
+
+    tree = hierarchy.Tree.of_state(scenario_state)
+    out: dict[str, dict[str, Any]] = {}
+    for team in scenario_state.teams:
+        out[team.name] = {"quota": dict(team.guarantee),
+                          "borrow_limit": {r: reclaim.borrow_cap(team, r) for r in scenario_state.capacity}}
+    for name in tree.groups:
+        out[name] = {"quota": dict(tree.quota(name)),
+                     "borrow_limit": {r: tree.borrow_limit(name, r) for r in scenario_state.capacity}}
+    return out
 
 
 def poll_seconds_of(config: PlatformConfig, backend: str) -> float | None:

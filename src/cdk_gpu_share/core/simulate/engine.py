@@ -470,6 +470,7 @@ def simulate(
     period, or a job that could never start (see :func:`check_jobs`).
     """
     check_mode(mode)
+    reclaim.refuse_tree(scenario.state)
     _check_periods(poll_seconds, checkpoint_seconds)
     scenario = with_victim_order(scenario, victim_order)
     jobs = _numbered(jobs, source)

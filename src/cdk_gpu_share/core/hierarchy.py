@@ -1,0 +1,273 @@
+"""An organisation's tree of quotas: groups of teams, and groups of groups.
+
+This module is the one definition of the tree, used by the config parser, the reclaim
+planner (and so the Lambda and the simulator) and every backend's compilation. It is
+pure Python and knows nothing of instance types: amounts are mappings of a resource name
+(``gpu`` in a scenario, an instance type in a config) to a number.
+
+* :func:`structure_problems` -- the refusals of a tree's shape (cycle, unknown parent or
+  group, a name shared by a group and a team, a group with no team below it), one line
+  each, for the config and the scenario alike.
+* :class:`Tree` -- a valid tree: each node's parent, path and children; :meth:`Tree.quota`
+  is Q(N), the node's own pool plus its children's Q; :meth:`Tree.bound` is Q(N) + B(N),
+  B the group's borrow limit (None: unlimited).
+* :func:`split_pools` -- the compilation of a tree onto a flat backend: each group's pool
+  split among its children in proportion to their Q, in whole units rounded down, the
+  remainder one by one to the largest Q (then by name), recursively down to the teams.
+
+Vocabulary: a *node* is a group or a team (a team is a leaf); a team's *path* is its
+groups from the lowest to a root group. A tree without groups is exactly the flat
+platform of before: every team is a root and no rule below adds anything.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "GroupSpec",
+    "Tree",
+    "structure_problems",
+    "split_pools",
+]
+
+AddProblem = Callable[[str, object, str, str], None]
+
+
+@dataclass(frozen=True, slots=True)
+class GroupSpec:
+    """One group: its parent group (None: a root), its own pool and its borrow limit.
+
+    ``guarantee`` and ``borrow_limit`` map a resource to an amount; a resource missing from
+    ``borrow_limit`` (or a ``borrow_limit`` of None) is unlimited.
+    """
+
+    name: str
+    parent: str | None = None
+    guarantee: Mapping = field(default_factory=dict)
+    borrow_limit: Mapping | None = None
+
+
+def _closest(name: object, names: Iterable[str]) -> str:
+    close = difflib.get_close_matches(str(name), sorted(names), n=1)
+    return f"did you mean {close[0]!r}?" if close else "use one of " + (", ".join(sorted(names)) or "none")
+
+
+def structure_problems(
+    groups: Sequence[tuple[str, str, object]],
+    teams: Sequence[tuple[str, str, object]],
+    add: AddProblem,
+) -> None:
+    """Report every problem of the tree's shape through ``add(field, value, message, fix)``.
+
+    ``groups``: ``(where, name, parent)`` per group, ``where`` its field path (such as
+    ``groups[1] (nlp)``); ``parent`` None for a root. ``teams``: ``(where, name, group)``
+    per team, ``group`` None for a root team. Names are assumed valid and unique within
+    their own list (each caller checks that with its other fields).
+    """
+    group_names = {name for _, name, _ in groups}
+    team_names = {name for _, name, _ in teams}
+    parents: dict[str, str] = {}
+    unknown = False  # a misspelt name leaves a group empty: one mistake, one line
+    reported: set[str] = set()
+    for where, name, parent in groups:
+        if name in team_names:
+            add(f"{where}.name", name, "is also the name of a team; a group and a team cannot share a name",
+                "rename the group or the team")
+            reported.add(name)
+        if parent is None:
+            continue
+        if parent not in group_names:
+            add(f"{where}.parent", parent, "is not a group", _closest(parent, group_names))
+            unknown = True
+        else:
+            parents[name] = str(parent)
+    for where, _, group in teams:
+        if group is not None and group not in group_names:
+            add(f"{where}.group", group, "is not a group", _closest(group, group_names))
+            unknown = True
+    # A cycle is reported once, on its first group in list order.
+    for where, name, _ in groups:
+        seen: list[str] = [name]
+        node = parents.get(name)
+        while node is not None and node not in seen:
+            seen.append(node)
+            node = parents.get(node)
+        if node == name and name not in reported:
+            reported.update(seen)
+            add(f"{where}.parent", parents[name], "makes a cycle: " + " -> ".join([*seen, name]),
+                "give one group of the cycle no parent, or a parent outside it")
+    populated: set[str] = set()
+    for _, _, group in teams:
+        node = group if group in group_names else None
+        while node is not None and node not in populated:
+            populated.add(str(node))
+            node = parents.get(str(node))
+    for where, name, _ in groups if not unknown else ():
+        if name not in populated and name not in reported:
+            add(where, name, "has no team below it",
+                f"put a team in it (group: {name} on the team) or in a group below it, or remove it")
+
+
+class Tree:
+    """A valid tree (checked by :func:`structure_problems`) of groups and teams.
+
+    ``teams``: the team name and its group (None: a root team) of every team, in the
+    caller's order; ``guarantees``: each team's own guarantee; ``reserve``: the teams
+    whose idle guarantee is never lent (their Q counts only what they use, see
+    :meth:`quota`).
+    """
+
+    def __init__(self, groups: Sequence[GroupSpec], teams: Iterable[tuple[str, str | None]],
+                 guarantees: Mapping[str, Mapping], reserve: Iterable[str] = ()):
+        self.groups: dict[str, GroupSpec] = {g.name: g for g in groups}
+        self.team_group: dict[str, str | None] = dict(teams)
+        self.guarantees = guarantees
+        self.reserve = frozenset(reserve)
+        self.children: dict[str, list[str]] = {name: [] for name in self.groups}
+        for g in self.groups.values():
+            if g.parent is not None:
+                self.children[g.parent].append(g.name)
+        for team, group in self.team_group.items():
+            if group is not None:
+                self.children[group].append(team)
+        for kids in self.children.values():
+            kids.sort()
+        self._paths: dict[str, tuple[str, ...]] = {}
+        for team in self.team_group:
+            path: list[str] = []
+            node = self.team_group[team]
+            while node is not None:
+                path.append(node)
+                node = self.groups[node].parent
+            self._paths[team] = tuple(path)
+        # Static Q (every team's whole guarantee), bottom-up in one pass per group.
+        self._static: dict[str, dict] = {}
+        for name in self.groups:
+            self._static_quota(name)
+
+    @classmethod
+    def of_state(cls, state: Any) -> Tree:
+        """The tree of a reclaim planner's state (its ``groups`` and its teams' ``group``)."""
+        return cls(state.groups, [(t.name, t.group) for t in state.teams],
+                   {t.name: t.guarantee for t in state.teams},
+                   reserve=[t.name for t in state.teams if t.sharing == "reserve"])
+
+    def __bool__(self) -> bool:
+        return bool(self.groups)
+
+    def path(self, team: str) -> tuple[str, ...]:
+        """The groups above ``team``, from its own group up to a root group (empty: a root team)."""
+        return self._paths[team]
+
+    def is_group(self, name: str) -> bool:
+        return name in self.groups
+
+    def _static_quota(self, name: str) -> dict:
+        if name in self._static:
+            return self._static[name]
+        total = dict(self.groups[name].guarantee)
+        for child in self.children[name]:
+            sub = self.guarantees.get(child, {}) if child in self.team_group else self._static_quota(child)
+            for r, amount in sub.items():
+                total[r] = total.get(r, 0) + amount
+        self._static[name] = total
+        return total
+
+    def quota(self, name: str) -> Mapping:
+        """Q(N) as promised: N's own guarantee (a team's, or a group's pool) plus its children's Q.
+
+        Every team counts its whole guarantee here (what a compilation splits). The planner's
+        live Q counts a ``reserve`` team's idle guarantee as no one else's quota:
+        Q(N) less the idle guarantee of the ``reserve`` teams below N (:meth:`reserve_teams`).
+        """
+        if name in self.team_group:
+            return self.guarantees.get(name, {})
+        return self._static[name]
+
+    def reserve_teams(self, group: str) -> list[str]:
+        """The ``reserve`` teams below ``group``."""
+        return [t for t in self.reserve if group in self._paths[t]]
+
+    def borrow_limit(self, group: str, resource: str) -> float | None:
+        """B(N) of a group in ``resource``: None when unlimited."""
+        limits = self.groups[group].borrow_limit
+        if limits is None or resource not in limits:
+            return None
+        return limits[resource]
+
+    def bound(self, group: str, resource: str) -> float:
+        """Q(N) + B(N) of a group in ``resource`` as promised (``math.inf`` when B is unlimited)."""
+        limit = self.borrow_limit(group, resource)
+        return math.inf if limit is None else self._static[group].get(resource, 0) + limit
+
+    def least_bound(self, team: str, resource: str) -> float:
+        """The least Q(N) + B(N) over the groups of ``team``'s path (``math.inf``: no bound)."""
+        return min((self.bound(g, resource) for g in self._paths[team]), default=math.inf)
+
+    def depth_first(self) -> list[tuple[int, str]]:
+        """Every node as ``(depth, name)``, roots first in name order, each followed by its
+        children (groups and teams in name order): the order ``plan`` draws the tree in."""
+        out: list[tuple[int, str]] = []
+
+        def walk(name: str, depth: int) -> None:
+            out.append((depth, name))
+            for child in self.children.get(name, ()):
+                walk(child, depth + 1)
+
+        roots = sorted([g for g, s in self.groups.items() if s.parent is None]
+                       + [t for t, g in self.team_group.items() if g is None])
+        for root in roots:
+            walk(root, 0)
+        return out
+
+    def lowest_common(self, a: tuple[str, ...], b: tuple[str, ...]) -> str | None:
+        """The lowest group on both paths (each lowest first), None when they share none: the fleet."""
+        on_b = set(b)
+        for g in a:
+            if g in on_b:
+                return g
+        return None
+
+
+def split_pools(tree: Tree, resource: str, unit: float = 1) -> dict[str, int]:
+    """Each team's compiled guarantee in ``resource``, in whole units of ``unit``.
+
+    A team keeps its own guarantee (whole units: ``guarantee / unit``, rounded down) and
+    receives a share of every pool above it: each group's pool is split among its children
+    (groups and teams) in proportion to their Q, in whole units rounded down, the remainder
+    given one unit at a time to the children with the largest Q (then by name); a child
+    group passes what it received, with its own pool, down the same way. A group whose
+    children all have Q 0 splits its pool evenly by the same rule.
+    """
+    out: dict[str, int] = {t: int(math.floor(tree.quota(t).get(resource, 0) / unit + 1e-9))
+                           for t in tree.team_group}
+
+    def give(group: str, units: int) -> None:
+        kids = tree.children[group]
+        weights = [tree.quota(k).get(resource, 0) for k in kids]
+        total = math.fsum(weights)
+        if total <= 0:
+            weights, total = [1.0] * len(kids), float(len(kids))
+        shares = [int(math.floor(units * w / total + 1e-9)) for w in weights]
+        rest = units - sum(shares)
+        for i in sorted(range(len(kids)), key=lambda i: (-weights[i], kids[i]))[:rest]:
+            shares[i] += 1
+        for kid, share in zip(kids, shares, strict=True):
+            if kid in tree.team_group:
+                out[kid] += share
+            else:
+                give(kid, share + _units(tree.groups[kid].guarantee.get(resource, 0), unit))
+
+    for name, spec in tree.groups.items():
+        if spec.parent is None:
+            give(name, _units(spec.guarantee.get(resource, 0), unit))
+    return out
+
+
+def _units(amount: float, unit: float) -> int:
+    return int(math.floor(amount / unit + 1e-9))
