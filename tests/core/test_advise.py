@@ -110,6 +110,22 @@ def test_sized_fleet_finds_the_least_capacity_brute_force_finds(case):
     assert advice.best.candidate == best.candidate, (advice.best, best)
 
 
+@pytest.mark.parametrize("fleet", ["fixed", "size"])
+def test_no_guarantee_below_the_least_the_backend_accepts(fleet):
+    """A backend whose least guarantee is one step (batch_quota's one instance): the answer is
+    brute force's over the guarantees from there, and no move goes below it."""
+    data = scenario(4, CASES["waits"])
+    study = study_of(data, bursty_trace(2, ("a", "b")))
+    space = adv.space_of(study, step=1, fleet=fleet, percents=LADDER, least=1)
+    advice = adv.advise(study, space)
+    best = brute_force(study, space, [4.0] if fleet == "fixed" else [1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
+    assert advice.best.candidate == best.candidate, (advice.best, best)
+    assert all(ch.guarantee >= 1 for ch in advice.best.candidate.choices)
+    assert all(ch.guarantee >= 1 for c in space.neighbours(advice.best.candidate, range(2)) for ch in c.choices)
+    unbounded = adv.advise(study, adv.space_of(study, step=1, fleet=fleet, percents=LADDER))
+    assert min(ch.guarantee for ch in unbounded.best.candidate.choices) == 0  # the bound decides here
+
+
 def _ev(capacity: float, regret: float, guarantee: float = 2, feasible: bool = True, worst: float = 0.5) -> Evaluation:
     c = Candidate(capacity, (Choice(guarantee, "lend_and_borrow", -1), Choice(2, "lend_and_borrow", -1)))
     return Evaluation(c, complete=True, feasible=feasible, worst_ratio=worst, excess=max(0.0, worst - 1),

@@ -145,14 +145,15 @@ def run_advise(args: argparse.Namespace) -> int:
     jobs = sim.load_jobs(args.trace, scenario)
     sim.check_jobs(scenario, jobs, sim.RECLAIM, source=args.trace)
     study = adv.study_of(data, jobs, poll=poll, source=args.trace)
-    percents = adv.PERCENTS
+    percents, least = adv.PERCENTS, 0.0
     if config is not None:
         from cdk_gpu_share.core import validation as V
-        from cdk_gpu_share.core.advise.config_file import accepted_percents
+        from cdk_gpu_share.core.advise.config_file import accepted_percents, least_guarantee
 
         raw = V.load_yaml(V.read_text(args.config), source=args.config)
         percents = accepted_percents(raw, args.backend, data["teams"][0]["name"], adv.PERCENTS)
-    space = adv.space_of(study, step=step, fleet=args.fleet, percents=percents)
+        least = least_guarantee(config, args.backend)
+    space = adv.space_of(study, step=step, fleet=args.fleet, percents=percents, least=least)
 
     executor = _executor(args, study)
     bar = ProgressBar(sys.stderr, "advising")

@@ -83,6 +83,9 @@ class BackendSpec(Protocol):
     #: True when the service lends and borrows whole instances (a Batch quota share's capacity
     #: units): what a team may borrow is then a whole number of instances, rounded down.
     borrows_whole_instances: bool
+    #: The least guarantee, in instances of a type of its section, that a team may have on it (a
+    #: Batch quota share's capacity limit is at least 1): the advisor searches from there.
+    least_guarantee_instances: int
     #: ``module:Class`` of the construct that deploys the section (loaded by the stacks only).
     construct: str
     #: The module that reads a running queue of the backend for ``gpu-share status``
@@ -149,6 +152,7 @@ class Backend:
     capacity_hint = ""
     default_borrow_percent: int | None = None
     borrows_whole_instances = False
+    least_guarantee_instances = 0
     rules: tuple[Rule, ...] = ()
     section_keys: Mapping[str, frozenset[str]] = {}
     descriptions: Mapping[str, Mapping[str, str]] = {}
@@ -186,7 +190,8 @@ class Backend:
 
 
 #: Every member of a BackendSpec, which :func:`register` checks a spec has.
-_MEMBERS = ("key", "strategy", "capacity_hint", "default_borrow_percent", "borrows_whole_instances", "construct",
+_MEMBERS = ("key", "strategy", "capacity_hint", "default_borrow_percent", "borrows_whole_instances",
+            "least_guarantee_instances", "construct",
             "status", "rules", "section_keys",
             "descriptions",
             "resource_labels", "parse", "schema", "to_mapping", "describe_resource", "plan_extras",

@@ -29,6 +29,8 @@ MONITOR_INT_RANGES = (("schedule_minutes", 1, 60), ("guarantee_wait_alarm_second
 MAX_QUOTA_SHARES_PER_QUEUE = 20
 MAX_CAPACITY_LIMITS_PER_SHARE = 5
 DEFAULT_PRIORITY = 1
+#: A quota share's capacity limit is at least one instance: the least guarantee of a team.
+LEAST_GUARANTEE_INSTANCES = 1
 
 
 #: Descriptions of the section and its keys: the words an editor shows on hover (``gpu-share schema``).
@@ -114,10 +116,10 @@ def _whole_instances(where: str, guarantee: dict[str, C.Amount]) -> Iterator[Pro
         if not a.is_instances_only:
             yield Problem(f"{where}.guarantee.{it}", a.describe(), "Batch quota shares count whole instances",
                           f"write {it}: N (a number of instances)")
-        elif (a.instances or 0) < 1:
+        elif (a.instances or 0) < LEAST_GUARANTEE_INSTANCES:
             yield Problem(f"{where}.guarantee.{it}", a.instances,
-                          "a quota share's capacity limit must be at least 1 instance",
-                          "guarantee at least 1, or remove the instance type")
+                          f"a quota share's capacity limit must be at least {LEAST_GUARANTEE_INSTANCES} instance",
+                          f"guarantee at least {LEAST_GUARANTEE_INSTANCES}, or remove the instance type")
 
 
 def _share_name(c: SectionCheck, team: TeamConfig, where: str) -> Iterator[Problem]:
@@ -188,6 +190,7 @@ class BatchQuotaSpec(Backend):
     capacity_hint = KEY
     # A quota share's capacity limits and borrow limit count instances of each capacity unit.
     borrows_whole_instances = True
+    least_guarantee_instances = LEAST_GUARANTEE_INSTANCES
     section_keys = {KEY: SECTION_KEYS, "batch_quota_monitor": MONITOR_KEYS}
     descriptions = DESCRIPTIONS
     construct = "cdk_gpu_share.constructs.shared_gpu_quota:SharedGpuQuota"

@@ -62,9 +62,11 @@ def study_of(scenario: Mapping[str, Any], jobs: Sequence[sim.Job], *, poll: floa
                  entitlements=entitlements)
 
 
-def space_of(study: Study, *, step: float, fleet: str, percents: tuple[int, ...] = PERCENTS) -> Space:
+def space_of(study: Study, *, step: float, fleet: str, percents: tuple[int, ...] = PERCENTS,
+             least: float = 0.0) -> Space:
     """The search space of ``study``: guarantees (and with ``fleet="size"`` the capacity) on
-    multiples of ``step``. Refuses a step that is not a positive whole number and, with
+    multiples of ``step``, each guarantee at least ``least`` GPUs (what the backend accepts,
+    rounded up to the step). Refuses a step that is not a positive whole number and, with
     ``fleet="fixed"``, a capacity that is not a multiple of it."""
     if fleet not in FLEETS:
         raise ConfigError(Problem(field="--fleet", value=fleet, message="is not a fleet choice",
@@ -89,8 +91,9 @@ def space_of(study: Study, *, step: float, fleet: str, percents: tuple[int, ...]
         caps.append(math.inf if limit is None else float(limit))
     never = tuple(bool(study.objectives.get(n) and study.objectives[n].never_stopped) for n in names)
     was = Candidate(capacity, tuple(choice_of(t) for t in base["teams"]))
+    least = math.ceil(float(least) / step - 1e-9) * float(step) if least > 0 else 0.0
     return Space(names=names, never_stopped=never, max_job=tuple(max_job[n] for n in names), borrow_caps=tuple(caps),
-                 step=float(step), fleet=fleet, input=was, percents=percents)
+                 step=float(step), fleet=fleet, input=was, percents=percents, least=least)
 
 
 def advise(study: Study, space: Space, executor: Executor | None = None, *,

@@ -21,7 +21,7 @@ from cdk_gpu_share.core.advise.space import Candidate, Choice
 from cdk_gpu_share.core.config import PlatformConfig, parse_config
 from cdk_gpu_share.core.errors import ConfigError, Problem
 
-__all__ = ["accepted_percents", "advised_config_text", "checked_config_text", "instance_of"]
+__all__ = ["accepted_percents", "advised_config_text", "checked_config_text", "instance_of", "least_guarantee"]
 
 
 def instance_of(config: PlatformConfig, backend: str) -> tuple[str, int]:
@@ -40,6 +40,12 @@ def instance_of(config: PlatformConfig, backend: str) -> tuple[str, int]:
         raise ConfigError(Problem(field=f"{backend}.capacity", value=types[0], message="has no GPUs in the catalog",
                                   fix="use a GPU instance type"))
     return types[0], int(info.gpus)
+
+
+def least_guarantee(config: PlatformConfig, backend: str) -> float:
+    """The least guarantee (GPUs) a team may have on the backend: its spec's least number of
+    instances (one on ``batch_quota``, whose quota shares refuse a capacity limit of 0)."""
+    return float(backends.spec(backend).least_guarantee_instances * instance_of(config, backend)[1])
 
 
 def accepted_percents(raw: Mapping[str, Any], backend: str, team: str, ladder: tuple[int, ...]) -> tuple[int, ...]:

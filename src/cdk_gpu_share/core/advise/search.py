@@ -122,7 +122,8 @@ def capacity_bounds(study: Study, space: Space, sizing: Mapping[str, float | Non
     every team's private sizing (each team reserving it meets every objective)."""
     s = space.step
     fixed = sum(sizing[n] or 0.0 for n, ns in zip(space.names, space.never_stopped) if ns)
-    low = max(_ceil(max(space.max_job, default=0.0), s), fixed, s)
+    least = fixed + space.least * sum(1 for ns in space.never_stopped if not ns)  # every guarantee at its least
+    low = max(_ceil(max(space.max_job, default=0.0), s), least, s)
     high = max(low, sum((sizing[n] or 0.0) for n in space.names))
     return low, high
 
@@ -226,7 +227,7 @@ class Search:
         first: list[tuple[str, float]] = []
         for i, name in enumerate(self.space.names):
             jobs = [j for j in self.study.jobs if j.team == name]
-            low = max(_ceil(self.space.max_job[i], s), 0.0)
+            low = max(_ceil(self.space.max_job[i], s), self.space.least)
             objectives = self.study.objectives.get(name)
             if not jobs or objectives is None or not objectives.targets:
                 out[name] = low
@@ -262,9 +263,9 @@ class Search:
             sharing = ch.sharing
             if self.space.never_stopped[i] and sharing == "lend_and_borrow":
                 sharing = "lend"
-            choices.append(Choice(_floor(ch.guarantee * min(scale, 1.0), self.space.step), sharing,
-                                  ch.percent if sharing == "lend_and_borrow" else None))
-        return Candidate(capacity, tuple(choices))
+            choices.append(Choice(max(_floor(ch.guarantee * min(scale, 1.0), self.space.step), self.space.least),
+                                  sharing, ch.percent if sharing == "lend_and_borrow" else None))
+        return self._shrunk(Candidate(capacity, tuple(choices)), capacity)
 
     def _seeds(self, capacity: float, sizing: Mapping[str, float | None],
                warm: Sequence[Candidate]) -> list[Candidate]:
@@ -277,19 +278,22 @@ class Search:
         rest = sum(g for g, ns in zip(sized, self.space.never_stopped) if not ns)
         scale = min(1.0, (capacity - fixed) / rest) if rest > 0 and capacity > fixed else 0.0
         seeds.append(Candidate(capacity, tuple(
-            Choice(g, "lend") if ns else Choice(_floor(g * scale, s), "lend_and_borrow", self.space.percents[-1])
+            Choice(g, "lend") if ns else Choice(max(_floor(g * scale, s), self.space.least), "lend_and_borrow",
+                                                self.space.percents[-1])
             for g, ns in zip(sized, self.space.never_stopped))))
+        seeds[-1] = self._shrunk(seeds[-1], capacity)
         for c in warm:
             seeds.append(self._shrunk(c, capacity))
         return [c for c in dict.fromkeys(seeds) if self.space.runnable(c)]
 
     def _shrunk(self, c: Candidate, capacity: float) -> Candidate:
         """``c`` at ``capacity``: a step taken from the largest guarantee of a team that may
-        borrow (then of any team), until the guarantees fit."""
+        borrow (then of any team), none below the least, until the guarantees fit."""
         c = replace(c, capacity=capacity)
+        floor = self.space.least + self.space.step - _TOL
         while c.total > capacity + _TOL:
             order = sorted(range(self.space.n), key=lambda i: (self.space.never_stopped[i], -c.choices[i].guarantee, i))
-            i = next((k for k in order if c.choices[k].guarantee >= self.space.step - _TOL), None)
+            i = next((k for k in order if c.choices[k].guarantee >= floor), None)
             if i is None:
                 break
             ch = c.choices[i]

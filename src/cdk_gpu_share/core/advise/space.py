@@ -103,7 +103,7 @@ def scenario_dict(base: Mapping[str, Any], candidate: Candidate) -> dict[str, An
 class Space:
     """The search space: per team its name, whether it may only reserve or lend (its work must
     never be stopped), its largest job and its absolute borrow cap; the step; whether the
-    capacity moves; the input configuration."""
+    capacity moves; the input configuration; the least guarantee the backend accepts."""
 
     names: tuple[str, ...]
     never_stopped: tuple[bool, ...]
@@ -114,6 +114,8 @@ class Space:
     input: Candidate
     #: The borrow limits a lending-and-borrowing team may get, least borrowing first.
     percents: tuple[int, ...] = PERCENTS
+    #: The least guarantee of a team (GPUs, a multiple of the step): what the backend accepts.
+    least: float = 0.0
 
     @property
     def n(self) -> int:
@@ -126,6 +128,8 @@ class Space:
         """Whether every team's largest job could start in an empty pool (else simulate refuses it)."""
         if c.total > c.capacity + _TOL or c.capacity <= 0:
             return False
+        if any(ch.guarantee < self.least - _TOL for ch in c.choices):
+            return False  # the backend would refuse the guarantee
         reserved = [ch.guarantee if ch.sharing == "reserve" else 0.0 for ch in c.choices]
         all_reserved = sum(reserved)
         for i, ch in enumerate(c.choices):
@@ -163,7 +167,7 @@ class Space:
     def neighbours(self, c: Candidate, focus: Sequence[int], *, transfers: bool = True,
                    jumps: bool = True) -> list[Candidate]:
         """The candidates one move from ``c``: a team's guarantee 1, 2, 4, ... steps up or down (or
-        to 0; one step only without ``jumps``), another sharing, a borrow limit one rung up or down
+        to the least; one step only without ``jumps``), another sharing, a borrow limit one rung up or down
         the ladder; and with ``transfers``, one step moved to or from a team of ``focus`` from or
         to another. Runnable ones only, no repeats, in a fixed order."""
         s = self.step
@@ -175,11 +179,11 @@ class Space:
                 out.append(c.with_choice(i, replace(ch, guarantee=ch.guarantee + k * s)))
                 k *= 2
             k = 1
-            while ch.guarantee >= k * s - _TOL and (jumps or k == 1):
+            while ch.guarantee - k * s >= self.least - _TOL and (jumps or k == 1):
                 out.append(c.with_choice(i, replace(ch, guarantee=ch.guarantee - k * s)))
                 k *= 2
-            if ch.guarantee > _TOL and jumps:
-                out.append(c.with_choice(i, replace(ch, guarantee=0.0)))
+            if ch.guarantee > self.least + _TOL and jumps:
+                out.append(c.with_choice(i, replace(ch, guarantee=self.least)))
             if transfers and i in focus:
                 for j in range(self.n):
                     if j == i:
