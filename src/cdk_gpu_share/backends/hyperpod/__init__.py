@@ -10,13 +10,13 @@ from __future__ import annotations
 import difflib
 import importlib
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from cdk_gpu_share.core import config as C
 from cdk_gpu_share.core import config_schema as S
+from cdk_gpu_share.core import hyperpod_regions, instances
 from cdk_gpu_share.core import hyperpod_schema as hp
-from cdk_gpu_share.core import instances
 from cdk_gpu_share.core.backends import Backend, SectionCheck
 from cdk_gpu_share.core.config import HyperPodConfig, PlatformConfig, PriorityClass, TeamConfig
 from cdk_gpu_share.core.errors import Problem
@@ -249,6 +249,12 @@ def schema() -> dict[str, Any]:
     }, required=["cluster_arn", "capacity"])
 
 
+def _arn_region(arn: str) -> str | None:
+    """The region an ARN names (``arn:aws:sagemaker:REGION:...``), or None."""
+    parts = arn.split(":")
+    return (parts[3] or None) if len(parts) > 3 else None
+
+
 class HyperPodSpec(Backend):
     """What every layer asks of HyperPod task governance (see :class:`~cdk_gpu_share.core.backends.BackendSpec`)."""
 
@@ -271,6 +277,10 @@ class HyperPodSpec(Backend):
         return [{"backend": KEY, "resource": "HyperPod cluster (not created here)",
                  "what": f"the cluster {section.cluster_arn.rsplit('/', 1)[-1]} bills its instances whether "
                          "or not a team uses its quota; this platform adds only policies, which cost nothing"}]
+
+    def plan_team_extras(self, section: HyperPodConfig, teams: Sequence[TeamConfig]) -> dict[str, Any]:
+        note = hyperpod_regions.region_note(_arn_region(section.cluster_arn), teams)
+        return {} if note is None else {"regions": note}
 
     def in_team_preemption_text(self, team: TeamConfig) -> str:
         if team.in_team_preemption is None:
