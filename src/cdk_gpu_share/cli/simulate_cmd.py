@@ -93,6 +93,10 @@ def _add_simulate(subparsers: argparse._SubParsersAction) -> None:
                         "deployed over that period (default --mode share+reclaim) and compare, per team, the "
                         "simulated wait p50/p95/p99, preemptions and borrowed GPU-hours with what really happened "
                         "(JSON: fidelity)")
+    p.add_argument("--hierarchy", metavar="MODE", default=None,
+                   help="with a config that has groups: tree (the tree's own rules) or compiled (the flat"
+                        " configuration HyperPod or Batch deploys: pools split to the teams, borrow limits from the"
+                        " groups' bounds). Default: what the backend enforces")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     p.add_argument("--plot", metavar="OUT.png",
                    help="write a PNG of each team's usage, waiting demand and preemptions (needs matplotlib); "
@@ -201,13 +205,18 @@ def _load_scenario(args: argparse.Namespace) -> tuple[Any, float, str]:
         if args.backend is not None:
             raise ConfigError(Problem(field="--backend", value=args.backend, message="needs --config",
                                       fix="drop --backend, or pass --config PLATFORM.yaml instead of --scenario"))
+        if getattr(args, "hierarchy", None) == "compiled":
+            raise ConfigError(Problem(field="--hierarchy", value="compiled", message="needs --config",
+                                      fix="pass --config PLATFORM.yaml: a compilation is in whole instances"))
         return sim.load_scenario(args.scenario), poll or sim.DEFAULT_POLL_SECONDS, args.scenario
     from cdk_gpu_share.core import scenario as sc
     from cdk_gpu_share.core.config import load_config
+    from cdk_gpu_share.core.organisation import as_replayed
 
     config = load_config(args.config)
     backend = sc.choose_backend(config, args.backend)
-    scenario = sim.parse_scenario(sc.scenario_from_config(config, backend), source=f"{args.config} ({backend})")
+    replayed = as_replayed(config, backend, getattr(args, "hierarchy", None))
+    scenario = sim.parse_scenario(sc.scenario_from_config(replayed, backend), source=f"{args.config} ({backend})")
     if poll is None:
         poll = sc.poll_seconds_of(config, backend) or sim.DEFAULT_POLL_SECONDS
     return scenario, poll, f"{args.config}, backend {backend} ({scenario.capacity:g} GPUs)"

@@ -124,6 +124,8 @@ def fleet_plan(config: PlatformConfig) -> dict[str, Any]:
             t["unguaranteed_gpus"] = t["unguaranteed"] * per
         out["backends"][backend] = {"teams": rows, "totals": totals, "strategy": spec.strategy,
                                     **spec.plan_extras(section), **spec.plan_team_extras(section, teams)}
+        if config.groups and teams:
+            out["backends"][backend]["tree"] = tree_plan(config, backend, rows)
     out["inference"] = inference_plan(config)
     out["idle_costs"] = idle_costs(config)
     return out
@@ -265,7 +267,64 @@ def _num(x: float | None) -> str:
 
 
 #: The keys of a backend's plan that every backend has (the rest come from its plan_extras).
-_PLAN_KEYS = frozenset({"teams", "totals", "strategy"})
+_PLAN_KEYS = frozenset({"teams", "totals", "strategy", "tree"})
+
+
+def tree_plan(config: PlatformConfig, backend: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The organisation's tree on ``backend``: each node's quota Q, borrow limit B and the most it
+    could use (the least Q + B above it, the fleet's capacity, a team's own bound), per instance
+    type in instances; and, for a backend that deploys a flat compilation, what it changed."""
+    from cdk_gpu_share.core.config import group_tree
+    from cdk_gpu_share.core.organisation import compilation, compile_flat
+
+    section = config.backend(backend)
+    tree = group_tree(config, backend)
+    team_most = {(r["team"], r["instance_type"]): r["max_usage"] for r in rows}
+    nodes = []
+    for depth, name in tree.depth_first():
+        group = tree.is_group(name)
+        path = ((name,) if group else ()) + (tree.path(name) if not group else _ancestors(tree, name))
+        per_type = {}
+        for it, capacity in section.capacity.items():
+            bound = min([float(capacity)] + [tree.bound(g, it) for g in path])
+            if not group:
+                bound = min(bound, team_most.get((name, it), 0.0))
+            per_type[it] = {"quota": tree.quota(name).get(it, 0.0),
+                            "borrow_limit": tree.borrow_limit(name, it) if group else None, "max_usage": bound}
+        nodes.append({"depth": depth, "name": name, "kind": "group" if group else "team", "types": per_type})
+    compiled = compile_flat(config, backend)
+    return {"compilation": compilation(backend), "nodes": nodes,
+            "changes": [dict(vars(c)) for c in compiled.changes]}
+
+
+def _ancestors(tree: Any, group: str) -> tuple[str, ...]:
+    out = []
+    parent = tree.groups[group].parent
+    while parent is not None:
+        out.append(parent)
+        parent = tree.groups[parent].parent
+    return tuple(out)
+
+
+def _tree_lines(tree: dict[str, Any]) -> list[str]:
+    lines = [f"  tree ({tree['compilation']}): quota Q, borrow limit B, most it could use"]
+    for node in tree["nodes"]:
+        parts = []
+        for it, t in node["types"].items():
+            b = "" if node["kind"] == "team" else (
+                ", B unlimited" if t["borrow_limit"] is None else f", B {amount_text(t['borrow_limit'], it)}")
+            parts.append(f"{it} Q {amount_text(t['quota'], it)}{b}, at most {amount_text(t['max_usage'], it)}")
+        label = node["name"] + ("/" if node["kind"] == "group" else "")
+        lines.append(f"  {'  ' * (node['depth'] + 1)}{label}: " + "; ".join(parts))
+    for c in tree["changes"]:
+        it = c["instance_type"]
+        limit = ("unlimited" if c["compiled_borrow_limit"] is None else amount_text(c["compiled_borrow_limit"], it))
+        if c["compiled_borrow_percent"] is not None:
+            limit += f" ({c['compiled_borrow_percent']} %)"
+        bound = "none" if c["bound"] is None else amount_text(c["bound"], it)
+        lines.append(f"  compiled {c['team']} on {it}: guarantee {amount_text(c['guarantee'], it)} -> "
+                     f"{amount_text(c['compiled_guarantee'], it)}, borrow limit {limit} (tree bound {bound})")
+    return lines
 
 
 def format_plan(plan: dict[str, Any]) -> str:
@@ -286,6 +345,8 @@ def format_plan(plan: dict[str, Any]) -> str:
             for r in data["teams"]
         ]
         lines += format_table(headers, rows, right=set(), indent="  ")
+        if "tree" in data:
+            lines += _tree_lines(data["tree"])
         for it, t in data["totals"].items():
             lines.append(
                 f"  fleet {it}: capacity {amount_text(t['capacity'], it)}, guaranteed {amount_text(t['guaranteed'], it)},"
