@@ -82,3 +82,13 @@ def test_a_team_submits_on_its_own_queue_and_nowhere_else(app, cluster, namespac
                                                              priority_class=ABOVE_CAP[team])).allowed
     else:  # inference's max_priority 1000 admits the inference class
         assert _submit(cluster, app, team, ns, workload(kind, ns, queue=team, priority_class="inference")).allowed
+
+
+def test_the_stack_labels_each_team_namespace_for_pod_security(cluster):
+    """What the cluster receives: each team's namespace enforces the baseline Pod Security Standard
+    and warns of the restricted one, beneath the admission policy."""
+    namespaces = {o["metadata"]["name"]: o["metadata"]["labels"] for o in cluster if o["kind"] == "Namespace"}
+    assert set(namespaces) == set(TEAMS)
+    for labels in namespaces.values():
+        assert labels["pod-security.kubernetes.io/enforce"] == "baseline"
+        assert labels["pod-security.kubernetes.io/warn"] == "restricted"

@@ -308,6 +308,8 @@ ROWS: list[tuple[str, dict, Callable[[], Any]]] = [
     ("kueue reserved namespace", kq_yaml([team("kube-system", K1)]), kq_py([py_team("kube-system", K1)])),
     ("kueue adopts a namespace that is no team", kq_yaml([team("a", K1)], adopt_namespaces=["b"]),
      kq_py([py_team("a", K1)], adopt_namespaces=("b",))),
+    ("kueue runtime class name", kq_yaml([team("a", K1)], allowed_runtime_classes=["Nvidia"]),
+     kq_py([py_team("a", K1)], allowed_runtime_classes=("Nvidia",))),
     ("kueue guarantees above capacity", kq_yaml([team("a", {"p5.48xlarge": 3})]), kq_py([py_team("a", {"p5.48xlarge": 3})])),
     ("kueue reclaim Never with a borrow policy",
      kq_yaml([team("a", K1)], preemption={"borrow_within_cohort": {"policy": "LowerPriority"}}),

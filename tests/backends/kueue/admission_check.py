@@ -66,8 +66,11 @@ def _selects(selector: Mapping[str, Any], namespace: str) -> bool:
     return all(labels.get(k) == v for k, v in selector.get("matchLabels", {}).items())
 
 
-def _matches(policy: dict[str, Any], binding: dict[str, Any], obj: dict[str, Any], operation: str) -> bool:
+def _matches(policy: dict[str, Any], binding: dict[str, Any], obj: dict[str, Any], operation: str,
+             subresource: str = "") -> bool:
     group, resource = RESOURCES[obj["kind"]]
+    if subresource:
+        resource = f"{resource}/{subresource}"
     namespace = obj["metadata"]["namespace"]
     constraints = policy["spec"]["matchConstraints"]
     if not _selects(constraints.get("namespaceSelector", {}), namespace):
@@ -91,11 +94,11 @@ def _evaluate(expression: str, activation: dict[str, Any]) -> Any:
 
 
 def decide(policy: dict[str, Any], binding: dict[str, Any], obj: dict[str, Any], *, user: str,
-           old: dict[str, Any] | None = None) -> Decision:
+           old: dict[str, Any] | None = None, subresource: str = "") -> Decision:
     """The decision of ``policy`` bound by ``binding`` on ``user`` creating ``obj`` (updating ``old``
-    into it when ``old`` is given)."""
+    into it when ``old`` is given, through ``subresource`` when given: ``ephemeralcontainers``)."""
     operation = "UPDATE" if old is not None else "CREATE"
-    if not _matches(policy, binding, obj, operation):
+    if not _matches(policy, binding, obj, operation, subresource):
         return Decision(matched=False)
     activation: dict[str, Any] = {
         "object": celpy.json_to_cel(obj),

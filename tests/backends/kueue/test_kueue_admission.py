@@ -9,11 +9,12 @@ from typing import Any
 
 import kubernetes_validate
 import pytest
+import yaml
 
 from cdk_gpu_share.backends.kueue import allowed_priority_classes
 from cdk_gpu_share.backends.kueue.admission import MANAGED_KINDS, policy_name
 from cdk_gpu_share.backends.kueue.manifests import config_objects
-from cdk_gpu_share.core.config import load_config
+from cdk_gpu_share.core.config import load_config, parse_config
 from cdk_gpu_share.core.plan import fleet_plan, format_plan
 from tests.backends.kueue.admission_check import Decision, all_expressions, compiles, decide, schema_errors
 from tests.backends.kueue.workloads import (
@@ -22,10 +23,14 @@ from tests.backends.kueue.workloads import (
     KUBERAY,
     KUEUE,
     MEMBER,
+    annotated,
+    hostpath,
     own_account,
     relabelled,
     released,
     resized,
+    with_container,
+    with_spec,
     workload,
 )
 from tests.helpers import ROOT
@@ -48,9 +53,10 @@ def policy_of(objects: list[dict], team: str) -> tuple[dict, dict]:
     return policy, binding
 
 
-def run(objects: list[dict], obj: dict, user: str = MEMBER, old: dict | None = None, team: str = TEAM) -> Decision:
+def run(objects: list[dict], obj: dict, user: str = MEMBER, old: dict | None = None, team: str = TEAM,
+        subresource: str = "") -> Decision:
     policy, binding = policy_of(objects, team)
-    decision = decide(policy, binding, obj, user=user, old=old)
+    decision = decide(policy, binding, obj, user=user, old=old, subresource=subresource)
     assert decision.errors == [], decision.errors  # each case meets the rule it is about, not an evaluation error
     return decision
 
@@ -69,6 +75,14 @@ POD_PRIORITY = "may have a priority up to the team's max_priority"
 TEMPLATE_CLASS = "not with priorityClassName in its pod templates"
 RUNNING_SIZE = "keeps the size Kueue admitted"
 DEVICES = "may not be privileged or set NVIDIA_VISIBLE_DEVICES"
+NODE_NAME = "may not set spec.nodeName"
+TOLERATION_ADDED = "may not gain a toleration of the GPU nodes' taint"
+HOST_PID = "may not set hostPID"
+HOST_NETWORK = "may not set hostNetwork"
+SYS_ADMIN = "may not add the capability SYS_ADMIN"
+HOST_PATH = "may not mount a hostPath to /dev or the container runtime's socket"
+RUNTIME_CLASS = "may name only an allowed runtime class"
+CDI = "may not carry a cdi.k8s.io/* annotation"
 
 
 # -- the objects.
@@ -108,6 +122,8 @@ def test_the_policy_matches_every_managed_kind_on_create_and_update(objects):
     rules = policy["spec"]["matchConstraints"]["resourceRules"]
     matched = {(g, r) for rule in rules for g in rule["apiGroups"] for r in rule["resources"]}
     assert ("", "pods") in matched and {(k.group, k.resource) for k in MANAGED_KINDS} <= matched
+    # Ephemeral containers come through their own subresource; the scheduler binds through pods/binding.
+    assert ("", "pods/ephemeralcontainers") in matched and ("", "pods/binding") not in matched
     assert all(rule["operations"] == ["CREATE", "UPDATE"] for rule in rules)
 
 
@@ -319,4 +335,143 @@ def test_every_rule_of_the_policy_is_exercised_by_the_tables(objects):
               (resized(released(held)), MEMBER, released(held))]
     for obj, user, old in cases:
         hit.update(run(objects, obj, user=user, old=old).refused)
+    for _, obj, old, subresource, _ in ROUTES:
+        hit.update(run(objects, obj, old=old, subresource=subresource).refused)
     assert {v["message"] for v in policy["spec"]["validations"]} == hit
+
+
+# -- ways to a GPU node, or to its GPUs, around the scheduler and the device plugin.
+
+#: A Pod the team may run without the queue: it asks for no GPU and does not tolerate the GPU nodes.
+PLAIN = workload("Pod", TEAM, gpus=0, held=False)
+#: A Pod Kueue admitted (on the team's queue, released), running on a node the scheduler bound it to.
+RUNNING = with_spec(released(workload("Pod", TEAM, queue=TEAM, gpus=1)), nodeName="ip-10-0-0-1.ec2.internal")
+GPU_NODE = "ip-10-0-0-9.ec2.internal"
+TOLERATE_ALL = [{"operator": "Exists"}]
+TOLERATE_GPU = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+REFUSED_PATHS = ("/dev", "/dev/", "/dev/nvidia0", "/dev/null", "/", "/run", "/var", "/var/run", "/run/containerd",
+                 "/run/containerd/containerd.sock", "/var/run/containerd/containerd.sock", "/run/crio/crio.sock",
+                 "/var/run/docker.sock", "/run/cri-dockerd.sock", "//dev", "/./dev/nvidia0", "/var/./run")
+ALLOWED_PATHS = ("/mnt/fsx", "/opt/dlami/nvme", "/devices", "/var/log", "/data/.cache", "/run-data")
+
+#: (case, the Pod, the Pod before when an UPDATE, the subresource, the words of the one rule refusing it).
+ROUTES = [
+    ("nodeName on a Pod outside the queue", with_spec(PLAIN, nodeName=GPU_NODE), None, "", NODE_NAME),
+    ("a toleration of every taint added on update", with_spec(PLAIN, tolerations=TOLERATE_ALL), PLAIN, "",
+     TOLERATION_ADDED),
+    ("the GPU nodes' toleration added on update", with_spec(PLAIN, tolerations=TOLERATE_GPU), PLAIN, "",
+     TOLERATION_ADDED),
+    ("the GPU nodes' toleration added to a running queued Pod", with_spec(RUNNING, tolerations=TOLERATE_ALL), RUNNING,
+     "", TOLERATION_ADDED),
+    ("hostPID", with_spec(PLAIN, hostPID=True), None, "", HOST_PID),
+    ("hostNetwork", with_spec(PLAIN, hostNetwork=True), None, "", HOST_NETWORK),
+    *[(f"capability {cap}", with_container(PLAIN, securityContext={"capabilities": {"add": [cap]}}), None, "", SYS_ADMIN)
+      for cap in ("SYS_ADMIN", "CAP_SYS_ADMIN", "sys_admin", "ALL")],
+    ("capability SYS_ADMIN in an init container",
+     with_container(PLAIN, "initContainers", securityContext={"capabilities": {"add": ["SYS_ADMIN"]}}), None, "",
+     SYS_ADMIN),
+    *[(f"hostPath {path}", with_spec(PLAIN, volumes=hostpath(path)), None, "", HOST_PATH) for path in REFUSED_PATHS],
+    ("runtimeClassName nvidia (none allowed)", with_spec(PLAIN, runtimeClassName="nvidia"), None, "", RUNTIME_CLASS),
+    ("a CDI annotation", annotated(PLAIN, **{"cdi.k8s.io/gpu": "nvidia.com/gpu=all"}), None, "", CDI),
+    ("a CDI annotation added on update", annotated(RUNNING, **{"cdi.k8s.io/x": "nvidia.com/gpu=0"}), RUNNING, "", CDI),
+    ("a privileged ephemeral container", with_container(RUNNING, "ephemeralContainers",
+                                                        securityContext={"privileged": True}),
+     RUNNING, "ephemeralcontainers", DEVICES),
+    ("an ephemeral container setting NVIDIA_VISIBLE_DEVICES", with_container(
+        RUNNING, "ephemeralContainers", env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]),
+     RUNNING, "ephemeralcontainers", DEVICES),
+    ("an ephemeral container adding SYS_ADMIN", with_container(
+        RUNNING, "ephemeralContainers", securityContext={"capabilities": {"add": ["SYS_ADMIN"]}}),
+     RUNNING, "ephemeralcontainers", SYS_ADMIN),
+]
+
+
+@pytest.mark.parametrize("what, obj, old, subresource, words", ROUTES, ids=[c[0] for c in ROUTES])
+def test_a_pod_may_not_reach_a_gpu_node_around_the_queue(objects, what, obj, old, subresource, words):
+    assert kubernetes_errors(obj) == []
+    decision = run(objects, obj, old=old, subresource=subresource)
+    assert refused_by(decision, words), decision.refused
+    # The case is refused by that rule alone: without it, the policy would let the Pod through.
+    policy, binding = policy_of(objects, TEAM)
+    without = copy.deepcopy(policy)
+    without["spec"]["validations"] = [v for v in policy["spec"]["validations"] if words not in v["message"]]
+    assert len(without["spec"]["validations"]) == len(policy["spec"]["validations"]) - 1
+    assert decide(without, binding, obj, user=MEMBER, old=old, subresource=subresource).allowed
+
+
+ALLOWED_PODS = [
+    ("a Pod the scheduler bound (nodeName) relabelled", relabelled(RUNNING, priority_class="training"), RUNNING),
+    ("a toleration of another taint added on update", with_spec(PLAIN, tolerations=[
+        {"key": "spot", "operator": "Exists", "effect": "NoSchedule"}]), PLAIN),
+    ("the GPU toleration added to its own held, queued Pod", with_spec(workload("Pod", TEAM, queue=TEAM),
+                                                                       tolerations=TOLERATE_GPU),
+     workload("Pod", TEAM, queue=TEAM)),
+    ("a capability baseline allows", with_container(PLAIN, securityContext={"capabilities": {"add": ["NET_BIND_SERVICE"]}}),
+     None),
+    *[(f"hostPath {path}", with_spec(PLAIN, volumes=hostpath(path)), None) for path in ALLOWED_PATHS],
+    ("another annotation", annotated(PLAIN, **{"example.com/cdi.k8s.io": "x", "note": "cdi.k8s.io/gpu"}), None),
+    ("hostPID and hostNetwork false", with_spec(PLAIN, hostPID=False, hostNetwork=False), None),
+    ("an ephemeral debugging container", with_container(RUNNING, "ephemeralContainers"), RUNNING),
+    # Made before the policy: a later change that adds nothing is not refused for what the Pod had.
+    ("a Pod that had hostPID before the policy, relabelled", relabelled(with_spec(RUNNING, hostPID=True),
+                                                                         priority_class="training"),
+     with_spec(RUNNING, hostPID=True)),
+]
+
+
+@pytest.mark.parametrize("what, obj, old", ALLOWED_PODS, ids=[c[0] for c in ALLOWED_PODS])
+def test_a_pod_that_stays_within_the_queue_is_allowed(objects, what, obj, old):
+    assert kubernetes_errors(obj) == []
+    subresource = "ephemeralcontainers" if "ephemeralContainers" in obj["spec"] else ""
+    assert run(objects, obj, old=old, subresource=subresource).allowed
+
+
+def test_no_controller_may_create_a_pod_with_a_node_name_either(objects):
+    # The scheduler binds Pods through pods/binding, and the DaemonSet controller places its Pods
+    # by node affinity: nobody needs to create a Pod with nodeName in a team's namespace.
+    pod = with_spec(workload("Pod", TEAM, held=False, owner="Job"), nodeName=GPU_NODE)
+    assert run(objects, with_spec(pod, nodeName=""), user=JOB_CONTROLLER).allowed
+    assert refused_by(run(objects, pod, user=JOB_CONTROLLER), NODE_NAME)
+    assert refused_by(run(objects, pod, user="system:kube-controller-manager"), NODE_NAME)
+
+
+def test_kueue_gives_the_gpu_toleration_when_it_admits_a_pod(objects):
+    held = workload("Pod", TEAM, queue=TEAM, gpus=0)
+    admitted = with_spec(released(held), tolerations=TOLERATE_GPU)
+    assert run(objects, admitted, old=held, user=KUEUE).allowed
+    # The same change by a member: it releases the Pod, and gives it the toleration, outside Kueue.
+    decision = run(objects, admitted, old=held)
+    assert refused_by(decision, ONLY_KUEUE) and refused_by(decision, TOLERATION_ADDED)
+
+
+def test_an_allowed_runtime_class_passes_and_any_other_is_refused():
+    raw = yaml.safe_load(EXAMPLE.read_text())
+    raw["kueue"]["allowed_runtime_classes"] = ["gvisor"]
+    objects = config_objects(parse_config(raw))
+    assert run(objects, with_spec(PLAIN, runtimeClassName="gvisor")).allowed
+    refused = run(objects, with_spec(PLAIN, runtimeClassName="nvidia"))
+    assert refused_by(refused, RUNTIME_CLASS) and any("(gvisor)" in m for m in refused.refused)
+
+
+def kubernetes_errors(obj: dict) -> list[str]:
+    """Where a test's Pod (or a Namespace) breaks Kubernetes 1.30's schema of its kind: each case
+    is an object the API server takes."""
+    try:
+        kubernetes_validate.validate(obj, "1.30.0", strict=True)
+    except kubernetes_validate.ValidationError as e:
+        return [e.message]
+    return []
+
+
+# -- Pod Security Admission, beneath the policy.
+
+
+def test_each_team_namespace_enforces_the_baseline_pod_security_standard(objects):
+    namespaces = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Namespace"}
+    assert sorted(namespaces) == ["applied", "inference", "research"]
+    for name, ns in namespaces.items():
+        assert kubernetes_errors(ns) == []  # a valid v1 Namespace of Kubernetes 1.30
+        labels = ns["metadata"]["labels"]
+        assert labels["pod-security.kubernetes.io/enforce"] == "baseline", name
+        assert labels["pod-security.kubernetes.io/warn"] == "restricted", name
+        assert labels["gpu-share/team"] == name

@@ -18,7 +18,7 @@ from cdk_gpu_share.cli import main
 from cdk_gpu_share.core import config as C
 from cdk_gpu_share.core.config_schema import platform_schema
 from cdk_gpu_share.core.errors import ConfigError
-from cdk_gpu_share.core.plan import fleet_plan
+from cdk_gpu_share.core.plan import fleet_plan, format_plan
 from cdk_gpu_share.core.scenario import poll_seconds_of, scenario_from_config
 from tests.backends.kueue.schema_check import CRDS, cel_errors, schema_errors, served_versions
 from tests.helpers import ROOT
@@ -76,6 +76,26 @@ def test_the_section_is_read_with_kueue_defaults():
     assert [t.name for t in config.teams_for("kueue")] == ["research", "applied", "inference"]
 
 
+def test_allowed_runtime_classes_default_to_none_and_are_read_in_order():
+    assert C.parse_config(base()).backend("kueue").allowed_runtime_classes == ()
+    raw = base()
+    raw["kueue"]["allowed_runtime_classes"] = ["gvisor", "kata-qemu", "gvisor"]
+    section = C.parse_config(raw).backend("kueue")
+    assert section.allowed_runtime_classes == ("gvisor", "kata-qemu")
+    assert C.parse_config(C.config_mapping(C.parse_config(raw))).backend("kueue") == section
+
+
+def test_a_bad_runtime_class_names_the_field_the_value_and_the_fix(capsys, tmp_path):
+    raw = base()
+    raw["kueue"]["allowed_runtime_classes"] = ["Nvidia"]
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    assert main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "kueue.allowed_runtime_classes[0]" in err and "'Nvidia'" in err and "RuntimeClass" in err
+    assert "lower-case" in err and "Traceback" not in err
+
+
 def test_the_section_round_trips_through_its_mapping():
     config = C.load_config(EXAMPLE)
     again = C.parse_config(C.config_mapping(config))
@@ -92,6 +112,9 @@ def test_the_section_round_trips_through_its_mapping():
     ("preemption", {"borrow_within_cohort": {"policy": "Any"}}, "kueue.preemption.borrow_within_cohort.policy"),
     ("adopt_namespaces", "research", "kueue.adopt_namespaces"),
     ("adopt_namespaces", ["reserch"], "kueue.adopt_namespaces[0]"),
+    ("allowed_runtime_classes", "nvidia", "kueue.allowed_runtime_classes"),
+    ("allowed_runtime_classes", ["Bad_Name"], "kueue.allowed_runtime_classes[0]"),
+    ("allowed_runtime_classes", [7], "kueue.allowed_runtime_classes[0]"),
     ("priority_classes", [{"name": "High", "value": 1}], "kueue.priority_classes[0].name"),
     ("priority_classes", [{"name": "high", "value": 2**31}], "kueue.priority_classes[0].value"),
     ("priority_classes", [{"name": "a", "value": 1}, {"name": "a", "value": 2}], "kueue.priority_classes[1].name"),
@@ -376,7 +399,7 @@ def test_the_json_schema_describes_the_section():
     props = platform_schema()["properties"]["kueue"]["properties"]
     assert props["preemption"]["properties"]["reclaim_within_cohort"]["enum"] == ["Never", "LowerPriority", "Any"]
     assert set(props) == {"eks_cluster_name", "kubectl_role_arn", "capacity", "cohort", "preemption", "priority_classes",
-                          "adopt_namespaces"}
+                          "adopt_namespaces", "allowed_runtime_classes"}
 
 
 def test_plan_shows_the_kueue_teams_and_unlimited_default_borrowing():
@@ -388,6 +411,11 @@ def test_plan_shows_the_kueue_teams_and_unlimited_default_borrowing():
     assert rows["research"]["borrow_cap"] is None  # no borrowingLimit: unlimited
     assert rows["applied"]["borrow_cap"] == 0
     assert "reclaim_within_cohort: Never" in plan["kueue"]
+    # The GPU-node settings no admission policy can enforce: one line of the plan.
+    text = [line for line in format_plan(fleet_plan(C.parse_config(raw))).splitlines() if "gpu_nodes:" in line]
+    assert len(text) == 1 and "cannot enforce" in text[0]
+    assert "accept-nvidia-visible-devices-envvar-when-unprivileged = false" in text[0]
+    assert "deviceListStrategy volume-mounts" in text[0]
 
 
 def test_simulate_runs_the_example(tmp_path, capsys):

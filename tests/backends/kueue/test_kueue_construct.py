@@ -150,6 +150,11 @@ def test_summary_lists_the_applied_objects(built, capsys):
     assert "ClusterQueue research: p5.48xlarge 16 GPUs (borrowing limit 8)" in out
     assert "ClusterQueue applied: p5.48xlarge 8 GPUs (borrowing limit 0)" in out
     assert "Cohort gpu-share" in out and "LocalQueue inference" in out
+    # What no admission policy can enforce, once for the platform (not once per team).
+    settings = [line for line in out.splitlines() if "GPU nodes:" in line]
+    assert len(settings) == 1
+    assert "accept-nvidia-visible-devices-envvar-when-unprivileged = false" in settings[0]
+    assert "deviceListStrategy volume-mounts" in settings[0] and "cannot enforce" in settings[0]
 
 
 def test_without_a_kubectl_role_the_construct_is_refused_naming_the_field():

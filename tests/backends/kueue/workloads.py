@@ -138,6 +138,34 @@ def resized(obj: dict[str, Any], gpus: int = 8) -> dict[str, Any]:
     return out
 
 
+def with_spec(obj: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    """``obj`` (a Pod) with pod-spec ``fields`` set: ``nodeName``, ``hostPID``, ``volumes``..."""
+    out = copy.deepcopy(obj)
+    out["spec"].update(copy.deepcopy(fields))
+    return out
+
+
+def with_container(obj: dict[str, Any], where: str = "containers", **fields: Any) -> dict[str, Any]:
+    """``obj`` (a Pod) with one more container in the list ``where`` (``containers``,
+    ``initContainers``, ``ephemeralContainers``) holding ``fields`` (``securityContext``, ``env``)."""
+    out = copy.deepcopy(obj)
+    out["spec"].setdefault(where, []).append({"name": f"extra-{len(out['spec'].get(where, []))}", "image": "x:1",
+                                               **copy.deepcopy(fields)})
+    return out
+
+
+def annotated(obj: dict[str, Any], **annotations: str) -> dict[str, Any]:
+    """``obj`` with ``annotations`` added (keys as given: pass a dict with ``**{"a/b": "v"}``)."""
+    out = copy.deepcopy(obj)
+    out["metadata"].setdefault("annotations", {}).update(annotations)
+    return out
+
+
+def hostpath(path: str) -> list[dict[str, Any]]:
+    """A pod's ``volumes`` holding one hostPath volume of ``path``."""
+    return [{"name": "host", "hostPath": {"path": path}}]
+
+
 def relabelled(obj: dict[str, Any], **labels: str | None) -> dict[str, Any]:
     """``obj`` with labels set (``queue``, ``priority_class``), or removed when None."""
     out = copy.deepcopy(obj)
@@ -150,5 +178,5 @@ def relabelled(obj: dict[str, Any], **labels: str | None) -> dict[str, Any]:
     return out
 
 
-__all__ = ["JOB_CONTROLLER", "KINDS", "KUBERAY", "KUEUE", "MEMBER", "own_account", "pod_spec", "relabelled",
-           "released", "resized", "workload"]
+__all__ = ["JOB_CONTROLLER", "KINDS", "KUBERAY", "KUEUE", "MEMBER", "annotated", "hostpath", "own_account", "pod_spec",
+           "relabelled", "released", "resized", "with_container", "with_spec", "workload"]

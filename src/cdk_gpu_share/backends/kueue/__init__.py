@@ -15,7 +15,7 @@ from __future__ import annotations
 import difflib
 import json
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,7 +33,7 @@ KUEUE_VERSION = "v0.19.2"
 API_VERSION = "kueue.x-k8s.io/v1beta2"
 #: The keys of the section, of its ``preemption``, of ``preemption.borrow_within_cohort`` and of a priority class.
 SECTION_KEYS = frozenset({"eks_cluster_name", "kubectl_role_arn", "capacity", "cohort", "preemption",
-                          "priority_classes", "adopt_namespaces"})
+                          "priority_classes", "adopt_namespaces", "allowed_runtime_classes"})
 PREEMPTION_KEYS = frozenset({"reclaim_within_cohort", "borrow_within_cohort", "within_cluster_queue"})
 BORROW_KEYS = frozenset({"policy", "max_priority_threshold"})
 PRIORITY_CLASS_KEYS = frozenset({"name", "value", "description"})
@@ -58,6 +58,11 @@ INT32 = (-(2**31), 2**31 - 1)
 MIN_KUBERNETES = "1.30"
 #: The label a ResourceFlavor selects nodes by.
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+#: What no admission policy can hold (an image's own ENV), in the one line ``plan`` and ``summary`` give.
+GPU_NODE_SETTINGS = ("set on the GPU nodes, which this platform cannot enforce: the NVIDIA container toolkit's"
+                     " accept-nvidia-visible-devices-envvar-when-unprivileged = false and the device plugin's"
+                     " deviceListStrategy volume-mounts; without both, a container with no GPU request whose image"
+                     " sets NVIDIA_VISIBLE_DEVICES=all may use every GPU of its node")
 
 
 @dataclass(frozen=True)
@@ -102,6 +107,9 @@ class KueueConfig:
     #: namespace is created, and a deployment that finds it existing fails rather than giving the
     #: team edit rights in a namespace someone else made.
     adopt_namespaces: tuple[str, ...] = ()
+    #: The RuntimeClasses a team's Pod may name in ``runtimeClassName``; any other is refused, since a
+    #: runtime such as NVIDIA's can hand a container GPUs the device plugin did not give it.
+    allowed_runtime_classes: tuple[str, ...] = ()
 
 
 #: Descriptions of the section and its keys: the words an editor shows on hover (``gpu-share schema``).
@@ -119,6 +127,8 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
         "adopt_namespaces": "Teams whose namespace may already exist on the cluster: it is adopted (labelled)"
         " instead of failing the deployment. Default: none, so a team never gets edit rights in a namespace"
         " it did not get from this platform. Namespaces are kept by cdk destroy either way.",
+        "allowed_runtime_classes": "RuntimeClasses a team's Pod may name in runtimeClassName (each team's admission"
+        " policy refuses any other). Default: none, so Pods use the node's default runtime.",
     },
     "kueue_preemption": {
         "reclaim_within_cohort": "Never | LowerPriority | Any: may a team take its lent quota back. Default: Never.",
@@ -210,18 +220,20 @@ def _priority_classes(raw: Any, problems: Problems) -> tuple[WorkloadPriorityCla
     return tuple(out)
 
 
-def _adopt_namespaces(raw: Any, problems: Problems) -> tuple[str, ...]:
-    where = f"{KEY}.adopt_namespaces"
+def _names(raw: Any, key: str, problems: Problems, what: str, example: str,
+           read: Callable[[Any, str], str | None]) -> tuple[str, ...]:
+    """The list ``kueue.<key>`` of names, each read by ``read`` (value, where), duplicates dropped."""
+    where = f"{KEY}.{key}"
     if raw is None:
         return ()
     if not isinstance(raw, list):
-        problems.add(where, raw, "must be a list of team names", "write [research, applied]")
+        problems.add(where, raw, f"must be a list of {what}", f"write {example}")
         return ()
     names: list[str] = []
-    for i, name in enumerate(raw):
-        value = C.read_str(name, f"{where}[{i}]", problems)
-        if value is not None and value not in names:
-            names.append(value)
+    for i, value in enumerate(raw):
+        name = read(value, f"{where}[{i}]")
+        if name is not None and name not in names:
+            names.append(name)
     return tuple(names)
 
 
@@ -244,7 +256,13 @@ def parse(raw: Any, problems: Problems) -> KueueConfig | None:
     return KueueConfig(eks_cluster_name=cluster or "", capacity=capacity, kubectl_role_arn=role, cohort=cohort,
                        preemption=_preemption(data.get("preemption"), problems),
                        priority_classes=_priority_classes(data.get("priority_classes"), problems),
-                       adopt_namespaces=_adopt_namespaces(data.get("adopt_namespaces"), problems))
+                       adopt_namespaces=_names(data.get("adopt_namespaces"), "adopt_namespaces", problems,
+                                               "team names", "[research, applied]",
+                                               lambda v, where: C.read_str(v, where, problems)),
+                       allowed_runtime_classes=_names(
+                           data.get("allowed_runtime_classes"), "allowed_runtime_classes", problems, "RuntimeClass names",
+                           "[gvisor] (or leave it out: none)",
+                           lambda v, where: _subdomain(v, where, problems, "RuntimeClass")))
 
 
 def allowed_priority_classes(section: KueueConfig, team: TeamConfig) -> list[str]:
@@ -357,8 +375,11 @@ def describe_resource(resource: Mapping[str, Any]) -> list[str]:
         how = "adopted if it exists" if resource.get("Properties", {}).get("Overwrite") in (True, "true") else "created"
         return [f"Namespace {o.get('metadata', {}).get('name')}: {how}, kept by cdk destroy and when its team is"
                 " removed" for o in objects if isinstance(o, dict) and o.get("kind") == "Namespace"]
-    return [_describe_object(o) for o in objects if isinstance(o, dict) and (
+    lines = [_describe_object(o) for o in objects if isinstance(o, dict) and (
         str(o.get("apiVersion", "")).startswith("kueue.x-k8s.io/") or o.get("kind") == "ValidatingAdmissionPolicy")]
+    if any(isinstance(o, dict) and o.get("kind") == "ValidatingAdmissionPolicy" for o in objects):
+        lines.append(f"GPU nodes: {GPU_NODE_SETTINGS}")  # once: every policy is in one manifest
+    return lines
 
 
 def _describe_object(obj: Mapping[str, Any]) -> str:
@@ -407,6 +428,8 @@ def schema() -> dict[str, Any]:
         "priority_classes": {"type": "array", "items": priority_class},
         "adopt_namespaces": {"type": "array", "uniqueItems": True,
                              "items": {"type": "string", "pattern": DNS_LABEL_PATTERN, "maxLength": MAX_LABEL}},
+        "allowed_runtime_classes": {"type": "array", "uniqueItems": True, "items": {
+            "type": "string", "pattern": DNS_SUBDOMAIN_PATTERN, "maxLength": MAX_SUBDOMAIN}},
     }, required=["eks_cluster_name", "capacity"])
 
 
@@ -431,6 +454,8 @@ def to_mapping(section: Any) -> Any:
         out["kubectl_role_arn"] = section.kubectl_role_arn
     if section.adopt_namespaces:
         out["adopt_namespaces"] = list(section.adopt_namespaces)
+    if section.allowed_runtime_classes:
+        out["allowed_runtime_classes"] = list(section.allowed_runtime_classes)
     return out
 
 
@@ -460,7 +485,8 @@ class KueueSpec(Backend):
                    " takes lent GPUs back at once, so it shows a lender's best case"
                    if p.reclaim_within_cohort == "Never" else
                    f"lenders preempt borrowed workloads ({p.reclaim_within_cohort}) as the simulator models")
-        return {"kueue": f"cluster {section.eks_cluster_name}, cohort {section.cohort}; {reclaim}"}
+        return {"kueue": f"cluster {section.eks_cluster_name}, cohort {section.cohort}; {reclaim}",
+                "gpu_nodes": GPU_NODE_SETTINGS}
 
     def plan_team_extras(self, section: KueueConfig, teams: Sequence[TeamConfig]) -> dict[str, Any]:
         """What each team's admission policy lets it label its workloads with."""
@@ -492,6 +518,6 @@ class KueueSpec(Backend):
 
 SPEC = KueueSpec()
 
-__all__ = ["API_VERSION", "KEY", "KUEUE_VERSION", "SECTION_KEYS", "SPEC", "BorrowWithinCohort", "KueueConfig",
+__all__ = ["API_VERSION", "GPU_NODE_SETTINGS", "KEY", "KUEUE_VERSION", "SECTION_KEYS", "SPEC", "BorrowWithinCohort", "KueueConfig",
            "KueuePreemption", "KueueSpec", "MIN_KUBERNETES", "WorkloadPriorityClass", "allowed_priority_classes", "parse",
            "schema"]

@@ -14,8 +14,12 @@ from Kubernetes 1.30) refuse, in that namespace:
 * releasing a held workload (``suspend: false``, dropping the gate) by anyone but a controller:
   only Kueue may start what it admitted; and changing the spec of a running workload (its
   replicas, parallelism or pod templates) without suspending it again;
-* a privileged Pod, or one setting ``NVIDIA_VISIBLE_DEVICES`` (either reaches a node's GPUs
-  around the device plugin);
+* a Pod that reaches a node, or its GPUs, around the scheduler or the device plugin
+  (:func:`_device_routes`): ``spec.nodeName``, privileged or ``NVIDIA_VISIBLE_DEVICES``,
+  ``hostPID``, ``hostNetwork``, the ``SYS_ADMIN`` capability, a ``hostPath`` to ``/dev`` or the
+  container runtime's socket, a ``runtimeClassName`` the section does not allow, a
+  ``cdi.k8s.io/*`` annotation; on CREATE, and on UPDATE when the Pod did not have it before
+  (ephemeral containers included); and a running Pod gaining a toleration of the GPU nodes;
 * a ``kueue.x-k8s.io/priority-class`` above the team's ``max_priority``, a Pod whose resolved
   priority is above it, and a ``priorityClassName`` in a workload's pod templates (Kueue would
   take the workload's priority from it).
@@ -29,6 +33,7 @@ or the controller manager).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,6 +48,12 @@ ADMISSION_GATE = "kueue.x-k8s.io/admission"
 ADMISSION_API = "admissionregistration.k8s.io/v1"
 #: The label the API server puts on every namespace: the binding selects the team's by it.
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+#: Pod Security Admission on each team's namespace: the baseline standard enforced (no privileged,
+#: hostPID, hostNetwork, hostPath, added capabilities beyond the default set), the restricted one
+#: warned. Not restricted enforced: it needs every container to run as non-root with all
+#: capabilities dropped, which common training images and their pod templates do not do. The team
+#: cannot change these labels (its edit rights read the Namespace object, they do not write it).
+POD_SECURITY_LABELS = {"pod-security.kubernetes.io/enforce": "baseline", "pod-security.kubernetes.io/warn": "restricted"}
 
 
 @dataclass(frozen=True)
@@ -147,27 +158,93 @@ ACCELERATORS = (
 #: The taint GPU nodes carry by convention (NVIDIA's resource name): a Pod tolerating it, or every
 #: taint, can land on a GPU node and take its CPUs and memory from the workloads Kueue admitted.
 GPU_TAINT = "nvidia.com/gpu"
-TOLERATES_GPU_NODES = (
-    "object.kind == 'Pod' && has(object.spec.tolerations) && object.spec.tolerations.exists(t,"
-    f" (has(t.key) && t.key == '{GPU_TAINT}') || ((!has(t.key) || t.key == '') && has(t.operator)"
-    " && t.operator == 'Exists'))"
-)
 
 
-def _reaches_devices(containers: str) -> str:
-    """Does a container of ``containers`` reach GPUs the device plugin did not give it: privileged
-    (it sees every device of the node), or naming NVIDIA_VISIBLE_DEVICES itself (the NVIDIA
-    runtime may honour it for a container that requested no GPU)?"""
-    return (f"{containers}.exists(c, (has(c.securityContext) && has(c.securityContext.privileged)"
-            " && c.securityContext.privileged == true) || (has(c.env)"
-            " && c.env.exists(e, e.name == 'NVIDIA_VISIBLE_DEVICES')))")
+def _tolerates_gpu_nodes(obj: str) -> str:
+    """Does the Pod ``obj`` tolerate the GPU nodes' taint, or every taint?"""
+    return (f"{obj}.kind == 'Pod' && has({obj}.spec.tolerations) && {obj}.spec.tolerations.exists(t,"
+            f" (has(t.key) && t.key == '{GPU_TAINT}') || ((!has(t.key) || t.key == '') && has(t.operator)"
+            " && t.operator == 'Exists'))")
 
 
-#: Does a Pod reach a node's GPUs around the device plugin (and so around Kueue's quota)?
-REACHES_DEVICES = (
-    f"object.kind == 'Pod' && ({_reaches_devices('object.spec.containers')}"
-    f" || (has(object.spec.initContainers) && {_reaches_devices('object.spec.initContainers')}))"
-)
+TOLERATES_GPU_NODES = _tolerates_gpu_nodes("object")
+#: The container lists of a pod spec; ephemeral containers are added to a running Pod (``kubectl debug``).
+CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
+
+
+def _any_container(spec: str, test: str) -> str:
+    """Does a container (``c``) of any list of the pod spec at ``spec`` pass ``test``?"""
+    return " || ".join(f"(has({spec}.{f}) && {spec}.{f}.exists(c, {test}))" for f in CONTAINER_LISTS)
+
+
+#: The annotation prefix of Container Device Interface requests, which a runtime with CDI enabled
+#: turns into devices in the container, whatever the Pod requested.
+CDI_ANNOTATION_PREFIX = "cdi.k8s.io/"
+#: A hostPath that reaches the node's devices or its container runtime (which starts containers with
+#: any device): ``/dev`` and below, the runtime sockets and their folders, and every folder above them
+#: (``/``, ``/run``, ``/var``, ``/var/run``). A path not written plainly (``//``, a ``.`` segment) is
+#: refused too, so that no spelling of one of them passes.
+HOST_DEVICE_PATH = (r"^/(dev(/.*)?|var|run|var/run|(var/)?run/(containerd|crio|docker|dockershim|cri-dockerd)[^/]*(/.*)?)?/?$"
+                    r"|//|(^|/)[.](/|$)")
+#: A capability that lets a container mount and reach host devices (``CAP_`` and case as the runtime takes them).
+SYS_ADMIN = r"(?i)^(cap_)?(sys_admin|all)$"
+
+
+@dataclass(frozen=True)
+class DeviceRoute:
+    """A way for a Pod to reach a node's GPUs, or its node, around the device plugin and so around
+    the quota (Kueue counts only the GPUs a Pod requests): ``test`` is CEL over the Pod ``obj``
+    (``object`` or ``oldObject``); ``what`` and ``fix`` make its message."""
+
+    name: str
+    test: Callable[[str], str]
+    what: str
+    fix: str
+
+
+def _device_routes(section: KueueConfig) -> tuple[DeviceRoute, ...]:
+    allowed = list(section.allowed_runtime_classes)
+    allowed_text = ", ".join(allowed) or "none"
+    return (
+        DeviceRoute("nodeName", lambda o: f"has({o}.spec.nodeName) && {o}.spec.nodeName != ''",
+                    "may not set spec.nodeName: it skips the scheduler, and with it the GPU nodes' taint",
+                    "leave spec.nodeName unset; the scheduler places the Pod (on a GPU node through Kueue's queue)"),
+        DeviceRoute("privileged", lambda o: _any_container(
+            f"{o}.spec", "(has(c.securityContext) && has(c.securityContext.privileged)"
+            " && c.securityContext.privileged == true) || (has(c.env) && c.env.exists(e, e.name == 'NVIDIA_VISIBLE_DEVICES'))"),
+            "may not be privileged or set NVIDIA_VISIBLE_DEVICES: it would reach GPUs outside the quota",
+            "request nvidia.com/gpu and let the device plugin give them"),
+        DeviceRoute("hostPID", lambda o: f"has({o}.spec.hostPID) && {o}.spec.hostPID == true",
+                    "may not set hostPID: it would see and signal the node's processes, other teams' GPU jobs among them",
+                    "remove hostPID"),
+        DeviceRoute("hostNetwork", lambda o: f"has({o}.spec.hostNetwork) && {o}.spec.hostNetwork == true",
+                    "may not set hostNetwork: it would reach the node's own services",
+                    "remove hostNetwork"),
+        DeviceRoute("SYS_ADMIN", lambda o: _any_container(
+            f"{o}.spec", f"has(c.securityContext) && has(c.securityContext.capabilities)"
+            f" && has(c.securityContext.capabilities.add) && c.securityContext.capabilities.add.exists(a, a.matches('{SYS_ADMIN}'))"),
+            "may not add the capability SYS_ADMIN (or ALL): it can mount the node's devices",
+            "remove it from securityContext.capabilities.add"),
+        DeviceRoute("hostPath", lambda o: f"has({o}.spec.volumes) && {o}.spec.volumes.exists(v, has(v.hostPath)"
+                    f" && v.hostPath.path.matches('{HOST_DEVICE_PATH}'))",
+                    "may not mount a hostPath to /dev or the container runtime's socket (or a folder above them):"
+                    " either hands a container any device of the node",
+                    "use a volume of another kind; GPUs come from requesting nvidia.com/gpu"),
+        DeviceRoute("runtimeClassName", lambda o: f"has({o}.spec.runtimeClassName) && !({o}.spec.runtimeClassName in {allowed!r})",
+                    "may name only an allowed runtime class in runtimeClassName: a runtime such as NVIDIA's can hand a"
+                    " container GPUs it did not request",
+                    f"use one of kueue.allowed_runtime_classes ({allowed_text}), or leave runtimeClassName unset"),
+        DeviceRoute("CDI", lambda o: f"has({o}.metadata.annotations) && {o}.metadata.annotations.exists(k,"
+                    f" k.startsWith('{CDI_ANNOTATION_PREFIX}'))",
+                    f"may not carry a {CDI_ANNOTATION_PREFIX}* annotation: the runtime would add the devices it names",
+                    "remove the annotation; request nvidia.com/gpu and let the device plugin give them"),
+    )
+
+
+def _newly(test: Callable[[str], str]) -> str:
+    """Does the request give a Pod ``test``: on CREATE when the Pod has it, on UPDATE when the Pod
+    before did not (what Kubernetes lets change, and Pods made before the policy keep what they had)?"""
+    return f"object.kind == 'Pod' && ({test('object')}) && !(request.operation == 'UPDATE' && ({test('oldObject')}))"
 
 
 def _owned_by_managed_kind() -> str:
@@ -239,10 +316,15 @@ def _validations(section: KueueConfig, team: TeamConfig) -> list[dict[str, str]]
          "message": f"a Pod in namespace {name} may have a priority up to the team's max_priority {team.max_priority}:"
                     " name a lower PriorityClass",
          "reason": "Forbidden"},
-        {"expression": f"request.operation != 'CREATE' || !({REACHES_DEVICES})",
-         "message": f"a Pod in namespace {name} may not be privileged or set NVIDIA_VISIBLE_DEVICES: it would reach"
-                    " GPUs outside the quota; request nvidia.com/gpu and let the device plugin give them",
+        {"expression": f"request.operation != 'UPDATE' || variables.controller || !({TOLERATES_GPU_NODES})"
+                       f" || ({_tolerates_gpu_nodes('oldObject')}) || (variables.held && variables.queue != '')",
+         "message": f"a running Pod in namespace {name} may not gain a toleration of the GPU nodes' taint {GPU_TAINT}"
+                    f" (or of every taint): create it with the label {QUEUE_LABEL}: {name}, and Kueue gives the"
+                    " toleration when it admits it",
          "reason": "Forbidden"},
+        *({"expression": f"!({_newly(route.test)})",
+           "message": f"a Pod in namespace {name} {route.what}; {route.fix}",
+           "reason": "Forbidden"} for route in _device_routes(section)),
         {"expression": f"!({TEMPLATE_PRIORITY_CLASS})",
          "message": f"a workload in namespace {name} gives its priority with the label {PRIORITY_LABEL}"
                     f" ({allowed_text}), not with priorityClassName in its pod templates",
@@ -260,7 +342,9 @@ def admission_objects(section: KueueConfig, team: TeamConfig, meta: dict[str, An
     groups: dict[str, list[str]] = {}
     for k in MANAGED_KINDS:
         groups.setdefault(k.group, []).append(k.resource)
-    rules = [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["pods"]}]
+    # Ephemeral containers are added through their own subresource; the binding one is the scheduler's.
+    rules = [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
+              "resources": ["pods", "pods/ephemeralcontainers"]}]
     rules += [{"apiGroups": [group], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE"], "resources": resources}
               for group, resources in groups.items()]
     policy = {
@@ -282,5 +366,6 @@ def admission_objects(section: KueueConfig, team: TeamConfig, meta: dict[str, An
     return [policy, binding]
 
 
-__all__ = ["ADMISSION_API", "ADMISSION_GATE", "GPU_TAINT", "MANAGED_KINDS", "MIN_KUBERNETES", "PRIORITY_LABEL", "QUEUE_LABEL",
-           "ManagedKind", "admission_objects", "policy_name"]
+__all__ = ["ADMISSION_API", "ADMISSION_GATE", "CDI_ANNOTATION_PREFIX", "GPU_TAINT", "HOST_DEVICE_PATH", "MANAGED_KINDS",
+           "MIN_KUBERNETES", "POD_SECURITY_LABELS", "PRIORITY_LABEL", "QUEUE_LABEL", "DeviceRoute", "ManagedKind",
+           "admission_objects", "policy_name"]

@@ -1,7 +1,7 @@
 """The Kubernetes objects of the ``kueue`` section: one pure function, used by ``gpu-share kueue
 manifests`` (YAML for a GitOps repository) and by the ``KueueQueues`` construct alike.
 
-Per team: a Namespace, a ClusterQueue in the section's Cohort (admitting only that namespace),
+Per team: a Namespace (labelled for Pod Security Admission), a ClusterQueue in the section's Cohort (admitting only that namespace),
 a LocalQueue in the namespace, and a ValidatingAdmissionPolicy with its binding holding the
 namespace's workloads to that queue (:mod:`cdk_gpu_share.backends.kueue.admission`). Per
 instance type of the capacity: a ResourceFlavor selecting nodes by
@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from cdk_gpu_share.backends.kueue import API_VERSION, INSTANCE_TYPE_LABEL, KueueConfig
-from cdk_gpu_share.backends.kueue.admission import GPU_TAINT, admission_objects
+from cdk_gpu_share.backends.kueue.admission import GPU_TAINT, POD_SECURITY_LABELS, admission_objects
 from cdk_gpu_share.core import instances
 from cdk_gpu_share.core.config import Amount, PlatformConfig, TeamConfig
 
@@ -144,6 +144,7 @@ def kueue_objects(section: KueueConfig, teams: Sequence[TeamConfig]) -> list[dic
     for team in members:
         meta = _meta(team.name)
         meta["labels"]["gpu-share/team"] = team.name
+        meta["labels"].update(POD_SECURITY_LABELS)
         objects.append({"apiVersion": "v1", "kind": "Namespace", "metadata": meta})
     for it in section.capacity:
         # Workloads Kueue admits on the flavor tolerate the GPU nodes' taint; Pods outside Kueue may not.
