@@ -402,3 +402,104 @@ def test_the_worked_example_of_the_docs_is_what_the_command_prints(capsys):
     start = page.index("$ gpu-share mig fit examples/mig/models.yaml\n") + len("$ gpu-share mig fit examples/mig/models.yaml\n")
     code, out, _ = run(capsys, "mig", "fit", str(MODELS))
     assert code == 0 and page[start:page.index("```", start)] == out
+
+
+# --------------------------------------------------------------------------- --prices aws
+
+
+@pytest.fixture
+def price_list(monkeypatch):
+    """The Price List API, answered by an in-memory model behind a real boto3 client."""
+    from cdk_gpu_share.inference import cli as mig_cli
+    from tests.pricing_model import PricingModel, product
+
+    model = PricingModel([
+        product("ml.p4d.24xlarge", "us-east-1", "37.6880000000"),
+        product("ml.p4de.24xlarge", "us-east-1", "47.1100000000"),
+        product("ml.p4de.24xlarge", "us-east-1", "0.0000000000"),  # a free-tier row: never the price
+        product("ml.p4de.24xlarge", "us-east-1", "39.0000000000", component="Training"),  # not inference
+        product("ml.p5.48xlarge", "eu-west-1", "120.0000000000"),
+    ])
+    endpoints = []
+
+    def client(endpoint):
+        endpoints.append(endpoint)
+        return model.client
+
+    monkeypatch.setattr(mig_cli, "make_pricing_client", client)
+    for variable in ("AWS_REGION", "AWS_DEFAULT_REGION"):
+        monkeypatch.delenv(variable, raising=False)
+    return model, endpoints
+
+
+def test_prices_aws_reads_getproducts_for_the_endpoints_region(capsys, price_list):
+    model, endpoints = price_list
+    code, out, err = run(capsys, "mig", "fit", str(MODELS), "--prices", "aws", "--region", "us-east-1", "--json")
+    assert code == 0, err
+    request = model.requests[0]
+    assert request["ServiceCode"] == "AmazonSageMaker"
+    assert {f["Field"]: f["Value"] for f in request["Filters"]} == {
+        "instanceName": "ml.p4d.24xlarge", "regionCode": "us-east-1", "component": "Hosting"}
+    assert endpoints == ["us-east-1"]
+    # The file prices ml.p4de.24xlarge itself: only the other five types are asked for.
+    asked = [next(f["Value"] for f in r["Filters"] if f["Field"] == "instanceName") for r in model.requests]
+    assert sorted(set(asked)) == sorted(t for t in mig.INSTANCE_TYPES if t != "ml.p4de.24xlarge")
+    assert json.loads(out)["priced"] is True
+
+
+def test_prices_aws_prices_every_type_the_list_prices_and_leaves_the_others_unpriced(capsys, price_list, tmp_path):
+    path = tmp_path / "models.yaml"
+    path.write_text("models:\n  - {name: a, copies: 3, memory_gib: 60}\n")
+    code, out, err = run(capsys, "mig", "fit", str(path), "--prices", "aws", "--region", "us-east-1")
+    assert code == 0, err
+    # 60 GiB does not fit an A100-40GB; the A100-80GB is now priced (the Hosting row, not Training's).
+    assert "Cheapest plan: $47.11/h" in out and "ml.p4de.24xlarge" in out
+    assert "the AWS Price List API, on-demand real-time inference in us-east-1, read " in out
+    assert "not priced, left out: ml.p5.48xlarge, ml.p5e.48xlarge, ml.p5en.48xlarge, ml.p6-b200.48xlarge" in out
+
+
+def test_prices_aws_asks_the_nearest_pricing_endpoint_and_takes_the_region_from_aws_region(
+        capsys, price_list, tmp_path, monkeypatch):
+    model, endpoints = price_list
+    monkeypatch.setenv("AWS_REGION", "eu-west-1")
+    path = tmp_path / "models.yaml"
+    path.write_text("models:\n  - {name: a, copies: 3, memory_gib: 30}\n")
+    code, out, err = run(capsys, "mig", "fit", str(path), "--prices", "aws", "--instance-type", "ml.p5.48xlarge")
+    assert code == 0, err
+    assert endpoints == ["eu-central-1"]
+    assert {f["Field"]: f["Value"] for f in model.requests[0]["Filters"]}["regionCode"] == "eu-west-1"
+    assert "Cheapest plan: $120.00/h" in out and "in eu-west-1" in out
+
+
+@pytest.mark.parametrize("fault, words", [
+    ("AccessDeniedException", "grant your identity pricing:GetProducts"),
+    ("ThrottlingException", "retry in a minute"),
+])
+def test_prices_aws_failures_are_one_line(capsys, price_list, fault, words):
+    model, _ = price_list
+    model.fault = fault
+    code, out, err = run(capsys, "mig", "fit", str(MODELS), "--prices", "aws", "--region", "us-east-1")
+    assert code != 0 and out == "" and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1 and words in err and "SageMaker's on-demand prices" in err
+
+
+def test_prices_aws_without_credentials_is_one_line(capsys, monkeypatch, tmp_path):
+    import boto3
+
+    from cdk_gpu_share.inference import cli as mig_cli
+
+    for variable in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.setattr(mig_cli, "make_pricing_client",
+                        lambda endpoint: boto3.session.Session().client("pricing", region_name=endpoint))
+    code, out, err = run(capsys, "mig", "fit", str(MODELS), "--prices", "aws", "--region", "us-east-1")
+    assert code != 0 and out == "" and "Traceback" not in err
+    assert "no AWS credentials to read SageMaker's on-demand prices" in err
+
+
+def test_region_without_prices_aws_is_refused(capsys):
+    code, _, err = run(capsys, "mig", "fit", str(MODELS), "--region", "eu-west-1")
+    assert code == 2 and "--region" in err and "--prices aws" in err

@@ -18,6 +18,7 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -90,7 +91,54 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="write the plan as a platform config's inference: section (models need image and memory_mb)")
     fit.add_argument("--isolate-teams", action="store_true",
                      help="never put models of different teams on one variant (one variant per team at least)")
+    fit.add_argument("--prices", choices=PRICE_SOURCES, default="catalog",
+                     help="catalog: the dated on-demand prices shipped with the package (us-east-1); aws: read the"
+                          " current ones from the AWS Price List API (pricing:GetProducts) for --region. The models"
+                          " file's prices: win either way")
+    fit.add_argument("--region", metavar="R",
+                     help="with --prices aws, the region of the endpoints (default: AWS_REGION, else"
+                          " AWS_DEFAULT_REGION, else your AWS configuration's, else us-east-1)")
     fit.set_defaults(func=run_fit)
+
+
+#: Where ``mig fit`` takes the prices it does not find in the models file.
+PRICE_SOURCES = ("catalog", "aws")
+#: The region priced when ``--prices aws`` finds none: the catalog's.
+DEFAULT_PRICE_REGION = "us-east-1"
+
+
+def make_pricing_client(endpoint: str) -> Any:
+    """The Price List API client ``mig fit --prices aws`` reads with (tests replace this function)."""
+    import boto3
+
+    return boto3.client("pricing", region_name=endpoint)
+
+
+def _aws_prices(args: argparse.Namespace, types: Sequence[str]) -> tuple[dict[str, float], str]:
+    """The Price List's on-demand prices of ``types`` for the endpoints' region, and that region;
+    a credential, network or permission failure is one line."""
+    from cdk_gpu_share.aws import price_reader
+    from cdk_gpu_share.cli._progress import ProgressBar
+    from cdk_gpu_share.cli._region import resolve_region
+    from cdk_gpu_share.cli.status_cmd import aws_error
+
+    what = "SageMaker's on-demand prices"
+    service = "the AWS Price List API"
+    try:
+        region = resolve_region(args.region) or DEFAULT_PRICE_REGION
+        endpoint = price_reader.pricing_endpoint(region)
+        bar = ProgressBar(sys.stderr, "reading prices")
+        try:
+            prices = price_reader.read_prices(make_pricing_client(endpoint), types, region,
+                                              progress=lambda done, total: bar.show(done / total, f"{done}/{total} types"))
+        finally:
+            bar.close()
+    except Exception as exc:  # noqa: BLE001 - botocore errors become one line
+        err = aws_error(exc, what, args.region, price_reader.ACTIONS, what=what, service=service)
+        if err is None:
+            raise
+        raise err from None
+    return prices, region
 
 
 def _argument_errors(func: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
@@ -268,7 +316,16 @@ def run_fit(args: argparse.Namespace) -> int:
     source = str(args.models)
     data = F.parse_models(V.load_yaml(V.read_text(args.models, field="MODELS.yaml", what="a models file"), source=source),
                           source=source)
-    choice = F.choose(data.models, *F.candidates(data.prices, gpu=gpu, instance_types=types))
+    read_from: str | None = None
+    catalog: Mapping[str, float] = instances.ON_DEMAND_USD_PER_HOUR
+    if args.prices == "aws":
+        wanted = [t for t in (types or mig.INSTANCE_TYPES) if gpu is None or mig.INSTANCE_TYPES[t].gpu == gpu]
+        catalog, read_from = _aws_prices(args, [t for t in wanted if t not in data.prices])
+    elif args.region:
+        raise ConfigError(Problem("--region", args.region, "prices only what --prices aws reads",
+                                  "add --prices aws, or drop --region (the catalog's prices are us-east-1's)"),
+                          label="invalid argument")
+    choice = F.choose(data.models, *F.candidates(data.prices, gpu=gpu, instance_types=types, catalog=catalog))
     cands = list(choice.candidates)
     F.check_fits(data.models, cands)
     plan = F.plan(data.models, cands, isolate_teams=args.isolate_teams)
@@ -290,21 +347,28 @@ def run_fit(args: argparse.Namespace) -> int:
     if shared:
         lines.append(f"Variant(s) {', '.join(map(str, shared))} put models of different teams on one instance: "
                      f"{F.ISOLATION_NOTE} (--isolate-teams keeps teams apart)")
-    lines.append(_prices_line(data.prices, choice, cands))
+    lines.append(_prices_line(data.prices, choice, cands, read_from))
     if args.output:
         lines.append(f"Wrote the inference: section to {args.output}")
     print("\n".join(lines))
     return 0
 
 
-def _prices_line(given: Mapping[str, float], choice: F.Choice, cands: Sequence[F.Candidate]) -> str:
+def _prices_line(given: Mapping[str, float], choice: F.Choice, cands: Sequence[F.Candidate],
+                 read_from: str | None = None) -> str:
     """Where the prices come from, and the types without one (left out, or the reason the plan counts GPUs)."""
     priced = "the file's prices" if given else "catalog prices"
-    line = f"Prices: {priced} where given, else {instances.PRICE_SOURCE}, as of {instances.PRICES_AS_OF}"
+    if read_from is None:
+        line = f"Prices: {priced} where given, else {instances.PRICE_SOURCE}, as of {instances.PRICES_AS_OF}"
+    else:
+        today = datetime.now(timezone.utc).strftime("%Y-%m-%d")
+        line = (f"Prices: the file's prices where given, else the AWS Price List API, on-demand real-time inference"
+                f" in {read_from}, read {today}")
+    fix = "add them under prices:" + ("" if read_from else " or read them with --prices aws")
     if choice.left_out:
-        return line + f"; not priced, left out: {', '.join(choice.left_out)} (add them under prices:)"
+        return line + f"; not priced, left out: {', '.join(choice.left_out)} ({fix})"
     if not choice.priced:
         unpriced = [c.instance_type for c in cands if c.hourly_usd is None]
         return (line + f"; no price for {', '.join(unpriced)}: the plan has the fewest GPUs instead of the"
-                " lowest price (add prices: to the models file to price it)")
+                f" lowest price ({fix})")
     return line

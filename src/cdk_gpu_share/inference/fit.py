@@ -432,17 +432,18 @@ def demand(model: ModelSpec) -> int:
     return model.copies.max + rolling_update_batch(model.copies.max)
 
 
-def candidates(prices: Mapping[str, float], *, gpu: str | None = None,
-               instance_types: Sequence[str] = ()) -> tuple[list[Candidate], list[Candidate]]:
+def candidates(prices: Mapping[str, float], *, gpu: str | None = None, instance_types: Sequence[str] = (),
+               catalog: Mapping[str, float] = instances.ON_DEMAND_USD_PER_HOUR) -> tuple[list[Candidate], list[Candidate]]:
     """The MIG-capable instance types a plan may use, restricted to ``gpu`` or ``instance_types``:
-    those with a price (the file's, else the catalog's), and those without one."""
+    those with a price (``prices``, else ``catalog``: the dated catalog, or none when the prices
+    were read from AWS), and those without one."""
     chosen = [t.strip().lower() for t in instance_types] or list(mig.INSTANCE_TYPES)
     priced, unpriced = [], []
     for name in chosen:
         info = mig.INSTANCE_TYPES[name]
         if gpu is not None and info.gpu != gpu:
             continue
-        price = prices.get(name, instances.ON_DEMAND_USD_PER_HOUR.get(name))
+        price = prices.get(name, catalog.get(name))
         if price is None:
             unpriced.append(Candidate(name, info.gpu, info.gpu_count, None, by_gpus=True))
         else:
