@@ -503,3 +503,12 @@ def test_prices_aws_without_credentials_is_one_line(capsys, monkeypatch, tmp_pat
 def test_region_without_prices_aws_is_refused(capsys):
     code, _, err = run(capsys, "mig", "fit", str(MODELS), "--region", "eu-west-1")
     assert code == 2 and "--region" in err and "--prices aws" in err
+
+
+def test_the_plan_reports_its_progress_and_the_command_draws_it_only_on_a_terminal(capsys):
+    models = [F.ModelSpec(name=f"m{i}", memory_gib=4 + i, copies=Copies(2, 2, 2)) for i in range(6)]
+    seen: list[float] = []
+    got = F.plan(models, F.candidates({})[0], progress=seen.append)
+    assert got is not None and seen and seen == sorted(seen) and 0 < seen[-1] <= 1
+    code, _, err = run(capsys, "mig", "fit", str(MODELS))
+    assert code == 0 and "planning" not in err  # captured output is no terminal

@@ -26,6 +26,7 @@ import yaml
 
 import cdk_gpu_share.inference.fit as F
 from cdk_gpu_share.cli._files import write_output
+from cdk_gpu_share.cli._progress import ProgressBar
 from cdk_gpu_share.core import instances, mig
 from cdk_gpu_share.core import validation as V
 from cdk_gpu_share.core.errors import ConfigError, Problem
@@ -118,7 +119,6 @@ def _aws_prices(args: argparse.Namespace, types: Sequence[str]) -> tuple[dict[st
     """The Price List's on-demand prices of ``types`` for the endpoints' region, and that region;
     a credential, network or permission failure is one line."""
     from cdk_gpu_share.aws import price_reader
-    from cdk_gpu_share.cli._progress import ProgressBar
     from cdk_gpu_share.cli._region import resolve_region
     from cdk_gpu_share.cli.status_cmd import aws_error
 
@@ -328,7 +328,11 @@ def run_fit(args: argparse.Namespace) -> int:
     choice = F.choose(data.models, *F.candidates(data.prices, gpu=gpu, instance_types=types, catalog=catalog))
     cands = list(choice.candidates)
     F.check_fits(data.models, cands)
-    plan = F.plan(data.models, cands, isolate_teams=args.isolate_teams)
+    bar = ProgressBar(sys.stderr, "planning")
+    try:
+        plan = F.plan(data.models, cands, isolate_teams=args.isolate_teams, progress=lambda done: bar.show(done))
+    finally:
+        bar.close()
     if plan is None:  # every model fits some candidate, so a plan exists; kept for the type checker
         raise ConfigError(Problem("models", None, "no plan holds every model", "allow more instance types"))
     whole, _ = F.whole_gpu_cost(data.models, cands)

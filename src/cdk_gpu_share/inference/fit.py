@@ -589,8 +589,12 @@ def _add(a: Key, b: Key) -> Key:
     return (round(a[0] + b[0], 6), a[1] + b[1], a[2] + b[2])
 
 
-def plan(models: Sequence[ModelSpec], cands: Sequence[Candidate], *, isolate_teams: bool = False) -> Plan | None:
-    """The cheapest variants that hold every copy of ``models`` (None when some model fits no candidate)."""
+def plan(models: Sequence[ModelSpec], cands: Sequence[Candidate], *, isolate_teams: bool = False,
+         progress: Callable[[float], None] | None = None) -> Plan | None:
+    """The cheapest variants that hold every copy of ``models`` (None when some model fits no candidate).
+
+    ``progress``: called with the share of the search done (the subsets of models planned), for a
+    command's progress bar."""
     models = list(models)
     if not models:
         return Plan((), True, 0.0)
@@ -611,7 +615,7 @@ def plan(models: Sequence[ModelSpec], cands: Sequence[Candidate], *, isolate_tea
         return memo[ids]
 
     if len(models) <= EXACT_MODELS:
-        variants, exact = _subset_dp(len(models), group_cost), True
+        variants, exact = _subset_dp(len(models), group_cost, progress), True
     else:
         variants, exact = _by_team(models, group_cost, isolate_teams), False
     if variants is None:
@@ -620,11 +624,14 @@ def plan(models: Sequence[ModelSpec], cands: Sequence[Candidate], *, isolate_tea
     return Plan(tuple(variants), exact and budget[0] > 0, lower_bound(models, cands), priced)
 
 
-def _subset_dp(n: int, group_cost: Callable[[frozenset[int]], tuple[Key, Variant | None]]) -> list[Variant] | None:
+def _subset_dp(n: int, group_cost: Callable[[frozenset[int]], tuple[Key, Variant | None]],
+               progress: Callable[[float], None] | None = None) -> list[Variant] | None:
     """Exact: the best split of the models into groups, over every subset (``O(3**n)``)."""
     full = (1 << n) - 1
     best: dict[int, tuple[Key, list[Variant]]] = {0: ((0.0, 0, 0), [])}
     for mask in range(1, full + 1):
+        if progress is not None and mask % 16 == 0:
+            progress(mask / full)
         low = mask & -mask
         rest = mask ^ low
         found: tuple[Key, list[Variant]] | None = None
