@@ -5,7 +5,7 @@ every request and parses every answer as it would AWS's. The products are SageMa
 ``ML Instance`` products in the Price List's own shape (``product.attributes``, ``terms.OnDemand``
 with ``priceDimensions`` in USD per ``Hrs``), one per instance type, region and component, paged
 by ``MaxResults``/``NextToken``; a request whose filters match none gets an empty ``PriceList``,
-as the API gives. ``fault`` makes every request fail with an AWS error code.
+as the API gives. ``fault`` makes every request fail with an AWS error code, or ``"network"`` with no connection.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from botocore.awsrequest import AWSResponse
+from botocore.exceptions import EndpointConnectionError
 
 from tests.history_model import _Raw, new_client
 
@@ -59,6 +60,8 @@ class PricingModel:
     def _on_send(self, request: Any, **_: Any) -> AWSResponse:
         body = json.loads(request.body)
         self.requests.append(body)
+        if self.fault == "network":
+            raise EndpointConnectionError(endpoint_url=request.url)
         if self.fault:
             return self._answer(request, 400, {"__type": self.fault, "message": f"{self.fault} for the test"})
         wanted = {f["Field"]: f["Value"] for f in body.get("Filters", [])}

@@ -474,6 +474,7 @@ def test_prices_aws_asks_the_nearest_pricing_endpoint_and_takes_the_region_from_
 @pytest.mark.parametrize("fault, words", [
     ("AccessDeniedException", "grant your identity pricing:GetProducts"),
     ("ThrottlingException", "retry in a minute"),
+    ("network", "cannot reach the AWS Price List API"),
 ])
 def test_prices_aws_failures_are_one_line(capsys, price_list, fault, words):
     model, _ = price_list
