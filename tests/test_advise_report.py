@@ -109,3 +109,22 @@ def test_report_flag_refuses_a_bad_path_before_any_work(advised, capsys):
     assert "--report" in capsys.readouterr().err
     assert main([*args, "--report", str(tmp / "missing" / "advice.html")]) == 2
     assert "names a folder that does not exist" in capsys.readouterr().err
+
+
+def test_the_entitlement_shows_beside_the_guarantee_once_some_team_is_owed_other():
+    assert "entitled to" not in render_advice_report(ADVICE)  # no entitlement in the advice: nothing to show
+    same = json.loads(json.dumps(ADVICE))
+    for t in same["teams"].values():
+        t["entitlement"] = t["was"]["guarantee"]
+    page = render_advice_report(same)
+    assert "<th>entitled to (GPUs)</th>" in page
+    assert "<th>research</th><td>4 \u2192 8</td><td>4</td>" in page and "<th>prod</th><td>12 \u2192 8</td><td>12</td>" \
+        in page
+
+
+def test_a_warning_of_the_advice_opens_the_page():
+    warned = {**ADVICE, "warnings": ["no team has an objective: every configuration is feasible"]}
+    page = render_advice_report(warned)
+    assert '<p class="verdict no">Warning: no team has an objective: every configuration is feasible.</p>' in page
+    assert page.index("Warning:") < page.index("<h2>What changes</h2>")
+    assert "Warning:" not in render_advice_report(ADVICE)

@@ -50,7 +50,8 @@ def test_the_written_scenario_reproduces_the_advice(capsys, case, fleet):
     doc = json.loads(out)
     assert doc["feasible"] and doc["fleet"] == fleet
     assert set(doc) == {"feasible", "fleet", "capacity", "teams", "regret_gpu_hours", "input", "simulations",
-                        "frontier"}
+                        "frontier", "warnings"}
+    assert doc["warnings"] == [] and "warning" not in err  # every team has objectives
     assert (doc["frontier"] == []) == (fleet == "fixed")
     if fleet == "size":
         capacities = [f["capacity"]["gpu"] for f in doc["frontier"]]
@@ -60,7 +61,10 @@ def test_the_written_scenario_reproduces_the_advice(capsys, case, fleet):
     for team in written["teams"]:
         advised = doc["teams"][team["name"]]
         assert team["guarantee"]["gpu"] == advised["guarantee"]["gpu"] and team["sharing"] == advised["sharing"]
-        assert team["objectives"] == json.loads(open(scen).read())["teams"][0 if team["name"] == "a" else 1]["objectives"]
+        given = json.loads(open(scen).read())["teams"][0 if team["name"] == "a" else 1]
+        promised = {} if team["guarantee"] == given["guarantee"] else {"entitlement": given["guarantee"]}
+        assert team["objectives"] == {**given["objectives"], **promised}
+        assert advised["entitlement"] == given["guarantee"]
     result = simulate_json(capsys, ["--scenario", out_path, "--trace", trace])
     assert result["wait_gpu_hours"] + result["lost_gpu_seconds"] / 3600 == doc["regret_gpu_hours"]
     for name, team in result["teams"].items():
@@ -196,7 +200,8 @@ def test_the_written_config_changes_only_the_lines_of_decided_fields(capsys, tmp
                if line[:1] in "+-" and line[1:].strip()]
     assert changed, "the advice changes something here"
     for line in changed:
-        assert line.split(":")[0].lstrip("- ") in ("g5.12xlarge", "guarantee", "sharing", "borrow_limit_percent"), line
+        assert line.split(":")[0].lstrip("- ") in ("g5.12xlarge", "guarantee", "sharing", "borrow_limit_percent",
+                                                   "objectives", "entitlement"), line
 
 
 OBJECTIVES_CONFIG = CONFIG.replace(
@@ -276,3 +281,130 @@ def test_a_backend_of_several_instance_types_is_refused_in_one_line(capsys, tmp_
     trace = write_trace(tmp_path / "jobs.csv", [("j1", "a", 0, 60, 1, 0)])
     code, out, err = run(capsys, ["advise", str(tmp_path / "hp.yaml"), "--trace", trace])
     assert code == 2 and "hyperpod.capacity" in err and "one instance type" in err and "Traceback" not in err, err
+
+
+# ---------------------------------------------------------------------------
+# Entitlement: what a team was promised stays what its promises are judged against
+
+# Team a is guaranteed 2 of 3 GPUs and asks that its jobs within them wait at most 30 minutes
+# for lent capacity to come back, and no longer than in a private cluster of 2 GPUs. On this
+# trace the advice (at 3 GPUs, either fleet) lowers its guarantee to 0: its jobs within the
+# 2 GPUs it is still owed then wait 3 minutes (p99), which the promise allows.
+PROMISE = {"guarantee_wait_p99_minutes": 30, "no_worse_than_private": True}
+
+
+def promised_case(tmp_path):
+    (tmp_path / "promised.json").write_text(json.dumps(scenario(3, {"a": PROMISE, "b": {}}, {"a": 2, "b": 0})))
+    return str(tmp_path / "promised.json"), write_trace(tmp_path / "jobs.csv", bursty_trace(3, ("a", "b")))
+
+
+@pytest.mark.parametrize("fleet", ["fixed", "size"])
+def test_a_team_given_less_than_its_entitlement_is_judged_against_it_and_the_output_says_so(capsys, tmp_path, fleet):
+    scen, trace = promised_case(tmp_path)
+    out_path = str(tmp_path / "advised.json")
+    code, out, err = run(capsys, ["advise", "--scenario", scen, "--trace", trace, "--fleet", fleet, "--workers", "1",
+                                  "--json", "-o", out_path])
+    assert code == 0, err
+    doc = json.loads(out)
+    a = doc["teams"]["a"]
+    assert a["guarantee"] == {"gpu": 0} and a["entitlement"] == {"gpu": 2}
+    assert a["objectives"]["guarantee_wait_p99_minutes"]["value"] == 3.0  # its entitled jobs waited
+    written = {t["name"]: t for t in json.loads(open(out_path).read())["teams"]}
+    assert written["a"]["objectives"] == {**PROMISE, "entitlement": {"gpu": 2}}
+    assert "objectives" not in written["b"]  # b's guarantee (0) is what it was promised
+    result = simulate_json(capsys, ["--scenario", out_path, "--trace", trace])
+    assert result["wait_gpu_hours"] + result["lost_gpu_seconds"] / 3600 == doc["regret_gpu_hours"]
+    assert result["teams"]["a"]["objectives"] == a["objectives"]
+    code, out, err = run(capsys, ["advise", "--scenario", scen, "--trace", trace, "--fleet", fleet, "--workers", "1"])
+    assert "entitled" in out.splitlines()[out.splitlines().index("") + 1]  # the teams' table shows it
+
+
+PROMISED_CONFIG = textwrap.dedent("""\
+    platform:
+      name: promised
+    teams:
+      - name: a
+        guarantee: {g5.xlarge: 2}
+        sharing: lend_and_borrow
+        objectives: {guarantee_wait_p99_minutes: 30, no_worse_than_private: true}   # what team a needs
+      - name: b
+        guarantee:
+          g5.xlarge: 0
+        sharing: lend_and_borrow
+
+    fairshare:
+      capacity:
+        g5.xlarge: 3
+      reclaim:
+        schedule_minutes: 1
+        reclaim_after_seconds: 60
+    """)
+
+
+@pytest.mark.parametrize("fleet", ["fixed", "size"])
+def test_the_written_config_carries_the_entitlement_and_simulate_agrees(capsys, tmp_path, fleet):
+    (tmp_path / "platform.yaml").write_text(PROMISED_CONFIG)
+    trace = write_trace(tmp_path / "jobs.csv", bursty_trace(3, ("a", "b")))
+    out_path = tmp_path / "advised.yaml"
+    code, out, err = run(capsys, ["advise", str(tmp_path / "platform.yaml"), "--trace", trace, "--fleet", fleet,
+                                  "--workers", "1", "--json", "-o", str(out_path)])
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["teams"]["a"]["guarantee"] == {"gpu": 0} and doc["teams"]["a"]["entitlement"] == {"gpu": 2}
+    text = out_path.read_text()
+    assert ("    objectives: {guarantee_wait_p99_minutes: 30, no_worse_than_private: true, entitlement: {g5.xlarge: 2}}"
+            " # what team a needs") in text
+    assert text.count("entitlement") == 1
+    code, _, err = run(capsys, ["validate", str(out_path)])
+    assert code == 0, err
+    result = simulate_json(capsys, ["--config", str(out_path), "--trace", trace])
+    assert result["wait_gpu_hours"] + result["lost_gpu_seconds"] / 3600 == doc["regret_gpu_hours"]
+    assert result["teams"]["a"]["objectives"] == doc["teams"]["a"]["objectives"]
+    assert result["teams"]["a"]["objectives"]["guarantee_wait_p99_minutes"]["value"] == 3.0
+
+
+def test_a_team_without_objectives_gets_an_objectives_block_for_its_entitlement(capsys, tmp_path):
+    """A config team that had no objectives: the entitlement goes under a new block, the blank line
+    after the team stays after it."""
+    (tmp_path / "platform.yaml").write_text(CONFIG)
+    rows = [(f"j{k}", "ab"[k % 2], (k // 2) * 1800, 3600, 4, 0) for k in range(12)]
+    trace = write_trace(tmp_path / "jobs.csv", rows)
+    out_path = tmp_path / "advised.yaml"
+    code, out, err = run(capsys, ["advise", str(tmp_path / "platform.yaml"), "--trace", trace, "--fleet", "size",
+                                  "--workers", "1", "--json", "-o", str(out_path)])
+    assert code == 0, err
+    assert json.loads(out)["teams"]["b"]["guarantee"] == {"gpu": 0}
+    assert ("    sharing: lend_and_borrow\n    borrow_limit_percent: -1\n    objectives:\n      entitlement:\n"
+            "        g5.12xlarge: 1\n\nfairshare:\n") in out_path.read_text()
+
+
+@pytest.mark.parametrize(("entitlement", "needle"), [
+    ("{ml.g5.xlarge: 1}", "teams[0] (a).objectives.entitlement.ml.g5.xlarge: is not an instance type of the team's "
+                          "guarantee (got 1); entitle the team to what it is guaranteed, in the same types (g5.xlarge)"),
+    ("{g5.xlarge: 4}", "teams[0] (a).objectives.entitlement.g5.xlarge: is above the capacity (3 instances in "
+                       "fairshare.capacity) (got 4); promise at most 3"),
+    ("{g5.xlarge: 1.5}", "teams[0] (a).objectives.entitlement.g5.xlarge: must be a whole number (got 1.5)"),
+])
+@pytest.mark.parametrize("command", ["validate", "advise"])
+def test_a_bad_entitlement_is_one_line_naming_the_field_the_value_and_the_fix(capsys, tmp_path, entitlement, needle,
+                                                                             command):
+    config = PROMISED_CONFIG.replace("no_worse_than_private: true}", f"entitlement: {entitlement}}}")
+    assert config != PROMISED_CONFIG
+    (tmp_path / "platform.yaml").write_text(config)
+    trace = write_trace(tmp_path / "jobs.csv", [("j1", "a", 0, 60, 1, 0)])
+    extra = ["--trace", trace] if command == "advise" else []
+    code, out, err = run(capsys, [command, str(tmp_path / "platform.yaml"), *extra])
+    assert code == 2 and needle in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+
+
+def test_without_objectives_the_advice_says_so_in_one_warning(capsys, tmp_path):
+    (tmp_path / "s.json").write_text(json.dumps(scenario(4, {"a": {}, "b": {}})))
+    trace = write_trace(tmp_path / "jobs.csv", bursty_trace(1, ("a", "b"), jobs=8))
+    argv = ["advise", "--scenario", str(tmp_path / "s.json"), "--trace", trace, "--workers", "1"]
+    code, out, err = run(capsys, [*argv, "--json"])
+    assert code == 0
+    warnings = json.loads(out)["warnings"]
+    assert len(warnings) == 1 and warnings[0].startswith("no team has an objective: every configuration is feasible")
+    assert err.splitlines() == [f"warning: {warnings[0]}"]
+    code, out, err = run(capsys, argv)
+    assert code == 0 and err.splitlines() == [f"warning: {warnings[0]}"] and "every objective holds" in out

@@ -12,6 +12,7 @@ from cdk_gpu_share.cli import main
 from cdk_gpu_share.core import scenario as sc
 from cdk_gpu_share.core import simulate as sim
 from cdk_gpu_share.core.config import TeamConfig, config_mapping, load_config, parse_config
+from cdk_gpu_share.core.errors import ConfigError
 from cdk_gpu_share.core.objectives import Objectives
 
 # Two teams of one g5.xlarge GPU each on a fair-share queue of two: team-b borrows team-a's GPU
@@ -153,3 +154,63 @@ def test_compare_marks_per_mode_the_teams_whose_objectives_all_hold(files, capsy
 def test_load_config_reads_objectives_from_a_file(files):
     path, _ = files()
     assert load_config(path).team("team-b").objectives.targets["wait_p95_minutes"] == 62
+
+
+# ---------------------------------------------------------------------------
+# Entitlement: team-a is guaranteed nothing but was promised one GPU. team-b holds both GPUs from
+# 0 to 10000; the planner (which knows the guarantees only) lets team-a's job at 3570 wait.
+
+PROMISED = json.loads(json.dumps(CONFIG))
+PROMISED["teams"][0]["guarantee"] = {"g5.xlarge": 0}
+PROMISED["teams"][0]["sharing"] = "lend_and_borrow"
+PROMISED["teams"][0]["objectives"] = {"guarantee_wait_p99_minutes": 0.5, "entitlement": {"g5.xlarge": 1}}
+
+
+def test_the_config_entitlement_is_read_written_back_and_given_to_the_scenario_in_gpus():
+    config = parse_config(PROMISED)
+    assert config.team("team-a").objectives == Objectives({"guarantee_wait_p99_minutes": 0.5},
+                                                          entitlement={"g5.xlarge": 1})
+    assert parse_config(config_mapping(config)).team("team-a").objectives == config.team("team-a").objectives
+    data = sc.scenario_from_config(config, "fairshare")
+    assert data["teams"][0]["objectives"] == {"guarantee_wait_p99_minutes": 0.5, "entitlement": {"gpu": 1}}
+    assert sim.parse_scenario(data).entitlement("team-a") == 1
+
+
+def test_the_python_team_meets_the_entitlement_rules_of_the_yaml():
+    team = TeamConfig(name="a", guarantee={"g5.xlarge": 1},
+                      objectives=Objectives({"wait_p95_minutes": 30}, entitlement={"g5.xlarge": 2}))
+    assert team.objectives.entitlement == {"g5.xlarge": 2}
+    with pytest.raises(ConfigError) as exc:
+        TeamConfig(name="a", guarantee={"g5.xlarge": 1}, objectives={"entitlement": {"g5.2xlarge": 1}})
+    assert str(exc.value).startswith("invalid argument")
+    assert "TeamConfig('a').objectives.entitlement.g5.2xlarge: is not an instance type of the team's guarantee" \
+        in str(exc.value)
+
+
+def test_plan_prints_the_entitlement_beside_the_guarantee_when_they_differ(files, capsys):
+    path, _ = files(PROMISED)
+    assert main(["plan", path]) == 0
+    rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines() if line.startswith("  team-")}
+    assert "entitled to 1 instance (1 GPU)" in rows["team-a"], rows
+    assert "entitled" not in rows["team-b"]
+    assert main(["plan", path, "--json"]) == 0
+    plan_rows = json.loads(capsys.readouterr().out)["backends"]["fairshare"]["teams"]
+    assert plan_rows[0]["entitlement"] == 1 and "entitlement" not in plan_rows[1]
+    assert plan_rows[0]["objectives"] == {"guarantee_wait_p99_minutes": 0.5}
+    same = json.loads(json.dumps(CONFIG))
+    same["teams"][0]["objectives"]["entitlement"] = {"g5.xlarge": 1}  # what it is guaranteed: nothing to say
+    path, _ = files(same)
+    assert main(["plan", path]) == 0
+    assert "entitled" not in capsys.readouterr().out
+
+
+def test_simulate_judges_the_promise_against_the_entitlement(files, capsys):
+    path, trace = files(PROMISED)
+    assert main(["simulate", "--config", path, "--trace", trace, "--mode", "share+reclaim", "--json"]) == 0
+    a = json.loads(capsys.readouterr().out)["teams"]["team-a"]
+    # Its job waited for team-b's jobs to end (10000 - 3570 s): the promise of 30 s is missed.
+    assert a["reclaim_wait_p99_s"] == 6430
+    assert a["objectives"]["guarantee_wait_p99_minutes"] == {"target": 0.5, "value": 6430 / 60, "met": False}
+    assert main(["simulate", "--config", path, "--trace", trace, "--compare"]) == 0
+    out = capsys.readouterr().out
+    assert "team team-a: guarantee 0 GPUs, entitled to 1 GPU" in out and "team team-b: guarantee 1 GPU\n" in out

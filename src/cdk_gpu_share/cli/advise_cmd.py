@@ -169,6 +169,8 @@ def run_advise(args: argparse.Namespace) -> int:
         if close is not None:
             close()
     doc = adv.advice_json(advice)
+    for line in doc["warnings"]:
+        print(f"warning: {line}", file=sys.stderr)
     if args.json:
         print(json.dumps(doc))
     else:
@@ -200,7 +202,8 @@ def _write(args: argparse.Namespace, advice: Any, study: Any, config: Any) -> No
         text = json.dumps(adv.advised_scenario(study, advice.best.candidate), indent=2) + "\n"
     else:
         text = checked_config_text(args.output, args.config, config, args.backend, advice.best.candidate,
-                                   advice.space.input, advice.space.names, fleet=advice.space.fleet)
+                                   advice.space.input, advice.space.names, fleet=advice.space.fleet,
+                                   entitlements=study.entitlements)
     write_output(args.output, text, "-o")
 
 
@@ -225,6 +228,12 @@ def _value(key: str, e: dict[str, Any]) -> str:
     if key == "no_worse_than_private":
         return f"{v:+,.0f} s"
     return f"{v:,.2f}" if isinstance(v, float) and not float(v).is_integer() else f"{v:,.0f}"
+
+
+def entitled_differs(team: dict[str, Any]) -> bool:
+    """Whether a team of the advice is entitled to other than its guarantee, before or after."""
+    e = float(team["entitlement"]["gpu"])
+    return any(abs(float(g["guarantee"]["gpu"]) - e) > 1e-9 for g in (team, team.get("was", team)))
 
 
 def unmet_lines(doc: dict[str, Any]) -> list[str]:
@@ -258,10 +267,14 @@ def render_advice(doc: dict[str, Any], *, described: str = "", trace: str = "") 
         "",
     ]
     rows: list[tuple[str, ...]] = []
+    # The entitlement (what a team's promises are judged against) is shown once some team's differs.
+    promised = any(entitled_differs(t) for t in doc["teams"].values())
     for name, t in doc["teams"].items():
         was = t["was"]
-        rows.append((name, _gpus(was["guarantee"]["gpu"]), _sharing(was), _gpus(t["guarantee"]["gpu"]), _sharing(t)))
-    lines += format_table(("team", "guarantee was", "sharing was", "guarantee", "sharing"), rows)
+        rows.append((name, _gpus(was["guarantee"]["gpu"]), _sharing(was), _gpus(t["guarantee"]["gpu"]), _sharing(t),
+                     *((_gpus(t["entitlement"]["gpu"]),) if promised else ())))
+    lines += format_table(("team", "guarantee was", "sharing was", "guarantee", "sharing",
+                           *(("entitled",) if promised else ())), rows)
     rows = []
     for name, t in doc["teams"].items():
         for key, e in t["objectives"].items():

@@ -74,13 +74,18 @@ def _scroll(table: str) -> str:
 
 
 def _teams_table(teams: Mapping[str, Any]) -> str:
-    headers = ["team", "guarantee (GPUs)", "sharing", "may borrow"]
+    from cdk_gpu_share.cli.advise_cmd import entitled_differs
+
+    # The entitlement (fixed: what the team's promises are judged against) once some team's differs.
+    promised = any("entitlement" in t and entitled_differs(dict(t)) for t in teams.values())
+    headers = ["team", "guarantee (GPUs)", *(["entitled to (GPUs)"] if promised else []), "sharing", "may borrow"]
     rows = []
     for name, t in teams.items():
         was = t.get("was", t)
         rows.append([
             name,
             _change(_gpus(was["guarantee"]["gpu"]), _gpus(t["guarantee"]["gpu"])),
+            *([_gpus(t["entitlement"]["gpu"])] if promised else []),
             _change(_SHARING_WORDS.get(was["sharing"], was["sharing"]), _SHARING_WORDS.get(t["sharing"], t["sharing"])),
             _change(_borrow(was), _borrow(t)),
         ])
@@ -244,12 +249,15 @@ def render_advice_report(advice: Mapping[str, Any], simulate_report_html: str | 
         + (" (which met every objective)" if inp.get("feasible") else
            f" (which did not meet every objective; worst ratio {'never met' if worst is None else f'{worst:.2f}'})")
         + f"; {int(advice.get('simulations', 0)):,} simulations.</p>",
+        *(f'<p class="verdict no">Warning: {e(line)}.</p>' for line in advice.get("warnings") or ()),
         "<h2>What changes</h2>",
         _teams_table(advice["teams"]),
         "<h2>Objectives</h2>",
         "<p>A wait is in minutes, stops and lost GPU-hours per day of the trace; <i>no_worse_than_private</i> "
-        "is how much longer (+) or shorter (-) the team's jobs that fit its guarantee waited than in a private "
-        "cluster of that guarantee, beyond the allowed slack.</p>",
+        "is how much longer (+) or shorter (-) the team's jobs that fit its entitlement waited than in a private "
+        "cluster of that entitlement, beyond the allowed slack, and <i>guarantee_wait_p99_minutes</i> counts the "
+        "jobs within the entitlement. A team's entitlement is what it was promised (its guarantee as given, "
+        "unless the input says otherwise): the advice changes guarantees, never entitlements.</p>",
         _objectives_table(advice["teams"]),
     ]
     frontier = advice.get("frontier") or []

@@ -566,7 +566,8 @@ def comparison_tables(cmp: Comparison) -> list[tuple[str, list[str], list[list[s
     headers = ["", *cmp.modes]
     out = []
     groups = [("pool", f"pool: {_gpus(cmp.capacity)}", cmp.pool)]
-    groups += [(name, f"team {name}: guarantee {_gpus(cmp.guarantees[name])}", rows)
+    groups += [(name, f"team {name}: guarantee {_gpus(cmp.guarantees[name])}"
+                + (f", entitled to {_gpus(cmp.entitlements[name])}" if name in cmp.entitlements else ""), rows)
                for name, rows in cmp.teams.items()]
     for _, title, rows in groups:
         cells, best = [], set()
@@ -747,7 +748,8 @@ def render_report(cmp: Comparison, runs: Sequence[tuple[str, SimResult | None]],
         + (f", every {poll_seconds:g} s" if poll_seconds else "") + "). "
         "&#9733; marks the best value of a row: the lowest, or the highest for utilization and "
         "GPU-hours borrowed. <i>Wait for own guarantee</i> is the p99 wait of jobs that fitted in their "
-        "team's guarantee when submitted and still had to wait.</p>",
+        "team's guarantee when submitted and still had to wait (in its entitlement, for a team entitled to "
+        "other than its guarantee).</p>",
     ]
     tables = comparison_tables(cmp)
     parts.append("<h2>Pool</h2>")

@@ -60,6 +60,9 @@ class Comparison:
     #: Per mode, the teams with objectives whose objectives all hold (teams without objectives
     #: are not listed); empty when no team has objectives.
     objectives_hold: dict[str, list[str]] = field(default_factory=dict)
+    #: The teams promised other than their guarantee (``objectives.entitlement``), in GPUs:
+    #: their wait for their own guarantee and their objectives count the jobs within it.
+    entitlements: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         def rows(rs: list[Row]) -> dict[str, Any]:
@@ -70,7 +73,9 @@ class Comparison:
             "modes": list(self.modes),
             "capacity_gpus": self.capacity,
             "pool": rows(self.pool),
-            "teams": {name: {"guarantee_gpus": self.guarantees[name], **rows(rs)} for name, rs in self.teams.items()},
+            "teams": {name: {"guarantee_gpus": self.guarantees[name],
+                             **({"entitlement_gpus": self.entitlements[name]} if name in self.entitlements else {}),
+                             **rows(rs)} for name, rs in self.teams.items()},
             "notes": list(self.notes),
             **({} if self.victim_order is None else {"victim_order": self.victim_order}),
             **({"objectives_hold": self.objectives_hold} if self.objectives_hold else {}),
@@ -141,8 +146,10 @@ def compare(runs: Sequence[tuple[str, SimResult | None]], jobs: Sequence[Job], *
     notes = list(notes) + [f"objectives, {label}: " + (f"all hold for {', '.join(teams_ok)}" if teams_ok
                                                         else "no team meets all of its own")
                            for label, teams_ok in hold.items()]
+    entitlements = {name: float(e) for name in names
+                    if (e := first.teams[name].entitlement) is not None and abs(e - guarantees[name]) > TOL}
     return Comparison(modes=modes, pool=pool, teams=teams, guarantees=guarantees, capacity=float(first.capacity),
-                      notes=notes, objectives_hold=hold)
+                      notes=notes, objectives_hold=hold, entitlements=entitlements)
 
 
 def order_verdict(youngest: SimResult, checkpoint: SimResult, *, bound_seconds: float) -> dict[str, Any]:

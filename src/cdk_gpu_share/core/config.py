@@ -64,7 +64,7 @@ from cdk_gpu_share.core import hierarchy, instances
 from cdk_gpu_share.core import hyperpod_schema as hp
 from cdk_gpu_share.core import validation as V
 from cdk_gpu_share.core.errors import ConfigError, Problem
-from cdk_gpu_share.core.objectives import Objectives, never_stopped_conflict, read_objectives
+from cdk_gpu_share.core.objectives import ENTITLEMENT_KEY, Objectives, never_stopped_conflict, read_objectives
 
 if TYPE_CHECKING:
     from cdk_gpu_share.core.alerts_config import AlertsConfig
@@ -855,10 +855,52 @@ def _team_fields(data: Mapping[str, Any], where: str, problems: _Problems, *, gu
         "checkpoint_seconds": ints["checkpoint_seconds"],
         "preemption_retries": ints["preemption_retries"],
         "description": description,
-        "objectives": read_objectives(data.get("objectives"), f"{where}.objectives", problems.add) or Objectives(),
+        "objectives": _entitled(read_objectives(data.get("objectives"), f"{where}.objectives", problems.add),
+                                guarantee, f"{where}.objectives", problems),
         "group": _str(data["group"], f"{where}.group", problems, fix="write the name of a group of groups:")
         if data.get("group") is not None else None,
     }
+
+
+def _entitled(objectives: Objectives | None, guarantee: Mapping[str, Amount], where: str,
+              problems: _Problems) -> Objectives:
+    """``objectives`` (None: refused, no objective) once its entitlement is a guarantee of the
+    team's: whole instances of the very instance types the team is guaranteed. A refused
+    entitlement is reported and left out (the guarantee is then the entitlement)."""
+    if objectives is None:
+        return Objectives()
+    entitlement = objectives.entitlement
+    if entitlement is None:
+        return objectives
+    where = f"{where}.{ENTITLEMENT_KEY}"
+    types = ", ".join(guarantee) or "none"
+    before = len(problems.items)
+    for it, count in entitlement.items():
+        if it not in guarantee:
+            problems.add(V.key(where, it), count, "is not an instance type of the team's guarantee",
+                         f"entitle the team to what it is guaranteed, in the same types ({types})")
+        else:
+            V.read_int(count, V.key(where, it), problems.add, minimum=0,
+                       fix="write a whole number of instances, such as 2")
+    missing = [it for it in guarantee if it not in entitlement]
+    if missing and len(problems.items) == before:
+        problems.add(where, dict(entitlement), f"lacks {', '.join(missing)}, guaranteed to the team",
+                     f"give the instances of {', '.join(missing)} the team was promised too")
+    if len(problems.items) > before:
+        return Objectives._of(objectives.targets, None)
+    return Objectives._of(objectives.targets, {it: int(n) for it, n in entitlement.items()})
+
+
+def _entitlements_fit(backend: str, section: Any, members: list[TeamConfig], paths: Mapping[str, str],
+                      problems: _Problems) -> None:
+    """No team of the backend is promised more instances of a type than its capacity declares."""
+    for team in members:
+        for it, n in (team.objectives.entitlement or {}).items():
+            count = section.capacity.get(it)
+            if count is not None and n > count:
+                problems.add(V.key(f"{paths[team.name]}.objectives.{ENTITLEMENT_KEY}", it), n,
+                             f"is above the capacity ({count} instances in {backend}.capacity)",
+                             f"promise at most {count}, or raise {backend}.capacity.{it}")
 
 
 
@@ -1174,6 +1216,7 @@ def _check_backend(
     members = [t for t in teams if t.guarantee_for(section.capacity)]
     for it, count in section.capacity.items():
         _guarantees_fit(backend, it, count, members, problems, [g.guarantee.get(it) for g in groups])
+    _entitlements_fit(backend, section, members, _team_paths(teams, paths), problems)
     check = backends.SectionCheck(backend, section, teams, members, _team_paths(teams, paths), platform, refused)
     for rule in backends.spec(backend).rules:
         problems.items.extend(rule(check))

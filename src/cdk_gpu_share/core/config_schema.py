@@ -25,7 +25,7 @@ from cdk_gpu_share.core import config as C
 from cdk_gpu_share.core import history_config as HI
 from cdk_gpu_share.core import hyperpod_schema as hp
 from cdk_gpu_share.core import security_config as SEC
-from cdk_gpu_share.core.objectives import MAX_TARGET, NEVER_STOPPED_KEYS, OBJECTIVE_KEYS
+from cdk_gpu_share.core.objectives import ENTITLEMENT_KEY, MAX_TARGET, NEVER_STOPPED_KEYS, OBJECTIVE_KEYS
 
 SCHEMA_ID = "https://github.com/cdk-gpu-share/cdk-gpu-share/platform.schema.json"
 
@@ -87,12 +87,16 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
         "wait_p50_minutes": "Median wait of the team's jobs (submit to final start), in minutes, at most this.",
         "wait_p95_minutes": "95th percentile of the wait of the team's jobs, in minutes, at most this.",
         "wait_p99_minutes": "99th percentile of the wait of the team's jobs, in minutes, at most this.",
-        "guarantee_wait_p99_minutes": "99th percentile of the wait of the jobs that fitted in the team's guarantee"
+        "guarantee_wait_p99_minutes": "99th percentile of the wait of the jobs that fitted in the team's entitlement"
         " when submitted and still waited (for lent capacity to come back), in minutes, at most this. The share"
-        " monitor's and the fair-share reclaimer's wait alarms take it as their threshold.",
-        "no_worse_than_private": "true: for p50, p95 and p99, the jobs that fit the team's guarantee wait no longer"
-        " than in a private cluster of exactly its guarantee, give or take the planner's period, reclaim_after_seconds"
-        " and 60 s.",
+        " monitor's and the fair-share reclaimer's wait alarms take it as their threshold (they measure against the"
+        " deployed guarantee).",
+        "no_worse_than_private": "true: for p50, p95 and p99, the jobs that fit the team's entitlement wait no longer"
+        " than in a private cluster of exactly its entitlement, give or take the planner's period,"
+        " reclaim_after_seconds and 60 s.",
+        "entitlement": "What the team was promised, whole instances of the same instance types as its guarantee, at"
+        " most the capacity. guarantee_wait_p99_minutes and no_worse_than_private are judged against it; "
+        "`gpu-share advise` changes guarantees, never this. Default: the guarantee.",
         "max_preempted_per_day": "Stops of the team's jobs by reclaim per day of the trace, at most this. 0: its work"
         " must never be stopped (then sharing must not be lend_and_borrow).",
         "max_lost_gpu_hours_per_day": "GPU-hours of work thrown away by stopped jobs of the team per day of the"
@@ -125,7 +129,7 @@ VALIDATOR_KEYS: dict[str, set[str]] = {
     "platform": {"name"},
     "team": set(C._TEAM_KEYS),
     "group": set(C._GROUP_KEYS),
-    "objectives": set(OBJECTIVE_KEYS),
+    "objectives": {*OBJECTIVE_KEYS, ENTITLEMENT_KEY},
     "amount": set(C._AMOUNT_KEYS),
     "security": set(SEC._KEYS),
     "history": set(HI._KEYS),
@@ -283,7 +287,8 @@ def _objectives_schema() -> dict[str, Any]:
         bound = {"minimum": 0} if key in NEVER_STOPPED_KEYS else {"exclusiveMinimum": 0}
         return {"type": "number", **bound, "maximum": MAX_TARGET}
 
-    return schema_object("objectives", {key: target(key) for key in OBJECTIVE_KEYS},
+    whole = {"type": "object", "minProperties": 1, "additionalProperties": schema_int(0)}
+    return schema_object("objectives", {**{key: target(key) for key in OBJECTIVE_KEYS}, ENTITLEMENT_KEY: whole},
                          description=descriptions()["team"]["objectives"])
 
 

@@ -144,6 +144,14 @@ class Objectives:
         object.__setattr__(self, "targets", checked)
         object.__setattr__(self, "entitlement", entitlement)
 
+    @classmethod
+    def _of(cls, targets: Mapping[str, float | bool], entitlement: Mapping[str, float] | None) -> Objectives:
+        """Objectives of targets and an entitlement already checked: not checked a second time."""
+        objectives = object.__new__(cls)
+        object.__setattr__(objectives, "targets", dict(targets))
+        object.__setattr__(objectives, "entitlement", None if entitlement is None else dict(entitlement))
+        return objectives
+
     def __bool__(self) -> bool:
         return bool(self.targets)
 
@@ -267,10 +275,7 @@ def read_objectives(raw: object, where: str, add: V.AddProblem) -> Objectives | 
         add(p.field, p.value, p.message, p.fix)
     if problems.items:
         return None
-    objectives = object.__new__(Objectives)  # already checked: not a second time
-    object.__setattr__(objectives, "targets", targets)
-    object.__setattr__(objectives, "entitlement", entitlement)
-    return objectives
+    return Objectives._of(targets, entitlement)
 
 
 def parse_objectives(raw: object, where: str) -> Objectives:

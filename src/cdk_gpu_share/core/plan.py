@@ -113,7 +113,8 @@ def fleet_plan(config: PlatformConfig) -> dict[str, Any]:
                         "in_team_preemption_text": in_team_preemption_text(team, backend),
                         "checkpoint_seconds": team.checkpoint_seconds,
                         "preemption_retries": team.preemption_retries,
-                        "objectives": team.objectives.to_mapping(),
+                        "objectives": dict(team.objectives.targets),
+                        **_entitlement_of(team, it),
                     }
                 )
         for it, t in totals.items():
@@ -129,6 +130,13 @@ def fleet_plan(config: PlatformConfig) -> dict[str, Any]:
     out["inference"] = inference_plan(config)
     out["idle_costs"] = idle_costs(config)
     return out
+
+
+def _entitlement_of(team: TeamConfig, instance_type: str) -> dict[str, Any]:
+    """``{"entitlement": instances}`` when the team was promised an entitlement of the type (what
+    simulate and advise judge its promises against), else nothing."""
+    n = (team.objectives.entitlement or {}).get(instance_type)
+    return {} if n is None else {"entitlement": n}
 
 
 def _gpus_per_instance(instance_type: str) -> int:
@@ -160,6 +168,15 @@ def amount_text(instances_: float | None, instance_type: str) -> str:
 
 
 def _guarantee_text(row: dict[str, Any]) -> str:
+    """The guarantee in words, and the entitlement beside it when the team was promised another."""
+    text = _amount_words(row)
+    e = row.get("entitlement")
+    if e is not None and not math.isclose(e, row["guarantee"], abs_tol=1e-9):
+        text += f", entitled to {amount_text(e, row['instance_type'])}"
+    return text
+
+
+def _amount_words(row: dict[str, Any]) -> str:
     text = row["guarantee_text"]
     if text.endswith(("instance", "instances")):
         return text

@@ -33,6 +33,7 @@ from cdk_gpu_share.core import backends, hierarchy, instances
 from cdk_gpu_share.core.config import Amount, PlatformConfig, TeamConfig
 from cdk_gpu_share.core.errors import ConfigError, Problem
 from cdk_gpu_share.core.instances import GPU_RESOURCE as RESOURCE
+from cdk_gpu_share.core.objectives import ENTITLEMENT_KEY
 
 
 def mig_fraction(profile: str) -> Fraction:
@@ -112,8 +113,13 @@ def _team_entry(team: TeamConfig, capacity: Mapping[str, int], backend: str) -> 
     }
     if team.checkpoint_seconds is not None:
         entry["checkpoint_seconds"] = team.checkpoint_seconds
-    if team.objectives:
-        entry["objectives"] = team.objectives.to_mapping()
+    objectives: dict[str, Any] = dict(team.objectives.targets)
+    entitlement = {it: n for it, n in (team.objectives.entitlement or {}).items() if it in capacity}
+    if entitlement:  # whole instances of the backend's types, as GPUs
+        gpus = sum((amount_gpus(it, int(n)) for it, n in entitlement.items()), Fraction(0))
+        objectives[ENTITLEMENT_KEY] = {RESOURCE: _number(gpus)}
+    if objectives:
+        entry["objectives"] = objectives
     if team.group is not None:
         entry["group"] = team.group
     if team.sharing.borrows:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from cdk_gpu_share.core import simulate as sim
@@ -34,6 +35,7 @@ from cdk_gpu_share.core.errors import ConfigError, Problem
 
 __all__ = [
     "FLEETS",
+    "NO_OBJECTIVES",
     "PERCENTS",
     "Advice",
     "Candidate",
@@ -45,6 +47,7 @@ __all__ = [
     "advised_scenario",
     "space_of",
     "study_of",
+    "study_warnings",
 ]
 
 FLEETS = ("fixed", "size")
@@ -96,10 +99,23 @@ def space_of(study: Study, *, step: float, fleet: str, percents: tuple[int, ...]
                  step=float(step), fleet=fleet, input=was, percents=percents, least=least)
 
 
+#: The warning of an advice on a study where no team has an objective.
+NO_OBJECTIVES = ("no team has an objective: every configuration is feasible, so the advice only minimizes the "
+                 "GPU-hours waited or thrown away; give teams objectives for advice that keeps their promises")
+
+
+def study_warnings(study: Study) -> tuple[str, ...]:
+    """What an advice on ``study`` should say whatever it finds: that no team has an objective."""
+    return () if study.objectives else (NO_OBJECTIVES,)
+
+
 def advise(study: Study, space: Space, executor: Executor | None = None, *,
            progress: Callable[[int, int, str], None] | None = None, budget: int = DEFAULT_BUDGET) -> Advice:
-    """Search ``space`` for the best configuration (see :mod:`~cdk_gpu_share.core.advise.search`)."""
-    return Search(study, space, executor or InProcess(study), progress=progress, budget=budget).run()
+    """Search ``space`` for the best configuration (see :mod:`~cdk_gpu_share.core.advise.search`),
+    with each team's entitlement and the study's warnings."""
+    advice = Search(study, space, executor or InProcess(study), progress=progress, budget=budget).run()
+    return replace(advice, entitlements=dict(study.entitlements),
+                   warnings=(*study_warnings(study), *advice.warnings))
 
 
 def advised_scenario(study: Study, candidate: Candidate) -> dict[str, Any]:
@@ -119,7 +135,9 @@ def advice_json(advice: Advice) -> dict[str, Any]:
     best, space = advice.best, advice.space
     teams = {}
     for name, ch, was in zip(space.names, best.candidate.choices, space.input.choices):
-        teams[name] = {**ch.as_dict(), "was": was.as_dict(), "objectives": dict(best.objectives.get(name, {}))}
+        e = advice.entitlements.get(name, was.guarantee)
+        teams[name] = {**ch.as_dict(), "entitlement": {"gpu": number(e)}, "was": was.as_dict(),
+                       "objectives": dict(best.objectives.get(name, {}))}
     return {
         "feasible": best.feasible,
         "fleet": space.fleet,
@@ -132,4 +150,5 @@ def advice_json(advice: Advice) -> dict[str, Any]:
         "frontier": [{"capacity": {"gpu": number(e.candidate.capacity)}, "feasible": e.feasible,
                       "worst_ratio": _finite(e.worst_ratio), "regret_gpu_hours": float(e.regret_gpu_hours)}
                      for e in advice.frontier],
+        "warnings": list(advice.warnings),
     }

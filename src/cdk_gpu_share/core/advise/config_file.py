@@ -6,7 +6,8 @@ whole instances of it (:func:`instance_of`). :func:`checked_config_text` edits t
 YAML tree (a round trip through ``ruamel.yaml``, not a rewrite): only the fields the
 advisor decided and that changed are touched (a team's guarantee of that type, its
 ``sharing``, its ``borrow_limit_percent``, and with ``--fleet size`` the backend's
-capacity), and the result is read back through the config's validation before it
+capacity), plus ``objectives.entitlement`` of a team whose guarantee now differs from what
+it was promised, and the result is read back through the config's validation before it
 replaces anything.
 """
 
@@ -20,6 +21,7 @@ from cdk_gpu_share.core import backends, instances
 from cdk_gpu_share.core.advise.space import Candidate, Choice
 from cdk_gpu_share.core.config import PlatformConfig, parse_config
 from cdk_gpu_share.core.errors import ConfigError, Problem
+from cdk_gpu_share.core.objectives import ENTITLEMENT_KEY
 
 __all__ = ["accepted_percents", "advised_config_text", "checked_config_text", "instance_of", "least_guarantee"]
 
@@ -110,8 +112,11 @@ def _drop(mapping: Any, key: str) -> None:
 
 
 def advised_config_text(text: str, config: PlatformConfig, backend: str, candidate: Candidate,
-                        was: Candidate, names: tuple[str, ...], *, fleet: str) -> str:
-    """``text`` (the config file) with the candidate's decisions that differ from ``was``."""
+                        was: Candidate, names: tuple[str, ...], *, fleet: str,
+                        entitlements: Mapping[str, float] | None = None) -> str:
+    """``text`` (the config file) with the candidate's decisions that differ from ``was``, and
+    ``objectives.entitlement`` for each team whose advised guarantee differs from its entitlement
+    (``entitlements``: GPUs by team; the team's input guarantee when it gave none)."""
     instance_type, per = instance_of(config, backend)
     data, y = _load(text)
     by_name = {t["name"]: t for t in data.get("teams", []) if isinstance(t, Mapping) and "name" in t}
@@ -119,11 +124,50 @@ def advised_config_text(text: str, config: PlatformConfig, backend: str, candida
     for name, new, old in zip(names, candidate.choices, was.choices):
         team = by_name[name]
         _apply(team, new, old, instance_type, per, -1 if default_percent is None else default_percent)
+        e = (entitlements or {}).get(name)
+        if e is not None and abs(new.guarantee - e) > 1e-9:
+            _entitle(team, name, e, instance_type, per)
     if fleet == "size" and candidate.capacity != was.capacity:
         data[backend]["capacity"][instance_type] = int(round(candidate.capacity / per))
     out = io.StringIO()
     y.dump(data, out)
     return out.getvalue()
+
+
+def _entitle(team: Any, name: str, gpus: float, instance_type: str, per: int) -> None:
+    """Write the team's entitlement (whole instances of ``instance_type``) unless it gives one:
+    the promise its objectives were judged against, now that its guarantee is another."""
+    objectives = team.get("objectives")
+    if isinstance(objectives, Mapping) and ENTITLEMENT_KEY in objectives:
+        return
+    count = gpus / per
+    if abs(count - round(count)) > 1e-9:
+        raise ConfigError(Problem(field=f"teams ({name}).guarantee", value=f"{gpus:g} GPUs",
+                                  message=f"is not whole instances of {instance_type}, so it cannot be written as the "
+                                          "team's entitlement",
+                                  fix=f"give the team objectives.entitlement in whole instances of {instance_type}"))
+    from ruamel.yaml.comments import CommentedMap
+
+    entitlement = CommentedMap({instance_type: int(round(count))})
+    if objectives is None:
+        objectives = CommentedMap({ENTITLEMENT_KEY: entitlement})
+        _put(team, "objectives", objectives)
+        _sink(team, "objectives")
+    else:
+        _put(objectives, ENTITLEMENT_KEY, entitlement)
+        _sink(objectives, ENTITLEMENT_KEY)
+
+
+def _sink(mapping: Any, key: str) -> None:
+    """Move what follows ``key``'s new block value (a blank line, a comment) below the block's
+    last line, where it stood before the block was added."""
+    trailing = mapping.ca.items.pop(key, None) if key in mapping.ca.items else None
+    if trailing is None:
+        return
+    inner = mapping[key]
+    while isinstance(inner, Mapping) and inner and isinstance(inner[list(inner)[-1]], Mapping):
+        inner = inner[list(inner)[-1]]
+    inner.ca.items[list(inner)[-1]] = trailing
 
 
 def _apply(team: Any, new: Choice, old: Choice, instance_type: str, per: int, default_percent: int) -> None:
@@ -139,11 +183,13 @@ def _apply(team: Any, new: Choice, old: Choice, instance_type: str, per: int, de
 
 
 def checked_config_text(path: str, source: str, config: PlatformConfig, backend: str, candidate: Candidate,
-                        was: Candidate, names: tuple[str, ...], *, fleet: str) -> str:
+                        was: Candidate, names: tuple[str, ...], *, fleet: str,
+                        entitlements: Mapping[str, float] | None = None) -> str:
     """The advised config's text for ``path``, checked by what ``gpu-share validate`` checks
     (the command writes it; an invalid result raises :class:`ConfigError` and writes nothing)."""
     from cdk_gpu_share.core import validation as V
 
-    text = advised_config_text(V.read_text(source), config, backend, candidate, was, names, fleet=fleet)
+    text = advised_config_text(V.read_text(source), config, backend, candidate, was, names, fleet=fleet,
+                               entitlements=entitlements)
     parse_config(V.load_yaml(text, source=path), source=path)  # what gpu-share validate checks
     return text

@@ -94,6 +94,10 @@ class Advice:
     space: Space
     private_sizing: dict[str, float | None]
     bounds: dict[str, float] = field(default_factory=dict)
+    #: Each team's entitlement in GPUs (the study's): what its promises were judged against.
+    entitlements: Mapping[str, float] = field(default_factory=dict)
+    #: What the administrator should know of this answer, a line each (such as: no team has an objective).
+    warnings: tuple[str, ...] = ()
 
 
 def fluid_bound(study: Study) -> float:
