@@ -193,9 +193,12 @@ def test_the_written_config_changes_only_the_lines_of_decided_fields(capsys, tmp
     rows = [(f"j{k}", "ab"[k % 2], (k // 2) * 1800, 3600, 4, 0) for k in range(12)]
     trace = write_trace(tmp_path / "jobs.csv", rows)
     out_path = tmp_path / "advised.yaml"
+    out_path.write_text("# the previous advice, readable by its owner only\n")
+    out_path.chmod(0o600)
     code, out, err = run(capsys, ["advise", "--config", str(tmp_path / "platform.yaml"), "--trace", trace,
                                   "--fleet", "size", "--workers", "1", "-o", str(out_path)])
     assert code == 0, err
+    assert out_path.stat().st_mode & 0o777 == 0o600, "a replaced file keeps its permissions"
     changed = [line[1:].strip() for line in difflib.ndiff(CONFIG.splitlines(), out_path.read_text().splitlines())
                if line[:1] in "+-" and line[1:].strip()]
     assert changed, "the advice changes something here"

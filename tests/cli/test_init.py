@@ -141,6 +141,14 @@ def test_init_never_overwrites_and_writes_nothing_when_one_file_exists(tmp_path,
     assert (tmp_path / "cdk.json").read_text() == "{}"
 
 
+def test_a_dangling_link_named_like_a_file_is_refused_before_anything_is_written(tmp_path, capsys):
+    (tmp_path / "app.py").symlink_to(tmp_path / "nowhere")
+    code, out, err = _init(capsys, str(tmp_path))
+    assert (code, out) == (2, "") and len(err.splitlines()) == 1 and "Traceback" not in err
+    assert f"{tmp_path / 'app.py'}: already exists" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["app.py"] and not (tmp_path / "nowhere").exists()
+
+
 def test_a_second_init_names_every_file_it_would_overwrite(tmp_path, capsys):
     assert _init(capsys, str(tmp_path))[0] == 0
     before = {p.name: p.read_text() for p in tmp_path.iterdir()}

@@ -451,3 +451,104 @@ def test_the_progress_bar_shows_on_a_terminal_only(monkeypatch):
         text = err.getvalue()
         assert ("reading the archive [" in text and "40/40 objects" in text) is tty
         assert text == "" or text.endswith("\r")
+
+
+# ---------------------------------------------------------------------------
+# Broken or hostile objects: each is skipped and counted, never a traceback
+
+
+def _bomb(size: int) -> bytes:
+    """A small gzip that decompresses to ``size`` zero bytes."""
+    import zlib
+
+    z = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    chunk = b"\0" * (1 << 20)
+    parts = [z.compress(chunk) for _ in range(size >> 20)]
+    return b"".join(parts) + z.flush()
+
+
+def test_hostile_objects_are_skipped_and_counted_and_every_good_record_read(tmp_path, aws, capsys):
+    import gzip
+
+    from cdk_gpu_share.aws import history_reader
+
+    path, config, rows, *_, s3 = _run_cluster(tmp_path, jobs=30)
+    bucket = s3.buckets[BUCKET]
+    good = {key: gzip.decompress(body) for key, body in bucket.items()}
+    # One bad line in the middle of every object: that line only is lost.
+    for key, text in good.items():
+        lines = text.splitlines(keepends=True)
+        bucket[key] = gzip.compress(b"".join([*lines[:1], b"not json {\n", *lines[1:]]))
+    day = f"events/2026/11/02/config={history.policy_hash(config)}/"
+    bucket[day + "nested.gz"] = gzip.compress(b"[" * 100_000)  # a RecursionError once
+    bucket[day + "bomb.gz"] = _bomb(history_reader.MAX_OBJECT_BYTES + (1 << 20))
+    bucket[day + "truncated.gz"] = gzip.compress(next(iter(good.values())))[:-20]
+    bucket[day + "mixed"] = b'{"a": 1}\n\xff\xfe not utf-8\n' + b"x" * (history.MAX_LINE_BYTES + 1) + b"\n"
+    aws["s3"] = s3.client
+    out = tmp_path / "jobs.csv"
+    code = main(["trace", "export", str(path), "--from", "2026-11-02", "--to", "2026-11-30", "--bucket", BUCKET,
+                 "-o", str(out), "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert len(_rows(out.read_text())) == len(rows)
+    summary = json.loads(captured.out)
+    skipped = {why: v["count"] for why, v in summary["skipped"].items()}
+    assert skipped == {"lines not JSON": len(good), "lines nested deeper than 64": 1, "objects larger than 128 MiB": 1,
+                       "objects whose compression is broken": 1, "lines not UTF-8": 1, "lines longer than 1 MiB": 1}
+    assert summary["skipped"]["objects larger than 128 MiB"]["first"] == day + "bomb.gz"
+    assert summary["exported"] == len(rows) and summary["output"] == str(out)
+    assert f"skipped: {len(good)} lines not JSON (first in " in captured.err
+    assert "skipped: 1 objects larger than 128 MiB (first in " + day + "bomb.gz)" in captured.err
+    assert f"{len(good) + 5} objects or lines skipped" in captured.err.splitlines()[0]
+
+
+def test_a_listing_that_never_ends_stops_after_its_request_bound(tmp_path, aws, capsys):
+    from cdk_gpu_share.aws import history_reader
+    from tests.history_model import AWSResponse, _Raw
+
+    path, *_ = _config(tmp_path)
+    s3 = S3Model()
+    s3.buckets[BUCKET] = {}
+
+    def endless(request, bucket, query):
+        body = (f'<?xml version="1.0" encoding="UTF-8"?><ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
+                f"<Name>{bucket}</Name><Prefix>events/</Prefix><KeyCount>0</KeyCount><MaxKeys>1000</MaxKeys>"
+                "<IsTruncated>true</IsTruncated><NextContinuationToken>again</NextContinuationToken></ListBucketResult>")
+        return AWSResponse(request.url, 200, {"Content-Type": "application/xml"}, _Raw(body.encode()))
+
+    s3._list = endless
+    aws["s3"] = s3.client
+    code = main(["trace", "export", str(path), "--from", "2026-11-02", "--to", "2026-11-03", "--bucket", BUCKET])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "\n" not in err and "did not end after 2,000 requests" in err
+    assert sum(1 for op, *_ in s3.requests if op == "ListObjectsV2") == history_reader.MAX_LIST_PAGES
+
+
+def test_too_many_lines_in_one_object_stop_at_the_bound(monkeypatch):
+    monkeypatch.setattr(history, "MAX_LINES", 3)
+    got = list(history.parse_lines(b'{"a":1}\n\n{"a":2}\n   \n{"a":3}\n{"a":4}\n{"a":5}\n'))
+    assert got == [({"a": 1}, None), ({"a": 2}, None), ({"a": 3}, None), (None, "lines past 3 in one object")]
+
+
+def test_the_output_is_checked_before_any_aws_call_and_a_link_is_replaced_not_followed(tmp_path, aws, capsys):
+    path, _, rows, *_, s3 = _run_cluster(tmp_path, jobs=10)
+    aws["s3"] = s3.client
+    base = ["trace", "export", str(path), "--from", "2026-11-02", "--to", "2026-11-30", "--bucket", BUCKET]
+    (tmp_path / "folder").mkdir()
+    for output, message in ((tmp_path / "folder", "is a folder"), (path, f"is the input {path}"),
+                            (tmp_path / "missing" / "jobs.csv", "names a folder that does not exist")):
+        assert main([*base, "-o", str(output)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert "\n" not in err and f"-o: {message}" in err, err
+    assert s3.requests == [], "refused before the first AWS request"
+    assert path.read_text() == CONFIG
+    assert main([*base, "--json"]) == 2
+    assert "--json: prints the summary on standard output" in capsys.readouterr().err
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    link = tmp_path / "jobs.csv"
+    link.symlink_to(victim)
+    assert main([*base, "-o", str(link)]) == 0
+    capsys.readouterr()
+    assert victim.read_text() == "keep me" and not link.is_symlink()
+    assert len(_rows(link.read_text())) == len(rows)

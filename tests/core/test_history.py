@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 
 import pytest
 
@@ -178,3 +179,62 @@ def test_preempted_runs_named_only_in_the_preemption_summary_count_once():
         "preemptedAttemptCount": 1, "recentPreemptedAttempts": [{"startedAt": T0 + 10_000, "stoppedAt": T0 + 100_000}]})
     [job] = _export([details("j1"), done, both], lookup).jobs
     assert job.preemptions == 1 and len(job.runs) == 2
+
+
+def test_records_back_to_back_past_the_line_bound_are_each_read():
+    record = {"version": "0", "id": "x", "detail": {"reason": "a}{b", "pad": "p" * 10_000}}
+    text = json.dumps(record, separators=(",", ":")).encode()
+    data = text * (history.MAX_LINE_BYTES // len(text) + 5)
+    got = list(history.parse_lines(data))
+    assert len(got) == len(data) // len(text) and all(why is None and r == record for r, why in got)
+
+
+def test_a_line_is_refused_for_its_depth_before_it_is_parsed():
+    deep = "[" * (history.MAX_DEPTH + 1) + "]" * (history.MAX_DEPTH + 1)
+    ok = "[" * history.MAX_DEPTH + "]" * history.MAX_DEPTH
+    brackets_in_strings = json.dumps({"s": "[" * 1000})
+    got = list(history.parse_lines(f"{deep}\n{ok}\n{brackets_in_strings}\n".encode()))
+    assert [why for _, why in got] == [f"lines nested deeper than {history.MAX_DEPTH}", None, None]
+
+
+HOSTILE = [None, True, -1, 10**30, 1e308, float("nan"), float("inf"), "x", "", [], {}, [{"type": "GPU"}], {"a": [1]},
+           "1e400", 2**70]
+
+
+@pytest.mark.parametrize("value", HOSTILE, ids=repr)
+def test_any_field_of_any_record_may_hold_anything(value):
+    """A writer to the stream may put any JSON: a field of the wrong type costs that event's
+    figures, never the export (no exception, and a CSV still written)."""
+    base = [
+        details("j1", count=2),
+        service_event("j1", "RUNNING", 60, started_s=60),
+        service_event("j1", "SUCCEEDED", 660, started_s=60, stopped_s=660, attempts=[(10, 50)]),
+        {"version": "0", "id": "c", "detail-type": history.JOB_TYPE, "source": "aws.batch", "time": _iso(T0 + 9_000),
+         "detail": {"jobId": "c1", "jobQueue": QUEUE, "status": "SUCCEEDED", "createdAt": T0, "startedAt": T0 + 1000,
+                    "stoppedAt": T0 + 9000, "tags": {"gpu-share:team": "team-a", "gpu-share:checkpoint-seconds": "60"},
+                    "container": {"resourceRequirements": [{"type": "GPU", "value": "1"}]},
+                    "attempts": [{"container": {"startedAt": T0 + 1000, "stoppedAt": T0 + 9000}}],
+                    "preemptionSummary": {"preemptedAttemptCount": 1, "recentPreemptedAttempts": []}}},
+    ]
+    paths = []
+
+    def walk(node, trail):
+        if isinstance(node, dict):
+            for k, v in node.items():
+                paths.append((*trail, k))
+                walk(v, (*trail, k))
+        elif isinstance(node, list):
+            for i, v in enumerate(node):
+                paths.append((*trail, i))
+                walk(v, (*trail, i))
+
+    for n, record in enumerate(base):
+        walk(record, (n,))
+    for trail in paths:
+        records = json.loads(json.dumps(base))
+        node = records
+        for step in trail[:-1]:
+            node = node[step]
+        node[trail[-1]] = value
+        out = _export(records)
+        history.write_export(out, io.StringIO(), origin_ms=T0, source="archive")

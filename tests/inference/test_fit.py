@@ -345,7 +345,25 @@ def test_bad_arguments_and_prices_exit_2(capsys, tmp_path):
     code, _, err = run(capsys, "mig", "fit", str(tmp_path / "missing.yaml"))
     assert code == 2 and "missing.yaml" in err
     code, _, err = run(capsys, "mig", "fit", str(MODELS), "-o", str(tmp_path / "no" / "such" / "out.yaml"))
-    assert code == 2 and "-o" in err and "cannot be written" in err and "Traceback" not in err
+    assert code == 2 and "-o" in err and "names a folder that does not exist" in err and "Traceback" not in err
+
+
+def test_output_is_never_the_models_file_and_a_link_is_replaced_not_followed(capsys, tmp_path, monkeypatch):
+    models = tmp_path / "models.yaml"
+    models.write_text(MODELS.read_text())
+    searched = []
+    monkeypatch.setattr(F, "plan", lambda *a, **k: searched.append(1))
+    code, out, err = run(capsys, "mig", "fit", str(models), "-o", str(models))
+    assert code == 2 and len(err.strip().splitlines()) == 1 and f"-o: is the input {models}" in err
+    assert models.read_text() == MODELS.read_text() and searched == [], "refused before the search"
+    monkeypatch.undo()
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    link = tmp_path / "inference.yaml"
+    link.symlink_to(victim)
+    code, _, err = run(capsys, "mig", "fit", str(models), "-o", str(link))
+    assert code == 0, err
+    assert victim.read_text() == "keep me" and not link.is_symlink() and "inference:" in link.read_text()
 
 
 # --------------------------------------------------------------------------- types without a price

@@ -9,20 +9,26 @@ config hash their key names. The caller passes a boto3 ``s3`` client.
 
 from __future__ import annotations
 
-import gzip
 import zlib
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from cdk_gpu_share.core import history
 
-__all__ = ["MAX_JOBS", "MAX_OBJECT_BYTES", "MAX_OBJECTS", "ArchiveRead", "read_archive", "read_batch", "read_sagemaker"]
+__all__ = ["MAX_JOBS", "MAX_LIST_PAGES", "MAX_OBJECT_BYTES", "MAX_OBJECTS", "ArchiveRead", "read_archive",
+           "read_batch", "read_sagemaker"]
 
 #: Objects an export reads at most (a year of a busy platform is about 100,000).
 MAX_OBJECTS = 1_000_000
-#: Bytes an object may hold once decompressed (Firehose writes objects of at most 128 MiB).
-MAX_OBJECT_BYTES = 256 * 1024 * 1024
+#: Listing requests an export makes at most: ``ListObjectsV2`` returns up to 1,000 keys a page,
+#: so :data:`MAX_OBJECTS` takes 1,000 full pages; a listing that pages on past this (empty
+#: truncated pages, say) is refused.
+MAX_LIST_PAGES = 2_000
+#: Bytes an object may hold, compressed or decompressed: twice the platform's 64 MiB buffer, and
+#: Firehose's largest buffer. A larger object is skipped whole (a gzip bomb stops here).
+MAX_OBJECT_BYTES = 128 * 1024 * 1024
 
 
 @dataclass
@@ -32,30 +38,66 @@ class ArchiveRead:
     listed: int = 0
     read: int = 0
     records: int = 0
-    #: Keys of objects whose text is not JSON records (reported, not read further).
+    #: Keys of objects skipped whole (not gzip as their first bytes say, too large).
     unreadable: list[str] = field(default_factory=list)
+    #: why -> objects or lines skipped (``lines not JSON``, ``objects larger than 128 MiB``, ...).
+    skipped: Counter[str] = field(default_factory=Counter)
+    #: why -> the key of the first object where it happened.
+    first_skipped: dict[str, str] = field(default_factory=dict)
     requests: int = 0
 
+    def skip(self, why: str, key: str) -> None:
+        self.skipped[why] += 1
+        self.first_skipped.setdefault(why, key)
 
-def _text(body: bytes) -> str:
+
+_TOO_LARGE = f"objects larger than {MAX_OBJECT_BYTES // 1024 // 1024} MiB"
+
+
+def _inflate(body: bytes) -> bytes | None:
+    """The decompressed bytes of a gzip body (several members too), or None past
+    :data:`MAX_OBJECT_BYTES` (``zlib.error``/``EOFError`` when it is broken)."""
+    out = bytearray()
+    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    data = body
+    while data:
+        out += d.decompress(data, MAX_OBJECT_BYTES + 1 - len(out))
+        if len(out) > MAX_OBJECT_BYTES:
+            return None
+        data = d.unconsumed_tail or d.unused_data
+        if d.eof and d.unused_data:
+            d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        elif d.eof:
+            break
+    if not d.eof:
+        raise EOFError("the compressed stream ends early")
+    return bytes(out)
+
+
+def _records(key: str, body: bytes, stats: ArchiveRead) -> Iterator[Any]:
+    """The records of one object; what cannot be read is counted in ``stats``, never raised."""
+    if len(body) > MAX_OBJECT_BYTES:
+        stats.unreadable.append(key)
+        stats.skip(_TOO_LARGE, key)
+        return
+    data: bytes | None = body
     if body[:2] == b"\x1f\x8b":  # gzip (Firehose's GZIP compression), possibly several members
-        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        out = []
-        size = 0
-        data = body
-        while data:
-            chunk = d.decompress(data, MAX_OBJECT_BYTES + 1 - size)
-            out.append(chunk)
-            size += len(chunk)
-            if size > MAX_OBJECT_BYTES:
-                raise ValueError("larger than the archive's objects are")
-            data = d.unconsumed_tail or d.unused_data
-            if d.eof and d.unused_data:
-                d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-            elif d.eof:
-                break
-        body = b"".join(out)
-    return body.decode("utf-8")
+        try:
+            data = _inflate(body)
+        except (zlib.error, EOFError):
+            stats.unreadable.append(key)
+            stats.skip("objects whose compression is broken", key)
+            return
+        if data is None:
+            stats.unreadable.append(key)
+            stats.skip(_TOO_LARGE, key)
+            return
+    assert data is not None
+    for record, why in history.parse_lines(data):
+        if why is not None:
+            stats.skip(why, key)
+        else:
+            yield record
 
 
 def read_archive(client: Any, bucket: str, prefix: str, first_day: str, last_day: str, *,
@@ -63,11 +105,13 @@ def read_archive(client: Any, bucket: str, prefix: str, first_day: str, last_day
                  stats: ArchiveRead | None = None) -> Iterator[tuple[str | None, Any]]:
     """(config hash of the object's key, record) of every record under ``bucket``/``prefix`` in
     objects of the days ``first_day`` to ``last_day`` (``YYYY-MM-DD``, UTC; keys without a day are
-    read too). ``progress(done, total)`` is called after each object."""
+    read too). ``progress(done, total)`` is called after each object. A listing past
+    :data:`MAX_LIST_PAGES` pages or :data:`MAX_OBJECTS` objects is a ``ValueError``; a bad object
+    or line is skipped and counted in ``stats``."""
     stats = stats if stats is not None else ArchiveRead()
     keys: list[str] = []
     token = None
-    while True:
+    for _ in range(MAX_LIST_PAGES):
         params: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix}
         if token:
             params["ContinuationToken"] = token
@@ -80,23 +124,20 @@ def read_archive(client: Any, bucket: str, prefix: str, first_day: str, last_day
             if day is None or first_day <= day <= last_day:
                 keys.append(key)
         if stats.listed > MAX_OBJECTS:
-            raise ValueError(f"more than {MAX_OBJECTS} objects under s3://{bucket}/{prefix}")
+            raise ValueError(f"more than {MAX_OBJECTS:,} objects under s3://{bucket}/{prefix}")
         token = page.get("NextContinuationToken") if page.get("IsTruncated") else None
         if not token:
             break
+    else:
+        raise ValueError(f"the listing of s3://{bucket}/{prefix} did not end after {MAX_LIST_PAGES:,} requests "
+                         f"({stats.listed:,} objects listed); S3 lists 1,000 keys a request, so this is not a"
+                         " listing S3 would give: check --bucket, --prefix and the endpoint")
     for n, key in enumerate(keys, start=1):
         body = client.get_object(Bucket=bucket, Key=key)["Body"].read(MAX_OBJECT_BYTES + 1)
         stats.requests += 1
         stats.read += 1
         config = history.config_of_key(key)
-        try:
-            if len(body) > MAX_OBJECT_BYTES:
-                raise ValueError("too large")
-            records = list(history.parse_records(_text(body)))
-        except (ValueError, UnicodeDecodeError, zlib.error, gzip.BadGzipFile, EOFError):
-            stats.unreadable.append(key)
-            records = []
-        for record in records:
+        for record in _records(key, body, stats):
             stats.records += 1
             yield config, record
         if progress is not None:

@@ -130,6 +130,11 @@ def run_advise(args: argparse.Namespace) -> int:
     if args.output and args.config is None and not args.output.lower().endswith(".json"):
         raise ConfigError(Problem(field="-o", value=args.output, message="is not a .json file name",
                                   fix="with --scenario, -o writes the advised scenario: give a path ending in .json"))
+    if args.output:
+        from cdk_gpu_share.cli._files import check_output
+
+        # Before the search: a path that cannot be written fails now, not after minutes of work.
+        check_output(args.output, "-o", [args.trace])
     _check_not_raw_trace(args.trace)
     if args.report:
         from cdk_gpu_share.cli.simulate_cmd import _check_target

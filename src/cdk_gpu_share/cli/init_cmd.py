@@ -13,6 +13,7 @@ overwrites a file: when any of them exists, it writes none.
 from __future__ import annotations
 
 import argparse
+import os
 from importlib import resources
 from pathlib import Path
 
@@ -69,20 +70,30 @@ def init_project(folder: str | Path, backend: str = DEFAULT_BACKEND) -> list[Pat
     # The shipped template must pass the loader every other command uses.
     parse_config(V.load_yaml(texts["platform.yaml"], source=f"init template for {backend}"),
                  source=f"init template for {backend}")
-    taken = [root / name for name in FILES if (root / name).exists()]
+    # lexists: a link of that name counts even when it points nowhere ("x" below would refuse it
+    # after the first files were written).
+    taken = [root / name for name in FILES if os.path.lexists(root / name)]
     if taken:
         more = f" (and {', '.join(p.name for p in taken[1:])})" if len(taken) > 1 else ""
         raise ConfigError(Problem(
             str(taken[0]), None, f"already exists{more}; init never overwrites a file",
             f"run gpu-share init in an empty folder (gpu-share init --backend {backend} NEW_DIR), or move "
             f"{', '.join(p.name for p in taken)} away"))
+    if root.is_dir() and not os.access(root, os.W_OK | os.X_OK):
+        raise ConfigError(Problem("DIR", str(root), "cannot be written", "run gpu-share init in a folder you may write"))
     root.mkdir(parents=True, exist_ok=True)
-    written = []
-    for name, text in texts.items():
-        path = root / name
-        with path.open("x", encoding="utf-8") as fh:  # "x": never replace a file created meanwhile
-            fh.write(text)
-        written.append(path)
+    written: list[Path] = []
+    try:
+        for name, text in texts.items():
+            path = root / name
+            with path.open("x", encoding="utf-8") as fh:  # "x": never replace a file created meanwhile
+                written.append(path)
+                fh.write(text)
+    except OSError as exc:
+        for path in written:  # all or nothing, as the refusals above
+            path.unlink(missing_ok=True)
+        raise ConfigError(Problem(str(root / name), None, f"cannot be written ({exc.strerror or exc}); nothing was "
+                                  "written", "run gpu-share init in an empty folder you may write")) from None
     return written
 
 

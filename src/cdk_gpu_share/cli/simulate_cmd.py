@@ -596,10 +596,9 @@ def render_compare(cmp: Comparison, *, described: str = "", trace: str = "") -> 
 
 
 def _check_target(flag: str, path: str, suffix: str) -> None:
-    parent = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(parent):
-        raise ConfigError(Problem(field=flag, value=path, message="names a folder that does not exist",
-                                  fix=f"create {parent} first or write the file elsewhere"))
+    from cdk_gpu_share.cli._files import check_output
+
+    check_output(path, flag)
     if not path.lower().endswith(suffix):
         raise ConfigError(Problem(field=flag, value=path, message=f"is not a {suffix} file name",
                                   fix=f"give a path ending in {suffix}"))

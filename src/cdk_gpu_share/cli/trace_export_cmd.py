@@ -9,16 +9,19 @@ rebuilds the jobs; :mod:`cdk_gpu_share.aws.history_reader` reads AWS). Times are
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from datetime import datetime, timedelta
 from typing import Any
 
+from cdk_gpu_share.cli._files import check_output, write_output
 from cdk_gpu_share.cli._parser import add_config_argument, parse_day
 from cdk_gpu_share.cli._progress import ProgressBar
 from cdk_gpu_share.cli._region import no_region, resolve_region
 from cdk_gpu_share.core.errors import ConfigError, GpuShareError, Problem
 
-__all__ = ["ACTIONS", "SOURCES", "TAIL_DAYS", "add_parser", "make_client", "queues_by_kind", "run_export"]
+__all__ = ["ACTIONS", "SOURCES", "TAIL_DAYS", "add_parser", "make_client", "queues_by_kind", "run_export",
+           "summary_json"]
 
 #: Where the jobs are read from, in order of fidelity.
 SOURCES = ("archive", "batch", "sagemaker")
@@ -84,6 +87,9 @@ def add_parser(tsub: argparse._SubParsersAction) -> None:
     e.add_argument("--region", metavar="R", help="AWS region of the archive (default: AWS_REGION, else "
                    "AWS_DEFAULT_REGION, else your AWS configuration's)")
     e.add_argument("-o", "--output", metavar="JOBS.csv", help="write the CSV here (default: standard output)")
+    e.add_argument("--json", action="store_true",
+                   help="print the summary (jobs exported, not exported and why, objects and lines skipped and why) "
+                        "as one JSON object on standard output; needs -o for the CSV")
     e.set_defaults(func=run_export)
 
 
@@ -115,6 +121,12 @@ def run_export(args: argparse.Namespace) -> int:
     from cdk_gpu_share.core import scenario as sc
     from cdk_gpu_share.core.config import load_config
 
+    output = args.output if args.output and args.output != "-" else None
+    if args.json and output is None:
+        raise ConfigError(Problem("--json", None, "prints the summary on standard output, where the CSV would go",
+                                  "add -o JOBS.csv"))
+    if output is not None:
+        check_output(output, "-o", [args.config])
     config = load_config(args.config)
     start, last = parse_day("--from", args.start), parse_day("--to", args.end)
     if last < start:
@@ -163,19 +175,21 @@ def run_export(args: argparse.Namespace) -> int:
     elif stats.listed == 0:
         raise GpuShareError(f"{what} holds no object: it is not the platform's job archive (check --bucket, "
                             "--prefix and --region)")
-    if stats.read and export.events == 0 and stats.unreadable:
-        raise GpuShareError(f"{what} is not a job archive: {stats.unreadable[0]} holds no Batch job event "
-                            "(check --bucket and --prefix)")
+    if stats.read and export.events == 0 and stats.skipped:
+        why, key = next(iter(stats.first_skipped.items()))
+        raise GpuShareError(f"{what} is not a job archive: its objects hold no Batch job event ({key}: {why}; "
+                            "check --bucket and --prefix)")
     if not export.jobs:
         raise GpuShareError(f"no job submitted from {args.start} to {args.end} ended in {what}"
                             f"{_skipped_note(export)}; pick days the platform ran jobs")
     text = _csv(export, int(start.timestamp() * 1000), args.source)
-    if args.output and args.output != "-":
-        with open(args.output, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
+    if output is not None:
+        write_output(output, text, "-o")
     else:
         sys.stdout.write(text)
-    print(_summary(export, stats, args.output), file=sys.stderr)
+    print(_summary(export, stats, output), file=sys.stderr)
+    if args.json:
+        print(json.dumps(summary_json(export, stats, output), sort_keys=True))
     return 0
 
 
@@ -226,7 +240,8 @@ def _summary(export: Any, stats: Any, output: str | None) -> str:
     """What was exported and what was not, and why (standard error)."""
     lines = [f"exported {len(export.jobs)} jobs from {stats.read} {'archive objects' if export.configs else 'jobs read'}"
              f" ({export.events} events"
-             + (f", {export.duplicates} delivered twice" if export.duplicates else "") + ")"
+             + (f", {export.duplicates} delivered twice" if export.duplicates else "")
+             + (f", {sum(stats.skipped.values())} objects or lines skipped" if stats.skipped else "") + ")"
              + (f" to {output}" if output and output != "-" else "")]
     for why, n in sorted(export.skipped.items()):
         lines.append(f"  not exported: {n} {why}")
@@ -235,9 +250,21 @@ def _summary(export: Any, stats: Any, output: str | None) -> str:
     if export.unknown_types:
         lines.append("  unknown instance types: "
                      + ", ".join(f"{t} ({n})" for t, n in sorted(export.unknown_types.items())))
-    if stats.unreadable:
-        lines.append(f"  {len(stats.unreadable)} objects are not JSON records (first: {stats.unreadable[0]})")
+    for why, n in sorted(stats.skipped.items()):
+        lines.append(f"  skipped: {n} {why} (first in {stats.first_skipped[why]})")
     if len(export.configs) > 1:
         lines.append(f"  the config changed during the period ({len(export.configs)} configs): replay each period "
                      "under its own config")
     return "\n".join(lines)
+
+
+def summary_json(export: Any, stats: Any, output: str | None) -> dict[str, Any]:
+    """The summary of ``--json``: the same figures as the summary lines."""
+    return {
+        "exported": len(export.jobs), "output": output, "read": stats.read, "events": export.events,
+        "delivered_twice": export.duplicates, "not_exported": dict(sorted(export.skipped.items())),
+        "unknown_teams": dict(sorted(export.unknown_teams.items())),
+        "unknown_instance_types": dict(sorted(export.unknown_types.items())),
+        "skipped": {why: {"count": n, "first": stats.first_skipped[why]} for why, n in sorted(stats.skipped.items())},
+        "configs": sorted(export.configs),
+    }

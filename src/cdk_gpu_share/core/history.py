@@ -41,11 +41,13 @@ import csv
 import hashlib
 import json
 import math
+import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from fractions import Fraction
+from itertools import accumulate
 from typing import IO, Any
 
 from cdk_gpu_share.core import instances
@@ -57,6 +59,9 @@ __all__ = [
     "DETAILS_TYPE",
     "EXPORT_COLUMNS",
     "JOB_TYPE",
+    "MAX_DEPTH",
+    "MAX_LINE_BYTES",
+    "MAX_LINES",
     "PREEMPTION_TYPES",
     "SERVICE_JOB_TYPE",
     "ArchivedJob",
@@ -71,6 +76,7 @@ __all__ = [
     "service_job_details",
     "is_archive_event",
     "lookup_from_config",
+    "parse_lines",
     "parse_records",
     "policy_hash",
     "request_instances",
@@ -155,18 +161,88 @@ def day_of_key(key: str) -> str | None:
     return None
 
 
-def parse_records(text: str) -> Iterator[Any]:
-    """Each JSON value of an object's text, whether one a line or back to back (Firehose
-    without a delimiter); a line that is not JSON ends the object (``ValueError``)."""
-    decoder = json.JSONDecoder()
+#: Bytes a line of an archive object may hold (one record; Firehose takes records of at most
+#: 1,000 KiB, and EventBridge events are at most 256 KB). A longer line is skipped.
+MAX_LINE_BYTES = 1024 * 1024
+#: Lines an object may hold (Firehose's 64 MiB buffer holds about 65,000 events of 1 KB); the
+#: rest of a longer object is skipped.
+MAX_LINES = 500_000
+#: How deep a record's JSON may nest (Batch's events nest fewer than 10 levels); a deeper line
+#: is skipped before it is parsed.
+MAX_DEPTH = 64
+_LINE = re.compile(rb"[^\n]+")
+#: Where one record ends and the next begins in records written back to back (Firehose without a
+#: delimiter): ``}{"version":`` cannot occur inside a JSON string, its quote would end the string.
+_NEXT_RECORD = re.compile(rb'(?<=\})(?=\{"version":)')
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_NOT_BRACKET = re.compile(r"[^\[\]{}]")
+_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+_DECODER = json.JSONDecoder()
+
+
+def _too_deep(text: str) -> bool:
+    """True when the JSON text nests deeper than :data:`MAX_DEPTH` (brackets outside strings)."""
+    if text.count("[") + text.count("{") <= MAX_DEPTH:
+        return False
+    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
+    return max(accumulate(map(_STEP.__getitem__, brackets)), default=0) > MAX_DEPTH
+
+
+def _values(text: str) -> list[Any]:
+    """The JSON values of one line, one or back to back (``ValueError`` if any is not JSON)."""
+    out: list[Any] = []
     i, n = 0, len(text)
     while True:
-        while i < n and text[i] in " \t\r\n":
+        while i < n and text[i] in " \t\r":
             i += 1
         if i >= n:
-            return
-        value, i = decoder.raw_decode(text, i)
-        yield value
+            return out
+        value, i = _DECODER.raw_decode(text, i)
+        out.append(value)
+
+
+def parse_lines(data: bytes) -> Iterator[tuple[Any, str | None]]:
+    """(record, None) for each JSON value of an archive object's bytes, one a line or back to back
+    (Firehose without a delimiter); (None, why) for each line skipped: longer than
+    :data:`MAX_LINE_BYTES`, not UTF-8, nested deeper than :data:`MAX_DEPTH`, not JSON, or past
+    :data:`MAX_LINES`. A bad line costs that line only."""
+    lines = 0
+    for match in _LINE.finditer(data):
+        line = match.group()
+        for piece in (line,) if len(line) <= MAX_LINE_BYTES else _NEXT_RECORD.split(line):
+            if not piece.strip():
+                continue
+            lines += 1
+            if lines > MAX_LINES:
+                yield None, f"lines past {MAX_LINES:,} in one object"
+                return
+            if len(piece) > MAX_LINE_BYTES:
+                yield None, f"lines longer than {MAX_LINE_BYTES // 1024 // 1024} MiB"
+                continue
+            try:
+                text = piece.decode("utf-8")
+            except UnicodeDecodeError:
+                yield None, "lines not UTF-8"
+                continue
+            if _too_deep(text):
+                yield None, f"lines nested deeper than {MAX_DEPTH}"
+                continue
+            try:
+                values = _values(text)
+            except (ValueError, RecursionError):
+                yield None, "lines not JSON"
+                continue
+            for value in values:
+                yield value, None
+
+
+def parse_records(text: str) -> Iterator[Any]:
+    """Each JSON value of an object's text (:func:`parse_lines`); a line that cannot be read is a
+    ``ValueError`` naming why."""
+    for record, why in parse_lines(text.encode("utf-8")):
+        if why is not None:
+            raise ValueError(why)
+        yield record
 
 
 def is_archive_event(record: Any) -> bool:
@@ -289,10 +365,17 @@ class _Track:
     details: dict[str, Any] = field(default_factory=dict)
 
 
+#: The latest time in ms an archived time may name (9999-12-31); a larger number is no time.
+_MAX_MS = 253_402_300_799_999
+
+
 def _ms(value: Any) -> int | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    """A time in ms, or None for what is not one (not a number, negative, past year 9999)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    return int(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return int(value) if 0 <= value <= _MAX_MS else None
 
 
 def _event_ms(event: Mapping[str, Any]) -> int:
@@ -321,7 +404,7 @@ def _merge(track: _Track, event: Mapping[str, Any], detail: Mapping[str, Any]) -
     if isinstance(prio, int) and not isinstance(prio, bool):
         track.priority = prio
     if not track.service:
-        g = gpus_of(detail)
+        g = _gpus(detail)
         if g > 0:
             track.gpus = g
     status = str(detail.get("status") or "")
@@ -364,6 +447,27 @@ def _add_attempts(track: _Track, attempts: Any) -> None:
         stop = _ms(a.get("stoppedAt") if "stoppedAt" in a else container.get("stoppedAt"))
         if start is not None and stop is not None:
             track.attempts.setdefault(start, (start, stop, str(a.get("statusReason") or "")))
+
+
+#: The most GPUs one job may ask for (a job asking for more is no job the platform can run).
+MAX_JOB_GPUS = 100_000
+
+
+def _gpus(detail: Mapping[str, Any]) -> float:
+    """A classic job's GPUs (:func:`gpus_of`), or 0 when its requirements are not what Batch sends
+    (an archived event may be anything a writer to the stream put there)."""
+    try:
+        g = gpus_of(detail)
+    except (AttributeError, TypeError, ValueError, OverflowError):
+        return 0.0
+    return g if math.isfinite(g) and 0 < g <= MAX_JOB_GPUS else 0.0
+
+
+def _count(n: Any) -> Fraction | None:
+    """An instance count of a details record, or None when it is not a positive number within reason."""
+    if isinstance(n, bool) or not isinstance(n, (int, float)) or not (0 < n <= MAX_JOB_GPUS):
+        return None
+    return Fraction(str(n))
 
 
 def _runs(track: _Track) -> list[tuple[int, int, str]]:
@@ -491,8 +595,11 @@ def _add_job(out: Export, chain: list[_Track], lookup: Lookup, start_ms: int, en
             for it in unknown:
                 out.unknown_types[str(it)] += 1
             return
-        gpus = sum((Fraction(instances.get(str(it)).gpus) * Fraction(str(n))
-                    for it, n in asked.items() if isinstance(n, (int, float)) and n > 0), Fraction(0))
+        gpus = sum((Fraction(instances.get(str(it)).gpus) * count
+                    for it, n in asked.items() if (count := _count(n)) is not None), Fraction(0))
+        if gpus <= 0:
+            out.skipped["no instance type"] += 1
+            return
         prio = details.get("schedulingPriority", root.priority)
         priority = prio if isinstance(prio, int) else root.priority
     else:
@@ -529,7 +636,7 @@ def _seconds_or_none(text: str | None) -> float | None:
         value = float(text)
     except ValueError:
         return None
-    return value if math.isfinite(value) and value >= 0 else None
+    return value if math.isfinite(value) and 0 <= value <= _MAX_MS / 1000 else None
 
 
 def _attribute_borrowing(jobs: list[ArchivedJob], lookup: Lookup) -> None:

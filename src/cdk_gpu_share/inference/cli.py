@@ -25,7 +25,7 @@ from typing import Any
 import yaml
 
 import cdk_gpu_share.inference.fit as F
-from cdk_gpu_share.cli._files import write_output
+from cdk_gpu_share.cli._files import check_output, write_output
 from cdk_gpu_share.cli._progress import ProgressBar
 from cdk_gpu_share.core import instances, mig
 from cdk_gpu_share.core import validation as V
@@ -312,6 +312,8 @@ def inference_section(plan: F.Plan, models: Sequence[F.ModelSpec]) -> dict[str, 
 
 @_argument_errors
 def run_fit(args: argparse.Namespace) -> int:
+    if args.output:
+        check_output(args.output, "-o", [args.models])  # before the search, and never over the models file
     gpu, types = _targets(args)
     source = str(args.models)
     data = F.parse_models(V.load_yaml(V.read_text(args.models, field="MODELS.yaml", what="a models file"), source=source),
