@@ -411,3 +411,27 @@ def test_without_objectives_the_advice_says_so_in_one_warning(capsys, tmp_path):
     assert err.splitlines() == [f"warning: {warnings[0]}"]
     code, out, err = run(capsys, argv)
     assert code == 0 and err.splitlines() == [f"warning: {warnings[0]}"] and "every objective holds" in out
+
+
+def test_the_advisor_docs_worked_example_of_a_team_given_less_than_it_is_owed(capsys, tmp_path):
+    """docs/advisor.md's example, run from its own config: the figures it quotes are this run's."""
+    import re
+    from pathlib import Path
+
+    doc = (Path(__file__).parents[2] / "docs" / "advisor.md").read_text()
+    section = doc[doc.index("## Entitlement and guarantee"):]
+    config = re.search(r"```yaml\n(.*?)```", section, re.S)[1]
+    (tmp_path / "small.yaml").write_text(config)
+    assert main(["trace", "sample", "--config", str(tmp_path / "small.yaml"), "--jobs", "200",
+                 "-o", str(tmp_path / "jobs.csv")]) == 0
+    capsys.readouterr()
+    code, out, err = run(capsys, ["advise", str(tmp_path / "small.yaml"), "--trace", str(tmp_path / "jobs.csv"),
+                                  "--workers", "1", "--json"])
+    assert code == 0, err
+    advice = json.loads(out)
+    batch = advice["teams"]["batch"]
+    assert (batch["guarantee"], batch["entitlement"]) == ({"gpu": 0}, {"gpu": 2})
+    assert advice["teams"]["research"]["guarantee"] == {"gpu": 6}
+    assert batch["objectives"]["no_worse_than_private"]["value"] == -1056
+    assert f"regret       {advice['regret_gpu_hours']:,.1f} GPU-hours" in section
+    assert "batch          no_worse_than_private  private + slack  -1,056 s  yes" in section

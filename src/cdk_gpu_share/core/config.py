@@ -25,6 +25,7 @@ Schema (see ``platform.yaml`` and ``examples/`` for complete files)::
         objectives:                   # what its jobs need: simulate and advise check them, alarms use them
           wait_p95_minutes: 60
           guarantee_wait_p99_minutes: 10
+          entitlement: {ml.g5.xlarge: 1}  # what it was promised (default: its guarantee)
         group: research               # its group in the organisation's tree (optional: a root team)
     groups:                           # the tree: each group's pool and its subtree's borrow limit
       - {name: research, guarantee: {ml.g5.xlarge: 1}, borrow_limit: {ml.g5.xlarge: 2}}
