@@ -531,3 +531,35 @@ def test_the_plan_reports_its_progress_and_the_command_draws_it_only_on_a_termin
     assert got is not None and seen and seen == sorted(seen) and 0 < seen[-1] <= 1
     code, _, err = run(capsys, "mig", "fit", str(MODELS))
     assert code == 0 and "planning" not in err  # captured output is no terminal
+
+
+# --------------------------------------------------------------------------- numbers nobody bounded
+
+
+@pytest.mark.parametrize("copies, field", [(2147483647, "models[0].copies"),
+                                           ({"max": 10**9}, "models[0].copies.max")])
+def test_copies_past_what_an_endpoint_holds_are_refused_in_one_line(capsys, tmp_path, copies, field):
+    from cdk_gpu_share.inference.config import MAX_COPIES
+
+    path = tmp_path / "models.yaml"
+    path.write_text(yaml.safe_dump({"models": [{"name": "a", "copies": copies, "memory_gib": 5}]}))
+    code, out, err = run(capsys, "mig", "fit", str(path))
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert field in err and f"must be at most {MAX_COPIES:,}" in err
+
+
+def test_a_spent_search_budget_answers_at_once_whatever_the_copies(monkeypatch):
+    """The instance-count loop stops with the budget: its work no longer grows with the copies."""
+    from cdk_gpu_share.inference.config import MAX_COPIES
+
+    calls = []
+    assign = F._assign
+    monkeypatch.setattr(F, "_assign", lambda *a: calls.append(1) or assign(*a))
+    monkeypatch.setattr(F, "SEARCH_BUDGET", 0)
+    models = [decoder(name="big", copies=Copies(MAX_COPIES, MAX_COPIES, MAX_COPIES), memory_gib=30),
+              decoder(name="small", copies=Copies(MAX_COPIES, MAX_COPIES, MAX_COPIES), memory_gib=4)]
+    cands, _ = F.candidates({"ml.p4de.24xlarge": 47.11}, instance_types=["ml.p4de.24xlarge"])
+    plan = F.plan(models, cands)
+    assert plan is not None and not plan.exact and calls == []
+    held = sum(v.instance_count for v in plan.variants) * 8 * mig.MAX_INSTANCES
+    assert held >= sum(F.demand(m) for m in models)

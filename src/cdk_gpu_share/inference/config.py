@@ -80,6 +80,7 @@ __all__ = [
     "teams_sharing",
     "NAME_PATTERN",
     "MAX_NAME_LENGTH",
+    "MAX_COPIES",
     "DEFAULT_INVOCATIONS_PER_COPY",
 ]
 
@@ -94,6 +95,15 @@ DEFAULT_INVOCATIONS_PER_COPY = 10.0
 #: ones (the MIG handler's ROLLING_BATCH_COPIES): free partitions reserved per model; above
 #: 20 copies SageMaker's 5 % minimum batch applies (:func:`rolling_update_batch`).
 ROLLING_UPDATE_BATCH_COPIES = 1
+
+
+#: The most copies of one model (``copies`` and each of ``initial``, ``min``, ``max``). SageMaker
+#: documents no maximum for an inference component's ``CopyCount``, so the bound is what the
+#: largest endpoint plausibly holds: a MIG copy takes one MIG instance, a GPU holds at most 7 and a
+#: MIG instance type at most 8 GPUs, so 56 copies an instance, and 10,000 copies fill about 180
+#: instances of 8 GPUs, past the endpoint instance quotas AWS accounts start with. A larger
+#: number is a typo, refused, rather than a plan whose search grows with it.
+MAX_COPIES = 10_000
 
 
 def rolling_update_batch(copies: int) -> int:
@@ -632,8 +642,8 @@ class _Reader:
             return None
         return value
 
-    def integer(self, value: Any, where: str, *, minimum: int, fix: str) -> int | None:
-        return V.read_int(value, where, self.add, minimum=minimum, fix=fix)
+    def integer(self, value: Any, where: str, *, minimum: int, fix: str, maximum: int = V.MAX_INT) -> int | None:
+        return V.read_int(value, where, self.add, minimum=minimum, maximum=maximum, fix=fix)
 
     def number(self, value: Any, where: str, *, minimum: float, fix: str) -> float | None:
         # Finite and bounded: `.inf` would pass here and crash synth inside jsii.
@@ -644,7 +654,8 @@ def _copies(value: Any, where: str, r: _Reader) -> Copies | None:
     if value is None:
         return Copies()
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        n = r.integer(value, where, minimum=1, fix="give at least 1 copy, or {initial, min, max}")
+        n = r.integer(value, where, minimum=1, maximum=MAX_COPIES,
+                      fix=f"give 1 to {MAX_COPIES:,} copies, or {{initial, min, max}}")
         return None if n is None else Copies(n, n, n)
     data = r.mapping(value, where)
     if data is None:
@@ -653,7 +664,8 @@ def _copies(value: Any, where: str, r: _Reader) -> Copies | None:
     vals: dict[str, int] = {}
     for key in ("initial", "min", "max"):
         if key in data:
-            n = r.integer(data[key], f"{where}.{key}", minimum=1, fix="SageMaker needs at least one copy; use 1 or more")
+            n = r.integer(data[key], f"{where}.{key}", minimum=1, maximum=MAX_COPIES,
+                          fix=f"use 1 to {MAX_COPIES:,} copies (SageMaker needs at least one)")
             if n is None:
                 return None
             vals[key] = n

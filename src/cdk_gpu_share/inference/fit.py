@@ -537,6 +537,8 @@ def _fewest_instances(items: Sequence[_Item], gpu: str, gpus: int, shape: _Shape
         return high, greedy
     order = sorted(range(len(items)), key=lambda i: -items[i].demand)
     for count in range(low, high):
+        if budget[0] <= 0:
+            break  # a spent budget answers greedily at once: the time never grows with the counts
         chosen = _assign(items, options, order, [per_kind[k] * gpus * count for k in range(n_kinds)], budget)
         if chosen is not None:
             return count, chosen
