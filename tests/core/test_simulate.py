@@ -531,6 +531,14 @@ def test_cli_table_and_plot(files, capsys, tmp_path):
     assert "utilization" in text and "reclaim p99" in text
     assert any(line.startswith("a ") for line in text.splitlines())
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # Through the one output writer: a link of that name is replaced, not followed.
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    link = tmp_path / "linked.png"
+    link.symlink_to(victim)
+    assert main(["simulate", "--scenario", s, "--trace", t, "--mode", "share", "--plot", str(link)]) == 0
+    assert victim.read_text() == "keep me" and not link.is_symlink()
+    assert link.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_cli_prints_lost_work_in_gpu_hours_in_every_mode_and_seconds_only_in_json(files, capsys):

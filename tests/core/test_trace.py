@@ -90,6 +90,23 @@ def test_cli_writes_stdout_or_file(capsys, tmp_path):
     assert out.read_text().endswith("p0,ls,10,90,0.46,2\n")
 
 
+def test_cli_output_is_never_the_input_and_a_link_is_replaced_not_followed(capsys, tmp_path):
+    src = tmp_path / "pods.csv"
+    src.write_text(HEADER + "p0,1,1,1,460,,LS,Running,10,110,20\n")
+    assert main(["trace", "convert", "--from", "alibaba-openb", str(src), "-o", str(src)]) == 2
+    err = capsys.readouterr().err
+    assert f"-o: is the input {src}" in err and len(err.strip().splitlines()) == 1
+    assert src.read_text().startswith(HEADER)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    link = tmp_path / "jobs.csv"
+    link.symlink_to(victim)
+    assert main(["trace", "convert", "--from", "alibaba-openb", str(src), "-o", str(link)]) == 0
+    capsys.readouterr()
+    assert victim.read_text() == "keep me" and not link.is_symlink()
+    assert link.read_text().endswith("p0,ls,10,90,0.46,2\n")
+
+
 def test_alibaba_trace_converts_to_6203_jobs(tmp_path, capsys):
     openb = alibaba_trace()
     out = tmp_path / "openb.csv"

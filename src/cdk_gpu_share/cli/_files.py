@@ -1,7 +1,8 @@
 """Writing the files a command produces into a folder the user names.
 
 One rule for every command that writes files (``kueue manifests``, ``guard -o``, ``trace export
--o``, ``mig fit -o``, the reports of ``simulate`` and ``advise``): a file is written beside its
+-o``, ``trace convert -o``, ``trace sample -o``, ``mig fit -o``, ``advise -o``, the reports and
+plots of ``simulate`` and ``advise``): a file is written beside its
 name and renamed over it, so it appears whole or not at all; a symbolic link of that name is
 replaced, never followed (it could point outside the folder); a file it replaces keeps its
 permissions (a 0600 file stays 0600), a new one is 0644. A command that reads inputs or does long
@@ -34,15 +35,16 @@ def _mode_of(path: Path) -> int:
     return stat.S_IMODE(st.st_mode) if stat.S_ISREG(st.st_mode) else NEW_FILE_MODE
 
 
-def replace_file(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a new file renamed over it (atomic; a link is replaced,
-    not followed; a replaced file's permissions are kept). Raises :class:`OSError` as the file
-    system does; the caller names its option."""
+def replace_file(path: Path, text: str | bytes) -> None:
+    """Write ``text`` (UTF-8, or bytes as they are) to ``path`` through a new file renamed over it
+    (atomic; a link is replaced, not followed; a replaced file's permissions are kept). Raises
+    :class:`OSError` as the file system does; the caller names its option."""
     mode = _mode_of(path)
+    data = text.encode("utf-8") if isinstance(text, str) else text
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
         os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
@@ -50,7 +52,7 @@ def replace_file(path: Path, text: str) -> None:
         raise
 
 
-def write_output(path: str, text: str, option: str) -> None:
+def write_output(path: str, text: str | bytes, option: str) -> None:
     """Write a command's output file whole (:func:`replace_file`); a path that cannot be written
     is a :class:`ConfigError` naming ``option`` (``--report``, ``-o``) and the fix."""
     try:

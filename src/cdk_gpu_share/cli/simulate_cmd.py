@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -697,15 +696,18 @@ def usage_figure(result: SimResult, jobs: Sequence[Job] = (), *, label: str | No
 
 def write_plot(result: SimResult, path: str, *, jobs: Sequence[Job] = (), label: str | None = None) -> None:
     """A PNG of :func:`usage_figure`. matplotlib is imported here, with the Agg backend."""
+    import io
+
+    from cdk_gpu_share.cli._files import write_output
+
     plt = _pyplot("--plot")
     fig = usage_figure(result, jobs, label=label)
+    png = io.BytesIO()
     try:
-        fig.savefig(path, dpi=110)
-    except OSError as exc:
-        raise ConfigError(Problem(field="--plot", value=path, message=f"cannot be written ({exc.strerror})",
-                                  fix="choose a writable path")) from None
+        fig.savefig(png, format="png", dpi=110)
     finally:
         plt.close(fig)
+    write_output(path, png.getvalue(), "--plot")
 
 
 _REPORT_CSS = """
@@ -793,6 +795,10 @@ def write_report(cmp: Comparison, runs: Sequence[tuple[str, SimResult | None]], 
 def run_convert(args: argparse.Namespace) -> int:
     from cdk_gpu_share.core.trace import convert
 
+    if args.output:
+        from cdk_gpu_share.cli._files import check_output
+
+        check_output(args.output, "-o", [args.file])  # never over the trace being converted
     _write_jobs(convert(args.source_format, args.file), args.output)
     return 0
 
@@ -838,22 +844,16 @@ def run_sample(args: argparse.Namespace) -> int:
 
 
 def _write_jobs(jobs: Any, output: str | None) -> None:
-    """The trace CSV to ``output`` (replaced only once it is complete), or to standard output."""
+    """The trace CSV to ``output`` (through the one output writer), or to standard output."""
+    import io
+
+    from cdk_gpu_share.cli._files import write_output
     from cdk_gpu_share.core.trace import write_trace
 
     if not output:
         write_trace(jobs, sys.stdout)
         return
-    tmp = f"{output}.tmp-{os.getpid()}"
-    try:
-        with open(tmp, "w", newline="", encoding="utf-8") as out:
-            write_trace(jobs, out)
-        os.replace(tmp, output)
-    except OSError as exc:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise ConfigError(Problem(field="-o", value=output, message=f"cannot be written ({exc.strerror})",
-                                  fix="choose a writable path")) from None
+    text = io.StringIO(newline="")
+    write_trace(jobs, text)
+    write_output(output, text.getvalue(), "-o")
     print(f"wrote {len(jobs)} jobs to {output}", file=sys.stderr)
