@@ -9,6 +9,7 @@ import textwrap
 import pytest
 
 from cdk_gpu_share.cli import main
+from cdk_gpu_share.core.advise.executors import default_workers
 from tests.core.test_advise import bursty_trace, scenario
 
 
@@ -101,6 +102,7 @@ BAD = [
     (["--step", "abc"], "--step"),
     (["--step", "3"], "does not divide the capacity"),
     (["--workers", "0"], "--workers"),
+    (["--workers", str(4 * default_workers() + 1)], "--workers"),  # more than 4 processes a core
     (["--fleet", "grow"], "--fleet"),
 ]
 

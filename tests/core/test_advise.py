@@ -233,3 +233,82 @@ def test_bad_space_is_refused_naming_the_flag():
         with pytest.raises(sim.ConfigError if hasattr(sim, "ConfigError") else Exception, match=needle):
             adv.space_of(study, step=step, fleet="fixed")
     adv.space_of(study, step=4, fleet="size")  # the capacity moves: any step
+
+
+class Recording:
+    """An executor that runs in this process and records each batch's size."""
+
+    def __init__(self, study: adv.Study):
+        self.inner = adv.search.InProcess(study)
+        self.batches: list[int] = []
+        self.candidates: list[int] = []  # of each batch, the candidates (not the teams alone)
+
+    def run(self, tasks):
+        self.batches.append(len(tasks))
+        self.candidates.append(sum(1 for t in tasks if t[0] == "evaluate"))
+        return self.inner.run(tasks)
+
+
+@pytest.mark.parametrize("fleet", ["fixed", "size"])
+def test_no_batch_above_the_budget_and_a_stop_at_it_says_so(fleet):
+    data = scenario(6, CASES["private"])
+    study = study_of(data, bursty_trace(3, ("a", "b"), jobs=30))
+    space = adv.space_of(study, step=1, fleet=fleet, percents=LADDER)
+    free = adv.advise(study, space)
+    assert free.warnings == ()  # nothing cut: no word about a budget
+    budget = 12
+    executor = Recording(study)
+    advice = adv.advise(study, space, executor, budget=budget)
+    assert advice.simulations == sum(executor.batches)
+    assert advice.simulations - 2 <= budget  # then the answer's and the input's full simulations
+    assert all(size <= budget for size in executor.batches)
+    assert len(advice.warnings) == 1 and "stopped at its budget" in advice.warnings[0]
+    assert advice.best.complete  # the best found, fully simulated
+
+
+def test_many_teams_stay_within_a_batch_of_the_job_budget():
+    """120 teams: n*(n-1) transfers would be 14,280 candidates a batch; a batch takes no more than
+    its share of the job budget, and the moves beyond it are never built."""
+    names = tuple(f"t{k:03d}" for k in range(120))
+    data = scenario(120, {n: ({"wait_p95_minutes": 1} if k % 3 == 0 else {}) for k, n in enumerate(names)},
+                    guarantees={n: 1 for n in names})
+    study = study_of(data, bursty_trace(7, names, jobs=240))
+    space = adv.space_of(study, step=1, fleet="fixed", percents=LADDER)
+    first = space.neighbours(space.input, range(space.n), limit=40)
+    assert len(first) == 40 and space.neighbours(space.input, range(space.n), limit=80)[:40] == first  # fixed order
+    executor = Recording(study)
+    job_budget = 40 * len(study.jobs)
+    advice = adv.advise(study, space, executor, job_budget=job_budget)
+    share = int(job_budget * adv.search.BATCH_SHARE) // len(study.jobs)
+    searched = executor.candidates[:-1]  # the last: the answer's and the input's confirmation
+    assert max(searched) <= share
+    assert advice.jobs_simulated - 2 * len(study.jobs) <= job_budget
+    assert len(advice.warnings) == 1
+
+
+def test_each_frontier_row_is_the_best_the_whole_search_found_at_its_capacity():
+    """At 4 GPUs every seed misses an objective by more than PROBE_CAP: the bisection gives the
+    capacity up at once. Its row is the best of the seeds' full simulations (not the input's,
+    whose worst ratio there is 46.8 against 12.6), and every row is the best the search
+    simulated at its capacity; the answer's row is the fixed-fleet answer at that capacity."""
+    from cdk_gpu_share.core.advise.search import PROBE_CAP
+
+    data = scenario(4, {"a": {"wait_p95_minutes": 5, "no_worse_than_private": True}, "b": {"wait_p50_minutes": 2}})
+    study = study_of(data, bursty_trace(1, ("a", "b"), jobs=30, sizes=(1, 2, 3)))
+    space = adv.space_of(study, step=1, fleet="size", percents=LADDER)
+    search = Search(study, space, adv.search.InProcess(study))
+    advice = search.run()
+    rows = {row.candidate.capacity: row for row in advice.frontier}
+    sizing = search.private_sizing()
+    seeds = search._seeds(4.0, sizing, [rows[max(rows)].candidate])
+    full = [evaluate(study, c, search._privates(c)) for c in seeds]
+    assert all(e.worst_ratio > PROBE_CAP for e in full)  # given up at once
+    given = full[0]  # the input, aligned to 4 GPUs
+    assert given.candidate == search._aligned_input(4.0)
+    assert rows[4.0].worst_ratio == min(e.worst_ratio for e in full) < given.worst_ratio
+    for capacity, row in rows.items():
+        simulated = [e for e in search.cache.values() if e.complete and e.candidate.capacity == capacity]
+        assert row == min(simulated, key=search.rank)
+    answer = advice.best.candidate.capacity
+    fixed = brute_force(study, space, [answer])
+    assert rows[answer].feasible and rows[answer].regret_gpu_hours == fixed.regret_gpu_hours

@@ -126,7 +126,11 @@ def run_advise(args: argparse.Namespace) -> int:
         raise ConfigError(Problem(field="--fleet", value=args.fleet, message="is not a fleet choice",
                                   fix="use fixed (keep the capacity) or size (choose it too)"))
     step_arg = _positive_int("--step", args.step, "give the GPUs that guarantees and capacity move by, such as 8")
-    _positive_int("--workers", args.workers, "give the number of local processes, e.g. --workers 2")
+    workers = _positive_int("--workers", args.workers, "give the number of local processes, e.g. --workers 2")
+    if workers is not None:
+        from cdk_gpu_share.core.advise.executors import checked_workers
+
+        checked_workers(workers)
     if args.output and args.config is None and not args.output.lower().endswith(".json"):
         raise ConfigError(Problem(field="-o", value=args.output, message="is not a .json file name",
                                   fix="with --scenario, -o writes the advised scenario: give a path ending in .json"))

@@ -29,7 +29,7 @@ from typing import Any
 
 from cdk_gpu_share.core import simulate as sim
 from cdk_gpu_share.core.advise.evaluate import Evaluation, Study, candidate_scenario
-from cdk_gpu_share.core.advise.search import DEFAULT_BUDGET, Advice, Executor, InProcess, Search
+from cdk_gpu_share.core.advise.search import DEFAULT_BUDGET, DEFAULT_JOB_BUDGET, Advice, Executor, InProcess, Search
 from cdk_gpu_share.core.advise.space import PERCENTS, Candidate, Space, choice_of, number
 from cdk_gpu_share.core.errors import ConfigError, Problem
 
@@ -110,10 +110,12 @@ def study_warnings(study: Study) -> tuple[str, ...]:
 
 
 def advise(study: Study, space: Space, executor: Executor | None = None, *,
-           progress: Callable[[int, int, str], None] | None = None, budget: int = DEFAULT_BUDGET) -> Advice:
+           progress: Callable[[int, int, str], None] | None = None, budget: int = DEFAULT_BUDGET,
+           job_budget: int = DEFAULT_JOB_BUDGET) -> Advice:
     """Search ``space`` for the best configuration (see :mod:`~cdk_gpu_share.core.advise.search`),
     with each team's entitlement and the study's warnings."""
-    advice = Search(study, space, executor or InProcess(study), progress=progress, budget=budget).run()
+    advice = Search(study, space, executor or InProcess(study), progress=progress, budget=budget,
+                    job_budget=job_budget).run()
     return replace(advice, entitlements=dict(study.entitlements),
                    warnings=(*study_warnings(study), *advice.warnings))
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from cdk_gpu_share.core import objectives as obj
@@ -51,6 +52,17 @@ class Study:
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(t["name"] for t in self.base["teams"])
+
+    @cached_property
+    def by_team(self) -> Mapping[str, tuple[sim.Job, ...]]:
+        """Each team's jobs in trace order, grouped once: a team alone never scans the others'."""
+        grouped: dict[str, list[sim.Job]] = {}
+        for j in self.jobs:
+            grouped.setdefault(j.team, []).append(j)
+        return {name: tuple(jobs) for name, jobs in grouped.items()}
+
+    def team_jobs(self, team: str) -> tuple[sim.Job, ...]:
+        return self.by_team.get(team, ())
 
 
 def candidate_scenario(study: Study, candidate: Candidate) -> dict[str, Any]:
@@ -110,13 +122,14 @@ class Evaluation:
 
 def private_ref(study: Study, team: str, guarantee: float) -> PrivateRef:
     """The private-cluster reference of ``team`` at ``guarantee`` (one simulation)."""
-    return PrivateRef(team, guarantee, dict(sim.private_fit_waits(study.scenario, study.jobs, team, guarantee)))
+    return PrivateRef(team, guarantee, dict(sim.private_fit_waits(study.scenario, study.team_jobs(team), team,
+                                                                    guarantee)))
 
 
 def meets_alone(study: Study, team: str, guarantee: float) -> bool:
     """Whether ``team``, alone and ``static`` in a cluster of ``guarantee`` GPUs, runs all its jobs
     and meets all its objectives (one simulation): the test of private sizing."""
-    mine = [j for j in study.jobs if j.team == team]
+    mine = study.team_jobs(team)
     if any(j.gpus > guarantee + _TOL for j in mine):
         return False
     objectives = study.objectives.get(team)
@@ -178,8 +191,8 @@ def _rank(q: int, n: int) -> int:
 def evaluate(study: Study, candidate: Candidate, private: Mapping[str, PrivateRef],
              limits: Limits = Limits()) -> Evaluation:
     """Simulate ``candidate`` and judge it; stop early once it is beyond ``limits``."""
-    scenario = sim.parse_scenario(candidate_scenario(study, candidate), source="candidate")
-    try:
+    try:  # a candidate the simulator refuses (a pool below a promise) is of no use, not a crash
+        scenario = sim.parse_scenario(candidate_scenario(study, candidate), source="candidate")
         sim.check_jobs(scenario, study.jobs, study.mode, source=study.source)
     except ConfigError as exc:
         return Evaluation(candidate, complete=False, limits=limits, reason=f"cannot run: {exc}")

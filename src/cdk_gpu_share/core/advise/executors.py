@@ -22,9 +22,11 @@ from cdk_gpu_share.core.advise.evaluate import Study, run_task
 from cdk_gpu_share.core.advise.search import Task
 from cdk_gpu_share.core.errors import ConfigError, GpuShareError, Problem
 
-__all__ = ["Processes", "RayTasks", "default_workers"]
+__all__ = ["MAX_WORKERS_PER_CORE", "Processes", "RayTasks", "checked_workers", "default_workers"]
 
 _STUDY: Study | None = None  # a worker's study, installed once
+#: Local processes beyond this many per core only share the same cores (and each holds the trace).
+MAX_WORKERS_PER_CORE = 4
 
 
 def default_workers() -> int:
@@ -33,6 +35,18 @@ def default_workers() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # pragma: no cover - not on Linux
         return max(1, os.cpu_count() or 1)
+
+
+def checked_workers(workers: int) -> int:
+    """``workers``, refused (naming ``--workers``) when above :data:`MAX_WORKERS_PER_CORE` per core."""
+    cores = default_workers()
+    most = MAX_WORKERS_PER_CORE * cores
+    if workers > most:
+        raise ConfigError(Problem(field="--workers", value=workers,
+                                  message=f"is more than {MAX_WORKERS_PER_CORE} processes for each of this machine's "
+                                          f"{cores} cores",
+                                  fix=f"give at most {most}, or leave --workers out to use one per core"))
+    return workers
 
 
 def _install(study: Study) -> None:

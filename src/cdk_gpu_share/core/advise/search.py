@@ -48,9 +48,18 @@ from cdk_gpu_share.core.advise.space import Candidate, Choice, Space, changed_fi
 __all__ = ["Advice", "Executor", "Search", "Task", "capacity_bounds", "fluid_bound"]
 
 _TOL = 1e-9
-#: Most simulations one advice may run: the search stops there with the best it has (stated
-#: in the output's ``simulations``). Deterministic: counted in whole batches.
+#: Most simulations one advice may run before it confirms its answer (two more: the answer's
+#: and the input's full simulations): the search stops there with the best it has and says so.
 DEFAULT_BUDGET = 4000
+#: Most jobs one advice may simulate, each simulation counting its jobs (the whole trace for a
+#: candidate, its own jobs for a team alone): with more teams, and so more jobs, each
+#: simulation is longer and the search stops after fewer. 25 million: about 4,000 simulations
+#: of a 6,000-job trace, 80 of a 300,000-job one.
+DEFAULT_JOB_BUDGET = 25_000_000
+#: The most of the job budget one batch of candidates may take: a batch of moves is cut (in a
+#: fixed order, the moves of the teams that miss an objective first) so that later batches
+#: still have room.
+BATCH_SHARE = 0.125
 #: With more teams than TRANSFER_TEAMS, the regret phase stops after this many batches (each
 #: a simulation of every single-step move of every team).
 REGRET_ROUNDS = 4
@@ -96,8 +105,11 @@ class Advice:
     bounds: dict[str, float] = field(default_factory=dict)
     #: Each team's entitlement in GPUs (the study's): what its promises were judged against.
     entitlements: Mapping[str, float] = field(default_factory=dict)
-    #: What the administrator should know of this answer, a line each (such as: no team has an objective).
+    #: What the administrator should know of this answer, a line each (such as: no team has an
+    #: objective, or the search stopped at its budget and shows the best found).
     warnings: tuple[str, ...] = ()
+    #: Jobs simulated in all (the job budget's unit).
+    jobs_simulated: int = 0
 
 
 def fluid_bound(study: Study) -> float:
@@ -122,12 +134,14 @@ def _peak(jobs: Sequence[Any]) -> float:
 
 def capacity_bounds(study: Study, space: Space, sizing: Mapping[str, float | None]) -> tuple[float, float]:
     """(least, most) capacity the least feasible one lies between (``--fleet size``): at least
-    the largest job and the private sizing of the teams that may only reserve or lend; at most
-    every team's private sizing (each team reserving it meets every objective)."""
+    the largest job, the largest entitlement (a pool smaller than a promise is refused), every
+    guarantee at its least and the private sizing of the teams that may only reserve or lend;
+    at most every team's private sizing (each team reserving it meets every objective)."""
     s = space.step
     fixed = sum(sizing[n] or 0.0 for n, ns in zip(space.names, space.never_stopped) if ns)
     least = fixed + space.least * sum(1 for ns in space.never_stopped if not ns)  # every guarantee at its least
-    low = max(_ceil(max(space.max_job, default=0.0), s), least, s)
+    promised = _ceil(max(study.entitlements.values(), default=0.0), s)
+    low = max(_ceil(max(space.max_job, default=0.0), s), least, promised, s)
     high = max(low, sum((sizing[n] or 0.0) for n in space.names))
     return low, high
 
@@ -144,13 +158,17 @@ class Search:
     """One advice: ``run()`` returns an :class:`Advice`."""
 
     def __init__(self, study: Study, space: Space, executor: Executor, *,
-                 progress: Callable[[int, int, str], None] | None = None, budget: int = DEFAULT_BUDGET):
+                 progress: Callable[[int, int, str], None] | None = None, budget: int = DEFAULT_BUDGET,
+                 job_budget: int = DEFAULT_JOB_BUDGET):
         self.study = study
         self.space = space
         self.executor = executor
         self.progress = progress
         self.budget = budget
+        self.job_budget = job_budget
         self.simulations = 0
+        self.jobs_simulated = 0
+        self.cut = 0  # candidates left out of batches for want of budget
         self.phase = "private sizing"
         self.cache: dict[Candidate, Evaluation] = {}
         self.private: dict[tuple[str, float], PrivateRef] = {}
@@ -160,14 +178,28 @@ class Search:
     # -- evaluation ----------------------------------------------------------
 
     def _batch(self, tasks: list[Task]) -> list[Any]:
-        """Run ``tasks`` (each one simulation), counting them."""
+        """Run ``tasks`` (each one simulation), counting them and the jobs they simulate."""
         if not tasks:
             return []
         out = self.executor.run(tasks)
         self.simulations += len(tasks)
+        self.jobs_simulated += sum(self._jobs_of(t) for t in tasks)
         if self.progress is not None:
-            self.progress(self.simulations, self.budget, self.phase)
+            done = max(self.simulations / self.budget, self.jobs_simulated / self.job_budget)
+            self.progress(round(done * self.budget), self.budget, self.phase)
         return out
+
+    def _jobs_of(self, task: Task) -> int:
+        """The jobs one task simulates: the whole trace, or one team's jobs alone."""
+        return len(self.study.jobs) if task[0] == "evaluate" else len(self.study.team_jobs(task[1]))
+
+    def room(self) -> int:
+        """How many candidates the next batch may simulate: what both budgets have left, and at
+        most :data:`BATCH_SHARE` of the job budget."""
+        per = max(1, len(self.study.jobs))
+        left = min(self.budget - self.simulations, (self.job_budget - self.jobs_simulated) // per,
+                   max(1, int(self.job_budget * BATCH_SHARE) // per))
+        return max(0, left)
 
     def _need_privates(self, candidates: Sequence[Candidate]) -> None:
         """The private references the candidates' teams need and the cache lacks, as one batch.
@@ -186,22 +218,26 @@ class Search:
                 for n, need in zip(self.space.names, self.needs_private) if need}
 
     def evaluate(self, candidates: Sequence[Candidate], limits: Limits | None = None) -> list[Evaluation]:
-        """The evaluations of ``candidates`` (in their order), from the cache when it answers."""
+        """The evaluations of ``candidates`` (in their order), from the cache when it answers;
+        those the budget leaves no room for are left out."""
         limits = limits or Limits()
-        todo: list[Candidate] = []
+        wanted: dict[Candidate, None] = {}  # in order, each once (a hash, not a list search)
         for c in candidates:
             known = self.cache.get(c)
-            if known is not None and (known.complete or known.limits.covers(limits)):
-                continue
-            if c not in todo:
-                todo.append(c)
+            if known is None or not (known.complete or known.limits.covers(limits)):
+                wanted[c] = None
+        todo = list(wanted)
+        room = self.room()
+        if len(todo) > room:  # the budget decides, in the batch's fixed order
+            self.cut += len(todo) - room
+            todo = todo[:room]
         if todo:
             self._need_privates(todo)
             for ev in self._batch([("evaluate", c, self._privates(c), limits) for c in todo]):
                 old = self.cache.get(ev.candidate)
                 if old is None or not old.complete:
                     self.cache[ev.candidate] = ev
-        return [self.cache[c] for c in candidates]
+        return [self.cache[c] for c in candidates if c in self.cache]
 
     def rank(self, ev: Evaluation) -> tuple:
         """The documented order (lower first): feasible; least capacity (``--fleet size``); least
@@ -318,16 +354,17 @@ class Search:
                rounds: int | None = None) -> Evaluation:
         """Best-improvement local search from ``best`` (see the module docstring); candidates
         whose worst ratio is above ``cap`` are of no use; at most ``rounds`` batches (None: no limit)."""
-        while self.simulations < self.budget and (rounds is None or rounds > 0):
+        while self.room() > 0 and (rounds is None or rounds > 0):
             rounds = None if rounds is None else rounds - 1
             if until_feasible and best.feasible:
                 break
             small = self.space.n <= TRANSFER_TEAMS
+            # Generated only as far as the batch has room: never every move of many teams.
             moves = self.space.neighbours(best.candidate, self._focus(best), transfers=not best.feasible or small,
-                                          jumps=small)
-            if not moves:
-                break
+                                          jumps=small, limit=self.room() + len(self.cache))
             evaluations = self.evaluate(moves, self._limits(best, cap))
+            if not evaluations:
+                break
             challenger = min(evaluations, key=self.rank)
             if self.rank(challenger) >= self.rank(best):
                 break
@@ -340,18 +377,20 @@ class Search:
 
         ``cap``: a worst ratio beyond which no candidate is of use (the bisection's probes,
         which only ask "is this capacity enough?"). When every seed is beyond it, the capacity
-        is given up at once, its frontier figures those of its first seed's full simulation.
+        is given up at once, its frontier figures those of the best of its seeds' full
+        simulations.
         """
         self.phase = f"capacity {capacity:g}"
         seeds = self._seeds(capacity, sizing, warm)
         if not seeds:
-            seeds = [c for c in self.space.neighbours(self._aligned_input(capacity), range(self.space.n))][:1]
+            seeds = self.space.neighbours(self._aligned_input(capacity), range(self.space.n), limit=1)
         if not seeds:
             return Evaluation(Candidate(capacity, self.space.input.choices), complete=False, reason="nothing runs")
         limits = Limits(worst_ratio=cap) if math.isfinite(cap) else None
         found = [e for e in self.evaluate(seeds, limits) if e.complete]
-        if not found:
-            return self.evaluate(seeds[:1])[0]  # hopeless here: the first seed's figures for the frontier
+        if not found:  # hopeless here: the seeds' full figures, for the frontier
+            full = [e for e in self.evaluate(seeds) if e.complete]
+            return min(full, key=self.rank) if full else Evaluation(seeds[0], complete=False, reason="no budget left")
         return self._climb(min(found, key=self.rank), until_feasible=True, cap=cap)
 
     # -- the whole advice ----------------------------------------------------
@@ -369,7 +408,7 @@ class Search:
             # The fluid bound is the first guess, not a bound: a percentile objective lets some
             # jobs wait as long as they must, so a pool below the mean demand may still do.
             guess = min(max(_ceil(bounds["fluid_gpus"], self.space.step), low), high - self.space.step)
-            while best.feasible and low < high - _TOL and self.simulations < self.budget:
+            while best.feasible and low < high - _TOL and self.room() > 0:
                 mid = guess if guess >= low else low + _floor((high - low) / 2, self.space.step)
                 guess = -math.inf
                 ev = frontier[mid] = self.probe(mid, sizing, warm=[hi_best.candidate], cap=PROBE_CAP)
@@ -377,25 +416,40 @@ class Search:
                     high, hi_best = mid, ev
                 else:
                     low = mid + self.space.step
-            best = hi_best if hi_best.feasible else min(frontier.values(), key=self.rank)
+            best = hi_best if hi_best.feasible else min(self._frontier(frontier), key=self.rank)
         else:
             best = self.probe(self.space.input.capacity, sizing)
         if best.feasible:
             self.phase = f"regret at capacity {best.candidate.capacity:g}"
             many = self.space.n > TRANSFER_TEAMS
             best = self._climb(best, until_feasible=False, rounds=REGRET_ROUNDS if many else None)
-            if self.space.fleet == "size":
-                frontier[best.candidate.capacity] = best
-        return self._confirm(best, frontier, sizing, bounds)
+        return self._confirm(best, self._frontier(frontier) if self.space.fleet == "size" else [], sizing, bounds)
 
-    def _confirm(self, best: Evaluation, frontier: Mapping[float, Evaluation], sizing: dict[str, float | None],
+    def _frontier(self, tried: Mapping[float, Evaluation]) -> list[Evaluation]:
+        """Per capacity tried, ascending, the best configuration the whole search simulated to its
+        end there (any phase, any probe), not the figures of the probe's first seed."""
+        best: dict[float, Evaluation] = {}
+        for ev in self.cache.values():
+            c = ev.candidate.capacity
+            if ev.complete and c in tried and (c not in best or self.rank(ev) < self.rank(best[c])):
+                best[c] = ev
+        return [best.get(c, tried[c]) for c in sorted(tried)]
+
+    def _confirm(self, best: Evaluation, frontier: list[Evaluation], sizing: dict[str, float | None],
                  bounds: dict[str, float]) -> Advice:
         """The full simulations of the answer and of the input: the figures the advice prints."""
         # Fresh full simulations (never the cache), the answer's and the input's, in one batch.
         self.phase = "confirming"
         pair = [best.candidate, self.space.input]
         self._need_privates(pair)
+        spent = self.room() == 0 or self.cut > 0
         confirmed, given = self._batch([("evaluate", c, self._privates(c), Limits()) for c in pair])
-        ordered = [frontier[k] for k in sorted(frontier)] if self.space.fleet == "size" else []
-        return Advice(best=confirmed, input=given, frontier=ordered, simulations=self.simulations, space=self.space,
-                      private_sizing=sizing, bounds=bounds)
+        warnings = (self.budget_line(),) if spent else ()
+        return Advice(best=confirmed, input=given, frontier=frontier, simulations=self.simulations, space=self.space,
+                      private_sizing=sizing, bounds=bounds, warnings=warnings, jobs_simulated=self.jobs_simulated)
+
+    def budget_line(self) -> str:
+        """What the user reads when the budget cut the search short."""
+        return (f"the search stopped at its budget ({self.budget:,} simulations or {self.job_budget:,} simulated "
+                f"jobs; {len(self.study.jobs):,} jobs a simulation here): the configuration shown is the best found, "
+                f"which a longer search might better")

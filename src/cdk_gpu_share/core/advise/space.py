@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -165,50 +165,59 @@ class Space:
                                    -2 if ch.percent is None else ch.percent) for name, ch in by_name))
 
     def neighbours(self, c: Candidate, focus: Sequence[int], *, transfers: bool = True,
-                   jumps: bool = True) -> list[Candidate]:
+                   jumps: bool = True, limit: int | None = None) -> list[Candidate]:
         """The candidates one move from ``c``: a team's guarantee 1, 2, 4, ... steps up or down (or
         to the least; one step only without ``jumps``), another sharing, a borrow limit one rung up or down
         the ladder; and with ``transfers``, one step moved to or from a team of ``focus`` from or
-        to another. Runnable ones only, no repeats, in a fixed order."""
-        s = self.step
-        out: list[Candidate] = []
-        for i in range(self.n):
-            ch = c.choices[i]
-            k = 1  # one step, then two, four, ... up to the room there is, and down to 0
-            while c.total + k * s <= c.capacity + _TOL and (jumps or k == 1):
-                out.append(c.with_choice(i, replace(ch, guarantee=ch.guarantee + k * s)))
-                k *= 2
-            k = 1
-            while ch.guarantee - k * s >= self.least - _TOL and (jumps or k == 1):
-                out.append(c.with_choice(i, replace(ch, guarantee=ch.guarantee - k * s)))
-                k *= 2
-            if ch.guarantee > self.least + _TOL and jumps:
-                out.append(c.with_choice(i, replace(ch, guarantee=self.least)))
-            if transfers and i in focus:
-                for j in range(self.n):
-                    if j == i:
-                        continue
-                    other = c.choices[j]
-                    if other.guarantee >= s - _TOL:
-                        moved = c.with_choice(i, replace(ch, guarantee=ch.guarantee + s))
-                        out.append(moved.with_choice(j, replace(other, guarantee=other.guarantee - s)))
-                    if ch.guarantee >= s - _TOL:
-                        moved = c.with_choice(i, replace(ch, guarantee=ch.guarantee - s))
-                        out.append(moved.with_choice(j, replace(other, guarantee=other.guarantee + s)))
-            for sharing in self.sharings(i):
-                if sharing != ch.sharing:
-                    percent = self.percents[-1] if sharing == "lend_and_borrow" else None
-                    out.append(c.with_choice(i, Choice(ch.guarantee, sharing, percent)))
-            if ch.sharing == "lend_and_borrow" and ch.percent is not None:
-                for percent in self._rungs(ch.percent):
-                    out.append(c.with_choice(i, replace(ch, percent=percent)))
+        to another. Runnable ones only, no repeats, in a fixed order (the teams of ``focus``
+        first), at most ``limit`` of them (None: all): generated one at a time, so a limit keeps
+        many teams' moves (n*(n-1) transfers) from ever being built."""
+        focused = set(focus)
+        order = [i for i in range(self.n) if i in focused] + [i for i in range(self.n) if i not in focused]
+        total = c.total
         seen: set[Candidate] = {c}
-        kept = []
-        for cand in out:
-            if cand not in seen and self.runnable(cand):
-                seen.add(cand)
-                kept.append(cand)
+        kept: list[Candidate] = []
+        for i in order:
+            for cand in self._moves(c, total, i, transfers and i in focused, jumps):
+                if limit is not None and len(kept) >= limit:
+                    return kept
+                if cand not in seen and self.runnable(cand):
+                    seen.add(cand)
+                    kept.append(cand)
         return kept
+
+    def _moves(self, c: Candidate, total: float, i: int, transfers: bool, jumps: bool) -> Iterator[Candidate]:
+        """Team ``i``'s moves from ``c`` (whose guarantees sum to ``total``), see :meth:`neighbours`."""
+        s = self.step
+        ch = c.choices[i]
+        k = 1  # one step, then two, four, ... up to the room there is, and down to the least
+        while total + k * s <= c.capacity + _TOL and (jumps or k == 1):
+            yield c.with_choice(i, replace(ch, guarantee=ch.guarantee + k * s))
+            k *= 2
+        k = 1
+        while ch.guarantee - k * s >= self.least - _TOL and (jumps or k == 1):
+            yield c.with_choice(i, replace(ch, guarantee=ch.guarantee - k * s))
+            k *= 2
+        if ch.guarantee > self.least + _TOL and jumps:
+            yield c.with_choice(i, replace(ch, guarantee=self.least))
+        if transfers:
+            for j in range(self.n):
+                if j == i:
+                    continue
+                other = c.choices[j]
+                if other.guarantee >= s - _TOL:
+                    moved = c.with_choice(i, replace(ch, guarantee=ch.guarantee + s))
+                    yield moved.with_choice(j, replace(other, guarantee=other.guarantee - s))
+                if ch.guarantee >= s - _TOL:
+                    moved = c.with_choice(i, replace(ch, guarantee=ch.guarantee - s))
+                    yield moved.with_choice(j, replace(other, guarantee=other.guarantee + s))
+        for sharing in self.sharings(i):
+            if sharing != ch.sharing:
+                percent = self.percents[-1] if sharing == "lend_and_borrow" else None
+                yield c.with_choice(i, Choice(ch.guarantee, sharing, percent))
+        if ch.sharing == "lend_and_borrow" and ch.percent is not None:
+            for percent in self._rungs(ch.percent):
+                yield c.with_choice(i, replace(ch, percent=percent))
 
 
 def changed_fields(c: Candidate, was: Candidate, *, fleet: str) -> int:
