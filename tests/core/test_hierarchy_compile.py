@@ -122,5 +122,5 @@ def test_simulate_refuses_the_tree_in_one_line(tmp_path, capsys):
     config, trace = _files(tmp_path, "hyperpod")
     assert main(["simulate", "--config", config, "--trace", trace, "--mode", "share", "--hierarchy", "tree"]) == 2
     err = capsys.readouterr().err
-    assert "groups: are not planned by this version" in err and "--hierarchy compiled" in err
+    assert "groups: are not replayed by this version" in err and "--hierarchy compiled" in err
     assert len(err.strip().splitlines()) == 1

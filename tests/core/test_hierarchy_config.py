@@ -163,9 +163,9 @@ def test_a_scenario_tree_is_refused_as_the_config_is(edit, expected):
     assert [str(p) for p in info.value.problems] == [expected]
 
 
-def test_a_tree_is_refused_by_the_planner_rather_than_planned_flat():
-    from cdk_gpu_share.core import reclaim
+def test_a_tree_is_refused_by_the_simulator_rather_than_replayed_flat():
+    from cdk_gpu_share.core.simulate import simulate
 
-    state = {"now": 0, "capacity": {"gpu": 4}, "teams": [team("a", 2, group="g")], "groups": [group("g")], "jobs": []}
-    with pytest.raises(ConfigError, match="groups: are not planned by this version"):
-        reclaim.plan(state)
+    scenario = parse_scenario({"capacity": {"gpu": 4}, "teams": [team("a", 2, group="g")], "groups": [group("g")]})
+    with pytest.raises(ConfigError, match="groups: are not replayed by this version"):
+        simulate(scenario, [], "share")

@@ -182,7 +182,19 @@ def team_settings(team: Any, capacity: Mapping[str, int]) -> dict:
     cap = getattr(team, "max_priority", DEFAULT_MAX_PRIORITY)
     if cap != DEFAULT_MAX_PRIORITY:
         entry["max_priority"] = cap
+    if getattr(team, "group", None) is not None:
+        entry["group"] = team.group
     return entry
+
+
+def group_settings(config: Any, capacity: Mapping[str, int]) -> dict:
+    """``{"groups": [...]}``: the organisation's tree above the fair-share teams, in GPUs (the
+    planner's ``groups``), or ``{}`` without groups: the settings stay as they were."""
+    if not getattr(config, "groups", ()):
+        return {}
+    from cdk_gpu_share.core.scenario import group_entries
+
+    return {"groups": group_entries(config, config.teams_for("fairshare"), capacity)}
 
 
 def settings_from_config(config: Any, *, queue: str | None = None) -> dict:
@@ -197,6 +209,7 @@ def settings_from_config(config: Any, *, queue: str | None = None) -> dict:
         "settings": reclaim_settings(reclaim),
         "dry_run": reclaim.dry_run,
         "teams": [team_settings(t, section.capacity) for t in config.teams_for("fairshare")],
+        **group_settings(config, section.capacity),
     }
 
 
@@ -582,6 +595,8 @@ def read_queue(
         "teams": planner_teams,
         "jobs": jobs_out,
     }
+    if settings.get("groups"):
+        state["groups"] = [dict(g) for g in settings["groups"]]
     return QueueSnapshot(
         state=state,
         jobs=kept,

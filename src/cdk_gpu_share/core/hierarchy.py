@@ -164,6 +164,13 @@ class Tree:
         """The groups above ``team``, from its own group up to a root group (empty: a root team)."""
         return self._paths[team]
 
+    def path_of_group(self, group: str) -> tuple[str, ...]:
+        """``group`` and the groups above it, up to its root."""
+        out = [group]
+        while (parent := self.groups[out[-1]].parent) is not None:
+            out.append(parent)
+        return tuple(out)
+
     def is_group(self, name: str) -> bool:
         return name in self.groups
 

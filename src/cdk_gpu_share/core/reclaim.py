@@ -815,7 +815,6 @@ def plan_state(state: State, *, full: bool = True) -> dict:
     (rule 2, with :func:`pending_order`, :func:`has_waited` and
     :func:`choose_victims`), then :func:`report`.
     """
-    refuse_tree(state)
     ps = PlanState(state)
     preemptions: list[dict] = []
     enforce_borrow_caps(ps, preemptions)
@@ -824,16 +823,6 @@ def plan_state(state: State, *, full: bool = True) -> dict:
         return {"preemptions": preemptions}
     return {"preemptions": preemptions, "served": [p.id for p in served], "waiting": waiting,
             "teams": report(ps, served)}
-
-
-def refuse_tree(state: State) -> None:
-    """Raise :class:`ConfigError` for a state with groups: the planner applies the flat rules
-    only, and a tree planned by them would be planned wrong without a word."""
-    if state.groups:
-        raise ConfigError(Problem("groups", [g.name for g in state.groups],
-                                  "are not planned by this version: its planner applies the flat rules only",
-                                  "remove groups (and each team's group), or simulate the compiled flat"
-                                  " configuration with --hierarchy compiled"))
 
 
 FITS, MAY_STOP, MUST_WAIT = 0, 1, 2
@@ -1083,6 +1072,8 @@ class PlanState:
         self.all_free = unprotected is None
         self.chosen = bytearray(n_running)
         self._own_cache: dict = {}
+        # The organisation's tree (None: the flat rules, untouched).
+        self.tree = _TreeView(state, self) if state.groups else None
 
     # -- the two changes of U ----------------------------------------------
 
@@ -1106,6 +1097,8 @@ class PlanState:
                 borrowers[r].discard(ti)
         if self.is_reserve[ti]:
             self._ri_cache.clear()
+        if self.tree is not None:
+            self.tree.apply(ti, demand, sign)
         self.moved[ti] = 1
         self.changes += 1
 
@@ -1151,7 +1144,15 @@ class PlanState:
         return ri
 
     def fits(self, ti: int, demand: dict) -> bool:
-        return fits(demand, self.teams[ti], self.U[ti], self.F, self.reserved_idle(ti))
+        ok = fits(demand, self.teams[ti], self.U[ti], self.F, self.reserved_idle(ti))
+        return ok and (self.tree is None or self.tree.within_bounds(ti, demand))
+
+    def entitled(self, ti: int, demand: dict) -> bool:
+        """Whether the job may reclaim: within its team's guarantee (flat), or, with a tree,
+        entitled at some node of its path (:meth:`_TreeView.height`)."""
+        if self.tree is None:
+            return self.within_guarantee(ti, demand)
+        return self.tree.height(ti, demand) is not None
 
     def within_guarantee(self, ti: int, demand: dict) -> bool:
         return within_guarantee(demand, self.teams[ti], self.U[ti])
@@ -1164,7 +1165,7 @@ class PlanState:
         the demand only."""
         if self.fits(ti, demand):
             return FITS
-        if self.teams[ti].in_team_preemption or self.within_guarantee(ti, demand):
+        if self.teams[ti].in_team_preemption or self.entitled(ti, demand):
             return MAY_STOP
         return MUST_WAIT
 
@@ -1233,6 +1234,9 @@ class PlanState:
     def others_in_victim_order(self, ti: int, demand: dict) -> Iterator[int]:
         """Other teams' unprotected running jobs in victim order, each yielded only if
         eligible for reclaim by the job (team ti, ``demand``) when it is reached."""
+        if self.tree is not None:
+            yield from self.tree.candidates(ti, demand)
+            return
         tol = TOLERANCE
         lack = self.lacking(ti, demand)
         if not lack:
@@ -1288,6 +1292,168 @@ class PlanState:
                 heapq.heappush(heap, (lst[pos], v, r, pos))
 
 
+class _TreeView:
+    """The organisation's tree as a plan stands (contract: the tree's semantics).
+
+    For a group N: U(N) the usage of the teams below it (kept by :meth:`apply`), Q(N) its
+    quota with every ``reserve`` team below counting only what it uses (its idle guarantee
+    is no one's quota), B(N) its borrow limit. The planner asks it:
+
+    * :meth:`within_bounds` -- admission: U(N) + demand <= Q(N) + B(N) at every group above;
+    * :meth:`height` -- where the job is entitled: 0 within its team's guarantee, i at the
+      i-th group of its path with U(N) + demand <= Q(N), None nowhere (the fleet is no node);
+    * :meth:`classes` -- rule 2's order: by that height, lowest first, then the rest;
+    * :meth:`candidates` -- reclaim: jobs of teams outside the entitlement node's subtree,
+      whose side below the common ancestor A all use more than their quota, the highest
+      A first (outside the division before a sibling), then victim order;
+    * :meth:`enforce_group_caps` -- rule 1 for groups.
+    """
+
+    def __init__(self, state: State, ps: PlanState):
+        self.ps = ps
+        tree = hierarchy.Tree.of_state(state)
+        self.tree = tree
+        resources = ps.resources
+        self.paths = [tree.path(t.name) for t in ps.teams]
+        self.Q = {g: {r: tree.quota(g).get(r, 0) for r in resources} for g in tree.groups}
+        self.B = {g: {r: tree.borrow_limit(g, r) for r in resources} for g in tree.groups}
+        self.UG = {g: dict.fromkeys(resources, 0.0) for g in tree.groups}
+        for ti, path in enumerate(self.paths):
+            for g in path:
+                for r in resources:
+                    self.UG[g][r] += ps.U[ti][r]
+        self.reserve_below = {g: [ti for ti in range(ps.nt) if ps.is_reserve[ti] and g in self.paths[ti]]
+                              for g in tree.groups}
+        self.depth = {g: len(tree.path_of_group(g)) - 1 for g in tree.groups}
+
+    def apply(self, ti: int, demand: dict, sign: int) -> None:
+        for g in self.paths[ti]:
+            ug = self.UG[g]
+            for r, d in demand.items():
+                if d:
+                    ug[r] += sign * d
+
+    def quota(self, g: str, r: str) -> float:
+        """Q(N) as the plan stands: the reserve teams below count what they use, not their idle guarantee."""
+        ps = self.ps
+        q = self.Q[g][r]
+        for ti in self.reserve_below[g]:
+            idle = ps.G[ti][r] - ps.U[ti][r]
+            if idle > 0:
+                q -= idle
+        return q
+
+    def within_bounds(self, ti: int, demand: dict) -> bool:
+        tol = TOLERANCE
+        for g in self.paths[ti]:
+            for r, d in demand.items():
+                b = self.B[g][r]
+                if d > tol and b is not None and self.UG[g][r] + d > self.quota(g, r) + b + tol:
+                    return False
+        return True
+
+    def height(self, ti: int, demand: dict) -> int | None:
+        ps = self.ps
+        if within_guarantee(demand, ps.teams[ti], ps.U[ti]):
+            return 0
+        tol = TOLERANCE
+        for h, g in enumerate(self.paths[ti], 1):
+            ug = self.UG[g]
+            if all(d <= tol or ug[r] + d <= self.quota(g, r) + tol for r, d in demand.items()):
+                return h
+        return None
+
+    def classes(self, items: list) -> list[list]:
+        """``(ti, demand, x)`` items as lists of x per class: each height, lowest first, then the
+        jobs entitled nowhere (all heights present, empty ones included)."""
+        top = max((len(p) for p in self.paths), default=0)
+        out: list[list] = [[] for _ in range(top + 2)]
+        for ti, demand, x in items:
+            h = self.height(ti, demand)
+            out[top + 1 if h is None else h].append(x)
+        return out
+
+    def lacking(self, ti: int, demand: dict) -> list:
+        """The resources where the job lacks room in the pool or at a group's bound."""
+        tol = TOLERANCE
+        lack = set(self.ps.lacking(ti, demand))
+        for g in self.paths[ti]:
+            for r, d in demand.items():
+                b = self.B[g][r]
+                if d > tol and b is not None and self.UG[g][r] + d > self.quota(g, r) + b + tol:
+                    lack.add(r)
+        return sorted(lack)
+
+    def _over(self, node: str | int, r: str) -> bool:
+        """Whether a node (a group's name, or a team's index) uses more than its quota in r."""
+        ps = self.ps
+        if isinstance(node, int):
+            return ps.U[node][r] - ps.G[node][r] > TOLERANCE
+        return self.UG[node][r] - self.quota(node, r) > TOLERANCE
+
+    def candidates(self, ti: int, demand: dict) -> Iterator[int]:
+        ps = self.ps
+        h = self.height(ti, demand)
+        if h is None:
+            return
+        mine = self.paths[ti]
+        above = mine[h - 1:] if h else mine  # the entitlement node's groups, itself first
+        order = []
+        for v in range(ps.nt):
+            if v == ti or (h and mine[h - 1] in self.paths[v]):
+                continue  # inside the entitlement node's subtree
+            theirs = self.paths[v]
+            common = self.tree.lowest_common(above, theirs)
+            side: list[str | int] = [v, *(theirs[:theirs.index(common)] if common else theirs)]
+            rank = -1 if common is None else self.depth[common]  # the fleet is highest
+            for j in ps.own_victims(v):
+                order.append((rank, j, side))
+        order.sort(key=lambda x: (x[0], x[1]))
+        tol = TOLERANCE
+        for _, j, side in order:
+            if ps.chosen[j]:
+                continue
+            lack = self.lacking(ti, demand)
+            job = ps.r_demand[j]
+            if any(job.get(r, 0) > tol and all(self._over(n, r) for n in side) for r in lack):
+                yield j
+
+    def enforce_group_caps(self, preemptions: list) -> None:
+        """Rule 1 for groups: after the teams, each group above Q + B (name order) loses jobs
+        of its subtree in victim order, then the ones not needed are put back."""
+        ps = self.ps
+        tol = TOLERANCE
+        for g in sorted(self.tree.groups):
+            def exceeding(g: str = g) -> list:
+                limits = self.B[g]
+                return [r for r in ps.resources if (b := limits[r]) is not None
+                        and self.UG[g][r] > self.quota(g, r) + b + tol]
+
+            if not exceeding():
+                continue
+            jobs = sorted(j for ti in range(ps.nt) if g in self.paths[ti] for j in ps.own_victims(ti)
+                          if not ps.chosen[j])
+            taken: list[int] = []
+            for j in jobs:
+                over = exceeding()
+                if not over:
+                    break
+                if any(ps.r_demand[j].get(r, 0) > tol for r in over):
+                    ps.take(j)
+                    taken.append(j)
+            if not exceeding():
+                for k in range(len(taken) - 1, -1, -1):
+                    j = taken[k]
+                    ps.give_back(j)
+                    if exceeding():
+                        ps.take(j)
+                    else:
+                        del taken[k]
+            for j in taken:
+                preemptions.append({"job": ps.r_id[j], "team": ps.teams[ps.r_team[j]].name,
+                                    "reason": "borrow_limit"})
+
+
 # ---------------------------------------------------------------------------
 # The rules, one function each
 
@@ -1320,6 +1486,8 @@ def enforce_borrow_caps(ps: PlanState, preemptions: list) -> None:
         name = teams[ti].name
         for j in taken:
             preemptions.append({"job": ps.r_id[j], "team": name, "reason": "borrow_limit"})
+    if ps.tree is not None:
+        ps.tree.enforce_group_caps(preemptions)
 
 
 def group_order(ps: PlanState) -> tuple[list, list]:
@@ -1329,6 +1497,9 @@ def group_order(ps: PlanState) -> tuple[list, list]:
     first: list[PendingGroup] = []
     rest: list[PendingGroup] = []
     t_index = ps.t_index
+    if ps.tree is not None:
+        classes = ps.tree.classes([(t_index[g.team], g.demand, g) for g in ps.groups])
+        return tuple(classes)  # type: ignore[return-value]
     for g in ps.groups:
         (first if ps.within_guarantee(t_index[g.team], g.demand) else rest).append(g)
     return first, rest
@@ -1348,6 +1519,9 @@ def pending_order(ps: PlanState) -> list:
     first: list[JobSpec] = []
     rest: list[JobSpec] = []
     t_index = ps.t_index
+    if ps.tree is not None:
+        classes = ps.tree.classes([(t_index[p.team], p.demand, p) for p in ps.pending])
+        return [p for part in classes for p in sorted(part, key=pending_key)]
     # Whether a job is within its guarantee depends on its team and demand only (U
     # does not change here), and pending jobs of a team often share one demand dict
     # (the simulator's do): one answer per (team, demand), keyed by the demand's
@@ -1377,6 +1551,8 @@ def own_phase_hopeless(ps: PlanState, ti: int, demand: dict, gain: dict) -> bool
     team's candidates stopped and, then still beyond its guarantee, may reclaim
     nothing from the others. (Own candidates only lower U(T) and raise F, and RI(T)
     does not depend on T's usage, so "all taken" is the best the phase can do.)"""
+    if ps.tree is not None:
+        return False  # entitled at a group after the own phase: reclaiming may still help
     tol = TOLERANCE
     needed = [(r, d) for r, d in demand.items() if d > tol]
     u, g, caps = ps.U[ti], ps.G[ti], ps.CAP[ti]
@@ -1412,7 +1588,7 @@ def choose_victims(ps: PlanState, ti: int, p: JobSpec, own: bool) -> list[int] |
             if ps.fits(ti, demand):
                 done = True
                 break
-    if not done and ps.within_guarantee(ti, demand):
+    if not done and ps.entitled(ti, demand):
         for j in ps.others_in_victim_order(ti, demand):
             ps.take(j)
             taken.append(j)
@@ -1535,7 +1711,7 @@ def serve_one(ps: PlanState, ti: int, p: JobSpec, st: int, preemptions: list) ->
         if not has_waited(p, ps.now, ps.settings):
             return False
         victims = None
-        if ps.within_guarantee(ti, demand):
+        if ps.entitled(ti, demand):
             victims = choose_victims(ps, ti, p, own=False)
         if victims is None and ps.teams[ti].in_team_preemption:
             victims = choose_victims(ps, ti, p, own=True)

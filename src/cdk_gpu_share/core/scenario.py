@@ -155,12 +155,13 @@ def scenario_from_config(config: PlatformConfig, backend: str | None = None) -> 
         "teams": [_team_entry(t, section.capacity, backend) for t in teams],
     }
     if config.groups:
-        scenario["groups"] = _group_entries(config, teams, section.capacity)
+        scenario["groups"] = group_entries(config, teams, section.capacity)
     return scenario
 
 
-def _group_entries(config: PlatformConfig, teams: list[TeamConfig], capacity: Mapping[str, int]) -> list[dict]:
-    """The groups above the backend's ``teams``, in GPUs: pools and limits on its instance types."""
+def group_entries(config: PlatformConfig, teams: list[TeamConfig], capacity: Mapping[str, int]) -> list[dict]:
+    """The groups above the backend's ``teams``, in GPUs: pools and limits on its instance types
+    (the planner's ``groups``, for a scenario and the fair-share Lambda's settings alike)."""
     parent = {g.name: g.parent for g in config.groups}
     wanted: set[str] = set()
     for team in teams:

@@ -470,7 +470,7 @@ def simulate(
     period, or a job that could never start (see :func:`check_jobs`).
     """
     check_mode(mode)
-    reclaim.refuse_tree(scenario.state)
+    _refuse_tree(scenario)
     _check_periods(poll_seconds, checkpoint_seconds)
     scenario = with_victim_order(scenario, victim_order)
     jobs = _numbered(jobs, source)
@@ -497,6 +497,16 @@ def simulate(
     finally:
         if collecting:
             gc.enable()
+
+
+def _refuse_tree(scenario: Scenario) -> None:
+    """A scenario with groups is refused: the replay applies the flat rules only (the reclaim
+    planner applies the tree), and a tree replayed by them would be replayed wrong without a word."""
+    if scenario.state.groups:
+        raise ConfigError(Problem("groups", [g.name for g in scenario.state.groups],
+                                  "are not replayed by this version: its dispatch applies the flat rules only",
+                                  "remove groups (and each team's group), or simulate the compiled flat"
+                                  " configuration with --hierarchy compiled"))
 
 
 def with_victim_order(scenario: Scenario, victim_order: str | None) -> Scenario:
