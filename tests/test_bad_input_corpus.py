@@ -95,6 +95,8 @@ def assert_refused(code: int, err: str, elapsed: float, needle: str, limit: floa
 # validate: YAML files (text) -> the field or line named
 
 T = PLATFORM  # shorter case lines
+#: A fair-share queue name that leaves a 63-character team too little room in its job definition names.
+LONG_QUEUE = {**PLATFORM, "fairshare": {**PLATFORM["fairshare"], "queue_name": "q" * 70}}
 
 
 def deep(n: int) -> str:
@@ -180,9 +182,10 @@ VALIDATE_EDITS: list[tuple[str, dict, Callable[[dict], Any], str]] = [
     ("name with dot", T, setter("teams/0/name", "team.a"), "teams[0] (team.a).name"),
     ("name with slash", T, setter("teams/0/name", "team/a"), "teams[0] (team/a).name"),
     ("name with unicode", T, setter("teams/0/name", "t\u00e9am"), "teams[0] (t\u00e9am).name"),
-    ("128-char name", T, setter("teams/0/name", "a" * 128), "stack name"),
-    ("114-char name (stack 129)", T, setter("teams/0/name", "a" * 114), "at most 113 characters"),
-    ("name too long for job definitions", T, setter("teams/0/name", "a" * 110), "job definition names"),
+    ("128-char name", T, setter("teams/0/name", "a" * 128), "DNS-1123 label"),
+    ("64-char name", T, setter("teams/0/name", "a" * 64), "at most 63 characters"),
+    ("upper-case name", T, setter("teams/0/name", "TeamD"), "write 'teamd'"),
+    ("name too long for job definitions", LONG_QUEUE, setter("teams/0/name", "a" * 63), "job definition names"),
     ("empty name", T, setter("teams/0/name", ""), "teams[0].name"),
     ("numeric name", T, setter("teams/0/name", 7), "teams[0].name"),
     ("missing name", T, deleter("teams/0/name"), "teams[0].name"),
@@ -326,16 +329,16 @@ def test_every_team_name_validate_accepts_synthesizes(tmp_path):
     from cdk_gpu_share.stacks.app import build_platform
 
     raw = copy.deepcopy(PLATFORM)
-    raw["teams"][0]["name"] = "Team-A"
+    raw["teams"][0]["name"] = "team-a0"
     raw["teams"][1]["name"] = "0b"
-    raw["teams"][2]["name"] = "c" * (128 - 20 - len("-gpu3") - 1)  # the longest the job definitions hold
+    raw["teams"][2]["name"] = "c" * 63  # the longest a team name may be
     config = parse_config(raw)
     app = cdk.App(outdir=str(tmp_path / "out"))
     platform = build_platform(app, config, checks=False)
     assembly = app.synth()
     names = [s.stack_name for s in assembly.stacks]
     assert all(len(n) <= 128 for n in names) and len(names) == 4
-    assert platform.teams["Team-A"].stack_name == "gpu-share-team-Team-A"
+    assert platform.teams["team-a0"].stack_name == "gpu-share-team-team-a0"
 
 
 def test_a_huge_config_within_the_size_limit_is_checked_in_bounded_time(capsys, tmp_path):
@@ -353,7 +356,7 @@ def test_a_huge_config_within_the_size_limit_is_checked_in_bounded_time(capsys, 
 SYNTH_CASES = [
     ("team_b", setter("teams/1/name", "team_b"), "teams[1] (team_b).name"),
     ("Team_A", setter("teams/0/name", "Team_A"), "teams[0] (Team_A).name"),
-    ("128-char name", setter("teams/0/name", "a" * 128), "stack name"),
+    ("128-char name", setter("teams/0/name", "a" * 128), "DNS-1123 label"),
     ("null guarantee", setter("teams/0/guarantee", {"ml.g5.xlarge": None, "g5.xlarge": 1}), "is empty"),
     ("duplicate name", setter("teams/1/name", "team-a"), "teams[1] (team-a).name"),
     ("huge capacity", setter("fairshare/capacity/g5.xlarge", 10**4000), "fairshare.capacity.g5.xlarge"),

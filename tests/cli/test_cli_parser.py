@@ -204,3 +204,18 @@ def test_a_mistyped_subcommand_or_choice_gets_a_suggestion(argv, meant, capsys):
 def test_a_choice_far_from_every_one_gets_none(capsys):
     err = _usage_error(["frobnicate"], capsys)
     assert "invalid choice: 'frobnicate'" in err and "did you mean" not in err
+
+
+def _commands(parser: argparse.ArgumentParser, path: str = "gpu-share"):
+    """(path, parser) of every command and subcommand."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield f"{path} {name}", sub
+                yield from _commands(sub, f"{path} {name}")
+
+
+def test_every_command_s_help_has_a_description():
+    """--help of every command says what it does, beyond the one line of the command list."""
+    missing = [path for path, sub in _commands(build_parser()) if not (sub.description or "").strip()]
+    assert not missing, missing

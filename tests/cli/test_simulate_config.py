@@ -341,3 +341,31 @@ def test_cli_report_is_written_whole_and_never_through_a_link(tmp_path, capsys):
     assert outside.read_text() == "keep me"
     assert not (tmp_path / "report.html").is_symlink()
     assert "<html" in (tmp_path / "report.html").read_text().lower()
+
+
+@pytest.mark.parametrize("flag, target", [("--report", "report.html"), ("--plot", "usage.png")])
+def test_a_plot_without_matplotlib_is_refused_before_the_simulation_runs(flag, target, tmp_path, capsys,
+                                                                          monkeypatch):
+    from cdk_gpu_share.cli import simulate_cmd
+
+    for name in ("matplotlib", "matplotlib.pyplot"):
+        monkeypatch.setitem(__import__("sys").modules, name, None)  # import matplotlib raises ImportError
+
+    def simulated(*args, **kwargs):
+        raise AssertionError("the simulation ran before the missing matplotlib was reported")
+
+    monkeypatch.setattr(simulate_cmd, "_run_compare", simulated)
+    monkeypatch.setattr(simulate_cmd, "_run_one", simulated)
+    code = main(["simulate", "--config", str(ROOT / "platform.yaml"), "--backend", "fairshare",
+                 "--trace", str(small_trace(tmp_path)), "--compare", flag, str(tmp_path / target)])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "\n" not in err
+    assert f"{flag} needs matplotlib: install it with  pip install 'cdk-gpu-share[plot]'" in err
+    assert not (tmp_path / target).exists()
+
+
+def test_simulate_help_names_both_ways_to_get_a_trace(capsys):
+    with pytest.raises(SystemExit):
+        main(["simulate", "--help"])
+    out = "".join(capsys.readouterr().out.split())  # argparse wraps lines at hyphens too
+    assert "`gpu-sharetracesample`" in out and "`gpu-sharetraceconvert`" in out

@@ -687,12 +687,13 @@ def test_check_backend_reports_the_problems_of_teams_on_one_section():
     team = cfg.TeamConfig(name="team a", guarantee={"ml.g5.xlarge": cfg.Amount(instances=5)})
     problems = cfg.check_backend("batch_quota", config.batch_quota, [team])
     assert [(p.field, p.message) for p in problems] == [
+        ("teams[0] (team a).name", problems[0].message),
         (
             "batch_quota.capacity.ml.g5.xlarge",
             "the teams' guarantees sum to 5 instances of ml.g5.xlarge, above the 3 the capacity declares",
         ),
-        ("teams[0] (team a).name", "is not a valid quota share name"),
     ]
+    assert "DNS-1123 label" in problems[0].message and problems[0].fix == "write 'team-a'"
     assert cfg.check_backend("batch_quota", config.batch_quota, list(config.teams)) == []
 
 

@@ -12,6 +12,10 @@ import pytest
 from cdk_gpu_share.core.config import parse_config
 from cdk_gpu_share.core.errors import ConfigError
 
+#: The one rule of team names, on every backend.
+LABEL = ('must be lower-case letters, digits and hyphens, starting and ending with a letter or digit, at most '
+         '63 characters (a DNS-1123 label: every backend names resources after the team, Kubernetes namespaces included)')
+
 ARN = "arn:aws:sagemaker:us-east-1:111122223333:cluster/abcdef123456"
 
 
@@ -529,9 +533,9 @@ CASES = [
         t(B, name="team a"),
         [('teams[0] (team a).name',
           'team a',
-          'may hold only letters, digits and hyphens (it becomes part of the CloudFormation stack name)',
+          LABEL,
           "write 'team-a'")],
-        id='team-name-not-stack-safe',  # refused before the quota share name rule sees it
+        id='team-name-not-a-label',
     ),
     pytest.param(
         t(B, borrow_limit={"ml.g5.xlarge": 1}),
@@ -666,16 +670,17 @@ CASES = [
         t(H, name="Research"),
         [('teams[0] (Research).name',
           'Research',
-          'is not valid on HyperPod, where a team becomes the Kubernetes namespace hyperpod-ns-<name>',
-          'use at most 51 lower-case letters, digits and hyphens, starting and ending with a letter or digit')],
+          LABEL,
+          "write 'research'")],
         id='hp-team-name',
     ),
     pytest.param(
         t(H, name="a" * 52),
         [('teams[0] (aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa).name',
           'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa',
-          'is not valid on HyperPod, where a team becomes the Kubernetes namespace hyperpod-ns-<name>',
-          'use at most 51 lower-case letters, digits and hyphens, starting and ending with a letter or digit')],
+          'is too long for HyperPod, where a team becomes the Kubernetes namespace hyperpod-ns-<name> (at most'
+          ' 63 characters)',
+          'use at most 51 characters')],
         id='hp-team-name-long',
     ),
     pytest.param(
@@ -847,8 +852,8 @@ CASES = [
         t(F, name="---"),
         [('teams[0] (---).name',
           '---',
-          'has no letter or digit, so it gives an empty fair-share identifier',
-          'use a team name with letters or digits, such as team-a')],
+          LABEL,
+          "write 'team-a'")],
         id='fs-share-id-empty',
     ),
     pytest.param(

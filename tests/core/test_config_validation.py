@@ -107,11 +107,12 @@ def test_hyperpod_team_name_longer_than_a_namespace_allows_is_refused():
     assert p.value == name
 
 
-def test_batch_team_name_must_be_a_quota_share_name():
-    raw = edit(BATCH, lambda r: r["teams"][0].update(name="team a!"))
-    # Every team gets a CloudFormation stack, whose name is stricter than a quota share's.
-    p = one_problem(raw, r"teams\[\d+\] \(team a!\)\.name")
-    assert "letters, digits and hyphens" in p.message and "stack name" in p.message
+@pytest.mark.parametrize("section", ["BATCH", "HYPERPOD"])
+def test_a_team_name_meets_the_same_rule_on_every_backend(section):
+    # TeamD used to be a valid quota share but not a HyperPod or Kueue name: a config could not move.
+    raw = edit(globals()[section], lambda r: r["teams"][0].update(name="TeamD"))
+    p = one_problem(raw, r"teams\[\d+\] \(TeamD\)\.name")
+    assert "DNS-1123 label" in p.message and p.fix == "write 'teamd'"
 
 
 # --- capacity ----------------------------------------------------------------

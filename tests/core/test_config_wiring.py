@@ -15,6 +15,7 @@ from __future__ import annotations
 import pytest
 
 from cdk_gpu_share.core import config as cfg
+from cdk_gpu_share.core import validation as V
 from cdk_gpu_share.core.alerts_config import AlertsConfig
 from cdk_gpu_share.core.config import Amount, Sharing, TeamConfig, check_backend, parse_config
 from cdk_gpu_share.core.errors import ConfigError
@@ -104,38 +105,33 @@ def test_alerts_are_parsed_after_a_section_this_version_cannot_parse(monkeypatch
 # -- the platform name reaches the names derived from a team's
 
 
-def test_the_stack_name_limit_counts_the_platform_name():
-    # <platform>-team-<team> takes at most 128 characters: with platform "p", 121 for the team.
-    raw = batch(platform={"name": "p"})
-    raw["teams"][0]["name"] = "a" * 121
-    assert parse_config(raw).team("a" * 121)
-    raw["teams"][0]["name"] = "a" * 122
-    assert problems(raw) == [
-        (
-            f"teams[0] ({'a' * 40}...(122 characters)).name",
-            "a" * 122,
-            "makes the CloudFormation stack name 129 characters long; it takes at most 128",
-            "use at most 121 characters",
-        )
-    ]
+def test_a_team_name_takes_at_most_63_characters_whatever_the_platform_name():
+    # <platform>-team-<team> then fits the 128 characters of a stack name with any platform name.
+    raw = batch(platform={"name": "p" * 40})
+    raw["teams"][0]["name"] = "a" * 63
+    assert parse_config(raw).team("a" * 63)
+    raw["teams"][0]["name"] = "a" * 64
+    ((field, value, message, fix),) = problems(raw)
+    assert field == f"teams[0] ({'a' * 40}...(64 characters)).name" and "at most 63 characters" in message
 
 
 def test_the_job_definition_name_limit_counts_the_platform_name():
-    # Default queue p-fairshare: p-fairshare-<111 letters>-gpu2 is 128 characters.
+    # Default queue <platform>-fairshare: with a 40-character platform name, <51>-fairshare-<team>-gpu2 is
+    # 128 characters with a 60-character team.
     raw = {
-        "platform": {"name": "p"},
-        "teams": [{"name": "a" * 111, "guarantee": {"g5.xlarge": 1}}],
-        "fairshare": {"capacity": {"g5.xlarge": 2}},
+        "platform": {"name": "p" * 40},
+        "teams": [{"name": "a" * 60, "guarantee": {"g5.xlarge": 1}}],
+        "fairshare": {"capacity": {"g5.xlarge": 2}, "queue_name": "q" * 62},
     }
-    assert parse_config(raw).team("a" * 111)
-    raw["teams"][0]["name"] = "a" * 112
+    assert parse_config(raw).team("a" * 60)
+    raw["teams"][0]["name"] = "a" * 61
     assert problems(raw) == [
         (
-            f"teams[0] ({'a' * 40}...(112 characters)).name",
-            "a" * 112,
+            f"teams[0] ({'a' * 40}...(61 characters)).name",
+            "a" * 61,
             "makes its job definition names 129 characters long (queue name, its letters and digits, -gpuN);"
             " Batch takes at most 128",
-            "use at most 111 letters and digits, or a shorter fairshare.queue_name",
+            "use at most 60 letters and digits, or a shorter fairshare.queue_name",
         )
     ]
 
@@ -167,29 +163,37 @@ def test_backend_rules_name_the_team_by_its_index_in_the_file(dropped, first_pro
     ]
 
 
-# -- the quota share name rule: the YAML path refuses such names earlier (stack name), but
-# the Python API (check_backend, SharedGpuQuota.add_team) takes a TeamConfig directly.
+# -- the Python API (check_backend, SharedGpuQuota.add_team) takes a TeamConfig directly: its
+# name meets the rule the YAML path applies, on every backend.
 
 
 @pytest.mark.parametrize(
     "name, field",
     [
         ("team.a", "teams[0] (team.a).name"),
-        ("team a", "teams[0] (team a).name"),
-        ("a" * 129, f"teams[0] ({'a' * 40}...(129 characters)).name"),
+        ("team_a", "teams[0] (team_a).name"),
+        ("A-9", "teams[0] (A-9).name"),
+        ("a" * 64, f"teams[0] ({'a' * 40}...(64 characters)).name"),
     ],
 )
-def test_check_backend_refuses_a_team_name_no_quota_share_can_hold(name, field):
-    section = parse_config(batch()).batch_quota
-    team = cfg.TeamConfig(name=name, guarantee={"ml.g5.xlarge": 1})
-    got = [(p.field, p.value, p.message, p.fix) for p in check_backend("batch_quota", section, [team])]
-    assert got == [(field, name, "is not a valid quota share name", "use up to 128 letters, digits, hyphens and underscores")]
+@pytest.mark.parametrize("backend", ["batch_quota", "fairshare"])
+def test_check_backend_refuses_a_team_name_that_is_not_a_dns_label(backend, name, field):
+    section = parse_config(batch() if backend == "batch_quota" else FAIRSHARE_ONLY).backend(backend)
+    it = next(iter(section.capacity))
+    team = cfg.TeamConfig(name=name, guarantee={it: 1})
+    ((got_field, value, message, fix),) = [(p.field, p.value, p.message, p.fix)
+                                           for p in check_backend(backend, section, [team])]
+    assert (got_field, value) == (field, name) and "DNS-1123 label" in message and fix.startswith("write '")
 
 
-@pytest.mark.parametrize("name", ["team_a", "a" * 128, "A-9_z"])
-def test_check_backend_accepts_every_quota_share_name(name):
+@pytest.mark.parametrize("name", ["team-a", "a" * 63, "a-9-z", "0"])
+def test_check_backend_accepts_every_dns_label(name):
     section = parse_config(batch()).batch_quota
     assert check_backend("batch_quota", section, [cfg.TeamConfig(name=name, guarantee={"ml.g5.xlarge": 1})]) == []
+
+
+FAIRSHARE_ONLY = {"platform": {"name": "gpu-share"}, "teams": [{"name": "team-a", "guarantee": {"g5.xlarge": 1}}],
+                  "fairshare": {"capacity": {"g5.xlarge": 2}}}
 
 
 # -- the fix of a team name the stack name cannot hold: the name with each run of other
@@ -200,20 +204,25 @@ def test_check_backend_accepts_every_quota_share_name(name):
     "name, suggestion",
     [
         ("team a", "team-a"),
-        ("Team_A", "Team-A"),  # both cases of letters kept
-        ("X_team.", "X-team"),  # only hyphens are trimmed
+        ("Team_A", "team-a"),  # the lower-case name: one rule on every backend
+        ("TeamD", "teamd"),
+        ("X_team.", "x-team"),  # only hyphens are trimmed
         ("__a__b__", "a-b"),
         ("___", "team-a"),
+        ("-a-", "a"),
+        ("a" * 64, "a" * 63),
     ],
 )
-def test_a_team_name_the_stack_name_cannot_hold_gets_a_suggestion(name, suggestion):
+def test_a_team_name_that_is_not_a_dns_label_gets_its_lower_case_label(name, suggestion):
     raw = batch()
     raw["teams"][0]["name"] = name
     assert problems(raw) == [
         (
-            f"teams[0] ({name}).name",
+            f"{V.item('teams', 0, name)}.name",
             name,
-            "may hold only letters, digits and hyphens (it becomes part of the CloudFormation stack name)",
+            "must be lower-case letters, digits and hyphens, starting and ending with a letter or digit, at most 63"
+            " characters (a DNS-1123 label: every backend names resources after the team, Kubernetes namespaces"
+            " included)",
             f"write {suggestion!r}",
         )
     ]
@@ -250,19 +259,19 @@ def test_whole_instances_count_all_their_resources_beside_another_teams(amount, 
 
 def test_a_fairshare_type_the_catalogue_lacks_counts_as_8_gpus_in_job_definition_names():
     # Only the Python API can build such a section. 12 of them: 96 GPUs, so the names end
-    # in -gpu96; the default queue is gpu-share-fairshare: 19 + 1 + 4 + 2 leaves 102.
-    section = cfg.FairshareConfig(capacity={"x9.huge": 12})
-    team = cfg.TeamConfig(name="a" * 102, guarantee={"x9.huge": 1})
+    # in -gpu96; with a 63-character queue name, 63 + 1 + 4 + 2 leaves 58.
+    section = cfg.FairshareConfig(capacity={"x9.huge": 12}, queue_name="q" * 63)
+    team = cfg.TeamConfig(name="a" * 58, guarantee={"x9.huge": 1})
     assert check_backend("fairshare", section, [team]) == []
-    team = cfg.TeamConfig(name="a" * 103, guarantee={"x9.huge": 1})
+    team = cfg.TeamConfig(name="a" * 59, guarantee={"x9.huge": 1})
     got = [(p.field, p.value, p.message, p.fix) for p in check_backend("fairshare", section, [team])]
     assert got == [
         (
-            f"teams[0] ({'a' * 40}...(103 characters)).name",
-            "a" * 103,
+            f"teams[0] ({'a' * 59}).name",
+            "a" * 59,
             "makes its job definition names 129 characters long (queue name, its letters and digits, -gpuN);"
             " Batch takes at most 128",
-            "use at most 102 letters and digits, or a shorter fairshare.queue_name",
+            "use at most 58 letters and digits, or a shorter fairshare.queue_name",
         )
     ]
 
@@ -452,3 +461,22 @@ def test_a_guarantee_entry_that_is_no_amount_names_field_value_and_fix(amount, m
     raw = batch()
     raw["teams"][0]["guarantee"] = {"ml.g5.xlarge": amount}
     assert problems(raw) == [("teams[0] (team-a).guarantee.ml.g5.xlarge", amount, message, fix)]
+
+
+# -- a guaranteed type no capacity declares: the did-you-mean comes in the first answer
+
+
+@pytest.mark.parametrize("typed, message, fix", [
+    ("ml.g5.xlargee", "is not a GPU instance type this library knows", "did you mean 'ml.g5.xlarge'?"),
+    ("ml.g5.2xlarg", "is not a GPU instance type this library knows",
+     "did you mean 'ml.g5.2xlarge'? Then add it to the capacity of batch_quota, hyperpod (ml. types), fairshare (EC2"
+     " types) or kueue (EC2 types)"),
+    ("ml.p5.48xlarge", "names an instance type that no backend declares in its capacity",
+     "add it to the capacity of batch_quota, hyperpod (ml. types), fairshare (EC2 types) or kueue (EC2 types)"),
+    ("ml.trn1.2xlarge", "has AWS Trainium or Inferentia accelerators, not GPUs; this library shares NVIDIA GPUs",
+     "use a GPU instance type such as ml.g5.xlarge or ml.p5.48xlarge"),
+])
+def test_an_undeclared_guarantee_gets_the_whole_fix_at_once(typed, message, fix):
+    raw = batch()
+    raw["teams"][0]["guarantee"] = {typed: 1}
+    assert problems(raw) == [(f"teams[0] (team-a).guarantee.{typed}", typed, message, fix)]

@@ -350,10 +350,14 @@ def test_plan_warns_for_each_team_without_assumed_by(tmp_path, capsys):
     assert err.splitlines() == lines
 
 
-def test_plan_warns_for_every_team_of_the_shipped_config(capsys):
+def test_plan_of_a_config_where_no_team_names_its_principals_says_the_next_step_once(capsys):
+    """A fresh starter names no principal for any team: one next step, not a warning per team."""
     code, _, err = run(capsys, "plan", str(ROOT / "platform.yaml"))
     assert code == 0
-    assert [line.split(" has ")[0] for line in err.splitlines()] == [
-        "warning: team team-a", "warning: team team-b", "warning: team team-c"]
+    assert err.splitlines() == [
+        "next: who submits for each team: set assumed_by (the role ARNs of its members or CI) on team-a, team-b,"
+        " team-c. Until then any principal of the account tagged gpu-share:team=<team> may assume the team's"
+        f" SubmitRole: attach the tag guard (`gpu-share guard {ROOT / 'platform.yaml'}`) as an SCP so that only"
+        " security.administrators can set that tag."]
     assert identity_warnings(load_config(ROOT / "platform.yaml")) == [
         line.replace(str(ROOT / "platform.yaml"), "platform.yaml") for line in err.splitlines()]

@@ -275,6 +275,7 @@ ROWS: list[tuple[str, dict, Callable[[], Any]]] = [
     ("batch priority", batch_yaml([team("a", G1)], priority=1001), batch_py([py_team("a", G1)], priority=1001)),
     # HyperPod compute quotas (_check_backend)
     ("hyperpod team name", hp_yaml([team("TeamA", P1)]), hp_py([py_team("TeamA", P1)])),
+    ("hyperpod team name too long for its namespace", hp_yaml([team("a" * 52, P1)]), hp_py([py_team("a" * 52, P1)])),
     ("hyperpod more than 15 resource entries", hp_yaml([team("a", dict.fromkeys(SIXTEEN, 1))], dict.fromkeys(SIXTEEN, 1)),
      hp_py([py_team("a", dict.fromkeys(SIXTEEN, 1))], dict.fromkeys(SIXTEEN, 1))),
     ("hyperpod borrow percent above 500", hp_yaml([team("a", P1, borrow_limit_percent=501)]),
@@ -293,8 +294,8 @@ ROWS: list[tuple[str, dict, Callable[[], Any]]] = [
     # classic Batch fair share (_check_backend)
     ("fairshare share identifiers collide", fs_yaml([team("team-a", F1), team("teama", F1)]),
      fs_py([py_team("team-a", F1), py_team("teama", F1)])),
-    ("fairshare job definition names too long", fs_yaml([team("a" * 103, F1)], queue_name="q" * 90),
-     fs_py([py_team("a" * 103, F1)], queue_name="q" * 90)),
+    ("fairshare job definition names too long", fs_yaml([team("a" * 63, F1)], queue_name="q" * 90),
+     fs_py([py_team("a" * 63, F1)], queue_name="q" * 90)),
     ("fairshare spot with best fit", fs_yaml([team("a", F1)], spot=True, allocation_strategy="BEST_FIT_PROGRESSIVE"),
      fs_py([py_team("a", F1)], spot=True, allocation_strategy="BEST_FIT_PROGRESSIVE")),
     ("fairshare allocation strategy", fs_yaml([team("a", F1)], allocation_strategy="CHEAPEST"),
@@ -375,11 +376,12 @@ def test_every_rule_of_check_backend_has_a_row():
     assert not missing, missing
 
 
-def test_a_quota_share_name_rule_speaks_for_a_construct_without_team_stacks():
-    assert python_problems(batch_py([py_team("team a", G1)])) == [("team(team a).name", "is not a valid quota share name")]
-    assert yaml_problems(batch_yaml([team("team a", G1)])) == [
-        ("team(team a).name", "may hold only letters, digits and hyphens (it becomes part of the CloudFormation stack name)")
-    ]
+def test_a_team_name_meets_one_rule_on_a_construct_without_team_stacks():
+    label = ("must be lower-case letters, digits and hyphens, starting and ending with a letter or digit, at most 63"
+             " characters (a DNS-1123 label: every backend names resources after the team, Kubernetes namespaces"
+             " included)")
+    assert python_problems(batch_py([py_team("team a", G1)])) == [("team(team a).name", label)]
+    assert yaml_problems(batch_yaml([team("team a", G1)])) == [("team(team a).name", label)]
 
 
 # -- the shorthand: copies=3 is fixed copies in both

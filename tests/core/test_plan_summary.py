@@ -255,3 +255,17 @@ def test_hyperpod_borrow_caps_stay_fractional():
     config = load_config(ROOT / "examples" / "hyperpod.yaml")
     assert backends.spec("hyperpod").borrows_whole_instances is False
     assert borrow_cap(config.team("research"), "ml.p5.48xlarge", 1.0, "hyperpod") == 0.5
+
+
+def test_the_archive_cost_counts_service_jobs_of_the_backends_whose_registry_entry_says_so(monkeypatch):
+    """Which backends run service jobs is a fact of their registry entry, not of the section's name."""
+    from cdk_gpu_share.core.plan import archive_costs
+
+    fairshare_only = parse_config({"platform": {"name": "gpu-share"},
+                                   "teams": [{"name": "team-a", "guarantee": {"g5.xlarge": 1}}],
+                                   "fairshare": {"capacity": {"g5.xlarge": 1}}})
+    without = archive_costs(fairshare_only)[0]["what"]
+    monkeypatch.setattr(backends.spec("fairshare"), "service_jobs", True)
+    with_details = archive_costs(fairshare_only)[0]["what"]
+    cost = re.compile(r"about \$([\d.]+) a month in all")
+    assert float(cost.search(with_details).group(1)) > float(cost.search(without).group(1))

@@ -17,18 +17,32 @@ from cdk_gpu_share.core.text import plural
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("validate", help="check a platform config; list every problem")
+    p = sub.add_parser("validate", help="check a platform config; list every problem",
+                       description="Check a platform config as synth would, before anything is built: every problem "
+                                   "at once, each naming the field, the value and the fix (exit 2). A valid config "
+                                   "gets a summary of its teams and backends, and warnings for what is valid but "
+                                   "probably not meant.")
     add_config_argument(p, help="platform config (YAML)")
     p.add_argument("--json", action="store_true",
                    help='one JSON object: {"valid": true, ...} or {"valid": false, "problems": [...]} (exit 2)')
     p.set_defaults(func=_validate)
 
-    p = sub.add_parser("plan", help="each team's guarantee, strategy, borrow limit and most it could use")
+    p = sub.add_parser("plan", help="each team's guarantee, strategy, borrow limit and most it could use",
+                       description="Print, per backend, each team's guarantee, sharing, borrow cap and the most it "
+                                   "could use, in instances and GPUs, then what the platform bills while no job runs "
+                                   "and the next steps (such as who may submit for each team).")
     add_config_argument(p, help="platform config (YAML)")
     p.add_argument("--json", action="store_true", help="one JSON object instead of tables")
     p.set_defaults(func=_plan)
 
-    p = sub.add_parser("guard", help="print the tag guard for a config: the SCP that protects job tags and team identity tags")
+    p = sub.add_parser(
+        "guard", help="print the tag guard for a config: the SCP that protects job tags and team identity tags",
+        description="Print the tag guard of a config: a service control policy that lets only "
+                    "security.administrators set the tags a team's identity and its jobs carry, so that a team "
+                    "without assumed_by cannot be impersonated by tagging oneself. Attach it to the account or "
+                    "its OU (aws organizations create-policy, then attach-policy). It is printed without "
+                    "whitespace and checked against the 5,120 characters of one SCP; when it is longer, -o DIR "
+                    "writes it as several SCPs.")
     add_config_argument(p, help="platform config (YAML)")
     p.add_argument("--partition", default="aws", help="AWS partition of the Batch ARNs (default: aws)")
     p.add_argument("-o", "--output-dir", metavar="DIR",
@@ -36,10 +50,16 @@ def register(sub: argparse._SubParsersAction) -> None:
                         " gpu-share-guard-1.json, -2 ... when it is longer than one SCP may be) instead of printing it")
     p.set_defaults(func=_guard)
 
-    p = sub.add_parser("schema", help="print the JSON Schema of platform.yaml (for editors and CI)")
+    p = sub.add_parser("schema", help="print the JSON Schema of platform.yaml (for editors and CI)",
+                       description="Print the JSON Schema of platform.yaml: an editor with a YAML language server "
+                                   "completes and checks the config with it (gpu-share schema > platform.schema.json, "
+                                   "then a first line # yaml-language-server: $schema=./platform.schema.json).")
     p.set_defaults(func=_schema)
 
-    p = sub.add_parser("summary", help="summarize a synthesized cloud assembly (cdk.out)")
+    p = sub.add_parser("summary", help="summarize a synthesized cloud assembly (cdk.out)",
+                       description="Summarize a synthesized cloud assembly: its stacks, each team's quota, the "
+                                   "platform's parts (the job archive and the share monitor included) and what "
+                                   "costs money while nothing runs.")
     p.add_argument("assembly", nargs="?", default="cdk.out", help="cdk.out folder (default: cdk.out)")
     p.set_defaults(func=_summary)
 

@@ -68,7 +68,8 @@ def _add_simulate(subparsers: argparse._SubParsersAction) -> None:
                    help=f"with --config: {_backend_names()} (default: the config's only backend)")
     p.add_argument("--trace", required=True, metavar="JOBS.csv",
                    help="job_id,team,submit_time,duration_s,gpus[,priority]; times in seconds "
-                        "(convert public traces with `gpu-share trace convert`)")
+                        "(a small sample for the config's teams: `gpu-share trace sample`; public traces: "
+                        "`gpu-share trace convert`; your own jobs: `gpu-share trace export`)")
     what = p.add_mutually_exclusive_group()
     what.add_argument("--mode", metavar="MODE", help="static, share or share+reclaim")
     what.add_argument("--compare", action="store_true",
@@ -241,8 +242,10 @@ def run_simulate(args: argparse.Namespace) -> int:
                   "give the checkpoint period in seconds, or leave it out for no checkpoints")
     if args.plot:
         _check_target("--plot", args.plot, ".png")
+        _pyplot("--plot")  # refused before the simulation runs, not after
     if args.report:
         _check_target("--report", args.report, ".html")
+        _pyplot("--report")
     _check_not_raw_trace(args.trace)
     scenario, poll, described = _load_scenario(args)
     sim.with_victim_order(scenario, args.victim_order)  # refuses an unknown order before any run

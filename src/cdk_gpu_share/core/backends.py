@@ -86,6 +86,9 @@ class BackendSpec(Protocol):
     #: The least guarantee, in instances of a type of its section, that a team may have on it (a
     #: Batch quota share's capacity limit is at least 1): the advisor searches from there.
     least_guarantee_instances: int
+    #: True when its jobs are AWS Batch service jobs (SageMaker Training jobs submitted through a
+    #: quota-management queue): the job archive then adds a details record per job, which costs.
+    service_jobs: bool
     #: ``module:Class`` of the construct that deploys the section (loaded by the stacks only).
     construct: str
     #: The module that reads a running queue of the backend for ``gpu-share status``
@@ -153,6 +156,7 @@ class Backend:
     default_borrow_percent: int | None = None
     borrows_whole_instances = False
     least_guarantee_instances = 0
+    service_jobs = False
     rules: tuple[Rule, ...] = ()
     section_keys: Mapping[str, frozenset[str]] = {}
     descriptions: Mapping[str, Mapping[str, str]] = {}
@@ -191,7 +195,7 @@ class Backend:
 
 #: Every member of a BackendSpec, which :func:`register` checks a spec has.
 _MEMBERS = ("key", "strategy", "capacity_hint", "default_borrow_percent", "borrows_whole_instances",
-            "least_guarantee_instances", "construct",
+            "least_guarantee_instances", "service_jobs", "construct",
             "status", "rules", "section_keys",
             "descriptions",
             "resource_labels", "parse", "schema", "to_mapping", "describe_resource", "plan_extras",

@@ -1164,20 +1164,32 @@ STACK_NAME_PATTERN = r"[A-Za-z][A-Za-z0-9-]*"
 TEAM_DERIVED_NAMES: tuple[tuple[str, str, str, int], ...] = (
     ("CloudFormation stack name", "{platform}-team-{team}", STACK_NAME_PATTERN, 128),
 )
-TEAM_NAME_CHARS = r"[A-Za-z0-9-]+"
+#: A DNS-1123 label: what Kubernetes takes as a namespace, the strictest name any backend derives
+#: from a team's (Kueue's namespace and LocalQueue, HyperPod's ``hyperpod-ns-<team>``). Every
+#: backend takes the same names, so a config moves from one backend to another unchanged.
+DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+MAX_TEAM_NAME = 63
 
 
-def team_name_problems(platform: str, team: str, where: str, add: V.AddProblem) -> None:
-    """Refuse a team name that a derived name (its stack name, ...) cannot hold."""
-    if not re.fullmatch(TEAM_NAME_CHARS, team):
+def _as_label(name: str) -> str:
+    """The closest DNS-1123 label to ``name``: lower case, other characters as hyphens."""
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:MAX_TEAM_NAME].strip("-") or "team-a"
+
+
+def team_name_problems(platform: str, team: str, where: str, add: V.AddProblem, *, stack: bool = True) -> None:
+    """Refuse a team name that is not a DNS-1123 label, or (``stack``: the team gets its own stack)
+    that a derived name (its stack name, ...) cannot hold."""
+    if len(team) > MAX_TEAM_NAME or not re.fullmatch(DNS_LABEL, team):
         add(
             where,
             team,
-            "may hold only letters, digits and hyphens (it becomes part of the CloudFormation stack name)",
-            f"write {re.sub(r'[^A-Za-z0-9-]+', '-', team).strip('-') or 'team-a'!r}",
+            f"must be lower-case letters, digits and hyphens, starting and ending with a letter or digit, at most"
+            f" {MAX_TEAM_NAME} characters (a DNS-1123 label: every backend names resources after the team, Kubernetes"
+            " namespaces included)",
+            f"write {_as_label(team)!r}",
         )
         return
-    for what, template, pattern, limit in TEAM_DERIVED_NAMES:
+    for what, template, pattern, limit in TEAM_DERIVED_NAMES if stack else ():
         derived = template.format(platform=platform, team=team)
         if len(derived) > limit or not re.fullmatch(pattern, derived):
             room = limit - len(template.format(platform=platform, team=""))
@@ -1278,9 +1290,17 @@ def _guarantees_fit(backend: str, it: str, count: int, members: list[TeamConfig]
 def check_backend(
     backend: str, section: BatchQuotaConfig | HyperPodConfig | FairshareConfig, teams: list[TeamConfig]
 ) -> list[Problem]:
-    """The problems of ``teams`` on one backend section (used by the constructs)."""
+    """The problems of ``teams`` on one backend section (used by the constructs): their names, then
+    the section's rules."""
     problems = _Problems()
-    _check_backend(backend, section, list(teams), problems)
+    paths = _team_paths(list(teams), None)
+    refused = set()
+    for team in teams:
+        before = len(problems)
+        team_name_problems("", team.name, f"{paths[team.name]}.name", problems.add, stack=False)
+        if len(problems) > before:
+            refused.add(team.name)
+    _check_backend(backend, section, list(teams), problems, paths, frozenset(refused))
     return problems.items
 
 
@@ -1374,11 +1394,11 @@ def _read_teams(
             continue
         seen[team.name] = i
         paths[team.name] = V.item("teams", i, team.name)
-        if owned is None:  # a whole platform: every team gets a stack named after it
-            before = len(problems)
-            team_name_problems(platform, team.name, f"{paths[team.name]}.name", problems.add)
-            if len(problems) > before:
-                refused.add(team.name)
+        before = len(problems)
+        # A whole platform (owned is None) also gives every team a stack named after it.
+        team_name_problems(platform, team.name, f"{paths[team.name]}.name", problems.add, stack=owned is None)
+        if len(problems) > before:
+            refused.add(team.name)
         teams.append(team)
     return teams, paths, refused
 
@@ -1413,9 +1433,27 @@ def _guarantees_declared(
     for team in teams:
         for it in team.guarantee:
             if it not in declared and (owned is None or owned(it)):
-                problems.add(V.key(f"{paths[team.name]}.guarantee", it), it,
-                             "names an instance type that no backend declares in its capacity",
-                             f"add it to the capacity of {where}")
+                message, fix = _undeclared_type(it, declared, where)
+                problems.add(V.key(f"{paths[team.name]}.guarantee", it), it, message, fix)
+
+
+def _undeclared_type(instance_type: str, declared: set[str], where: str) -> tuple[str, str]:
+    """Why a guaranteed type that no capacity declares is refused, and the fix, in one answer: a
+    catalogued type gets the sections to add it to; a name the catalog does not know gets the
+    closest declared or catalogued name (adding the typo to a capacity would only be refused
+    next), and that name's capacity when it is not declared yet."""
+    add = f"add it to the capacity of {where}"
+    sagemaker = instance_type.startswith("ml.")
+    unknown = instances.instance_type_problem(instance_type, sagemaker=sagemaker)
+    if unknown is None:
+        return "names an instance type that no backend declares in its capacity", add
+    kinds = instances.sagemaker_types() if sagemaker else instances.known_types()
+    close = difflib.get_close_matches(instance_type, sorted(declared) + kinds, n=1)
+    if not close or instances.not_a_gpu_family(instance_type) or instances.lookup(instance_type.removeprefix("ml.")):
+        return unknown  # not a GPU type (Trainium, a CPU family), or the wrong prefix: said by the catalog
+    if close[0] in declared:
+        return unknown[0], f"did you mean '{close[0]}'?"
+    return unknown[0], f"did you mean '{close[0]}'? Then {add}"
 
 
 def _pools_declared(sections: Mapping[str, Any], groups: list[GroupConfig], problems: _Problems) -> None:

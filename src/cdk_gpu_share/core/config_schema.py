@@ -241,7 +241,7 @@ def _team_schema() -> dict[str, Any]:
     return schema_object(
         "team",
         {
-            "name": {"type": "string", "pattern": f"^{C.TEAM_NAME_CHARS}$", "minLength": 1, "maxLength": 128},
+            "name": {"type": "string", "pattern": f"^{C.DNS_LABEL}$", "minLength": 1, "maxLength": C.MAX_TEAM_NAME},
             "guarantee": dict(amounts),
             "sharing": {"enum": [s.value for s in C.Sharing], "default": C.Sharing.LEND_AND_BORROW.value},
             "borrow_limit_percent": {"type": "integer", "minimum": -1, "maximum": C.MAX_INT},

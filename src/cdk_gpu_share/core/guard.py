@@ -243,14 +243,26 @@ def guard_policy(config: PlatformConfig, partition: str = "aws") -> dict:
 
 
 def identity_warnings(config: PlatformConfig, config_path: str = "platform.yaml") -> list[str]:
-    """One line per team without ``assumed_by``: its identity is a principal tag."""
+    """What ``plan`` says of the teams without ``assumed_by``, whose identity is a principal tag.
+
+    When no team names who assumes its role (a fresh starter config), one line says it as the
+    next step; when some teams do, each team that does not looks forgotten: one warning each."""
+    missing = [team for team in config.teams if not team.assumed_by]
+    if not missing:
+        return []
+    guard = f"attach the tag guard (`gpu-share guard {config_path}`) as an SCP so that only security.administrators" \
+            " can set that tag"
+    if len(missing) == len(config.teams):
+        tags = sorted({team.principal_tag for team in missing})
+        tagged = f"{tags[0]}=<team>" if len(tags) == 1 else "the team's principal tag"
+        return [f"next: who submits for each team: set assumed_by (the role ARNs of its members or CI) on"
+                f" {', '.join(team.name for team in missing)}. Until then any principal of the account tagged {tagged}"
+                f" may assume the team's SubmitRole: {guard}."]
     return [
         f"warning: team {team.name} has no assumed_by, so any principal of the account tagged"
         f" {team.principal_tag}={team.name} may assume its SubmitRole. Prefer assumed_by (the role ARNs of"
-        f" its members or CI); otherwise attach the tag guard (`gpu-share guard {config_path}`) as an SCP so"
-        " that only security.administrators can set that tag."
-        for team in config.teams
-        if not team.assumed_by
+        f" its members or CI); otherwise {guard}."
+        for team in missing
     ]
 
 

@@ -33,6 +33,7 @@ __all__ = [
     "known_types",
     "lookup",
     "mig_types",
+    "not_a_gpu_family",
     "ON_DEMAND_USD_PER_HOUR",
     "PRICES_AS_OF",
     "PRICE_SOURCE",
@@ -225,6 +226,16 @@ def mig_types() -> dict[str, GpuInstanceType]:
     return {f"ml.{name}": info for name, info in CATALOG.items() if info.mig}
 
 
+def not_a_gpu_family(instance_type: str) -> str | None:
+    """Why ``instance_type`` has no NVIDIA GPU when its family says so (Trainium, Inferentia, CPU families), else None."""
+    family = ec2_name(instance_type).split(".", 1)[0].lower()
+    if _AWS_ACCELERATOR_FAMILY.match(family):
+        return "has AWS Trainium or Inferentia accelerators, not GPUs; this library shares NVIDIA GPUs"
+    if _CPU_FAMILY.match(family):
+        return "has no GPU"
+    return None
+
+
 def instance_type_problem(instance_type: str, *, sagemaker: bool) -> tuple[str, str] | None:
     """``(message, fix)`` when ``instance_type`` is not a catalogued GPU type, else ``None``.
 
@@ -236,14 +247,9 @@ def instance_type_problem(instance_type: str, *, sagemaker: bool) -> tuple[str, 
         return None
     choices = sagemaker_types() if sagemaker else known_types()
     example = "ml.g5.xlarge or ml.p5.48xlarge" if sagemaker else "g5.xlarge or g6e.xlarge"
-    family = ec2_name(instance_type).split(".", 1)[0].lower()
-    if _AWS_ACCELERATOR_FAMILY.match(family):
-        return (
-            "has AWS Trainium or Inferentia accelerators, not GPUs; this library shares NVIDIA GPUs",
-            f"use a GPU instance type such as {example}",
-        )
-    if _CPU_FAMILY.match(family):
-        return "has no GPU", f"use a GPU instance type such as {example}"
+    why = not_a_gpu_family(instance_type)
+    if why is not None:
+        return why, f"use a GPU instance type such as {example}"
     close = difflib.get_close_matches(instance_type, choices, n=1)
     if close:
         return "is not a GPU instance type this library knows", f"did you mean '{close[0]}'?"

@@ -234,7 +234,8 @@ def archive_costs(config: PlatformConfig) -> list[dict[str, str]]:
     if archive is None:
         return []
     cost = monthly_cost(ARCHIVE_QUOTE_JOBS_PER_DAY, retention_days=archive.retention_days,
-                        service_jobs=config.batch_quota is not None)
+                        service_jobs=any(spec.service_jobs for spec in backends.registered()
+                                         if config.backend(spec.key) is not None))
     return [{"backend": "history", "resource": "job archive",
              "what": f"the job archive: a customer-managed KMS key (${cost['KMS key']:.2f} a month) and, per job,"
                      f" its events through Firehose into S3 (kept {_plural(archive.retention_days, 'day')}): about"

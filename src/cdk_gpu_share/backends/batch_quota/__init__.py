@@ -7,7 +7,6 @@ percentage and preemption of borrowed capacity done by the service.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -122,12 +121,6 @@ def _whole_instances(where: str, guarantee: dict[str, C.Amount]) -> Iterator[Pro
                           f"guarantee at least {LEAST_GUARANTEE_INSTANCES}, or remove the instance type")
 
 
-def _share_name(c: SectionCheck, team: TeamConfig, where: str) -> Iterator[Problem]:
-    if team.name not in c.refused and not re.fullmatch(C.BATCH_NAME_PATTERN, team.name):
-        yield Problem(f"{where}.name", team.name, "is not a valid quota share name",
-                      "use up to 128 letters, digits, hyphens and underscores")
-
-
 def _percent_borrow_limit_only(c: SectionCheck, team: TeamConfig, where: str) -> Iterator[Problem]:
     for it in team.borrow_limit:
         if it in c.section.capacity:
@@ -137,13 +130,13 @@ def _percent_borrow_limit_only(c: SectionCheck, team: TeamConfig, where: str) ->
 
 
 def quota_shares(c: SectionCheck) -> Iterator[Problem]:
-    """Each team's quota share: 1 to 5 capacity limits of whole instances, a valid name, a percent borrow limit."""
+    """Each team's quota share: 1 to 5 capacity limits of whole instances and a percent borrow limit (its
+    name is the team's, a DNS-1123 label, which a quota share name always holds)."""
     for team in c.members:
         where = c.paths[team.name]
         guarantee = team.guarantee_for(c.section.capacity)
         yield from _capacity_limit_count(where, guarantee)
         yield from _whole_instances(where, guarantee)
-        yield from _share_name(c, team, where)
         yield from _percent_borrow_limit_only(c, team, where)
 
 
@@ -191,6 +184,7 @@ class BatchQuotaSpec(Backend):
     # A quota share's capacity limits and borrow limit count instances of each capacity unit.
     borrows_whole_instances = True
     least_guarantee_instances = LEAST_GUARANTEE_INSTANCES
+    service_jobs = True
     section_keys = {KEY: SECTION_KEYS, "batch_quota_monitor": MONITOR_KEYS}
     descriptions = DESCRIPTIONS
     construct = "cdk_gpu_share.constructs.shared_gpu_quota:SharedGpuQuota"

@@ -50,8 +50,8 @@ IAM_ROLE_ARN_PATTERN = r"^arn:aws[a-z-]*:iam::\d{12}:role/[A-Za-z0-9+=,.@_/-]{1,
 DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 MAX_SUBDOMAIN = 253
 #: A DNS-1123 label (a namespace, a LocalQueue), at most 63.
-DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
-MAX_LABEL = 63
+DNS_LABEL_PATTERN = f"^{C.DNS_LABEL}$"
+MAX_LABEL = C.MAX_TEAM_NAME
 #: A WorkloadPriorityClass value is an int32.
 INT32 = (-(2**31), 2**31 - 1)
 #: The oldest Kubernetes release serving the admission policies (admissionregistration.k8s.io/v1).
@@ -274,16 +274,6 @@ def allowed_priority_classes(section: KueueConfig, team: TeamConfig) -> list[str
 # -- rules: what Kueue's webhook and CRD validation would refuse, checked before synth.
 
 
-def namespace_names(c: SectionCheck) -> Iterator[Problem]:
-    """A team is a namespace and a LocalQueue (DNS-1123 labels, at most 63 characters)."""
-    for team in c.named:
-        if len(team.name) > MAX_LABEL or not re.fullmatch(DNS_LABEL_PATTERN, team.name):
-            yield Problem(f"{c.paths[team.name]}.name", team.name,
-                          "is not valid on Kueue, where a team becomes a Kubernetes namespace and a LocalQueue",
-                          f"use at most {MAX_LABEL} lower-case letters, digits and hyphens, starting and ending with a"
-                          " letter or digit")
-
-
 #: Namespaces Kubernetes, EKS or Kueue own: a team of that name would get edit rights in them.
 RESERVED_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease", "kueue-system"})
 RESERVED_PREFIX = "kube-"
@@ -470,7 +460,7 @@ class KueueSpec(Backend):
     section_keys = {KEY: SECTION_KEYS, "kueue_preemption": PREEMPTION_KEYS}
     descriptions = DESCRIPTIONS
     construct = "cdk_gpu_share.backends.kueue.construct:KueueQueues"
-    rules = (namespace_names, reserved_namespaces, adopted_teams, reclaim_and_borrow, threshold_needs_policy, mig_profiles,
+    rules = (reserved_namespaces, adopted_teams, reclaim_and_borrow, threshold_needs_policy, mig_profiles,
              borrow_limit_types)
     resource_labels = (("Custom::AWSCDK-EKS-KubernetesResource", "Kubernetes manifests"),
                        ("AWS::EKS::AccessEntry", "EKS access entries"))

@@ -16,11 +16,17 @@ FILES = {kind: f"{i:02d}-{kind.lower()}.yaml" for i, kind in enumerate(KIND_ORDE
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("kueue", help="the Kueue objects of a config (kueue manifests)")
+    parser = subparsers.add_parser("kueue", help="the Kueue objects of a config (kueue manifests)",
+                                   description="The Kueue objects of a config's kueue section, for a cluster "
+                                               "managed from a GitOps repository rather than by the CDK.")
     sub = parser.add_subparsers(dest="kueue_command", metavar="{manifests}")
     sub.required = True
     p = sub.add_parser("manifests", help="write the config's Kueue objects (namespaces, ResourceFlavors, Cohort,"
-                       " ClusterQueues, LocalQueues, WorkloadPriorityClasses) as YAML, one file per kind")
+                       " ClusterQueues, LocalQueues, WorkloadPriorityClasses) as YAML, one file per kind",
+                       description="Write the Kueue objects of the config's kueue section (namespaces, "
+                                   "ResourceFlavors, the Cohort, ClusterQueues, LocalQueues, WorkloadPriorityClasses) "
+                                   "as YAML, one file per kind in the order they are applied, the same objects "
+                                   "KueueQueues deploys. A file of a kind the config no longer has is removed.")
     add_config_argument(p, help="platform config (YAML) with a kueue section")
     p.add_argument("-o", "--output", required=True, metavar="DIR",
                    help="directory to write into (created if missing); `-` prints one YAML stream")
