@@ -6,6 +6,7 @@ must never be stopped but that borrows gets a synth warning, as `validate` warns
 from __future__ import annotations
 
 import json
+import re
 
 import aws_cdk as cdk
 import pytest
@@ -96,3 +97,20 @@ def test_a_team_that_must_never_be_stopped_but_borrows_is_warned_at_synth(sharin
         text = json.dumps(found[0].entry.data)
         assert "team red: objectives max_preempted_per_day: 0" in text and "lend_and_borrow" in text
         assert NEVER_STOPPED_BORROWS in text
+
+
+def test_an_entitlement_changes_nothing_deployed(platform):
+    """The alarms watch what the backends enforce, the guarantee: a team promised more (what
+    simulate and advise judge its objectives against) gets the very same template."""
+    promised = json.loads(json.dumps(CONFIG))
+    promised["teams"][0]["objectives"]["entitlement"] = {"g5.xlarge": 2, "ml.g5.xlarge": 2}
+    config = parse_config(promised)
+    assert config.team("red").objectives.entitlement == {"g5.xlarge": 2, "ml.g5.xlarge": 2}
+    again = build_platform(new_app(), config, checks=False).platform
+
+    def deployed(template: Template) -> str:
+        # The job archive files events under the config's fingerprint, which any edit changes.
+        return re.sub(r"config=[0-9a-f]+/", "config=/", json.dumps(template.to_json(), sort_keys=True))
+
+    assert deployed(Template.from_stack(again)) == deployed(platform[1])
+    assert _thresholds(Template.from_stack(again), metrics.GUARANTEE_WAIT_SECONDS)["red"] == 300
