@@ -531,3 +531,27 @@ def test_why_a_quota_job_asking_too_much_waits(stub, capsys):
     report = json.loads(capsys.readouterr().out)
     # team-b lends (borrows nothing): 2 instances on a guarantee of 1 can never start.
     assert [r["code"] for r in report["reasons"]] == ["too_large"]
+
+
+def test_without_queue_the_one_queue_of_the_config_is_read(no_aws_config, monkeypatch, tmp_path, capsys):
+    from botocore.exceptions import NoCredentialsError
+
+    cfg = tmp_path / "platform.yaml"
+    cfg.write_text("platform: {name: gpu-share}\nteams:\n  - {name: team-a, guarantee: {ml.g5.xlarge: 1}}\n"
+                   "batch_quota: {capacity: {ml.g5.xlarge: 1}}\n")
+
+    def make(region):
+        raise NoCredentialsError()
+
+    monkeypatch.setattr(status_cmd, "make_client", make)
+    assert main(["status", "--config", str(cfg), "--region", "us-east-1"]) == 2
+    assert f"no AWS credentials to read job queue '{QUOTA_QUEUE}' in region us-east-1" in _one_line_error(capsys)
+
+
+def test_without_queue_a_config_of_two_queues_names_both(capsys):
+    assert main(["status", "--config", CONFIG]) == 2
+    assert _one_line_error(capsys).endswith(
+        f"--queue: is missing and the config has 2 queues; pass one of them: --queue {CLASSIC_QUEUE} or"
+        f" --queue {QUOTA_QUEUE}")
+    assert main(["status"]) == 2
+    assert _one_line_error(capsys).endswith("--queue: is missing; pass --queue NAME (the job queue to read)")

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import importlib.util
 import io
 import json
+import shlex
 
 import pytest
 
 from cdk_gpu_share.cli import main
+from cdk_gpu_share.cli.init_cmd import init_project
 from cdk_gpu_share.core import scenario as sc
 from cdk_gpu_share.core import simulate as sim
 from cdk_gpu_share.core import trace
@@ -20,6 +23,12 @@ from tests.helpers import ROOT
 #: sha256 of `gpu-share trace sample` with the defaults. A change here changes every sample
 #: run in the documentation: change it on purpose only.
 DEFAULT_SHA256 = "8988b2624217f60e8b565bc0f53236f7c260a5d7e66f4b9d03a24861d95476e9"
+
+
+@pytest.fixture(autouse=True)
+def _in_an_empty_folder(tmp_path, monkeypatch):
+    """Without --config, trace sample reads ./platform.yaml: each case starts where there is none."""
+    monkeypatch.chdir(tmp_path)
 
 
 def _sample(capsys, *argv: str) -> str:
@@ -40,7 +49,7 @@ def test_the_default_sample_is_the_same_bytes_every_run(capsys, tmp_path):
     assert out.read_bytes() == first.encode()
     err = capsys.readouterr().err
     assert f"wrote 300 jobs to {out}" in err
-    assert f"gpu-share simulate --config platform.yaml --backend fairshare --trace {out} --compare" in err
+    assert "these jobs belong to the sample teams team-a, team-b, team-c" in err
 
 
 def test_the_sample_is_a_trace_of_the_teams_of_platform_yaml(capsys):
@@ -128,3 +137,40 @@ def test_outside_a_clone_the_hint_names_the_sample_teams_and_gpu_share_init(caps
     assert "gpu-share simulate --config platform.yaml" not in err
     assert ("these jobs belong to the sample teams team-a, team-b, team-c; for your own teams: gpu-share init, "
             "then gpu-share trace sample --config platform.yaml -o jobs.csv") in err
+
+
+def _hint(err: str) -> list[str]:
+    (line,) = [line for line in err.splitlines() if line.startswith("try: ")]
+    return shlex.split(line.removeprefix("try: "))
+
+
+def test_in_an_init_folder_the_sample_is_of_its_teams_and_the_printed_hint_runs(capsys, tmp_path):
+    init_project(tmp_path)  # batch_quota: team-a and team-b
+    assert main(["trace", "sample", "-o", "jobs.csv"]) == 0
+    err = capsys.readouterr().err
+    argv = _hint(err)
+    assert argv[:6] == ["gpu-share", "simulate", "--config", "platform.yaml", "--trace", "jobs.csv"]
+    assert "--backend" not in argv  # the config's only backend
+    assert {row["team"] for row in csv.DictReader((tmp_path / "jobs.csv").open())} == {"team-a", "team-b"}
+    assert main(argv[1:]) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert "team team-a" in out and "team team-b" in out
+    assert ("--report" in argv) == (tmp_path / "report.html").exists()
+
+
+def test_a_folder_config_of_several_backends_samples_the_first_and_names_it(capsys, tmp_path):
+    (tmp_path / "platform.yaml").write_text((ROOT / "platform.yaml").read_text())
+    assert main(["trace", "sample", "-o", "jobs.csv", "--jobs", "20"]) == 0
+    argv = _hint(capsys.readouterr().err)
+    assert argv[:8] == ["gpu-share", "simulate", "--config", "platform.yaml", "--backend", "batch_quota",
+                        "--trace", "jobs.csv"]
+    assert main(["trace", "sample", "-o", "jobs.csv", "--jobs", "20", "--backend", "fairshare"]) == 0
+    assert _hint(capsys.readouterr().err)[4:6] == ["--backend", "fairshare"]
+
+
+def test_the_hint_offers_the_report_only_with_matplotlib(capsys, tmp_path, monkeypatch):
+    init_project(tmp_path)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else True)
+    assert main(["trace", "sample", "-o", "jobs.csv", "--jobs", "20"]) == 0
+    argv = _hint(capsys.readouterr().err)
+    assert "--report" not in argv and argv[-1] == "--compare"

@@ -13,8 +13,10 @@ this module only parses arguments and renders results.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import math
+import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -151,8 +153,9 @@ def _add_trace_sample(tsub: argparse._SubParsersAction) -> None:
             "Write a small synthetic job trace, the same bytes for the same arguments: each team is busy "
             "half of every 12 hours and then asks for about twice its guarantee, so teams lend, borrow "
             "and reclaim. Jobs take a quarter, half or all of their team's guarantee for 5 minutes to 8 "
-            "hours. Without a config: the three teams of platform.yaml (team-a, team-b, team-c, one GPU "
-            "each)."
+            "hours. Without --config: the teams of ./platform.yaml when the folder has one (the first of its "
+            "backends unless --backend names one), else three sample teams (team-a, team-b, team-c, one GPU each). "
+            "With -o, it prints the simulate command that replays the sample."
         ),
     )
     add_config_argument(s, required=False, metavar="PLATFORM.yaml",
@@ -810,40 +813,56 @@ def run_convert(args: argparse.Namespace) -> int:
 MAX_SAMPLE_JOBS = 1_000_000
 
 
+#: The config ``trace sample`` reads without ``--config``, when the current folder has one.
+DEFAULT_CONFIG = "platform.yaml"
+
+
 def run_sample(args: argparse.Namespace) -> int:
     from cdk_gpu_share.core import trace
 
     if not 1 <= args.jobs <= MAX_SAMPLE_JOBS:
         raise ConfigError(Problem(field="--jobs", value=args.jobs, message=f"must be 1 to {MAX_SAMPLE_JOBS:,}",
                                   fix="give the number of jobs to write, e.g. --jobs 300"))
-    if args.config is None:
+    # A folder made by `gpu-share init` has its platform.yaml: sample its teams, as simulate will read them.
+    config = args.config or (DEFAULT_CONFIG if Path(DEFAULT_CONFIG).is_file() else None)
+    if config is None:
         if args.backend is not None:
             raise ConfigError(Problem(field="--backend", value=args.backend, message="needs a config",
                                       fix="add --config PLATFORM.yaml, or drop --backend"))
-        teams: Sequence[tuple[str, float]] = trace.SAMPLE_TEAMS
-        capacity = None
-        config, backend = "platform.yaml", "fairshare"
-    else:
-        from cdk_gpu_share.core import scenario as sc
-        from cdk_gpu_share.core.config import load_config
-        from cdk_gpu_share.core.instances import GPU_RESOURCE
+        jobs = trace.sample_jobs(trace.SAMPLE_TEAMS, jobs=args.jobs, seed=args.seed)
+        _write_jobs(jobs, args.output)
+        if args.output:
+            print(f"these jobs belong to the sample teams {', '.join(n for n, _ in trace.SAMPLE_TEAMS)}; for your own"
+                  f" teams: gpu-share init, then"
+                  f" {shlex.join(['gpu-share', 'trace', 'sample', '--config', DEFAULT_CONFIG, '-o', args.output])}",
+                  file=sys.stderr)
+        return 0
+    from cdk_gpu_share.core import scenario as sc
+    from cdk_gpu_share.core.config import load_config
+    from cdk_gpu_share.core.instances import GPU_RESOURCE
 
-        platform = load_config(args.config)
-        backend = sc.choose_backend(platform, args.backend)
-        data = sc.scenario_from_config(platform, backend)
-        teams = [(t["name"], t["guarantee"][GPU_RESOURCE]) for t in data["teams"]]
-        capacity = data["capacity"][GPU_RESOURCE]
-        config = args.config
-    jobs = trace.sample_jobs(teams, jobs=args.jobs, seed=args.seed, capacity=capacity)
+    platform = load_config(config)
+    present = sc.simulated_backends(platform)
+    # The folder's own config with several backends: the first, named in the hint.
+    backend = sc.choose_backend(platform, args.backend or (present[0] if not args.config and present else None))
+    data = sc.scenario_from_config(platform, backend)
+    teams = [(t["name"], t["guarantee"][GPU_RESOURCE]) for t in data["teams"]]
+    jobs = trace.sample_jobs(teams, jobs=args.jobs, seed=args.seed, capacity=data["capacity"][GPU_RESOURCE])
     _write_jobs(jobs, args.output)
-    if args.output and args.config is None and not Path(config).exists():
-        # Outside a clone of the repository there is no platform.yaml with the sample's teams.
-        print(f"these jobs belong to the sample teams {', '.join(n for n, _ in teams)}; for your own teams: "
-              f"gpu-share init, then gpu-share trace sample --config platform.yaml -o {args.output}", file=sys.stderr)
-    elif args.output:
-        print(f"try: gpu-share simulate --config {config} --backend {backend} --trace {args.output} "
-              "--compare --report report.html", file=sys.stderr)
+    if args.output:
+        print(f"try: {shlex.join(simulate_hint(config, backend if len(present) > 1 else None, args.output))}",
+              file=sys.stderr)
     return 0
+
+
+def simulate_hint(config: str, backend: str | None, trace_path: str) -> list[str]:
+    """The ``simulate`` command that replays a sample written for ``config``: every mode side by side, and the
+    HTML report when matplotlib is installed (without it, ``--report`` would be refused)."""
+    argv = ["gpu-share", "simulate", "--config", config, *(["--backend", backend] if backend else []),
+            "--trace", trace_path, "--compare"]
+    if importlib.util.find_spec("matplotlib") is not None:
+        argv += ["--report", "report.html"]
+    return argv
 
 
 def _write_jobs(jobs: Any, output: str | None) -> None:

@@ -1,4 +1,4 @@
-"""``gpu-share status --queue NAME [--config CONFIG] [--json] [--region R]``: a live, read-only view.
+"""``gpu-share status [--queue NAME] [--config CONFIG] [--json] [--region R]``: a live, read-only view.
 
 Reads a running AWS Batch job queue and prints, per team, the capacity it uses, its
 guarantee, what it borrows and the jobs waiting. The backend whose kind of queue it is reads
@@ -25,7 +25,7 @@ from typing import Any
 
 from cdk_gpu_share.cli._parser import add_config_argument
 from cdk_gpu_share.cli._region import no_region, resolve_region
-from cdk_gpu_share.core.errors import GpuShareError
+from cdk_gpu_share.core.errors import ConfigError, GpuShareError, Problem
 from cdk_gpu_share.core.text import format_table
 
 
@@ -48,10 +48,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=(
             "Read a running AWS Batch job queue (read-only) and print each team's usage, guarantee, "
             "borrowed capacity and waiting jobs. A classic fair-share queue needs --config (the "
-            "guarantees); a quota-management queue reads them from its quota shares."
+            "guarantees); a quota-management queue reads them from its quota shares. Without --queue, "
+            "the queue of the config when it declares one."
         ),
     )
-    parser.add_argument("--queue", required=True, metavar="NAME", help="job queue name or ARN")
+    parser.add_argument("--queue", metavar="NAME",
+                        help="job queue name or ARN (default: the config's queue, when it has one)")
     add_config_argument(parser, required=False, help="platform config (YAML); required for a classic queue")
     parser.add_argument("--job", metavar="ID", help="explain why this waiting job waits, in the terms of the policy")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
@@ -157,7 +159,7 @@ def run_status(args: argparse.Namespace) -> int:
         from cdk_gpu_share.core.config import load_config
 
         config = load_config(args.config)  # ConfigError: exit 2 before any AWS call
-    queue = args.queue
+    queue = args.queue or _only_queue(config)
     region = args.region or region_of_arn(queue)
     client = None
     actions: tuple[str, ...] | None = None
@@ -187,6 +189,21 @@ def run_status(args: argparse.Namespace) -> int:
     else:
         print(format_report(report))
     return 0
+
+
+def _only_queue(config: Any) -> str:
+    """The one Batch queue of ``config``, for a ``status`` without ``--queue``."""
+    from cdk_gpu_share.cli.usage_cmd import queues_of
+
+    queues = sorted(queues_of(config)) if config is not None else []
+    if len(queues) == 1:
+        return queues[0]
+    if not queues:
+        fix = ("pass --queue NAME (the job queue to read)" if config is None
+               else "pass --queue NAME: the config declares no Batch queue (batch_quota or fairshare)")
+        raise ConfigError(Problem("--queue", None, "is missing", fix))
+    raise ConfigError(Problem("--queue", None, f"is missing and the config has {len(queues)} queues",
+                              f"pass one of them: {' or '.join(f'--queue {q}' for q in queues)}"))
 
 
 def format_explanation(report: dict[str, Any]) -> str:
