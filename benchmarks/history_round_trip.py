@@ -11,8 +11,11 @@ written as the archive's Firehose objects into an in-memory S3 behind a real bot
 export. Prints the jobs exported, how many equal the trace that ran (job for job, to the
 second), and the error per team and metric; then the same month with a start-up delay of
 ``--startup`` seconds on every run (the GPUs are held, the container runs later), whose error
-is the start-up time and what it costs the other jobs. Target (measured, not asserted): every
-job equal and every error 0 without the delay.
+is the start-up time and what it costs the other jobs; then the same month as service jobs of a
+quota-management queue (Batch preempts them itself: preemption events, preempted runs named only
+in the preemption summary, a details record per job), with every fifth event delivered again under
+a new event id and every eleventh a day late. Target (measured, not asserted): every job equal and
+every error 0 without the delay, service jobs and redeliveries included.
 """
 
 from __future__ import annotations
@@ -40,12 +43,23 @@ teams:
 fairshare:
   capacity: {g5.xlarge: 4}
 """
+QUOTA_CONFIG = """\
+platform: {name: gpu-share}
+teams:
+  - {name: team-a, guarantee: {ml.g5.xlarge: 2}}
+  - {name: team-b, guarantee: {ml.g5.xlarge: 1}, checkpoint_seconds: 600}
+  - {name: team-c, guarantee: {ml.g5.xlarge: 1}}
+batch_quota:
+  capacity: {ml.g5.xlarge: 4}
+"""
 ORIGIN = datetime(2026, 11, 1, tzinfo=timezone.utc).timestamp()
 BUCKET = "gpu-share-history"
 
 
-def run(jobs: int, startup: float, workdir: Path) -> dict:
-    from tests.history_model import FairshareCluster, S3Model, firehose_objects
+def run(jobs: int, startup: float, workdir: Path, *, service: bool = False) -> dict:
+    import dataclasses
+
+    from tests.history_model import FairshareCluster, S3Model, ServiceJobCluster, firehose_objects, redelivered
 
     from cdk_gpu_share.cli import main
     from cdk_gpu_share.cli import trace_export_cmd as tx
@@ -55,21 +69,23 @@ def run(jobs: int, startup: float, workdir: Path) -> dict:
     from cdk_gpu_share.core.config import load_config
     from cdk_gpu_share.core.trace import sample_jobs, trace_text
 
+    backend = "batch_quota" if service else "fairshare"
     path = workdir / "platform.yaml"
-    path.write_text(CONFIG)
+    path.write_text(QUOTA_CONFIG if service else CONFIG)
     config = load_config(path)
-    scenario_raw = sc.scenario_from_config(config, "fairshare")
+    scenario_raw = sc.scenario_from_config(config, backend)
     rows = sample_jobs([(t["name"], float(t["guarantee"]["gpu"])) for t in scenario_raw["teams"]], jobs=jobs, seed=3,
                        capacity=4)
+    if service:  # a service job takes whole instances of one GPU
+        rows = [dataclasses.replace(r, gpus=str(max(1, int(float(r.gpus))))) for r in rows]
     scenario = sim.parse_scenario(scenario_raw)
     trace = sim.parse_jobs(io.StringIO(trace_text(rows)), scenario)
     began = time.perf_counter()
-    cluster = FairshareCluster(ORIGIN, startup_s=startup)
-    ran = cluster.run(scenario, trace, poll_seconds=sc.poll_seconds_of(config, "fairshare") or 60)
+    cluster = (ServiceJobCluster if service else FairshareCluster)(ORIGIN, startup_s=startup)
+    ran = cluster.run(scenario, trace, poll_seconds=sc.poll_seconds_of(config, backend) or 60)
+    events, arrivals = redelivered(cluster.events) if service else (cluster.events, None)
     s3 = S3Model()
-    s3.buckets[BUCKET] = {}
-    for key, body in firehose_objects(cluster.events, config=history.policy_hash(config)).items():
-        s3.put(BUCKET, key, body)
+    s3.buckets[BUCKET] = firehose_objects(events, config=history.policy_hash(config), arrivals=arrivals)
     tx.make_client = lambda service, region: s3.client  # type: ignore[assignment]
     tx.default_region = lambda: "us-east-1"  # type: ignore[assignment]
     out = workdir / "export.csv"
@@ -83,18 +99,22 @@ def run(jobs: int, startup: float, workdir: Path) -> dict:
     equal = sum(1 for r in exported if [r[c] for c in history.EXPORT_COLUMNS[:6]] == want.get(r["job_id"]))
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
-        code = main(["simulate", "--config", str(path), "--backend", "fairshare", "--trace", str(out), "--fidelity",
+        code = main(["simulate", "--config", str(path), "--backend", backend, "--trace", str(out), "--fidelity",
                      "--json"])
     assert code == 0
     report = json.loads(buf.getvalue())
-    return {"jobs": len(rows), "exported": len(exported), "equal": equal, "events": len(cluster.events),
+    outcome = {o.id: o.stops for o in ran.outcomes}
+    preempted_equal = sum(1 for r in exported if int(r["preemptions"]) == outcome.get(r["job_id"]))
+    return {"jobs": len(rows), "exported": len(exported), "equal": equal, "events": len(events),
+            "again": len(events) - len(cluster.events), "preempted_equal": preempted_equal,
             "objects": len(s3.buckets[BUCKET]), "preemptions": ran.preemptions, "fidelity": report["fidelity"],
             "seconds": time.perf_counter() - began}
 
 
 def show(label: str, r: dict) -> None:
-    print(f"{label}: {r['jobs']} jobs ran ({r['preemptions']} preemptions, {r['events']} events in {r['objects']}"
-          f" objects); exported {r['exported']}, equal to the trace {r['equal']}; {r['seconds']:.1f} s")
+    print(f"{label}: {r['jobs']} jobs ran ({r['preemptions']} preemptions, {r['events']} events, {r['again']} of them"
+          f" delivered again, in {r['objects']} objects); exported {r['exported']}, equal to the trace {r['equal']},"
+          f" preemptions equal {r['preempted_equal']}; {r['seconds']:.1f} s")
     for team, metrics in r["fidelity"].items():
         cells = ", ".join(f"{key} {m['real']:g}/{m['simulated']:g} ({m['error']:+g})" for key, m in metrics.items())
         print(f"  {team}: real/simulated (error): {cells}")
@@ -108,6 +128,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         show("month, the model's own policy", run(args.jobs, 0.0, Path(tmp)))
         show(f"month, {args.startup:g} s start-up on every run", run(args.jobs, args.startup, Path(tmp)))
+        show("month as service jobs, redelivered and late", run(args.jobs, 0.0, Path(tmp), service=True))
     print("target: every job equal and every error 0 for the model's own policy")
     return 0
 

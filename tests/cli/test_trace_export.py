@@ -493,11 +493,11 @@ def test_hostile_objects_are_skipped_and_counted_and_every_good_record_read(tmp_
     assert len(_rows(out.read_text())) == len(rows)
     summary = json.loads(captured.out)
     skipped = {why: v["count"] for why, v in summary["skipped"].items()}
-    assert skipped == {"lines not JSON": len(good), "lines nested deeper than 64": 1, "objects larger than 128 MiB": 1,
+    assert skipped == {"lines not JSON objects": len(good), "lines nested deeper than 64": 1, "objects larger than 128 MiB": 1,
                        "objects whose compression is broken": 1, "lines not UTF-8": 1, "lines longer than 1 MiB": 1}
     assert summary["skipped"]["objects larger than 128 MiB"]["first"] == day + "bomb.gz"
     assert summary["exported"] == len(rows) and summary["output"] == str(out)
-    assert f"skipped: {len(good)} lines not JSON (first in " in captured.err
+    assert f"skipped: {len(good)} lines not JSON objects (first in " in captured.err
     assert "skipped: 1 objects larger than 128 MiB (first in " + day + "bomb.gz)" in captured.err
     assert f"{len(good) + 5} objects or lines skipped" in captured.err.splitlines()[0]
 
@@ -552,3 +552,15 @@ def test_the_output_is_checked_before_any_aws_call_and_a_link_is_replaced_not_fo
     capsys.readouterr()
     assert victim.read_text() == "keep me" and not link.is_symlink()
     assert len(_rows(link.read_text())) == len(rows)
+
+
+def test_an_object_of_several_gzip_members_past_one_decompression_step_is_read_whole():
+    import gzip
+
+    from cdk_gpu_share.aws import history_reader
+
+    raw = b'{"version":"0","id":"x"}\n' * 900_000  # 22 MB: more than one 16 MiB step
+    half = len(raw) // 2
+    assert history_reader._inflate(gzip.compress(raw[:half]) + gzip.compress(raw[half:])) == raw
+    with pytest.raises(EOFError):
+        history_reader._inflate(gzip.compress(raw)[:-100])

@@ -190,8 +190,9 @@ def test_records_back_to_back_past_the_line_bound_are_each_read():
 
 
 def test_a_line_is_refused_for_its_depth_before_it_is_parsed():
-    deep = "[" * (history.MAX_DEPTH + 1) + "]" * (history.MAX_DEPTH + 1)
-    ok = "[" * history.MAX_DEPTH + "]" * history.MAX_DEPTH
+    deep = '{"a":' * (history.MAX_DEPTH + 1) + "1" + "}" * (history.MAX_DEPTH + 1)
+    # 62 objects, a list, and empty lists in it: 64 deep, with more brackets than MAX_DEPTH.
+    ok = '{"a":' * (history.MAX_DEPTH - 2) + "[" + "[]," * 100 + "1]" + "}" * (history.MAX_DEPTH - 2)
     brackets_in_strings = json.dumps({"s": "[" * 1000})
     got = list(history.parse_lines(f"{deep}\n{ok}\n{brackets_in_strings}\n".encode()))
     assert [why for _, why in got] == [f"lines nested deeper than {history.MAX_DEPTH}", None, None]

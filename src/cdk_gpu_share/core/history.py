@@ -204,7 +204,7 @@ def _values(text: str) -> list[Any]:
 def parse_lines(data: bytes) -> Iterator[tuple[Any, str | None]]:
     """(record, None) for each JSON value of an archive object's bytes, one a line or back to back
     (Firehose without a delimiter); (None, why) for each line skipped: longer than
-    :data:`MAX_LINE_BYTES`, not UTF-8, nested deeper than :data:`MAX_DEPTH`, not JSON, or past
+    :data:`MAX_LINE_BYTES`, not UTF-8, nested deeper than :data:`MAX_DEPTH`, not JSON objects, or past
     :data:`MAX_LINES`. A bad line costs that line only."""
     lines = 0
     for match in _LINE.finditer(data):
@@ -227,10 +227,13 @@ def parse_lines(data: bytes) -> Iterator[tuple[Any, str | None]]:
             if _too_deep(text):
                 yield None, f"lines nested deeper than {MAX_DEPTH}"
                 continue
+            if text.lstrip()[:1] != "{":  # every record is an object: no parse needed to refuse it
+                yield None, "lines not JSON objects"
+                continue
             try:
                 values = _values(text)
             except (ValueError, RecursionError):
-                yield None, "lines not JSON"
+                yield None, "lines not JSON objects"
                 continue
             for value in values:
                 yield value, None
