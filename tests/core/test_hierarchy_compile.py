@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -118,9 +119,14 @@ def test_simulate_replays_the_compiled_configuration(tmp_path, capsys):
         {k: v for k, v in compiled.items() if k != "sim_seconds"}
 
 
-def test_simulate_refuses_the_tree_in_one_line(tmp_path, capsys):
+def test_simulate_replays_the_tree_or_its_compilation(tmp_path, capsys):
     config, trace = _files(tmp_path, "hyperpod")
-    assert main(["simulate", "--config", config, "--trace", trace, "--mode", "share", "--hierarchy", "tree"]) == 2
-    err = capsys.readouterr().err
-    assert "groups: are not replayed by this version" in err and "--hierarchy compiled" in err
-    assert len(err.strip().splitlines()) == 1
+    Path(trace).write_text("job_id,team,submit_time,duration_s,gpus\nj1,team-a,0,100,3\n")
+    figures = {}
+    for mode in ("tree", "compiled"):
+        assert main(["simulate", "--config", config, "--trace", trace, "--mode", "share", "--json",
+                     "--hierarchy", mode]) == 0
+        figures[mode] = json.loads(capsys.readouterr().out)["teams"]["team-a"]["borrowed_gpu_seconds"]
+    # In the tree team-a's own guarantee is 2: its 3 GPUs borrow 1 for 100 s; compiled, its
+    # guarantee is 4 (research's pool split to it) and it borrows nothing.
+    assert figures == {"tree": 100, "compiled": 0}

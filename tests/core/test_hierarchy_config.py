@@ -161,11 +161,3 @@ def test_a_scenario_tree_is_refused_as_the_config_is(edit, expected):
     with pytest.raises(ConfigError) as info:
         parse_scenario(scenario)
     assert [str(p) for p in info.value.problems] == [expected]
-
-
-def test_a_tree_is_refused_by_the_simulator_rather_than_replayed_flat():
-    from cdk_gpu_share.core.simulate import simulate
-
-    scenario = parse_scenario({"capacity": {"gpu": 4}, "teams": [team("a", 2, group="g")], "groups": [group("g")]})
-    with pytest.raises(ConfigError, match="groups: are not replayed by this version"):
-        simulate(scenario, [], "share")

@@ -31,9 +31,13 @@ from typing import Any
 __all__ = [
     "GroupSpec",
     "Tree",
+    "admits",
+    "entitlement_height",
     "structure_problems",
     "split_pools",
 ]
+
+TOLERANCE = 1e-9
 
 AddProblem = Callable[[str, object, str, str], None]
 
@@ -239,6 +243,35 @@ class Tree:
             if g in on_b:
                 return g
         return None
+
+
+def admits(path: Iterable[str], demand: Mapping, usage: Callable[[str], Mapping],
+           quota: Callable[[str, str], float], limit: Callable[[str, str], float | None]) -> bool:
+    """Admission at the groups: U(N) + demand <= Q(N) + B(N) at every group N of ``path``, in every
+    resource the job needs (B None: unlimited). ``usage(N)``, ``quota(N, r)`` and ``limit(N, r)``
+    are the plan's (or the replay's) U, live Q and B. The planner and the simulator both ask this."""
+    for g in path:
+        u = usage(g)
+        for r, d in demand.items():
+            if d > TOLERANCE:
+                b = limit(g, r)
+                if b is not None and u.get(r, 0) + d > quota(g, r) + b + TOLERANCE:
+                    return False
+    return True
+
+
+def entitlement_height(path: Sequence[str], demand: Mapping, within_team: bool, usage: Callable[[str], Mapping],
+                       quota: Callable[[str, str], float]) -> int | None:
+    """Where a job is entitled: 0 when ``within_team`` (within its team's guarantee, or its
+    entitlement), else i for the i-th group of its ``path`` (lowest first) with U(N) + demand <= Q(N)
+    in every resource it needs; None: nowhere (the fleet entitles nobody)."""
+    if within_team:
+        return 0
+    for h, g in enumerate(path, 1):
+        u = usage(g)
+        if all(d <= TOLERANCE or u.get(r, 0) + d <= quota(g, r) + TOLERANCE for r, d in demand.items()):
+            return h
+    return None
 
 
 def split_pools(tree: Tree, resource: str, unit: float = 1) -> dict[str, int]:

@@ -1344,24 +1344,16 @@ class _TreeView:
         return q
 
     def within_bounds(self, ti: int, demand: dict) -> bool:
-        tol = TOLERANCE
-        for g in self.paths[ti]:
-            for r, d in demand.items():
-                b = self.B[g][r]
-                if d > tol and b is not None and self.UG[g][r] + d > self.quota(g, r) + b + tol:
-                    return False
-        return True
+        return hierarchy.admits(self.paths[ti], demand, self.UG.__getitem__, self.quota, self._limit)
+
+    def _limit(self, g: str, r: str) -> float | None:
+        return self.B[g][r]
 
     def height(self, ti: int, demand: dict) -> int | None:
         ps = self.ps
-        if within_guarantee(demand, ps.teams[ti], ps.U[ti]):
-            return 0
-        tol = TOLERANCE
-        for h, g in enumerate(self.paths[ti], 1):
-            ug = self.UG[g]
-            if all(d <= tol or ug[r] + d <= self.quota(g, r) + tol for r, d in demand.items()):
-                return h
-        return None
+        return hierarchy.entitlement_height(self.paths[ti], demand,
+                                            within_guarantee(demand, ps.teams[ti], ps.U[ti]),
+                                            self.UG.__getitem__, self.quota)
 
     def classes(self, items: list) -> list[list]:
         """``(ti, demand, x)`` items as lists of x per class: each height, lowest first, then the
@@ -1375,13 +1367,10 @@ class _TreeView:
 
     def lacking(self, ti: int, demand: dict) -> list:
         """The resources where the job lacks room in the pool or at a group's bound."""
-        tol = TOLERANCE
         lack = set(self.ps.lacking(ti, demand))
-        for g in self.paths[ti]:
-            for r, d in demand.items():
-                b = self.B[g][r]
-                if d > tol and b is not None and self.UG[g][r] + d > self.quota(g, r) + b + tol:
-                    lack.add(r)
+        for r, d in demand.items():
+            if r not in lack and not self.within_bounds(ti, {r: d}):
+                lack.add(r)
         return sorted(lack)
 
     def _over(self, node: str | int, r: str) -> bool:

@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from fractions import Fraction
+from typing import Any
 
 from cdk_gpu_share.core import reclaim
 from cdk_gpu_share.core.errors import ConfigError, Problem
@@ -47,6 +48,7 @@ from cdk_gpu_share.core.simulate.inputs import (
 )
 from cdk_gpu_share.core.simulate.planner_view import PlannerView
 from cdk_gpu_share.core.simulate.state import Run, Team
+from cdk_gpu_share.core.simulate.tree_dispatch import TreeDispatchIndex, TreeUsage
 from cdk_gpu_share.core.simulate.watch import Watch
 
 __all__ = ["check_mode", "simulate", "with_victim_order"]
@@ -131,9 +133,13 @@ class _Sim:
         self.max_total = 0.0
         self.now = 0.0
         self.skip_idle_ticks = True
-        self.index = DispatchIndex(self.teams, sorted({r.g for r in self.runs}), static=mode == STATIC,
-                                   reclaiming=self.reclaiming, compact_slack=self.COMPACT_SLACK,
-                                   lazy_ratio=self.LAZY_RATIO)
+        index_args: dict[str, Any] = dict(static=mode == STATIC, reclaiming=self.reclaiming, compact_slack=self.COMPACT_SLACK,
+                          lazy_ratio=self.LAZY_RATIO)
+        sizes = sorted({r.g for r in self.runs})
+        # The organisation's tree (None: the flat rules, through the flat index alone).
+        self.tree = TreeUsage(scenario.state, self.teams) if scenario.state.groups else None
+        self.index = (DispatchIndex(self.teams, sizes, **index_args) if self.tree is None
+                      else TreeDispatchIndex(self.teams, sizes, self.tree, **index_args))
         self.view = PlannerView(scenario, self.index, self.running)
 
     # -- usage bookkeeping -------------------------------------------------
@@ -303,6 +309,8 @@ class _Sim:
             return False
         if self.mode == STATIC and not reclaim.within_guarantee({RESOURCE: r.g}, team.spec, {RESOURCE: team.U}):
             return False
+        if self.tree is not None and not self.tree.admits(team, r.g):
+            return False
         self._remove_pending(r)
         self._start(r, t)
         return True
@@ -368,7 +376,9 @@ class _Sim:
         team = r.t
         r.arrived = True
         self.live[r.job.position] = r
-        if team.entitled_spec is None:
+        if self.tree is not None:  # entitled at some node of its path (its entitlement at the team)
+            r.entitled = self.tree.height(team, r.g, team.entitled_spec) is not None
+        elif team.entitled_spec is None:
             r.entitled = self.index.kidx[r.g] <= team.wk  # reclaim.within_guarantee, as wk holds it
         else:  # U(T) + gpus <= E(T): the same rule, with the entitlement in place of the guarantee
             r.entitled = reclaim.within_guarantee({RESOURCE: r.g}, team.entitled_spec, {RESOURCE: team.U})
@@ -470,7 +480,6 @@ def simulate(
     period, or a job that could never start (see :func:`check_jobs`).
     """
     check_mode(mode)
-    _refuse_tree(scenario)
     _check_periods(poll_seconds, checkpoint_seconds)
     scenario = with_victim_order(scenario, victim_order)
     jobs = _numbered(jobs, source)
@@ -486,7 +495,8 @@ def simulate(
     try:
         engine = _Sim(scenario, jobs, mode, float(poll_seconds),
                       float(checkpoint_seconds) if checkpoint_seconds else None, progress)
-        engine.skip_idle_ticks = skip_idle_ticks
+        # With a tree, a job entitled at a group makes a tick useful too: every tick is taken.
+        engine.skip_idle_ticks = skip_idle_ticks and not scenario.state.groups
         if watch is not None:
             watch.begin(engine.running)
             engine.watch = watch
@@ -497,16 +507,6 @@ def simulate(
     finally:
         if collecting:
             gc.enable()
-
-
-def _refuse_tree(scenario: Scenario) -> None:
-    """A scenario with groups is refused: the replay applies the flat rules only (the reclaim
-    planner applies the tree), and a tree replayed by them would be replayed wrong without a word."""
-    if scenario.state.groups:
-        raise ConfigError(Problem("groups", [g.name for g in scenario.state.groups],
-                                  "are not replayed by this version: its dispatch applies the flat rules only",
-                                  "remove groups (and each team's group), or simulate the compiled flat"
-                                  " configuration with --hierarchy compiled"))
 
 
 def with_victim_order(scenario: Scenario, victim_order: str | None) -> Scenario:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import IO, Any
 
-from cdk_gpu_share.core import instances, reclaim
+from cdk_gpu_share.core import hierarchy, instances, reclaim
 from cdk_gpu_share.core.errors import ConfigError, Problem
 from cdk_gpu_share.core.objectives import ENTITLEMENT_KEY, Objectives, read_objectives
 from cdk_gpu_share.core.validation import load_json, parse_decimal
@@ -399,6 +399,7 @@ def check_jobs(scenario: Scenario, jobs: Sequence[Job], mode: str, *, source: st
     team's guarantee.
     """
     teams = {t.name: t for t in scenario.teams}
+    tree = hierarchy.Tree.of_state(scenario.state) if scenario.state.groups else None
     reserve_g = {t.name: float(t.guarantee.get(RESOURCE, 0) or 0) if t.sharing == "reserve" else 0.0
                  for t in scenario.teams}
     total_reserve = sum(reserve_g.values())
@@ -431,6 +432,14 @@ def check_jobs(scenario: Scenario, jobs: Sequence[Job], mode: str, *, source: st
                     f"(guarantee {_num(g)}, borrow cap {'unbounded' if cap is None else _num(cap)}, "
                     f"{_num(ri)} GPUs reserved by other teams)",
                     "split the job, raise the team's guarantee or borrow limit, or change its sharing")
+            bound = tree.least_bound(job.team, RESOURCE) if tree is not None else math.inf
+            if job.gpus > bound + TOL:
+                group = min(tree.path(job.team), key=lambda n: tree.bound(n, RESOURCE))  # type: ignore[union-attr]
+                raise _row_error(
+                    source, job.where(), "gpus", _num(job.gpus),
+                    f"could never start: group {group!r} above team {job.team!r} may hold at most {_num(bound)} GPUs"
+                    " (its quota plus its borrow limit)",
+                    f"split the job, or raise group {group!r}'s borrow limit or its teams' quotas")
         passed.add((job.team, job.gpus))
 
 

@@ -111,7 +111,8 @@ class PlannerView:
         self.touched.clear()
         base = self.base
         return reclaim.State(now=t, capacity=base.capacity, settings=base.settings, teams=base.teams,
-                             jobs=tuple(specs.values()), pending_groups=tuple(self.groups.values()))
+                             jobs=tuple(specs.values()), pending_groups=tuple(self.groups.values()),
+                             groups=base.groups)
 
     def _group_add(self, r: Run) -> None:
         """r joins its team's pending group of its size, at its place in rule 2's order."""

@@ -1,0 +1,90 @@
+"""Dispatch with an organisation's tree of groups (a scenario's ``groups``).
+
+The tree adds two rules to dispatch (the same as the reclaim planner's, from
+:mod:`cdk_gpu_share.core.hierarchy`): a job starts only if every group above its team stays
+within Q + B with it, and pending jobs are ranked by the height of their entitlement (0 within
+the team's guarantee, 1 within its group's quota, ...), lowest first, then the jobs entitled
+nowhere by their team's U/G as without a tree; within one class priority, then submit time,
+then trace position. :class:`TreeDispatchIndex` keeps the flat index's queues and answers
+:meth:`best` by visiting each team's queue heads: it costs in teams x sizes per start, where the
+flat index costs in sizes.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from cdk_gpu_share.core import hierarchy, reclaim
+from cdk_gpu_share.core.simulate.dispatch import DispatchIndex
+from cdk_gpu_share.core.simulate.inputs import RESOURCE
+from cdk_gpu_share.core.simulate.state import Team
+
+__all__ = ["TreeDispatchIndex", "TreeUsage"]
+
+
+class TreeUsage:
+    """The tree's live figures over the replay's teams: each group's usage U(N), its quota Q(N)
+    (a ``reserve`` team below counting what it uses) and its limit B(N), in GPUs."""
+
+    def __init__(self, state: Any, teams: list[Team]):
+        self.tree = hierarchy.Tree.of_state(state)
+        self.teams = teams
+        self.paths = [self.tree.path(t.name) for t in teams]
+        self.below = {g: [t for t, p in zip(teams, self.paths, strict=True) if g in p] for g in self.tree.groups}
+
+    def usage(self, group: str) -> dict:
+        return {RESOURCE: math.fsum(t.U for t in self.below[group])}
+
+    def quota(self, group: str, resource: str) -> float:
+        q = self.tree.quota(group).get(resource, 0)
+        for t in self.below[group]:
+            if t.reserve and t.G > t.U:
+                q -= t.G - t.U
+        return q
+
+    def limit(self, group: str, resource: str) -> float | None:
+        return self.tree.borrow_limit(group, resource)
+
+    def admits(self, team: Team, gpus: float) -> bool:
+        return hierarchy.admits(self.paths[team.idx], {RESOURCE: gpus}, self.usage, self.quota, self.limit)
+
+    def height(self, team: Team, gpus: float, spec: Any = None) -> int | None:
+        """Where a job of ``gpus`` is entitled (``spec``: the team's spec whose guarantee counts at
+        the team, its entitlement when it has one)."""
+        demand = {RESOURCE: gpus}
+        within = reclaim.within_guarantee(demand, spec or team.spec, {RESOURCE: team.U})
+        return hierarchy.entitlement_height(self.paths[team.idx], demand, within, self.usage, self.quota)
+
+
+class TreeDispatchIndex(DispatchIndex):
+    """:class:`DispatchIndex` whose :meth:`best` applies the tree's admission and order."""
+
+    def __init__(self, teams: list[Team], sizes: list[float], tree: TreeUsage, **kw: Any):
+        super().__init__(teams, sizes, **kw)
+        self.tree = tree
+
+    def best(self, free: float) -> tuple[Team, float] | None:
+        best_key: tuple | None = None
+        best = None
+        fr = {RESOURCE: free}
+        for team in self.teams:
+            if not team.keys:
+                continue
+            ri = {RESOURCE: self.ri(team)}
+            usage = {RESOURCE: team.U}
+            for g in team.keys:  # ascending: once one does not fit, no larger one does
+                demand = {RESOURCE: g}
+                if not reclaim.fits(demand, team.spec, usage, fr, ri) or not self.tree.admits(team, g):
+                    break
+                height = self.tree.height(team, g)
+                if self.static and height != 0:
+                    break
+                head = team.buckets[g][0][0]
+                if height is None:
+                    key: tuple = (1, 0, team.U / team.G if team.G > 0 else math.inf, head)
+                else:
+                    key = (0, height, 0.0, head)
+                if best_key is None or key < best_key:
+                    best_key, best = key, (team, g)
+        return best
