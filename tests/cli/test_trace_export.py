@@ -564,3 +564,24 @@ def test_an_object_of_several_gzip_members_past_one_decompression_step_is_read_w
     assert history_reader._inflate(gzip.compress(raw[:half]) + gzip.compress(raw[half:])) == raw
     with pytest.raises(EOFError):
         history_reader._inflate(gzip.compress(raw)[:-100])
+
+
+def test_an_object_that_expires_between_the_listing_and_the_read_is_skipped(tmp_path, aws, capsys):
+    path, config, rows, *_, s3 = _run_cluster(tmp_path, jobs=10)
+    gone = f"events/2026/11/02/config={history.policy_hash(config)}/expired.gz"
+    s3.put(BUCKET, gone, b"")
+    answer = s3._on_send
+
+    def expire(request, event_name, **kw):
+        if event_name.endswith("GetObject") and request.url.endswith("expired.gz"):
+            return s3._error(request, 404, "NoSuchKey", "The specified key does not exist.")
+        return answer(request, event_name, **kw)
+
+    s3.client.meta.events.unregister("before-send.s3", answer)
+    s3.client.meta.events.register("before-send.s3", expire)
+    aws["s3"] = s3.client
+    code, out = _export(path, tmp_path)
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert len(_rows(out.read_text())) == len(rows)
+    assert f"skipped: 1 objects gone before they were read (first in {gone})" in err

@@ -15,6 +15,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 from cdk_gpu_share.core import history
 
 __all__ = ["MAX_JOBS", "MAX_LIST_PAGES", "MAX_OBJECT_BYTES", "MAX_OBJECTS", "ArchiveRead", "read_archive",
@@ -134,8 +136,15 @@ def read_archive(client: Any, bucket: str, prefix: str, first_day: str, last_day
                          f"({stats.listed:,} objects listed); S3 lists 1,000 keys a request, so this is not a"
                          " listing S3 would give: check --bucket, --prefix and the endpoint")
     for n, key in enumerate(keys, start=1):
-        body = client.get_object(Bucket=bucket, Key=key)["Body"].read(MAX_OBJECT_BYTES + 1)
         stats.requests += 1
+        try:
+            body = client.get_object(Bucket=bucket, Key=key)["Body"].read(MAX_OBJECT_BYTES + 1)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "NoSuchKey":
+                raise
+            # Expired (the archive's lifecycle) or deleted between the listing and the read.
+            stats.skip("objects gone before they were read", key)
+            continue
         stats.read += 1
         config = history.config_of_key(key)
         for record in _records(key, body, stats):
