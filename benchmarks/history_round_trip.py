@@ -43,15 +43,6 @@ teams:
 fairshare:
   capacity: {g5.xlarge: 4}
 """
-QUOTA_CONFIG = """\
-platform: {name: gpu-share}
-teams:
-  - {name: team-a, guarantee: {ml.g5.xlarge: 2}}
-  - {name: team-b, guarantee: {ml.g5.xlarge: 1}, checkpoint_seconds: 600}
-  - {name: team-c, guarantee: {ml.g5.xlarge: 1}}
-batch_quota:
-  capacity: {ml.g5.xlarge: 4}
-"""
 ORIGIN = datetime(2026, 11, 1, tzinfo=timezone.utc).timestamp()
 BUCKET = "gpu-share-history"
 
@@ -59,7 +50,14 @@ BUCKET = "gpu-share-history"
 def run(jobs: int, startup: float, workdir: Path, *, service: bool = False) -> dict:
     import dataclasses
 
-    from tests.history_model import FairshareCluster, S3Model, ServiceJobCluster, firehose_objects, redelivered
+    from tests.history_model import (
+        QUOTA_CONFIG,
+        FairshareCluster,
+        S3Model,
+        ServiceJobCluster,
+        firehose_objects,
+        redelivered,
+    )
 
     from cdk_gpu_share.cli import main
     from cdk_gpu_share.cli import trace_export_cmd as tx

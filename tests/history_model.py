@@ -31,6 +31,16 @@ from botocore.config import Config
 
 REGION = "us-east-1"
 ACCOUNT = "111122223333"
+#: The teams of the round trips as service jobs of a quota-management queue (one GPU an instance).
+QUOTA_CONFIG = """\
+platform: {name: gpu-share}
+teams:
+  - {name: team-a, guarantee: {ml.g5.xlarge: 2}}
+  - {name: team-b, guarantee: {ml.g5.xlarge: 1}, checkpoint_seconds: 600}
+  - {name: team-c, guarantee: {ml.g5.xlarge: 1}}
+batch_quota:
+  capacity: {ml.g5.xlarge: 4}
+"""
 
 
 class _Raw:

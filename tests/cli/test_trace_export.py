@@ -22,7 +22,14 @@ from cdk_gpu_share.core import scenario as sc
 from cdk_gpu_share.core import simulate as sim
 from cdk_gpu_share.core.config import load_config
 from cdk_gpu_share.core.trace import sample_jobs, trace_text
-from tests.history_model import FairshareCluster, S3Model, ServiceJobCluster, firehose_objects, redelivered
+from tests.history_model import (
+    QUOTA_CONFIG,
+    FairshareCluster,
+    S3Model,
+    ServiceJobCluster,
+    firehose_objects,
+    redelivered,
+)
 
 BUCKET = "gpu-share-history-111122223333"
 CONFIG = """\
@@ -132,17 +139,6 @@ def test_events_delivered_twice_count_once(tmp_path, aws, capsys):
     err = capsys.readouterr().err
     assert code == 0 and "delivered twice" in err
     assert len(_rows(out.read_text())) == len(rows)
-
-
-QUOTA_CONFIG = """\
-platform: {name: gpu-share}
-teams:
-  - {name: team-a, guarantee: {ml.g5.xlarge: 2}}
-  - {name: team-b, guarantee: {ml.g5.xlarge: 1}, checkpoint_seconds: 600}
-  - {name: team-c, guarantee: {ml.g5.xlarge: 1}}
-batch_quota:
-  capacity: {ml.g5.xlarge: 4}
-"""
 
 
 def test_service_jobs_delivered_twice_with_new_ids_and_late_come_back_equal(tmp_path, aws, capsys):
