@@ -33,6 +33,7 @@ SUBCOMMAND_MODULES = [
     "cdk_gpu_share.inference.cli",  # mig check, mig layouts
     "cdk_gpu_share.cli.simulate_cmd",  # simulate, trace convert
     "cdk_gpu_share.cli.advise_cmd",  # advise
+    "cdk_gpu_share.cli.eta_cmd",  # eta
     "cdk_gpu_share.cli.status_cmd",  # status
     "cdk_gpu_share.cli.usage_cmd",  # usage
     "cdk_gpu_share.backends.kueue.cli",  # kueue manifests

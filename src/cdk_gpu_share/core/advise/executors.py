@@ -14,7 +14,7 @@ are the same byte for byte with any executor and any number of workers.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
@@ -24,7 +24,8 @@ from cdk_gpu_share.core.errors import ConfigError, GpuShareError, Problem
 
 __all__ = ["MAX_WORKERS_PER_CORE", "Processes", "RayTasks", "checked_workers", "default_workers"]
 
-_STUDY: Study | None = None  # a worker's study, installed once
+_STUDY: Any = None  # a worker's study, installed once
+_RUNNER: Callable[[Any, Any], Any] = run_task  # what a worker does with a task: run_task(study, task)
 #: Local processes beyond this many per core only share the same cores (and each holds the trace).
 MAX_WORKERS_PER_CORE = 4
 
@@ -49,21 +50,23 @@ def checked_workers(workers: int) -> int:
     return workers
 
 
-def _install(study: Study) -> None:
-    global _STUDY
+def _install(study: Any, runner: Callable[[Any, Any], Any]) -> None:
+    global _STUDY, _RUNNER
     _STUDY = study
+    _RUNNER = runner
 
 
 def _run(task: Task) -> Any:
     assert _STUDY is not None, "the worker's initializer installs the study"
-    return run_task(_STUDY, task)
+    return _RUNNER(_STUDY, task)
 
 
 class Processes:
-    """``workers`` local processes, each given the study once."""
+    """``workers`` local processes, each given the study once. ``runner(study, task)`` is the
+    work of one task (a module-level function, so that it pickles): by default the advisor's."""
 
-    def __init__(self, study: Study, workers: int):
-        self.pool = ProcessPoolExecutor(max_workers=workers, initializer=_install, initargs=(study,))
+    def __init__(self, study: Any, workers: int, runner: Callable[[Any, Any], Any] = run_task):
+        self.pool = ProcessPoolExecutor(max_workers=workers, initializer=_install, initargs=(study, runner))
 
     def run(self, tasks: Sequence[Task]) -> list[Any]:
         return list(self.pool.map(_run, tasks))  # results in the batch's order

@@ -81,13 +81,14 @@ class Executor(Protocol):
 
 
 class InProcess:
-    """Run in this process, one task after the other."""
+    """Run in this process, one task after the other (``runner(study, task)``: by default the advisor's)."""
 
-    def __init__(self, study: Study):
+    def __init__(self, study: Any, runner: Callable[[Any, Any], Any] = run_task):
         self.study = study
+        self.runner = runner
 
     def run(self, tasks: Sequence[Task]) -> list[Any]:
-        return [run_task(self.study, t) for t in tasks]
+        return [self.runner(self.study, t) for t in tasks]
 
 
 @dataclass

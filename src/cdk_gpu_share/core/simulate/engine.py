@@ -324,7 +324,7 @@ class _Sim:
         # known up front, in one sorted list (submit time, then trace position): the
         # heap stays as small as the running jobs.
         heap = self.heap
-        arrivals = sorted(self.runs, key=lambda r: r.job.submit_time)  # stable: trace order at ties
+        arrivals, arrival_times = self._arrivals()
         ai, n_arrivals = 0, len(arrivals)
         total = len(self.runs)
         report_every = max(1, total // 200)
@@ -332,7 +332,7 @@ class _Sim:
         watch = self.watch
         while True:
             t_done = heap[0][0] if heap else _INF
-            t_arrive = arrivals[ai].job.submit_time if ai < n_arrivals else _INF
+            t_arrive = arrival_times[ai] if ai < n_arrivals else _INF
             t_ev = t_done if t_done <= t_arrive else t_arrive  # completions first at equal times
             if self.reclaiming and (heap or ai < n_arrivals or self.running):
                 k = self._next_tick(last_k)
@@ -363,6 +363,13 @@ class _Sim:
                     continue
             self._dispatch(t)
         self._close_borrowing(self.now)
+
+    def _arrivals(self) -> tuple[list[Run], list[float]]:
+        """The jobs that arrive during the run, in arrival order, and their arrival times:
+        every job, at its submit time (stable sort: trace order at equal times). A run
+        resumed from a state (:mod:`~cdk_gpu_share.core.simulate.resume`) says otherwise."""
+        arrivals = sorted(self.runs, key=lambda r: r.job.submit_time)
+        return arrivals, [r.job.submit_time for r in arrivals]
 
     def _next_tick(self, last_k: int) -> int | None:
         """The number k of the next planner tick (at k * poll, after the last one and not

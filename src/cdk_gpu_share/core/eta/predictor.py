@@ -1,0 +1,224 @@
+"""When will a waiting job start: a band of its wait, from the state and the finished jobs.
+
+Inputs, all of them known at the moment ``state.now``:
+
+- the scenario (capacity, teams, guarantees, sharing, limits, settings) and the planner's
+  period: the policy;
+- a :class:`~cdk_gpu_share.core.simulate.resume.QueueState`: the running jobs (team, GPUs,
+  priority, start, borrowed or not, checkpoint interval) and the pending jobs (team, GPUs,
+  priority, submit time), in the order the policy serves them. The type has no duration
+  field, so no prediction can read how long a running or pending job will take;
+- a :class:`History`: the jobs that finished before ``now``, with their durations;
+- ``samples`` and ``seed``.
+
+:func:`predict` replays the policy (the simulator's own engine, from the state) ``samples``
+times. In each replay every unknown duration is drawn from the job's team's finished
+durations longer than the work the job has already done (a team without finished jobs
+draws from every team's), and later arrivals are drawn from the history: each team's jobs
+arrive at the rate it submitted over the last :data:`ARRIVAL_WINDOW_S` (a Poisson stream),
+each a copy of one of its finished jobs (size, priority, duration). The band is the
+nearest-rank 10th, 50th and 90th percentiles of the job's wait in those replays.
+
+:func:`baseline_wait` is the answer without a band: one replay in which every unknown
+duration is a median (nearest-rank) and nothing else arrives.
+
+The answer depends only on the inputs and on (``seed``, the job's id), never on the order
+predictions are made in or on which process makes them.
+"""
+
+from __future__ import annotations
+
+import random
+from bisect import bisect_right
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from cdk_gpu_share.core.simulate.accounting import nearest_rank
+from cdk_gpu_share.core.simulate.inputs import RECLAIM, Job, Scenario
+from cdk_gpu_share.core.simulate.resume import QueueState, replay_start
+
+__all__ = ["ARRIVAL_WINDOW_S", "DEFAULT_SAMPLES", "Band", "FinishedJob", "History", "baseline_wait", "predict"]
+
+#: Replays per prediction unless told otherwise.
+DEFAULT_SAMPLES = 32
+#: Arrival rates are measured over at most this much of the past (seconds): a week.
+ARRIVAL_WINDOW_S = 7 * 86400.0
+#: Later arrivals are drawn up to this far past ``now`` first (seconds), and four times
+#: further each time a replay's job had not started by then, up to a year; a replay draws
+#: at most :data:`_MAX_ARRIVALS` (a job starved by a stream of others still gets a start).
+_FIRST_HORIZON_S = 3600.0
+_MAX_HORIZON_S = 365 * 86400.0
+_MAX_ARRIVALS = 5000
+
+
+@dataclass(frozen=True)
+class FinishedJob:
+    """A job that finished before the moment of a prediction: its team, submit time, the work
+    it took (seconds), its size and priority."""
+
+    team: str
+    submit: float
+    duration_s: float
+    gpus: float
+    priority: int = 0
+    gpus_exact: Fraction | None = None
+
+
+@dataclass
+class History:
+    """The finished jobs known at a moment, indexed for sampling: each team's durations
+    sorted, every team's durations sorted, each team's jobs in submit order."""
+
+    jobs: Sequence[FinishedJob]
+    by_team: dict[str, list[float]] = field(init=False)
+    every: list[float] = field(init=False)
+    templates: dict[str, list[FinishedJob]] = field(init=False)
+
+    def __post_init__(self) -> None:
+        by_team: dict[str, list[float]] = {}
+        templates: dict[str, list[FinishedJob]] = {}
+        for j in self.jobs:
+            by_team.setdefault(j.team, []).append(j.duration_s)
+            templates.setdefault(j.team, []).append(j)
+        for durations in by_team.values():
+            durations.sort()
+        for team_jobs in templates.values():
+            # a canonical order: the same history given in another order samples the same
+            team_jobs.sort(key=lambda j: (j.submit, j.duration_s, j.gpus, j.priority))
+        self.by_team = by_team
+        self.every = sorted(d for ds in by_team.values() for d in ds)
+        self.templates = templates
+
+    def __len__(self) -> int:
+        return len(self.every)
+
+    def durations(self, team: str) -> list[float]:
+        """The durations a job of ``team`` is drawn from: its team's, else every team's."""
+        return self.by_team.get(team) or self.every
+
+    def count(self, team: str) -> int:
+        """The finished jobs of ``team``."""
+        return len(self.by_team.get(team, ()))
+
+
+@dataclass(frozen=True)
+class Band:
+    """A predicted wait from the job's submit time: three quantiles (seconds), and what it was
+    based on: the finished jobs of the job's team (0: every team's were used)."""
+
+    wait_p10_s: float
+    wait_p50_s: float
+    wait_p90_s: float
+    team_history: int
+    history: int
+
+
+def _draw(durations: list[float], worked: float, rng: random.Random) -> float:
+    """A duration longer than ``worked`` from the sorted ``durations`` (none: ``worked``, it ends now)."""
+    i = bisect_right(durations, worked)
+    if i >= len(durations):
+        return worked
+    return durations[rng.randrange(i, len(durations))]
+
+
+def _median_longer(durations: list[float], worked: float) -> float:
+    """The nearest-rank median of the ``durations`` longer than ``worked`` (none: ``worked``)."""
+    i = bisect_right(durations, worked)
+    rest = durations[i:]
+    return float(nearest_rank(rest, 50)) if rest else worked
+
+
+def _rates(state: QueueState, history: History) -> dict[str, float]:
+    """Each team's submissions per second over the last :data:`ARRIVAL_WINDOW_S` (or all the
+    past, when shorter), counting every job known at ``now``: finished, running and pending."""
+    now = state.now
+    submits = [(j.team, j.submit) for j in history.jobs]
+    submits += [(j.team, j.submit) for j in state.running]
+    submits += [(j.team, j.submit) for j in state.pending]
+    if not submits:
+        return {}
+    window = min(ARRIVAL_WINDOW_S, now - min(s for _, s in submits))
+    if window <= 0:
+        return {}
+    counts: dict[str, int] = {}
+    for team, submit in submits:
+        if submit > now - window:
+            counts[team] = counts.get(team, 0) + 1
+    return {team: n / window for team, n in sorted(counts.items())}
+
+
+def _arrivals(state: QueueState, history: History, rates: dict[str, float], horizon: float,
+              key: str) -> list[Job]:
+    """Jobs arriving in (now, now + horizon]: per team a Poisson stream at its rate, each a copy of
+    one of the team's finished jobs. One random stream per team: a longer horizon extends the
+    same arrivals."""
+    out: list[Job] = []
+    for team, rate in rates.items():
+        templates = history.templates.get(team)
+        if not templates or rate <= 0:
+            continue
+        rng = random.Random(f"{key}:{team}")
+        t = state.now
+        while True:
+            t += rng.expovariate(rate)
+            if t > state.now + horizon or len(out) >= _MAX_ARRIVALS:
+                break
+            model = templates[rng.randrange(len(templates))]
+            out.append(Job(id=f"~{team}~{len(out)}", team=team, submit_time=t, duration_s=model.duration_s,
+                           gpus=model.gpus, priority=model.priority, gpus_exact=model.gpus_exact))
+    return out
+
+
+def _check(state: QueueState, job_id: str) -> float:
+    job = state.pending_job(job_id)
+    if job is None:
+        raise ValueError(f"job {job_id!r} is not pending in the state")
+    return job.submit
+
+
+def predict(scenario: Scenario, state: QueueState, job_id: str, history: History, *, samples: int = DEFAULT_SAMPLES,
+            seed: int = 0, poll_seconds: float, mode: str = RECLAIM, arrivals: bool = True) -> Band | None:
+    """The band of the wait of the pending job ``job_id`` (from its submit time), or None when the
+    history holds no finished job at all (nothing to draw a duration from).
+
+    ``samples`` replays of the policy (``mode``, the planner every ``poll_seconds``) from
+    ``state``, each with its own draw of the unknown durations and (``arrivals``) of later
+    arrivals; the random streams are keyed by (``seed``, ``job_id``, replay number).
+    """
+    submit = _check(state, job_id)
+    if not len(history) or samples < 1:
+        return None
+    rates = _rates(state, history) if arrivals else {}
+    waits = []
+    for k in range(samples):
+        key = f"{seed}:{job_id}:{k}"
+        rng = random.Random(key)
+        durations = {j.id: _draw(history.durations(j.team), j.worked(state.now), rng) for j in state.running}
+        durations.update({j.id: _draw(history.durations(j.team), j.progress_s, rng) for j in state.pending})
+        horizon = _FIRST_HORIZON_S
+        while True:
+            later = _arrivals(state, history, rates, horizon, key)
+            start = replay_start(scenario, mode, state, job_id, durations, arrivals=later, poll_seconds=poll_seconds)
+            if not later or start <= state.now + horizon or horizon >= _MAX_HORIZON_S \
+                    or len(later) >= _MAX_ARRIVALS:
+                break
+            horizon *= 4
+        waits.append(start - submit)
+    team = next(p.team for p in state.pending if p.id == job_id)
+    return Band(wait_p10_s=float(nearest_rank(waits, 10)), wait_p50_s=float(nearest_rank(waits, 50)),
+                wait_p90_s=float(nearest_rank(waits, 90)), team_history=history.count(team), history=len(history))
+
+
+def baseline_wait(scenario: Scenario, state: QueueState, job_id: str, history: History, *, poll_seconds: float,
+                  mode: str = RECLAIM) -> float | None:
+    """The wait of ``job_id`` in one replay where every unknown duration is a median of its team's
+    finished durations (a pending job's: of all of them; a running job's: of those longer than the
+    work it has done, and when none is longer it ends now) and nothing else arrives; None without any finished job."""
+    submit = _check(state, job_id)
+    if not len(history):
+        return None
+    durations = {j.id: _median_longer(history.durations(j.team), j.worked(state.now)) for j in state.running}
+    durations.update({j.id: float(nearest_rank(history.durations(j.team), 50)) for j in state.pending})
+    return replay_start(scenario, mode, state, job_id, durations, poll_seconds=poll_seconds) - submit
+

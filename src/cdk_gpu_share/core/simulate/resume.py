@@ -1,0 +1,209 @@
+"""The policy replayed from one moment's state: what is known at ``now``, nothing after.
+
+:class:`QueueState` is the cluster at one instant as its users could see it: each running
+job's team, size, priority, start time, whether it borrowed, its checkpoint interval and
+the work it had saved before a stop; each pending job's team, size, priority and submit
+time, in the order the policy serves them. It has no field for a running or pending job's
+duration: nothing built from a state can read one.
+
+:func:`replay_start` runs the simulator's own engine (dispatch, the reclaim planner's
+ticks, stops and restarts) from such a state, given a duration for each of its jobs and,
+optionally, jobs that arrive later: the answer is when one of the pending jobs starts.
+:func:`capture_states` takes the states of a replay of a whole trace at the arrival of
+chosen jobs (the backtest's "what was known then").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+
+from cdk_gpu_share.core.simulate.engine import _numbered, _Sim
+from cdk_gpu_share.core.simulate.inputs import Job, Scenario
+from cdk_gpu_share.core.simulate.state import Run
+
+__all__ = ["PendingJob", "QueueState", "RunningJob", "TraceReplay", "capture_states", "replay_start"]
+
+
+@dataclass(frozen=True)
+class RunningJob:
+    """A job running at the state's moment. ``progress_s``: the work it had saved before
+    its last stop (0 unless it was stopped and restarted), in seconds of its running time."""
+
+    id: str
+    team: str
+    gpus: float
+    priority: int
+    submit: float
+    start: float
+    borrowed: bool
+    checkpoint_seconds: float = 0.0
+    progress_s: float = 0.0
+    gpus_exact: Fraction | None = None
+
+    def worked(self, now: float) -> float:
+        """The seconds of work the job has done by ``now``: a duration is at least this."""
+        return self.progress_s + max(0.0, now - self.start)
+
+
+@dataclass(frozen=True)
+class PendingJob:
+    """A job waiting at the state's moment (for a first start, or again after a stop)."""
+
+    id: str
+    team: str
+    gpus: float
+    priority: int
+    submit: float
+    checkpoint_seconds: float = 0.0
+    progress_s: float = 0.0
+    gpus_exact: Fraction | None = None
+
+
+@dataclass(frozen=True)
+class QueueState:
+    """The cluster at ``now``: running jobs (by start time) and pending jobs (in the order the
+    policy serves them: priority descending, submit time, then trace order). No durations."""
+
+    now: float
+    running: tuple[RunningJob, ...]
+    pending: tuple[PendingJob, ...]
+
+    def pending_job(self, job_id: str) -> PendingJob | None:
+        return next((p for p in self.pending if p.id == job_id), None)
+
+
+class _Reached(Exception):
+    """The replay reached the target job's start (raised to end the run there)."""
+
+    def __init__(self, start: float):
+        self.start = start
+
+
+class _Resumed(_Sim):
+    """The engine started from a :class:`QueueState`: the running jobs started at their own
+    start times, the pending jobs queued at ``now``, later jobs arriving at their submit times."""
+
+    def __init__(self, scenario: Scenario, jobs: Sequence[Job], mode: str, poll: float, state: QueueState,
+                 target: int, final: bool):
+        super().__init__(scenario, jobs, mode, poll, None, None)
+        self.target: Run | None = None
+        self.final = final
+        self.now = state.now
+        n_run, n_pend = len(state.running), len(state.pending)
+        for r, rj in zip(self.runs[:n_run], state.running):
+            r.arrived = True
+            self.live[r.job.position] = r
+            r.progress = rj.progress_s
+            self._start(r, rj.start)
+            r.borrowed = rj.borrowed  # as it was decided at its real start
+        # Every pending job is queued before anything else happens: none of them fit at
+        # ``now`` (dispatch had run), and room freed later goes to the first in order.
+        for r, pj in zip(self.runs[n_run:n_run + n_pend], state.pending):
+            r.progress = pj.progress_s
+            r.arrived = True
+            self.live[r.job.position] = r
+            self._push_pending(r)
+        self.later = self.runs[n_run + n_pend:]
+        self.target = self.runs[target]
+
+    def _arrivals(self) -> tuple[list[Run], list[float]]:
+        return self.later, [r.job.submit_time for r in self.later]
+
+    def _start(self, r: Run, t: float) -> None:
+        super()._start(r, t)
+        if r is self.target and not self.final:
+            raise _Reached(t)
+
+    def _complete(self, r: Run, t: float) -> None:
+        super()._complete(r, t)
+        if r is self.target:
+            raise _Reached(r.start)
+
+
+def replay_start(scenario: Scenario, mode: str, state: QueueState, target: str, durations: Mapping[str, float], *,
+                 arrivals: Sequence[Job] = (), poll_seconds: float, final: bool = True) -> float:
+    """When the pending job ``target`` starts, replaying the policy from ``state``.
+
+    ``durations``: the work, in seconds, of every running and pending job of the state (a
+    running job's is raised to the work it has done by ``now``: it then ends at ``now``).
+    ``arrivals``: jobs submitted after ``now`` (ids unique, sorted by submit time or not).
+    ``final``: the start after which the job ran to its end (a job stopped by the planner
+    starts again); False: its first start, a shorter replay.
+    """
+    jobs: list[Job] = []
+    for rj in state.running:
+        work = max(durations[rj.id], rj.worked(state.now))
+        jobs.append(Job(id=rj.id, team=rj.team, submit_time=rj.submit, duration_s=work, gpus=rj.gpus,
+                        priority=rj.priority, gpus_exact=rj.gpus_exact, checkpoint_seconds=rj.checkpoint_seconds))
+    index = len(jobs)
+    for pj in state.pending:
+        if pj.id == target:
+            index = len(jobs)
+        jobs.append(Job(id=pj.id, team=pj.team, submit_time=pj.submit, duration_s=max(durations[pj.id], pj.progress_s),
+                        gpus=pj.gpus, priority=pj.priority, gpus_exact=pj.gpus_exact,
+                        checkpoint_seconds=pj.checkpoint_seconds))
+    if state.pending_job(target) is None:
+        raise ValueError(f"job {target!r} is not pending in the state")
+    jobs.extend(sorted(arrivals, key=lambda j: j.submit_time))
+    engine = _Resumed(scenario, _numbered(jobs, "state"), mode, float(poll_seconds), state, index, final)
+    try:
+        engine.run()
+    except _Reached as reached:
+        return reached.start
+    raise AssertionError("every replay ends with every job completed")  # pragma: no cover
+
+
+class _Capture(_Sim):
+    """A replay of a whole trace that takes the state at the arrival of each wanted job."""
+
+    def __init__(self, scenario: Scenario, jobs: Sequence[Job], mode: str, poll: float, wanted: Collection[str]):
+        super().__init__(scenario, jobs, mode, poll, None, None)
+        self.wanted = set(wanted)
+        self.states: dict[str, QueueState] = {}
+
+    def _arrive(self, r: Run) -> bool:
+        go = super()._arrive(r)
+        if r.job.id in self.wanted:
+            self.states[r.job.id] = self.snapshot()
+        return go
+
+    def snapshot(self) -> QueueState:
+        running = sorted(self.running.values(), key=lambda r: (r.start, r.job.position))
+        pending = sorted((r for p, r in self.live.items() if p not in self.running), key=lambda r: r.key)
+        return QueueState(
+            now=self.now,
+            running=tuple(RunningJob(id=r.job.id, team=r.job.team, gpus=r.g, priority=r.job.priority,
+                                     submit=r.job.submit_time, start=r.start, borrowed=r.borrowed,
+                                     checkpoint_seconds=r.interval, progress_s=r.progress,
+                                     gpus_exact=r.job.gpus_exact) for r in running),
+            pending=tuple(PendingJob(id=r.job.id, team=r.job.team, gpus=r.g, priority=r.job.priority,
+                                     submit=r.job.submit_time, checkpoint_seconds=r.interval,
+                                     progress_s=r.progress, gpus_exact=r.job.gpus_exact) for r in pending),
+        )
+
+
+@dataclass
+class TraceReplay:
+    """A replay of a whole trace: the states taken at the wanted arrivals and, per job id, its
+    first start, its final start (after which it ran to its end) and its completion."""
+
+    states: dict[str, QueueState]
+    first_start: dict[str, float]
+    final_start: dict[str, float]
+    completion: dict[str, float]
+
+
+def capture_states(scenario: Scenario, jobs: Sequence[Job], mode: str, wanted: Collection[str], *,
+                   poll_seconds: float) -> TraceReplay:
+    """Replay ``jobs`` (as :func:`~cdk_gpu_share.core.simulate.simulate` does) and take the state at
+    the arrival of each job of ``wanted`` (by id): after the events before it at the same instant,
+    the job itself pending (queued, not yet dispatched)."""
+    engine = _Capture(scenario, _numbered(jobs, "trace"), mode, float(poll_seconds), wanted)
+    engine.run()
+    runs = engine.runs
+    return TraceReplay(states=engine.states,
+                       first_start={r.job.id: r.first_start for r in runs if r.first_start is not None},
+                       final_start={r.job.id: r.start for r in runs if r.done},
+                       completion={r.job.id: r.completion for r in runs if r.done})

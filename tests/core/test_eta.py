@@ -1,0 +1,182 @@
+"""The wait predictor and its backtest: exact bands on hand-made traces whose waits are known,
+the baseline, the no-peeking rule, the choice of --jobs, the same answer with any executor."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+
+import pytest
+
+from cdk_gpu_share.core import eta
+from cdk_gpu_share.core import simulate as sim
+from cdk_gpu_share.core.advise.executors import Processes
+from cdk_gpu_share.core.advise.search import InProcess
+
+POLL = 60.0
+
+
+def scenario(capacity=1, teams=(("a", 1),)):
+    return sim.parse_scenario({
+        "capacity": {"gpu": capacity},
+        "settings": {"reclaim_after_seconds": 0, "min_runtime_seconds": 0},
+        "teams": [{"name": n, "guarantee": {"gpu": g}} for n, g in teams],
+    })
+
+
+def jobs_of(sc, rows):
+    return sim.trace_from_rows(rows, sc)
+
+
+# One GPU, one team, one job at a time. h0..h2 finish with 10, 30 and 60 s; h3 starts at 100;
+# j arrives at 110, h3 having worked 10 s. h3's duration is drawn from the finished ones longer
+# than 10 s (30 or 60): j starts at 130 or 160, a wait of 20 or 50. It really waits 40 (h3 runs
+# 50 s). The baseline takes the median of (30, 60), nearest-rank 30: a wait of 20.
+KNOWN = [
+    ("h0", "a", 0, 10, 1, 0),
+    ("h1", "a", 10, 30, 1, 0),
+    ("h2", "a", 40, 60, 1, 0),
+    ("h3", "a", 100, 50, 1, 0),
+    ("j", "a", 110, 5, 1, 0),
+]
+
+
+def test_a_band_from_the_durations_known_when_the_job_arrived():
+    sc = scenario()
+    doc = eta.backtest(sc, jobs_of(sc, KNOWN), samples=16, seed=1, poll_seconds=POLL)
+    assert doc["samples"] == 16 and doc["seed"] == 1
+    [entry] = doc["jobs"]  # every other job started as it arrived
+    assert entry == {"job_id": "j", "team": "a", "submit": 110.0, "wait_p10_s": 20.0,
+                     "wait_p50_s": entry["wait_p50_s"], "wait_p90_s": 50.0, "actual_wait_s": 40.0}
+    assert entry["wait_p50_s"] in (20.0, 50.0)
+    s = doc["summary"]
+    assert (s["sampled"], s["coverage_p10_p90"], s["median_actual_wait_s"], s["no_history"]) == (1, 1.0, 40.0, 0)
+    assert s["mdae_p50_s"] == abs(entry["wait_p50_s"] - 40.0)
+    assert s["baseline"] == {"coverage_p10_p90": 0.0, "mdae_p50_s": 20.0}
+    assert s["per_team"] == {"a": {"sampled": 1, "coverage_p10_p90": 1.0, "mdae_p50_s": s["mdae_p50_s"]}}
+
+
+def test_a_running_job_longer_than_every_finished_one_ends_at_once():
+    # h1 has worked 60 s at j's arrival, longer than any finished job (10 s): it is taken to end
+    # now, in every replay and in the baseline, so j is predicted to start at once.
+    sc = scenario()
+    rows = [("h0", "a", 0, 10, 1, 0), ("h1", "a", 10, 500, 1, 0), ("j", "a", 70, 5, 1, 0)]
+    doc = eta.backtest(sc, jobs_of(sc, rows), samples=4, seed=3, poll_seconds=POLL)
+    [entry] = doc["jobs"]
+    assert (entry["wait_p10_s"], entry["wait_p50_s"], entry["wait_p90_s"], entry["actual_wait_s"]) == (0, 0, 0, 440)
+    assert doc["summary"]["baseline"]["mdae_p50_s"] == 440.0
+
+
+def test_a_job_that_waits_before_anything_finished_counts_as_no_history():
+    sc = scenario()
+    rows = [("a1", "a", 0, 100, 1, 0), ("a2", "a", 10, 10, 1, 0)]
+    doc = eta.backtest(sc, jobs_of(sc, rows), samples=4, seed=1, poll_seconds=POLL)
+    assert doc["jobs"] == []
+    assert doc["summary"]["no_history"] == 1 and doc["summary"]["sampled"] == 0
+
+
+def test_a_team_without_finished_jobs_draws_from_every_teams():
+    # Team b has no finished job when bj arrives: b0's duration is drawn from a's (40 s), so
+    # b0 is taken to end at 90 and bj to wait 30 s; b0 really runs 100 s, bj waits 90 s.
+    sc = scenario(capacity=2, teams=(("a", 1), ("b", 1)))
+    rows = [("a0", "a", 0, 40, 2, 0), ("b0", "b", 50, 100, 2, 0), ("bj", "b", 60, 5, 1, 0)]
+    doc = eta.backtest(sc, jobs_of(sc, rows), samples=4, seed=1, poll_seconds=POLL)
+    [entry] = doc["jobs"]
+    assert (entry["wait_p10_s"], entry["wait_p50_s"], entry["wait_p90_s"], entry["actual_wait_s"]) == (30, 30, 30, 90)
+    assert doc["summary"]["baseline"] == {"coverage_p10_p90": 0.0, "mdae_p50_s": 60.0}
+    history = eta.History([eta.FinishedJob(team="a", submit=0, duration_s=40, gpus=2)])
+    assert history.durations("b") == [40] and history.count("b") == 0
+
+
+def test_the_state_cannot_carry_a_duration():
+    # What a prediction may know of each job; nothing says how long it runs.
+    fields = {cls: {f.name for f in dataclasses.fields(cls)} for cls in (eta.QueueState, eta.RunningJob, eta.PendingJob)}
+    assert fields == {
+        eta.QueueState: {"now", "running", "pending"},
+        eta.RunningJob: {"id", "team", "gpus", "gpus_exact", "priority", "submit", "start", "borrowed",
+                         "checkpoint_seconds", "progress_s"},
+        eta.PendingJob: {"id", "team", "gpus", "gpus_exact", "priority", "submit", "checkpoint_seconds", "progress_s"},
+    }
+
+
+def test_a_replay_from_a_state_keeps_each_running_jobs_start():
+    # r1 started at 0 and lasts 100 in this replay: p1 starts at 100, whatever "now" is.
+    sc = scenario()
+    state = eta.QueueState(
+        now=40.0,
+        running=(eta.RunningJob(id="r1", team="a", gpus=1, priority=0, submit=0, start=0, borrowed=False),),
+        pending=(eta.PendingJob(id="p1", team="a", gpus=1, priority=0, submit=30),
+                 eta.PendingJob(id="p2", team="a", gpus=1, priority=0, submit=35)))
+    assert eta.replay_start(sc, sim.RECLAIM, state, "p1", {"r1": 100, "p1": 7, "p2": 9}, poll_seconds=POLL) == 100
+    assert eta.replay_start(sc, sim.RECLAIM, state, "p2", {"r1": 100, "p1": 7, "p2": 9}, poll_seconds=POLL) == 107
+    # a duration shorter than the work already done: the job ends now
+    assert eta.replay_start(sc, sim.RECLAIM, state, "p1", {"r1": 10, "p1": 7, "p2": 9}, poll_seconds=POLL) == 40
+    with pytest.raises(ValueError, match="not pending"):
+        eta.replay_start(sc, sim.RECLAIM, state, "r1", {"r1": 10, "p1": 7, "p2": 9}, poll_seconds=POLL)
+
+
+def random_rows(rng, n, teams=("a", "b")):
+    rows, t = [], 0
+    for i in range(n):
+        t += rng.randrange(0, 1200)
+        rows.append((f"j{i:03d}", rng.choice(teams), t, rng.randrange(60, 1500), rng.choice((1, 2)),
+                     rng.choice((0, 0, 1))))
+    return rows
+
+
+def test_no_peeking_traces_identical_before_x_give_identical_predictions():
+    sc = scenario(capacity=4, teams=(("a", 2), ("b", 2)))
+    rows = random_rows(random.Random(7), 60)
+    x = rows[len(rows) // 2][2] + 1
+    truth = eta.capture_states(sc, jobs_of(sc, rows), sim.RECLAIM, (), poll_seconds=POLL)
+    # B: the same jobs before X, the durations of those not finished by X changed, other jobs after X.
+    other = []
+    for r in rows:
+        if r[2] >= x:
+            continue
+        done = truth.completion[r[0]] < x
+        other.append(r if done else (r[0], r[1], r[2], r[3] * 3 + 7, r[4], r[5]))
+    other += [(f"k{i}", "b", x + 50 * i, 999, 2, 1) for i in range(20)]
+    a = eta.backtest(sc, jobs_of(sc, rows), samples=6, seed=5, poll_seconds=POLL)
+    b = eta.backtest(sc, jobs_of(sc, other), samples=6, seed=5, poll_seconds=POLL)
+    bands = {e["job_id"]: e for e in b["jobs"]}
+    both = [e for e in a["jobs"] if e["submit"] < x and e["job_id"] in bands]
+    assert len(both) >= 5
+    for e in both:
+        f = bands[e["job_id"]]
+        assert (e["wait_p10_s"], e["wait_p50_s"], e["wait_p90_s"]) == (f["wait_p10_s"], f["wait_p50_s"], f["wait_p90_s"])
+    # and the seed matters
+    c = eta.backtest(sc, jobs_of(sc, rows), samples=6, seed=6, poll_seconds=POLL)
+    assert [e["wait_p50_s"] for e in c["jobs"]] != [e["wait_p50_s"] for e in a["jobs"]]
+
+
+def test_jobs_n_picks_by_the_hash_of_seed_and_id_alone():
+    ids = [f"j{i}" for i in range(50)]
+    chosen = eta.select_jobs(ids, 3, 10)
+    assert len(chosen) == 10
+    assert eta.select_jobs(list(reversed(ids)), 3, 10) == chosen
+    # a job chosen among many is chosen among fewer that hold it
+    assert eta.select_jobs(list(dict.fromkeys(ids[:25] + sorted(chosen))), 3, 10) == chosen
+    assert eta.select_jobs(ids, 4, 10) != chosen
+    assert eta.select_jobs(ids, 3, None) == set(ids) == eta.select_jobs(ids, 3, 500)
+
+
+def test_backtest_jobs_n_samples_that_many():
+    sc = scenario(capacity=4, teams=(("a", 2), ("b", 2)))
+    jobs = jobs_of(sc, random_rows(random.Random(1), 60))
+    full = eta.backtest(sc, jobs, samples=2, seed=2, poll_seconds=POLL)
+    some = eta.backtest(sc, jobs, samples=2, seed=2, poll_seconds=POLL, n_jobs=5)
+    assert some["summary"]["sampled"] + some["summary"]["no_history"] == 5
+    by_id = {e["job_id"]: e for e in full["jobs"]}
+    assert all(by_id[e["job_id"]] == e for e in some["jobs"])
+
+
+def test_the_same_answer_in_one_process_and_in_two():
+    sc = scenario(capacity=4, teams=(("a", 2), ("b", 2)))
+    jobs = jobs_of(sc, random_rows(random.Random(2), 50))
+    one = eta.backtest(sc, jobs, samples=3, seed=9, poll_seconds=POLL,
+                       executor_of=lambda study: InProcess(study, eta.run_eta_task))
+    two = eta.backtest(sc, jobs, samples=3, seed=9, poll_seconds=POLL,
+                       executor_of=lambda study: Processes(study, 2, eta.run_eta_task))
+    assert one == two
+    assert one == eta.backtest(sc, jobs, samples=3, seed=9, poll_seconds=POLL)
