@@ -17,6 +17,9 @@ the scenario: ``alibaba_trace.py``):
   so every group's busy hours coincide and each planner call sees N groups that
   reclaim. In the rotated traces no lender waits past ``reclaim_after`` from x4 on
   (``calls`` 0): their share+reclaim figures measure the tick checks, these the planner.
+- ``gN`` (the organisation's tree): the ``xN`` trace with its teams in N/4 groups of sixteen (four
+  copies of the four teams in each, no pool, no limit): 512 teams in 32 groups at g128. Its
+  ``/flat`` column is its CPU per job over ``xN``'s in the same run (target: at most 1.3x).
 - ``1M`` (time dimension): one group of the four teams, the month repeated back to
   back (copy c shifted by c times the submit window) until it has at least 1,000,000
   jobs, against the original 32-GPU pool.
@@ -54,6 +57,7 @@ MILLION = 1_000_000
 TEAM_TARGET = 1.5
 MILLION_SECONDS = 60.0
 MILLION_MB = 2048.0
+TREE_TARGET = 1.3
 
 
 def base(data: Path):
@@ -95,6 +99,24 @@ def scaled(data: Path, groups: int):
     return sim.parse_scenario(big), out
 
 
+def grouped(data: Path, copies: int):
+    """The gN trace: ``scaled`` with every four copies of the four teams in one group."""
+    from cdk_gpu_share.core import simulate as sim
+
+    scenario, jobs = scaled(data, copies)
+    raw = {"capacity": dict(scenario.state.capacity), "teams": [], "groups": []}
+    for t in scenario.teams:
+        k = int(t.name.rsplit("-", 1)[1])
+        raw["teams"].append({"name": t.name, "guarantee": dict(t.guarantee), "sharing": t.sharing,
+                             "borrow_limit_percent": t.borrow_limit_percent, "group": f"div-{k // 4:02d}",
+                             **({"borrow_limit": dict(t.borrow_limit)} if t.borrow_limit else {})})
+    raw["groups"] = [{"name": f"div-{d:02d}"} for d in range(-(-copies // 4))]
+    settings = scenario.state.settings
+    raw["settings"] = {"reclaim_after_seconds": settings.reclaim_after_seconds,
+                       "min_runtime_seconds": settings.min_runtime_seconds}
+    return sim.parse_scenario(raw), jobs
+
+
 def aligned(data: Path, groups: int):
     """The aN trace: ``groups`` copies of the four teams on an N-times pool, not rotated."""
     from cdk_gpu_share.core import simulate as sim
@@ -133,6 +155,8 @@ def child(data: Path, case: str, mode: str) -> None:
         scenario, jobs = concatenated(data)
     elif case.startswith("a"):
         scenario, jobs = aligned(data, int(case[1:]))
+    elif case.startswith("g"):
+        scenario, jobs = grouped(data, int(case[1:]))
     else:
         scenario, jobs = scaled(data, int(case[1:]))
     built = time.perf_counter() - built
@@ -155,6 +179,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--modes", default="static,share,share+reclaim")
     ap.add_argument("--aligned", default="4,64",
                     help="groups of the not-rotated traces, share+reclaim only (default: %(default)s; '' for none)")
+    ap.add_argument("--grouped", default="128",
+                    help="copies of the four teams of the grouped traces, in groups of sixteen teams (default:"
+                         " %(default)s, 512 teams in 32 groups; '' for none)")
     ap.add_argument("--million", action=argparse.BooleanOptionalAction, default=True,
                     help="also run the time-concatenated 1M-job trace (default: on)")
     ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per run before giving up")
@@ -171,6 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     cases = [f"x{int(s)}" for s in args.scales.split(",") if s]
     if "share+reclaim" in modes:
         cases += [f"a{int(s)}" for s in args.aligned.split(",") if s]
+    cases += [f"g{int(s)}" for s in args.grouped.split(",") if s]
     cases += ["1M"] if args.million else []
     print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores "
           "(ratios use CPU time measured in this run)")
@@ -179,6 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     smallest: dict[str, float] = {}
     sixteen: dict[str, float] = {}
     first_aligned: float | None = None
+    flat: dict[tuple[str, str], float] = {}
     for case in cases:
         for mode in modes:
             if case.startswith("a") and mode != "share+reclaim":
@@ -194,6 +223,8 @@ def main(argv: list[str] | None = None) -> int:
                 return 1
             r = json.loads(done.stdout.strip().splitlines()[-1])
             us = r["cpu_seconds"] / r["jobs"] * 1e6
+            if case.startswith("x"):
+                flat[(case[1:], mode)] = us
             if case == "x4":
                 sixteen[mode] = us
             if case.startswith("x"):
@@ -212,6 +243,11 @@ def main(argv: list[str] | None = None) -> int:
             elif case == "x128" and mode in sixteen:
                 x = us / sixteen[mode]
                 target = f"<= {TEAM_TARGET}x x4: {'met' if x <= TEAM_TARGET else 'MISSED'}"
+            elif case.startswith("g"):
+                base_us = flat.get((case[1:], mode))
+                ratio, ratio16 = "", ""
+                target = (f"/flat x{case[1:]} {us / base_us:.2f}x, <= {TREE_TARGET}x:"
+                          f" {'met' if us / base_us <= TREE_TARGET else 'MISSED'}") if base_us else "(no flat run)"
             elif case.startswith("a") and us != first_aligned:
                 x = us / first_aligned
                 target = f"(/small: to the first aN; {TEAM_TARGET}x as for xN: {'met' if x <= TEAM_TARGET else 'MISSED'})"

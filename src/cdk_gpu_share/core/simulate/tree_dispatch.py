@@ -32,14 +32,24 @@ class TreeUsage:
         self.teams = teams
         self.paths = [self.tree.path(t.name) for t in teams]
         self.below = {g: [t for t, p in zip(teams, self.paths, strict=True) if g in p] for g in self.tree.groups}
+        self.reserve_below = {g: [t for t in below if t.reserve] for g, below in self.below.items()}
+        self._usage: dict[str, dict] = {}  # a group's U, summed again once a team below it changed
+
+    def changed(self, team: Team) -> None:
+        """Team's usage changed: its groups' sums are stale."""
+        for g in self.paths[team.idx]:
+            self._usage.pop(g, None)
 
     def usage(self, group: str) -> dict:
-        return {RESOURCE: math.fsum(t.U for t in self.below[group])}
+        u = self._usage.get(group)
+        if u is None:
+            u = self._usage[group] = {RESOURCE: math.fsum(t.U for t in self.below[group])}
+        return u
 
     def quota(self, group: str, resource: str) -> float:
         q = self.tree.quota(group).get(resource, 0)
-        for t in self.below[group]:
-            if t.reserve and t.G > t.U:
+        for t in self.reserve_below[group]:
+            if t.G > t.U:
                 q -= t.G - t.U
         return q
 
@@ -61,16 +71,26 @@ class TreeDispatchIndex(DispatchIndex):
     """:class:`DispatchIndex` whose :meth:`best` applies the tree's admission and order."""
 
     def __init__(self, teams: list[Team], sizes: list[float], tree: TreeUsage, **kw: Any):
-        super().__init__(teams, sizes, **kw)
         self.tree = tree
+        self.waiting: dict[int, Team] = {}  # the teams with a pending job, by index
+        super().__init__(teams, sizes, **kw)
+
+    def usage_changed(self, team: Team) -> None:
+        self.tree.changed(team)
+        super().usage_changed(team)
+
+    def _bucket_changed(self, team: Team, g: float, old_head: tuple | None) -> None:
+        if team.keys:
+            self.waiting[team.idx] = team
+        else:
+            self.waiting.pop(team.idx, None)
+        super()._bucket_changed(team, g, old_head)
 
     def best(self, free: float) -> tuple[Team, float] | None:
         best_key: tuple | None = None
         best = None
         fr = {RESOURCE: free}
-        for team in self.teams:
-            if not team.keys:
-                continue
+        for team in self.waiting.values():
             ri = {RESOURCE: self.ri(team)}
             usage = {RESOURCE: team.U}
             for g in team.keys:  # ascending: once one does not fit, no larger one does
