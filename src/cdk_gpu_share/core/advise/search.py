@@ -170,6 +170,9 @@ class Search:
         self.simulations = 0
         self.jobs_simulated = 0
         self.cut = 0  # candidates left out of batches for want of budget
+        #: The input's full simulation, which the answer prints beside its own: run with the first
+        #: batch of candidates (not at the end, alone with the answer's), kept out of the cache.
+        self.input_full: Evaluation | None = None
         self.phase = "private sizing"
         self.cache: dict[Candidate, Evaluation] = {}
         self.private: dict[tuple[str, float], PrivateRef] = {}
@@ -208,10 +211,13 @@ class Search:
         one per team, whatever guarantee a candidate gives it."""
         if not candidates:
             return
-        missing = [(n, self.study.entitlements[n]) for n, need in zip(self.space.names, self.needs_private)
-                   if need and (n, self.study.entitlements[n]) not in self.private]
+        missing = self._missing_privates()
         for key, ref in zip(missing, self._batch([("private", n, g) for n, g in missing])):
             self.private[key] = ref
+
+    def _missing_privates(self) -> list[tuple[str, float]]:
+        return [(n, self.study.entitlements[n]) for n, need in zip(self.space.names, self.needs_private)
+                if need and (n, self.study.entitlements[n]) not in self.private]
 
     def _privates(self, c: Candidate) -> dict[str, PrivateRef]:
         self._need_privates([c])
@@ -228,13 +234,21 @@ class Search:
             if known is None or not (known.complete or known.limits.covers(limits)):
                 wanted[c] = None
         todo = list(wanted)
-        room = self.room()
+        room = max(0, self.room() - (self.input_full is None))  # the input's simulation goes with the first batch
         if len(todo) > room:  # the budget decides, in the batch's fixed order
             self.cut += len(todo) - room
             todo = todo[:room]
-        if todo:
+        if todo:  # at least one: a batch never holds the input's simulation alone
             self._need_privates(todo)
-            for ev in self._batch([("evaluate", c, self._privates(c), limits) for c in todo]):
+            tasks = [("evaluate", c, self._privates(c), limits) for c in todo]
+            lead: list[Task] = []
+            if self.input_full is None:
+                given = self.space.input
+                lead = [("evaluate", given, self._privates(given), Limits())]
+            results = self._batch(lead + tasks)
+            if lead:
+                self.input_full = results[0]
+            for ev in results[len(lead):]:
                 old = self.cache.get(ev.candidate)
                 if old is None or not old.complete:
                     self.cache[ev.candidate] = ev
@@ -267,7 +281,7 @@ class Search:
         bounds: dict[str, list[float]] = {}  # team -> [low, high], high known to suffice
         first: list[tuple[str, float]] = []
         for i, name in enumerate(self.space.names):
-            jobs = [j for j in self.study.jobs if j.team == name]
+            jobs = self.study.team_jobs(name)
             low = max(_ceil(self.space.max_job[i], s), self.space.least)
             objectives = self.study.objectives.get(name)
             if not jobs or objectives is None or not objectives.targets:
@@ -276,7 +290,13 @@ class Search:
             high = max(low, _ceil(_peak(jobs), s))
             bounds[name] = [low, high]
             first.append((name, high))
-        for (name, _), ok in zip(first, self._batch([("alone", n, g) for n, g in first])):
+        # The private references (a cluster of each entitlement, fixed for the whole search) go
+        # in the same batch: one fewer batch of a few simulations for the workers to wait on.
+        refs = self._missing_privates()
+        found = self._batch([("alone", n, g) for n, g in first] + [("private", n, g) for n, g in refs])
+        for key, ref in zip(refs, found[len(first):]):
+            self.private[key] = ref
+        for (name, _), ok in zip(first, found[:len(first)]):
             if not ok:
                 out[name] = None
                 del bounds[name]
@@ -439,12 +459,15 @@ class Search:
     def _confirm(self, best: Evaluation, frontier: list[Evaluation], sizing: dict[str, float | None],
                  bounds: dict[str, float]) -> Advice:
         """The full simulations of the answer and of the input: the figures the advice prints."""
-        # Fresh full simulations (never the cache), the answer's and the input's, in one batch.
+        # Fresh full simulations (never the cache): the answer's, and the input's unless the
+        # first batch of candidates ran it.
         self.phase = "confirming"
-        pair = [best.candidate, self.space.input]
+        pair = [best.candidate] + ([] if self.input_full is not None else [self.space.input])
         self._need_privates(pair)
         spent = self.room() == 0 or self.cut > 0
-        confirmed, given = self._batch([("evaluate", c, self._privates(c), Limits()) for c in pair])
+        confirmed, *rest = self._batch([("evaluate", c, self._privates(c), Limits()) for c in pair])
+        given = rest[0] if rest else self.input_full
+        assert given is not None
         warnings = (self.budget_line(),) if spent else ()
         return Advice(best=confirmed, input=given, frontier=frontier, simulations=self.simulations, space=self.space,
                       private_sizing=sizing, bounds=bounds, warnings=warnings, jobs_simulated=self.jobs_simulated)
