@@ -1,0 +1,116 @@
+"""`gpu-share eta --backtest`: the documented JSON keys, the same answer with any number of
+workers, --config for every backend simulate supports, bad input refused in one line (exit 2)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cdk_gpu_share.cli import main
+from cdk_gpu_share.core import backends
+from tests.core.test_eta import KNOWN
+
+
+def run(capsys, argv):
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse's own refusals
+        code = exc.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def case(tmp_path):
+    scenario = {"capacity": {"gpu": 1}, "settings": {"reclaim_after_seconds": 0, "min_runtime_seconds": 0},
+                "teams": [{"name": "a", "guarantee": {"gpu": 1}}]}
+    (tmp_path / "s.json").write_text(json.dumps(scenario))
+    rows = "".join(",".join(str(c) for c in r) + "\n" for r in KNOWN)
+    (tmp_path / "jobs.csv").write_text("job_id,team,submit_time,duration_s,gpus,priority\n" + rows)
+    return ["eta", "--scenario", str(tmp_path / "s.json"), "--trace", str(tmp_path / "jobs.csv"), "--backtest"]
+
+
+def test_json_has_exactly_the_documented_keys(capsys, case):
+    code, out, err = run(capsys, [*case, "--samples", "8", "--seed", "4", "--json", "--workers", "1"])
+    assert code == 0, err
+    doc = json.loads(out)
+    assert set(doc) == {"samples", "seed", "jobs", "summary"} and (doc["samples"], doc["seed"]) == (8, 4)
+    [job] = doc["jobs"]
+    assert set(job) == {"job_id", "team", "submit", "wait_p10_s", "wait_p50_s", "wait_p90_s", "actual_wait_s"}
+    assert (job["job_id"], job["wait_p10_s"], job["wait_p90_s"], job["actual_wait_s"]) == ("j", 20, 50, 40)
+    s = doc["summary"]
+    assert set(s) == {"sampled", "coverage_p10_p90", "mdae_p50_s", "median_actual_wait_s", "no_history",
+                      "baseline", "per_team"}
+    assert set(s["baseline"]) == {"coverage_p10_p90", "mdae_p50_s"}
+    assert set(s["per_team"]["a"]) == {"sampled", "coverage_p10_p90", "mdae_p50_s"}
+
+
+def test_the_same_bytes_whatever_the_workers(capsys, tmp_path):
+    import random
+
+    from tests.core.test_eta import random_rows
+
+    scenario = {"capacity": {"gpu": 4}, "settings": {"reclaim_after_seconds": 0, "min_runtime_seconds": 0},
+                "teams": [{"name": "a", "guarantee": {"gpu": 2}}, {"name": "b", "guarantee": {"gpu": 2}}]}
+    (tmp_path / "s.json").write_text(json.dumps(scenario))
+    rows = random_rows(random.Random(3), 40)
+    (tmp_path / "jobs.csv").write_text("job_id,team,submit_time,duration_s,gpus,priority\n"
+                                       + "".join(",".join(str(c) for c in r) + "\n" for r in rows))
+    argv = ["eta", "--scenario", str(tmp_path / "s.json"), "--trace", str(tmp_path / "jobs.csv"), "--backtest",
+            "--samples", "3", "--jobs", "12", "--json"]
+    outs = set()
+    for workers in ("1", "2"):
+        code, out, err = run(capsys, [*argv, "--workers", workers])
+        assert code == 0, err
+        outs.add(out)
+    assert len(outs) == 1
+    assert json.loads(outs.pop())["summary"]["sampled"] <= 12
+
+
+def test_the_table_sets_the_band_beside_the_baseline(capsys, case):
+    code, out, err = run(capsys, [*case, "--samples", "4", "--workers", "1"])
+    assert code == 0, err
+    assert "in p10-p90" in out and "baseline" in out
+    overall = next(line for line in out.splitlines() if line.startswith("overall"))
+    assert overall.split()[1:3] == ["1", "1.00"]
+
+
+@pytest.mark.parametrize("backend", backends.keys())
+def test_config_runs_for_every_backend_simulate_supports(capsys, tmp_path, backend):
+    config = "platform.yaml" if backend in ("fairshare", "batch_quota") else f"examples/{backend}.yaml"
+    code, _, err = run(capsys, ["trace", "sample", "--config", config, "--backend", backend, "--jobs", "40",
+                                "-o", str(tmp_path / "jobs.csv")])
+    assert code == 0, err
+    code, out, err = run(capsys, ["eta", "--config", config, "--backend", backend, "--trace",
+                                  str(tmp_path / "jobs.csv"), "--backtest", "--samples", "2", "--jobs", "3",
+                                  "--workers", "1", "--json"])
+    assert code == 0, err
+    assert json.loads(out)["summary"]["sampled"] + json.loads(out)["summary"]["no_history"] <= 3
+
+
+@pytest.mark.parametrize("extra, field", [
+    (["--jobs", "0"], "--jobs"),
+    (["--jobs", "-3"], "--jobs"),
+    (["--jobs", "many"], "--jobs"),
+    (["--samples", "0"], "--samples"),
+    (["--samples", "2.5"], "--samples"),
+    (["--seed", "x"], "--seed"),
+    (["--workers", "0"], "--workers"),
+])
+def test_bad_numbers_are_refused_in_one_line(capsys, case, extra, field):
+    code, out, err = run(capsys, [*case, *extra])
+    assert code == 2 and out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and field in lines[0] and "Traceback" not in err
+
+
+def test_without_backtest_it_says_what_to_add(capsys, case):
+    code, _, err = run(capsys, case[:-1])
+    assert code == 2 and "--backtest" in err and len(err.strip().splitlines()) == 1
+
+
+def test_an_unknown_team_in_the_trace_names_the_row(capsys, case, tmp_path):
+    (tmp_path / "jobs.csv").write_text("job_id,team,submit_time,duration_s,gpus\nx1,nobody,0,10,1\n")
+    code, _, err = run(capsys, case)
+    assert code == 2 and "nobody" in err and len(err.strip().splitlines()) == 1
