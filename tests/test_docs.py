@@ -169,6 +169,32 @@ def test_the_readme_command_table_shows_every_command_with_its_required_argument
         if spec is not None and spec[0] and spec[2] is None:  # required, no alternative to the config
             assert any(spec[1] in c or "CONFIG" in c for c in mine), \
                 f"the README shows gpu-share {command} without its {spec[1]}"
+        # One row per command (a subcommand shares its group's row: `trace convert` / `trace sample`).
+        rows = [row for row in table.splitlines()[2:] if re.match(rf"\| `gpu-share {re.escape(command)}[` ]", row)]
+        assert len(rows) <= 1, f"the README's command table lists gpu-share {command} {len(rows)} times"
+
+
+def test_the_readme_says_what_the_job_archive_keeps_costs_and_leaves():
+    """The archive is on by default: the README says so, with the plan's own figure for its cost."""
+    from cdk_gpu_share.core.history_config import monthly_cost
+    from cdk_gpu_share.core.plan import ARCHIVE_QUOTE_JOBS_PER_DAY
+
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    section = readme[readme.index("**The job archive is on by default**"):]
+    section = section[:section.index("## ")]
+    cost = sum(monthly_cost(ARCHIVE_QUOTE_JOBS_PER_DAY).values())
+    assert f"At {ARCHIVE_QUOTE_JOBS_PER_DAY:,} jobs a day it costs about ${cost:.2f} a month" in section
+    for said in ("history.retention_days", "history: {enabled: false}", "`cdk destroy` keeps both buckets, the KMS key"
+                 " and the log groups", "`gpu-share summary` lists the archive, the share monitor"):
+        assert said in section, said
+
+
+def test_the_readme_starts_with_the_clone_s_two_commands_then_a_pip_quick_start():
+    readme = (ROOT / "README.md").read_text()
+    first = readme[readme.index("```sh"):]
+    assert first.splitlines()[1].startswith("make synth") and first.splitlines()[2].startswith("make test")
+    assert readme.index("## Quick start with pip") < readme.index("| You want | Use |")
+    assert readme.index("**cdk-gpu-share** is") < readme.index("## Quick start with pip")
 
 
 def test_what_make_synth_installs_is_what_the_docs_say():
@@ -234,3 +260,20 @@ def test_python_example_runs(where, index, code, tmp_path, monkeypatch):
     finally:
         for key in set(backends.keys()) - set(before):  # an example that registers a backend
             backends.unregister(key)
+
+
+def test_the_generated_reference_pages_are_up_to_date():
+    """docs/cli.md and the field tables of docs/configuration.md are committed, so they read without a
+    docs build; they must say what the parser and the schema say."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        hooks = importlib.import_module("mkdocs_hooks")
+    finally:
+        sys.path.remove(str(ROOT / "tools"))
+    stale = hooks.stale_pages(ROOT)
+    assert not stale, f"{', '.join(stale)} out of date: run `python tools/mkdocs_hooks.py` and commit the result"
+    for page in hooks.PAGES:
+        text = (ROOT / page).read_text()
+        assert "<!-- end generated:" in text and text.count("\n") > 200, f"{page} has no generated block"

@@ -7,6 +7,7 @@ import email.parser
 import hashlib
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -188,3 +189,95 @@ def test_installed_wheel_provides_the_cli(wheel, tmp_path):
     result = subprocess.run([env_dir / "bin" / "gpu-share", "validate", "platform.yaml"], cwd=project,
                             capture_output=True, text=True, env=wheel_only)
     assert result.returncode == 0, result.stderr
+
+
+@pytest.fixture(scope="module")
+def wheel_bin(wheel, tmp_path_factory) -> Path:
+    """The bin folder of a fresh virtual environment holding the wheel alone (its dependencies come
+    from this test run's environment through a .pth file: no network, never the source tree)."""
+    env_dir = tmp_path_factory.mktemp("wheel-venv")
+    venv.EnvBuilder(with_pip=True).create(env_dir)
+    py = env_dir / "bin" / "python"
+    subprocess.run([py, "-m", "pip", "install", "--quiet", "--no-deps", str(wheel)], check=True, timeout=300)
+    site = subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    Path(site, "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    return env_dir / "bin"
+
+
+def _wheel_env(bin_dir: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
+def _readme_quick_start() -> list[str]:
+    """The commands of the README's pip quick start, in order."""
+    readme = (ROOT / "README.md").read_text()
+    block = readme[readme.index("## Quick start with pip"):]
+    block = block[block.index("```sh\n") + len("```sh\n"):]
+    return block[:block.index("```")].strip().splitlines()
+
+
+def test_the_readme_quick_start_runs_from_the_wheel_in_an_empty_folder(wheel_bin, tmp_path):
+    """Every command of the quick start, as printed, in an empty folder, with the installed wheel only."""
+    commands = _readme_quick_start()
+    assert commands[0].startswith("pip install ")  # what the test has done already: a test installs nothing
+    script = "\n".join(["set -euo pipefail", *commands[1:]])
+    result = subprocess.run(["bash", "-c", script], cwd=tmp_path, env=_wheel_env(wheel_bin), capture_output=True,
+                            text=True, timeout=1800)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    folder = tmp_path / "my-gpus"
+    for name in ("platform.yaml", "app.py", "jobs.csv", "report.html", "advised.yaml"):
+        assert (folder / name).is_file(), name
+    assert "next: who submits for each team: set assumed_by" in result.stderr
+
+
+#: A model for `mig fit`, with nothing but what estimates its memory (no price anywhere).
+MODELS = """models:
+  - name: llama3-8b
+    copies: 2
+    params_billion: 8.03
+    weight_dtype: bf16
+    layers: 32
+    kv_heads: 8
+    head_dim: 128
+    kv_dtype: bf16
+    context_tokens: 8192
+    concurrent_sequences: 4
+"""
+
+
+def test_a_newcomer_goes_from_the_wheel_to_a_first_answer_with_no_stumble(wheel_bin, tmp_path):
+    """init, validate, plan, trace sample, the simulate command it prints, advise with objectives and -o,
+    mig fit on a type without a price: each answers (exit 0), none with a traceback, and none needs a
+    file the wheel does not ship."""
+    env = _wheel_env(wheel_bin)
+
+    def run(*argv: str) -> subprocess.CompletedProcess:
+        result = subprocess.run(list(argv), cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1800)
+        assert result.returncode == 0, f"{' '.join(argv)}:\n{(result.stdout + result.stderr)[-3000:]}"
+        assert "Traceback" not in result.stderr, result.stderr[-3000:]
+        return result
+
+    assert "next: gpu-share validate platform.yaml" in run("gpu-share", "init").stdout
+    assert "valid" in run("gpu-share", "validate", "platform.yaml").stdout
+    plan = run("gpu-share", "plan", "platform.yaml")
+    assert [line for line in plan.stderr.splitlines() if line.strip()] == [
+        line for line in plan.stderr.splitlines() if line.startswith("next: who submits for each team")]
+    sample = run("gpu-share", "trace", "sample", "-o", "jobs.csv")
+    (hint,) = [line.removeprefix("try: ") for line in sample.stderr.splitlines() if line.startswith("try: ")]
+    simulated = run(*shlex.split(hint))
+    assert "team team-a" in simulated.stdout and "team team-b" in simulated.stdout
+    # The user gives a team its objectives, then asks for the configuration that meets them.
+    config = tmp_path / "platform.yaml"
+    text = config.read_text()
+    config.write_text(text.replace("    description: Research\n",
+                                   "    description: Research\n    objectives: {wait_p95_minutes: 240}\n", 1))
+    advised = run("gpu-share", "advise", "platform.yaml", "--trace", "jobs.csv", "-o", "advised.yaml")
+    assert "advice written to advised.yaml" in advised.stdout + advised.stderr
+    run("gpu-share", "validate", "advised.yaml")
+    (tmp_path / "models.yaml").write_text(MODELS)
+    fit = run("gpu-share", "mig", "fit", "models.yaml", "--instance-type", "ml.p5.48xlarge")
+    assert "ml.p5.48xlarge" in fit.stdout and "unpriced" in fit.stdout

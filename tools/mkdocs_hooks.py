@@ -1,14 +1,19 @@
-"""MkDocs hooks: the pages that must not drift from the code are generated at build time.
+"""The reference pages that must not drift from the code, generated from it.
 
-A page asks for a generated block with a marker line:
+A page holds a generated block between two marker lines, ``<!-- generated: KIND -->`` and
+``<!-- end generated: KIND -->``:
 
 * ``<!-- generated: cli -->``: every ``gpu-share`` command and flag, read from the
   argparse parser (``cdk_gpu_share.cli.build_parser``).
 * ``<!-- generated: config -->``: every field of ``platform.yaml``, read from the JSON
   Schema the library builds (``cdk_gpu_share.core.config_schema.platform_schema``).
 
-A field with no description anywhere fails the build (``mkdocs build --strict`` in CI),
-so a new field cannot ship undocumented.
+The blocks are committed, so the references read in the repository without a docs build:
+``python tools/mkdocs_hooks.py`` rewrites them from the code (``--check`` only says which page
+is out of date; a test runs it). As an MkDocs hook, the site is built from the code too.
+
+A field with no description anywhere fails (the build, ``mkdocs build --strict`` in CI, and the
+rewrite), so a new field cannot ship undocumented.
 """
 
 from __future__ import annotations
@@ -24,7 +29,10 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT / "src") not in sys.path:
     sys.path.insert(0, str(ROOT / "src"))  # document the checkout being built
 
-MARKER = re.compile(r"^<!-- generated: (\w+) -->$", re.M)
+#: A generated block: its opening marker, its text, its closing marker.
+BLOCK = re.compile(r"^<!-- generated: (\w+) -->\n(.*?)^<!-- end generated: \1 -->$", re.M | re.S)
+#: The pages that hold generated blocks.
+PAGES = ("docs/cli.md", "docs/configuration.md")
 WIDTH = 96
 
 
@@ -32,16 +40,48 @@ class GeneratedDocsError(Exception):
     """A generated page cannot be written (a field or flag without a description)."""
 
 
-def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
+def generated(kind: str, where: str) -> str:
+    """The text of the generated block ``kind``."""
+    if kind == "cli":
+        return cli_reference()
+    if kind == "config":
+        return config_reference()
+    raise GeneratedDocsError(f"{where}: unknown generated block {kind!r}")
+
+
+def regenerate(markdown: str, where: str) -> str:
+    """``markdown`` with each generated block written afresh from the code."""
     def replace(match: re.Match) -> str:
         kind = match.group(1)
-        if kind == "cli":
-            return cli_reference()
-        if kind == "config":
-            return config_reference()
-        raise GeneratedDocsError(f"{page.file.src_path}: unknown generated block {kind!r}")
+        return f"<!-- generated: {kind} -->\n{generated(kind, where).rstrip()}\n<!-- end generated: {kind} -->"
 
-    return MARKER.sub(replace, markdown)
+    return BLOCK.sub(replace, markdown)
+
+
+def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
+    return regenerate(markdown, page.file.src_path)
+
+
+def stale_pages(root: Path = ROOT, *, write: bool = False) -> list[str]:
+    """The pages of :data:`PAGES` whose generated blocks differ from the code (rewritten when ``write``)."""
+    stale = []
+    for name in PAGES:
+        path = root / name
+        text = path.read_text(encoding="utf-8")
+        fresh = regenerate(text, name)
+        if fresh != text:
+            stale.append(name)
+            if write:
+                path.write_text(fresh, encoding="utf-8")
+    return stale
+
+
+def main(argv: list[str]) -> int:
+    check = "--check" in argv
+    stale = stale_pages(write=not check)
+    for name in stale:
+        print(f"{name}: {'out of date' if check else 'rewritten'}")
+    return 1 if check and stale else 0
 
 
 #: A Sphinx role as it comes out of a docstring rendered as Markdown: ``:class:`~a.b.C``` becomes
@@ -320,3 +360,7 @@ def config_reference() -> str:
             out.append(f"| `{key}` | {kind} | {'yes' if key in required else ''} | {default_text} | {_esc(desc)} |")
         out.append("")
     return "\n".join(out)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

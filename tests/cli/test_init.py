@@ -182,3 +182,16 @@ def test_init_writes_into_the_current_folder_by_default(tmp_path, monkeypatch, c
     assert code == 0
     assert (tmp_path / "platform.yaml").exists()
     assert out.splitlines()[-1] == "next: gpu-share validate platform.yaml && gpu-share plan platform.yaml && cdk synth"
+
+
+def test_every_starter_config_links_the_configuration_reference():
+    """The link a user of the wheel follows: the repository's committed reference page."""
+    import re
+
+    from cdk_gpu_share.cli.init_cmd import BACKENDS, template_text
+
+    (repository,) = re.findall(r'^Repository = "([^"]+)"$', (ROOT / "pyproject.toml").read_text(), re.M)
+    link = f"{repository}/blob/main/docs/configuration.md"
+    assert (ROOT / "docs" / "configuration.md").read_text().count("<!-- end generated: config -->") == 1
+    for backend in BACKENDS:
+        assert link in template_text(f"platform-{backend}.yaml").split("\nplatform:")[0], backend

@@ -189,11 +189,16 @@ def test_summary_of_the_synthesized_default_platform(default_platform, capsys):
     idle = out.split("costs money while idle:")[1]
     assert "a NAT gateway" in idle
     assert "1 customer-managed KMS key (billed monthly)" in idle  # the job archive's
-    archive = out.split("job archive:")[1].split("costs money while idle:")[0]
+    archive = out.split("job archive (history.enabled: false goes without it):")[1].split("share monitor (")[0]
     assert re.search(r"gpu-share-platform: bucket JobHistoryBucket\w+ \(KMS-encrypted, objects expire after 400 days\)",
                      archive)
     assert "delivery stream, GZIP, one event a line, prefix events/!{timestamp:yyyy/MM/dd}/config=" in archive
     assert "rule Batch Job State Change, Batch Service Job State Change of 2 queues" in archive
+    monitor = out.split("share monitor (batch_quota.monitor.enabled: false goes without it):")[1]
+    assert monitor.split("\n")[1].startswith("  gpu-share-platform: a function reads the queue's quota shares every"
+                                              " 1 minute and publishes each team's use")
+    kept = out.split("kept by cdk destroy (delete by hand when no longer wanted):")[1].split("costs money")[0]
+    assert re.search(r"gpu-share-platform: \d+ log groups, 1 KMS key, 2 S3 buckets", kept)
 
 
 def test_summary_without_an_assembly_exits_2(tmp_path, capsys):

@@ -217,10 +217,21 @@ def _summary(args: argparse.Namespace) -> int:
         print("quotas, shares and endpoints:")
         for line in quotas:
             print(f"  {line}")
-    archive = _archive_lines(_templates(out, data))
+    templates = _templates(out, data)
+    archive = _archive_lines(templates)
     if archive:
-        print("job archive:")
+        print("job archive (history.enabled: false goes without it):")
         for line in archive:
+            print(f"  {line}")
+    monitors = _monitor_lines(templates)
+    if monitors:
+        print("share monitor (batch_quota.monitor.enabled: false goes without it):")
+        for line in monitors:
+            print(f"  {line}")
+    kept = _retained_lines(templates)
+    if kept:
+        print("kept by cdk destroy (delete by hand when no longer wanted):")
+        for line in kept:
             print(f"  {line}")
     idle = _idle_costs(out, data)
     print("costs money while idle:" if idle else "costs money while idle: nothing found in the templates")
@@ -293,6 +304,48 @@ def _archive_lines(templates: list[tuple[str, dict]]) -> list[str]:
                     queues = pattern.get("detail", {}).get("jobQueue")
                     lines.append(f"{name}: rule {', '.join(kinds)}"
                                  + (f" of {plural(len(queues), 'queue')}" if isinstance(queues, list) else ""))
+    return lines
+
+
+#: The description of the share monitor's function (backends/batch_quota/construct.py).
+MONITOR_FUNCTION = "Publishes per-team metrics of a Batch quota-management queue (cdk-gpu-share)"
+
+
+def _monitor_lines(templates: list[tuple[str, dict]]) -> list[str]:
+    """The share monitor of each stack that has one: how often it reads the queue, what it publishes."""
+    lines = []
+    for name, template in templates:
+        resources = template.get("Resources", {})
+        functions = {k for k, r in resources.items() if r["Type"] == "AWS::Lambda::Function"
+                     and r.get("Properties", {}).get("Description") == MONITOR_FUNCTION}
+        for res in resources.values():
+            props = res.get("Properties", {})
+            targets = {(t.get("Arn") or {}).get("Fn::GetAtt", [None])[0] for t in props.get("Targets", [])
+                       if isinstance(t.get("Arn"), dict)}
+            if res["Type"] == "AWS::Events::Rule" and props.get("ScheduleExpression") and functions & targets:
+                every = str(props["ScheduleExpression"]).removeprefix("rate(").removesuffix(")")
+                lines.append(f"{name}: a function reads the queue's quota shares every {every} and publishes each"
+                             " team's use, borrowing, waits and preemptions as custom CloudWatch metrics (billed"
+                             " per metric and month), with a dashboard and alarms")
+    return lines
+
+
+#: The resource types ``summary`` names when a stack keeps them on ``cdk destroy``.
+_KEPT_LABELS = {"AWS::S3::Bucket": "S3 bucket", "AWS::KMS::Key": "KMS key", "AWS::Logs::LogGroup": "log group",
+                "AWS::Logs::LogStream": "log stream", "AWS::DynamoDB::Table": "DynamoDB table"}
+
+
+def _retained_lines(templates: list[tuple[str, dict]]) -> list[str]:
+    """Per stack, the resources ``cdk destroy`` leaves behind (``DeletionPolicy: Retain``), counted by type."""
+    lines = []
+    for name, template in templates:
+        counts: dict[str, int] = {}
+        for res in template.get("Resources", {}).values():
+            if res.get("DeletionPolicy") in ("Retain", "RetainExceptOnCreate"):
+                label = _KEPT_LABELS.get(res["Type"], res["Type"])
+                counts[label] = counts.get(label, 0) + 1
+        if counts:
+            lines.append(f"{name}: " + ", ".join(plural(n, label) for label, n in counts.items()))
     return lines
 
 
