@@ -437,3 +437,45 @@ def test_the_advisor_docs_worked_example_of_a_team_given_less_than_it_is_owed(ca
     assert batch["objectives"]["no_worse_than_private"]["value"] == -1056
     assert f"regret       {advice['regret_gpu_hours']:,.1f} GPU-hours" in section
     assert "batch          no_worse_than_private  private + slack  -1,056 s  yes" in section
+
+
+def test_on_the_alibaba_trace_the_advice_keeps_every_promise_and_its_output_reproduces_it(capsys, tmp_path):
+    """The four QoS classes of the Alibaba trace with the objectives of docs/advisor.md, --fleet size:
+    every objective holds, judged against what each team was given as input, and simulate on -o
+    gives the same figures."""
+    from pathlib import Path
+
+    import yaml
+
+    from tests.data import alibaba_trace
+
+    raw = alibaba_trace()
+    root = Path(__file__).parents[2]
+    jobs = tmp_path / "jobs.csv"
+    assert main(["trace", "convert", "--from", "alibaba-openb", str(raw), "-o", str(jobs)]) == 0
+    config = yaml.safe_load((root / "examples" / "alibaba-openb.yaml").read_text())
+    promise = {"no_worse_than_private": True}
+    objectives = {"ls": {"wait_p95_minutes": 1440, **promise}, "burstable": {"wait_p95_minutes": 1440, **promise},
+                  "be": {"wait_p95_minutes": 120, **promise},
+                  "guaranteed": {"wait_p95_minutes": 30, "guarantee_wait_p99_minutes": 10,
+                                 "max_preempted_per_day": 0, **promise}}
+    given = {t["name"]: t["guarantee"]["g5.12xlarge"] for t in config["teams"]}
+    for team in config["teams"]:
+        team["objectives"] = objectives[team["name"]]
+    (tmp_path / "alibaba.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    out_path = tmp_path / "advised.yaml"
+    capsys.readouterr()
+    code, out, err = run(capsys, ["advise", str(tmp_path / "alibaba.yaml"), "--trace", str(jobs), "--fleet", "size",
+                                  "--workers", "2", "--json", "-o", str(out_path)])
+    assert code == 0, err
+    advice = json.loads(out)
+    assert advice["feasible"] and all(e["met"] for t in advice["teams"].values() for e in t["objectives"].values())
+    written = {t["name"]: t for t in yaml.safe_load(out_path.read_text())["teams"]}
+    for name, team in advice["teams"].items():
+        assert team["entitlement"] == {"gpu": 4 * given[name]}
+        changed = team["guarantee"]["gpu"] != 4 * given[name]
+        assert written[name]["objectives"].get("entitlement") == ({"g5.12xlarge": given[name]} if changed else None)
+    result = simulate_json(capsys, ["--config", str(out_path), "--trace", str(jobs)])
+    assert result["wait_gpu_hours"] + result["lost_gpu_seconds"] / 3600 == advice["regret_gpu_hours"]
+    for name, team in result["teams"].items():
+        assert team["objectives"] == advice["teams"][name]["objectives"]
