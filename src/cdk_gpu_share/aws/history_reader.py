@@ -40,8 +40,6 @@ class ArchiveRead:
     listed: int = 0
     read: int = 0
     records: int = 0
-    #: Keys of objects skipped whole (not gzip as their first bytes say, too large).
-    unreadable: list[str] = field(default_factory=list)
     #: why -> objects or lines skipped (``lines not JSON``, ``objects larger than 128 MiB``, ...).
     skipped: Counter[str] = field(default_factory=Counter)
     #: why -> the key of the first object where it happened.
@@ -80,7 +78,6 @@ def _inflate(body: bytes) -> bytes | None:
 def _records(key: str, body: bytes, stats: ArchiveRead) -> Iterator[Any]:
     """The records of one object; what cannot be read is counted in ``stats``, never raised."""
     if len(body) > MAX_OBJECT_BYTES:
-        stats.unreadable.append(key)
         stats.skip(_TOO_LARGE, key)
         return
     data: bytes | None = body
@@ -88,11 +85,9 @@ def _records(key: str, body: bytes, stats: ArchiveRead) -> Iterator[Any]:
         try:
             data = _inflate(body)
         except (zlib.error, EOFError):
-            stats.unreadable.append(key)
             stats.skip("objects whose compression is broken", key)
             return
         if data is None:
-            stats.unreadable.append(key)
             stats.skip(_TOO_LARGE, key)
             return
     assert data is not None
