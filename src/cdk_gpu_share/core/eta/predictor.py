@@ -14,7 +14,7 @@ Inputs, all of them known at the moment ``state.now``:
 :func:`predict` replays the policy (the simulator's own engine, from the state) ``samples``
 times. In each replay every unknown duration is drawn from the job's team's finished
 durations longer than the work the job has already done (a team without finished jobs
-draws from every team's), and later arrivals are drawn from the history: each team's jobs
+draws from every team's; when none is longer, ``worked / u`` with u uniform in (0, 1]), and later arrivals are drawn from the history: each team's jobs
 arrive at the rate it submitted over the last :data:`ARRIVAL_WINDOW_S` (a Poisson stream),
 each a copy of one of its finished jobs (size, priority, duration). The band is the
 nearest-rank 10th, 50th and 90th percentiles of the job's wait in those replays.
@@ -115,10 +115,12 @@ class Band:
 
 
 def _draw(durations: list[float], worked: float, rng: random.Random) -> float:
-    """A duration longer than ``worked`` from the sorted ``durations`` (none: ``worked``, it ends now)."""
+    """A duration longer than ``worked`` from the sorted ``durations``. None longer: nothing is known
+    but that it has run ``worked``; a duration ``worked / u``, u uniform in (0, 1] (the chance it
+    runs past ``t`` is then ``worked / t``: as likely to run as long again as not)."""
     i = bisect_right(durations, worked)
     if i >= len(durations):
-        return worked
+        return worked / (1.0 - rng.random())
     return durations[rng.randrange(i, len(durations))]
 
 
