@@ -14,9 +14,10 @@ Inputs, all of them known at the moment ``state.now``:
 :func:`predict` replays the policy (the simulator's own engine, from the state) ``samples``
 times. In each replay every unknown duration is drawn from the job's team's finished
 durations longer than the work the job has already done (a team without finished jobs
-draws from every team's; when none is longer, ``worked / u`` with u uniform in (0, 1]), and later arrivals are drawn from the history: each team's jobs
-arrive at the rate it submitted over the last :data:`ARRIVAL_WINDOW_S` (a Poisson stream),
-each a copy of one of its finished jobs (size, priority, duration). The band is the
+draws from every team's; when none is longer, ``worked / u`` with u uniform in (0, 1]),
+and later arrivals are drawn from the history: each team's jobs arrive at the rate it
+submitted over the last :data:`ARRIVAL_WINDOW_S` (a Poisson stream), each a copy of one
+of its finished jobs (size, priority, duration). The band is the
 nearest-rank 10th, 50th and 90th percentiles of the job's wait in those replays.
 
 :func:`baseline_wait` is the answer without a band: one replay in which every unknown
