@@ -298,7 +298,7 @@ def critical_path(study, space) -> None:
     each = sorted(t for b in batches for t in b)
     print(f"{'workers':<8} CPU s a simulation: median {statistics.median(each):.2f}, largest {each[-1]:.2f}")
     print(f"{'workers':<8} {len(batches)} batches, {sum(len(b) for b in batches)} simulations, {total:.1f} CPU s: "
-          f"two workers can give {total / span:4.2f}x (critical path {span:.1f} s); the wall times below are "
+          f"two workers can give {total / span:4.2f}x (critical path {span:.1f} s); wall times are "
           f"those of this machine at its load")
 
 

@@ -54,7 +54,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "of the backend's type; else 1)")
     where = p.add_mutually_exclusive_group()
     where.add_argument("--workers", default=None, metavar="N",
-                       help="simulate candidates in N local processes (default: the machine's cores)")
+                       help="simulate candidates in N local processes (default: the machine's cores; at most 4 per core)")
     where.add_argument("--ray", default=None, metavar="ADDRESS",
                        help="simulate candidates as tasks on a Ray cluster (auto: the one this machine runs, else "
                             "a new local one; needs pip install 'cdk-gpu-share[ray]')")
