@@ -161,3 +161,16 @@ def test_a_scenario_tree_is_refused_as_the_config_is(edit, expected):
     with pytest.raises(ConfigError) as info:
         parse_scenario(scenario)
     assert [str(p) for p in info.value.problems] == [expected]
+
+
+def test_a_team_in_a_group_nobody_declared_is_refused_there_and_in_a_construct():
+    raw = organisation([], [("t", 1, "research")])
+    del raw["groups"]
+    assert only_problem(raw) == ("teams[0] (t).group: is not a group ('research'); declare it under groups, or"
+                                 " remove it")
+    from cdk_gpu_share.core.config import config_problems
+
+    # A construct given the teams alone (no tree) refuses them rather than deploy them flat.
+    problems = config_problems([TeamConfig("t", {"g5.xlarge": 1}, group="research")],
+                               fairshare=FairshareConfig(capacity={"g5.xlarge": 2}))
+    assert [p.field for p in problems] == ["teams[0] (t).group"]

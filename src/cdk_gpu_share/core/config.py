@@ -951,7 +951,7 @@ def _read_groups(data: Mapping, teams: list[TeamConfig], paths: Mapping[str, str
     """The ``groups`` list, and the tree's shape checked with the teams' ``group``."""
     raw = data.get("groups")
     if raw is None:
-        return []
+        raw = []  # a team's group must still name a group: none is declared
     if not isinstance(raw, list):
         problems.add("groups", raw, f"must be a list of groups, not {V.kind(raw)}",
                      "write groups: [{name: research}] or leave it out")

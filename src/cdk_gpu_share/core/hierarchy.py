@@ -57,6 +57,8 @@ class GroupSpec:
 
 
 def _closest(name: object, names: Iterable[str]) -> str:
+    if not names:
+        return "declare it under groups, or remove it"
     close = difflib.get_close_matches(str(name), sorted(names), n=1)
     return f"did you mean {close[0]!r}?" if close else "use one of " + (", ".join(sorted(names)) or "none")
 
