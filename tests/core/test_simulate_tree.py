@@ -58,3 +58,14 @@ def test_without_groups_the_flat_index_dispatches():
     sc = scenario({}, flat=True)
     jobs = sim.parse_jobs(["job_id,team,submit_time,duration_s,gpus", "j,a,0,1,1"], sc)
     assert _Sim(sc, jobs, "share", 60.0, None, None).tree is None
+
+
+def test_the_json_has_each_groups_figures_over_its_teams():
+    rows = ["c1,c,0,1000,4", "a1,a,1,1000,4", "b1,b,10,300,2"]
+    out = run(scenario({"gpu": 2, "limit": 1}), rows, "share+reclaim")
+    research, a, b = out["groups"]["research"], out["teams"]["a"], out["teams"]["b"]
+    assert research["jobs"] == a["jobs"] + b["jobs"] == 2
+    assert research["gpu_seconds"] == a["gpu_seconds"] + b["gpu_seconds"]
+    assert research["borrowed_gpu_seconds"] == a["borrowed_gpu_seconds"] + b["borrowed_gpu_seconds"]
+    assert research["wait_p99_s"] == max(a["wait_p99_s"], b["wait_p99_s"])
+    assert "groups" not in run(scenario({}, flat=True), rows, "share+reclaim")

@@ -12,6 +12,7 @@ bounds the benchmark prints beside the simulated waits.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -138,6 +139,9 @@ class SimResult:
     #: :func:`~cdk_gpu_share.core.simulate.evaluate_run` has judged the run; in :meth:`to_dict`
     #: as the team's ``objectives``.
     objectives: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    #: The organisation's tree: each group's teams (every team below it); in :meth:`to_dict` as
+    #: ``groups``, each with its teams' figures together. Empty without groups.
+    group_members: dict[str, list[str]] = field(default_factory=dict)
     _series: tuple | None = field(default=None, init=False, repr=False, compare=False)
     _waiting: tuple | None = field(default=None, init=False, repr=False, compare=False)
 
@@ -219,7 +223,23 @@ class SimResult:
                              **({"objectives": self.objectives[name]} if name in self.objectives else {})}
                       for name in self.team_names},
             **({} if self.victim_order == "youngest" else {"victim_order": self.victim_order}),
+            **({"groups": {g: self.group_result(g).to_dict() for g in self.group_members}}
+               if self.group_members else {}),
         }
+
+    def group_result(self, group: str) -> TeamResult:
+        """A group's figures: its teams' counts and GPU-seconds summed, percentiles over their jobs."""
+        parts = [self.teams[t] for t in self.group_members[group]]
+        out = TeamResult(name=group, guarantee=math.fsum(p.guarantee for p in parts))
+        for p in parts:
+            out.jobs += p.jobs
+            out.waits += p.waits
+            out.reclaim_waits += p.reclaim_waits
+            out.preempted += p.preempted
+        out.gpu_seconds = math.fsum(p.gpu_seconds for p in parts)
+        out.borrowed_gpu_seconds = math.fsum(p.borrowed_gpu_seconds for p in parts)
+        out.lost_gpu_seconds = math.fsum(p.lost_gpu_seconds for p in parts)
+        return out
 
 
 def _tally_jobs(runs: Sequence[Run]) -> tuple[list[JobOutcome], float]:

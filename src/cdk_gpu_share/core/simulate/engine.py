@@ -422,6 +422,8 @@ class _Sim:
             max_total_usage=self.max_total,
             preemption_events=self.preemption_events,
             pending_log=self.pending_log,
+            group_members={} if self.tree is None else {g: [t.name for t in below]
+                                                         for g, below in self.tree.below.items()},
         )
 
     def _close_borrowing(self, end: float) -> None:
