@@ -2,10 +2,11 @@
 
     gpu-share eta ([--config] PLATFORM.yaml [--backend B] | --scenario S.json) --trace JOBS.csv
                   --backtest [--jobs N] [--samples K] [--seed N] [--workers N] [--json]
+                  [--report OUT.html]
 
 The predictor and the backtest live in :mod:`cdk_gpu_share.core.eta`; this module parses the
 arguments, picks the executor (the quota advisor's), draws the progress bar and renders the
-summary. Exit 0; 2 on bad input.
+summary; ``--report`` writes the page of :mod:`cdk_gpu_share.cli.eta_report`. Exit 0; 2 on bad input.
 """
 
 from __future__ import annotations
@@ -60,6 +61,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--workers", default=None, metavar="N",
                    help="predict in N local processes (default: the machine's cores); the answer is the same")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    p.add_argument("--report", metavar="OUT.html",
+                   help="also write one self-contained HTML page: per team, each predicted band against the "
+                        "actual wait, and the figures beside the baseline")
     p.set_defaults(func=run_eta, poll_seconds=None)
 
 
@@ -89,6 +93,11 @@ def run_eta(args: argparse.Namespace) -> int:
     samples = _positive_int("--samples", args.samples, "give the replays per prediction, e.g. --samples 32")
     workers = _positive_int("--workers", args.workers, "give the number of local processes, e.g. --workers 2")
     seed = _seed(args.seed)
+    if args.report:
+        from cdk_gpu_share.cli.simulate_cmd import _check_target
+
+        # Before any input is read: a path that cannot be written fails now, not after minutes of work.
+        _check_target("--report", args.report, ".html")
     _check_not_raw_trace(args.trace)
     scenario, poll, described = _load_scenario(args)
     jobs = sim.load_jobs(args.trace, scenario)
@@ -106,10 +115,18 @@ def run_eta(args: argparse.Namespace) -> int:
         return executors.Processes(study, workers, eta.run_eta_task)
 
     try:
-        doc = eta.backtest(scenario, jobs, samples=samples or eta.DEFAULT_SAMPLES, seed=seed, poll_seconds=poll,
-                           n_jobs=n_jobs, executor_of=executor_of, progress=progress)
+        result = eta.run_backtest(scenario, jobs, samples=samples or eta.DEFAULT_SAMPLES, seed=seed,
+                                  poll_seconds=poll, n_jobs=n_jobs, executor_of=executor_of, progress=progress)
     finally:
         bar.close()
+    doc = result.doc
+    if args.report:
+        from cdk_gpu_share.cli._files import write_output
+        from cdk_gpu_share.cli.eta_report import render_eta_report
+
+        write_output(args.report, render_eta_report(doc, result.baseline_per_team, described=described,
+                                                    trace=args.trace), "--report")
+        print(f"report written to {args.report}", file=sys.stderr if args.json else sys.stdout)
     if args.json:
         print(json.dumps(doc))
     else:

@@ -15,7 +15,7 @@ what was not known when it was made.
 
 from __future__ import annotations
 
-from cdk_gpu_share.core.eta.backtest import EtaStudy, backtest, run_eta_task, select_jobs
+from cdk_gpu_share.core.eta.backtest import Backtest, EtaStudy, backtest, run_backtest, run_eta_task, select_jobs
 from cdk_gpu_share.core.eta.predictor import (
     ARRIVAL_WINDOW_S,
     DEFAULT_SAMPLES,
@@ -35,5 +35,5 @@ __all__ = [
     # replays of the policy
     "replay_start", "capture_states",
     # the backtest
-    "backtest", "EtaStudy", "run_eta_task", "select_jobs",
+    "backtest", "run_backtest", "Backtest", "EtaStudy", "run_eta_task", "select_jobs",
 ]

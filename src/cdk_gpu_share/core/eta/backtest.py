@@ -26,7 +26,7 @@ from cdk_gpu_share.core.simulate.accounting import nearest_rank
 from cdk_gpu_share.core.simulate.inputs import RECLAIM, Job, Scenario
 from cdk_gpu_share.core.simulate.resume import QueueState, capture_states
 
-__all__ = ["EtaStudy", "backtest", "run_eta_task", "select_jobs"]
+__all__ = ["Backtest", "EtaStudy", "backtest", "run_backtest", "run_eta_task", "select_jobs"]
 
 #: Predictions handed to the executor at a time (the progress bar moves between batches).
 _BATCH = 16
@@ -84,10 +84,29 @@ def _figures(rows: Sequence[tuple[float, float, float, float]]) -> dict[str, Any
     return {"sampled": len(rows), "coverage_p10_p90": _coverage(rows), "mdae_p50_s": _mdae(rows)}
 
 
+@dataclass(frozen=True)
+class Backtest:
+    """A backtest's answer: ``doc``, the JSON document; ``baseline_per_team``, each team's
+    baseline figures (``sampled``, ``coverage_p10_p90``, ``mdae_p50_s``), which the report sets
+    beside the team's band and the document leaves out (it states the baseline once, overall)."""
+
+    doc: dict[str, Any]
+    baseline_per_team: dict[str, dict[str, Any]]
+
+
 def backtest(scenario: Scenario, jobs: Sequence[Job], *, samples: int, seed: int, poll_seconds: float,
              n_jobs: int | None = None, mode: str = RECLAIM, executor_of: Callable[[EtaStudy], Any] | None = None,
              progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
-    """The backtest's JSON document (``samples``, ``seed``, ``jobs``, ``summary``; see docs/eta.md).
+    """The backtest's JSON document (``samples``, ``seed``, ``jobs``, ``summary``; see docs/eta.md);
+    the arguments are :func:`run_backtest`'s."""
+    return run_backtest(scenario, jobs, samples=samples, seed=seed, poll_seconds=poll_seconds, n_jobs=n_jobs,
+                        mode=mode, executor_of=executor_of, progress=progress).doc
+
+
+def run_backtest(scenario: Scenario, jobs: Sequence[Job], *, samples: int, seed: int, poll_seconds: float,
+                 n_jobs: int | None = None, mode: str = RECLAIM, executor_of: Callable[[EtaStudy], Any] | None = None,
+                 progress: Callable[[int, int], None] | None = None) -> Backtest:
+    """The backtest (:class:`Backtest`: its JSON document and each team's baseline figures).
 
     ``executor_of(study)``: an executor (the quota advisor's: ``run(tasks)`` gives the results
     of :func:`run_eta_task` in the batch's order; ``close()``, when it has one, is called at the
@@ -124,10 +143,10 @@ def backtest(scenario: Scenario, jobs: Sequence[Job], *, samples: int, seed: int
 
 
 def _document(scenario: Scenario, study: EtaStudy, sampled: Sequence[Job],
-              results: Sequence[tuple[Band | None, float | None]], final_start: dict[str, float]) -> dict[str, Any]:
+              results: Sequence[tuple[Band | None, float | None]], final_start: dict[str, float]) -> Backtest:
     entries = []
     rows: dict[str, list[tuple[float, float, float, float]]] = {}
-    base_rows = []
+    base_rows: dict[str, list[tuple[float, float, float, float]]] = {}
     no_history = 0
     for job, (band, base) in zip(sampled, results):
         if band is None or base is None:
@@ -138,14 +157,17 @@ def _document(scenario: Scenario, study: EtaStudy, sampled: Sequence[Job],
                         "wait_p10_s": band.wait_p10_s, "wait_p50_s": band.wait_p50_s, "wait_p90_s": band.wait_p90_s,
                         "actual_wait_s": float(actual)})
         rows.setdefault(job.team, []).append((band.wait_p10_s, band.wait_p50_s, band.wait_p90_s, actual))
-        base_rows.append((base, base, base, actual))
+        base_rows.setdefault(job.team, []).append((base, base, base, actual))
     every = [r for team_rows in rows.values() for r in team_rows]
+    base_every = [r for team_rows in base_rows.values() for r in team_rows]
     overall = _figures(every)
     summary = {
         **overall,
         "median_actual_wait_s": float(nearest_rank([r[3] for r in every], 50)),
         "no_history": no_history,
-        "baseline": {"coverage_p10_p90": _coverage(base_rows), "mdae_p50_s": _mdae(base_rows)},
+        "baseline": {"coverage_p10_p90": _coverage(base_every), "mdae_p50_s": _mdae(base_every)},
         "per_team": {name: _figures(rows[name]) for name in scenario.team_names if name in rows},
     }
-    return {"samples": study.samples, "seed": study.seed, "jobs": entries, "summary": summary}
+    return Backtest(doc={"samples": study.samples, "seed": study.seed, "jobs": entries, "summary": summary},
+                    baseline_per_team={name: _figures(base_rows[name])
+                                       for name in scenario.team_names if name in base_rows})
