@@ -196,7 +196,6 @@ class DeviceRoute:
     the quota (Kueue counts only the GPUs a Pod requests): ``test`` is CEL over the Pod ``obj``
     (``object`` or ``oldObject``); ``what`` and ``fix`` make its message."""
 
-    name: str
     test: Callable[[str], str]
     what: str
     fix: str
@@ -206,38 +205,38 @@ def _device_routes(section: KueueConfig) -> tuple[DeviceRoute, ...]:
     allowed = list(section.allowed_runtime_classes)
     allowed_text = ", ".join(allowed) or "none"
     return (
-        DeviceRoute("nodeName", lambda o: f"has({o}.spec.nodeName) && {o}.spec.nodeName != ''",
+        DeviceRoute(lambda o: f"has({o}.spec.nodeName) && {o}.spec.nodeName != ''",
                     "may not set spec.nodeName: it skips the scheduler, and with it the GPU nodes' taint",
-                    "leave spec.nodeName unset; the scheduler places the Pod (on a GPU node through Kueue's queue)"),
-        DeviceRoute("privileged", lambda o: _any_container(
+                    "leave spec.nodeName unset and let the scheduler place the Pod (on a GPU node through Kueue's queue only)"),
+        DeviceRoute(lambda o: _any_container(
             f"{o}.spec", "(has(c.securityContext) && has(c.securityContext.privileged)"
             " && c.securityContext.privileged == true) || (has(c.env) && c.env.exists(e, e.name == 'NVIDIA_VISIBLE_DEVICES'))"),
             "may not be privileged or set NVIDIA_VISIBLE_DEVICES: it would reach GPUs outside the quota",
             "request nvidia.com/gpu and let the device plugin give them"),
-        DeviceRoute("hostPID", lambda o: f"has({o}.spec.hostPID) && {o}.spec.hostPID == true",
+        DeviceRoute(lambda o: f"has({o}.spec.hostPID) && {o}.spec.hostPID == true",
                     "may not set hostPID: it would see and signal the node's processes, other teams' GPU jobs among them",
                     "remove hostPID"),
-        DeviceRoute("hostNetwork", lambda o: f"has({o}.spec.hostNetwork) && {o}.spec.hostNetwork == true",
+        DeviceRoute(lambda o: f"has({o}.spec.hostNetwork) && {o}.spec.hostNetwork == true",
                     "may not set hostNetwork: it would reach the node's own services",
                     "remove hostNetwork"),
-        DeviceRoute("SYS_ADMIN", lambda o: _any_container(
+        DeviceRoute(lambda o: _any_container(
             f"{o}.spec", f"has(c.securityContext) && has(c.securityContext.capabilities)"
             f" && has(c.securityContext.capabilities.add) && c.securityContext.capabilities.add.exists(a, a.matches('{SYS_ADMIN}'))"),
             "may not add the capability SYS_ADMIN (or ALL): it can mount the node's devices",
             "remove it from securityContext.capabilities.add"),
-        DeviceRoute("hostPath", lambda o: f"has({o}.spec.volumes) && {o}.spec.volumes.exists(v, has(v.hostPath)"
+        DeviceRoute(lambda o: f"has({o}.spec.volumes) && {o}.spec.volumes.exists(v, has(v.hostPath)"
                     f" && v.hostPath.path.matches('{HOST_DEVICE_PATH}'))",
                     "may not mount a hostPath to /dev or the container runtime's socket (or a folder above them):"
                     " either hands a container any device of the node",
-                    "use a volume of another kind; GPUs come from requesting nvidia.com/gpu"),
-        DeviceRoute("runtimeClassName", lambda o: f"has({o}.spec.runtimeClassName) && !({o}.spec.runtimeClassName in {allowed!r})",
+                    "use a volume of another kind, and request nvidia.com/gpu for the GPUs the Pod needs"),
+        DeviceRoute(lambda o: f"has({o}.spec.runtimeClassName) && !({o}.spec.runtimeClassName in {allowed!r})",
                     "may name only an allowed runtime class in runtimeClassName: a runtime such as NVIDIA's can hand a"
                     " container GPUs it did not request",
                     f"use one of kueue.allowed_runtime_classes ({allowed_text}), or leave runtimeClassName unset"),
-        DeviceRoute("CDI", lambda o: f"has({o}.metadata.annotations) && {o}.metadata.annotations.exists(k,"
+        DeviceRoute(lambda o: f"has({o}.metadata.annotations) && {o}.metadata.annotations.exists(k,"
                     f" k.startsWith('{CDI_ANNOTATION_PREFIX}'))",
                     f"may not carry a {CDI_ANNOTATION_PREFIX}* annotation: the runtime would add the devices it names",
-                    "remove the annotation; request nvidia.com/gpu and let the device plugin give them"),
+                    "remove the annotation, and request nvidia.com/gpu for the GPUs the Pod needs"),
     )
 
 
