@@ -365,6 +365,14 @@ class BatchModel:
             body["nextToken"] = f"o:{offset + limit}"
         return 200, body
 
+    def _DescribeJobQueues(self, p: dict):
+        """The classic queue of the model (a fair-share queue, not a quota-management one)."""
+        asked = p.get("jobQueues") or [QUEUE]
+        found = [{"jobQueueName": QUEUE_NAME, "jobQueueArn": QUEUE, "state": "ENABLED", "status": "VALID",
+                  "priority": 1, "computeEnvironmentOrder": [], "jobQueueType": "ECS"}
+                 for q in asked if q in (QUEUE, QUEUE_NAME)]
+        return 200, {"jobQueues": found}
+
     def _DescribeJobs(self, p: dict):
         for j in p["jobs"]:
             if j in self.jobs:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import time
 from collections.abc import Callable
 from datetime import datetime, timezone
@@ -55,7 +56,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--queue", metavar="NAME",
                         help="job queue name or ARN (default: the config's queue, when it has one)")
     add_config_argument(parser, required=False, help="platform config (YAML); required for a classic queue")
-    parser.add_argument("--job", metavar="ID", help="explain why this waiting job waits, in the terms of the policy")
+    parser.add_argument("--job", metavar="ID", help="explain why this waiting job waits, in the terms of the policy, "
+                        "and when it is expected to start (with --history)")
+    parser.add_argument("--history", metavar="JOBS.csv",
+                        help="with --job: the team's finished jobs (a gpu-share trace export) the expected start is "
+                             "learnt from")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     parser.add_argument("--region", metavar="R", help="AWS region of the queue (default: the queue ARN's, else "
                         "AWS_REGION, else AWS_DEFAULT_REGION, else your AWS configuration's)")
@@ -155,6 +160,13 @@ def _one_line(text: str) -> str:
 
 def run_status(args: argparse.Namespace) -> int:
     config = None
+    history = getattr(args, "history", None)
+    if history and not getattr(args, "job", None):
+        raise ConfigError(Problem("--history", history, "needs --job",
+                                  "add --job ID: the history is used to estimate one waiting job's start"))
+    if history and not os.path.isfile(history):
+        raise ConfigError(Problem("--history", history, "is not a readable file",
+                                  "pass a job trace CSV, as gpu-share trace export writes"))
     if args.config:
         from cdk_gpu_share.core.config import load_config
 
@@ -172,7 +184,14 @@ def run_status(args: argparse.Namespace) -> int:
         reader = next(r for r in readers() if r.reads(detail))
         actions = reader.ACTIONS
         if getattr(args, "job", None):
-            report = reader.explain(client, queue, detail, config, args.job, now=_now(), sleep=_sleep)
+            now = _now()
+            live = getattr(reader, "explain_live", None)
+            if live is None:
+                report = reader.explain(client, queue, detail, config, args.job, now=now, sleep=_sleep)
+            else:
+                report, jobs = live(client, queue, detail, config, args.job, now=now, sleep=_sleep)
+                if report["state"] == "waiting":
+                    report["eta"] = _estimate(report, jobs, config, reader.KEY, history, now)
         else:
             report = reader.report(client, queue, detail, config, now=_now(), sleep=_sleep)
     except GpuShareError:
@@ -207,11 +226,46 @@ def _only_queue(config: Any) -> str:
 
 
 def format_explanation(report: dict[str, Any]) -> str:
-    """Why one job waits, as sentences."""
+    """Why one job waits, as sentences; then, for a waiting job, when it is expected to start."""
+    from cdk_gpu_share.core.eta.live import sentence
+
     head = f"Job {report['job']} of team {report.get('team') or '?'} on {report['queue']}: {report['state']}"
     if not report.get("reasons"):
-        return head + (f" ({report['note']})" if report.get("note") else "")
-    return "\n".join([head + ", because:", *(f"  - {r['text']}" for r in report["reasons"])])
+        lines = [head + (f" ({report['note']})" if report.get("note") else "")]
+    else:
+        lines = [head + ", because:", *(f"  - {r['text']}" for r in report["reasons"])]
+    if "eta" in report:
+        text = sentence(report["eta"], report.get("team") or "?")
+        lines.append(text[:1].upper() + text[1:])
+    return "\n".join(lines)
+
+
+def _estimate(report: dict[str, Any], jobs: list[Any], config: Any, backend: str, history_path: str | None,
+              now: float) -> dict[str, Any]:
+    """The expected start of the waiting job of ``report`` (:func:`cdk_gpu_share.core.eta.live.live_estimate`),
+    replaying the policy of ``backend`` in ``config`` with the finished jobs of ``history_path``."""
+    from cdk_gpu_share.core import eta
+    from cdk_gpu_share.core import history as archive
+    from cdk_gpu_share.core import scenario as sc
+    from cdk_gpu_share.core import simulate as sim
+
+    if history_path is None:
+        return {"none": "no history of finished jobs to learn durations from; pass --history JOBS.csv "
+                        "(gpu-share trace export writes one from the job archive)"}
+    scenario = sim.parse_scenario(sc.scenario_from_config(config, backend), source=f"{config.source} ({backend})")
+    poll = sc.poll_seconds_of(config, backend) or sim.DEFAULT_POLL_SECONDS
+    with open(history_path, newline="", encoding="utf-8") as fh:
+        header = archive.read_header(fh.readline())
+        fh.seek(0)
+        trace = sim.parse_jobs(fh, scenario, source=history_path)
+    origin = (datetime.strptime(header["origin"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp()
+              if header and header.get("origin") else None)
+    state, left_out = eta.live_state(now, jobs, scenario)
+    estimate = eta.live_estimate(scenario, state, report["job"], eta.history_of(trace, origin=origin, now=now),
+                                 poll_seconds=poll)
+    if left_out:
+        estimate["left_out"] = left_out  # jobs of teams the config does not have: not replayed
+    return estimate
 
 
 # ---------------------------------------------------------------------------

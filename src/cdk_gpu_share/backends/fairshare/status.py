@@ -112,20 +112,31 @@ def _record_notes(unrecorded: list[Any], bad_tags: list[tuple[str, str]]) -> lis
 def explain(client: Any, queue: str, detail: dict[str, Any], config: Any, job_id: str, *, now: float,
             sleep: Callable[[float], None] = time.sleep) -> dict[str, Any]:
     """Why job ``job_id`` waits, read as the reclaimer reads the queue, with the planner's definitions."""
+    return explain_live(client, queue, detail, config, job_id, now=now, sleep=sleep)[0]
+
+
+def explain_live(client: Any, queue: str, detail: dict[str, Any], config: Any, job_id: str, *, now: float,
+                 sleep: Callable[[float], None] = time.sleep) -> tuple[dict[str, Any], list[Any]]:
+    """:func:`explain`, and the queue's running and waiting jobs as the wait predictor takes them
+    (:class:`~cdk_gpu_share.core.eta.live.LiveJob`; terminating jobs left out), from the same read."""
     from cdk_gpu_share.aws import batch_reader
     from cdk_gpu_share.core import reclaim, waiting
+    from cdk_gpu_share.core.eta.live import LiveJob
 
     name = detail.get("jobQueueName", queue)
     section = _fairshare_section(config, name)
     settings = batch_reader.settings_from_config(config, queue=name)
     state = batch_reader.read_queue(client, queue, settings, now, sleep=sleep).state
+    live = [LiveJob(id=j["id"], team=j["team"], gpus=float(sum(j["demand"].values())), priority=int(j["priority"]),
+                    since=float(j["since"]), running=j["state"] == "running")
+            for j in state["jobs"] if not j["terminating"]]
     job = next((j for j in state["jobs"] if j["id"] == job_id), None)
     out: dict[str, Any] = {"kind": KIND, "queue": name, "job": job_id, "team": job and job["team"],
                            "state": "waiting" if job and job["state"] == "pending" else
-                           ("running" if job else "not runnable, starting or running"), "reasons": []}
+                           ("running" if job else _state_elsewhere(client, name, job_id)), "reasons": []}
     if job is None or job["state"] != "pending" or job["terminating"]:
-        out["note"] = "it is not waiting for capacity in this queue"
-        return out
+        out["note"] = ("it has ended" if out["state"] in _ENDED else "it is not waiting for capacity in this queue")
+        return out, live
     parsed = reclaim.parse_state(state)
     usage: dict[str, dict] = {t.name: {} for t in parsed.teams}
     for j in parsed.jobs:
@@ -147,7 +158,20 @@ def explain(client: Any, queue: str, detail: dict[str, Any], config: Any, job_id
                               unit_label="GPU")
     out["need"] = dict(spec.demand)
     out["reasons"] = [r.to_json() for r in reasons]
-    return out
+    return out, live
+
+
+_ENDED = ("succeeded", "failed")
+
+
+def _state_elsewhere(client: Any, queue: str, job_id: str) -> str:
+    """The state of a job the queue's listing does not hold (it ended, or has not reached RUNNABLE):
+    its own status, lower-case; an id Batch does not know is refused in one line."""
+    found = client.describe_jobs(jobs=[job_id]).get("jobs") or []
+    if not found:
+        raise GpuShareError(f"job {job_id!r} is not a job AWS Batch knows (queue {queue}); check the id: "
+                            "gpu-share status lists the waiting jobs")
+    return str(found[0].get("status", "?")).lower()
 
 
 def _fairshare_section(config: Any, name: str) -> Any:

@@ -16,6 +16,7 @@ what was not known when it was made.
 from __future__ import annotations
 
 from cdk_gpu_share.core.eta.backtest import Backtest, EtaStudy, backtest, run_backtest, run_eta_task, select_jobs
+from cdk_gpu_share.core.eta.live import LiveJob, history_of, live_estimate, live_state, sentence
 from cdk_gpu_share.core.eta.predictor import (
     ARRIVAL_WINDOW_S,
     DEFAULT_SAMPLES,
@@ -34,6 +35,8 @@ __all__ = [
     "History", "FinishedJob", "Band", "predict", "baseline_wait", "DEFAULT_SAMPLES", "ARRIVAL_WINDOW_S",
     # replays of the policy
     "replay_start", "capture_states",
+    # a live queue's waiting job
+    "LiveJob", "live_state", "history_of", "live_estimate", "sentence",
     # the backtest
     "backtest", "run_backtest", "Backtest", "EtaStudy", "run_eta_task", "select_jobs",
 ]
