@@ -145,6 +145,7 @@ MISTYPED = {
     "mig fit": (["mig", "fit", "examples/mig/models.yaml", "--isolate-tems"], "--isolate-teams"),
     "simulate": (["simulate", "--config", PLATFORM, "--trace", "t.csv", "--compre"], "--compare"),
     "advise": (["advise", "--config", PLATFORM, "--trace", "t.csv", "--fleeet", "size"], "--fleet"),
+    "eta": (["eta", "--config", PLATFORM, "--trace", "t.csv", "--backtest", "--sampels", "4"], "--samples"),
     "trace convert": (["trace", "convert", "--from", "alibaba-openb", "f.csv", "--ouptut", "o.csv"], "--output"),
     "trace sample": (["trace", "sample", "--sede", "3"], "--seed"),
     "trace export": (["trace", "export", PLATFORM, "--from", "2026-12-01", "--to", "2026-12-02", "--bucekt", "b"],
