@@ -114,6 +114,13 @@ class QuotaQueueModel:
             body = _partial(op, body)
         return _response(request, status, body)
 
+    def _DescribeJobQueues(self, p: dict):
+        """The quota-management queue of the model."""
+        found = [{"jobQueueName": QUEUE_NAME, "jobQueueArn": QUEUE, "state": "ENABLED", "status": "VALID",
+                  "priority": 1, "jobQueueType": "SAGEMAKER_TRAINING", "serviceEnvironmentOrder": []}
+                 for q in p.get("jobQueues") or [QUEUE] if q in (QUEUE, QUEUE_NAME)]
+        return 200, {"jobQueues": found}
+
     def _ListQuotaShares(self, p: dict):
         shares = [{"quotaShareName": name, "quotaShareArn": f"{QUEUE}/quota-share/{name}", "jobQueueArn": QUEUE,
                    "capacityLimits": [{"capacityUnit": u, "maxCapacity": int(n)} for u, n in g.items()],

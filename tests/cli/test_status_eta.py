@@ -160,3 +160,113 @@ def test_a_finished_job_says_so_and_an_unknown_id_is_one_line(queue, tmp_path, c
 def test_a_band_of_one_point_reads_as_about():
     est = {"start_in_p10_s": 60.0, "start_in_p50_s": 60.0, "start_in_p90_s": 60.0, "team_history": 5, "history": 45}
     assert eta.sentence(est, "team-a").startswith("expected to start in about 60 s, most likely in 60 s;")
+
+
+# ---------------------------------------------------------------------------
+# A quota-management queue (tests/quota_model.py)
+
+ML = "ml.g5.xlarge"
+QUOTA_CONFIG = {
+    "platform": {"name": "gpu-share"},
+    "teams": [{"name": "team-a", "guarantee": {ML: 2}}, {"name": "team-b", "guarantee": {ML: 2}}],
+    "batch_quota": {"capacity": {ML: 4}, "queue_name": "gpu-share-training"},
+}
+
+
+@pytest.fixture
+def quota_queue(monkeypatch, tmp_path):
+    """team-b runs 4 one-instance jobs on 4 instances (two started 900 s ago, two 100 s ago);
+    team-a's job waits 30 s."""
+    from tests.quota_model import QuotaQueueModel
+
+    m = QuotaQueueModel(shares={"team-a": {ML: 2}, "team-b": {ML: 2}}, clock=Clock())
+    for age in (900, 900, 100, 100):
+        m.clock.t -= age
+        m.start(m.submit("team-b", {ML: 1}).job_id)
+        m.clock.t += age
+    m.clock.t -= 30
+    waiting = m.submit("team-a", {ML: 1}).job_id
+    m.clock.t += 30
+    monkeypatch.setattr(status_cmd, "make_client", lambda region: m.batch)
+    monkeypatch.setattr(status_cmd, "_now", m.clock)
+    (tmp_path / "platform.yaml").write_text(yaml.safe_dump(QUOTA_CONFIG))
+    return m, waiting, ["status", "--config", str(tmp_path / "platform.yaml"), "--region", "us-east-1"]
+
+
+def test_a_quota_queue_gives_the_band_after_the_reasons(quota_queue, tmp_path, capsys):
+    m, waiting, argv = quota_queue
+    code = main([*argv, "--job", waiting, "--history", history(tmp_path, RUNS_1000)])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0].endswith("runnable, because:") and "lent" in lines[1]
+    # no reclaimer on a quota queue's replay beyond Batch's preemption: team-b's oldest jobs
+    # (1,000 s each) end in 100 s at the latest
+    assert lines[-1].startswith("Expected to start") and lines[-1].endswith("based on 5 finished jobs of team-a")
+    assert main([*argv, "--job", waiting, "--history", history(tmp_path, RUNS_1000), "--json"]) == 0
+    band = json.loads(capsys.readouterr().out)["eta"]
+    assert band["start_in_p90_s"] <= 100 and band["team_history"] == 5
+    described = {p["jobId"] for op, p in m.requests if op == "DescribeServiceJob"}
+    assert len(described) == 5  # each job of the queue once: four running, one waiting
+
+
+def test_a_quota_queue_without_config_says_what_to_pass(quota_queue, tmp_path, capsys):
+    _, waiting, argv = quota_queue
+    argv = [a for a in argv if not a.endswith("platform.yaml") and a != "--config"]
+    assert main([*argv, "--queue", "gpu-share-training", "--job", waiting]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        "No estimate of when it starts: the policy to replay is not known; pass --config with the batch_quota "
+        "section that deployed this queue")
+
+
+def test_a_finished_service_job_says_so(quota_queue, tmp_path, capsys):
+    m, _, argv = quota_queue
+    done = m.submit("team-a", {ML: 1}).job_id
+    m.finish(done)
+    assert main([*argv, "--job", done, "--history", history(tmp_path, RUNS_1000), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["state"] == "succeeded" and "eta" not in report
+
+
+def test_a_start_now_is_said_so():
+    est = {"start_in_p10_s": 0.0, "start_in_p50_s": 0.0, "start_in_p90_s": 0.0, "team_history": 5, "history": 45}
+    assert eta.sentence(est, "team-a") == ("expected to start now, as soon as the scheduler acts; "
+                                           "based on 5 finished jobs of team-a")
+
+
+def test_a_quota_job_waits_for_the_running_jobs_it_reads(monkeypatch, tmp_path, capsys):
+    """team-a runs its guarantee (2 instances, started 900 s ago), team-b its own (100 s ago): team-a's
+    waiting job would borrow nothing idle, so it starts when team-a's jobs end. Every job lasted
+    1,000 s: in 100 s, in every replay. A state without the running jobs would start it at once."""
+    from tests.quota_model import QuotaQueueModel
+
+    m = QuotaQueueModel(shares={"team-a": {ML: 2}, "team-b": {ML: 2}}, clock=Clock())
+    for team, age in (("team-a", 900), ("team-a", 900), ("team-b", 100), ("team-b", 100)):
+        m.clock.t -= age
+        m.start(m.submit(team, {ML: 1}).job_id)
+        m.clock.t += age
+    waiting = m.submit("team-a", {ML: 1}).job_id
+    monkeypatch.setattr(status_cmd, "make_client", lambda region: m.batch)
+    monkeypatch.setattr(status_cmd, "_now", m.clock)
+    (tmp_path / "platform.yaml").write_text(yaml.safe_dump(QUOTA_CONFIG))
+    rows = [(team, i * 3000.0, 1000.0) for i in range(10) for team in ("team-a", "team-b")]
+    argv = ["status", "--config", str(tmp_path / "platform.yaml"), "--region", "us-east-1", "--job", waiting,
+            "--history", history(tmp_path, rows), "--json"]
+    assert main(argv) == 0
+    band = json.loads(capsys.readouterr().out)["eta"]
+    assert (band["start_in_p10_s"], band["start_in_p90_s"]) == (100.0, 100.0), band
+
+
+def test_a_service_job_of_unknown_size_gets_no_estimate_not_a_traceback(monkeypatch, tmp_path, capsys):
+    from tests.quota_model import QuotaQueueModel
+
+    m = QuotaQueueModel(shares={"team-a": {ML: 2}, "team-b": {ML: 2}}, clock=Clock())
+    waiting = m.submit("team-a", {"ml.unknown.type": 1}).job_id
+    monkeypatch.setattr(status_cmd, "make_client", lambda region: m.batch)
+    monkeypatch.setattr(status_cmd, "_now", m.clock)
+    (tmp_path / "platform.yaml").write_text(yaml.safe_dump(QUOTA_CONFIG))
+    argv = ["status", "--config", str(tmp_path / "platform.yaml"), "--region", "us-east-1", "--job", waiting,
+            "--history", history(tmp_path, RUNS_1000)]
+    assert main(argv) == 0
+    assert capsys.readouterr().out.splitlines()[-1].startswith(
+        "No estimate of when it starts: its size or its team is not known to the config")

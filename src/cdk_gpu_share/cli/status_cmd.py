@@ -186,12 +186,14 @@ def run_status(args: argparse.Namespace) -> int:
         if getattr(args, "job", None):
             now = _now()
             live = getattr(reader, "explain_live", None)
-            if live is None:
+            missing = None if live is None else _no_estimate(config, reader.KEY, history)
+            if live is None or missing:  # the queue is read for the reasons only
                 report = reader.explain(client, queue, detail, config, args.job, now=now, sleep=_sleep)
+                jobs = []
             else:
                 report, jobs = live(client, queue, detail, config, args.job, now=now, sleep=_sleep)
-                if report["state"] == "waiting":
-                    report["eta"] = _estimate(report, jobs, config, reader.KEY, history, now)
+            if live is not None and report["state"] in ("waiting", "runnable"):  # a classic job, a service job
+                report["eta"] = missing or _estimate(report, jobs, config, reader.KEY, str(history), now)
         else:
             report = reader.report(client, queue, detail, config, now=_now(), sleep=_sleep)
     except GpuShareError:
@@ -240,7 +242,18 @@ def format_explanation(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _estimate(report: dict[str, Any], jobs: list[Any], config: Any, backend: str, history_path: str | None,
+def _no_estimate(config: Any, backend: str, history_path: str | None) -> dict[str, Any] | None:
+    """Why no start can be estimated (the ``eta`` of the report), or None when it can."""
+    if config is None or config.backend(backend) is None:
+        return {"none": f"the policy to replay is not known; pass --config with the {backend} section that "
+                        "deployed this queue"}
+    if history_path is None:
+        return {"none": "no history of finished jobs to learn durations from; pass --history JOBS.csv "
+                        "(gpu-share trace export writes one from the job archive)"}
+    return None
+
+
+def _estimate(report: dict[str, Any], jobs: list[Any], config: Any, backend: str, history_path: str,
               now: float) -> dict[str, Any]:
     """The expected start of the waiting job of ``report`` (:func:`cdk_gpu_share.core.eta.live.live_estimate`),
     replaying the policy of ``backend`` in ``config`` with the finished jobs of ``history_path``."""
@@ -249,9 +262,6 @@ def _estimate(report: dict[str, Any], jobs: list[Any], config: Any, backend: str
     from cdk_gpu_share.core import scenario as sc
     from cdk_gpu_share.core import simulate as sim
 
-    if history_path is None:
-        return {"none": "no history of finished jobs to learn durations from; pass --history JOBS.csv "
-                        "(gpu-share trace export writes one from the job archive)"}
     scenario = sim.parse_scenario(sc.scenario_from_config(config, backend), source=f"{config.source} ({backend})")
     poll = sc.poll_seconds_of(config, backend) or sim.DEFAULT_POLL_SECONDS
     with open(history_path, newline="", encoding="utf-8") as fh:
@@ -261,6 +271,9 @@ def _estimate(report: dict[str, Any], jobs: list[Any], config: Any, backend: str
     origin = (datetime.strptime(header["origin"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp()
               if header and header.get("origin") else None)
     state, left_out = eta.live_state(now, jobs, scenario)
+    if state.pending_job(report["job"]) is None:
+        return {"none": "its size or its team is not known to the config (no instance type it knows in the "
+                        "request, or a team it does not declare), so it cannot be replayed"}
     estimate = eta.live_estimate(scenario, state, report["job"], eta.history_of(trace, origin=origin, now=now),
                                  poll_seconds=poll)
     if left_out:

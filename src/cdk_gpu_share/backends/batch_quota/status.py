@@ -57,9 +57,52 @@ def quota_report(status: Any, config: Any = None) -> dict[str, Any]:
 def explain(client: Any, queue: str, detail: dict[str, Any], config: Any, job_id: str, *, now: float,
             sleep: Callable[[float], None]) -> dict[str, Any]:
     """Why service job ``job_id`` waits: its share and every share of the queue as they are now."""
+    return _explain(client, queue, detail, config, job_id, quota_reader.read_quota_queue(
+        client, queue, detail=detail, now=now))
+
+
+def explain_live(client: Any, queue: str, detail: dict[str, Any], config: Any, job_id: str, *, now: float,
+                 sleep: Callable[[float], None]) -> tuple[dict[str, Any], list[Any]]:
+    """:func:`explain`, and for a waiting job the queue's running and waiting service jobs as the wait
+    predictor takes them (:class:`~cdk_gpu_share.core.eta.live.LiveJob`): each described once
+    (``DescribeServiceJob``: its share, request, priority and start), its instances in GPUs."""
+    status = quota_reader.read_quota_queue(client, queue, detail=detail, now=now)
+    out = _explain(client, queue, detail, config, job_id, status)
+    if out["state"] != "runnable":
+        return out, []
+    ids = [j.job_id for s in status.shares for j in s.waiting]
+    paginator = client.get_paginator("list_service_jobs")
+    for page in paginator.paginate(jobQueue=queue, jobStatus="RUNNING"):
+        ids += [s["jobId"] for s in page.get("jobSummaryList", []) if s.get("jobId") and not s.get("isTerminated")]
+    return out, [j for j in (_live_job(client.describe_service_job(jobId=i), now) for i in dict.fromkeys(ids)) if j]
+
+
+def _live_job(job: Mapping[str, Any], now: float) -> Any:
+    """A described service job as the predictor takes it; None when its size is unknown (no
+    instance type in its request, or one the catalog does not know)."""
+    from cdk_gpu_share.core import instances
+    from cdk_gpu_share.core.eta.live import LiveJob
+
+    need = quota_reader.service_job_need(job)
+    gpus = 0.0
+    for unit, n in need.items():
+        info = instances.lookup(unit)
+        if info is None:
+            return None
+        gpus += n * info.gpus
+    if not need:
+        return None
+    running = job.get("status") == "RUNNING"
+    since = job.get("startedAt") if running else job.get("createdAt")
+    return LiveJob(id=str(job["jobId"]), team=str(job.get("quotaShareName") or "?"),
+                   gpus=gpus,
+                   priority=int(job.get("schedulingPriority") or 0),
+                   since=since / 1000.0 if since else now, running=running)
+
+
+def _explain(client: Any, queue: str, detail: dict[str, Any], config: Any, job_id: str, status: Any) -> dict[str, Any]:
     from cdk_gpu_share.core import reclaim, waiting
 
-    status = quota_reader.read_quota_queue(client, queue, detail=detail, now=now)
     job = client.describe_service_job(jobId=job_id)
     share = job.get("quotaShareName")
     out: dict[str, Any] = {"kind": KIND, "queue": status.queue, "job": job_id, "team": share,

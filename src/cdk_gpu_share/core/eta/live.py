@@ -91,15 +91,17 @@ def _minutes(seconds: float) -> str:
 
 
 def sentence(estimate: dict[str, Any], team: str) -> str:
-    """The estimate in one sentence: "expected to start in 12 min-40 min, most likely 22 min; based
+    """The estimate in one sentence: "expected to start in 12 min to 40 min, most likely in 22 min; based
     on 1,240 finished jobs of team-a"; or why there is none."""
     if "none" in estimate:
         return f"no estimate of when it starts: {estimate['none']}"
     lo, mid, hi = (estimate[f"start_in_{q}_s"] for q in ("p10", "p50", "p90"))
+    basis = (f"{estimate['team_history']:,} finished jobs of {team}" if estimate["team_history"]
+             else f"{estimate['history']:,} finished jobs of every team ({team} has none yet)")
+    if hi < 0.5:  # every replay starts it at once: the capacity it needs is taken back now
+        return f"expected to start now, as soon as the scheduler acts; based on {basis}"
     if _minutes(lo) == _minutes(hi):
         band = f"in about {_minutes(hi)}"
     else:
         band = f"within {_minutes(hi)}" if lo <= 0 else f"in {_minutes(lo)} to {_minutes(hi)}"
-    basis = (f"{estimate['team_history']:,} finished jobs of {team}" if estimate["team_history"]
-             else f"{estimate['history']:,} finished jobs of every team ({team} has none yet)")
     return f"expected to start {band}, most likely in {_minutes(mid)}; based on {basis}"
