@@ -24,6 +24,7 @@ from cdk_gpu_share.core.config import (
     BatchQuotaConfig,
     FairshareConfig,
     FairshareVpcConfig,
+    GroupConfig,
     HyperPodConfig,
     PlatformConfig,
     PriorityClass,
@@ -112,11 +113,11 @@ def kq_yaml(teams: list[dict], capacity: dict | None = None, **section: Any) -> 
                                       "capacity": capacity or {"p5.48xlarge": 2}, **section}}
 
 
-def kq_py(teams: list, capacity: dict | None = None, **section: Any):
+def kq_py(teams: list, capacity: dict | None = None, groups: tuple = (), **section: Any):
     from cdk_gpu_share.backends.kueue import KueueConfig
     from cdk_gpu_share.backends.kueue.construct import KueueQueues
 
-    return lambda: KueueQueues(*scope(), teams=[t() if callable(t) else t for t in teams],
+    return lambda: KueueQueues(*scope(), teams=[t() if callable(t) else t for t in teams], groups=groups,
                                config=KueueConfig(eks_cluster_name="gpu-eks", kubectl_role_arn=KUEUE_ROLE,
                                                   capacity=capacity or {"p5.48xlarge": 2}, **section))
 
@@ -307,6 +308,9 @@ ROWS: list[tuple[str, dict, Callable[[], Any]]] = [
     # Kueue (_check_backend)
     ("kueue team name", kq_yaml([team("TeamA", K1)]), kq_py([py_team("TeamA", K1)])),
     ("kueue reserved namespace", kq_yaml([team("kube-system", K1)]), kq_py([py_team("kube-system", K1)])),
+    ("kueue group named as the section's cohort",
+     {**kq_yaml([team("a", K1, group="gpu-share")]), "groups": [{"name": "gpu-share"}]},
+     kq_py([py_team("a", K1, group="gpu-share")], groups=(GroupConfig("gpu-share"),))),
     ("kueue adopts a namespace that is no team", kq_yaml([team("a", K1)], adopt_namespaces=["b"]),
      kq_py([py_team("a", K1)], adopt_namespaces=("b",))),
     ("kueue runtime class name", kq_yaml([team("a", K1)], allowed_runtime_classes=["Nvidia"]),

@@ -194,7 +194,7 @@ def group_settings(config: Any, capacity: Mapping[str, int]) -> dict:
         return {}
     from cdk_gpu_share.core.scenario import group_entries
 
-    return {"groups": group_entries(config, config.teams_for("fairshare"), capacity)}
+    return {"groups": group_entries(config.groups, config.teams_for("fairshare"), capacity)}
 
 
 def settings_from_config(config: Any, *, queue: str | None = None) -> dict:

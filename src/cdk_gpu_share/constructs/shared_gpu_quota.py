@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import cast
 
+import aws_cdk as cdk
 from aws_cdk import aws_batch as batch
 from aws_cdk import aws_iam as iam
 from constructs import Construct
@@ -35,8 +36,19 @@ from cdk_gpu_share.backends.hyperpod.construct import CfnComputeQuota, HyperPodB
 from cdk_gpu_share.constructs._checks import raise_props_problems
 from cdk_gpu_share.constructs._platform_part import TeamStackLike
 from cdk_gpu_share.constructs._quota import TeamQuota, raise_problems, sagemaker_type
-from cdk_gpu_share.core.config import BatchQuotaConfig, HyperPodConfig, PlatformConfig, TeamConfig, config_problems
+from cdk_gpu_share.core.config import (
+    BatchQuotaConfig,
+    GroupConfig,
+    HyperPodConfig,
+    PlatformConfig,
+    TeamConfig,
+    config_problems,
+)
 from cdk_gpu_share.core.errors import ConfigError, Problem
+from cdk_gpu_share.core.organisation import compile_flat
+
+#: The id of synth's warning that a backend deploys the tree's flat approximation.
+COMPILED_TREE = "gpu-share:compiledTree"
 
 
 class SharedGpuQuota(Construct):
@@ -79,6 +91,9 @@ class SharedGpuQuota(Construct):
         raise_props_problems(problems, scope, id)
         super().__init__(scope, id)
         self._teams: list[TeamConfig] = []
+        #: The organisation's tree, and each backend's compiled teams by name (set from a config).
+        self._groups: tuple[GroupConfig, ...] = ()
+        self._compiled: dict[str, dict[str, TeamConfig]] = {}
         self.batch = BatchQuotaBackend(self, "Batch", config=batch_quota, queue_name=queue_name) if batch_quota else None
         self.hyperpod = HyperPodBackend(self, "HyperPod", config=hyperpod) if hyperpod else None
         for team in teams:
@@ -89,8 +104,30 @@ class SharedGpuQuota(Construct):
         """The quota of ``config``'s ``batch_quota`` and ``hyperpod`` sections (construct id ``SharedGpuQuota``);
         the Batch job queue is named ``batch_quota.queue_name``, else ``<platform>-training``."""
         batch_quota = config.batch_quota
-        return cls(scope, "SharedGpuQuota", batch_quota=batch_quota, hyperpod=config.hyperpod,
-                   queue_name=(batch_quota.queue_name or f"{config.name}-training") if batch_quota else None)
+        quota = cls(scope, "SharedGpuQuota", batch_quota=batch_quota, hyperpod=config.hyperpod,
+                    queue_name=(batch_quota.queue_name or f"{config.name}-training") if batch_quota else None)
+        quota._compile(config)
+        return quota
+
+    def _compile(self, config: PlatformConfig) -> None:
+        """Take ``config``'s tree: neither backend knows groups, so each team gets the compilation's
+        share (:func:`cdk_gpu_share.core.organisation.compile_flat`), and synth says what changed."""
+        if not config.groups:
+            return
+        self._groups = tuple(config.groups)
+        for key, backend in (("batch_quota", self.batch), ("hyperpod", self.hyperpod)):
+            if backend is None:
+                continue
+            compiled = compile_flat(config, key)
+            self._compiled[key] = {t.name: t for t in compiled.config.teams}
+            changed = sorted({c.team for c in compiled.changes
+                              if c.compiled_guarantee != c.guarantee or c.compiled_borrow_limit is not None})
+            cdk.Annotations.of(backend).add_warning_v2(
+                COMPILED_TREE,
+                f"{key} cannot enforce the organisation's tree: it deploys an approximation (each group's pool"
+                f" split to its teams, each team's borrow limit from its groups' bounds), which changes"
+                f" {', '.join(changed) or 'no team'}; `gpu-share plan` lists the compiled guarantee and borrow"
+                f" limit of each team beside the tree's")
 
     def add_team_to(self, team: TeamConfig, stack: TeamStackLike) -> None:
         """Give ``team`` its quota share and compute quota in its stack, with what it needs to use them:
@@ -135,14 +172,15 @@ class SharedGpuQuota(Construct):
         batch_quota = self.batch.config if self.batch is not None else None
         hyperpod = self.hyperpod.config if self.hyperpod is not None else None
         raise_problems(config_problems([*self._teams, team], batch_quota=batch_quota, hyperpod=hyperpod,
-                                        owned=sagemaker_type), self)
+                                        owned=sagemaker_type, groups=self._groups), self)
         return self._add(team, scope)
 
     def _add(self, team: TeamConfig, scope: Construct | None) -> list[TeamQuota]:
         added = []
         for backend in self.backends:
             if team.guarantee_for(backend.config.capacity):
-                added.append(backend._add(team, scope))
+                key = "batch_quota" if backend is self.batch else "hyperpod"
+                added.append(backend._add(self._compiled.get(key, {}).get(team.name, team), scope))
         if not added:
             declared = sorted({it for b in self.backends for it in b.config.capacity})
             raise ConfigError(
@@ -189,5 +227,5 @@ class SharedGpuQuota(Construct):
         return self.batch
 
 
-__all__ = ["READ_ACTIONS", "SUBMIT_ACTIONS", "TAG_TEAM", "BatchQuotaBackend", "CfnComputeQuota", "HyperPodBackend",
+__all__ = ["COMPILED_TREE", "READ_ACTIONS", "SUBMIT_ACTIONS", "TAG_TEAM", "BatchQuotaBackend", "CfnComputeQuota", "HyperPodBackend",
            "SharedGpuQuota", "TeamQuota"]

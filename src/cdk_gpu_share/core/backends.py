@@ -54,6 +54,8 @@ class SectionCheck:
     platform: str
     #: The names an earlier rule refused: a bad name is reported once, there.
     refused: frozenset[str] = frozenset()
+    #: The organisation's tree (the config's ``groups``), for the rules that name its groups.
+    groups: Sequence[Any] = ()
 
     @property
     def named(self) -> list[TeamConfig]:

@@ -997,6 +997,18 @@ def group_mapping(group: GroupConfig) -> dict[str, object]:
     return out
 
 
+def groups_above(teams: Sequence[TeamConfig], groups: Sequence[GroupConfig]) -> list[GroupConfig]:
+    """The groups above at least one of ``teams`` (a group's parents too), in declared order."""
+    by_name = {g.name: g for g in groups}
+    wanted: set[str] = set()
+    for team in teams:
+        node = team.group
+        while node is not None and node not in wanted and node in by_name:
+            wanted.add(node)
+            node = by_name[node].parent
+    return [g for g in groups if g.name in wanted]
+
+
 def group_tree(config: PlatformConfig, backend: str | None = None) -> hierarchy.Tree:
     """The tree of ``config`` in whole instances per instance type (Q and B of each node).
 
@@ -1230,7 +1242,8 @@ def _check_backend(
     for it, count in section.capacity.items():
         _guarantees_fit(backend, it, count, members, problems, [g.guarantee.get(it) for g in groups])
     _entitlements_fit(backend, section, members, _team_paths(teams, paths), problems)
-    check = backends.SectionCheck(backend, section, teams, members, _team_paths(teams, paths), platform, refused)
+    check = backends.SectionCheck(backend, section, teams, members, _team_paths(teams, paths), platform, refused,
+                                  tuple(groups))
     for rule in backends.spec(backend).rules:
         problems.items.extend(rule(check))
 
@@ -1288,10 +1301,12 @@ def _guarantees_fit(backend: str, it: str, count: int, members: list[TeamConfig]
 
 
 def check_backend(
-    backend: str, section: BatchQuotaConfig | HyperPodConfig | FairshareConfig, teams: list[TeamConfig]
+    backend: str, section: BatchQuotaConfig | HyperPodConfig | FairshareConfig, teams: list[TeamConfig],
+    groups: Sequence[GroupConfig] = (),
 ) -> list[Problem]:
     """The problems of ``teams`` on one backend section (used by the constructs): their names, then
-    the section's rules."""
+    the section's rules; with ``groups``, the tree's shape with the teams' ``group`` and the
+    rules that name a group."""
     problems = _Problems()
     paths = _team_paths(list(teams), None)
     refused = set()
@@ -1300,7 +1315,10 @@ def check_backend(
         team_name_problems("", team.name, f"{paths[team.name]}.name", problems.add, stack=False)
         if len(problems) > before:
             refused.add(team.name)
-    _check_backend(backend, section, list(teams), problems, paths, frozenset(refused))
+    if groups:
+        hierarchy.structure_problems([(f"groups[{i}] ({g.name})", g.name, g.parent) for i, g in enumerate(groups)],
+                                     [(paths[t.name], t.name, t.group) for t in teams], problems.add)
+    _check_backend(backend, section, list(teams), problems, paths, frozenset(refused), groups=groups)
     return problems.items
 
 
@@ -1642,6 +1660,7 @@ def config_problems(
     hyperpod: HyperPodConfig | None = None,
     fairshare: FairshareConfig | None = None,
     owned: Callable[[str], bool] = lambda instance_type: True,
+    groups: Sequence[GroupConfig] = (),
 ) -> list[Problem]:
     """The problems of one construct's props: the teams and sections it is given, checked by the
     config parser's rules as if they were a platform config of their own (fields are the config's:
@@ -1650,8 +1669,12 @@ def config_problems(
     Unlike a whole config, the teams may be none and no backend is required; a guarantee must name
     a declared instance type only where ``owned`` accepts the type (a construct owns the SageMaker
     types, another the EC2 types; types that belong to another construct are its business).
+    ``groups``: the organisation's tree; the groups above the given teams are checked with them
+    (without it, a team in a group is refused: deployed flat, it would lose its group's rules).
     """
     raw: dict[str, object] = {"platform": {"name": platform}, "teams": _team_list(list(teams))}
+    if groups:
+        raw["groups"] = [group_mapping(g) for g in groups_above(teams, groups)]
     for key, section in ((BATCH, batch_quota), (HYPERPOD, hyperpod), (FAIRSHARE, fairshare)):
         if section is not None:
             raw[key] = section_mapping(section)
@@ -1676,4 +1699,6 @@ def team_problems(team: TeamConfig) -> list[Problem]:
     if not isinstance(team, TeamConfig):
         return [Problem("team", team, f"must be a TeamConfig, not {V.kind(team)}",
                         'pass TeamConfig(name="team-a", guarantee={"ml.g5.xlarge": 1})')]
-    return config_problems([team], owned=lambda instance_type: False)
+    # Its group is the platform's: the tree is checked, and applied, with the whole config.
+    alone = dataclasses.replace(team, group=None) if isinstance(team.group, str) else team
+    return config_problems([alone], owned=lambda instance_type: False)

@@ -25,12 +25,12 @@ and its ``schedule_minutes`` the planner's period (:func:`poll_seconds_of`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
 from cdk_gpu_share.core import backends, hierarchy, instances
-from cdk_gpu_share.core.config import Amount, PlatformConfig, TeamConfig
+from cdk_gpu_share.core.config import Amount, GroupConfig, PlatformConfig, TeamConfig, groups_above
 from cdk_gpu_share.core.errors import ConfigError, Problem
 from cdk_gpu_share.core.instances import GPU_RESOURCE as RESOURCE
 from cdk_gpu_share.core.objectives import ENTITLEMENT_KEY
@@ -155,24 +155,15 @@ def scenario_from_config(config: PlatformConfig, backend: str | None = None) -> 
         "teams": [_team_entry(t, section.capacity, backend) for t in teams],
     }
     if config.groups:
-        scenario["groups"] = group_entries(config, teams, section.capacity)
+        scenario["groups"] = group_entries(config.groups, teams, section.capacity)
     return scenario
 
 
-def group_entries(config: PlatformConfig, teams: list[TeamConfig], capacity: Mapping[str, int]) -> list[dict]:
+def group_entries(groups: Sequence[GroupConfig], teams: Sequence[TeamConfig], capacity: Mapping[str, int]) -> list[dict]:
     """The groups above the backend's ``teams``, in GPUs: pools and limits on its instance types
     (the planner's ``groups``, for a scenario and the fair-share Lambda's settings alike)."""
-    parent = {g.name: g.parent for g in config.groups}
-    wanted: set[str] = set()
-    for team in teams:
-        node = team.group
-        while node is not None and node not in wanted:
-            wanted.add(node)
-            node = parent[node]
     out = []
-    for group in config.groups:
-        if group.name not in wanted:
-            continue
+    for group in groups_above(teams, groups):
         entry: dict[str, Any] = {"name": group.name}
         if group.parent is not None:
             entry["parent"] = group.parent

@@ -98,6 +98,7 @@ from cdk_gpu_share.core.config import (
     FAIRSHARE,
     FairshareConfig,
     FairshareVpcConfig,
+    GroupConfig,
     PlatformConfig,
     TeamConfig,
     check_backend,
@@ -105,6 +106,7 @@ from cdk_gpu_share.core.config import (
 )
 from cdk_gpu_share.core.errors import ConfigError, Problem
 from cdk_gpu_share.core.fairshare import reclaim_settings
+from cdk_gpu_share.core.scenario import group_entries
 
 __all__ = ["FairshareQueue", "FairshareTeam", "weight_factors", "job_definition_sizes", "LAMBDA_ENV_LIMIT"]
 
@@ -246,6 +248,8 @@ class FairshareQueue(Construct):
         self.image = image
         self.retry_on_error = retry_on_error
         self._teams: dict[str, FairshareTeam] = {}
+        #: The organisation's tree its teams are checked with (set from a config; the Lambda applies it).
+        self._groups: tuple[GroupConfig, ...] = ()
         self._requeue_statement: iam.PolicyStatement | None = None
         self._platform_name = platform_name
         self.queue_name = name
@@ -340,11 +344,13 @@ class FairshareQueue(Construct):
                                       "add fairshare: {capacity: {g5.xlarge: 3}}"), source=config.source)
         # The section's rules on the config's teams (a config built in Python skipped parse_config).
         problems = config_problems(config.teams_for(FAIRSHARE), platform=config.name, fairshare=config.fairshare,
-                                   owned=_ec2_type)
+                                   owned=_ec2_type, groups=config.groups)
         if problems:
             raise ConfigError(problems, source=config.source)
         kwargs.setdefault("platform_name", config.name)
-        return cls(scope, id, config=config.fairshare, **kwargs)
+        queue = cls(scope, id, config=config.fairshare, **kwargs)
+        queue._groups = tuple(config.groups)
+        return queue
 
     @classmethod
     def for_platform(cls, scope: Construct, config: PlatformConfig) -> FairshareQueue:
@@ -429,7 +435,8 @@ class FairshareQueue(Construct):
             raise ConfigError(Problem("team.name", team.name, "is already on this queue", "add each team once"),
                               source=self.node.path)
         checked = dataclasses.replace(self.config, queue_name=self.queue_name)
-        problems = config_problems(teams, platform=self._platform_name, fairshare=checked, owned=_ec2_type)
+        problems = config_problems(teams, platform=self._platform_name, fairshare=checked, owned=_ec2_type,
+                                   groups=self._groups)
         if problems:
             raise ConfigError(problems, source=self.node.path)
         if not team.guarantee_for(self.config.capacity):
@@ -577,7 +584,16 @@ class FairshareQueue(Construct):
             "settings": reclaim_settings(self.config.reclaim),
             "dry_run": self.config.reclaim.dry_run,
             "teams": [br.team_settings(t.team, self.config.capacity) for t in self._teams.values()],
+            **self._group_settings(),
         }
+
+    def _group_settings(self) -> dict:
+        """``{"groups": [...]}``: the tree above the queue's teams, which the Lambda's planner
+        applies; ``{}`` without groups (the settings of a flat queue stay as they were)."""
+        teams = [t.team for t in self._teams.values()]
+        if not self._groups or not any(t.group for t in teams):
+            return {}
+        return {"groups": group_entries(self._groups, teams, self.config.capacity)}
 
     # ------------------------------------------------------------------ grants
 

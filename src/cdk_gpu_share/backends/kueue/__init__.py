@@ -290,6 +290,15 @@ def reserved_namespaces(c: SectionCheck) -> Iterator[Problem]:
                           "rename the team (names starting with kube- and default, kueue-system are reserved)")
 
 
+def cohort_not_a_group(c: SectionCheck) -> Iterator[Problem]:
+    """Each group is a Cohort under the section's Cohort: a group cannot take the Cohort's name."""
+    for i, group in enumerate(c.groups):
+        if group.name == c.section.cohort:
+            yield Problem(f"groups[{i}] ({group.name}).name", group.name,
+                          "is the name of kueue.cohort, the Cohort above every root group",
+                          "rename the group, or set kueue.cohort to another name")
+
+
 def adopted_teams(c: SectionCheck) -> Iterator[Problem]:
     """A namespace to adopt is a Kueue team's."""
     teams = [t.name for t in c.members]
@@ -460,8 +469,8 @@ class KueueSpec(Backend):
     section_keys = {KEY: SECTION_KEYS, "kueue_preemption": PREEMPTION_KEYS}
     descriptions = DESCRIPTIONS
     construct = "cdk_gpu_share.backends.kueue.construct:KueueQueues"
-    rules = (reserved_namespaces, adopted_teams, reclaim_and_borrow, threshold_needs_policy, mig_profiles,
-             borrow_limit_types)
+    rules = (reserved_namespaces, cohort_not_a_group, adopted_teams, reclaim_and_borrow, threshold_needs_policy,
+             mig_profiles, borrow_limit_types)
     resource_labels = (("Custom::AWSCDK-EKS-KubernetesResource", "Kubernetes manifests"),
                        ("AWS::EKS::AccessEntry", "EKS access entries"))
     describe_resource = staticmethod(describe_resource)

@@ -22,7 +22,7 @@ from cdk_gpu_share.backends.kueue.manifests import KIND_ORDER, kueue_objects
 from cdk_gpu_share.constructs._checks import acknowledge_nag, raise_props_problems
 from cdk_gpu_share.constructs._iam import add_statements, format_arn, stack_env
 from cdk_gpu_share.constructs._platform_part import TeamStackLike
-from cdk_gpu_share.core.config import PlatformConfig, TeamConfig, check_backend
+from cdk_gpu_share.core.config import GroupConfig, PlatformConfig, TeamConfig, check_backend
 from cdk_gpu_share.core.errors import Problem
 from cdk_gpu_share.core.validation import Problems
 
@@ -37,7 +37,8 @@ _KUBECTL_MANAGED_POLICIES = (
 TEAM_ACCESS_POLICY = "AmazonEKSEditPolicy"
 
 
-def _problems(config: Any, teams: Sequence[TeamConfig], role: str | None) -> list[Problem]:
+def _problems(config: Any, teams: Sequence[TeamConfig], role: str | None,
+              groups: Sequence[GroupConfig]) -> list[Problem]:
     if not isinstance(config, KueueConfig):
         return [Problem("config", config, "must be a KueueConfig", "pass config=KueueConfig(...) or the kueue section"
                         " of load_config(path)")]
@@ -46,7 +47,7 @@ def _problems(config: Any, teams: Sequence[TeamConfig], role: str | None) -> lis
     parse(to_mapping(config), section)
     if section.items:
         return section.items
-    problems = check_backend(KEY, config, list(teams))  # type: ignore[arg-type]
+    problems = check_backend(KEY, config, list(teams), groups)  # type: ignore[arg-type]
     if role is None:
         problems.append(Problem(f"{KEY}.kubectl_role_arn", None, "is required to apply the objects to the cluster",
                                 "add kueue.kubectl_role_arn: arn:aws:iam::ACCOUNT:role/NAME, a role with cluster-admin"
@@ -68,20 +69,22 @@ class KueueQueues(Construct):
     """
 
     def __init__(self, scope: Construct, id: str, *, config: KueueConfig, teams: Sequence[TeamConfig] = (),
-                 kubectl_role_arn: str | None = None) -> None:
+                 kubectl_role_arn: str | None = None, groups: Sequence[GroupConfig] = ()) -> None:
         """
         :param config: the cluster, its capacity per instance type, the cohort, preemption, priority classes.
         :param teams: the teams; those whose guarantee names an instance type of ``config.capacity`` get queues.
+        :param groups: the organisation's tree above the teams: a Cohort per group. Default: none.
         :param kubectl_role_arn: the role the kubectl provider assumes. Default: ``config.kubectl_role_arn``.
         """
         role = kubectl_role_arn or getattr(config, "kubectl_role_arn", None)
-        raise_props_problems(_problems(config, teams, role), scope, id)
+        raise_props_problems(_problems(config, teams, role, groups), scope, id)
         super().__init__(scope, id)
         self.config = config
         self.teams = [t for t in teams if t.guarantee_for(config.capacity)]
         self.cluster = eks.Cluster.from_cluster_attributes(self, "Cluster", cluster_name=config.eks_cluster_name,
                                                            kubectl_role_arn=role)
-        self.objects = kueue_objects(config, self.teams)
+        self.groups = tuple(groups)
+        self.objects = kueue_objects(config, self.teams, self.groups)
         self.namespaces = self._namespaces([o for o in self.objects if o["kind"] == "Namespace"])
         self.manifests: dict[str, eks.KubernetesManifest] = {}
         previous: list[Construct] = list(self.namespaces.values())
@@ -138,7 +141,7 @@ class KueueQueues(Construct):
     @classmethod
     def for_platform(cls, scope: Construct, config: PlatformConfig) -> KueueQueues:
         """The queues of ``config``'s ``kueue`` section (construct id ``KueueQueues``)."""
-        return cls(scope, "KueueQueues", config=config.backend(KEY), teams=config.teams)
+        return cls(scope, "KueueQueues", config=config.backend(KEY), teams=config.teams, groups=config.groups)
 
     def add_team_to(self, team: TeamConfig, stack: TeamStackLike) -> None:
         """Give ``team``'s SubmitRole an EKS access entry with ``AmazonEKSEditPolicy`` scoped to its

@@ -10,6 +10,12 @@ instance type of the capacity: a ResourceFlavor selecting nodes by
 borrows may use. Every ClusterQueue has one resource group covering
 ``cpu``, ``memory``, ``nvidia.com/gpu`` and each MIG profile some team guarantees
 (``nvidia.com/mig-3g.20gb``), with every flavor listing every covered resource (Kueue's rule).
+
+With the organisation's tree (``groups``), each group is a Cohort of its own: its parent the
+group's parent, or the section's Cohort for a root group (Kueue takes a borrowing limit only on
+a Cohort with a parent); its ``nominalQuota`` the group's own pool; its ``borrowingLimit`` the
+group's borrow limit (what its subtree may use beyond its quota). A team's ClusterQueue joins
+its group's Cohort. The section's Cohort keeps what neither a team nor a group guarantees.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from typing import Any
 from cdk_gpu_share.backends.kueue import API_VERSION, INSTANCE_TYPE_LABEL, KueueConfig
 from cdk_gpu_share.backends.kueue.admission import GPU_TAINT, POD_SECURITY_LABELS, admission_objects
 from cdk_gpu_share.core import instances
-from cdk_gpu_share.core.config import Amount, PlatformConfig, TeamConfig
+from cdk_gpu_share.core.config import Amount, GroupConfig, PlatformConfig, TeamConfig, groups_above
 
 GPU = "nvidia.com/gpu"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "cdk-gpu-share"}
@@ -100,7 +106,7 @@ def _cluster_queue(team: TeamConfig, section: KueueConfig, covered: list[str]) -
     if p.borrow_within_cohort.max_priority_threshold is not None:
         borrow["maxPriorityThreshold"] = p.borrow_within_cohort.max_priority_threshold
     spec: dict[str, Any] = {
-        "cohortName": section.cohort,
+        "cohortName": team.group or section.cohort,
         "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": team.name}},
         "resourceGroups": [{"coveredResources": list(covered),
                             "flavors": [_team_flavor(team, it, covered, section) for it in section.capacity]}],
@@ -115,11 +121,17 @@ def _cluster_queue(team: TeamConfig, section: KueueConfig, covered: list[str]) -
     return {"apiVersion": API_VERSION, "kind": "ClusterQueue", "metadata": meta, "spec": spec}
 
 
-def _cohort(section: KueueConfig, teams: Sequence[TeamConfig], covered: list[str]) -> dict[str, Any]:
-    """The Cohort, holding the capacity that no team's guarantee takes (GPUs, CPUs, memory)."""
+def _cohort(section: KueueConfig, teams: Sequence[TeamConfig], groups: Sequence[GroupConfig],
+            covered: list[str]) -> dict[str, Any]:
+    """The section's Cohort, holding the capacity that no team's guarantee and no group's pool
+    takes (GPUs, CPUs, memory)."""
     flavors = []
     for it, count in section.capacity.items():
         total = _amount(it, Amount(instances=count))
+        for group in groups:
+            pool = group.guarantee.get(it)
+            for r, v in (_amount(it, pool).items() if pool is not None else ()):
+                total[r] -= v
         for team in teams:
             a = team.guarantee_for(section.capacity).get(it)
             if a is None:
@@ -135,9 +147,33 @@ def _cohort(section: KueueConfig, teams: Sequence[TeamConfig], covered: list[str
             "spec": {"resourceGroups": [{"coveredResources": list(covered), "flavors": flavors}]}}
 
 
-def kueue_objects(section: KueueConfig, teams: Sequence[TeamConfig]) -> list[dict[str, Any]]:
+def _group_cohort(group: GroupConfig, section: KueueConfig, covered: list[str]) -> dict[str, Any]:
+    """A group's Cohort: its parent, its own pool as quota and its borrow limit, per flavor."""
+    flavors = []
+    for it in section.capacity:
+        pool = group.guarantee.get(it)
+        nominal = _amount(it, pool) if pool is not None else {}
+        limit = None if group.borrow_limit is None else group.borrow_limit.get(it)
+        resources = []
+        for r in covered:
+            entry: dict[str, Any] = {"name": r, "nominalQuota": _quantity(r, nominal.get(r, 0.0))}
+            if limit is not None:
+                entry["borrowingLimit"] = _quantity(r, _amount(it, limit).get(r, 0.0))
+            resources.append(entry)
+        flavors.append({"name": it, "resources": resources})
+    meta = _meta(group.name)
+    if group.description:
+        meta["annotations"] = {"gpu-share/description": group.description}
+    return {"apiVersion": API_VERSION, "kind": "Cohort", "metadata": meta,
+            "spec": {"parentName": group.parent or section.cohort,
+                     "resourceGroups": [{"coveredResources": list(covered), "flavors": flavors}]}}
+
+
+def kueue_objects(section: KueueConfig, teams: Sequence[TeamConfig],
+                  groups: Sequence[GroupConfig] = ()) -> list[dict[str, Any]]:
     """Every Kubernetes object of ``section`` for the teams whose guarantee names its capacity,
-    in the order they are applied (:data:`KIND_ORDER`)."""
+    in the order they are applied (:data:`KIND_ORDER`); with ``groups``, a Cohort per group
+    above those teams."""
     members = [t for t in teams if t.guarantee_for(section.capacity)]
     covered = covered_resources(section, members)
     objects: list[dict[str, Any]] = []
@@ -151,7 +187,9 @@ def kueue_objects(section: KueueConfig, teams: Sequence[TeamConfig]) -> list[dic
         objects.append({"apiVersion": API_VERSION, "kind": "ResourceFlavor", "metadata": _meta(it),
                         "spec": {"nodeLabels": {INSTANCE_TYPE_LABEL: it},
                                  "tolerations": [{"key": GPU_TAINT, "operator": "Exists", "effect": "NoSchedule"}]}})
-    objects.append(_cohort(section, members, covered))
+    cohorts = groups_above(members, groups)
+    objects.append(_cohort(section, members, cohorts, covered))
+    objects += [_group_cohort(g, section, covered) for g in cohorts]
     for pc in section.priority_classes:
         wpc: dict[str, Any] = {"apiVersion": API_VERSION, "kind": "WorkloadPriorityClass", "metadata": _meta(pc.name),
                                "value": pc.value}
@@ -171,7 +209,7 @@ def kueue_objects(section: KueueConfig, teams: Sequence[TeamConfig]) -> list[dic
 def config_objects(config: PlatformConfig) -> list[dict[str, Any]]:
     """The objects of ``config``'s ``kueue`` section (none when it has none)."""
     section = config.backend("kueue")
-    return [] if section is None else kueue_objects(section, config.teams)
+    return [] if section is None else kueue_objects(section, config.teams, config.groups)
 
 
 def to_yaml(objects: Sequence[dict[str, Any]]) -> str:
