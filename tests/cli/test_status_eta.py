@@ -270,3 +270,47 @@ def test_a_service_job_of_unknown_size_gets_no_estimate_not_a_traceback(monkeypa
     assert main(argv) == 0
     assert capsys.readouterr().out.splitlines()[-1].startswith(
         "No estimate of when it starts: its size or its team is not known to the config")
+
+
+# ---------------------------------------------------------------------------
+# The job archive as the history (tests/history_model.py: the archive of a fair-share queue's run)
+
+
+def test_the_job_archive_is_the_history(queue, monkeypatch, capsys):
+    from cdk_gpu_share.cli import trace_export_cmd as tx
+    from cdk_gpu_share.core import history as archive
+    from cdk_gpu_share.core import scenario as sc
+    from cdk_gpu_share.core.config import parse_config
+    from tests.history_model import FairshareCluster, S3Model, firehose_objects
+
+    m, argv = queue
+    config = parse_config(CONFIG)
+    scenario = sim.parse_scenario(sc.scenario_from_config(config, "fairshare"))
+    # five days ago, 12 jobs of team-a and 20 of team-b, 1,000 s each, one at a time per team
+    import io
+
+    rows = "".join(f"p{i},{team},{i * 1500},1000,1\n" for i, team in enumerate(["team-a"] * 12 + ["team-b"] * 20))
+    past = sim.parse_jobs(io.StringIO("job_id,team,submit_time,duration_s,gpus\n" + rows), scenario)
+    cluster = FairshareCluster(m.clock() - 5 * 86400)
+    cluster.run(scenario, past, poll_seconds=60)
+    s3 = S3Model()
+    s3.buckets["archive-bucket"] = firehose_objects(cluster.events, config=archive.policy_hash(config))
+    monkeypatch.setattr(tx, "make_client", lambda service, region: {"s3": s3.client}[service])
+    monkeypatch.setattr(tx, "default_region", lambda: "us-east-1")
+    assert main([*argv, "--job", "w0", "--history", "s3://archive-bucket", "--json"]) == 0
+    band = json.loads(capsys.readouterr().out)["eta"]
+    assert (band["team_history"], band["history"]) == (12, 32)
+    assert {op for op, bucket, _ in s3.requests} == {"ListObjectsV2", "GetObject"}
+
+
+def test_an_archive_that_is_not_there_is_one_line(queue, monkeypatch, capsys):
+    from cdk_gpu_share.cli import trace_export_cmd as tx
+    from tests.history_model import S3Model
+
+    _, argv = queue
+    s3 = S3Model()
+    monkeypatch.setattr(tx, "make_client", lambda service, region: {"s3": s3.client}[service])
+    monkeypatch.setattr(tx, "default_region", lambda: "us-east-1")
+    assert main([*argv, "--job", "w0", "--history", "s3://no-such-bucket"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "s3://no-such-bucket/events/" in err, err

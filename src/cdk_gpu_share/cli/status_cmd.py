@@ -19,12 +19,14 @@ import argparse
 import importlib
 import json
 import os
+import sys
 import time
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from cdk_gpu_share.cli._parser import add_config_argument
+from cdk_gpu_share.cli._progress import ProgressBar
 from cdk_gpu_share.cli._region import no_region, resolve_region
 from cdk_gpu_share.core.errors import ConfigError, GpuShareError, Problem
 from cdk_gpu_share.core.text import format_table
@@ -40,6 +42,10 @@ def readers() -> list[Any]:
     from cdk_gpu_share.core import backends
 
     return [importlib.import_module(spec.status) for spec in backends.registered() if spec.status]
+
+
+#: Days of the job archive read for an expected start (``--history s3://BUCKET``).
+ARCHIVE_DAYS = 14
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -59,8 +65,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--job", metavar="ID", help="explain why this waiting job waits, in the terms of the policy, "
                         "and when it is expected to start (with --history)")
     parser.add_argument("--history", metavar="JOBS.csv",
-                        help="with --job: the team's finished jobs (a gpu-share trace export) the expected start is "
-                             "learnt from")
+                        help="with --job: the finished jobs the expected start is learnt from: a gpu-share trace "
+                             f"export, or s3://BUCKET[/PREFIX], the job archive (its last {ARCHIVE_DAYS} days)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     parser.add_argument("--region", metavar="R", help="AWS region of the queue (default: the queue ARN's, else "
                         "AWS_REGION, else AWS_DEFAULT_REGION, else your AWS configuration's)")
@@ -164,7 +170,7 @@ def run_status(args: argparse.Namespace) -> int:
     if history and not getattr(args, "job", None):
         raise ConfigError(Problem("--history", history, "needs --job",
                                   "add --job ID: the history is used to estimate one waiting job's start"))
-    if history and not os.path.isfile(history):
+    if history and not history.startswith("s3://") and not os.path.isfile(history):
         raise ConfigError(Problem("--history", history, "is not a readable file",
                                   "pass a job trace CSV, as gpu-share trace export writes"))
     if args.config:
@@ -227,6 +233,43 @@ def _only_queue(config: Any) -> str:
                               f"pass one of them: {' or '.join(f'--queue {q}' for q in queues)}"))
 
 
+def _archive_history(url: str, config: Any, backend: str, now: float) -> Any:
+    """The jobs the job archive ``url`` (``s3://BUCKET[/PREFIX]``) saw end in its last
+    :data:`ARCHIVE_DAYS` days, rebuilt as ``gpu-share trace export`` rebuilds them."""
+    from cdk_gpu_share.aws import history_reader
+    from cdk_gpu_share.cli import trace_export_cmd as tx
+    from cdk_gpu_share.cli.usage_cmd import queues_of
+    from cdk_gpu_share.core import history
+    from cdk_gpu_share.core.eta import FinishedJob, History
+
+    bucket, _, prefix = url[len("s3://"):].partition("/")
+    if not bucket:
+        raise ConfigError(Problem("--history", url, "names no bucket", "give s3://BUCKET, the platform stack's "
+                                  "JobHistoryBucketName output"))
+    prefix = prefix or tx.DEFAULT_PREFIX
+    end = datetime.fromtimestamp(now, timezone.utc)
+    first = end - timedelta(days=ARCHIVE_DAYS)
+    what = f"the job archive s3://{bucket}/{prefix}"
+    region = tx.default_region()
+    stats = history_reader.ArchiveRead()
+    bar = ProgressBar(sys.stderr, "reading the job archive")
+    try:
+        records = history_reader.read_archive(
+            tx.make_client("s3", region), bucket, prefix, f"{first:%Y-%m-%d}", f"{end:%Y-%m-%d}", stats=stats,
+            progress=lambda done, total: bar.show(done / total if total else 1.0, f"{done}/{total} objects"))
+        lookup = history.lookup_from_config(config, backend, queues_of(config))
+        export = history.reconstruct(records, lookup, start_ms=int(first.timestamp() * 1000), end_ms=int(now * 1000))
+    except ValueError as exc:
+        raise GpuShareError(f"cannot read {what}: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - botocore errors become one line
+        raise tx._aws_error(exc, what, region, tx.ACTIONS["archive"], tx.SERVICES["archive"]) from None
+    finally:
+        bar.close()
+    return History([FinishedJob(team=j.team, submit=j.submit_ms / 1000.0, duration_s=j.duration_ms / 1000.0,
+                                gpus=float(j.gpus), priority=j.priority, gpus_exact=j.gpus)
+                    for j in export.jobs if (j.runs[-1][1] if j.runs else j.submit_ms) <= now * 1000])
+
+
 def format_explanation(report: dict[str, Any]) -> str:
     """Why one job waits, as sentences; then, for a waiting job, when it is expected to start."""
     from cdk_gpu_share.core.eta.live import sentence
@@ -264,18 +307,21 @@ def _estimate(report: dict[str, Any], jobs: list[Any], config: Any, backend: str
 
     scenario = sim.parse_scenario(sc.scenario_from_config(config, backend), source=f"{config.source} ({backend})")
     poll = sc.poll_seconds_of(config, backend) or sim.DEFAULT_POLL_SECONDS
-    with open(history_path, newline="", encoding="utf-8") as fh:
-        header = archive.read_header(fh.readline())
-        fh.seek(0)
-        trace = sim.parse_jobs(fh, scenario, source=history_path)
-    origin = (datetime.strptime(header["origin"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp()
-              if header and header.get("origin") else None)
+    if history_path.startswith("s3://"):
+        finished = _archive_history(history_path, config, backend, now)
+    else:
+        with open(history_path, newline="", encoding="utf-8") as fh:
+            header = archive.read_header(fh.readline())
+            fh.seek(0)
+            trace = sim.parse_jobs(fh, scenario, source=history_path)
+        origin = (datetime.strptime(header["origin"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp()
+                  if header and header.get("origin") else None)
+        finished = eta.history_of(trace, origin=origin, now=now)
     state, left_out = eta.live_state(now, jobs, scenario)
     if state.pending_job(report["job"]) is None:
         return {"none": "its size or its team is not known to the config (no instance type it knows in the "
                         "request, or a team it does not declare), so it cannot be replayed"}
-    estimate = eta.live_estimate(scenario, state, report["job"], eta.history_of(trace, origin=origin, now=now),
-                                 poll_seconds=poll)
+    estimate = eta.live_estimate(scenario, state, report["job"], finished, poll_seconds=poll)
     if left_out:
         estimate["left_out"] = left_out  # jobs of teams the config does not have: not replayed
     return estimate
