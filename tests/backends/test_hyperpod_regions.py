@@ -1,10 +1,14 @@
-"""HyperPod idle-compute sharing regions: synth refuses a borrowing quota in a region AWS does not
-list (with the list and its source), accepts lending and reserving anywhere, cannot check an
-environment-agnostic stack, and ``gpu-share plan`` says so."""
+"""HyperPod task-governance regions: synth refuses a HyperPod stack in a region AWS does not list
+(one line with the region, the list and its source), synthesizes in every listed one although
+aws-cdk-lib's region table leaves some out, cannot check an environment-agnostic stack, and
+``gpu-share plan`` says so."""
 
 from __future__ import annotations
 
 import copy
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import aws_cdk as cdk
@@ -16,7 +20,7 @@ from cdk_gpu_share import SharedGpuQuota
 from cdk_gpu_share.cli import main
 from cdk_gpu_share.core.config import Amount, HyperPodConfig, Sharing, TeamConfig, load_config
 from cdk_gpu_share.core.errors import ConfigError
-from cdk_gpu_share.core.hyperpod_regions import IDLE_SHARING_REGIONS, IDLE_SHARING_SOURCE, borrowing_problems
+from cdk_gpu_share.core.hyperpod_regions import IDLE_SHARING_REGIONS, IDLE_SHARING_SOURCE, region_problems
 from cdk_gpu_share.core.plan import fleet_plan, format_plan
 from tests.helpers import ROOT, new_app
 
@@ -37,31 +41,86 @@ def _build(region: str | None, sharing: Sharing) -> cdk.Stack:
 @pytest.mark.parametrize("region, sharing, refused", [
     ("eu-west-3", Sharing.LEND_AND_BORROW, True),   # Paris: not listed
     ("ap-northeast-2", Sharing.LEND_AND_BORROW, True),  # Seoul: not listed
-    ("eu-west-3", Sharing.LEND, False),             # lending alone never takes idle compute
-    ("eu-west-3", Sharing.RESERVE, False),
+    ("ca-central-1", Sharing.LEND, True),           # task governance does not exist there, whatever the sharing
+    ("eu-west-3", Sharing.RESERVE, True),
     ("us-east-1", Sharing.LEND_AND_BORROW, False),
     ("eu-south-2", Sharing.LEND_AND_BORROW, False),  # Spain
-    ("ap-southeast-3", Sharing.LEND_AND_BORROW, False),  # Jakarta
+    ("ap-southeast-3", Sharing.LEND, False),  # Jakarta
     (ENV_AGNOSTIC, Sharing.LEND_AND_BORROW, False),  # unresolved: plan notes it instead
 ])
-def test_a_borrowing_quota_is_refused_only_in_a_known_unlisted_region(region, sharing, refused):
+def test_a_hyperpod_stack_is_refused_only_in_a_known_unlisted_region(region, sharing, refused):
     if not refused:
         _build(region, sharing)
         return
     with pytest.raises(ConfigError) as err:
         _build(region, sharing)
     [p] = err.value.problems
-    assert p.field == "team.sharing" and p.value == "lend_and_borrow"
-    assert f"the stack's region {region} is not one of them" in p.message
+    assert p.field == "env.region" and p.value == region
+    assert "is not a region where AWS offers HyperPod task governance" in p.message
     assert "us-east-1, us-east-2" in p.message and "sa-east-1" in p.message and IDLE_SHARING_SOURCE in p.message
-    assert "sharing: lend or reserve" in p.fix and "listed region" in p.fix
+    assert "region of the HyperPod cluster" in p.fix and "env=cdk.Environment(region=...)" in p.fix
+    assert len(str(err.value).splitlines()) == 1 and region in str(err.value)
 
 
-@pytest.mark.parametrize("region", ["us-west-2", "ap-southeast-3", ENV_AGNOSTIC])
-def test_a_borrowing_quota_in_a_listed_or_unresolved_region_synthesizes(region):
-    t = Template.from_stack(_build(region, Sharing.LEND_AND_BORROW))
+# Regions AWS documents task governance in that aws-cdk-lib 2.275's own region table leaves out:
+# without the acknowledgement their synth fails on F3006 (CloudFormation Validate).
+@pytest.mark.parametrize("region, sharing", [("us-west-2", Sharing.LEND_AND_BORROW),
+                                              ("ap-southeast-3", Sharing.LEND_AND_BORROW),
+                                              ("eu-west-1", Sharing.LEND), (ENV_AGNOSTIC, Sharing.LEND_AND_BORROW)])
+def test_a_hyperpod_stack_in_a_listed_or_unresolved_region_synthesizes(region, sharing):
+    stack = _build(region, sharing)
+    stack.node.root.synth()  # the app's synth runs CDK's default rules: an unacknowledged F3006 fails it
+    t = Template.from_stack(stack)
     [quota] = t.find_resources("AWS::SageMaker::ComputeQuota").values()
-    assert quota["Properties"]["ComputeQuotaConfig"]["ResourceSharingConfig"]["Strategy"] == "LendAndBorrow"
+    assert quota["Properties"]["ComputeQuotaConfig"]["ResourceSharingConfig"]["Strategy"] == sharing.hyperpod_strategy
+
+
+def test_a_team_stack_in_an_unlisted_region_is_refused_too():
+    app = new_app()
+    platform = cdk.Stack(app, "Platform", env=cdk.Environment(account="111122223333", region="us-east-1"))
+    team = cdk.Stack(app, "Team", env=cdk.Environment(account="111122223333", region="eu-west-3"))
+    quota = SharedGpuQuota(platform, "Quota", hyperpod=HyperPodConfig(cluster_arn=CLUSTER, capacity={"ml.p5.48xlarge": 2}))
+    with pytest.raises(ConfigError) as err:
+        quota.add_team(TeamConfig(name="research", guarantee={"ml.p5.48xlarge": Amount(instances=1)},
+                                  sharing=Sharing.RESERVE), scope=team)
+    assert [(p.field, p.value) for p in err.value.problems] == [("env.region", "eu-west-3")]
+
+
+_USER_APP = """
+import sys
+import aws_cdk as cdk
+from cdk_gpu_share import SharedGpuQuota
+from cdk_gpu_share.core.config import Amount, HyperPodConfig, Sharing, TeamConfig
+from cdk_gpu_share.core.errors import ConfigError
+
+app = cdk.App(context={"@aws-cdk/core:validateAgainstDefaultRules": True})
+stack = cdk.Stack(app, "HyperPod", env=cdk.Environment(account="111122223333", region=sys.argv[1]))
+try:
+    SharedGpuQuota(stack, "Quota", teams=[TeamConfig(name="research", guarantee={"ml.p5.48xlarge": Amount(instances=1)},
+                                                     sharing=Sharing.LEND)],
+                   hyperpod=HyperPodConfig(cluster_arn=%r, capacity={"ml.p5.48xlarge": 2}))
+except ConfigError as exc:
+    print(exc, file=sys.stderr)
+    sys.exit(2)
+app.synth()
+"""
+
+
+@pytest.mark.parametrize("region, code", [("ca-central-1", 2), ("us-west-2", 0)])
+def test_an_app_in_an_unlisted_region_refuses_in_one_line_and_a_listed_one_synthesizes(tmp_path, region, code):
+    # The same catch as app.py: a refusal is a ConfigError, raised before synth; CDK's own F3006
+    # would be a RuntimeError at synth, with a traceback.
+    script = tmp_path / "app.py"
+    script.write_text(_USER_APP % CLUSTER)
+    env = dict(os.environ, CDK_OUTDIR=str(tmp_path / "out"))
+    result = subprocess.run([sys.executable, str(script), region], cwd=ROOT, env=env, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == code, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+    if code:
+        [line] = result.stderr.strip().splitlines()
+        assert line.startswith("invalid configuration in HyperPod/Quota") and "env.region" in line and "(got 'ca-central-1')" in line
+        assert "env=cdk.Environment(region=...)" in line
 
 
 def test_the_list_is_the_fifteen_regions_aws_names():
@@ -69,10 +128,8 @@ def test_the_list_is_the_fifteen_regions_aws_names():
     assert IDLE_SHARING_REGIONS["sa-east-1"] == "South America (São Paulo)"
     assert IDLE_SHARING_REGIONS["eu-north-1"] == "Europe (Stockholm)"
     assert "docs.aws.amazon.com" in IDLE_SHARING_SOURCE
-    teams = [TeamConfig(name=n, guarantee={}, sharing=s) for n, s in (("a", Sharing.LEND_AND_BORROW),
-                                                                       ("b", Sharing.LEND), ("c", Sharing.LEND_AND_BORROW))]
-    assert [p.field for p in borrowing_problems("me-south-1", teams, "teams")] == ["teams.a.sharing", "teams.c.sharing"]
-    assert borrowing_problems("us-west-2", teams) == []
+    assert [p.value for p in region_problems("me-south-1")] == ["me-south-1"]
+    assert region_problems("us-west-2") == []
 
 
 def _config(tmp_path: Path, arn_region: str = "us-east-1") -> str:

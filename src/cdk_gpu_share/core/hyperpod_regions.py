@@ -1,16 +1,17 @@
-"""Where HyperPod task governance shares idle compute, and the one rule that follows from it.
+"""Where HyperPod task governance exists, and the one rule that follows from it.
 
-SageMaker HyperPod task governance lends a team's idle compute to the teams that borrow only in
-the AWS Regions its documentation lists (:data:`IDLE_SHARING_SOURCE`). A compute quota that
-borrows (``sharing: lend_and_borrow``) in another region would deploy and never borrow, so:
+AWS documents SageMaker HyperPod task governance (its cluster policy,
+``AWS::SageMaker::ClusterSchedulerConfig``, and its compute quotas, ``AWS::SageMaker::ComputeQuota``)
+only in the AWS Regions of :data:`IDLE_SHARING_SOURCE`. So:
 
-* a stack whose region is known is refused when a HyperPod team borrows there
-  (:func:`borrowing_problems`, called by the HyperPod construct at synth);
+* a stack whose region is known and not listed is refused at synth, whatever its teams' sharing
+  (:func:`region_problems`, called by the HyperPod construct): neither resource can be created there;
+* in a listed region the construct acknowledges aws-cdk-lib's region table, which knows the types
+  in fewer regions than AWS documents (finding F3006);
 * a stack without a region (environment-agnostic: the region is resolved at deploy) cannot be
   checked at synth, and ``gpu-share plan`` says so (:func:`region_note`).
 
-Lending alone (``sharing: lend``) and ``reserve`` never take idle compute, so they are accepted in
-any region. Pure Python.
+Pure Python.
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ from collections.abc import Sequence
 from cdk_gpu_share.core.config import TeamConfig
 from cdk_gpu_share.core.errors import Problem
 
-__all__ = ["IDLE_SHARING_REGIONS", "IDLE_SHARING_SOURCE", "borrowing_problems", "region_note", "regions_text"]
+__all__ = ["IDLE_SHARING_REGIONS", "IDLE_SHARING_SOURCE", "region_note", "region_problems", "regions_text"]
 
-#: The regions where HyperPod task governance shares idle compute, code -> AWS's name for it.
+#: The regions where AWS documents HyperPod task governance, code -> AWS's name for it.
 IDLE_SHARING_REGIONS: dict[str, str] = {
     "us-east-1": "US East (N. Virginia)",
     "us-east-2": "US East (Ohio)",
@@ -56,17 +57,16 @@ def _borrowers(teams: Sequence[TeamConfig]) -> list[TeamConfig]:
     return [t for t in teams if t.sharing.borrows]
 
 
-def borrowing_problems(region: str, teams: Sequence[TeamConfig], where: str = "team") -> list[Problem]:
-    """One problem per team that borrows idle compute when ``region`` (resolved, not a token) is
-    not a region where HyperPod task governance shares it; none in a listed region."""
+def region_problems(region: str) -> list[Problem]:
+    """One problem when ``region`` (resolved, not a token) is not a region where AWS documents
+    HyperPod task governance; none in a listed region."""
     if region in IDLE_SHARING_REGIONS:
         return []
-    return [Problem(f"{where}.sharing" if len(teams) == 1 else f"{where}.{t.name}.sharing", t.sharing.value,
-                    f"borrows idle compute, which HyperPod task governance shares only in the regions AWS lists;"
-                    f" the stack's region {region} is not one of them: {regions_text()}",
-                    "deploy the stack in a listed region, or give this team sharing: lend or reserve (it then never"
-                    " borrows)")
-            for t in _borrowers(teams)]
+    return [Problem("env.region", region,
+                    "is not a region where AWS offers HyperPod task governance, so its cluster policy and compute"
+                    f" quotas cannot be created there; it is offered in {regions_text()}",
+                    "give the stack the region of the HyperPod cluster, one of those listed"
+                    " (env=cdk.Environment(region=...)), or use another backend in this region")]
 
 
 def region_note(cluster_region: str | None, teams: Sequence[TeamConfig]) -> str | None:
@@ -80,5 +80,5 @@ def region_note(cluster_region: str | None, teams: Sequence[TeamConfig]) -> str 
             " Synth refuses a stack whose region is set and not listed; an environment-agnostic stack"
             " (no region until deploy) is not checked there: deploy it in a listed region")
     if cluster_region and cluster_region not in IDLE_SHARING_REGIONS:
-        note += f". The cluster's ARN names {cluster_region}, which is not listed: these teams would never borrow"
+        note += f". The cluster's ARN names {cluster_region}, which is not listed: task governance, and so its quotas, is not offered there"
     return note

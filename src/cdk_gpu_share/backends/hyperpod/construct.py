@@ -17,7 +17,7 @@ from cdk_gpu_share.constructs._checks import acknowledge_cfn_rule, raise_props_p
 from cdk_gpu_share.constructs._quota import TeamQuota, another_backends, raise_problems
 from cdk_gpu_share.core.config import HyperPodConfig, TeamConfig, config_problems
 from cdk_gpu_share.core.errors import ConfigError, Problem
-from cdk_gpu_share.core.hyperpod_regions import IDLE_SHARING_REGIONS, borrowing_problems
+from cdk_gpu_share.core.hyperpod_regions import IDLE_SHARING_SOURCE, region_problems
 
 
 class CfnComputeQuota(cdk.CfnResource):
@@ -119,6 +119,8 @@ class HyperPodBackend(Construct):
         """
         checked = dataclasses.replace(config, scheduler_config_name=name) if name and isinstance(config, HyperPodConfig) else config
         raise_props_problems(config_problems(hyperpod=checked, owned=another_backends), scope, id)
+        region = cdk.Stack.of(scope).region
+        raise_props_problems(_region_problems(region), scope, id)
         super().__init__(scope, id)
         self.config = config
         self._teams: dict[str, TeamQuota] = {}
@@ -135,12 +137,12 @@ class HyperPodBackend(Construct):
             type="AWS::SageMaker::ClusterSchedulerConfig",
             properties={"Name": policy_name, "ClusterArn": config.cluster_arn, "SchedulerConfig": scheduler},
         )
-        if cdk.Stack.of(self).region in IDLE_SHARING_REGIONS:
+        if not cdk.Token.is_unresolved(region):  # a listed region: an unlisted one was refused above
             acknowledge_cfn_rule(
                 self.scheduler_config,
                 "F3006",
                 "aws-cdk-lib 2.275's region table lists AWS::SageMaker::ClusterSchedulerConfig in fewer regions than"
-                " AWS documents HyperPod task governance in; this region is one AWS documents",
+                f" AWS documents HyperPod task governance in; this region is one it documents ({IDLE_SHARING_SOURCE})",
             )
 
     @property
@@ -169,9 +171,8 @@ class HyperPodBackend(Construct):
                 Problem("team.name", team.name, "already has a compute quota on this cluster", "add each team once"),
                 source=self.node.path,
             )
-        region = cdk.Stack.of(scope or self).region
-        if not cdk.Token.is_unresolved(region):  # an environment-agnostic stack: plan says so instead
-            raise_problems(borrowing_problems(region, [team]), scope or self)
+        if scope is not None:  # a team's stack may have a region of its own
+            raise_problems(_region_problems(cdk.Stack.of(scope).region), scope)
         absolute = _quota_resources({it: a for it, a in team.borrow_limit.items() if it in self.config.capacity})
         quota = CfnComputeQuota(
             scope or self,
@@ -191,6 +192,11 @@ class HyperPodBackend(Construct):
         result = TeamQuota(team=team, name=team.name, resource=quota, arn=quota.attr_compute_quota_arn)
         self._teams[team.name] = result
         return result
+
+
+def _region_problems(region: str) -> list[Problem]:
+    """The problems of a stack's region; none for an environment-agnostic stack (plan notes it)."""
+    return [] if cdk.Token.is_unresolved(region) else region_problems(region)
 
 
 def _resource_name(base: str, suffix: str) -> str:
