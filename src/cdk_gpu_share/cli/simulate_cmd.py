@@ -266,9 +266,11 @@ def run_simulate(args: argparse.Namespace) -> int:
             print(render_table(result.to_dict(), poll_seconds=poll, checkpoint_seconds=args.checkpoint_seconds))
         runs = [(args.mode, result)]
         notes: list[str] = []
+        gap = {}
     else:
         runs, notes, verdict = _run_compare(scenario, jobs, poll, args.checkpoint_seconds, args.trace,
                                             args.victim_order)
+        gap = _run_gap(args, jobs, poll)
         from cdk_gpu_share.core.compare import compare as build
 
         cmp = build(runs, jobs, notes=notes)
@@ -276,9 +278,12 @@ def run_simulate(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps({"scenario": described, "trace": args.trace, "poll_seconds": poll,
                               "comparison": cmp.to_dict(),
-                              "results": {label: (r.to_dict() if r else None) for label, r in runs}}))
+                              "results": {label: (r.to_dict() if r else None) for label, r in runs},
+                              **({"hierarchy": gap} if gap else {})}))
         else:
             print(render_compare(cmp, described=described, trace=args.trace))
+            if gap:
+                print("\n" + render_gap(gap))
     written = []
     if args.plot:
         ran = [(label, r) for label, r in runs if r is not None]
@@ -292,7 +297,8 @@ def run_simulate(args: argparse.Namespace) -> int:
         cmp = build(runs, jobs, notes=notes)
         if compare:
             cmp.victim_order = verdict
-        write_report(cmp, runs, jobs, args.report, described=described, trace=args.trace, poll_seconds=poll)
+        write_report(cmp, runs, jobs, args.report, described=described, trace=args.trace, poll_seconds=poll,
+                     gap=gap)
         written.append(f"report written to {args.report}")
     for line in written:
         print(line, file=sys.stderr if args.json else sys.stdout)
@@ -456,6 +462,71 @@ def _run_compare(scenario: Any, jobs: Any, poll: float, checkpoint: float | None
     return runs, notes, verdict
 
 
+#: The mode ``--compare`` replays the tree and its compilation in: the one the backends deploy.
+GAP_MODE = "share+reclaim"
+
+
+def _run_gap(args: argparse.Namespace, jobs: Any, poll: float) -> dict[str, dict[str, Any]]:
+    """With a config that has groups, :data:`GAP_MODE` replayed under the tree and under its flat
+    compilation: ``{"tree": {...}, "compiled": {...}}``, each the run's pool figures, ``teams``
+    and ``groups`` (the compiled run's groups over the same teams as the tree's). Else ``{}``."""
+    from cdk_gpu_share.core import simulate as sim
+    from cdk_gpu_share.core.config import load_config
+    from cdk_gpu_share.core.organisation import HIERARCHY_MODES
+
+    if args.config is None or not load_config(args.config).groups:
+        return {}
+    results = {}
+    for mode in HIERARCHY_MODES:
+        scenario, _, _ = _load_scenario(argparse.Namespace(**{**vars(args), "hierarchy": mode}))
+        scenario = sim.with_victim_order(scenario, args.victim_order)
+        results[mode] = _run_one(scenario, jobs, GAP_MODE, poll, args.checkpoint_seconds, args.trace,
+                                 f"{GAP_MODE}, {mode}")
+    # The compilation has no groups: its figures per group are over the tree's teams.
+    results["compiled"].group_members = results["tree"].group_members
+    keys = ("mode", "preemptions", "lost_gpu_seconds", "wait_gpu_hours", "teams", "groups")
+    return {mode: {k: v for k, v in r.to_dict().items() if k in keys} for mode, r in results.items()}
+
+
+#: (column, key, unit) of the compilation gap's table, per team and per group.
+GAP_COLUMNS = (("wait p50", "wait_p50_s", "s"), ("p95", "wait_p95_s", "s"), ("p99", "wait_p99_s", "s"),
+               ("preempted", "preempted", "count"), ("lost GPU-h", "lost_gpu_seconds", "h"))
+
+
+def gap_rows(gap: dict[str, dict[str, Any]]) -> list[list[str]]:
+    """Each team, then each group, under the tree, compiled, and the difference (compiled less tree)."""
+    def cell(value: float, unit: str, sign: bool = False) -> str:
+        prefix = ("+" if value > 0 else "-" if value < 0 else "") if sign else ""
+        if unit == "s":
+            return prefix + human_seconds(abs(value))
+        if unit == "h":
+            return prefix + f"{abs(value) / 3600:,.1f}"
+        return prefix + f"{abs(int(value))}"
+
+    rows = []
+    tree, compiled = gap["tree"], gap["compiled"]
+    for kind in ("teams", "groups"):
+        for name, t in tree.get(kind, {}).items():
+            c = compiled[kind][name]
+            label = name if kind == "teams" else f"{name}/"
+            rows.append([label, "tree", *(cell(t[k], u) for _, k, u in GAP_COLUMNS)])
+            rows.append(["", "compiled", *(cell(c[k], u) for _, k, u in GAP_COLUMNS)])
+            rows.append(["", "gap", *(cell(c[k] - t[k], u, sign=True) for _, k, u in GAP_COLUMNS)])
+    return rows
+
+
+GAP_HEADERS = ["team or group/", "hierarchy", *(c for c, _, _ in GAP_COLUMNS)]
+
+
+def render_gap(gap: dict[str, dict[str, Any]]) -> str:
+    """The compilation gap as text: per team and per group (``name/``), the tree's figures, the
+    compiled configuration's, and the gap between them."""
+    lines = [f"compilation gap ({GAP_MODE}): the tree against the flat configuration the backend deploys"]
+    lines += format_table(GAP_HEADERS, gap_rows(gap), indent="  ", right=set(range(2, len(GAP_HEADERS))))
+    lines.append("gap: compiled less tree (a + wait is longer compiled)")
+    return "\n".join(lines)
+
+
 def objective_warnings(scenario: Any) -> list[str]:
     """One ``warning:`` line per team of the scenario whose objectives its sharing cannot meet."""
     from cdk_gpu_share.core.objectives import never_stopped_conflict
@@ -518,7 +589,8 @@ def render_table(d: dict[str, Any], *, poll_seconds: float | None = None,
     if judged:
         header += ("objectives",)
     rows = []
-    for name, t in d["teams"].items():
+    named = list(d["teams"].items()) + [(f"{g}/", t) for g, t in d.get("groups", {}).items()]
+    for name, t in named:
         verdicts = (objectives_cell(t.get("objectives", {})),) if judged else ()
         rows.append((
             name,
@@ -533,6 +605,8 @@ def render_table(d: dict[str, Any], *, poll_seconds: float | None = None,
             *verdicts,
         ))
     lines += format_table(header, rows, right=set(range(1, len(header) - (1 if judged else 0))))
+    if "groups" in d:
+        lines.append("group/: over the jobs of every team below the group")
     return "\n".join(lines)
 
 
@@ -732,13 +806,13 @@ img{max-width:100%;border:1px solid #d0d7de;margin:0.5rem 0}
 
 def render_report(cmp: Comparison, runs: Sequence[tuple[str, SimResult | None]], jobs: Sequence[Job], *,
                   described: str = "", trace: str = "",
-                  poll_seconds: float | None = None, plots: bool = True) -> str:
+                  poll_seconds: float | None = None, plots: bool = True,
+                  gap: dict[str, dict[str, Any]] | None = None) -> str:
     """The comparison as one self-contained HTML page: tables, then each mode's usage plot as an
-    embedded PNG (no scripts, no external resources)."""
-    import base64
+    embedded PNG (no scripts, no external resources); with ``gap`` (:func:`_run_gap`), the
+    compilation gap's table and its chart per team."""
     import datetime
     import html
-    import io
 
     e = html.escape
     parts = [
@@ -768,23 +842,61 @@ def render_report(cmp: Comparison, runs: Sequence[tuple[str, SimResult | None]],
     parts.append("</div>")
     if cmp.notes:
         parts.append("<ul>" + "".join(f"<li>{e(n)}</li>" for n in cmp.notes) + "</ul>")
+    if gap:
+        parts.append("<h2>Compilation gap</h2>")
+        parts.append(f"<p>{e(GAP_MODE)} under the tree of groups, and under the flat configuration the "
+                     "backend deploys (each group's pool split to its teams, borrow limits from the groups' "
+                     "bounds). <i>gap</i> is compiled less tree: a positive wait is longer compiled. "
+                     "A group's figures (<i>name/</i>) are over the jobs of every team below it.</p>")
+        parts.append(html_table(GAP_HEADERS, gap_rows(gap), caption="per team and per group"))
+        if plots:
+            parts.append(_png_figure(gap_figure(gap), "compilation gap per team: wait p95 and preemptions, "
+                                     "tree against compiled", "the compilation gap per team"))
     if plots:
-        plt = _pyplot("--report")
         parts.append("<h2>Usage over time</h2>")
         for label, result in runs:
             if result is None:
                 continue
-            fig = usage_figure(result, jobs, label=label)
-            buf = io.BytesIO()
-            try:
-                fig.savefig(buf, format="png", dpi=90)
-            finally:
-                plt.close(fig)
-            data = base64.b64encode(buf.getvalue()).decode("ascii")
-            parts.append(f"<figure><img alt=\"usage per team, {e(label)}\" src=\"data:image/png;base64,{data}\">"
-                         f"<figcaption>{e(label)}</figcaption></figure>")
+            parts.append(_png_figure(usage_figure(result, jobs, label=label), f"usage per team, {label}", label))
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+def _png_figure(fig: Figure, alt: str, caption: str) -> str:
+    """``fig`` as an HTML figure with an embedded PNG; the figure is closed."""
+    import base64
+    import html
+    import io
+
+    plt = _pyplot("--report")
+    buf = io.BytesIO()
+    try:
+        fig.savefig(buf, format="png", dpi=90)
+    finally:
+        plt.close(fig)
+    data = base64.b64encode(buf.getvalue()).decode("ascii")
+    return (f"<figure><img alt=\"{html.escape(alt)}\" src=\"data:image/png;base64,{data}\">"
+            f"<figcaption>{html.escape(caption)}</figcaption></figure>")
+
+
+def gap_figure(gap: dict[str, dict[str, Any]]) -> Figure:
+    """Per team, bars of the tree's and the compiled configuration's wait p95 (minutes) and
+    preemptions, side by side: the compilation gap at a glance."""
+    plt = _pyplot("--report")
+    names = list(gap["tree"]["teams"])
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.2), squeeze=False)
+    width = 0.4
+    for ax, (key, title, scale) in zip(axes[0], (("wait_p95_s", "wait p95 (minutes)", 60.0),
+                                                 ("preempted", "preemptions", 1.0))):
+        for k, (mode, color) in enumerate((("tree", "tab:blue"), ("compiled", "tab:orange"))):
+            values = [gap[mode]["teams"][n][key] / scale for n in names]
+            ax.bar([i + (k - 0.5) * width for i in range(len(names))], values, width, label=mode, color=color)
+        ax.set_xticks(range(len(names)), names, rotation=30 if len(names) > 6 else 0, fontsize="small")
+        ax.set_title(title, fontsize="medium")
+        ax.grid(axis="y", linewidth=0.3, alpha=0.5)
+    axes[0][0].legend(fontsize="small", frameon=False)
+    fig.tight_layout()
+    return fig
 
 
 def write_report(cmp: Comparison, runs: Sequence[tuple[str, SimResult | None]], jobs: Sequence[Job], path: str,

@@ -1,0 +1,118 @@
+"""``simulate --compare`` with groups: the tree and its flat compilation side by side, per team and
+per group, in the table, the JSON and the report (the compilation gap)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cdk_gpu_share.cli import main
+
+ARN = "arn:aws:sagemaker:us-east-1:111122223333:cluster/abcdef123456"
+IT = "ml.g5.xlarge"
+
+
+def organisation(groups: bool = True) -> dict:
+    """On 10 GPUs: research (its own pool 2) over nlp (team-a, 2) and team-b (1); team-c (3) at the
+    root. Compiled, research's pool goes to nlp, the larger child: team-a 4, team-b still 1."""
+    teams = [{"name": "team-a", "group": "nlp", "guarantee": {IT: 2}},
+             {"name": "team-b", "group": "research", "guarantee": {IT: 1}, "borrow_limit_percent": 200},
+             {"name": "team-c", "guarantee": {IT: 3}, "borrow_limit_percent": 200}]
+    raw = {"hyperpod": {"capacity": {IT: 10}, "cluster_arn": ARN}, "teams": teams}
+    if groups:
+        raw["groups"] = [{"name": "research", "guarantee": {IT: 2}, "borrow_limit": {IT: 2}},
+                         {"name": "nlp", "parent": "research"}]
+    else:
+        for t in teams:
+            t.pop("group", None)
+    return raw
+
+
+#: team-c borrows 6 GPUs for 1000 s; at 10 s team-b asks 3. In the tree they are within research's
+#: quota (its 1 and the idle pool), so the planner's first pass (60 s) stops team-c's job: team-b waits
+#: 50 s, team-c loses 60 s of 9 GPUs. Compiled, team-b's 3 are 2 beyond its guarantee: borrowing, it
+#: reclaims nothing and waits for team-c's job to end, 990 s. The split short-changes team-b.
+TRACE = "job_id,team,submit_time,duration_s,gpus\nc1,team-c,0,1000,9\nb1,team-b,10,100,3\n"
+
+
+@pytest.fixture
+def files(tmp_path):
+    def write(groups: bool = True) -> list[str]:
+        config, trace = tmp_path / "org.json", tmp_path / "jobs.csv"
+        config.write_text(json.dumps(organisation(groups)))
+        trace.write_text(TRACE)
+        return ["simulate", "--config", str(config), "--trace", str(trace)]
+    return write
+
+
+def _figures(d: dict, kind: str, name: str) -> tuple:
+    f = d[kind][name]
+    return f["jobs"], f["wait_p50_s"], f["wait_p99_s"], f["preempted"], f["lost_gpu_seconds"]
+
+
+def test_compare_runs_the_tree_and_its_compilation(files, capsys):
+    assert main([*files(), "--compare", "--json"]) == 0
+    gap = json.loads(capsys.readouterr().out)["hierarchy"]
+    assert set(gap) == {"tree", "compiled"}
+    tree, compiled = gap["tree"], gap["compiled"]
+    assert tree["mode"] == compiled["mode"] == "share+reclaim"
+    assert _figures(tree, "teams", "team-b") == (1, 50, 50, 0, 0.0)
+    assert _figures(compiled, "teams", "team-b") == (1, 990, 990, 0, 0.0)
+    assert _figures(tree, "teams", "team-c") == (1, 160, 160, 1, 540.0)
+    assert _figures(compiled, "teams", "team-c") == (1, 0, 0, 0, 0.0)
+    # The compiled run has no groups of its own: its group figures are over the tree's teams.
+    assert _figures(tree, "groups", "research") == (1, 50, 50, 0, 0.0)
+    assert _figures(compiled, "groups", "research") == (1, 990, 990, 0, 0.0)
+    assert _figures(compiled, "groups", "nlp") == (0, 0, 0, 0, 0.0)
+    assert (tree["preemptions"], compiled["preemptions"]) == (1, 0)
+
+
+def test_the_gap_table_in_text(files, capsys):
+    assert main([*files(), "--compare"]) == 0
+    out = capsys.readouterr().out
+    gap = out[out.index("compilation gap (share+reclaim)"):].splitlines()
+    rows = [line.split() for line in gap[3:]]
+    assert rows[3:6] == [["team-b", "tree", "50s", "50s", "50s", "0", "0.0"],
+                         ["compiled", "16m", "16m", "16m", "0", "0.0"],
+                         ["gap", "+16m", "+16m", "+16m", "0", "0.0"]]
+    assert rows[6:9] == [["team-c", "tree", "3m", "3m", "3m", "1", "0.1"],
+                         ["compiled", "0s", "0s", "0s", "0", "0.0"],
+                         ["gap", "-3m", "-3m", "-3m", "-1", "-0.1"]]
+    assert rows[9][:3] == ["research/", "tree", "50s"] and rows[12][:3] == ["nlp/", "tree", "0s"]
+
+
+def test_one_run_shows_the_groups_in_its_table(files, capsys):
+    assert main([*files(), "--mode", "share+reclaim", "--hierarchy", "tree"]) == 0
+    out = capsys.readouterr().out
+    assert "research/     1       50s  50s  50s" in out
+    assert out.rstrip().endswith("group/: over the jobs of every team below the group")
+
+
+def test_without_groups_nothing_changes(files, capsys):
+    assert main([*files(groups=False), "--compare", "--json"]) == 0
+    assert "hierarchy" not in json.loads(capsys.readouterr().out)
+    assert main([*files(groups=False), "--compare"]) == 0
+    assert "compilation gap" not in capsys.readouterr().out
+    assert main([*files(groups=False), "--mode", "share"]) == 0
+    assert "group/" not in capsys.readouterr().out
+
+
+def test_the_report_shows_the_gap(files, capsys, tmp_path):
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "report.html"
+    assert main([*files(), "--report", str(out)]) == 0
+    page = out.read_text()
+    section = page[page.index("<h2>Compilation gap</h2>"):page.index("<h2>Usage over time</h2>")]
+    assert "<th>team-b</th><td>tree</td><td>50s</td>" in section.replace("\n", "")
+    assert "<td>gap</td><td>+16m</td>" in section.replace("\n", "")
+    assert 'alt="compilation gap per team: wait p95 and preemptions, tree against compiled"' in section
+    assert section.count("data:image/png;base64,") == 1
+
+
+def test_the_report_without_groups_has_no_gap(files, capsys, tmp_path):
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "report.html"
+    assert main([*files(groups=False), "--report", str(out)]) == 0
+    page = out.read_text()
+    assert "Compilation gap" not in page and page.count("data:image/png;base64,") == 2  # share and share+reclaim (static cannot run c1)
