@@ -20,6 +20,7 @@ from cdk_gpu_share.cli._parser import add_config_argument
 from cdk_gpu_share.cli._progress import ProgressBar
 from cdk_gpu_share.core.errors import ConfigError, Problem
 from cdk_gpu_share.core.text import format_table
+from cdk_gpu_share.core.text import seconds_words as _s
 
 __all__ = ["register", "render_backtest", "run_eta"]
 
@@ -134,13 +135,6 @@ def run_eta(args: argparse.Namespace) -> int:
     return 0
 
 
-def _s(x: float) -> str:
-    """Seconds as a person reads them: 45 s, 12 min, 3.4 h."""
-    if x < 120:
-        return f"{x:.0f} s"
-    if x < 7200:
-        return f"{x / 60:.0f} min"
-    return f"{x / 3600:.1f} h"
 
 
 def render_backtest(doc: dict[str, Any], *, described: str = "", trace: str = "") -> str:

@@ -16,9 +16,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from cdk_gpu_share.cli.advise_report import _ADVICE_CSS, _scroll
-from cdk_gpu_share.cli.eta_cmd import _s
 from cdk_gpu_share.cli.simulate_cmd import _REPORT_CSS
 from cdk_gpu_share.core.text import html_table
+from cdk_gpu_share.core.text import seconds_words as _s
 
 __all__ = ["band_svg", "render_eta_report"]
 

@@ -12,6 +12,15 @@ import html
 from collections.abc import Collection, Sequence
 
 
+def seconds_words(x: float) -> str:
+    """Seconds as a person reads them: 45 s, 12 min, 3.4 h."""
+    if x < 120:
+        return f"{x:.0f} s"
+    if x < 7200:
+        return f"{x / 60:.0f} min"
+    return f"{x / 3600:.1f} h"
+
+
 def plural(n: object, unit: str) -> str:
     """``1 instance``, ``3 instances``, ``2 copies``; units of measure (GiB, vCPU) stay as they are."""
     if unit in ("GiB", "vCPU"):
@@ -74,4 +83,4 @@ def html_table(
     return "".join(parts)
 
 
-__all__ = ["format_table", "html_table", "plural"]
+__all__ = ["format_table", "html_table", "plural", "seconds_words"]

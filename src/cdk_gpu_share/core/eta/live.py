@@ -10,7 +10,6 @@ answer. Pure: no AWS.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 from cdk_gpu_share.core.eta.predictor import DEFAULT_SAMPLES, FinishedJob, History, predict
 from cdk_gpu_share.core.simulate.inputs import RECLAIM, Job, Scenario
 from cdk_gpu_share.core.simulate.resume import PendingJob, QueueState, RunningJob
+from cdk_gpu_share.core.text import seconds_words
 
 __all__ = ["LiveJob", "history_of", "live_estimate", "live_state", "sentence"]
 
@@ -81,15 +81,6 @@ def live_estimate(scenario: Scenario, state: QueueState, job_id: str, history: H
             "team_history": band.team_history, "history": band.history, "samples": samples}
 
 
-def _minutes(seconds: float) -> str:
-    """A time in the unit a person reads: seconds, minutes or hours."""
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 5400:
-        return f"{math.ceil(seconds / 60 - 1e-9):.0f} min"
-    return f"{seconds / 3600:.1f} h"
-
-
 def sentence(estimate: dict[str, Any], team: str) -> str:
     """The estimate in one sentence: "expected to start in 12 min to 40 min, most likely in 22 min; based
     on 1,240 finished jobs of team-a"; or why there is none."""
@@ -100,8 +91,8 @@ def sentence(estimate: dict[str, Any], team: str) -> str:
              else f"{estimate['history']:,} finished jobs of every team ({team} has none yet)")
     if hi < 0.5:  # every replay starts it at once: the capacity it needs is taken back now
         return f"expected to start now, as soon as the scheduler acts; based on {basis}"
-    if _minutes(lo) == _minutes(hi):
-        band = f"in about {_minutes(hi)}"
+    if seconds_words(lo) == seconds_words(hi):
+        band = f"in about {seconds_words(hi)}"
     else:
-        band = f"within {_minutes(hi)}" if lo <= 0 else f"in {_minutes(lo)} to {_minutes(hi)}"
-    return f"expected to start {band}, most likely in {_minutes(mid)}; based on {basis}"
+        band = f"within {seconds_words(hi)}" if lo <= 0 else f"in {seconds_words(lo)} to {seconds_words(hi)}"
+    return f"expected to start {band}, most likely in {seconds_words(mid)}; based on {basis}"
