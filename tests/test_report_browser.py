@@ -91,3 +91,25 @@ def test_a_screenshot_shows_the_tables_and_plots(chromium, report, tmp_path):
     # Not a blank page: the PNG of a page of tables and plots compresses far worse than white.
     assert shot.stat().st_size > 100_000
     assert console_messages(proc.stderr) == []
+
+
+def test_the_report_with_the_compilation_gap_loads_in_chromium(chromium, tmp_path):
+    """A config with groups: the gap's table and chart render beside the modes' (static cannot
+    run this trace: two usage plots and the gap's chart)."""
+    import json
+
+    from cdk_gpu_share.cli import main
+    from tests.cli.test_simulate_gap import TRACE, organisation
+
+    config, trace, report = tmp_path / "org.json", tmp_path / "jobs.csv", tmp_path / "report.html"
+    config.write_text(json.dumps(organisation()))
+    trace.write_text(TRACE)
+    assert main(["simulate", "--config", str(config), "--trace", str(trace), "--report", str(report)]) == 0
+    wrapper = tmp_path / "wrapper.html"
+    wrapper.write_text(WRAPPER.format(src=report.as_uri()))
+    proc = run_chromium(chromium, tmp_path, "--allow-file-access-from-files", "--virtual-time-budget=10000",
+                        "--dump-dom", wrapper.as_uri())
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    title = re.search(r"<title>(.*?)</title>", proc.stdout).group(1)
+    assert title.startswith("tables=5 images=3 decoded=3"), title  # the pool, three teams, the gap
+    assert console_messages(proc.stderr) == [], console_messages(proc.stderr)

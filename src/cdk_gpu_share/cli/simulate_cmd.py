@@ -78,7 +78,9 @@ def _add_simulate(subparsers: argparse._SubParsersAction) -> None:
                       help="run static, share and share+reclaim (and, with --checkpoint-seconds, share+reclaim "
                            "with checkpoints; with them, or with --victim-order checkpoint or a config that sets it, "
                            "the checkpoint-aware victim order too) and print one table per team, best value per "
-                           "row marked (*)")
+                           "row marked (*); with a config that has groups, also share+reclaim under the tree and "
+                           "under its flat compilation, per team and per group (the compilation gap; JSON: "
+                           "hierarchy)")
     p.add_argument("--poll-seconds", type=float, default=None, metavar="S",
                    help="reclaim planner period in share+reclaim (default: with --config, the backend's reclaim "
                         "schedule, such as fairshare.reclaim.schedule_minutes; else 60)")
