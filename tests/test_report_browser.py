@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import re
 import struct
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -52,13 +53,18 @@ def report(tmp_path_factory):
     return write_report(tmp_path_factory.mktemp("report"))
 
 
-def test_the_report_loads_in_chromium_without_console_errors(chromium, report, tmp_path):
+def _loaded(chromium: str, report: Path, tmp_path: Path) -> tuple[str, subprocess.CompletedProcess]:
+    """What the wrapper page found in ``report`` (its title), and Chromium's run."""
     wrapper = tmp_path / "wrapper.html"
     wrapper.write_text(WRAPPER.format(src=report.as_uri()))
     proc = run_chromium(chromium, tmp_path, "--allow-file-access-from-files", "--virtual-time-budget=10000",
                         "--dump-dom", wrapper.as_uri())
     assert proc.returncode == 0, proc.stderr[-2000:]
-    title = re.search(r"<title>(.*?)</title>", proc.stdout).group(1)
+    return re.search(r"<title>(.*?)</title>", proc.stdout).group(1), proc
+
+
+def test_the_report_loads_in_chromium_without_console_errors(chromium, report, tmp_path):
+    title, proc = _loaded(chromium, report, tmp_path)
     assert title.startswith("tables=4 images=5 decoded=5"), title
     assert "external=0" in title
     assert int(re.search(r"best=(\d+)", title).group(1)) > 0
@@ -105,11 +111,6 @@ def test_the_report_with_the_compilation_gap_loads_in_chromium(chromium, tmp_pat
     config.write_text(json.dumps(organisation()))
     trace.write_text(TRACE)
     assert main(["simulate", "--config", str(config), "--trace", str(trace), "--report", str(report)]) == 0
-    wrapper = tmp_path / "wrapper.html"
-    wrapper.write_text(WRAPPER.format(src=report.as_uri()))
-    proc = run_chromium(chromium, tmp_path, "--allow-file-access-from-files", "--virtual-time-budget=10000",
-                        "--dump-dom", wrapper.as_uri())
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    title = re.search(r"<title>(.*?)</title>", proc.stdout).group(1)
+    title, proc = _loaded(chromium, report, tmp_path)
     assert title.startswith("tables=5 images=3 decoded=3"), title  # the pool, three teams, the gap
     assert console_messages(proc.stderr) == [], console_messages(proc.stderr)
