@@ -7,18 +7,9 @@ import json
 
 import pytest
 
-from cdk_gpu_share.cli import main
 from cdk_gpu_share.core import backends
+from tests.cli.test_advise_cli import run  # the one way these tests run a command
 from tests.core.test_eta import KNOWN
-
-
-def run(capsys, argv):
-    try:
-        code = main(argv)
-    except SystemExit as exc:  # argparse's own refusals
-        code = exc.code
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture
