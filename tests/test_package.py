@@ -118,6 +118,14 @@ def test_wheel_metadata_names_the_license_classifiers_and_project_urls(wheel):
         "aws-cdk-lib", "boto3", "cdk-nag", "constructs", "pyyaml", "ruamel.yaml"]
 
 
+def test_the_long_description_is_the_readme_as_it_is(wheel):
+    """What the package index shows is README.md unchanged (so tests/test_long_description.py,
+    which reads README.md, checks what ships)."""
+    meta = _metadata(wheel)
+    assert meta["Description-Content-Type"] == "text/markdown"
+    assert meta.get_payload().strip() == (ROOT / "README.md").read_text().strip()
+
+
 def test_wheel_ships_the_full_apache_license(wheel):
     with zipfile.ZipFile(wheel) as whl:
         (name,) = [n for n in whl.namelist() if n.endswith(".dist-info/licenses/LICENSE")]
