@@ -80,7 +80,7 @@ TOLERATION_ADDED = "may not gain a toleration of the GPU nodes' taint"
 HOST_PID = "may not set hostPID"
 HOST_NETWORK = "may not set hostNetwork"
 SYS_ADMIN = "may not add the capability SYS_ADMIN"
-HOST_PATH = "may not mount a hostPath to /dev or the container runtime's socket"
+HOST_PATH = "may not mount a hostPath to /dev, /proc, the kubelet's folder"
 RUNTIME_CLASS = "may name only an allowed runtime class"
 CDI = "may not carry a cdi.k8s.io/* annotation"
 
@@ -351,8 +351,16 @@ TOLERATE_ALL = [{"operator": "Exists"}]
 TOLERATE_GPU = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
 REFUSED_PATHS = ("/dev", "/dev/", "/dev/nvidia0", "/dev/null", "/", "/run", "/var", "/var/run", "/run/containerd",
                  "/run/containerd/containerd.sock", "/var/run/containerd/containerd.sock", "/run/crio/crio.sock",
-                 "/var/run/docker.sock", "/run/cri-dockerd.sock", "//dev", "/./dev/nvidia0", "/var/./run")
-ALLOWED_PATHS = ("/mnt/fsx", "/opt/dlami/nvme", "/devices", "/var/log", "/data/.cache", "/run-data")
+                 "/var/run/docker.sock", "/run/cri-dockerd.sock", "//dev", "/./dev/nvidia0", "/var/./run",
+                 # The node's processes, and through /proc/PID/root its whole filesystem.
+                 "/proc", "/proc/", "/proc/1/root", "/proc/1/root/dev/nvidia0", "/proc/self/root/run/containerd",
+                 "//proc", "/proc/../proc", "/opt/../proc/1/root", "/var/../dev", "/proc/1/..",
+                 # The kubelet's folder: the device plugins' sockets, every Pod's volumes; and its parents.
+                 "/var/lib", "/var/lib/", "/var/lib/kubelet", "/var/lib/kubelet/", "/var/lib/kubelet/device-plugins",
+                 "/var/lib/kubelet/device-plugins/kubelet.sock", "/var/lib/kubelet/pods", "//var/lib/kubelet",
+                 "/var/lib/./kubelet")
+ALLOWED_PATHS = ("/mnt/fsx", "/opt/dlami/nvme", "/devices", "/var/log", "/data/.cache", "/run-data", "/procfs",
+                 "/mnt/proc", "/var/lib/data", "/var/lib/kubelet-backup", "/var/library", "/data/..cache", "/data/x..")
 
 #: (case, the Pod, the Pod before when an UPDATE, the subresource, the words of the one rule refusing it).
 ROUTES = [

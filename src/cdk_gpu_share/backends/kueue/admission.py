@@ -16,8 +16,8 @@ from Kubernetes 1.30) refuse, in that namespace:
   replicas, parallelism or pod templates) without suspending it again;
 * a Pod that reaches a node, or its GPUs, around the scheduler or the device plugin
   (:func:`_device_routes`): ``spec.nodeName``, privileged or ``NVIDIA_VISIBLE_DEVICES``,
-  ``hostPID``, ``hostNetwork``, the ``SYS_ADMIN`` capability, a ``hostPath`` to ``/dev`` or the
-  container runtime's socket, a ``runtimeClassName`` the section does not allow, a
+  ``hostPID``, ``hostNetwork``, the ``SYS_ADMIN`` capability, a ``hostPath`` to ``/dev``, ``/proc``,
+  the kubelet's folder or the container runtime's socket, a ``runtimeClassName`` the section does not allow, a
   ``cdi.k8s.io/*`` annotation; on CREATE, and on UPDATE when the Pod did not have it before
   (ephemeral containers included); and a running Pod gaining a toleration of the GPU nodes;
 * a ``kueue.x-k8s.io/priority-class`` above the team's ``max_priority``, a Pod whose resolved
@@ -180,12 +180,16 @@ def _any_container(spec: str, test: str) -> str:
 #: The annotation prefix of Container Device Interface requests, which a runtime with CDI enabled
 #: turns into devices in the container, whatever the Pod requested.
 CDI_ANNOTATION_PREFIX = "cdi.k8s.io/"
-#: A hostPath that reaches the node's devices or its container runtime (which starts containers with
-#: any device): ``/dev`` and below, the runtime sockets and their folders, and every folder above them
-#: (``/``, ``/run``, ``/var``, ``/var/run``). A path not written plainly (``//``, a ``.`` segment) is
-#: refused too, so that no spelling of one of them passes.
-HOST_DEVICE_PATH = (r"^/(dev(/.*)?|var|run|var/run|(var/)?run/(containerd|crio|docker|dockershim|cri-dockerd)[^/]*(/.*)?)?/?$"
-                    r"|//|(^|/)[.](/|$)")
+#: A hostPath that reaches the node's devices, its processes or the agents that hand out devices:
+#: ``/dev`` and below; ``/proc`` and below (``/proc/1/root`` is the node's whole filesystem, its
+#: ``/dev`` included); the kubelet's folder ``/var/lib/kubelet`` and below (the device plugins'
+#: sockets in ``device-plugins/``, every Pod's volumes); the container runtime's sockets and their
+#: folders (the runtime starts containers with any device); and every folder above them (``/``,
+#: ``/run``, ``/var``, ``/var/run``, ``/var/lib``). A path not written plainly (``//``, a ``.`` or
+#: ``..`` segment) is refused too, so that no spelling of one of them passes.
+HOST_DEVICE_PATH = (r"^/(dev(/.*)?|proc(/.*)?|var|run|var/run|var/lib|var/lib/kubelet(/.*)?"
+                    r"|(var/)?run/(containerd|crio|docker|dockershim|cri-dockerd)[^/]*(/.*)?)?/?$"
+                    r"|//|(^|/)[.][.]?(/|$)")
 #: A capability that lets a container mount and reach host devices (``CAP_`` and case as the runtime takes them).
 SYS_ADMIN = r"(?i)^(cap_)?(sys_admin|all)$"
 
@@ -226,8 +230,9 @@ def _device_routes(section: KueueConfig) -> tuple[DeviceRoute, ...]:
             "remove it from securityContext.capabilities.add"),
         DeviceRoute(lambda o: f"has({o}.spec.volumes) && {o}.spec.volumes.exists(v, has(v.hostPath)"
                     f" && v.hostPath.path.matches('{HOST_DEVICE_PATH}'))",
-                    "may not mount a hostPath to /dev or the container runtime's socket (or a folder above them):"
-                    " either hands a container any device of the node",
+                    "may not mount a hostPath to /dev, /proc, the kubelet's folder /var/lib/kubelet or the container"
+                    " runtime's socket (or a folder above them): each hands a container the node's devices or"
+                    " its processes",
                     "use a volume of another kind, and request nvidia.com/gpu for the GPUs the Pod needs"),
         DeviceRoute(lambda o: f"has({o}.spec.runtimeClassName) && !({o}.spec.runtimeClassName in {allowed!r})",
                     "may name only an allowed runtime class in runtimeClassName: a runtime such as NVIDIA's can hand a"
