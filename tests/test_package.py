@@ -145,6 +145,14 @@ def test_wheel_ships_the_typed_marker_and_lambda_code(wheel):
     assert "gpu-share = cdk_gpu_share.cli:main" in zipfile.ZipFile(wheel).read(meta).decode()
 
 
+def test_wheel_ships_every_example_init_writes(wheel):
+    from cdk_gpu_share.cli.init_cmd import EXAMPLES
+
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for file, _ in EXAMPLES.values():
+        assert f"cdk_gpu_share/examples/{file}" in names, file
+
+
 def test_installed_wheel_synthesizes_a_user_app(wheel, tmp_path):
     env_dir = tmp_path / "venv"
     venv.EnvBuilder(with_pip=True).create(env_dir)

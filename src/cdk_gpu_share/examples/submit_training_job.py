@@ -28,8 +28,13 @@ class SetupError(Exception):
 def stack_outputs(stack_name: str, region: str | None) -> dict[str, str]:
     """The outputs of the team's stack, or :class:`SetupError` naming what is missing."""
     import boto3
-    from botocore.exceptions import (BotoCoreError, ClientError, NoCredentialsError, NoRegionError,
-                                     PartialCredentialsError)
+    from botocore.exceptions import (
+        BotoCoreError,
+        ClientError,
+        NoCredentialsError,
+        NoRegionError,
+        PartialCredentialsError,
+    )
 
     try:
         cfn = boto3.client("cloudformation", region_name=region)
