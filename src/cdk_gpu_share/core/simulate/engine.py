@@ -1,7 +1,8 @@
 """The simulator's event engine: replay a job trace, event by event.
 
 Events are completions (a heap, as small as the running jobs) and arrivals (known up
-front, one sorted list), completions first at equal times; in ``share+reclaim`` the
+front, one sorted list), completions first at equal times (in the order the jobs last
+started, then trace order: which job ends first decides who is offered its room); in ``share+reclaim`` the
 reclaim planner's ticks come every ``poll_seconds``. After each event, dispatch starts
 the pending jobs that fit, in the documented dispatch order, through the dispatch index.
 
@@ -199,7 +200,8 @@ class _Sim:
         if self.reclaiming:
             self.view.touch(r)
         self._set_usage(team, t, r.q)
-        heapq.heappush(self.heap, (t + (r.job.duration_s - r.progress), r.job.position, r.run, r))
+        # Completions at one instant in the order the jobs last started, then trace order.
+        heapq.heappush(self.heap, (t + (r.job.duration_s - r.progress), t, r.job.position, r.run, r))
 
     def _complete(self, r: Run, t: float) -> None:
         """r completes at ``t``: its GPUs are free, its run counts as busy time."""
@@ -320,7 +322,7 @@ class _Sim:
     def run(self) -> None:
         """Process every event in time order: planner ticks before the events they
         precede, completions before arrivals at equal times, each followed by dispatch."""
-        # Completions in a heap of (time, trace position, run number, job); arrivals,
+        # Completions in a heap of (time, start, trace position, run number, job); arrivals,
         # known up front, in one sorted list (submit time, then trace position): the
         # heap stays as small as the running jobs.
         heap = self.heap
@@ -348,7 +350,7 @@ class _Sim:
             if watch is not None and watch.next_due < t_ev:
                 watch.advance(t_ev)
             if t_done <= t_arrive:
-                t, _, run, r = heapq.heappop(heap)
+                t, _, _, run, r = heapq.heappop(heap)
                 self.now = t
                 if run != r.run or r.done:
                     continue  # stale: the job was stopped after this was scheduled
