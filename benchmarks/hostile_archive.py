@@ -6,8 +6,9 @@
 Each case is one object (or one listing) put into an in-memory S3 behind a real boto3 client
 (tests/history_model.py) and read by the archive reader as ``trace export`` reads it: a gzip
 bomb (a small gzip that decompresses to far more than an object may hold), 425 bytes of gzip of
-nested ``[``, an object of 500,000 short bad lines, and a listing that returns empty truncated
-pages for ever. Prints, per case, what was skipped and why, the requests made, the CPU seconds and
+nested ``[``, an object of 500,000 short bad lines, an object of 200,000 empty gzip members (and
+one of more members than an object may hold), and a listing that returns empty truncated pages
+for ever. Prints, per case, what was skipped and why, the requests made, the CPU seconds and
 the growth of the process's peak memory. Figures in docs/performance.md.
 """
 
@@ -67,6 +68,9 @@ def main() -> int:
     lines = gzip.compress(b"x\n" * 600_000)
     s3.buckets[BUCKET] = {KEY: lines}
     measure("short bad lines", s3, f"600,000 lines, {len(lines) // 1024} KiB of gzip")
+    for members in (200_000, history_reader.MAX_MEMBERS + 1):
+        s3.buckets[BUCKET] = {KEY: gzip.compress(b"") * members}
+        measure("empty gzip members", s3, f"{members:,} of them, {20 * members / 1e6:.0f} MB")
 
     def endless(request, bucket, query):
         body = ('<?xml version="1.0" encoding="UTF-8"?><ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'

@@ -581,3 +581,113 @@ def test_an_object_that_expires_between_the_listing_and_the_read_is_skipped(tmp_
     assert code == 0, err
     assert len(_rows(out.read_text())) == len(rows)
     assert f"skipped: 1 objects gone before they were read (first in {gone})" in err
+
+
+# ---------------------------------------------------------------------------
+# Bounds of one object's decompression and of the whole read
+
+
+def test_200_000_empty_gzip_members_are_read_with_work_linear_in_the_object():
+    import gzip
+    import time
+
+    from cdk_gpu_share.aws import history_reader
+
+    record = b'{"version":"0","id":"x"}\n'
+    body = gzip.compress(b"") * 100_000 + gzip.compress(record) + gzip.compress(b"") * 100_000  # 4 MB
+    stats = history_reader.ArchiveRead()
+    started = time.perf_counter()
+    assert history_reader._inflate(body, stats=stats) == record
+    print(f"200,001 gzip members, {len(body):,} bytes: read in {time.perf_counter() - started:.2f} s")
+    assert stats.members == 200_001
+    # The bytes handed to zlib (all it may copy) are a few times the object, not members x object.
+    assert stats.inflated_input <= 4 * len(body), stats.inflated_input
+
+
+def test_a_large_member_after_small_ones_is_fed_in_growing_steps():
+    import gzip
+    import os
+
+    from cdk_gpu_share.aws import history_reader
+
+    raw = os.urandom(3 << 20)  # incompressible: a 3 MiB member
+    body = gzip.compress(b"a") * 1000 + gzip.compress(raw) + gzip.compress(b"b")
+    stats = history_reader.ArchiveRead()
+    assert history_reader._inflate(body, stats=stats) == b"a" * 1000 + raw + b"b"
+    assert stats.members == 1002 and stats.inflated_input <= 4 * len(body)
+
+
+def test_an_object_of_too_many_members_or_too_slow_is_cut(monkeypatch):
+    import gzip
+
+    from cdk_gpu_share.aws import history_reader
+
+    monkeypatch.setattr(history_reader, "MAX_MEMBERS", 10)
+    assert history_reader._inflate(gzip.compress(b"x") * 10) == b"x" * 10
+    with pytest.raises(history_reader._Cut, match="objects of more than 10 gzip members"):
+        history_reader._inflate(gzip.compress(b"x") * 11)
+    ticks = iter(range(1000))
+    monkeypatch.setattr(history_reader, "_clock", lambda: float(next(ticks)))  # one second a step
+    monkeypatch.setattr(history_reader, "MAX_OBJECT_SECONDS", 5.0)
+    assert history_reader._inflate(gzip.compress(b"x") * 4) == b"x" * 4
+    with pytest.raises(history_reader._Cut, match="objects not decompressed within 5 s"):
+        history_reader._inflate(gzip.compress(b"x") * 6)
+
+
+def _hostile_export(tmp_path, aws, capsys, extra):
+    """An export of the archive of a short run plus ``extra`` objects (their days sort after the
+    run's): its rows, the run's rows, its JSON summary and its standard error."""
+    path, config, rows, *_, s3 = _run_cluster(tmp_path, jobs=10)
+    day = f"events/2026/11/29/config={history.policy_hash(config)}/"
+    for name, body in extra.items():
+        s3.put(BUCKET, day + name, body)
+    aws["s3"] = s3.client
+    code, out = _export(path, tmp_path, "--json")
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    return _rows(out.read_text()), rows, json.loads(captured.out), captured.err, day, s3
+
+
+def test_a_hostile_archive_is_cut_at_each_bound_and_the_cut_is_one_line(tmp_path, aws, capsys, monkeypatch):
+    import gzip
+
+    from cdk_gpu_share.aws import history_reader
+
+    monkeypatch.setattr(history_reader, "MAX_MEMBERS", 100)
+    many = gzip.compress(b"") * 101
+    exported, rows, summary, err, day, _ = _hostile_export(tmp_path, aws, capsys, {"many.gz": many})
+    assert len(exported) == len(rows)
+    assert summary["skipped"] == {"objects of more than 100 gzip members": {"count": 1, "first": day + "many.gz"}}
+    assert f"skipped: 1 objects of more than 100 gzip members (first in {day}many.gz)" in err
+
+
+def test_the_read_stops_at_its_bound_of_objects_and_counts_the_rest(tmp_path, aws, capsys, monkeypatch):
+    from cdk_gpu_share.aws import history_reader
+
+    path, config, rows, *_, s3 = _run_cluster(tmp_path, jobs=10)
+    run = len(s3.buckets[BUCKET])
+    monkeypatch.setattr(history_reader, "MAX_READ_OBJECTS", run + 2)
+    extra = {f"extra-{i}": b"" for i in range(5)}
+    exported, rows, summary, err, day, s3 = _hostile_export(tmp_path, aws, capsys, extra)
+    assert len(exported) == len(rows) and summary["read"] == run + 2
+    why = f"objects past the read's bound of {run + 2:,} objects"
+    assert summary["skipped"] == {why: {"count": 3, "first": day + "extra-2"}}
+    assert sum(1 for op, *_ in s3.requests if op == "GetObject") == run + 2, "nothing is fetched past the bound"
+    assert f"skipped: 3 {why} (first in {day}extra-2)" in err
+
+
+def test_the_read_stops_at_its_bound_of_bytes_and_counts_the_rest(tmp_path, aws, capsys, monkeypatch):
+    import gzip
+
+    from cdk_gpu_share.aws import history_reader
+
+    path, config, rows, *_, s3 = _run_cluster(tmp_path, jobs=10)
+    run = sum(len(gzip.decompress(body)) for body in s3.buckets[BUCKET].values())
+    monkeypatch.setattr(history_reader, "MAX_READ_BYTES", run + 1500)
+    # 1,000 bytes fit; the next object (a small gzip of 1,000 bytes) would cross the bound.
+    extra = {"a-plain": b" " * 1000, "b.gz": gzip.compress(b" " * 1000), "c-plain": b" "}
+    exported, rows, summary, err, day, _ = _hostile_export(tmp_path, aws, capsys, extra)
+    assert len(exported) == len(rows)
+    why = f"objects past the read's bound of {run + 1500:,} bytes"
+    assert summary["skipped"] == {why: {"count": 2, "first": day + "b.gz"}}
+    assert f"skipped: 2 {why} (first in {day}b.gz)" in err

@@ -5,10 +5,15 @@ Every object under the archive's prefix is considered (the key layout: docs/hist
 keys"): an object whose key has a ``YYYY/MM/DD`` part outside the days asked for is skipped
 unread, any other is read, gzip or not. The records go to :func:`cdk_gpu_share.core.history.reconstruct` with the
 config hash their key names. The caller passes a boto3 ``s3`` client.
+
+The archive is untrusted input: each object, and the whole read, is bounded (the ``MAX_``
+constants below; docs/history.md, "Broken or hostile objects"), and what a bound cuts is
+skipped and counted by reason in :class:`ArchiveRead`, never raised.
 """
 
 from __future__ import annotations
 
+import time
 import zlib
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -19,10 +24,10 @@ from botocore.exceptions import ClientError
 
 from cdk_gpu_share.core import history
 
-__all__ = ["MAX_JOBS", "MAX_LIST_PAGES", "MAX_OBJECT_BYTES", "MAX_OBJECTS", "ArchiveRead", "read_archive",
-           "read_batch", "read_sagemaker"]
+__all__ = ["MAX_JOBS", "MAX_LIST_PAGES", "MAX_MEMBERS", "MAX_OBJECT_BYTES", "MAX_OBJECT_SECONDS", "MAX_OBJECTS",
+           "MAX_READ_BYTES", "MAX_READ_OBJECTS", "ArchiveRead", "read_archive", "read_batch", "read_sagemaker"]
 
-#: Objects an export reads at most (a year of a busy platform is about 100,000).
+#: Objects a listing may hold (a year of a busy platform is about 100,000); more is refused.
 MAX_OBJECTS = 1_000_000
 #: Listing requests an export makes at most: ``ListObjectsV2`` returns up to 1,000 keys a page,
 #: so :data:`MAX_OBJECTS` takes 1,000 full pages; a listing that pages on past this (empty
@@ -31,6 +36,31 @@ MAX_LIST_PAGES = 2_000
 #: Bytes an object may hold, compressed or decompressed: twice the platform's 64 MiB buffer, and
 #: Firehose's largest buffer. A larger object is skipped whole (a gzip bomb stops here).
 MAX_OBJECT_BYTES = 128 * 1024 * 1024
+#: gzip members an object may hold: at most one a record, and an object is read for at most
+#: :data:`cdk_gpu_share.core.history.MAX_LINES` records. An object of more is skipped whole.
+MAX_MEMBERS = 500_000
+#: Seconds the decompression of one object may take: 128 MiB decompress in well under a second
+#: on an idle machine, so only a hostile object, or a machine far too busy, reaches it.
+MAX_OBJECT_SECONDS = 30.0
+#: Objects one read decompresses and parses at most: about two years of the archive's objects at
+#: Firehose's five-minute buffer. The objects past it are skipped, and counted.
+MAX_READ_OBJECTS = 200_000
+#: Bytes one read decompresses and parses at most (the larger of each object's stored and
+#: decompressed size, added up): past it an export would take many minutes and as much memory.
+#: The object that would cross it, and every one after, is skipped and counted.
+MAX_READ_BYTES = 8 * 1024 * 1024 * 1024
+
+#: The input handed to zlib at a time: the first step of a member, and the most. zlib copies the
+#: input it did not use (past a member's end, or past the output allowed) into ``unused_data``
+#: or ``unconsumed_tail``, so the input given at a time is bounded and grows with the member:
+#: the bytes handed to zlib (and so copied) stay within a few times the object's size.
+_FIRST_STEP = 64
+_MAX_STEP = 1 << 20
+#: The output asked of zlib at a time: the peak memory stays near the bytes kept, not twice them.
+_OUTPUT_STEP = 16 << 20
+
+#: The clock of :data:`MAX_OBJECT_SECONDS` (tests replace it).
+_clock: Callable[[], float] = time.monotonic
 
 
 @dataclass
@@ -45,57 +75,117 @@ class ArchiveRead:
     #: why -> the key of the first object where it happened.
     first_skipped: dict[str, str] = field(default_factory=dict)
     requests: int = 0
+    #: Bytes read so far, as :data:`MAX_READ_BYTES` counts them (skipped objects' too).
+    bytes: int = 0
+    #: The decompression's work: bytes handed to zlib, bytes it gave back, gzip members.
+    inflated_input: int = 0
+    inflated_output: int = 0
+    members: int = 0
 
-    def skip(self, why: str, key: str) -> None:
-        self.skipped[why] += 1
+    def skip(self, why: str, key: str, count: int = 1) -> None:
+        self.skipped[why] += count
         self.first_skipped.setdefault(why, key)
 
 
-_TOO_LARGE = f"objects larger than {MAX_OBJECT_BYTES // 1024 // 1024} MiB"
+class _Cut(Exception):
+    """An object a bound stops: ``why`` is the reason it is counted under."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.why = why
 
 
-def _inflate(body: bytes) -> bytes | None:
-    """The decompressed bytes of a gzip body (several members too), or None past
-    :data:`MAX_OBJECT_BYTES` (``zlib.error``/``EOFError`` when it is broken)."""
-    out = bytearray()
-    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    data = body
-    while data:
-        # In steps of at most 16 MiB: the peak stays near the bytes kept, not twice them.
-        out += d.decompress(data, min(16 << 20, MAX_OBJECT_BYTES + 1 - len(out)))
-        if len(out) > MAX_OBJECT_BYTES:
-            return None
-        data = d.unconsumed_tail or d.unused_data
-        if d.eof and d.unused_data:
-            d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        elif d.eof:
-            break
-    if not d.eof:
-        raise EOFError("the compressed stream ends early")
+def _too_large() -> str:
+    return f"objects larger than {_size(MAX_OBJECT_BYTES)}"
+
+
+def _too_many_members() -> str:
+    return f"objects of more than {MAX_MEMBERS:,} gzip members"
+
+
+def _too_slow() -> str:
+    return f"objects not decompressed within {MAX_OBJECT_SECONDS:g} s"
+
+
+def _past_objects() -> str:
+    return f"objects past the read's bound of {MAX_READ_OBJECTS:,} objects"
+
+
+def _past_bytes() -> str:
+    return f"objects past the read's bound of {_size(MAX_READ_BYTES)}"
+
+
+def _size(n: int) -> str:
+    """``8 GiB``, ``128 MiB``, ``1,500 bytes``: a bound as the summary names it."""
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20)):
+        if n >= scale and n % scale == 0:
+            return f"{n // scale:,} {unit}"
+    return f"{n:,} bytes"
+
+
+def _inflate(body: bytes, limit: int | None = None, stats: ArchiveRead | None = None) -> bytes:
+    """The decompressed bytes of a gzip body of one member or several, in time linear in the
+    body: each member is fed from its own offset in growing steps (no copy of the rest of the
+    body per member). Raises :class:`_Cut` past ``limit`` bytes (default :data:`MAX_OBJECT_BYTES`:
+    the reason says the object is too large), past :data:`MAX_MEMBERS` members or after
+    :data:`MAX_OBJECT_SECONDS`; ``zlib.error``/``EOFError`` when the body is broken. The work
+    done is added to ``stats``."""
+    limit = MAX_OBJECT_BYTES if limit is None else limit
+    deadline = _clock() + MAX_OBJECT_SECONDS
+    view, pos, out = memoryview(body), 0, bytearray()
+    members = fed = 0
+    try:
+        while pos < len(body):
+            members += 1
+            if members > MAX_MEMBERS:
+                raise _Cut(_too_many_members())
+            d, step = zlib.decompressobj(16 + zlib.MAX_WBITS), _FIRST_STEP
+            while not d.eof:
+                if _clock() > deadline:
+                    raise _Cut(_too_slow())
+                chunk = view[pos:pos + step]
+                piece = d.decompress(chunk, min(_OUTPUT_STEP, limit + 1 - len(out)))
+                fed += len(chunk)
+                out += piece
+                if len(out) > limit:
+                    raise _Cut(_too_large())
+                if not chunk and not piece and not d.eof:
+                    raise EOFError("the compressed stream ends early")
+                # What zlib did not use of this chunk stays in the body, where the next call reads it.
+                pos += len(chunk) - len(d.unconsumed_tail) - len(d.unused_data)
+                step = min(step * 2, _MAX_STEP)
+    finally:
+        if stats is not None:
+            stats.inflated_input += fed
+            stats.inflated_output += len(out)
+            stats.members += members
     return bytes(out)
 
 
-def _records(key: str, body: bytes, stats: ArchiveRead) -> Iterator[Any]:
-    """The records of one object; what cannot be read is counted in ``stats``, never raised."""
-    if len(body) > MAX_OBJECT_BYTES:
-        stats.skip(_TOO_LARGE, key)
-        return
+def _object_data(key: str, body: bytes, stats: ArchiveRead, limit: int) -> bytes | None:
+    """The bytes of one object, decompressed when it is gzip, or None when it cannot be read (the
+    reason counted in ``stats``). ``limit`` is :data:`MAX_OBJECT_BYTES`, or less when the read has
+    less left of :data:`MAX_READ_BYTES`: an object past that is the read's cut, raised as
+    :class:`_Cut` for the caller to count with the objects after it."""
+    own = limit >= MAX_OBJECT_BYTES  # past the limit: the object is too large, not the read too long
     data: bytes | None = body
-    if body[:2] == b"\x1f\x8b":  # gzip (Firehose's GZIP compression), possibly several members
-        try:
-            data = _inflate(body)
-        except (zlib.error, EOFError):
-            stats.skip("objects whose compression is broken", key)
-            return
-        if data is None:
-            stats.skip(_TOO_LARGE, key)
-            return
-    assert data is not None
-    for record, why in history.parse_lines(data):
-        if why is not None:
-            stats.skip(why, key)
-        else:
-            yield record
+    before = stats.inflated_output
+    try:
+        if len(body) > limit:
+            raise _Cut(_too_large())
+        if body[:2] == b"\x1f\x8b":  # gzip (Firehose's GZIP compression), possibly several members
+            data = _inflate(body, limit, stats)
+    except (zlib.error, EOFError):
+        stats.skip("objects whose compression is broken", key)
+        return None
+    except _Cut as cut:
+        if cut.why == _too_large() and not own:
+            raise _Cut(_past_bytes()) from None
+        stats.skip(cut.why, key)
+        return None
+    finally:  # the work done counts, whether the object is read or skipped
+        stats.bytes += max(len(body), stats.inflated_output - before)
+    return data
 
 
 def read_archive(client: Any, bucket: str, prefix: str, first_day: str, last_day: str, *,
@@ -131,6 +221,10 @@ def read_archive(client: Any, bucket: str, prefix: str, first_day: str, last_day
                          f"({stats.listed:,} objects listed); S3 lists 1,000 keys a request, so this is not a"
                          " listing S3 would give: check --bucket, --prefix and the endpoint")
     for n, key in enumerate(keys, start=1):
+        left = MAX_READ_BYTES - stats.bytes
+        if stats.read >= MAX_READ_OBJECTS or left <= 0:
+            stats.skip(_past_objects() if left > 0 else _past_bytes(), key, len(keys) - n + 1)
+            break
         stats.requests += 1
         try:
             body = client.get_object(Bucket=bucket, Key=key)["Body"].read(MAX_OBJECT_BYTES + 1)
@@ -140,11 +234,19 @@ def read_archive(client: Any, bucket: str, prefix: str, first_day: str, last_day
             # Expired (the archive's lifecycle) or deleted between the listing and the read.
             stats.skip("objects gone before they were read", key)
             continue
+        try:
+            data = _object_data(key, body, stats, min(MAX_OBJECT_BYTES, left))
+        except _Cut as cut:  # the read's bytes are spent: this object and every one after are skipped
+            stats.skip(cut.why, key, len(keys) - n + 1)
+            break
         stats.read += 1
         config = history.config_of_key(key)
-        for record in _records(key, body, stats):
-            stats.records += 1
-            yield config, record
+        for record, why in history.parse_lines(data or b""):
+            if why is not None:
+                stats.skip(why, key)
+            else:
+                stats.records += 1
+                yield config, record
         if progress is not None:
             progress(n, len(keys))
 
