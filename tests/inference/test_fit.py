@@ -143,17 +143,18 @@ def _set_partitions(items):
             yield [*part[:i], [first, *part[i]], *part[i + 1:]]
 
 
-def _exhaustive(models, cands, isolate):
-    """Every split of the models into variants, every type, layout and profile choice."""
+def _exhaustive(models, cands, isolate, whole=False):
+    """Every split of the models into variants, every type, layout (or only whole GPUs) and profile
+    choice: the least (cost, compute slices left free negated, instances, variants)."""
     best = None
     for blocks in _set_partitions(list(models)):
         if isolate and any(len({m.team for m in b}) > 1 for b in blocks):
             continue
-        total = (0.0, 0, 0)
+        total = (0.0, 0, 0, 0)
         for block in blocks:
             options = []
             for c in cands:
-                for layout in mig.layouts(c.gpu):
+                for layout in ([mig.Layout((mig.GPUS[c.gpu][-1],), (0,))] if whole else mig.layouts(c.gpu)):
                     per_model = []
                     for m in block:
                         mem, slices = F.memory(m).total_gib, F.compute_slices(m)
@@ -162,11 +163,13 @@ def _exhaustive(models, cands, isolate):
                                           and (m.throughput is None or m.throughput.measured_on == c.gpu)])
                     for kinds in itertools.product(*per_model):
                         n = _variant_key(block, c, layout.profiles, kinds)
-                        options.append((round(c.hourly_usd * n, 6), n, 1))
+                        slices = n * c.gpus * sum(mig.profile(c.gpu, p).compute_slices for p in layout.profiles)
+                        used = sum(F.demand(m) * mig.profile(c.gpu, k).compute_slices for m, k in zip(block, kinds))
+                        options.append((round(c.hourly_usd * n, 6), used - slices, n, 1))
             if not options:
                 break
             o = min(options)
-            total = (round(total[0] + o[0], 6), total[1] + o[1], total[2] + o[2])
+            total = (round(total[0] + o[0], 6), total[1] + o[1], total[2] + o[2], total[3] + o[3])
         else:
             if best is None or total < best:
                 best = total
@@ -194,7 +197,14 @@ def test_the_plan_is_the_cheapest_an_exhaustive_search_finds(models, types, isol
         assert got is None
         return
     assert got is not None and got.exact
-    assert (round(got.hourly_usd, 6), got.instances, len(got.variants)) == expected
+    free = sum(v.gpus * sum(mig.profile(v.candidate.gpu, p).compute_slices for p in v.layout) for v in got.variants)
+    free -= sum(F.demand(m) * mig.profile(v.candidate.gpu, p).compute_slices
+                for v in got.variants for n, p in v.profiles for m in models if m.name == n)
+    assert (round(got.hourly_usd, 6), -free, got.instances, len(got.variants)) == expected
+    # The whole-GPU baseline is the cheapest packing of whole GPUs, with the same freedom.
+    whole = _exhaustive(models, cands, isolate, whole=True)
+    assert F.whole_gpu_cost(models, cands, isolate_teams=isolate)[0] == pytest.approx(whole[0])
+    assert got.hourly_usd <= whole[0] + 1e-6
     # Every copy, and its rolling-update batch, has a partition at least its own size.
     for v in got.variants:
         counts, load = Counter(v.layout), Counter()
@@ -248,7 +258,7 @@ def test_fit_prints_the_memory_table_the_plan_the_saving_and_the_isolation_line(
     assert llama.split()[1:7] == ["15.0", "4.0", "3.0", "2.4", "24.4", "1"]
     assert "ticket-embedder  measured  measured  measured" in out
     assert "Cheapest plan: $47.11/h, 1 instance(s) in 1 variant(s)" in out
-    assert "Whole GPUs (each copy on its own GPU): $113.06/h; MIG saves $65.95/h (58%)" in out
+    assert "Whole GPUs (each copy on its own GPU, 3 x ml.p4d.24xlarge): $113.06/h; MIG saves $65.95/h (58%)" in out
     assert "put models of different teams on one instance: MIG isolates" in out
     assert "system memory, storage, network and the endpoint's routing" in out
 
@@ -271,7 +281,8 @@ def test_json_has_the_documented_shape(capsys):
     assert set(result) == {"models", "variants", "priced", "hourly_usd", "gpus", "whole_gpu_hourly_usd"}
     assert result["priced"] is True
     llama = result["models"]["llama3-8b"]
-    assert set(llama) == {"memory", "compute_slices", "profile"}
+    assert set(llama) == {"memory", "compute_slices", "set_by", "profile"}
+    assert llama["set_by"] == "memory"
     assert set(llama["memory"]) == {"weights_gib", "kv_cache_gib", "overhead_gib", "headroom_gib", "total_gib"}
     assert llama["profile"] == {"A100-40GB": "mig-7g.40gb"}
     for v in result["variants"]:
@@ -377,7 +388,7 @@ def test_a_type_without_a_price_still_gets_the_plan_with_the_fewest_gpus(capsys,
     assert code == 0 and err == ""
     assert "Fewest GPUs (unpriced): 8 GPUs, 1 instance(s) in 1 variant(s)" in out
     assert "variant 1: 1 x ml.p5.48xlarge (H100-80GB)" in out and out.count("unpriced") >= 2
-    assert "Whole GPUs (each copy on its own GPU): 8 GPUs" in out
+    assert "Whole GPUs (each copy on its own GPU, 1 x ml.p5.48xlarge): 8 GPUs" in out
     assert "no price for ml.p5.48xlarge: the plan has the fewest GPUs" in out and "prices:" in out
     code, out, _ = run(capsys, "mig", "fit", str(path), "--instance-type", "ml.p5.48xlarge", "--json")
     result = json.loads(out)
@@ -398,7 +409,9 @@ def test_the_priced_types_plan_while_every_model_fits_them():
     assert [c.instance_type for c in choice.candidates] == list(mig.INSTANCE_TYPES)
     got = F.plan(large, list(choice.candidates))
     assert got is not None and not got.priced and got.cost == got.gpus == 8
-    assert got.hourly_usd is None and got.variants[0].candidate.instance_type == "ml.p4de.24xlarge"
+    # Every type costs its 8 GPUs: an H200's mig-3g.71gb holds the model and leaves the most slices free.
+    assert got.hourly_usd is None and got.variants[0].candidate.instance_type == "ml.p5e.48xlarge"
+    assert got.variants[0].profiles == (("a", "mig-3g.71gb"),)
     # A price for every type makes it a priced plan again.
     every = {t: 10.0 for t in mig.INSTANCE_TYPES}
     choice = F.choose(large, *F.candidates(every))
@@ -413,6 +426,88 @@ def test_the_saving_is_against_each_copy_on_its_own_gpu():
     many = [F.ModelSpec(name="a", memory_gib=5, copies=Copies(8, 8, 8))]  # 9 GPUs: 2 instances
     assert F.whole_gpu_cost(many, cands)[1] == {"ml.p4d.24xlarge": 2}
     assert math.isclose(F.plan(many, cands).hourly_usd, 37.688)
+
+
+def test_the_saving_is_the_same_whatever_unused_types_are_listed(capsys, tmp_path):
+    """A model too large for an A100-40GB makes the plan count GPUs; listing ml.p4d.24xlarge beside
+    ml.p5.48xlarge changes neither the plan (one ml.p5.48xlarge) nor its saving."""
+    path = tmp_path / "models.yaml"
+    path.write_text("models:\n  - {name: big, copies: 2, memory_gib: 50}\n  - {name: small, copies: 3, memory_gib: 5}\n")
+    answers = []
+    for types in (["ml.p5.48xlarge"], ["ml.p4d.24xlarge", "ml.p5.48xlarge"]):
+        code, out, _ = run(capsys, "mig", "fit", str(path), "--instance-type", *types)
+        assert code == 0 and "variant 1: 1 x ml.p5.48xlarge" in out
+        answers.append(next(line for line in out.splitlines() if line.startswith("Whole GPUs")))
+    assert answers == ["Whole GPUs (each copy on its own GPU, 1 x ml.p5.48xlarge): 8 GPUs; MIG saves 0 GPUs (0%)"] * 2
+
+
+def _saving(models, prices, types, isolate):
+    choice = F.choose(models, *F.candidates(prices, instance_types=types, catalog={}))
+    cands = list(choice.candidates)
+    if any(not any(F.smallest_profile(m, c.gpu) for c in cands) for m in models):
+        return None
+    got = F.plan(models, cands, isolate_teams=isolate)
+    whole, on = F.whole_gpu_cost(models, cands, isolate_teams=isolate)
+    return round(whole - got.cost, 6), {v.candidate.instance_type for v in got.variants} | set(on), got.priced
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(models=st.lists(st.tuples(st.floats(min_value=1, max_value=150), st.integers(min_value=1, max_value=10),
+                                 st.sampled_from(["a", "b"])), min_size=1, max_size=4),
+       prices=st.dictionaries(st.sampled_from(list(mig.INSTANCE_TYPES)), st.sampled_from([30.0, 40.0, 47.11, 60.0])),
+       types=st.lists(st.sampled_from(list(mig.INSTANCE_TYPES)), min_size=2, max_size=4, unique=True),
+       isolate=st.booleans())
+def test_a_type_neither_plan_uses_never_changes_the_saving(models, prices, types, isolate):
+    """Adding a type changes the saving only when the MIG plan or the whole-GPU one uses it; when
+    the plans count GPUs, only when the MIG plan uses it."""
+    specs = [F.ModelSpec(name=f"m{i}", memory_gib=mem, copies=Copies(n, n, n), team=team)
+             for i, (mem, n, team) in enumerate(models)]
+    *base, extra = types
+    without, with_extra = _saving(specs, prices, base, isolate), _saving(specs, prices, types, isolate)
+    if without is None or with_extra is None or without[2] != with_extra[2]:
+        return  # a model fits only the extra type, or its price changed what the plan counts
+    if extra not in with_extra[1]:
+        assert with_extra[0] == without[0]
+    unpriced = _saving(specs, {}, types, isolate)
+    mig_only = F.plan(specs, list(F.choose(specs, *F.candidates({}, instance_types=types, catalog={})).candidates),
+                      isolate_teams=isolate)
+    if extra not in {v.candidate.instance_type for v in mig_only.variants}:
+        assert unpriced[0] == _saving(specs, {}, base, isolate)[0]
+    assert with_extra[0] >= 0 and unpriced[0] >= 0
+
+
+def test_at_equal_cost_the_plan_leaves_the_most_slices_free(capsys, tmp_path):
+    """Any layout holds these two models on one instance: each takes its own partition, not a whole
+    GPU, and the rest of the GPUs stays free for more copies."""
+    path = tmp_path / "models.yaml"
+    path.write_text("models:\n  - {name: a, copies: 1, memory_gib: 30}\n  - {name: b, copies: 1, memory_gib: 5}\n")
+    code, out, _ = run(capsys, "mig", "fit", str(path), "--instance-type", "ml.p5.48xlarge")
+    assert code == 0
+    assert "a: 1 copies on mig-3g.40gb" in out and "b: 1 copies on mig-1g.10gb" in out
+    assert "mig-7g.80gb]" not in out.split("Whole GPUs")[0]
+    cands, _ = F.candidates({}, instance_types=["ml.p4d.24xlarge"])
+    models = [F.ModelSpec(name="a", memory_gib=15, copies=Copies(1, 1, 1)),
+              F.ModelSpec(name="b", memory_gib=4, copies=Copies(1, 1, 1))]
+    got = F.plan(models, cands)
+    assert [p for _, p in got.variants[0].profiles] == ["mig-3g.20gb", "mig-1g.5gb"]
+
+
+def test_the_table_says_whether_memory_or_compute_set_the_partition(capsys, tmp_path):
+    path = tmp_path / "models.yaml"
+    fast = "{measured_on: H100-80GB, whole_gpu_tokens_per_s: 2100, needed_tokens_per_s: 900}"  # 3 slices
+    path.write_text("models:\n"
+                    "  - {name: roomy, copies: 1, memory_gib: 30}\n"
+                    f"  - {{name: busy, copies: 1, memory_gib: 5, throughput: {fast}}}\n"
+                    f"  - {{name: both, copies: 1, memory_gib: 30, throughput: {fast}}}\n")
+    code, out, _ = run(capsys, "mig", "fit", str(path), "--gpu", "H100-80GB")
+    assert code == 0
+    rows = {line.split()[0]: line.split() for line in out.splitlines() if line.startswith("  ") and "mig-" in line}
+    assert rows["roomy"][-2:] == ["memory", "mig-3g.40gb"]
+    assert rows["busy"][-2:] == ["compute", "mig-3g.40gb"]
+    assert rows["both"][-4:] == ["memory", "and", "compute", "mig-3g.40gb"]
+    code, out, _ = run(capsys, "mig", "fit", str(path), "--gpu", "H100-80GB", "--json")
+    assert {n: m["set_by"] for n, m in json.loads(out)["models"].items()} == {
+        "roomy": "memory", "busy": "compute", "both": "memory and compute"}
 
 
 def test_the_worked_example_of_the_docs_is_what_the_command_prints(capsys):

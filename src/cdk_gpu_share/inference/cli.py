@@ -227,14 +227,14 @@ def _memory_lines(models: Sequence[F.ModelSpec], gpus: Sequence[str]) -> list[st
     for m in models:
         mem = F.memory(m)
         rows.append([m.name, _gib(mem.weights_gib), _gib(mem.kv_cache_gib), _gib(mem.overhead_gib),
-                     f"{mem.headroom_gib:.1f}", f"{mem.total_gib:.1f}", str(F.compute_slices(m)),
+                     f"{mem.headroom_gib:.1f}", f"{mem.total_gib:.1f}", str(F.compute_slices(m)), F.set_by(m),
                      *[F.smallest_profile(m, g) or "-" for g in gpus]])
-    headers = ["model", "weights", "KV cache", "overhead", "headroom", "total GiB", "slices", *gpus]
+    headers = ["model", "weights", "KV cache", "overhead", "headroom", "total GiB", "slices", "set by", *gpus]
     return ["Each copy needs (GiB; headroom up to gpu_memory_utilization; - : more than a whole GPU):",
             *format_table(headers, rows, indent="  ")]
 
 
-def _plan_lines(plan: F.Plan, models: Sequence[F.ModelSpec], whole: float) -> list[str]:
+def _plan_lines(plan: F.Plan, models: Sequence[F.ModelSpec], whole: float, whole_types: Mapping[str, int]) -> list[str]:
     by_name = {m.name: m for m in models}
     head = (f"Cheapest plan: {_usd(plan.cost)}" if plan.priced
             else f"Fewest GPUs (unpriced): {plan.gpus} GPUs"
@@ -250,7 +250,8 @@ def _plan_lines(plan: F.Plan, models: Sequence[F.ModelSpec], whole: float) -> li
             out.append(f"    {name}: {m.copies.max} copies on {profile}, +{F.demand(m) - m.copies.max} for rolling updates"
                        + (f" (team {m.team})" if m.team else ""))
     saving = whole - plan.cost
-    out.append(f"Whole GPUs (each copy on its own GPU): {_cost(plan, whole)}; MIG saves {_cost(plan, saving)}"
+    on = ", ".join(f"{n} x {t}" for t, n in whole_types.items())
+    out.append(f"Whole GPUs (each copy on its own GPU, {on}): {_cost(plan, whole)}; MIG saves {_cost(plan, saving)}"
                + (f" ({saving / whole:.0%})" if whole > 0 else ""))
     return out
 
@@ -267,7 +268,8 @@ def _round(x: float | None) -> float | None:
 def _plan_json(plan: F.Plan, models: Sequence[F.ModelSpec], gpus: Sequence[str], whole: float) -> dict[str, Any]:
     return {
         "models": {m.name: {"memory": F.memory(m).to_dict(), "compute_slices": F.compute_slices(m),
-                            "profile": {g: F.smallest_profile(m, g) for g in gpus}} for m in models},
+                            "set_by": F.set_by(m), "profile": {g: F.smallest_profile(m, g) for g in gpus}}
+                   for m in models},
         "variants": [{"instance_type": v.candidate.instance_type, "instance_count": v.instance_count,
                       "layout": list(v.layout), "hourly_usd": _round(v.hourly_usd), "gpus": v.gpus,
                       "copies": {n: [p] * by.copies.max for n, p in v.profiles
@@ -337,7 +339,7 @@ def run_fit(args: argparse.Namespace) -> int:
         bar.close()
     if plan is None:  # every model fits some candidate, so a plan exists; kept for the type checker
         raise ConfigError(Problem("models", None, "no plan holds every model", "allow more instance types"))
-    whole, _ = F.whole_gpu_cost(data.models, cands)
+    whole, whole_types = F.whole_gpu_cost(data.models, cands, isolate_teams=args.isolate_teams)
     gpus = list(dict.fromkeys(c.gpu for c in cands))
     if args.output:
         text = yaml.safe_dump(inference_section(plan, data.models), sort_keys=False)
@@ -348,7 +350,7 @@ def run_fit(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
         return 0
     lines = _memory_lines(data.models, gpus)
-    lines += ["", *_plan_lines(plan, data.models, whole)]
+    lines += ["", *_plan_lines(plan, data.models, whole, whole_types)]
     shared = _shared_teams(plan, data.models)
     if shared:
         lines.append(f"Variant(s) {', '.join(map(str, shared))} put models of different teams on one instance: "

@@ -34,9 +34,14 @@ A plan is a list of variants, each an instance type, one layout (applied by Sage
 GPU of its instances) and an instance count. Each model goes whole to one variant and one profile
 of its layout (at least the model's own), and takes there its ``copies.max`` plus the partitions
 a rolling update starts first (:func:`~cdk_gpu_share.inference.config.rolling_update_batch`),
-as the endpoint rules require. The plan minimizes the hourly price, then the instances, then the
-variants. Only maximal layouts are tried: the price is per instance, so a layout with fewer
-partitions never costs less.
+as the endpoint rules require. The plan minimizes the hourly price, then leaves the most compute
+slices free (so no copy takes a larger partition than it must when that costs nothing), then the
+instances, then the variants. Only maximal layouts are tried: the price is per instance, so a
+layout with fewer partitions never costs less.
+
+The saving is measured against whole GPUs packed by the same search with one layout, the whole
+GPU (:func:`whole_gpu_cost`): the same candidate types and the same freedom to mix teams, so it
+depends only on the types one of the two plans uses.
 
 Unpriced types (:func:`choose`): the priced instance types are the candidates when every model
 fits one of them; otherwise every chosen type is, each costing its GPUs, and the plan is the one
@@ -85,6 +90,7 @@ __all__ = [
     "memory",
     "compute_slices",
     "smallest_profile",
+    "set_by",
     "candidates",
     "Choice",
     "choose",
@@ -427,6 +433,22 @@ def smallest_profile(model: ModelSpec, gpu: str) -> str | None:
     return None
 
 
+def set_by(model: ModelSpec) -> str:
+    """What sets a copy's partition: ``memory``, ``compute`` (its throughput needs more slices than
+    the partition its memory needs has) or ``memory and compute`` (both need that partition). A model
+    without a throughput need asks one slice, which every partition has: memory sets it."""
+    t = model.throughput
+    if t is None:
+        return "memory"
+    need, slices = memory(model).total_gib, compute_slices(model)
+    profiles = [mig.profile(t.measured_on, name) for name in mig.GPUS[t.measured_on]]
+    by_memory = next((i for i, p in enumerate(profiles) if p.memory_gb >= need - 1e-9), len(profiles))
+    by_compute = next((i for i, p in enumerate(profiles) if p.compute_slices >= slices), len(profiles))
+    if by_memory == by_compute:
+        return "memory and compute"
+    return "memory" if by_memory > by_compute else "compute"
+
+
 def demand(model: ModelSpec) -> int:
     """Partitions a model takes: ``copies.max`` and the first batch of a rolling update."""
     return model.copies.max + rolling_update_batch(model.copies.max)
@@ -491,12 +513,24 @@ class _Shape:
     per_kind: tuple[int, ...]
 
 
-def _shapes(gpu: str) -> list[_Shape]:
+def _shapes(gpu: str, whole_gpus: bool = False) -> list[_Shape]:
+    """The maximal layouts of ``gpu``; with ``whole_gpus``, only the whole GPU (the largest kind)."""
     kinds = mig.GPUS[gpu]
+    if whole_gpus:
+        return [_Shape((kinds[-1],), tuple(int(k == kinds[-1]) for k in kinds))]
     return [_Shape(layout.profiles, tuple(layout.profiles.count(k) for k in kinds)) for layout in mig.layouts(gpu)]
 
 
-Key = tuple[float, int, int]  # (hourly USD, instances, variants): the order of plans
+def _kind_slices(gpu: str) -> tuple[int, ...]:
+    """Compute slices of each kind of ``gpu`` (smallest kind first)."""
+    return tuple(mig.profile(gpu, name).compute_slices for name in mig.GPUS[gpu])
+
+
+#: The order of plans: (cost, compute slices left free negated, instances, variants). At equal cost
+#: the plan that leaves the most slices free wins: no copy takes a partition larger than it must
+#: when a layout of smaller partitions costs the same, and what is left free can serve more copies.
+Key = tuple[float, int, int, int]
+_NO_PLAN: Key = (math.inf, 0, 0, 0)
 
 
 def _instances_needed(items: Sequence[_Item], kinds: Sequence[int], per_kind: Sequence[int], gpus: int) -> int:
@@ -509,12 +543,14 @@ def _instances_needed(items: Sequence[_Item], kinds: Sequence[int], per_kind: Se
 def _fewest_instances(items: Sequence[_Item], gpu: str, gpus: int, shape: _Shape,
                       budget: list[int]) -> tuple[int, tuple[int, ...]] | None:
     """The fewest instances with ``shape`` on every GPU that hold ``items`` (each model whole on one
-    kind at least its own), and the kinds; None when some model fits no partition of the layout.
+    kind at least its own), and the kinds that use the fewest compute slices at that count; None
+    when some model fits no partition of the layout.
 
     A lower bound first (Hall: the models whose own kind is ``t`` or larger need the partitions of
-    kind ``t`` or larger); if each model on its own kind meets it, that is the answer. Otherwise a
-    depth-first search tries each count between the two; ``budget`` (nodes left, shared by a plan)
-    bounds it, and a spent budget leaves the greedy answer, which the plan then reports as not exact.
+    kind ``t`` or larger); if each model on its own kind meets it, that is the answer (no choice
+    uses fewer slices). Otherwise a depth-first search tries each count between the two; ``budget``
+    (nodes left, shared by a plan) bounds it, and a spent budget leaves the best answer found (the
+    greedy one at worst), which the plan then reports as not exact.
     """
     per_kind, n_kinds = shape.per_kind, len(shape.per_kind)
     own = [it.own[gpu] for it in items]
@@ -536,51 +572,73 @@ def _fewest_instances(items: Sequence[_Item], gpu: str, gpus: int, shape: _Shape
     if high == low:
         return high, greedy
     order = sorted(range(len(items)), key=lambda i: -items[i].demand)
+    slices = _kind_slices(gpu)
     for count in range(low, high):
         if budget[0] <= 0:
             break  # a spent budget answers greedily at once: the time never grows with the counts
-        chosen = _assign(items, options, order, [per_kind[k] * gpus * count for k in range(n_kinds)], budget)
+        chosen = _assign(items, options, order, [per_kind[k] * gpus * count for k in range(n_kinds)], slices, budget)
         if chosen is not None:
             return count, chosen
     return high, greedy
 
 
 def _assign(items: Sequence[_Item], options: Sequence[tuple[int, ...]], order: Sequence[int], left: list[int],
-            budget: list[int]) -> tuple[int, ...] | None:
-    """Each model on one kind of its ``options`` within the partitions ``left`` per kind (depth
-    first, largest models first, smallest kinds first), or None."""
+            slices: Sequence[int], budget: list[int]) -> tuple[int, ...] | None:
+    """Each model on one kind of its ``options`` within the partitions ``left`` per kind, using the
+    fewest compute slices (depth first, largest models first, smallest kinds first, a branch cut
+    once even its smallest kinds cannot beat the best found), or None."""
     chosen = [0] * len(items)
+    # The fewest slices the models from each position on can use: each on its smallest option.
+    floor = [0] * (len(order) + 1)
+    for pos in range(len(order) - 1, -1, -1):
+        i = order[pos]
+        floor[pos] = floor[pos + 1] + items[i].demand * slices[options[i][0]]
+    best: list[Any] = [math.inf, None]
 
-    def place(pos: int) -> bool:
+    def place(pos: int, used: int) -> None:
+        if used + floor[pos] >= best[0]:
+            return
         if pos == len(order):
-            return True
+            best[:] = [used, tuple(chosen)]
+            return
         if budget[0] <= 0:
-            return False
+            return
         budget[0] -= 1
         i = order[pos]
+        d = items[i].demand
         for k in options[i]:
-            if left[k] >= items[i].demand:
-                left[k] -= items[i].demand
+            if left[k] >= d:
+                left[k] -= d
                 chosen[i] = k
-                if place(pos + 1):
-                    return True
-                left[k] += items[i].demand
-        return False
+                place(pos + 1, used + d * slices[k])
+                left[k] += d
+                if best[0] == used + floor[pos]:
+                    return  # no choice left can use fewer slices
 
-    return tuple(chosen) if place(0) else None
+    place(0, 0)
+    return best[1]
 
 
-def _cheapest_variant(items: Sequence[_Item], cands: Sequence[Candidate], budget: list[int]) -> tuple[Key, Variant | None]:
-    """The cheapest single variant for ``items``: every candidate type and maximal layout."""
-    best: tuple[Key, Variant | None] = ((math.inf, 0, 0), None)
+def _free_slices(items: Sequence[_Item], gpu: str, gpus: int, shape: _Shape, count: int, kinds: Sequence[int]) -> int:
+    """Compute slices of the partitions no copy takes, on ``count`` instances with ``shape``."""
+    slices = _kind_slices(gpu)
+    total = count * gpus * sum(n * s for n, s in zip(shape.per_kind, slices))
+    return total - sum(it.demand * slices[k] for it, k in zip(items, kinds))
+
+
+def _cheapest_variant(items: Sequence[_Item], cands: Sequence[Candidate], budget: list[int],
+                      whole_gpus: bool = False) -> tuple[Key, Variant | None]:
+    """The cheapest single variant for ``items``: every candidate type and maximal layout (or only
+    whole GPUs)."""
+    best: tuple[Key, Variant | None] = (_NO_PLAN, None)
     for c in cands:
         kinds = mig.GPUS[c.gpu]
-        for shape in _shapes(c.gpu):
+        for shape in _shapes(c.gpu, whole_gpus):
             found = _fewest_instances(items, c.gpu, c.gpus, shape, budget)
             if found is None:
                 continue
             count, chosen = found
-            key = (round(c.cost * count, 6), count, 1)
+            key = (round(c.cost * count, 6), -_free_slices(items, c.gpu, c.gpus, shape, count, chosen), count, 1)
             if key < best[0]:
                 profiles = tuple((it.name, kinds[k]) for it, k in zip(items, chosen))
                 best = (key, Variant(c, shape.profiles, count, profiles))
@@ -588,15 +646,16 @@ def _cheapest_variant(items: Sequence[_Item], cands: Sequence[Candidate], budget
 
 
 def _add(a: Key, b: Key) -> Key:
-    return (round(a[0] + b[0], 6), a[1] + b[1], a[2] + b[2])
+    return (round(a[0] + b[0], 6), a[1] + b[1], a[2] + b[2], a[3] + b[3])
 
 
 def plan(models: Sequence[ModelSpec], cands: Sequence[Candidate], *, isolate_teams: bool = False,
-         progress: Callable[[float], None] | None = None) -> Plan | None:
+         whole_gpus: bool = False, progress: Callable[[float], None] | None = None) -> Plan | None:
     """The cheapest variants that hold every copy of ``models`` (None when some model fits no candidate).
 
-    ``progress``: called with the share of the search done (the subsets of models planned), for a
-    command's progress bar."""
+    ``whole_gpus``: every GPU unpartitioned (one whole-GPU partition each), the baseline the saving
+    is measured against, searched the same way. ``progress``: called with the share of the search
+    done (the subsets of models planned), for a command's progress bar."""
     models = list(models)
     if not models:
         return Plan((), True, 0.0)
@@ -611,9 +670,9 @@ def plan(models: Sequence[ModelSpec], cands: Sequence[Candidate], *, isolate_tea
     def group_cost(ids: frozenset[int]) -> tuple[Key, Variant | None]:
         if ids not in memo:
             if isolate_teams and len({models[i].team for i in ids}) > 1:
-                memo[ids] = ((math.inf, 0, 0), None)
+                memo[ids] = (_NO_PLAN, None)
             else:
-                memo[ids] = _cheapest_variant([items[i] for i in sorted(ids)], cands, budget)
+                memo[ids] = _cheapest_variant([items[i] for i in sorted(ids)], cands, budget, whole_gpus)
         return memo[ids]
 
     if len(models) <= EXACT_MODELS:
@@ -630,7 +689,7 @@ def _subset_dp(n: int, group_cost: Callable[[frozenset[int]], tuple[Key, Variant
                progress: Callable[[float], None] | None = None) -> list[Variant] | None:
     """Exact: the best split of the models into groups, over every subset (``O(3**n)``)."""
     full = (1 << n) - 1
-    best: dict[int, tuple[Key, list[Variant]]] = {0: ((0.0, 0, 0), [])}
+    best: dict[int, tuple[Key, list[Variant]]] = {0: ((0.0, 0, 0, 0), [])}
     for mask in range(1, full + 1):
         if progress is not None and mask % 16 == 0:
             progress(mask / full)
@@ -666,7 +725,7 @@ def _by_team(models: Sequence[ModelSpec], group_cost: Callable[[frozenset[int]],
         options.append([frozenset(range(len(models)))])
     best: tuple[Key, list[Variant]] | None = None
     for groups in options:
-        key: Key = (0.0, 0, 0)
+        key: Key = (0.0, 0, 0, 0)
         variants: list[Variant] = []
         for ids in groups:
             gkey, variant = group_cost(ids)
@@ -694,19 +753,22 @@ def lower_bound(models: Sequence[ModelSpec], cands: Sequence[Candidate]) -> floa
     return total
 
 
-def whole_gpu_cost(models: Sequence[ModelSpec], cands: Sequence[Candidate]) -> tuple[float, dict[str, int]]:
-    """Each copy (and its rolling-update spare) on a whole GPU of the cheapest type per GPU that
-    holds it: the cost (the hourly price, or the GPUs of an unpriced plan) and the instances per type."""
-    gpus: Counter[str] = Counter()
-    for m in models:
-        fitting = [c for c in cands if smallest_profile(m, c.gpu) is not None]
-        if not fitting:
-            continue
-        c = min(fitting, key=lambda c: (c.cost / c.gpus, c.instance_type))
-        gpus[c.instance_type] += demand(m)
-    by_type = {c.instance_type: c for c in cands}
-    count = {t: math.ceil(n / by_type[t].gpus) for t, n in gpus.items()}
-    return sum(by_type[t].cost * n for t, n in count.items()), count
+def whole_gpu_cost(models: Sequence[ModelSpec], cands: Sequence[Candidate], *,
+                   isolate_teams: bool = False) -> tuple[float, dict[str, int]]:
+    """Each copy (and its rolling-update spare) on a whole GPU, packed with the freedom the MIG plan
+    has (the same candidate types, models of different teams together unless ``isolate_teams``):
+    the cost (the hourly price, or the GPUs of an unpriced plan) and the instances per type.
+
+    Every whole-GPU packing is also a MIG plan (the whole-GPU layout), so the MIG plan never costs
+    more, and the saving depends only on the types the two plans use."""
+    fitting = [m for m in models if any(smallest_profile(m, c.gpu) is not None for c in cands)]
+    found = plan(fitting, cands, isolate_teams=isolate_teams, whole_gpus=True)
+    if found is None:
+        return 0.0, {}
+    count: Counter[str] = Counter()
+    for v in found.variants:
+        count[v.candidate.instance_type] += v.instance_count
+    return found.cost, dict(count)
 
 
 def check_fits(models: Sequence[ModelSpec], cands: Sequence[Candidate]) -> None:
