@@ -13,7 +13,8 @@ pure Python and knows nothing of instance types: amounts are mappings of a resou
   B the group's borrow limit (None: unlimited).
 * :func:`split_pools` -- the compilation of a tree onto a flat backend: each group's pool
   split among its children in proportion to their Q, in whole units rounded down, the
-  remainder one by one to the largest Q (then by name), recursively down to the teams.
+  remainder one by one to the largest Q (then by name), recursively down to the teams, none
+  above what it may take (:func:`split_pools_capped`).
 
 Vocabulary: a *node* is a group or a team (a team is a leaf); a team's *path* is its
 groups from the lowest to a root group. A tree without groups is exactly the flat
@@ -35,6 +36,7 @@ __all__ = [
     "entitlement_height",
     "structure_problems",
     "split_pools",
+    "split_pools_capped",
 ]
 
 TOLERANCE = 1e-9
@@ -276,8 +278,16 @@ def entitlement_height(path: Sequence[str], demand: Mapping, within_team: bool, 
     return None
 
 
-def split_pools(tree: Tree, resource: str, unit: float = 1) -> dict[str, int]:
-    """Each team's compiled guarantee in ``resource``, in whole units of ``unit``.
+def split_pools(tree: Tree, resource: str, unit: float = 1, room: Mapping[str, float] | None = None) -> dict[str, int]:
+    """Each team's compiled guarantee in ``resource``, in whole units of ``unit``
+    (:func:`split_pools_capped` without what is left unassigned)."""
+    return split_pools_capped(tree, resource, unit, room)[0]
+
+
+def split_pools_capped(tree: Tree, resource: str, unit: float = 1,
+                       room: Mapping[str, float] | None = None) -> tuple[dict[str, int], int]:
+    """Each team's compiled guarantee in ``resource``, in whole units of ``unit``, and the units
+    of the pools that no team could take.
 
     A team keeps its own guarantee (whole units: ``guarantee / unit``, rounded down) and
     receives a share of every pool above it: each group's pool is split among its children
@@ -285,30 +295,75 @@ def split_pools(tree: Tree, resource: str, unit: float = 1) -> dict[str, int]:
     given one unit at a time to the children with the largest Q (then by name); a child
     group passes what it received, with its own pool, down the same way. A group whose
     children all have Q 0 splits its pool evenly by the same rule.
-    """
-    out: dict[str, int] = {t: int(math.floor(tree.quota(t).get(resource, 0) / unit + 1e-9))
-                           for t in tree.team_group}
 
-    def give(group: str, units: int) -> None:
-        kids = tree.children[group]
+    ``room``: the most units a team may receive on top of its own guarantee (absent: no
+    bound). A child never gets more than it can take (a group: what its teams can take beyond
+    the pools inside it, and never more than its borrow limit B, so that no team's share is
+    above Q + B of a group of its path): what it cannot take goes to the other children by the
+    same rule, and what none can take is left unassigned.
+    """
+    room = room or {}
+    own = {t: _units(tree.quota(t).get(resource, 0), unit) for t in tree.team_group}
+    pools = {g: _units(spec.guarantee.get(resource, 0), unit) for g, spec in tree.groups.items()}
+    order = _top_down(tree)
+    # What each node can take from above: a team its room; a group its teams' rooms less the
+    # pools inside it, which its teams take first. Bottom-up, one pass.
+    takes: dict[str, float] = {t: max(0.0, float(room.get(t, math.inf))) for t in tree.team_group}
+    for g in reversed(order):
+        takes[g] = max(0.0, math.fsum(takes[k] for k in tree.children[g]) - pools[g]) \
+            if all(not math.isinf(takes[k]) for k in tree.children[g]) else math.inf
+        limit = tree.borrow_limit(g, resource)  # its subtree may never use more than Q + B
+        if limit is not None:
+            takes[g] = min(takes[g], _units(limit, unit))
+    received = {g: 0 for g in tree.groups}
+    unassigned = 0
+    for g in order:
+        kids = tree.children[g]
         weights = [tree.quota(k).get(resource, 0) for k in kids]
-        total = math.fsum(weights)
-        if total <= 0:
-            weights, total = [1.0] * len(kids), float(len(kids))
-        shares = [int(math.floor(units * w / total + 1e-9)) for w in weights]
-        rest = units - sum(shares)
-        for i in sorted(range(len(kids)), key=lambda i: (-weights[i], kids[i]))[:rest]:
-            shares[i] += 1
+        shares, left = _fill(kids, weights, [takes[k] for k in kids], received[g] + pools[g])
+        unassigned += left
         for kid, share in zip(kids, shares, strict=True):
             if kid in tree.team_group:
-                out[kid] += share
+                own[kid] += share
             else:
-                give(kid, share + _units(tree.groups[kid].guarantee.get(resource, 0), unit))
+                received[kid] = share
+    return own, unassigned
 
-    for name, spec in tree.groups.items():
-        if spec.parent is None:
-            give(name, _units(spec.guarantee.get(resource, 0), unit))
-    return out
+
+def _top_down(tree: Tree) -> list[str]:
+    """Every group, each before its children (roots in name order): an iterative walk."""
+    order: list[str] = []
+    stack = sorted((g for g, s in tree.groups.items() if s.parent is None), reverse=True)
+    while stack:
+        g = stack.pop()
+        order.append(g)
+        stack.extend(reversed([k for k in tree.children[g] if k in tree.groups]))
+    return order
+
+
+def _fill(kids: Sequence[str], weights: Sequence[float], limit: Sequence[float], units: int) -> tuple[list[int], int]:
+    """``units`` split among ``kids`` in proportion to ``weights`` (rounded down, the remainder
+    one by one to the largest weight, then name), none above its ``limit``: what a limit refuses
+    is split again among the others by the same rule; what none can take is returned."""
+    shares = [0] * len(kids)
+    active = [i for i in range(len(kids)) if limit[i] > 0]
+    rest = units
+    while rest > 0 and active:
+        w = [weights[i] for i in active]
+        total = math.fsum(w)
+        if total <= 0:
+            w, total = [1.0] * len(active), float(len(active))
+        offer = [int(math.floor(rest * x / total + 1e-9)) for x in w]
+        extra = rest - sum(offer)
+        for j in sorted(range(len(active)), key=lambda j: (-w[j], kids[active[j]]))[:extra]:
+            offer[j] += 1
+        rest = 0
+        for j, i in enumerate(active):
+            take = int(min(offer[j], limit[i] - shares[i]))
+            shares[i] += take
+            rest += offer[j] - take
+        active = [i for i in active if shares[i] < limit[i]]
+    return shares, rest
 
 
 def _units(amount: float, unit: float) -> int:

@@ -6,12 +6,17 @@ flat config such a backend deploys (the one rule, for the constructs, ``plan`` a
 ``simulate --hierarchy compiled`` alike):
 
 * each group's pool is split among its children (groups and teams) in proportion to their
-  quota Q, recursively, in whole instances rounded down, the remainder one instance at a time
-  to the largest Q, then by name (:func:`cdk_gpu_share.core.hierarchy.split_pools`);
-* each borrowing team's borrow limit is the least, over the groups above it, of Q(N) + B(N)
-  less the team's compiled guarantee (and never more than its own limit): an absolute number
-  of instances (HyperPod), or that as a whole percentage of the compiled guarantee, rounded
-  down, 0 when the compiled guarantee is 0 (Batch).
+  quota Q, recursively, in whole units rounded down (instances, or accelerators on a HyperPod
+  type where a team counts accelerators), the remainder one unit at a time to the largest Q,
+  then by name; no team takes more than its own borrow cap lets it use (its guarantee plus its
+  cap, the backend's default cap where it gives none) and no group more than its borrow limit:
+  what one cannot take goes to the others, what none can take stays unassigned
+  (:func:`cdk_gpu_share.core.hierarchy.split_pools_capped`);
+* each borrowing team's borrow room is the least of what its own cap leaves and, over the groups
+  above it, Q(N) + B(N) less the team's compiled guarantee: an absolute amount (HyperPod, in
+  accelerators unless it makes whole instances), or the least whole percentage of the compiled
+  guarantee that gives that many instances (Batch, which rounds down; 0 when the compiled
+  guarantee is 0).
 
 The fair-share queue applies the tree itself (its reclaim planner) and Kueue has Cohorts, so
 neither compiles anything away: :func:`compilation` says which backend does what.
@@ -24,12 +29,13 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from cdk_gpu_share.core import hierarchy
+from cdk_gpu_share.core import hierarchy, instances
 from cdk_gpu_share.core.config import Amount, PlatformConfig, Sharing, TeamConfig, group_tree
 from cdk_gpu_share.core.errors import ConfigError, Problem
+from cdk_gpu_share.core.plan import borrow_cap
 
 __all__ = ["ABSOLUTE", "PERCENT", "HIERARCHY_MODES", "TeamChange", "Compiled", "compilation", "compile_flat",
-           "as_replayed"]
+           "as_replayed", "least_percent"]
 
 ABSOLUTE, PERCENT = "absolute", "percent"
 #: How each AWS backend without a tree takes the borrow limit: an absolute amount (HyperPod's
@@ -63,28 +69,35 @@ def compilation(backend: str) -> str:
 
 @dataclass(frozen=True)
 class TeamChange:
-    """What the compilation changed for one team on one instance type (whole instances)."""
+    """What the compilation changed for one team on one instance type (amounts in instances,
+    a part of an instance where the team counts accelerators)."""
 
     team: str
     instance_type: str
     guarantee: float
     """The team's own guarantee in the tree."""
-    compiled_guarantee: int
+    compiled_guarantee: float
     """Its guarantee with its share of the pools above it."""
     bound: float | None
     """The least Q(N) + B(N) over the groups above it (None: unbounded)."""
-    compiled_borrow_limit: int | None
-    """The absolute borrow limit deployed (instances), None: unlimited."""
+    compiled_borrow_limit: float | None
+    """The most it may borrow as deployed, None: unlimited."""
     compiled_borrow_percent: int | None = None
     """The percentage deployed (Batch), None: not a percentage backend or unlimited."""
+    own_cap: float | None = None
+    """The most its own borrow cap lets it use in all (guarantee plus cap), None: unbounded."""
+    unit: str = "instances"
+    """What the deployed guarantee counts: ``instances``, or ``accelerators``."""
 
 
 @dataclass(frozen=True)
 class Compiled:
-    """A flat config (no groups) and what changed per team and instance type."""
+    """A flat config (no groups), what changed per team and instance type, and per instance
+    type the instances of the pools that no team could take under its own cap."""
 
     config: PlatformConfig
     changes: tuple[TeamChange, ...]
+    unassigned: Mapping[str, float] = dataclasses.field(default_factory=dict)
 
 
 def compile_flat(config: PlatformConfig, backend: str) -> Compiled:
@@ -95,50 +108,119 @@ def compile_flat(config: PlatformConfig, backend: str) -> Compiled:
     if not config.groups or how is None or section is None:
         return Compiled(config, ())
     tree = group_tree(config, backend)
-    teams = {t.name: t for t in config.teams}
+    teams = {t.name: t for t in config.teams_for(backend)}
     changes: list[TeamChange] = []
-    guarantees: dict[str, dict[str, Amount]] = {name: dict(t.guarantee) for name, t in teams.items()}
-    limits: dict[str, dict[str, Amount]] = {name: dict(t.borrow_limit) for name, t in teams.items()}
+    guarantees = {name: dict(t.guarantee) for name, t in teams.items()}
+    limits = {name: dict(t.borrow_limit) for name, t in teams.items()}
     percents: dict[str, int | None] = {name: t.borrow_limit_percent for name, t in teams.items()}
+    chosen: dict[str, int] = {}
+    unassigned: dict[str, float] = {}
     for it in section.capacity:
-        split = hierarchy.split_pools(tree, it)
-        for name, compiled in split.items():
-            team = teams[name]
+        members = {n: t for n, t in teams.items() if it in t.guarantee}
+        per = _gpus_per_instance(it)
+        # The split counts accelerators when a team on the type does (HyperPod), else instances.
+        unit = 1 / per if how == ABSOLUTE and per and any(t.guarantee[it].accelerators is not None
+                                                         for t in members.values()) else 1.0
+        totals = {n: _own_total(t, it, tree.quota(n).get(it, 0), backend, unit) for n, t in members.items()}
+        room = {n: 0.0 for n in tree.team_group}  # a team without the type takes no pool of it
+        for n, t in members.items():
+            room[n] = _pool_room(t, it, unit, totals[n], math.floor(tree.quota(n).get(it, 0) / unit + 1e-9))
+        split, left = hierarchy.split_pools_capped(tree, it, unit, room)
+        if left:
+            unassigned[it] = left * unit
+        for name, team in members.items():
             own = tree.quota(name).get(it, 0)
-            share = compiled - math.floor(own + 1e-9)
-            if share > 0 or it in team.guarantee:
-                guarantees[name][it] = _plus(team.guarantee.get(it), share)
+            compiled = split[name]
+            share = compiled - math.floor(own / unit + 1e-9)
+            if share > 0:
+                guarantees[name][it] = _plus(team.guarantee[it], share, unit, per)
             bound = tree.least_bound(name, it)
-            change = TeamChange(name, it, own, compiled, None if math.isinf(bound) else bound, None)
-            if team.sharing.borrows and not math.isinf(bound):
-                room = max(0, math.floor(bound - compiled + 1e-9))
-                own_limit = team.borrow_limit.get(it)
-                if own_limit is not None and own_limit.instances is not None:
-                    room = min(room, own_limit.instances)
-                if how == ABSOLUTE:
-                    limits[name][it] = Amount(instances=room)
-                    change = dataclasses.replace(change, compiled_borrow_limit=room)
-                else:
-                    percent = 0 if compiled == 0 else math.floor(100 * room / compiled + 1e-9)
-                    current = percents[name]
-                    percents[name] = percent if current is None or current == -1 else min(current, percent)
-                    change = dataclasses.replace(change, compiled_borrow_limit=room,
-                                                 compiled_borrow_percent=percents[name])
-            if change.compiled_guarantee != own or change.compiled_borrow_limit is not None:
+            change = TeamChange(name, it, own, compiled * unit, None if math.isinf(bound) else bound, None,
+                                own_cap=None if math.isinf(totals[name]) else totals[name] * unit,
+                                unit="accelerators" if guarantees[name][it].accelerators is not None else "instances")
+            if team.sharing.borrows and tree.path(name):
+                tree_room = math.floor(bound / unit + 1e-9) - compiled if not math.isinf(bound) else math.inf
+                room_b = max(0, min(totals[name] - compiled, tree_room))
+                if how == ABSOLUTE and per:
+                    # HyperPod borrows accelerators: the limit counts them, whole instances where it can.
+                    acc = _absolute_room(team, it, own, compiled * unit, bound, per)
+                    limits[name][it] = _plus(Amount(accelerators=0) if change.unit == "accelerators" else
+                                             Amount(instances=0), acc, 1 / per, per)
+                    change = dataclasses.replace(change, compiled_borrow_limit=acc / per)
+                elif how == PERCENT and not math.isinf(room_b):
+                    p = least_percent(compiled, int(room_b))
+                    chosen[name] = p if name not in chosen else min(chosen[name], p)
+                    change = dataclasses.replace(change, compiled_borrow_limit=float(room_b), compiled_borrow_percent=p)
+            if share or change.compiled_borrow_limit is not None:
                 changes.append(change)
+    # A quota share has one percentage for all its types: the least of theirs, and what it allows on each.
+    percents.update(chosen)
+    changes = [dataclasses.replace(c, compiled_borrow_percent=chosen[c.team],
+                                   compiled_borrow_limit=float(chosen[c.team] * round(c.compiled_guarantee) // 100))
+               if c.team in chosen and c.compiled_borrow_percent is not None else c for c in changes]
     flat = tuple(
         TeamConfig._read(**{**{f.name: getattr(t, f.name) for f in dataclasses.fields(TeamConfig)},
-                            "guarantee": guarantees[t.name], "borrow_limit": limits[t.name],
-                            "borrow_limit_percent": percents[t.name] if t.sharing is Sharing.LEND_AND_BORROW
-                            else t.borrow_limit_percent, "group": None})
+                            "guarantee": guarantees.get(t.name, t.guarantee),
+                            "borrow_limit": limits.get(t.name, t.borrow_limit),
+                            "borrow_limit_percent": percents.get(t.name, t.borrow_limit_percent)
+                            if t.sharing is Sharing.LEND_AND_BORROW else t.borrow_limit_percent, "group": None})
         for t in config.teams)
-    return Compiled(dataclasses.replace(config, teams=flat, groups=()), tuple(changes))
+    return Compiled(dataclasses.replace(config, teams=flat, groups=()), tuple(changes), unassigned)
 
 
-def _plus(amount: Amount | None, instances: int) -> Amount:
-    """``amount`` with ``instances`` more whole instances."""
-    if amount is None:
-        return Amount(instances=instances)
-    if instances == 0:
-        return amount
-    return dataclasses.replace(amount, instances=(amount.instances or 0) + instances)
+def least_percent(guarantee: int, instances: int) -> int:
+    """The least whole percentage p of ``guarantee`` instances with floor(p * guarantee / 100) =
+    ``instances`` (a Batch quota share's borrow limit); where none gives it exactly, the largest
+    that stays below it; 0 when the guarantee is 0."""
+    if guarantee <= 0:
+        return 0
+    p = -(-100 * instances // guarantee)
+    return p if p * guarantee // 100 == instances else p - 1
+
+
+def _gpus_per_instance(instance_type: str) -> int:
+    info = instances.lookup(instance_type)
+    return info.gpus if info is not None else 0
+
+
+def _own_total(team: TeamConfig, instance_type: str, guarantee: float, backend: str, unit: float) -> float:
+    """The most the team's own cap lets it use on the type, in whole units: its guarantee plus its
+    borrow cap (the backend's default percentage where it gives none); ``math.inf``: no cap."""
+    cap = borrow_cap(team, instance_type, guarantee, backend)
+    if cap is None:
+        return math.inf
+    return float(math.floor((guarantee + cap) / unit + 1e-9))
+
+
+def _absolute_room(team: TeamConfig, instance_type: str, own: float, compiled: float, bound: float, per: int) -> int:
+    """The accelerators a HyperPod team may borrow beyond its compiled guarantee: the least of what
+    its own cap leaves (its own guarantee plus cap, less the compiled guarantee) and the least
+    Q + B over its groups less the compiled guarantee."""
+    held = round(compiled * per)
+    room = _own_total(team, instance_type, own, "hyperpod", 1 / per) - held
+    if not math.isinf(bound):
+        room = min(room, math.floor(bound * per + 1e-9) - held)
+    return int(max(0, room))
+
+
+def _pool_room(team: TeamConfig, instance_type: str, unit: float, total: float, own_units: int) -> float:
+    """The most units of the pools above it the team may take: what its own cap leaves beyond its
+    guarantee; none for a guarantee that is neither whole instances nor accelerators (MIG
+    partitions, vCPU or memory), which no share of a pool extends in the same unit."""
+    amount = team.guarantee[instance_type]
+    if not amount.is_instances_only and amount.accelerators is None:
+        return 0.0
+    return max(0.0, total - own_units)
+
+
+def _plus(amount: Amount, units: int, unit: float, per_instance: int) -> Amount:
+    """``amount`` with ``units`` more units of ``unit`` (an instance, or one of its accelerators):
+    accelerators where it counts them, whole instances where the units make whole instances, and
+    otherwise the whole guarantee in accelerators (never a count of both, which reads two ways)."""
+    if unit == 1:
+        return dataclasses.replace(amount, instances=(amount.instances or 0) + units)
+    if amount.accelerators is not None:
+        return dataclasses.replace(amount, accelerators=amount.accelerators + units)
+    if units % per_instance == 0:
+        return dataclasses.replace(amount, instances=(amount.instances or 0) + units // per_instance)
+    return Amount(accelerators=(amount.instances or 0) * per_instance + units)

@@ -312,7 +312,7 @@ def tree_plan(config: PlatformConfig, backend: str, rows: list[dict[str, Any]]) 
         nodes.append({"depth": depth, "name": name, "kind": "group" if group else "team", "types": per_type})
     compiled = compile_flat(config, backend)
     return {"compilation": compilation(backend), "nodes": nodes,
-            "changes": [dict(vars(c)) for c in compiled.changes]}
+            "changes": [dict(vars(c)) for c in compiled.changes], "unassigned": dict(compiled.unassigned)}
 
 
 def _ancestors(tree: Any, group: str) -> tuple[str, ...]:
@@ -342,6 +342,9 @@ def _tree_lines(tree: dict[str, Any]) -> list[str]:
         bound = "none" if c["bound"] is None else amount_text(c["bound"], it)
         lines.append(f"  compiled {c['team']} on {it}: guarantee {amount_text(c['guarantee'], it)} -> "
                      f"{amount_text(c['compiled_guarantee'], it)}, borrow limit {limit} (tree bound {bound})")
+    for it, left in tree.get("unassigned", {}).items():
+        lines.append(f"  unassigned on {it}: {amount_text(left, it)} of the groups' pools, which no team below"
+                     " them may use under its own borrow cap or its groups' borrow limits")
     return lines
 
 
