@@ -139,3 +139,14 @@ def test_the_lambda_plans_the_tree_from_its_settings():
         m2.visible_at[jid] = 0.0
     m2.add_job("teama", "RUNNABLE", gpus=2, job_id="a2", created=now - 300)
     assert h.run_cycle(m2.batch, QUEUE, flat, now=now, sleep=lambda s: None, emit=lambda line: None)["stopped"] == []
+
+
+def test_the_pending_order_ranks_by_the_nodes_height_not_the_steps_up_the_path():
+    # Group top (no pool) holds team v and group sub (pool 1), which holds team b; o (1) is a root
+    # team using its guarantee, so one GPU is free. v1 is entitled at top (height 2), b1 at sub
+    # (height 1): b1 goes first although v1 is older and of higher priority. (One step up its own
+    # path each, they would tie and v1 would go first.)
+    s = state(2, [team("v", 0, group="top"), team("b", 0, group="sub"), team("o", 1)],
+              [run("o1", "o", 1), pend("v1", "v", 1, since=0, priority=9), pend("b1", "b", 1, since=5)])
+    s["groups"] = [group("top"), group("sub", 1, parent="top")]
+    assert reclaim.plan(s)["served"] == ["b1"]

@@ -3,10 +3,14 @@ group, reclaim from outside the division before a sibling, jobs that can never s
 
 from __future__ import annotations
 
+import contextlib
+from unittest import mock
+
 import pytest
 
 from cdk_gpu_share.core import simulate as sim
 from cdk_gpu_share.core.errors import ConfigError
+from cdk_gpu_share.core.simulate.engine import _Sim
 from tests.builders import group, team
 
 
@@ -22,7 +26,24 @@ def scenario(research: dict, *, flat: bool = False):
 
 def run(sc, rows, mode):
     jobs = sim.parse_jobs(["job_id,team,submit_time,duration_s,gpus", *rows], sc)
-    return sim.simulate(sc, jobs, mode).to_dict()
+    with ends_in_time(jobs):
+        return sim.simulate(sc, jobs, mode).to_dict()
+
+
+@contextlib.contextmanager
+def ends_in_time(jobs):
+    """Fail a replay whose planner still ticks long after any end these jobs allow (the last
+    arrival plus a hundred times their whole work), rather than let it run forever."""
+    horizon = max(j.submit_time for j in jobs) + 100 * sum(j.duration_s for j in jobs) + 3600
+    tick = _Sim._tick
+
+    def bounded(self, t):
+        if t > horizon:
+            raise AssertionError(f"the replay still ticks at {t} s, past {horizon} s: it would never end")
+        tick(self, t)
+
+    with mock.patch.object(_Sim, "_tick", bounded):
+        yield
 
 
 def test_a_group_bound_holds_a_job_the_pool_has_room_for():
@@ -53,8 +74,6 @@ def test_a_job_no_group_could_hold_is_refused_naming_its_row():
 
 
 def test_without_groups_the_flat_index_dispatches():
-    from cdk_gpu_share.core.simulate.engine import _Sim
-
     sc = scenario({}, flat=True)
     jobs = sim.parse_jobs(["job_id,team,submit_time,duration_s,gpus", "j,a,0,1,1"], sc)
     assert _Sim(sc, jobs, "share", 60.0, None, None).tree is None
@@ -69,3 +88,17 @@ def test_the_json_has_each_groups_figures_over_its_teams():
     assert research["borrowed_gpu_seconds"] == a["borrowed_gpu_seconds"] + b["borrowed_gpu_seconds"]
     assert research["wait_p99_s"] == max(a["wait_p99_s"], b["wait_p99_s"])
     assert "groups" not in run(scenario({}, flat=True), rows, "share+reclaim")
+
+
+def test_entitlement_ranks_by_the_nodes_height_so_a_reclaim_is_not_taken_back():
+    # One GPU. Group top (no pool) holds team v and group sub; sub (pool 1) holds team b. v1 runs
+    # entitled at top (height 2: one above sub); b1 is entitled at sub (height 1) and reclaims v1 at
+    # the first tick. Counted in steps up each job's own path both would be 1, v1 (older) would
+    # take the freed GPU back at every tick and the replay would never end.
+    sc = sim.parse_scenario({"capacity": {"gpu": 1},
+                             "groups": [group("top"), group("sub", 1, parent="top")],
+                             "teams": [team("v", 0, group="top"), team("b", 0, group="sub")]})
+    out = run(sc, ["v1,v,0,1000,1", "b1,b,10,100,1"], "share+reclaim")
+    assert out["completed"] == 2 and out["preemptions"] == 1
+    assert out["teams"]["b"]["wait_p99_s"] == 50  # starts at the tick at 60
+    assert out["teams"]["v"]["wait_p99_s"] == 160  # back once b1 ends at 160

@@ -33,7 +33,7 @@ __all__ = [
     "GroupSpec",
     "Tree",
     "admits",
-    "entitlement_height",
+    "entitled_at",
     "structure_problems",
     "split_pools",
     "split_pools_capped",
@@ -145,18 +145,41 @@ class Tree:
                 self.children[group].append(team)
         for kids in self.children.values():
             kids.sort()
-        self._paths: dict[str, tuple[str, ...]] = {}
-        for team in self.team_group:
-            path: list[str] = []
-            node = self.team_group[team]
-            while node is not None:
-                path.append(node)
-                node = self.groups[node].parent
-            self._paths[team] = tuple(path)
-        # Static Q (every team's whole guarantee), bottom-up in one pass per group.
+        # The groups top-down (each after its parent), found breadth-first: every walk below is
+        # a loop over this list or its reverse, never a recursion, whatever the tree's depth.
+        top_down = sorted(g for g, spec in self.groups.items() if spec.parent is None)
+        for name in top_down:  # grows while it is read
+            top_down.extend(c for c in self.children[name] if c in self.groups)
+        self._top_down = top_down
+        self._group_paths: dict[str, tuple[str, ...]] = {}
+        for name in top_down:
+            parent = self.groups[name].parent
+            self._group_paths[name] = (name,) if parent is None else (name, *self._group_paths[parent])
+        self._paths: dict[str, tuple[str, ...]] = {
+            team: () if group is None else self._group_paths[group] for team, group in self.team_group.items()}
+        # Bottom-up, each group after its children: its height, its static Q (every team's whole
+        # guarantee) and the guarantees of the reserve teams below it.
+        self._height: dict[str, int] = {}
         self._static: dict[str, dict] = {}
-        for name in self.groups:
-            self._static_quota(name)
+        self._reserved: dict[str, dict] = {}
+        for name in reversed(top_down):
+            height = 0
+            total = dict(self.groups[name].guarantee)
+            reserved: dict = {}
+            for child in self.children[name]:
+                if child in self.groups:
+                    height = max(height, self._height[child])
+                    _add(total, self._static[child])
+                    _add(reserved, self._reserved[child])
+                else:
+                    _add(total, self.guarantees.get(child, {}))
+                    if child in self.reserve:
+                        _add(reserved, self.guarantees.get(child, {}))
+            self._height[name] = height + 1
+            self._static[name] = total
+            self._reserved[name] = reserved
+        #: The greatest height of a node (0: no groups).
+        self.top_height = max(self._height.values(), default=0)
 
     @classmethod
     def of_state(cls, state: Any) -> Tree:
@@ -174,39 +197,34 @@ class Tree:
 
     def path_of_group(self, group: str) -> tuple[str, ...]:
         """``group`` and the groups above it, up to its root."""
-        out = [group]
-        while (parent := self.groups[out[-1]].parent) is not None:
-            out.append(parent)
-        return tuple(out)
+        return self._group_paths[group]
+
+    def depth(self, group: str) -> int:
+        """How many groups are above ``group`` (0: a root group)."""
+        return len(self._group_paths[group]) - 1
+
+    def height(self, node: str) -> int:
+        """The node's height: 0 for a team, and for a group one more than the greatest height of
+        its children (Kueue's borrowing level). Entitlement is ranked by it."""
+        return self._height.get(node, 0)
 
     def is_group(self, name: str) -> bool:
         return name in self.groups
-
-    def _static_quota(self, name: str) -> dict:
-        if name in self._static:
-            return self._static[name]
-        total = dict(self.groups[name].guarantee)
-        for child in self.children[name]:
-            sub = self.guarantees.get(child, {}) if child in self.team_group else self._static_quota(child)
-            for r, amount in sub.items():
-                total[r] = total.get(r, 0) + amount
-        self._static[name] = total
-        return total
 
     def quota(self, name: str) -> Mapping:
         """Q(N) as promised: N's own guarantee (a team's, or a group's pool) plus its children's Q.
 
         Every team counts its whole guarantee here (what a compilation splits). The planner's
         live Q counts a ``reserve`` team's idle guarantee as no one else's quota:
-        Q(N) less the idle guarantee of the ``reserve`` teams below N (:meth:`reserve_teams`).
+        Q(N) less the idle guarantee of the ``reserve`` teams below N (:meth:`reserved`).
         """
         if name in self.team_group:
             return self.guarantees.get(name, {})
         return self._static[name]
 
-    def reserve_teams(self, group: str) -> list[str]:
-        """The ``reserve`` teams below ``group``."""
-        return [t for t in self.reserve if group in self._paths[t]]
+    def reserved(self, group: str) -> Mapping:
+        """The guarantees of the ``reserve`` teams below ``group``, summed."""
+        return self._reserved[group]
 
     def borrow_limit(self, group: str, resource: str) -> float | None:
         """B(N) of a group in ``resource``: None when unlimited."""
@@ -227,17 +245,14 @@ class Tree:
     def depth_first(self) -> list[tuple[int, str]]:
         """Every node as ``(depth, name)``, roots first in name order, each followed by its
         children (groups and teams in name order): the order ``plan`` draws the tree in."""
-        out: list[tuple[int, str]] = []
-
-        def walk(name: str, depth: int) -> None:
-            out.append((depth, name))
-            for child in self.children.get(name, ()):
-                walk(child, depth + 1)
-
         roots = sorted([g for g, s in self.groups.items() if s.parent is None]
                        + [t for t, g in self.team_group.items() if g is None])
-        for root in roots:
-            walk(root, 0)
+        out: list[tuple[int, str]] = []
+        stack = [(0, name) for name in reversed(roots)]
+        while stack:
+            depth, name = stack.pop()
+            out.append((depth, name))
+            stack.extend((depth + 1, child) for child in reversed(self.children.get(name, ())))
         return out
 
     def lowest_common(self, a: tuple[str, ...], b: tuple[str, ...]) -> str | None:
@@ -264,17 +279,18 @@ def admits(path: Iterable[str], demand: Mapping, usage: Callable[[str], Mapping]
     return True
 
 
-def entitlement_height(path: Sequence[str], demand: Mapping, within_team: bool, usage: Callable[[str], Mapping],
-                       quota: Callable[[str, str], float]) -> int | None:
-    """Where a job is entitled: 0 when ``within_team`` (within its team's guarantee, or its
-    entitlement), else i for the i-th group of its ``path`` (lowest first) with U(N) + demand <= Q(N)
-    in every resource it needs; None: nowhere (the fleet entitles nobody)."""
+def entitled_at(path: Sequence[str], demand: Mapping, within_team: bool, usage: Callable[[str], Mapping],
+                quota: Callable[[str, str], float]) -> int | None:
+    """Where a job is entitled, as a place on its team's path: 0 when ``within_team`` (within its
+    team's guarantee, or its entitlement), else i for the i-th group of its ``path`` (lowest first),
+    the first with U(N) + demand <= Q(N) in every resource it needs; None: nowhere (the fleet
+    entitles nobody). The rank of the entitlement is that node's :meth:`Tree.height`, not i."""
     if within_team:
         return 0
-    for h, g in enumerate(path, 1):
+    for i, g in enumerate(path, 1):
         u = usage(g)
         if all(d <= TOLERANCE or u.get(r, 0) + d <= quota(g, r) + TOLERANCE for r, d in demand.items()):
-            return h
+            return i
     return None
 
 
@@ -364,6 +380,11 @@ def _fill(kids: Sequence[str], weights: Sequence[float], limit: Sequence[float],
             rest += offer[j] - take
         active = [i for i in active if shares[i] < limit[i]]
     return shares, rest
+
+
+def _add(total: dict, amounts: Mapping) -> None:
+    for r, amount in amounts.items():
+        total[r] = total.get(r, 0) + amount
 
 
 def _units(amount: float, unit: float) -> int:

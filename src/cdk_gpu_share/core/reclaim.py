@@ -1149,10 +1149,10 @@ class PlanState:
 
     def entitled(self, ti: int, demand: dict) -> bool:
         """Whether the job may reclaim: within its team's guarantee (flat), or, with a tree,
-        entitled at some node of its path (:meth:`_TreeView.height`)."""
+        entitled at some node of its path (:meth:`_TreeView.entitled_at`)."""
         if self.tree is None:
             return self.within_guarantee(ti, demand)
-        return self.tree.height(ti, demand) is not None
+        return self.tree.entitled_at(ti, demand) is not None
 
     def within_guarantee(self, ti: int, demand: dict) -> bool:
         return within_guarantee(demand, self.teams[ti], self.U[ti])
@@ -1300,8 +1300,9 @@ class _TreeView:
     is no one's quota), B(N) its borrow limit. The planner asks it:
 
     * :meth:`within_bounds` -- admission: U(N) + demand <= Q(N) + B(N) at every group above;
-    * :meth:`height` -- where the job is entitled: 0 within its team's guarantee, i at the
-      i-th group of its path with U(N) + demand <= Q(N), None nowhere (the fleet is no node);
+    * :meth:`entitled_at` -- where the job is entitled: 0 within its team's guarantee, i at the
+      i-th group of its path, the first with U(N) + demand <= Q(N), None nowhere (the fleet is
+      no node); :meth:`height` -- that node's height in the tree (0 for a team);
     * :meth:`classes` -- rule 2's order: by that height, lowest first, then the rest;
     * :meth:`candidates` -- reclaim: jobs of teams outside the entitlement node's subtree,
       whose side below the common ancestor A all use more than their quota, the highest
@@ -1324,7 +1325,7 @@ class _TreeView:
                     self.UG[g][r] += ps.U[ti][r]
         self.reserve_below = {g: [ti for ti in range(ps.nt) if ps.is_reserve[ti] and g in self.paths[ti]]
                               for g in tree.groups}
-        self.depth = {g: len(tree.path_of_group(g)) - 1 for g in tree.groups}
+        self.depth = {g: tree.depth(g) for g in tree.groups}
 
     def apply(self, ti: int, demand: dict, sign: int) -> None:
         for g in self.paths[ti]:
@@ -1349,16 +1350,23 @@ class _TreeView:
     def _limit(self, g: str, r: str) -> float | None:
         return self.B[g][r]
 
-    def height(self, ti: int, demand: dict) -> int | None:
+    def entitled_at(self, ti: int, demand: dict) -> int | None:
         ps = self.ps
-        return hierarchy.entitlement_height(self.paths[ti], demand,
-                                            within_guarantee(demand, ps.teams[ti], ps.U[ti]),
-                                            self.UG.__getitem__, self.quota)
+        return hierarchy.entitled_at(self.paths[ti], demand, within_guarantee(demand, ps.teams[ti], ps.U[ti]),
+                                     self.UG.__getitem__, self.quota)
+
+    def height(self, ti: int, demand: dict) -> int | None:
+        """The height in the tree of the node where the job is entitled (None: nowhere). Ranking
+        by the steps up the job's own path instead would tie a job entitled at a deep group with
+        one entitled at the common ancestor of a shallow branch, and each would take back the
+        room freed for the other at every tick."""
+        at = self.entitled_at(ti, demand)
+        return None if at is None else 0 if at == 0 else self.tree.height(self.paths[ti][at - 1])
 
     def classes(self, items: list) -> list[list]:
         """``(ti, demand, x)`` items as lists of x per class: each height, lowest first, then the
         jobs entitled nowhere (all heights present, empty ones included)."""
-        top = max((len(p) for p in self.paths), default=0)
+        top = self.tree.top_height
         out: list[list] = [[] for _ in range(top + 2)]
         for ti, demand, x in items:
             h = self.height(ti, demand)
@@ -1382,7 +1390,7 @@ class _TreeView:
 
     def candidates(self, ti: int, demand: dict) -> Iterator[int]:
         ps = self.ps
-        h = self.height(ti, demand)
+        h = self.entitled_at(ti, demand)
         if h is None:
             return
         mine = self.paths[ti]

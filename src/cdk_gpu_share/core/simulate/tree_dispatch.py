@@ -3,9 +3,10 @@
 The tree adds two rules to dispatch (the same as the reclaim planner's, from
 :mod:`cdk_gpu_share.core.hierarchy`): a job starts only if every group above its team stays
 within Q + B with it, and pending jobs are ranked by the height of their entitlement (0 within
-the team's guarantee, 1 within its group's quota, ...), lowest first, then the jobs entitled
-nowhere by their team's U/G as without a tree; within one class priority, then submit time,
-then trace position. :class:`TreeDispatchIndex` keeps the flat index's queues and answers
+the team's guarantee, else the height of the lowest group of its path whose quota holds it: 1
+for a group of teams, one more than its highest child for a group of groups), lowest first,
+then the jobs entitled nowhere by their team's U/G as without a tree; within one class
+priority, then submit time, then trace position. :class:`TreeDispatchIndex` keeps the flat index's queues and answers
 :meth:`best` by visiting each team's queue heads: it costs in teams x sizes per start, where the
 flat index costs in sizes.
 """
@@ -60,11 +61,14 @@ class TreeUsage:
         return hierarchy.admits(self.paths[team.idx], {RESOURCE: gpus}, self.usage, self.quota, self.limit)
 
     def height(self, team: Team, gpus: float, spec: Any = None) -> int | None:
-        """Where a job of ``gpus`` is entitled (``spec``: the team's spec whose guarantee counts at
-        the team, its entitlement when it has one)."""
+        """The height of the node where a job of ``gpus`` is entitled (0: within its team's
+        guarantee; None: nowhere). ``spec``: the team's spec whose guarantee counts at the team,
+        its entitlement when it has one."""
         demand = {RESOURCE: gpus}
         within = reclaim.within_guarantee(demand, spec or team.spec, {RESOURCE: team.U})
-        return hierarchy.entitlement_height(self.paths[team.idx], demand, within, self.usage, self.quota)
+        path = self.paths[team.idx]
+        at = hierarchy.entitled_at(path, demand, within, self.usage, self.quota)
+        return None if at is None else 0 if at == 0 else self.tree.height(path[at - 1])
 
 
 class TreeDispatchIndex(DispatchIndex):
