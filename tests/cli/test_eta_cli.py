@@ -105,3 +105,13 @@ def test_an_unknown_team_in_the_trace_names_the_row(capsys, case, tmp_path):
     (tmp_path / "jobs.csv").write_text("job_id,team,submit_time,duration_s,gpus\nx1,nobody,0,10,1\n")
     code, _, err = run(capsys, case)
     assert code == 2 and "nobody" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_gzip_trace_is_named_as_one_in_one_line(capsys, case, tmp_path):
+    import gzip
+
+    trace = tmp_path / "jobs.csv"
+    trace.write_bytes(gzip.compress(trace.read_bytes()))
+    code, _, err = run(capsys, case)
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "--trace: is gzip-compressed, not a CSV file" in err and "gunzip -k" in err

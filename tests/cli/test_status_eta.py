@@ -103,6 +103,38 @@ def test_bad_history_is_one_line(queue, tmp_path, capsys, monkeypatch, extra, me
     assert len(err.splitlines()) == 1 and message in err, err
 
 
+def _gzip_of_history(path):
+    import gzip
+
+    return gzip.compress(path.read_bytes())
+
+
+@pytest.mark.parametrize("content,message", [
+    (lambda p: p.read_bytes().replace(b"origin=2026-11-02T00:00:00Z", b"origin=yesterday"),
+     "--history: its header's origin 'yesterday' is not a UTC time such as 2026-11-02T00:00:00Z"),
+    (lambda p: p.read_bytes().replace(b"team-a", b"team-\xe9"), "--history: is not UTF-8 text"),
+    (_gzip_of_history, "--history: is gzip-compressed, not a CSV file"),
+])
+def test_a_history_that_is_not_an_exports_csv_is_one_line(queue, tmp_path, capsys, content, message):
+    _, argv = queue
+    path = tmp_path / "jobs.csv"
+    history(tmp_path, RUNS_1000, origin="2026-11-02T00:00:00Z")
+    path.write_bytes(content(path))
+    assert main([*argv, "--job", "w0", "--history", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and message in err and "Traceback" not in err, err
+
+
+def test_a_history_larger_than_its_bound_is_one_line(queue, tmp_path, capsys, monkeypatch):
+    _, argv = queue
+    path = history(tmp_path, RUNS_1000)
+    monkeypatch.setattr(status_cmd, "MAX_HISTORY_BYTES", 100)
+    assert main([*argv, "--job", "w0", "--history", path]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "more than the 100 a trace may hold here" in err, err
+    assert "gpu-share trace export --from DAY --to DAY" in err
+
+
 def test_history_without_job_is_refused(queue, tmp_path, capsys):
     _, argv = queue
     assert main([*argv, "--history", history(tmp_path, RUNS_1000)]) == 2

@@ -46,6 +46,9 @@ def readers() -> list[Any]:
 
 #: Days of the job archive read for an expected start (``--history s3://BUCKET``).
 ARCHIVE_DAYS = 14
+#: Bytes a history file (``--history JOBS.csv``) may hold: about a million finished jobs, far more
+#: than the weeks an expected start learns from.
+MAX_HISTORY_BYTES = 64 * 1024 * 1024
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -310,12 +313,16 @@ def _estimate(report: dict[str, Any], jobs: list[Any], config: Any, backend: str
     if history_path.startswith("s3://"):
         finished = _archive_history(history_path, config, backend, now)
     else:
+        # The reader of every job trace (eta --trace, simulate --trace): one line for a file that is
+        # not a UTF-8 CSV (a gzip export, say), or too large.
+        trace = sim.load_jobs(history_path, scenario, option="--history", max_bytes=MAX_HISTORY_BYTES)
         with open(history_path, newline="", encoding="utf-8") as fh:
-            header = archive.read_header(fh.readline())
-            fh.seek(0)
-            trace = sim.parse_jobs(fh, scenario, source=history_path)
-        origin = (datetime.strptime(header["origin"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp()
-                  if header and header.get("origin") else None)
+            first = fh.readline()
+        try:
+            origin = archive.origin_seconds(archive.read_header(first))
+        except ValueError as exc:
+            raise ConfigError(Problem("--history", history_path, str(exc),
+                                      "pass the file gpu-share trace export wrote, with its header as written")) from None
         finished = eta.history_of(trace, origin=origin, now=now)
     state, left_out = eta.live_state(now, jobs, scenario)
     if state.pending_job(report["job"]) is None:

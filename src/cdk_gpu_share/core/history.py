@@ -62,6 +62,7 @@ __all__ = [
     "MAX_DEPTH",
     "MAX_LINE_BYTES",
     "MAX_LINES",
+    "ORIGIN_FORMAT",
     "PREEMPTION_TYPES",
     "SERVICE_JOB_TYPE",
     "ArchivedJob",
@@ -76,6 +77,7 @@ __all__ = [
     "service_job_details",
     "is_archive_event",
     "lookup_from_config",
+    "origin_seconds",
     "parse_lines",
     "parse_records",
     "policy_hash",
@@ -683,7 +685,7 @@ def _gpus_text(gpus: Fraction) -> str:
 
 
 def _origin_text(origin_ms: int) -> str:
-    return datetime.fromtimestamp(origin_ms / 1000, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.fromtimestamp(origin_ms / 1000, timezone.utc).strftime(ORIGIN_FORMAT)
 
 
 def write_export(export: Export, out: IO[str], *, origin_ms: int, source: str) -> None:
@@ -715,6 +717,23 @@ def read_header(first_line: str) -> dict[str, Any] | None:
         first, _, last = span.partition("..")
         configs.append((name, first, last))
     return {"origin": fields.get("origin"), "source": fields.get("source"), "configs": configs}
+
+
+#: How an export's header writes its origin (a UTC time to the second).
+ORIGIN_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+
+
+def origin_seconds(header: Mapping[str, Any] | None) -> float | None:
+    """The origin of an export's header (:func:`read_header`) in seconds since the epoch; None when
+    there is no header or it names no origin. An origin that is not a UTC time as the export
+    writes it (``2026-11-02T00:00:00Z``) is a ``ValueError`` naming it."""
+    text = (header or {}).get("origin")
+    if not text:
+        return None
+    try:
+        return datetime.strptime(str(text), ORIGIN_FORMAT).replace(tzinfo=timezone.utc).timestamp()
+    except ValueError:
+        raise ValueError(f"its header's origin {text!r} is not a UTC time such as 2026-11-02T00:00:00Z") from None
 
 
 def lookup_from_config(config: Any, backend: str, queues: Iterable[str] = ()) -> Lookup:

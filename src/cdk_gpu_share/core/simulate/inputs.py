@@ -376,18 +376,41 @@ def parse_jobs(stream: IO[str] | Iterable[str], scenario: Scenario, *, source: s
     return jobs
 
 
-def load_jobs(path: str | os.PathLike[str], scenario: Scenario) -> list[Job]:
-    """Read a job trace CSV file (see :func:`parse_jobs`)."""
+def load_jobs(path: str | os.PathLike[str], scenario: Scenario, *, option: str = "--trace",
+              max_bytes: int | None = None) -> list[Job]:
+    """Read a job trace CSV file (see :func:`parse_jobs`). A file that is missing, unreadable, not
+    UTF-8 (a gzip file, say) or larger than ``max_bytes`` is a :class:`ConfigError` naming ``option``."""
     path = os.fspath(path)
     try:
+        if max_bytes is not None and os.path.getsize(path) > max_bytes:
+            raise ConfigError(Problem(field=option, value=path,
+                                      message=f"holds {os.path.getsize(path):,} bytes, more than the "
+                                              f"{max_bytes:,} a trace may hold here",
+                                      fix="export fewer days (gpu-share trace export --from DAY --to DAY)"))
         with open(path, newline="", encoding="utf-8") as fh:
             return parse_jobs(fh, scenario, source=path)
     except FileNotFoundError:
-        raise ConfigError(Problem(field="--trace", value=path, message="does not exist",
+        raise ConfigError(Problem(field=option, value=path, message="does not exist",
                                   fix="pass the path of a job trace CSV")) from None
-    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
-        raise ConfigError(Problem(field="--trace", value=path, message=f"cannot be read ({exc.__class__.__name__})",
+    except UnicodeDecodeError:
+        raise _not_text(path, option) from None
+    except (IsADirectoryError, PermissionError) as exc:
+        raise ConfigError(Problem(field=option, value=path, message=f"cannot be read ({exc.__class__.__name__})",
                                   fix="pass a readable job trace CSV")) from None
+
+
+def _not_text(path: str, option: str) -> ConfigError:
+    """The refusal of a trace that is not UTF-8 text: a gzip file is named as one."""
+    try:
+        with open(path, "rb") as fh:
+            gzip = fh.read(2) == b"\x1f\x8b"
+    except OSError:
+        gzip = False
+    if gzip:
+        return ConfigError(Problem(field=option, value=path, message="is gzip-compressed, not a CSV file",
+                                   fix=f"decompress it first (gunzip -k {path}) and pass the CSV"))
+    return ConfigError(Problem(field=option, value=path, message="is not UTF-8 text",
+                               fix="pass a job trace CSV in UTF-8"))
 
 
 def check_jobs(scenario: Scenario, jobs: Sequence[Job], mode: str, *, source: str = "trace") -> None:
