@@ -150,3 +150,14 @@ def test_the_pending_order_ranks_by_the_nodes_height_not_the_steps_up_the_path()
               [run("o1", "o", 1), pend("v1", "v", 1, since=0, priority=9), pend("b1", "b", 1, since=5)])
     s["groups"] = [group("top"), group("sub", 1, parent="top")]
     assert reclaim.plan(s)["served"] == ["b1"]
+
+
+def test_a_reserve_teams_own_job_counts_in_its_groups_quota_as_it_will_use():
+    # d (borrow limit 0) holds r (reserve, 4) and y; y uses 1 GPU of the pool beside it. r's idle
+    # guarantee is no one's quota, but once r's job starts, r uses 3 of it: d holds 3 + 1 = 4.
+    s = state(8, [team("r", 4, sharing="reserve", group="d"), team("y", 0, group="d"), team("o", 1)],
+              [pend("r1", "r", 3)])
+    s["groups"] = [group("d", limit=0)]
+    assert reclaim.plan(s)["served"] == ["r1"]
+    s["jobs"].append(pend("y1", "y", 1))  # y's job would take d beyond its quota (r's 3 in use) plus 0
+    assert reclaim.plan(s)["served"] == ["r1"]

@@ -102,3 +102,14 @@ def test_entitlement_ranks_by_the_nodes_height_so_a_reclaim_is_not_taken_back():
     assert out["completed"] == 2 and out["preemptions"] == 1
     assert out["teams"]["b"]["wait_p99_s"] == 50  # starts at the tick at 60
     assert out["teams"]["v"]["wait_p99_s"] == 160  # back once b1 ends at 160
+
+
+@pytest.mark.parametrize("mode", sim.MODES)
+def test_a_group_limit_never_keeps_a_reserve_team_off_its_own_guarantee(mode):
+    # Group d (no pool, borrow limit 0) holds only r, which reserves 4 GPUs. r's idle guarantee is
+    # no one's quota, but r's own job counts in d's quota as it will use: it starts at once.
+    sc = sim.parse_scenario({"capacity": {"gpu": 4}, "groups": [group("d", limit=0)],
+                             "teams": [team("r", 4, sharing="reserve", group="d")]})
+    out = run(sc, ["r1,r,0,10,4"], mode)
+    assert out["completed"] == 1 and out["teams"]["r"]["wait_p99_s"] == 0
+    assert out["teams"]["r"]["gpu_seconds"] == 40

@@ -1345,7 +1345,17 @@ class _TreeView:
         return q
 
     def within_bounds(self, ti: int, demand: dict) -> bool:
-        return hierarchy.admits(self.paths[ti], demand, self.UG.__getitem__, self.quota, self._limit)
+        ps = self.ps
+        quota = self.quota
+        if ps.is_reserve[ti]:
+            # A reserve team's own job counts in its groups' Q as it will use: the part of its idle
+            # guarantee the job takes stops being idle, so a group's limit never keeps the team
+            # off its own guarantee.
+            lift = {r: min(d, max(0.0, ps.G[ti].get(r, 0) - ps.U[ti].get(r, 0))) for r, d in demand.items()}
+
+            def quota(g: str, r: str) -> float:
+                return self.quota(g, r) + lift.get(r, 0)
+        return hierarchy.admits(self.paths[ti], demand, self.UG.__getitem__, quota, self._limit)
 
     def _limit(self, g: str, r: str) -> float | None:
         return self.B[g][r]

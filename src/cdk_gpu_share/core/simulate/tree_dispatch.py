@@ -58,7 +58,16 @@ class TreeUsage:
         return self.tree.borrow_limit(group, resource)
 
     def admits(self, team: Team, gpus: float) -> bool:
-        return hierarchy.admits(self.paths[team.idx], {RESOURCE: gpus}, self.usage, self.quota, self.limit)
+        quota = self.quota
+        if team.reserve and team.G > team.U:
+            # A reserve team's own job counts in its groups' Q as it will use: the part of its idle
+            # guarantee the job takes stops being idle, so a group's limit never keeps the team
+            # off its own guarantee.
+            lift = min(gpus, team.G - team.U)
+
+            def quota(group: str, resource: str) -> float:
+                return self.quota(group, resource) + lift
+        return hierarchy.admits(self.paths[team.idx], {RESOURCE: gpus}, self.usage, quota, self.limit)
 
     def height(self, team: Team, gpus: float, spec: Any = None) -> int | None:
         """The height of the node where a job of ``gpus`` is entitled (0: within its team's
