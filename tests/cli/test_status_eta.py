@@ -135,6 +135,14 @@ def test_a_history_larger_than_its_bound_is_one_line(queue, tmp_path, capsys, mo
     assert "gpu-share trace export --from DAY --to DAY" in err
 
 
+def test_a_job_of_another_queue_is_one_line_naming_that_queue(queue, tmp_path, capsys):
+    m, argv = queue
+    m.add_job("teama", "RUNNABLE", gpus=1, job_id="x0", jobQueue="arn:aws:batch:us-east-1:111122223333:job-queue/other")
+    assert main([*argv, "--job", "x0", "--history", history(tmp_path, RUNS_1000)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "job 'x0' belongs to the job queue 'other'" in err, err
+
+
 def test_history_without_job_is_refused(queue, tmp_path, capsys):
     _, argv = queue
     assert main([*argv, "--history", history(tmp_path, RUNS_1000)]) == 2

@@ -79,3 +79,23 @@ CASES = [
 def test_each_reason_on_each_kind_of_queue(explain, reason, running_a, running_b, waiting, team_b):
     report = explain(running_a, running_b, waiting, team_b=team_b)
     assert [r["code"] for r in report["reasons"]] == [reason], report
+
+
+OTHER = "arn:aws:batch:us-east-1:111122223333:job-queue/other-team-queue"
+
+
+def test_a_job_of_another_queue_is_refused_naming_its_queue_on_each_kind_of_queue():
+    from cdk_gpu_share.core.errors import GpuShareError
+
+    m = BatchModel(clock=Clock())
+    m.add_job("teama", "RUNNABLE", gpus=1, job_id="x0", jobQueue=OTHER)
+    detail = {"jobQueueName": "gpu-share-fairshare", "jobQueueArn": CLASSIC}
+    with pytest.raises(GpuShareError, match="job 'x0' belongs to the job queue 'other-team-queue', not "
+                                            "'gpu-share-fairshare'; pass --queue other-team-queue"):
+        fairshare_status.explain(m.batch, CLASSIC, detail, _config(), "x0", now=m.clock(), sleep=lambda s: None)
+    q = QuotaQueueModel(shares={"team-a": {ML: 2}, "team-b": {ML: 2}}, clock=Clock())
+    job = q.submit("team-a", {ML: 1}, queue=OTHER)
+    detail = {"jobQueueName": QUOTA_NAME, "jobQueueArn": QUOTA, "jobQueueType": "SAGEMAKER_TRAINING"}
+    for explain in (quota_status.explain, quota_status.explain_live):
+        with pytest.raises(GpuShareError, match=f"belongs to the job queue 'other-team-queue', not '{QUOTA_NAME}'"):
+            explain(q.batch, QUOTA, detail, _config(), job.job_id, now=q.clock(), sleep=lambda s: None)

@@ -35,6 +35,7 @@ __all__ = [
     "WaitingJob",
     "ShareStatus",
     "QuotaQueueStatus",
+    "check_job_queue",
     "describe_queue",
     "is_quota_queue",
     "read_quota_queue",
@@ -201,6 +202,19 @@ def describe_queue(client: Any, queue: str) -> dict[str, Any]:
         if queue in (detail.get("jobQueueName"), detail.get("jobQueueArn")):
             return detail
     raise QueueNotFound(queue, getattr(getattr(client, "meta", None), "region_name", None))
+
+
+def check_job_queue(job_id: str, job: Mapping[str, Any], detail: Mapping[str, Any]) -> None:
+    """Refuse, in one line naming it, a described job (``DescribeJobs``, ``DescribeServiceJob``)
+    whose ``jobQueue`` is another queue than ``detail`` (the queue read): its reasons and expected
+    start would be those of a job of this queue."""
+    own = job.get("jobQueue")
+    if not own or own in (detail.get("jobQueueArn"), detail.get("jobQueueName")):
+        return
+    other = str(own).rsplit("job-queue/", 1)[-1]
+    name = detail.get("jobQueueName") or detail.get("jobQueueArn")
+    raise GpuShareError(f"job {job_id!r} belongs to the job queue {other!r}, not {name!r}; pass --queue {other} "
+                        "to explain it there")
 
 
 def is_quota_queue(detail: Mapping[str, Any]) -> bool:

@@ -104,6 +104,7 @@ def _explain(client: Any, queue: str, detail: dict[str, Any], config: Any, job_i
     from cdk_gpu_share.core import reclaim, waiting
 
     job = client.describe_service_job(jobId=job_id)
+    quota_reader.check_job_queue(job_id, job, detail)
     share = job.get("quotaShareName")
     out: dict[str, Any] = {"kind": KIND, "queue": status.queue, "job": job_id, "team": share,
                            "state": str(job.get("status", "?")).lower(), "reasons": []}

@@ -133,7 +133,7 @@ def explain_live(client: Any, queue: str, detail: dict[str, Any], config: Any, j
     job = next((j for j in state["jobs"] if j["id"] == job_id), None)
     out: dict[str, Any] = {"kind": KIND, "queue": name, "job": job_id, "team": job and job["team"],
                            "state": "waiting" if job and job["state"] == "pending" else
-                           ("running" if job else _state_elsewhere(client, name, job_id)), "reasons": []}
+                           ("running" if job else _state_elsewhere(client, detail, job_id)), "reasons": []}
     if job is None or job["state"] != "pending" or job["terminating"]:
         out["note"] = ("it has ended" if out["state"] in _ENDED else "it is not waiting for capacity in this queue")
         return out, live
@@ -164,13 +164,16 @@ def explain_live(client: Any, queue: str, detail: dict[str, Any], config: Any, j
 _ENDED = ("succeeded", "failed")
 
 
-def _state_elsewhere(client: Any, queue: str, job_id: str) -> str:
+def _state_elsewhere(client: Any, detail: dict[str, Any], job_id: str) -> str:
     """The state of a job the queue's listing does not hold (it ended, or has not reached RUNNABLE):
-    its own status, lower-case; an id Batch does not know is refused in one line."""
+    its own status, lower-case. An id Batch does not know, or a job of another queue, is refused
+    in one line."""
     found = client.describe_jobs(jobs=[job_id]).get("jobs") or []
     if not found:
+        queue = detail.get("jobQueueName") or detail.get("jobQueueArn")
         raise GpuShareError(f"job {job_id!r} is not a job AWS Batch knows (queue {queue}); check the id: "
                             "gpu-share status lists the waiting jobs")
+    quota_reader.check_job_queue(job_id, found[0], detail)
     return str(found[0].get("status", "?")).lower()
 
 
