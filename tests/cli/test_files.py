@@ -11,7 +11,15 @@ from cdk_gpu_share.cli._files import check_output, write_output
 from cdk_gpu_share.core.errors import ConfigError
 
 
-def test_a_replaced_file_keeps_its_permissions_and_a_new_one_is_0644(tmp_path):
+@pytest.fixture
+def umask():
+    """Set the process's umask for a test (``umask(0o077)``), and the one before back after it."""
+    before = os.umask(0o022)
+    yield os.umask
+    os.umask(before)
+
+
+def test_a_replaced_file_keeps_its_permissions_and_a_new_one_is_0644_under_umask_022(tmp_path, umask):
     private = tmp_path / "private.yaml"
     private.write_text("old")
     private.chmod(0o600)
@@ -22,7 +30,35 @@ def test_a_replaced_file_keeps_its_permissions_and_a_new_one_is_0644(tmp_path):
     assert fresh.stat().st_mode & 0o777 == 0o644
 
 
-def test_a_link_is_replaced_with_a_new_file_and_its_target_untouched(tmp_path):
+@pytest.mark.parametrize("mask", [0o077, 0o027, 0o002, 0o000])
+def test_a_new_file_honours_the_umask_as_open_does(tmp_path, umask, mask):
+    umask(mask)
+    with open(tmp_path / "by-open", "w") as fh:
+        fh.write("x")
+    write_output(str(tmp_path / "ours"), "x", "-o")
+    assert (tmp_path / "ours").stat().st_mode & 0o777 == (tmp_path / "by-open").stat().st_mode & 0o777 == 0o666 & ~mask
+    assert os.umask(mask) == mask, "the umask is left as it was"
+    (tmp_path / "ours").chmod(0o640)
+    write_output(str(tmp_path / "ours"), "y", "-o")
+    assert (tmp_path / "ours").stat().st_mode & 0o777 == 0o640, "a replaced file keeps its mode"
+
+
+def test_a_trace_export_is_private_under_umask_077(tmp_path, umask, monkeypatch, capsys):
+    from cdk_gpu_share.cli import main
+    from cdk_gpu_share.cli import trace_export_cmd as tx
+    from tests.cli.test_trace_export import BUCKET, _run_cluster
+
+    path, *_, s3 = _run_cluster(tmp_path, jobs=5)
+    monkeypatch.setattr(tx, "make_client", lambda service, region: s3.client)
+    monkeypatch.setattr(tx, "default_region", lambda: "us-east-1")
+    umask(0o077)
+    out = tmp_path / "jobs.csv"
+    assert main(["trace", "export", str(path), "--from", "2026-11-02", "--to", "2026-11-30", "--bucket",
+                 BUCKET, "-o", str(out)]) == 0, capsys.readouterr().err
+    assert out.stat().st_mode & 0o777 == 0o600
+
+
+def test_a_link_is_replaced_with_a_new_file_and_its_target_untouched(tmp_path, umask):
     victim = tmp_path / "victim.txt"
     victim.write_text("keep")
     victim.chmod(0o600)

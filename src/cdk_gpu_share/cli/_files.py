@@ -5,7 +5,8 @@ One rule for every command that writes files (``kueue manifests``, ``guard -o``,
 plots of ``simulate`` and ``advise``): a file is written beside its
 name and renamed over it, so it appears whole or not at all; a symbolic link of that name is
 replaced, never followed (it could point outside the folder); a file it replaces keeps its
-permissions (a 0600 file stays 0600), a new one is 0644. A command that reads inputs or does long
+permissions (a 0600 file stays 0600), a new one gets what ``open()`` would give it: 0666 less the
+umask (0644 under the usual umask 022, 0600 under 077). A command that reads inputs or does long
 work checks its output path first (:func:`check_output`), so a path it cannot write, or one
 of its inputs, is refused before anything is read. A refusal is one line naming the option.
 """
@@ -22,17 +23,27 @@ from cdk_gpu_share.core.errors import ConfigError, Problem
 
 __all__ = ["check_output", "replace_file", "write_output"]
 
-#: The permissions of a file that did not exist (or was a link): readable by all, as ``open()`` makes.
-NEW_FILE_MODE = 0o644
+#: The permissions ``open()`` asks for a new file, before the umask takes its part.
+NEW_FILE_MODE = 0o666
+
+
+def _umask() -> int:
+    """The process's umask. POSIX reads it only by setting it: it is set back at once."""
+    mask = os.umask(0o077)
+    os.umask(mask)
+    return mask
 
 
 def _mode_of(path: Path) -> int:
-    """The permissions the written file gets: those of the regular file it replaces, else 0644."""
+    """The permissions the written file gets: those of the regular file it replaces, else those
+    ``open()`` gives a new file (:data:`NEW_FILE_MODE` less the umask)."""
     try:
         st = os.lstat(path)
     except OSError:
-        return NEW_FILE_MODE
-    return stat.S_IMODE(st.st_mode) if stat.S_ISREG(st.st_mode) else NEW_FILE_MODE
+        st = None
+    if st is not None and stat.S_ISREG(st.st_mode):
+        return stat.S_IMODE(st.st_mode)
+    return NEW_FILE_MODE & ~_umask()
 
 
 def replace_file(path: Path, text: str | bytes) -> None:
