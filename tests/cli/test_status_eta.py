@@ -343,6 +343,22 @@ def test_the_job_archive_is_the_history(queue, monkeypatch, capsys):
     assert {op for op, bucket, _ in s3.requests} == {"ListObjectsV2", "GetObject"}
 
 
+def test_the_job_archive_is_read_in_the_region_given_by_region(queue, monkeypatch, capsys):
+    from cdk_gpu_share.cli import trace_export_cmd as tx
+    from tests.history_model import S3Model
+
+    _, argv = queue
+    argv = [*argv[:-1], "eu-west-1"]  # --region eu-west-1
+    asked = []
+    s3 = S3Model()
+    s3.buckets["archive-bucket"] = {}
+    monkeypatch.setattr(tx, "make_client", lambda service, region: asked.append(region) or s3.client)
+    monkeypatch.setenv("AWS_REGION", "ap-south-1")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "ap-south-1")
+    assert main([*argv, "--job", "w0", "--history", "s3://archive-bucket"]) == 0, capsys.readouterr().err
+    assert asked == ["eu-west-1"]
+
+
 def test_an_archive_that_is_not_there_is_one_line(queue, monkeypatch, capsys):
     from cdk_gpu_share.cli import trace_export_cmd as tx
     from tests.history_model import S3Model

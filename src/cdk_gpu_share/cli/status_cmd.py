@@ -71,7 +71,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="with --job: the finished jobs the expected start is learnt from: a gpu-share trace "
                              f"export, or s3://BUCKET[/PREFIX], the job archive (its last {ARCHIVE_DAYS} days)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
-    parser.add_argument("--region", metavar="R", help="AWS region of the queue (default: the queue ARN's, else "
+    parser.add_argument("--region", metavar="R", help="AWS region of the queue and of the job archive of "
+                        "--history s3://BUCKET (default: the queue ARN's, else "
                         "AWS_REGION, else AWS_DEFAULT_REGION, else your AWS configuration's)")
     parser.set_defaults(func=run_status)
 
@@ -202,7 +203,8 @@ def run_status(args: argparse.Namespace) -> int:
             else:
                 report, jobs = live(client, queue, detail, config, args.job, now=now, sleep=_sleep)
             if live is not None and report["state"] in ("waiting", "runnable"):  # a classic job, a service job
-                report["eta"] = missing or _estimate(report, jobs, config, reader.KEY, str(history), now)
+                report["eta"] = missing or _estimate(report, jobs, config, reader.KEY, str(history), now,
+                                                     _region_of(client, region))
         else:
             report = reader.report(client, queue, detail, config, now=_now(), sleep=_sleep)
     except GpuShareError:
@@ -236,9 +238,11 @@ def _only_queue(config: Any) -> str:
                               f"pass one of them: {' or '.join(f'--queue {q}' for q in queues)}"))
 
 
-def _archive_history(url: str, config: Any, backend: str, now: float) -> Any:
+def _archive_history(url: str, config: Any, backend: str, now: float, region: str | None) -> Any:
     """The jobs the job archive ``url`` (``s3://BUCKET[/PREFIX]``) saw end in its last
-    :data:`ARCHIVE_DAYS` days, rebuilt as ``gpu-share trace export`` rebuilds them."""
+    :data:`ARCHIVE_DAYS` days, rebuilt as ``gpu-share trace export`` rebuilds them, read in
+    ``region``: the queue's, as ``--region`` (or :func:`~cdk_gpu_share.cli._region.resolve_region`)
+    chose it, since the platform stack deploys both."""
     from cdk_gpu_share.aws import history_reader
     from cdk_gpu_share.cli import trace_export_cmd as tx
     from cdk_gpu_share.cli.usage_cmd import queues_of
@@ -253,7 +257,6 @@ def _archive_history(url: str, config: Any, backend: str, now: float) -> Any:
     end = datetime.fromtimestamp(now, timezone.utc)
     first = end - timedelta(days=ARCHIVE_DAYS)
     what = f"the job archive s3://{bucket}/{prefix}"
-    region = tx.default_region()
     stats = history_reader.ArchiveRead()
     bar = ProgressBar(sys.stderr, "reading the job archive")
     try:
@@ -300,7 +303,7 @@ def _no_estimate(config: Any, backend: str, history_path: str | None) -> dict[st
 
 
 def _estimate(report: dict[str, Any], jobs: list[Any], config: Any, backend: str, history_path: str,
-              now: float) -> dict[str, Any]:
+              now: float, region: str | None) -> dict[str, Any]:
     """The expected start of the waiting job of ``report`` (:func:`cdk_gpu_share.core.eta.live.live_estimate`),
     replaying the policy of ``backend`` in ``config`` with the finished jobs of ``history_path``."""
     from cdk_gpu_share.core import eta
@@ -311,7 +314,7 @@ def _estimate(report: dict[str, Any], jobs: list[Any], config: Any, backend: str
     scenario = sim.parse_scenario(sc.scenario_from_config(config, backend), source=f"{config.source} ({backend})")
     poll = sc.poll_seconds_of(config, backend) or sim.DEFAULT_POLL_SECONDS
     if history_path.startswith("s3://"):
-        finished = _archive_history(history_path, config, backend, now)
+        finished = _archive_history(history_path, config, backend, now, region)
     else:
         # The reader of every job trace (eta --trace, simulate --trace): one line for a file that is
         # not a UTF-8 CSV (a gzip export, say), or too large.
