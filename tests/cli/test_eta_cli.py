@@ -86,6 +86,7 @@ def test_config_runs_for_every_backend_simulate_supports(capsys, tmp_path, backe
     (["--jobs", "many"], "--jobs"),
     (["--samples", "0"], "--samples"),
     (["--samples", "2.5"], "--samples"),
+    (["--samples", "1001"], "--samples: must be a whole number from 1 to 1,000 (got '1001')"),
     (["--seed", "x"], "--seed"),
     (["--workers", "0"], "--workers"),
 ])

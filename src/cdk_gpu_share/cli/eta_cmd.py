@@ -30,7 +30,7 @@ DEFAULT_SEED = 1
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     from cdk_gpu_share.cli.simulate_cmd import _backend_names
-    from cdk_gpu_share.core.eta import DEFAULT_SAMPLES
+    from cdk_gpu_share.core.eta import DEFAULT_SAMPLES, MAX_SAMPLES
 
     p = subparsers.add_parser(
         "eta",
@@ -56,7 +56,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--jobs", default=None, metavar="N",
                    help="predict N of the jobs that waited, chosen by a hash of (seed, job id) (default: all)")
     p.add_argument("--samples", default=None, metavar="K",
-                   help=f"replays per prediction (default: {DEFAULT_SAMPLES})")
+                   help=f"replays per prediction, 1 to {MAX_SAMPLES:,} (default: {DEFAULT_SAMPLES})")
     p.add_argument("--seed", default=None, metavar="N",
                    help=f"seed of the random draws and of the --jobs choice (default: {DEFAULT_SEED})")
     p.add_argument("--workers", default=None, metavar="N",
@@ -78,6 +78,23 @@ def _seed(raw: str | None) -> int:
                                   fix="give an integer, e.g. --seed 1")) from None
 
 
+def _samples(raw: str | None) -> int | None:
+    """``--samples``: a whole number of replays from 1 to :data:`~cdk_gpu_share.core.eta.MAX_SAMPLES`."""
+    from cdk_gpu_share.core.eta import MAX_SAMPLES
+
+    if raw is None:
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= MAX_SAMPLES:
+        raise ConfigError(Problem(field="--samples", value=raw, message=f"must be a whole number from 1 to {MAX_SAMPLES:,}",
+                                  fix="give the replays per prediction, e.g. --samples 32 (more narrows the band's "
+                                      "noise, at the cost of time)"))
+    return value
+
+
 def run_eta(args: argparse.Namespace) -> int:
     from cdk_gpu_share.cli.advise_cmd import _positive_int
     from cdk_gpu_share.cli.simulate_cmd import _check_not_raw_trace, _load_scenario
@@ -91,7 +108,7 @@ def run_eta(args: argparse.Namespace) -> int:
                                   fix="add --backtest to measure the predictions on the trace "
                                       "(a live job's estimate: gpu-share status --job ID)"))
     n_jobs = _positive_int("--jobs", args.jobs, "give how many waiting jobs to predict, e.g. --jobs 1000")
-    samples = _positive_int("--samples", args.samples, "give the replays per prediction, e.g. --samples 32")
+    samples = _samples(args.samples)
     workers = _positive_int("--workers", args.workers, "give the number of local processes, e.g. --workers 2")
     seed = _seed(args.seed)
     if args.report:

@@ -20,6 +20,7 @@ from cdk_gpu_share.core.eta.live import LiveJob, history_of, live_estimate, live
 from cdk_gpu_share.core.eta.predictor import (
     ARRIVAL_WINDOW_S,
     DEFAULT_SAMPLES,
+    MAX_SAMPLES,
     Band,
     FinishedJob,
     History,
@@ -32,7 +33,7 @@ __all__ = [
     # the state a prediction starts from
     "QueueState", "RunningJob", "PendingJob",
     # the predictor
-    "History", "FinishedJob", "Band", "predict", "baseline_wait", "DEFAULT_SAMPLES", "ARRIVAL_WINDOW_S",
+    "History", "FinishedJob", "Band", "predict", "baseline_wait", "DEFAULT_SAMPLES", "MAX_SAMPLES", "ARRIVAL_WINDOW_S",
     # replays of the policy
     "replay_start", "capture_states",
     # a live queue's waiting job
