@@ -113,3 +113,42 @@ def test_a_group_limit_never_keeps_a_reserve_team_off_its_own_guarantee(mode):
     out = run(sc, ["r1,r,0,10,4"], mode)
     assert out["completed"] == 1 and out["teams"]["r"]["wait_p99_s"] == 0
     assert out["teams"]["r"]["gpu_seconds"] == 40
+
+
+RESERVE_BESIDE = {"capacity": {"gpu": 8}, "groups": [group("d", limit=0)],
+                  "teams": [team("r", 4, sharing="reserve", group="d"), team("y", 0, group="d"), team("o", 0)]}
+
+
+@pytest.mark.parametrize("mode", ["share", "share+reclaim"])
+def test_a_job_that_fits_its_group_only_with_a_reserves_idle_guarantee_is_refused(mode):
+    # d's quota counts r's 4 reserved GPUs only while r uses them: y can never hold more than
+    # Q(d) + B(d) = 0 while r is idle, so y1 could never start.
+    with pytest.raises(ConfigError) as info:
+        run(sim.parse_scenario(RESERVE_BESIDE), ["y1,y,0,100,4", "o1,o,0,100,4"], mode)
+    assert str(info.value.problems[0]) == (
+        "line 2 (job 'y1'), gpus: could never start: group 'd' above team 'y' may hold at most 0 GPUs (its"
+        " quota plus its borrow limit, less 4 GPUs that reserve teams below it keep idle) (got 4); split the"
+        " job, or raise group 'd''s borrow limit or its teams' quotas, or let its reserve teams lend")
+
+
+def test_the_cli_refuses_a_job_that_could_never_start_with_exit_2(tmp_path, capsys):
+    import json
+
+    from cdk_gpu_share.cli import main
+
+    (tmp_path / "s.json").write_text(json.dumps(RESERVE_BESIDE))
+    (tmp_path / "t.csv").write_text("job_id,team,submit_time,duration_s,gpus\ny1,y,0,100,4\no1,o,0,100,4\n")
+    assert main(["simulate", "--scenario", str(tmp_path / "s.json"), "--trace", str(tmp_path / "t.csv"),
+                 "--mode", "share", "--hierarchy", "tree", "--json"]) == 2
+    err = capsys.readouterr().err
+    assert "line 2 (job 'y1'), gpus: could never start" in err and "Traceback" not in err
+
+
+def test_a_replay_never_ends_quietly_with_a_job_left_waiting():
+    # Were a job that can never start let through, the replay would end with it waiting: the run
+    # names it rather than report figures without it.
+    sc = sim.parse_scenario(RESERVE_BESIDE)
+    with mock.patch("cdk_gpu_share.core.simulate.engine.check_jobs"), pytest.raises(ConfigError) as info:
+        run(sc, ["o1,o,0,100,4", "y1,y,0,100,4"], "share")
+    assert str(info.value.problems[0]).startswith(
+        "line 3 (job 'y1'), gpus: could never start: the replay ended with the job still waiting")

@@ -242,6 +242,22 @@ class Tree:
         """The least Q(N) + B(N) over the groups of ``team``'s path (``math.inf``: no bound)."""
         return min((self.bound(g, resource) for g in self._paths[team]), default=math.inf)
 
+    def room(self, team: str, resource: str) -> tuple[float, str | None]:
+        """The most one job of ``team`` may hold at its groups in an empty pool, and the group
+        that sets it (None: no group bounds it): the least Q(N) + B(N) over the team's path, each
+        group's Q without the idle guarantees of the ``reserve`` teams below it (no one's quota),
+        ``team``'s own excepted when it is one (its job counts as it will use)."""
+        own = self.guarantees.get(team, {}).get(resource, 0) if team in self.reserve else 0
+        least, where = math.inf, None
+        for g in self._paths[team]:
+            limit = self.borrow_limit(g, resource)
+            if limit is None:
+                continue
+            room = self._static[g].get(resource, 0) - self._reserved[g].get(resource, 0) + own + limit
+            if room < least:
+                least, where = room, g
+        return least, where
+
     def depth_first(self) -> list[tuple[int, str]]:
         """Every node as ``(depth, name)``, roots first in name order, each followed by its
         children (groups and teams in name order): the order ``plan`` draws the tree in."""

@@ -44,6 +44,7 @@ from cdk_gpu_share.core.simulate.inputs import (
     TOL,
     Job,
     Scenario,
+    _num,
     _row_error,
     check_jobs,
 )
@@ -512,12 +513,25 @@ def simulate(
             watch.begin(engine.running)
             engine.watch = watch
         engine.run()
+        _check_all_completed(engine, source)
         result = engine.result(jobs, time.perf_counter() - started)
         result.victim_order = scenario.state.settings.victim_order
         return result
     finally:
         if collecting:
             gc.enable()
+
+
+def _check_all_completed(engine: _Sim, source: str) -> None:
+    """A replay never ends quietly with a job left waiting: every job :func:`check_jobs` accepts
+    fits an empty pool, so one still waiting once nothing runs is named, as a job that could never
+    start, rather than left out of the figures."""
+    if engine.completed == len(engine.runs):
+        return
+    stuck = next(r for r in engine.runs if not r.done)
+    raise _row_error(source, stuck.job.where(), "gpus", _num(stuck.g),
+                     "could never start: the replay ended with the job still waiting and nothing running",
+                     "split the job, or raise its team's guarantee or its groups' quotas")
 
 
 def with_victim_order(scenario: Scenario, victim_order: str | None) -> Scenario:

@@ -455,15 +455,28 @@ def check_jobs(scenario: Scenario, jobs: Sequence[Job], mode: str, *, source: st
                     f"(guarantee {_num(g)}, borrow cap {'unbounded' if cap is None else _num(cap)}, "
                     f"{_num(ri)} GPUs reserved by other teams)",
                     "split the job, raise the team's guarantee or borrow limit, or change its sharing")
-            bound = tree.least_bound(job.team, RESOURCE) if tree is not None else math.inf
-            if job.gpus > bound + TOL:
-                group = min(tree.path(job.team), key=lambda n: tree.bound(n, RESOURCE))  # type: ignore[union-attr]
-                raise _row_error(
-                    source, job.where(), "gpus", _num(job.gpus),
-                    f"could never start: group {group!r} above team {job.team!r} may hold at most {_num(bound)} GPUs"
-                    " (its quota plus its borrow limit)",
-                    f"split the job, or raise group {group!r}'s borrow limit or its teams' quotas")
+            if tree is not None:
+                _check_group_room(tree, job, source)
         passed.add((job.team, job.gpus))
+
+
+def _check_group_room(tree: hierarchy.Tree, job: Job, source: str) -> None:
+    """Reject a job larger than the most its groups could ever let its team hold (even in an
+    empty pool): the least Q(N) + B(N) over its path, the idle guarantees of ``reserve`` teams
+    left out (they are no one's quota)."""
+    room, group = tree.room(job.team, RESOURCE)
+    if group is None or job.gpus <= room + TOL:
+        return
+    reserved = tree.reserved(group).get(RESOURCE, 0)
+    if job.team in tree.reserve:
+        reserved -= tree.quota(job.team).get(RESOURCE, 0)
+    less = f", less {_num(reserved)} GPUs that reserve teams below it keep idle" if reserved > TOL else ""
+    lend = ", or let its reserve teams lend" if reserved > TOL else ""
+    raise _row_error(
+        source, job.where(), "gpus", _num(job.gpus),
+        f"could never start: group {group!r} above team {job.team!r} may hold at most {_num(room)} GPUs"
+        f" (its quota plus its borrow limit{less})",
+        f"split the job, or raise group {group!r}'s borrow limit or its teams' quotas{lend}")
 
 
 def _num(x: float) -> float | int:
