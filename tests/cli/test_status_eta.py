@@ -338,9 +338,22 @@ def test_the_job_archive_is_the_history(queue, monkeypatch, capsys):
     monkeypatch.setattr(tx, "make_client", lambda service, region: {"s3": s3.client}[service])
     monkeypatch.setattr(tx, "default_region", lambda: "us-east-1")
     assert main([*argv, "--job", "w0", "--history", "s3://archive-bucket", "--json"]) == 0
-    band = json.loads(capsys.readouterr().out)["eta"]
+    captured = capsys.readouterr()
+    band = json.loads(captured.out)["eta"]
     assert (band["team_history"], band["history"]) == (12, 32)
     assert {op for op, bucket, _ in s3.requests} == {"ListObjectsV2", "GetObject"}
+    assert "warning" not in captured.err
+    # Cut at the read's bound of objects: the estimate rests on fewer jobs, and one line says why.
+    from cdk_gpu_share.aws import history_reader
+
+    monkeypatch.setattr(history_reader, "MAX_READ_OBJECTS", 1)
+    assert main([*argv, "--job", "w0", "--history", "s3://archive-bucket", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["eta"].get("history", 0) < 32
+    [line] = [x for x in captured.err.splitlines() if x.startswith("warning")]
+    listed = len(s3.buckets["archive-bucket"])
+    assert line == (f"warning: the job archive s3://archive-bucket/events/: skipped {listed - 1:,} objects past the "
+                    "read's bound of 1 objects (gpu-share trace export --json names the first object of each)")
 
 
 def test_the_job_archive_is_read_in_the_region_given_by_region(queue, monkeypatch, capsys):

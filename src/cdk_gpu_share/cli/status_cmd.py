@@ -271,6 +271,9 @@ def _archive_history(url: str, config: Any, backend: str, now: float, region: st
         raise tx._aws_error(exc, what, region, tx.ACTIONS["archive"], tx.SERVICES["archive"]) from None
     finally:
         bar.close()
+    if stats.skipped:  # the estimate rests on fewer jobs than the archive holds: one line says why
+        print(f"warning: {what}: skipped " + ", ".join(f"{n:,} {why}" for why, n in sorted(stats.skipped.items()))
+              + " (gpu-share trace export --json names the first object of each)", file=sys.stderr)
     return History([FinishedJob(team=j.team, submit=j.submit_ms / 1000.0, duration_s=j.duration_ms / 1000.0,
                                 gpus=float(j.gpus), priority=j.priority, gpus_exact=j.gpus)
                     for j in export.jobs if (j.runs[-1][1] if j.runs else j.submit_ms) <= now * 1000])
