@@ -224,8 +224,16 @@ def test_plan_draws_the_tree_and_the_compilation():
     assert "  tree (approximate): quota Q, borrow limit B, most it could use" in text
     assert "    research/: ml.g5.xlarge Q 5 instances (5 GPUs), B 2 instances (2 GPUs), at most 7 instances" in text
     # team-a's own cap (HyperPod's default 50 %) lets it use 3: it takes 1 of the pool and borrows nothing.
-    assert ("  compiled team-a on ml.g5.xlarge: guarantee 2 instances (2 GPUs) -> 3 instances (3 GPUs), borrow"
-            " limit nothing (tree bound 7 instances (7 GPUs))") in text
+    assert ("  compiled team-a on ml.g5.xlarge: guarantee 2 instances (2 GPUs) -> 3 instances (3 GPUs), may borrow"
+            " 1 instance (1 GPU) -> nothing (its groups' least bound 7 instances (7 GPUs))") in text
+    # The table shows what is deployed, the tree's figure beside it; so does the fleet line.
+    assert "  as deployed (the compiled shares), the tree's figure beside where it differs:" in text
+    row = next(line for line in text.splitlines() if line.split()[:1] == ["team-a"])
+    assert row.split()[2:] == ["3", "instances;", "tree", "2", "instances", "(2", "GPUs)", "lend_and_borrow",
+                               "nothing;", "tree", "1", "instance", "(1", "GPU)", "3", "instances", "(3", "GPUs)"]
+    assert ("  fleet ml.g5.xlarge: capacity 10 instances (10 GPUs), guaranteed 7 instances (7 GPUs) as deployed (the"
+            " tree's quota 8 instances (8 GPUs), of which 1 instance (1 GPU) unassigned), unguaranteed 3 instances"
+            " (3 GPUs)") in text
     assert tree["unassigned"] == {IT: 1}
     assert ("  unassigned on ml.g5.xlarge: 1 instance (1 GPU) of the groups' pools, which no team below them may"
             " use under its own borrow cap or its groups' borrow limits") in text

@@ -269,3 +269,52 @@ def test_the_archive_cost_counts_service_jobs_of_the_backends_whose_registry_ent
     with_details = archive_costs(fairshare_only)[0]["what"]
     cost = re.compile(r"about \$([\d.]+) a month in all")
     assert float(cost.search(with_details).group(1)) > float(cost.search(without).group(1))
+
+
+# A tree compiled onto HyperPod or Batch: plan shows what is deployed, and summary reads the same back.
+
+def _compiled_tree(backend: str) -> dict:
+    """research (pool 2, bound 7) over team-a (2, its own cap 50 % on Batch, 200 % on HyperPod) and
+    team-b (1); team-c (3) a root team: one instance of the pool is left to team-b on Batch."""
+    it = "ml.g5.xlarge"
+    section = {"capacity": {it: 10}}
+    if backend == "hyperpod":
+        section["cluster_arn"] = "arn:aws:sagemaker:us-east-1:111122223333:cluster/abcdef123456"
+    return {"platform": {"name": "tree"}, backend: section,
+            "groups": [{"name": "research", "guarantee": {it: 2}, "borrow_limit": {it: 2}}],
+            "teams": [{"name": "team-a", "group": "research", "guarantee": {it: 2},
+                       "borrow_limit_percent": 50 if backend == "batch_quota" else 200},
+                      {"name": "team-b", "group": "research", "guarantee": {it: 1}},
+                      {"name": "team-c", "guarantee": {it: 3}}]}
+
+
+@pytest.mark.parametrize("backend", ["batch_quota", "hyperpod"])
+def test_plan_and_summary_print_the_same_deployed_shares(backend, capsys):
+    from cdk_gpu_share.stacks.app import build_platform
+    from tests.helpers import new_app
+
+    config = parse_config(_compiled_tree(backend))
+    plan = fleet_plan(config)
+    data = plan["backends"][backend]
+    fleet = data["totals"]["ml.g5.xlarge"]
+    assert fleet["guaranteed"] == sum(r["guarantee"] for r in data["teams"])
+    assert fleet["tree_guaranteed"] == 8  # 2 + 1 + 3 and the pool of 2
+    app = new_app()
+    build_platform(app, config, checks=False)
+    assembly = app.synth().directory
+    assert main(["summary", assembly]) == 0
+    summary = capsys.readouterr().out
+    deployed = re.search(rf"{backend} ml.g5.xlarge: guaranteed (.+) in all", summary).group(1)
+    text = format_plan(plan)
+    assert f"guaranteed {deployed} as deployed (the tree's quota 8 instances (8 GPUs)" in text
+    assert deployed == amount_text(fleet["guaranteed"], "ml.g5.xlarge")
+    # Each team: the share summary reads back is the plan's row, and so is what it may borrow.
+    for row in data["teams"]:
+        line = next(x for x in summary.splitlines() if x.strip().startswith(f"{row['team']}: "))
+        assert _may_borrow(line) == amount_text(row["borrow_cap"], "ml.g5.xlarge"), (line, row["borrow_cap"])
+
+
+def _may_borrow(line: str) -> str:
+    """What a summary line says the team may borrow (``unlimited`` when it says nothing)."""
+    found = re.search(r"may borrow (.+?) of ml\.g5\.xlarge", line)
+    return "unlimited" if found is None else found.group(1)

@@ -57,8 +57,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_schema)
 
     p = sub.add_parser("summary", help="summarize a synthesized cloud assembly (cdk.out)",
-                       description="Summarize a synthesized cloud assembly: its stacks, each team's quota, the "
-                                   "platform's parts (the job archive and the share monitor included) and what "
+                       description="Summarize a synthesized cloud assembly: its stacks, each team's quota (and "
+                                   "what it may borrow), the guarantees added up per backend and instance type "
+                                   "(plan's fleet line), the platform's parts (the job archive and the share monitor included) and what "
                                    "costs money while nothing runs.")
     p.add_argument("assembly", nargs="?", default="cdk.out", help="cdk.out folder (default: cdk.out)")
     p.set_defaults(func=_summary)
@@ -197,6 +198,7 @@ def _summary(args: argparse.Namespace) -> int:
     counts: dict[str, int] = {}
     stacks = []
     quotas: list[str] = []
+    guaranteed: dict[str, dict[str, float]] = {}
     for name, art in sorted(data.get("artifacts", {}).items()):
         if art.get("type") != "aws:cloudformation:stack":
             continue
@@ -206,6 +208,7 @@ def _summary(args: argparse.Namespace) -> int:
         for res in resources.values():
             counts[res["Type"]] = counts.get(res["Type"], 0) + 1
             quotas.extend(_describe(res))
+            _add_guarantees(guaranteed, res)
     print(f"{len(stacks)} stacks in {out}/:")
     for name, n in stacks:
         print(f"  {name:<40} {n:>3} resources")
@@ -216,6 +219,8 @@ def _summary(args: argparse.Namespace) -> int:
     if quotas:
         print("quotas, shares and endpoints:")
         for line in quotas:
+            print(f"  {line}")
+        for line in _guaranteed_lines(guaranteed):
             print(f"  {line}")
     templates = _templates(out, data)
     archive = _archive_lines(templates)
@@ -377,6 +382,22 @@ def _idle_costs(out: Path, data: dict) -> list[str]:
         if keys:
             lines.append(f"{name}: {plural(keys, 'customer-managed KMS key')} (billed monthly)")
     return lines
+
+
+def _add_guarantees(guaranteed: dict[str, dict[str, float]], resource: dict) -> None:
+    """Add what ``resource`` guarantees a team to its backend's sums, per instance type."""
+    for spec in backends.registered():
+        for it, n in spec.deployed_guarantee(resource).items():
+            per = guaranteed.setdefault(spec.key, {})
+            per[it] = per.get(it, 0.0) + n
+
+
+def _guaranteed_lines(guaranteed: dict[str, dict[str, float]]) -> list[str]:
+    """Per backend and instance type, the deployed guarantees added up: ``plan``'s fleet line."""
+    from cdk_gpu_share.core.plan import amount_text
+
+    return [f"{key} {it}: guaranteed {amount_text(n, it)} in all" for key, per in guaranteed.items()
+            for it, n in sorted(per.items())]
 
 
 def _describe(resource: dict) -> list[str]:

@@ -132,6 +132,11 @@ class BackendSpec(Protocol):
         """Lines ``plan`` shows under the backend's table that depend on its teams (key: text)."""
         ...
 
+    def deployed_guarantee(self, resource: Mapping[str, Any]) -> dict[str, float]:
+        """What a synthesized resource of the backend guarantees a team, in instances per type
+        (as ``plan`` counts them): ``gpu-share summary`` adds them up to the fleet's guarantee."""
+        ...
+
     def idle_costs(self, config: PlatformConfig, section: Any) -> list[dict[str, str]]:
         """What the section costs while no job runs: one ``{backend, resource, what}`` per billed resource."""
         ...
@@ -180,6 +185,9 @@ class Backend:
     def plan_team_extras(self, section: Any, teams: Sequence[TeamConfig]) -> dict[str, Any]:
         return {}
 
+    def deployed_guarantee(self, resource: Mapping[str, Any]) -> dict[str, float]:
+        return {}
+
     def idle_costs(self, config: PlatformConfig, section: Any) -> list[dict[str, str]]:
         return []
 
@@ -200,7 +208,7 @@ _MEMBERS = ("key", "strategy", "capacity_hint", "default_borrow_percent", "borro
             "least_guarantee_instances", "service_jobs", "construct",
             "status", "rules", "section_keys",
             "descriptions",
-            "resource_labels", "parse", "schema", "to_mapping", "describe_resource", "plan_extras",
+            "resource_labels", "parse", "schema", "to_mapping", "describe_resource", "deployed_guarantee", "plan_extras",
             "plan_team_extras", "idle_costs",
             "in_team_preemption_text", "scenario_settings", "poll_seconds")
 _registry: dict[str, BackendSpec] = {}

@@ -72,64 +72,116 @@ def borrow_cap(team: TeamConfig, instance_type: str, guarantee: float, backend: 
 
 
 def fleet_plan(config: PlatformConfig) -> dict[str, Any]:
-    """Per backend: each team's guarantee, strategy, borrow cap and most it could use."""
+    """Per backend: each team's guarantee, strategy, borrow cap and most it could use.
+
+    On a backend that deploys a flat compilation of the organisation's tree (HyperPod, Batch
+    quota management), the rows and the fleet line are what it deploys (the compiled shares,
+    what each deployed limit lets a team borrow), each with the tree's figure beside
+    (``tree_*`` keys): what ``gpu-share summary`` reads back from the synthesized templates.
+    """
+    from cdk_gpu_share.core.organisation import compilation, compile_flat
+
     out: dict[str, Any] = {"platform": config.name, "backends": {}}
     for spec in backends.registered():
         backend, section = spec.key, config.backend(spec.key)
         if section is None:
             continue
-        rows = []
-        totals = {it: {"capacity": n, "guaranteed": 0.0} for it, n in section.capacity.items()}
         teams = config.teams_for(backend)
-        for team in teams:
-            for it, amount in sorted(team.guarantee_for(section.capacity).items()):
-                totals[it]["guaranteed"] += instance_equivalent(it, amount)
-        for team in teams:
-            for it, amount in sorted(team.guarantee_for(section.capacity).items()):
-                g = instance_equivalent(it, amount)
-                cap = borrow_cap(team, it, g, backend)
-                # Reserved idle guarantees of other teams are never lent.
-                reserved = sum(
-                    instance_equivalent(it, o.guarantee[it])
-                    for o in teams
-                    if o is not team and not o.sharing.lends and it in o.guarantee
-                )
-                pool = section.capacity[it] - reserved
-                most = min(pool, g + cap) if cap is not None else pool
-                per = _gpus_per_instance(it)
-                rows.append(
-                    {
-                        "team": team.name,
-                        "instance_type": it,
-                        "guarantee": g,
-                        "guarantee_text": amount.describe(),
-                        "guarantee_gpus": _gpus_of(it, amount),
-                        "sharing": team.sharing.value,
-                        "borrow_cap": cap,
-                        "borrow_cap_gpus": None if cap is None else cap * per,
-                        "max_usage": max(g, most),
-                        "max_usage_gpus": max(g, most) * per,
-                        "in_team_preemption": team.in_team_preemption,
-                        "in_team_preemption_text": in_team_preemption_text(team, backend),
-                        "checkpoint_seconds": team.checkpoint_seconds,
-                        "preemption_retries": team.preemption_retries,
-                        "objectives": dict(team.objectives.targets),
-                        **_entitlement_of(team, it),
-                    }
-                )
-        for it, t in totals.items():
-            t["unguaranteed"] = t["capacity"] - t["guaranteed"]
-            per = _gpus_per_instance(it)
-            t["capacity_gpus"] = t["capacity"] * per
-            t["guaranteed_gpus"] = t["guaranteed"] * per
-            t["unguaranteed_gpus"] = t["unguaranteed"] * per
+        compiled = compile_flat(config, backend) if compilation(backend) == "approximate" else None
+        deployed = {t.name: t for t in compiled.config.teams} if compiled is not None else {t.name: t for t in teams}
+        rows = _team_rows(section, [deployed[t.name] for t in teams], backend)
+        totals = _totals(section, rows)
+        if compiled is not None and compiled.changes is not None and config.groups:
+            tree_rows = {(r["team"], r["instance_type"]): r for r in _team_rows(section, teams, backend)}
+            for r in rows:
+                tree = tree_rows[r["team"], r["instance_type"]]
+                r.update({"tree_guarantee": tree["guarantee"], "tree_borrow_cap": tree["borrow_cap"],
+                          "tree_max_usage": tree["max_usage"]})
+            pools = _pools(config, section)
+            for it, t in totals.items():
+                t["tree_guaranteed"] = sum(tree_rows[k]["guarantee"] for k in tree_rows if k[1] == it) + pools.get(it, 0.0)
+                t["unassigned"] = float(compiled.unassigned.get(it, 0.0))
+                t["tree_guaranteed_gpus"] = t["tree_guaranteed"] * _gpus_per_instance(it)
         out["backends"][backend] = {"teams": rows, "totals": totals, "strategy": spec.strategy,
                                     **spec.plan_extras(section), **spec.plan_team_extras(section, teams)}
         if config.groups and teams:
-            out["backends"][backend]["tree"] = tree_plan(config, backend, rows)
+            tree = tree_plan(config, backend, _team_rows(section, teams, backend))
+            by_row = {(r["team"], r["instance_type"]): r for r in rows}
+            most = {(n["name"], it): t["max_usage"] for n in tree["nodes"] if n["kind"] == "team"
+                    for it, t in n["types"].items()}
+            for r in rows:  # the most a team could use in the tree counts its groups' bounds
+                if "tree_max_usage" in r:
+                    r["tree_max_usage"] = most[r["team"], r["instance_type"]]
+            for c in tree["changes"]:  # what the table says the team may borrow, deployed and in the tree
+                row = by_row[c["team"], c["instance_type"]]
+                c["borrow_cap"], c["tree_borrow_cap"] = row["borrow_cap"], row.get("tree_borrow_cap")
+            out["backends"][backend]["tree"] = tree
     out["inference"] = inference_plan(config)
     out["idle_costs"] = idle_costs(config)
     return out
+
+
+def _pools(config: PlatformConfig, section: Any) -> dict[str, float]:
+    """The groups' own pools on the section's instance types, in instances."""
+    out: dict[str, float] = {}
+    for g in config.groups:
+        for it, amount in g.guarantee.items():
+            if it in section.capacity:
+                out[it] = out.get(it, 0.0) + instance_equivalent(it, amount)
+    return out
+
+
+def _team_rows(section: Any, teams: list[TeamConfig], backend: str) -> list[dict[str, Any]]:
+    """One row per team and instance type of ``section``: guarantee, borrow cap, most it could use."""
+    rows = []
+    for team in teams:
+        for it, amount in sorted(team.guarantee_for(section.capacity).items()):
+            g = instance_equivalent(it, amount)
+            cap = borrow_cap(team, it, g, backend)
+            # Reserved idle guarantees of other teams are never lent.
+            reserved = sum(
+                instance_equivalent(it, o.guarantee[it])
+                for o in teams
+                if o is not team and not o.sharing.lends and it in o.guarantee
+            )
+            pool = section.capacity[it] - reserved
+            most = min(pool, g + cap) if cap is not None else pool
+            per = _gpus_per_instance(it)
+            rows.append(
+                {
+                    "team": team.name,
+                    "instance_type": it,
+                    "guarantee": g,
+                    "guarantee_text": amount.describe(),
+                    "guarantee_gpus": _gpus_of(it, amount),
+                    "sharing": team.sharing.value,
+                    "borrow_cap": cap,
+                    "borrow_cap_gpus": None if cap is None else cap * per,
+                    "max_usage": max(g, most),
+                    "max_usage_gpus": max(g, most) * per,
+                    "in_team_preemption": team.in_team_preemption,
+                    "in_team_preemption_text": in_team_preemption_text(team, backend),
+                    "checkpoint_seconds": team.checkpoint_seconds,
+                    "preemption_retries": team.preemption_retries,
+                    "objectives": dict(team.objectives.targets),
+                    **_entitlement_of(team, it),
+                }
+            )
+    return rows
+
+
+def _totals(section: Any, rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Per instance type: the capacity, what the rows guarantee, and the rest."""
+    totals: dict[str, dict[str, float]] = {it: {"capacity": n, "guaranteed": 0.0} for it, n in section.capacity.items()}
+    for r in rows:
+        totals[r["instance_type"]]["guaranteed"] += r["guarantee"]
+    for it, t in totals.items():
+        t["unguaranteed"] = t["capacity"] - t["guaranteed"]
+        per = _gpus_per_instance(it)
+        t["capacity_gpus"] = t["capacity"] * per
+        t["guaranteed_gpus"] = t["guaranteed"] * per
+        t["unguaranteed_gpus"] = t["unguaranteed"] * per
+    return totals
 
 
 def _entitlement_of(team: TeamConfig, instance_type: str) -> dict[str, Any]:
@@ -174,6 +226,23 @@ def _guarantee_text(row: dict[str, Any]) -> str:
     if e is not None and not math.isclose(e, row["guarantee"], abs_tol=1e-9):
         text += f", entitled to {amount_text(e, row['instance_type'])}"
     return text
+
+
+def _tree_beside(row: dict[str, Any], key: str) -> str:
+    """``; tree 2 instances (2 GPUs)`` when the tree's figure differs from the deployed one, else nothing."""
+    tree = row.get(f"tree_{key}", row[key])
+    same = tree == row[key] or (tree is not None and row[key] is not None and math.isclose(tree, row[key], abs_tol=1e-9))
+    return "" if same else f"; tree {amount_text(tree, row['instance_type'])}"
+
+
+def _fleet_tree_text(totals: dict[str, Any], instance_type: str) -> str:
+    """What the fleet line adds on a compiled tree: the tree's total quota and what stays unassigned."""
+    if "tree_guaranteed" not in totals:
+        return ""
+    text = f" as deployed (the tree's quota {amount_text(totals['tree_guaranteed'], instance_type)}"
+    if totals["unassigned"]:
+        text += f", of which {amount_text(totals['unassigned'], instance_type)} unassigned"
+    return text + ")"
 
 
 def _amount_words(row: dict[str, Any]) -> str:
@@ -336,12 +405,12 @@ def _tree_lines(tree: dict[str, Any]) -> list[str]:
         lines.append(f"  {'  ' * (node['depth'] + 1)}{label}: " + "; ".join(parts))
     for c in tree["changes"]:
         it = c["instance_type"]
-        limit = ("unlimited" if c["compiled_borrow_limit"] is None else amount_text(c["compiled_borrow_limit"], it))
+        borrow = f"may borrow {amount_text(c['tree_borrow_cap'], it)} -> {amount_text(c['borrow_cap'], it)}"
         if c["compiled_borrow_percent"] is not None:
-            limit += f" ({c['compiled_borrow_percent']} %)"
+            borrow += f" ({c['compiled_borrow_percent']} % of the compiled guarantee)"
         bound = "none" if c["bound"] is None else amount_text(c["bound"], it)
         lines.append(f"  compiled {c['team']} on {it}: guarantee {amount_text(c['guarantee'], it)} -> "
-                     f"{amount_text(c['compiled_guarantee'], it)}, borrow limit {limit} (tree bound {bound})")
+                     f"{amount_text(c['compiled_guarantee'], it)}, {borrow} (its groups' least bound {bound})")
     for it, left in tree.get("unassigned", {}).items():
         lines.append(f"  unassigned on {it}: {amount_text(left, it)} of the groups' pools, which no team below"
                      " them may use under its own borrow cap or its groups' borrow limits")
@@ -358,20 +427,22 @@ def format_plan(plan: dict[str, Any]) -> str:
             [
                 r["team"],
                 r["instance_type"],
-                _guarantee_text(r),
+                _guarantee_text(r) + _tree_beside(r, "guarantee"),
                 r["sharing"],
-                amount_text(r["borrow_cap"], r["instance_type"]),
-                amount_text(r["max_usage"], r["instance_type"]),
+                amount_text(r["borrow_cap"], r["instance_type"]) + _tree_beside(r, "borrow_cap"),
+                amount_text(r["max_usage"], r["instance_type"]) + _tree_beside(r, "max_usage"),
             ]
             for r in data["teams"]
         ]
+        if any("tree_guarantee" in r for r in data["teams"]):
+            lines.append("  as deployed (the compiled shares), the tree's figure beside where it differs:")
         lines += format_table(headers, rows, right=set(), indent="  ")
         if "tree" in data:
             lines += _tree_lines(data["tree"])
         for it, t in data["totals"].items():
             lines.append(
-                f"  fleet {it}: capacity {amount_text(t['capacity'], it)}, guaranteed {amount_text(t['guaranteed'], it)},"
-                f" unguaranteed {amount_text(t['unguaranteed'], it)}"
+                f"  fleet {it}: capacity {amount_text(t['capacity'], it)}, guaranteed {amount_text(t['guaranteed'], it)}"
+                f"{_fleet_tree_text(t, it)}, unguaranteed {amount_text(t['unguaranteed'], it)}"
             )
         # What a backend adds (BackendSpec.plan_extras): a line each, a sentence or an object's "text".
         for key, extra in data.items():

@@ -148,17 +148,37 @@ _SHARING = {s.batch_strategy: s.value for s in C.Sharing}
 
 
 def describe_resource(resource: Mapping[str, Any]) -> list[str]:
-    """A quota share of a synthesized template, in one line: its limits, sharing and borrow limit."""
+    """A quota share of a synthesized template, in one line: its limits, sharing and borrow limit,
+    and the instances that limit lets the team borrow (Batch rounds down), worded as ``plan``."""
     if resource["Type"] != "AWS::Batch::QuotaShare":
         return []
     props = resource.get("Properties", {})
-    limits = ", ".join(f"{plural(c['MaxCapacity'], 'instance')} of {c['CapacityUnit']}"
-                       for c in props.get("CapacityLimits", []))
+    capacity = props.get("CapacityLimits", [])
+    limits = ", ".join(f"{plural(c['MaxCapacity'], 'instance')} of {c['CapacityUnit']}" for c in capacity)
     sharing = props.get("ResourceSharingConfiguration", {})
     borrow = sharing.get("BorrowLimit")
     strategy = _SHARING.get(sharing.get("Strategy"), sharing.get("Strategy"))
-    extra = "" if borrow is None else f", borrow limit {'unlimited' if borrow == -1 else f'{borrow}% of the guarantee'}"
+    extra = ""
+    if borrow is not None:
+        extra = f", borrow limit {'unlimited' if borrow == -1 else f'{borrow}% of the guarantee'}"
+        if borrow != -1 and sharing.get("Strategy") == C.Sharing.LEND_AND_BORROW.batch_strategy:
+            from cdk_gpu_share.core.plan import amount_text
+
+            extra += ": may borrow " + "; ".join(
+                f"{amount_text(borrow * c['MaxCapacity'] // 100, c['CapacityUnit'])} of {c['CapacityUnit']}"
+                for c in capacity if isinstance(c.get("MaxCapacity"), int))
     return [f"{props.get('QuotaShareName')}: Batch quota share, {limits}, {strategy}{extra}"]
+
+
+def deployed_guarantee(resource: Mapping[str, Any]) -> dict[str, float]:
+    """A quota share's capacity limits: instances per type."""
+    if resource["Type"] != "AWS::Batch::QuotaShare":
+        return {}
+    out: dict[str, float] = {}
+    for c in resource.get("Properties", {}).get("CapacityLimits", []):
+        if isinstance(c.get("MaxCapacity"), int):
+            out[c["CapacityUnit"]] = out.get(c["CapacityUnit"], 0.0) + c["MaxCapacity"]
+    return out
 
 
 def schema() -> dict[str, Any]:
@@ -193,6 +213,7 @@ class BatchQuotaSpec(Backend):
     resource_labels = (("AWS::Batch::ServiceEnvironment", "service environments"), ("AWS::Batch::JobQueue", "job queues"),
                        ("AWS::Batch::QuotaShare", "quota shares"))
     describe_resource = staticmethod(describe_resource)
+    deployed_guarantee = staticmethod(deployed_guarantee)
     parse = staticmethod(parse)
     schema = staticmethod(schema)
     to_mapping = staticmethod(C.section_mapping)

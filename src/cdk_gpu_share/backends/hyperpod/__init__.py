@@ -216,7 +216,8 @@ _UNITS = {"Count": "instance", "Accelerators": "accelerator", "VCpu": "vCPU", "M
 
 
 def describe_resource(resource: Mapping[str, Any]) -> list[str]:
-    """A compute quota of a synthesized template, in one line: its resources, sharing and borrow limit."""
+    """A compute quota of a synthesized template, in one line: its resources, sharing and borrow
+    limit, and what that lets the team borrow, worded as ``plan``."""
     if resource["Type"] != "AWS::SageMaker::ComputeQuota":
         return []
     cfg = resource.get("Properties", {}).get("ComputeQuotaConfig", {})
@@ -231,8 +232,54 @@ def describe_resource(resource: Mapping[str, Any]) -> list[str]:
     strategy = _SHARING.get(sharing.get("Strategy"), sharing.get("Strategy"))
     borrow = sharing.get("BorrowLimit")
     extra = f", borrow limit {borrow}% of the guarantee" if borrow is not None else ""
+    if sharing.get("Strategy") == C.Sharing.LEND_AND_BORROW.hyperpod_strategy:
+        may = _may_borrow(cfg)
+        if may:
+            extra += ": may borrow " + "; ".join(may)
     team = resource.get("Properties", {}).get("ComputeQuotaTarget", {}).get("TeamName")
     return [f"{team}: HyperPod compute quota, {'; '.join(parts)}, {strategy}{extra}"]
+
+
+def _amounts(entries: Sequence[Mapping[str, Any]]) -> dict[str, C.Amount]:
+    """Compute quota resources (or absolute borrow limits) as an amount per instance type."""
+    fields: dict[str, dict[str, Any]] = {}
+    keys = {"Count": "instances", "Accelerators": "accelerators", "VCpu": "vcpu", "MemoryInGiB": "memory_gib"}
+    for r in entries:
+        it = r.get("InstanceType")
+        if not isinstance(it, str):
+            continue
+        f = fields.setdefault(it, {"mig": {}})
+        f.update({keys[k]: r[k] for k in keys if k in r})
+        if "AcceleratorPartition" in r:
+            f["mig"][r["AcceleratorPartition"]["Type"]] = r["AcceleratorPartition"]["Count"]
+    return {it: C.Amount(**f) for it, f in fields.items()}
+
+
+def _may_borrow(cfg: Mapping[str, Any]) -> list[str]:
+    """What a compute quota lets its team borrow per instance type: the least of its percentage
+    of the guarantee and its absolute limit (``plan``'s reading and wording)."""
+    from cdk_gpu_share.core.plan import amount_text, instance_equivalent
+
+    sharing = cfg.get("ResourceSharingConfig", {})
+    percent = sharing.get("BorrowLimit", DEFAULT_BORROW_PERCENT)
+    absolute = _amounts(sharing.get("AbsoluteBorrowLimits", []))
+    out = []
+    for it, amount in _amounts(cfg.get("ComputeQuotaResources", [])).items():
+        caps = [instance_equivalent(it, amount) * percent / 100]
+        if it in absolute:
+            caps.append(instance_equivalent(it, absolute[it]))
+        out.append(f"{amount_text(min(caps), it)} of {it}")
+    return out
+
+
+def deployed_guarantee(resource: Mapping[str, Any]) -> dict[str, float]:
+    """A compute quota's guarantee: instances per type, as ``plan`` counts a part of an instance."""
+    if resource["Type"] != "AWS::SageMaker::ComputeQuota":
+        return {}
+    from cdk_gpu_share.core.plan import instance_equivalent
+
+    cfg = resource.get("Properties", {}).get("ComputeQuotaConfig", {})
+    return {it: instance_equivalent(it, a) for it, a in _amounts(cfg.get("ComputeQuotaResources", [])).items()}
 
 
 def schema() -> dict[str, Any]:
@@ -270,6 +317,7 @@ class HyperPodSpec(Backend):
     resource_labels = (("AWS::SageMaker::ClusterSchedulerConfig", "HyperPod cluster policies"),
                        ("AWS::SageMaker::ComputeQuota", "HyperPod compute quotas"))
     describe_resource = staticmethod(describe_resource)
+    deployed_guarantee = staticmethod(deployed_guarantee)
     parse = staticmethod(parse)
     schema = staticmethod(schema)
     to_mapping = staticmethod(C.section_mapping)
