@@ -15,7 +15,8 @@ IT = "ml.g5.xlarge"
 
 def organisation(groups: bool = True) -> dict:
     """On 10 GPUs: research (its own pool 2) over nlp (team-a, 2) and team-b (1); team-c (3) at the
-    root. Compiled, research's pool goes to nlp, the larger child: team-a 4, team-b still 1."""
+    root. Compiled, research's pool goes first to nlp, the larger child, but team-a's own cap
+    (HyperPod's default 50 %) lets it use 3 in all: team-a 3, team-b 2."""
     teams = [{"name": "team-a", "group": "nlp", "guarantee": {IT: 2}},
              {"name": "team-b", "group": "research", "guarantee": {IT: 1}, "borrow_limit_percent": 200},
              {"name": "team-c", "guarantee": {IT: 3}, "borrow_limit_percent": 200}]
@@ -31,7 +32,7 @@ def organisation(groups: bool = True) -> dict:
 
 #: team-c borrows 6 GPUs for 1000 s; at 10 s team-b asks 3. In the tree they are within research's
 #: quota (its 1 and the idle pool), so the planner's first pass (60 s) stops team-c's job: team-b waits
-#: 50 s, team-c loses 60 s of 9 GPUs. Compiled, team-b's 3 are 2 beyond its guarantee: borrowing, it
+#: 50 s, team-c loses 60 s of 9 GPUs. Compiled, team-b's 3 are 1 beyond its guarantee of 2: borrowing, it
 #: reclaims nothing and waits for team-c's job to end, 990 s. The split short-changes team-b.
 TRACE = "job_id,team,submit_time,duration_s,gpus\nc1,team-c,0,1000,9\nb1,team-b,10,100,3\n"
 
@@ -116,3 +117,41 @@ def test_the_report_without_groups_has_no_gap(files, capsys, tmp_path):
     assert main([*files(groups=False), "--report", str(out)]) == 0
     page = out.read_text()
     assert "Compilation gap" not in page and page.count("data:image/png;base64,") == 2  # share and share+reclaim (static cannot run c1)
+
+
+@pytest.mark.parametrize("command", ["simulate", "advise"])
+def test_hierarchy_without_groups_is_refused_in_one_line(files, capsys, command):
+    args = files(groups=False)
+    args[0] = command
+    assert main([*args, "--hierarchy", "tree", *(["--mode", "share"] if command == "simulate" else [])]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--hierarchy: needs groups, and" in err[0] and "declares none" in err[0]
+    assert "drop --hierarchy" in err[0] and "Traceback" not in err[0]
+
+
+def test_advise_evaluates_the_reading_simulate_replays(files, capsys):
+    """The advisor's "input" figures are simulate's on the same config: by default the flat
+    configuration HyperPod deploys (team-b waits 990 s there, 50 s in the tree)."""
+    args = files()
+    regret = {}
+    for mode in (None, "tree"):
+        flag = [] if mode is None else ["--hierarchy", mode]
+        assert main([*args, "--mode", "share+reclaim", "--json", *flag]) == 0
+        run = json.loads(capsys.readouterr().out)
+        regret[mode] = run["wait_gpu_hours"] + run["lost_gpu_seconds"] / 3600
+        assert main(["advise", *args[1:], "--json", "--workers", "1", *flag]) == 0
+        advice = json.loads(capsys.readouterr().out)
+        assert advice["input"]["regret_gpu_hours"] == pytest.approx(regret[mode])
+        assert advice["hierarchy"] == (mode or "compiled")
+    assert regret[None] != regret["tree"]
+    assert main(["advise", *args[1:], "--workers", "1"]) == 0
+    assert "input        " + args[2] + ", backend hyperpod; the tree compiled, as hyperpod deploys it" \
+        " (--hierarchy compiled)" in capsys.readouterr().out
+
+
+def test_advise_does_not_write_an_advice_on_compiled_shares_into_a_config_with_groups(files, capsys, tmp_path):
+    args = files()
+    assert main(["advise", *args[1:], "--workers", "1", "-o", str(tmp_path / "out.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert "-o: cannot hold an advice on the flat shares hyperpod deploys" in err and "--hierarchy tree" in err
+    assert not (tmp_path / "out.yaml").exists()

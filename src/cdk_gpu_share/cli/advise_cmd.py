@@ -49,6 +49,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="job_id,team,submit_time,duration_s,gpus[,priority]; times in seconds")
     p.add_argument("--fleet", default="fixed", metavar="fixed|size",
                    help="fixed (default): keep the capacity; size: choose the least capacity too")
+    p.add_argument("--hierarchy", metavar="MODE", default=None,
+                   help="with a config that has groups: evaluate the tree's own rules (tree) or the flat "
+                        "configuration HyperPod or Batch deploys (compiled), as simulate --hierarchy does. Default: "
+                        "what the backend enforces, the reading simulate replays by default")
     p.add_argument("--step", default=None, metavar="N",
                    help="GPUs guarantees and capacity move by (default: with --config the GPUs of one instance "
                         "of the backend's type; else 1)")
@@ -88,21 +92,40 @@ def _inputs(args: argparse.Namespace) -> tuple[dict[str, Any], Any, float, float
         if args.backend is not None:
             raise ConfigError(Problem(field="--backend", value=args.backend, message="needs --config",
                                       fix="drop --backend, or pass --config PLATFORM.yaml instead of --scenario"))
+        if args.hierarchy == "compiled":
+            raise ConfigError(Problem(field="--hierarchy", value="compiled", message="needs --config",
+                                      fix="pass --config PLATFORM.yaml: a compilation is in whole instances"))
+        from cdk_gpu_share.core.organisation import check_hierarchy
+
         data = sim.load_scenario_data(args.scenario)
-        sim.parse_scenario(data, source=args.scenario)  # refuses what simulate refuses
+        scenario = sim.parse_scenario(data, source=args.scenario)  # refuses what simulate refuses
+        check_hierarchy(args.hierarchy, bool(scenario.state.groups), args.scenario)
         return data, None, sim.DEFAULT_POLL_SECONDS, None, args.scenario
     from cdk_gpu_share.core import scenario as sc
     from cdk_gpu_share.core.advise.config_file import instance_of
     from cdk_gpu_share.core.config import load_config
+    from cdk_gpu_share.core.organisation import as_replayed, reading, reading_text
 
     config = load_config(args.config)
     backend = sc.choose_backend(config, args.backend)
     _, per = instance_of(config, backend)
-    data = sc.scenario_from_config(config, backend)
+    # The reading simulate replays (by default what the backend enforces), so that the input's
+    # figures are simulate's on the same config.
+    data = sc.scenario_from_config(as_replayed(config, backend, args.hierarchy), backend)
     sim.parse_scenario(data, source=f"{args.config} ({backend})")
     poll = sc.poll_seconds_of(config, backend) or sim.DEFAULT_POLL_SECONDS
     args.backend = backend
-    return data, config, poll, float(per), f"{args.config}, backend {backend}"
+    described = f"{args.config}, backend {backend}"
+    if config.groups:
+        args.hierarchy = reading(config, backend, args.hierarchy)
+        described += f"; the tree {reading_text(backend, args.hierarchy)}"
+        if args.output and args.hierarchy == "compiled":
+            raise ConfigError(Problem(
+                field="-o", value=args.output,
+                message=f"cannot hold an advice on the flat shares {backend} deploys: the config's groups would be"
+                        " compiled into them a second time",
+                fix="pass --hierarchy tree to advise on the tree and write it, or leave -o out"))
+    return data, config, poll, float(per), described
 
 
 def _executor(args: argparse.Namespace, study: Any) -> Any:
@@ -178,6 +201,8 @@ def run_advise(args: argparse.Namespace) -> int:
         if close is not None:
             close()
     doc = adv.advice_json(advice)
+    if config is not None and config.groups:
+        doc["hierarchy"] = args.hierarchy  # which reading of the tree the figures are
     for line in doc["warnings"]:
         print(f"warning: {line}", file=sys.stderr)
     if args.json:

@@ -213,10 +213,14 @@ def _load_scenario(args: argparse.Namespace) -> tuple[Any, float, str]:
         if getattr(args, "hierarchy", None) == "compiled":
             raise ConfigError(Problem(field="--hierarchy", value="compiled", message="needs --config",
                                       fix="pass --config PLATFORM.yaml: a compilation is in whole instances"))
-        return sim.load_scenario(args.scenario), poll or sim.DEFAULT_POLL_SECONDS, args.scenario
+        from cdk_gpu_share.core.organisation import check_hierarchy
+
+        scenario = sim.load_scenario(args.scenario)
+        check_hierarchy(getattr(args, "hierarchy", None), bool(scenario.state.groups), args.scenario)
+        return scenario, poll or sim.DEFAULT_POLL_SECONDS, args.scenario
     from cdk_gpu_share.core import scenario as sc
     from cdk_gpu_share.core.config import load_config
-    from cdk_gpu_share.core.organisation import as_replayed
+    from cdk_gpu_share.core.organisation import as_replayed, reading, reading_text
 
     config = load_config(args.config)
     backend = sc.choose_backend(config, args.backend)
@@ -224,7 +228,8 @@ def _load_scenario(args: argparse.Namespace) -> tuple[Any, float, str]:
     scenario = sim.parse_scenario(sc.scenario_from_config(replayed, backend), source=f"{args.config} ({backend})")
     if poll is None:
         poll = sc.poll_seconds_of(config, backend) or sim.DEFAULT_POLL_SECONDS
-    return scenario, poll, f"{args.config}, backend {backend} ({scenario.capacity:g} GPUs)"
+    tree = f"; the tree {reading_text(backend, reading(config, backend, args.hierarchy))}" if config.groups else ""
+    return scenario, poll, f"{args.config}, backend {backend} ({scenario.capacity:g} GPUs){tree}"
 
 
 def _slug(label: str) -> str:

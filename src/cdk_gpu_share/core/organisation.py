@@ -35,7 +35,7 @@ from cdk_gpu_share.core.errors import ConfigError, Problem
 from cdk_gpu_share.core.plan import borrow_cap
 
 __all__ = ["ABSOLUTE", "PERCENT", "HIERARCHY_MODES", "TeamChange", "Compiled", "compilation", "compile_flat",
-           "as_replayed", "least_percent"]
+           "as_replayed", "check_hierarchy", "least_percent", "reading", "reading_text"]
 
 ABSOLUTE, PERCENT = "absolute", "percent"
 #: How each AWS backend without a tree takes the borrow limit: an absolute amount (HyperPod's
@@ -52,13 +52,38 @@ def as_replayed(config: PlatformConfig, backend: str, hierarchy_mode: str | None
     """The config ``simulate`` replays on ``backend``: with ``hierarchy_mode`` ``compiled`` the flat
     compilation (:func:`compile_flat`), with ``tree`` the tree itself; None: what the backend
     enforces (compiled on HyperPod and Batch, the tree elsewhere). Without groups: ``config``."""
-    if hierarchy_mode is not None and hierarchy_mode not in HIERARCHY_MODES:
-        raise ConfigError(Problem("--hierarchy", hierarchy_mode, "is not a hierarchy mode",
-                                  f"use one of {', '.join(HIERARCHY_MODES)}"))
+    check_hierarchy(hierarchy_mode, bool(config.groups), config.source or config.name)
     if not config.groups:
         return config
-    mode = hierarchy_mode or ("compiled" if compilation(backend) == "approximate" else "tree")
+    mode = reading(config, backend, hierarchy_mode)
     return compile_flat(config, backend).config if mode == "compiled" else config
+
+
+def check_hierarchy(hierarchy_mode: str | None, has_groups: bool, source: str) -> None:
+    """Refuse ``--hierarchy`` naming no mode, or given for an input without groups (where there is
+    no tree to read one way or the other), in one line naming the flag."""
+    if hierarchy_mode is None:
+        return
+    if hierarchy_mode not in HIERARCHY_MODES:
+        raise ConfigError(Problem("--hierarchy", hierarchy_mode, "is not a hierarchy mode",
+                                  f"use one of {', '.join(HIERARCHY_MODES)}"))
+    if not has_groups:
+        raise ConfigError(Problem("--hierarchy", hierarchy_mode, f"needs groups, and {source} declares none",
+                                  "drop --hierarchy (a flat platform has one reading), or add groups to the input"))
+
+
+def reading(config: PlatformConfig, backend: str, hierarchy_mode: str | None) -> str:
+    """How ``simulate`` and ``advise`` read ``config``'s tree on ``backend``: ``hierarchy_mode`` when
+    given, else what the backend enforces: ``compiled`` on HyperPod and Batch, ``tree`` elsewhere."""
+    return hierarchy_mode or ("compiled" if compilation(backend) == "approximate" else "tree")
+
+
+def reading_text(backend: str, mode: str) -> str:
+    """The reading in words, for the commands' headers: ``compiled, as batch_quota deploys it``."""
+    if mode == "compiled":
+        return f"compiled, as {backend} deploys it (--hierarchy compiled)"
+    return "the tree's own rules" + (f", as {backend} applies them" if compilation(backend) == "exact" else "") \
+        + " (--hierarchy tree)"
 
 
 def compilation(backend: str) -> str:
