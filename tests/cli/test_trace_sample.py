@@ -22,7 +22,7 @@ from tests.helpers import ROOT
 
 #: sha256 of `gpu-share trace sample` with the defaults. A change here changes every sample
 #: run in the documentation: change it on purpose only.
-DEFAULT_SHA256 = "8988b2624217f60e8b565bc0f53236f7c260a5d7e66f4b9d03a24861d95476e9"
+DEFAULT_SHA256 = "077c9136ff4a9eec2bf6833430a341abdef58e8c250cb9a21c80ed55aee4a406"
 
 
 @pytest.fixture(autouse=True)
@@ -59,7 +59,7 @@ def test_the_sample_is_a_trace_of_the_teams_of_platform_yaml(capsys):
         jobs = sim.parse_jobs(io.StringIO(text), _scenario(backend=backend))
         assert len(jobs) == 300
     assert {j.team for j in jobs} == {"team-a", "team-b", "team-c"}
-    assert {j.gpus for j in jobs} == {0.25, 0.5, 1.0}  # up to the guarantee: static runs every job
+    assert {j.gpus for j in jobs} == {1.0}  # whole GPUs of an ml.g5.xlarge, up to the guarantee
     assert min(j.duration_s for j in jobs) >= 300 and max(j.duration_s for j in jobs) <= 8 * 3600
     assert [j.submit_time for j in jobs] == sorted(j.submit_time for j in jobs)
     assert len({j.id for j in jobs}) == 300
@@ -174,3 +174,40 @@ def test_the_hint_offers_the_report_only_with_matplotlib(capsys, tmp_path, monke
     assert main(["trace", "sample", "-o", "jobs.csv", "--jobs", "20"]) == 0
     argv = _hint(capsys.readouterr().err)
     assert "--report" not in argv and argv[-1] == "--compare"
+
+
+def _hyperpod(tmp_path, instance_type: str):
+    """The HyperPod starter config with its teams guaranteed one accelerator each of ``instance_type``."""
+    import yaml
+
+    data = yaml.safe_load((ROOT / "src" / "cdk_gpu_share" / "cli" / "init_templates" / "platform-hyperpod.yaml").read_text())
+    for team in data["teams"]:
+        team["guarantee"] = {instance_type: {"accelerators": 1}}
+        team.pop("borrow_limit_percent", None)
+    data["hyperpod"]["capacity"] = {instance_type: 1}
+    path = tmp_path / f"hyperpod-{instance_type}.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def _sizes(capsys, *argv: str) -> tuple[set[float], str]:
+    assert main(["trace", "sample", "--jobs", "60", *argv]) == 0
+    out, err = capsys.readouterr()
+    return {float(row["gpus"]) for row in csv.DictReader(io.StringIO(out))}, err
+
+
+def test_a_fleet_that_cannot_partition_its_gpus_gets_jobs_of_whole_gpus(capsys, tmp_path):
+    init_project(tmp_path / "starter")  # batch_quota on ml.g5.xlarge: one GPU per instance
+    sizes, err = _sizes(capsys, "--config", str(tmp_path / "starter" / "platform.yaml"))
+    assert sizes == {1.0}
+    assert "jobs of whole GPUs: batch_quota does not partition the GPUs of ml.g5.xlarge" in err
+    sizes, err = _sizes(capsys, "--config", str(_hyperpod(tmp_path, "ml.g5.12xlarge")))
+    assert sizes == {1.0} and "jobs of whole GPUs: ml.g5.12xlarge has no MIG-capable GPU" in err
+    sizes, err = _sizes(capsys)
+    assert sizes == {1.0} and "jobs of whole GPUs" in err
+
+
+def test_hyperpod_on_mig_capable_gpus_gets_jobs_of_parts_of_a_gpu(capsys, tmp_path):
+    sizes, err = _sizes(capsys, "--config", str(_hyperpod(tmp_path, "ml.p5.48xlarge")))
+    assert sizes == {0.25, 0.5, 1.0}
+    assert "jobs in quarters of a GPU: hyperpod partitions the GPUs of ml.p5.48xlarge with MIG" in err

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from cdk_gpu_share.core.compare import Comparison
+    from cdk_gpu_share.core.config import PlatformConfig
     from cdk_gpu_share.core.simulate import Job, SimResult
 
 
@@ -155,7 +156,9 @@ def _add_trace_sample(tsub: argparse._SubParsersAction) -> None:
             "Write a small synthetic job trace, the same bytes for the same arguments: each team is busy "
             "half of every 12 hours and then asks for about twice its guarantee, so teams lend, borrow "
             "and reclaim. Jobs take a quarter, half or all of their team's guarantee for 5 minutes to 8 "
-            "hours. Without --config: the teams of ./platform.yaml when the folder has one (the first of its "
+            "hours, in whole GPUs (in quarters of a GPU when the fleet partitions its GPUs: MIG-capable "
+            "instances on HyperPod); it says which on standard error. "
+            "Without --config: the teams of ./platform.yaml when the folder has one (the first of its "
             "backends unless --backend names one), else three sample teams (team-a, team-b, team-c, one GPU each). "
             "With -o, it prints the simulate command that replays the sample."
         ),
@@ -950,6 +953,7 @@ def run_sample(args: argparse.Namespace) -> int:
                                       fix="add --config PLATFORM.yaml, or drop --backend"))
         jobs = trace.sample_jobs(trace.SAMPLE_TEAMS, jobs=args.jobs, seed=args.seed)
         _write_jobs(jobs, args.output)
+        print("jobs of whole GPUs: the sample teams' fleet is not partitioned", file=sys.stderr)
         if args.output:
             print(f"these jobs belong to the sample teams {', '.join(n for n, _ in trace.SAMPLE_TEAMS)}; for your own"
                   f" teams: gpu-share init, then"
@@ -966,12 +970,26 @@ def run_sample(args: argparse.Namespace) -> int:
     backend = sc.choose_backend(platform, args.backend or (present[0] if not args.config and present else None))
     data = sc.scenario_from_config(platform, backend)
     teams = [(t["name"], t["guarantee"][GPU_RESOURCE]) for t in data["teams"]]
-    jobs = trace.sample_jobs(teams, jobs=args.jobs, seed=args.seed, capacity=data["capacity"][GPU_RESOURCE])
+    partitioned = sc.partitioned_types(platform, backend)
+    jobs = trace.sample_jobs(teams, jobs=args.jobs, seed=args.seed, capacity=data["capacity"][GPU_RESOURCE],
+                             partitioned=bool(partitioned))
     _write_jobs(jobs, args.output)
+    print(_sizes_line(platform, backend, partitioned), file=sys.stderr)
     if args.output:
         print(f"try: {shlex.join(simulate_hint(config, backend if len(present) > 1 else None, args.output))}",
               file=sys.stderr)
     return 0
+
+
+def _sizes_line(platform: PlatformConfig, backend: str, partitioned: Sequence[str]) -> str:
+    """What the sample's job sizes are, and why: the fleet partitions its GPUs, or it does not."""
+    if partitioned:
+        return (f"jobs in quarters of a GPU: {backend} partitions the GPUs of {', '.join(partitioned)} with MIG")
+    section = platform.backend(backend)
+    fleet = ", ".join(section.capacity) if section is not None else "its fleet"
+    if backend == "hyperpod":
+        return f"jobs of whole GPUs: {fleet} has no MIG-capable GPU to partition"
+    return f"jobs of whole GPUs: {backend} does not partition the GPUs of {fleet}; only HyperPod hands out MIG partitions"
 
 
 def simulate_hint(config: str, backend: str | None, trace_path: str) -> list[str]:

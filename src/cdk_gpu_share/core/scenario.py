@@ -30,7 +30,7 @@ from fractions import Fraction
 from typing import Any
 
 from cdk_gpu_share.core import backends, hierarchy, instances
-from cdk_gpu_share.core.config import Amount, GroupConfig, PlatformConfig, TeamConfig, groups_above
+from cdk_gpu_share.core.config import HYPERPOD, Amount, GroupConfig, PlatformConfig, TeamConfig, groups_above
 from cdk_gpu_share.core.errors import ConfigError, Problem
 from cdk_gpu_share.core.instances import GPU_RESOURCE as RESOURCE
 from cdk_gpu_share.core.objectives import ENTITLEMENT_KEY
@@ -133,6 +133,19 @@ def _team_entry(team: TeamConfig, capacity: Mapping[str, int], backend: str) -> 
             entry["borrow_limit"] = {RESOURCE: _number(sum((amount_gpus(it, a) for it, a in limits.items()),
                                                            Fraction(0)))}
     return entry
+
+
+def partitioned_types(config: PlatformConfig, backend: str) -> tuple[str, ...]:
+    """The instance types of ``backend``'s capacity whose GPUs a job may take a part of: MIG
+    partitions of a MIG-capable GPU, which of the backends only HyperPod's quotas hand out. On any
+    other fleet a job takes whole GPUs."""
+    from cdk_gpu_share.core import mig
+
+    section = config.backend(backend)
+    if backend != HYPERPOD or section is None:
+        return ()
+    return tuple(t for t in section.capacity
+                 if (info := instances.lookup(t)) is not None and info.gpu_model in mig.GPUS)
 
 
 def scenario_from_config(config: PlatformConfig, backend: str | None = None) -> dict[str, Any]:

@@ -261,14 +261,19 @@ SAMPLE_DURATIONS = ((0.5, 300, 1800), (0.35, 1800, 3 * 3600), (0.15, 3 * 3600, 8
 SAMPLE_SIZES = ((0.25, 0.35), (0.5, 0.35), (1.0, 0.3))
 
 
-def _sample_size(guarantee: Decimal, share: float) -> Decimal:
-    """``share`` of the guarantee, rounded down to a quarter GPU (at least a quarter, at most the
-    guarantee; a guarantee below a quarter GPU is the size itself)."""
-    quarter = Decimal("0.25")
-    if guarantee <= quarter:
-        return guarantee
-    size = (guarantee * Decimal(str(share)) / quarter).to_integral_value(rounding="ROUND_FLOOR") * quarter
-    return max(quarter, min(size, guarantee))
+def _sample_size(guarantee: Decimal, share: float, step: Decimal) -> Decimal:
+    """``share`` of the guarantee, rounded down to a multiple of ``step`` (a whole GPU, or a quarter
+    on a fleet that partitions its GPUs), at least one step and at most the guarantee. A guarantee
+    below one step is the size itself on a partitioned fleet, and one whole GPU on any other."""
+    if guarantee <= step:
+        return guarantee if step < 1 else step
+    size = (guarantee * Decimal(str(share)) / step).to_integral_value(rounding="ROUND_FLOOR") * step
+    return max(step, min(size, guarantee))
+
+
+#: The smallest job of a fleet whose GPUs are partitioned (MIG), and of any other: a whole GPU.
+PARTITION_STEP = Decimal("0.25")
+WHOLE_GPU_STEP = Decimal(1)
 
 
 def sample_jobs(
@@ -277,6 +282,7 @@ def sample_jobs(
     jobs: int = SAMPLE_JOBS,
     seed: int = SAMPLE_SEED,
     capacity: float | None = None,
+    partitioned: bool = False,
 ) -> list[TraceJob]:
     """A small synthetic job trace, the same for the same arguments on every Python version.
 
@@ -284,7 +290,8 @@ def sample_jobs(
     asks for about twice its guarantee, so it borrows what the quiet teams lend; a team that
     turns busy finds its guarantee lent, which a reclaim takes back. Jobs take a quarter, half
     or all of their team's guarantee (so ``static`` can run every one of them) for 5 minutes to
-    8 hours. The span is set so that the jobs would keep the pool (``capacity``, default the
+    8 hours, in whole GPUs, or in quarters of a GPU when the fleet is ``partitioned`` (MIG). The
+    span is set so that the jobs would keep the pool (``capacity``, default the
     sum of the guarantees) about 80 % busy. Only :meth:`random.Random.random` is drawn from,
     whose sequence for a seed Python keeps stable across versions.
     """
@@ -297,6 +304,7 @@ def sample_jobs(
     if pool <= 0:
         pool = Decimal(len(exact))
     fallback = pool / len(exact)  # the size basis of a team guaranteed nothing
+    step = PARTITION_STEP if partitioned else WHOLE_GPU_STEP
     rng = random.Random(seed)
 
     def pick(weighted: Sequence[tuple[Any, float]]) -> Any:
@@ -311,7 +319,7 @@ def sample_jobs(
     for i in range(jobs):
         k = i % len(exact)
         name, guarantee = exact[k]
-        size = _sample_size(guarantee if guarantee > 0 else fallback, pick(SAMPLE_SIZES))
+        size = _sample_size(guarantee if guarantee > 0 else fallback, pick(SAMPLE_SIZES), step)
         low, high = pick([((lo, hi), w) for w, lo, hi in SAMPLE_DURATIONS])
         duration = int(low + (high - low) * rng.random())
         drafts.append((k, name, size, duration, rng.random(), rng.random(), 1 if rng.random() < 0.2 else 0))
