@@ -256,7 +256,8 @@ def render_advice_report(advice: Mapping[str, Any], simulate_report_html: str | 
         "<p>A wait is in minutes, stops and lost GPU-hours per day of the trace; <i>no_worse_than_private</i> "
         "is how much longer (+) or shorter (-) the team's jobs that fit its entitlement waited than in a private "
         "cluster of that entitlement, beyond the allowed slack, and <i>guarantee_wait_p99_minutes</i> counts the "
-        "jobs within the entitlement. A team's entitlement is what it was promised (its guarantee as given, "
+        "time jobs waited while their team's unused entitlement could hold them. A team's entitlement is what "
+        "it was promised (its guarantee as given, "
         "unless the input says otherwise): the advice changes guarantees, never entitlements.</p>",
         _objectives_table(advice["teams"]),
     ]

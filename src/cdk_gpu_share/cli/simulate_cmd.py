@@ -838,9 +838,9 @@ def render_report(cmp: Comparison, runs: Sequence[tuple[str, SimResult | None]],
         "stops borrowers so lenders get their guarantee back"
         + (f", every {poll_seconds:g} s" if poll_seconds else "") + "). "
         "&#9733; marks the best value of a row: the lowest, or the highest for utilization and "
-        "GPU-hours borrowed. <i>Wait for own guarantee</i> is the p99 wait of jobs that fitted in their "
-        "team's guarantee when submitted and still had to wait (in its entitlement, for a team entitled to "
-        "other than its guarantee).</p>",
+        "GPU-hours borrowed. <i>Wait for own guarantee</i> is the p99 of the time jobs waited while their "
+        "team's unused guarantee could hold them (its entitlement, for a team entitled to other than its "
+        "guarantee), over the jobs that waited so at all: a wait behind the team's own jobs does not count.</p>",
     ]
     tables = comparison_tables(cmp)
     parts.append("<h2>Pool</h2>")

@@ -87,8 +87,8 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
         "wait_p50_minutes": "Median wait of the team's jobs (submit to final start), in minutes, at most this.",
         "wait_p95_minutes": "95th percentile of the wait of the team's jobs, in minutes, at most this.",
         "wait_p99_minutes": "99th percentile of the wait of the team's jobs, in minutes, at most this.",
-        "guarantee_wait_p99_minutes": "99th percentile of the wait of the jobs that fitted in the team's entitlement"
-        " when submitted and still waited (for lent capacity to come back), in minutes, at most this. The share"
+        "guarantee_wait_p99_minutes": "99th percentile of the owed wait of the team's jobs (the time a job waits"
+        " while what its team uses plus the job is within the team's entitlement), in minutes, at most this. The share"
         " monitor's and the fair-share reclaimer's wait alarms take it as their threshold (they measure against the"
         " deployed guarantee).",
         "no_worse_than_private": "true: for p50, p95 and p99, the jobs that fit the team's entitlement wait no longer"

@@ -12,7 +12,8 @@ key                             met when, for the team's jobs in the simulated r
 ``wait_p50_minutes``,           ``wait_pXX_s`` <= 60 * target
 ``wait_p95_minutes``,
 ``wait_p99_minutes``
-``guarantee_wait_p99_minutes``  ``reclaim_wait_p99_s`` <= 60 * target (the team's entitled jobs)
+``guarantee_wait_p99_minutes``  ``reclaim_wait_p99_s`` <= 60 * target (the owed wait: the time
+                                a job waits while its team's unused entitlement could hold it)
 ``no_worse_than_private``       for p50, p95 and p99: the wait percentile of the team's jobs
                                 that fit its entitlement (gpus <= E) is at most the same
                                 percentile of the same jobs in a private cluster of exactly

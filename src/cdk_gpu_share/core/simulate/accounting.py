@@ -5,7 +5,7 @@
 floats, counts as integers). The engine keeps the running totals as events happen
 (busy, lost and borrowed GPU-seconds, preemptions, the usage and pending logs); when
 the run ends, what is measured per job is added here (:func:`_tally_jobs`: waits,
-reclaim waits, outcomes; :func:`_window`). :func:`demand_excess` gives the fluid lower
+owed waits, outcomes; :func:`_window`). :func:`demand_excess` gives the fluid lower
 bounds the benchmark prints beside the simulated waits.
 """
 
@@ -53,6 +53,7 @@ class TeamResult:
     entitlement: float | None = None
     jobs: int = 0
     waits: list[float] = field(default_factory=list)
+    #: The owed waits (:mod:`~cdk_gpu_share.core.simulate.owed`) of the jobs that were owed at all.
     reclaim_waits: list[float] = field(default_factory=list)
     gpu_seconds: float = 0.0
     borrowed_gpu_seconds: float = 0.0
@@ -98,7 +99,8 @@ class JobOutcome:
     final_start: float
     completion: float
     stops: int
-    entitled: bool
+    #: Seconds it was pending while its team owed it room (its owed wait).
+    owed_s: float
     busy_gpu_seconds: float
 
 
@@ -243,9 +245,9 @@ class SimResult:
 
 
 def _tally_jobs(runs: Sequence[Run]) -> tuple[list[JobOutcome], float]:
-    """Count each job and its wait into its team's result (a reclaim wait too, when the
-    job was entitled, within its entitlement at arrival, and did not start at once); return the completed jobs'
-    outcomes, in trace order, and the sum of their waits times their GPUs."""
+    """Count each job and its wait into its team's result (its owed wait too, when it was
+    owed at all); return the completed jobs' outcomes, in trace order, and the sum of their
+    waits times their GPUs."""
     outcomes: list[JobOutcome] = []
     wait_gs = 0.0
     for r in runs:
@@ -258,11 +260,11 @@ def _tally_jobs(runs: Sequence[Run]) -> tuple[list[JobOutcome], float]:
         wait_gs += wait * r.g
         if r.g <= (res.guarantee if res.entitlement is None else res.entitlement) + TOL:
             res.fit_waits.append(wait)
-        if r.entitled and r.first_start is not None and r.first_start > r.job.submit_time:
-            res.reclaim_waits.append(wait)
+        if r.owed > 0:
+            res.reclaim_waits.append(r.owed)
         outcomes.append(JobOutcome(id=r.job.id, team=r.job.team, submit_time=r.job.submit_time,
                                    final_start=r.start, completion=r.completion, stops=r.stops,
-                                   entitled=r.entitled, busy_gpu_seconds=r.busy))
+                                   owed_s=r.owed, busy_gpu_seconds=r.busy))
     return outcomes, wait_gs
 
 

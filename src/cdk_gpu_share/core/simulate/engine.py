@@ -34,7 +34,7 @@ from typing import Any
 from cdk_gpu_share.core import reclaim
 from cdk_gpu_share.core.errors import ConfigError, Problem
 from cdk_gpu_share.core.simulate.accounting import SimResult, TeamResult, _tally_jobs, _window
-from cdk_gpu_share.core.simulate.dispatch import DispatchIndex
+from cdk_gpu_share.core.simulate.dispatch import DispatchIndex, _last_true
 from cdk_gpu_share.core.simulate.inputs import (
     DEFAULT_POLL_SECONDS,
     MODES,
@@ -48,6 +48,7 @@ from cdk_gpu_share.core.simulate.inputs import (
     _row_error,
     check_jobs,
 )
+from cdk_gpu_share.core.simulate.owed import OwedClock
 from cdk_gpu_share.core.simulate.planner_view import PlannerView
 from cdk_gpu_share.core.simulate.state import Run, Team
 from cdk_gpu_share.core.simulate.tree_dispatch import TreeDispatchIndex, TreeUsage
@@ -143,6 +144,36 @@ class _Sim:
         self.index = (DispatchIndex(self.teams, sizes, **index_args) if self.tree is None
                       else TreeDispatchIndex(self.teams, sizes, self.tree, **index_args))
         self.view = PlannerView(scenario, self.index, self.running)
+        self.owed = self._owed_clock()
+        # A team's usage moves its own owed threshold only (flat): updated at once. With a tree it
+        # moves those of every team under the same root: marked, and recomputed once per dispatch.
+        self._owed_changed = self.owed.update if self.tree is None else self.owed.changed
+
+    def _owed_clock(self) -> OwedClock:
+        """The owed-wait clocks (:mod:`~cdk_gpu_share.core.simulate.owed`): per team, the largest
+        job size owed in the current state, and the teams one team's usage can change that for."""
+        sizes, teams, tree = self.index.sizes, self.teams, self.tree
+        n = len(sizes)
+        demands = [{RESOURCE: g} for g in sizes]
+        if tree is not None:
+            def threshold(ti: int) -> int:
+                team = teams[ti]
+                return _last_true(n, lambda k: tree.owed(team, sizes[k]))
+            return OwedClock(len(teams), n, threshold, [tree.sharing(t.idx) for t in teams])
+        known: dict[tuple[int, float], int] = {}
+
+        def promised(ti: int) -> int:
+            # U(T) + gpus <= E(T): the guarantee's rule with the entitlement in its place.
+            team = teams[ti]
+            if team.entitled_spec is None:
+                return team.wk  # the dispatch index keeps it: reclaim.within_guarantee at U
+            k = known.get((ti, team.U))
+            if k is None:
+                spec, usage = team.entitled_spec, {RESOURCE: team.U}
+                k = known[(ti, team.U)] = _last_true(n, lambda k: reclaim.within_guarantee(demands[k], spec, usage))
+            return k
+
+        return OwedClock(len(teams), n, promised, [(t.idx,) for t in teams])
 
     # -- usage bookkeeping -------------------------------------------------
 
@@ -160,28 +191,36 @@ class _Sim:
         if total > self.max_total:
             self.max_total = total
         self.index.usage_changed(team)
+        self._owed_changed(team.idx, t)
 
     # A job joins or leaves the pending set in the index, in the planner's view and in
     # the pending log (SimResult.series_waiting) at once, through these three.
 
     def _push_pending(self, r: Run) -> None:
         self.index.push(r)
+        r.owed_mark = self.owed.reading(r.t.idx, self.index.kidx[r.g], self.now)
         if self.reclaiming:
             self.view.touch(r)
         self.pending_log.append((self.now, r.t.idx, r.g))
 
     def _remove_pending(self, r: Run) -> None:
         self.index.remove(r)
+        self._owed_until_now(r)
         if self.reclaiming:
             self.view.touch(r)
         self.pending_log.append((self.now, r.t.idx, -r.g))
 
     def _pop_pending(self, team: Team, g: float) -> Run:
         r = self.index.pop(team, g)
+        self._owed_until_now(r)
         if self.reclaiming:
             self.view.touch(r)
         self.pending_log.append((self.now, team.idx, -r.g))
         return r
+
+    def _owed_until_now(self, r: Run) -> None:
+        """r leaves the queue now: the time it was owed since it joined adds to its owed wait."""
+        r.owed += self.owed.reading(r.t.idx, self.index.kidx[r.g], self.now) - r.owed_mark
 
     # -- events --------------------------------------------------------------
 
@@ -264,6 +303,8 @@ class _Sim:
         while True:
             best = self.index.best(self._free())
             if best is None:
+                if self.owed.dirty:
+                    self.owed.settle(t)
                 return
             team, g = best
             self._start(self._pop_pending(team, g), t)
@@ -386,12 +427,6 @@ class _Sim:
         team = r.t
         r.arrived = True
         self.live[r.job.position] = r
-        if self.tree is not None:  # entitled at some node of its path (its entitlement at the team)
-            r.entitled = self.tree.height(team, r.g, team.entitled_spec) is not None
-        elif team.entitled_spec is None:
-            r.entitled = self.index.kidx[r.g] <= team.wk  # reclaim.within_guarantee, as wk holds it
-        else:  # U(T) + gpus <= E(T): the same rule, with the entitlement in place of the guarantee
-            r.entitled = reclaim.within_guarantee({RESOURCE: r.g}, team.entitled_spec, {RESOURCE: team.U})
         self._push_pending(r)
         if self.watch is not None:
             self.watch.arrived(r)

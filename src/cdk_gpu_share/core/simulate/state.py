@@ -23,7 +23,7 @@ class Run:
     """Mutable per-job state during a simulation."""
 
     __slots__ = ("job", "t", "g", "q", "key", "progress", "start", "run", "stops", "first_start",
-                 "done", "entitled", "completion", "busy", "pending_spec", "running_spec", "arrived", "pkey", "grouped",
+                 "done", "owed", "owed_mark", "completion", "busy", "pending_spec", "running_spec", "arrived", "pkey", "grouped",
                  "interval", "borrowed")
 
     def __init__(self, job: Job, t: Team):
@@ -38,7 +38,8 @@ class Run:
         self.stops = 0
         self.first_start: float | None = None
         self.done = False
-        self.entitled = False
+        self.owed = 0.0  # seconds pending while its team owed it room (simulate.owed)
+        self.owed_mark = 0.0  # its size's owed clock when it last joined the queue
         self.completion = 0.0
         self.busy = 0.0
         self.pending_spec: reclaim.JobSpec | None = None

@@ -35,6 +35,13 @@ class TreeUsage:
         self.below = {g: [t for t, p in zip(teams, self.paths, strict=True) if g in p] for g in self.tree.groups}
         self.reserve_below = {g: [t for t in below if t.reserve] for g, below in self.below.items()}
         self._usage: dict[str, dict] = {}  # a group's U, summed again once a team below it changed
+        # Each team's entitlement E, for the teams promised other than their guarantee.
+        self.promised = {t.idx: float(t.entitled_spec.guarantee.get(RESOURCE, 0) or 0)
+                         for t in teams if t.entitled_spec is not None}
+        # The teams whose entitlement tests read a team's usage: those under the same root group.
+        roots = [p[-1] if p else None for p in self.paths]
+        self._sharing = [tuple(u.idx for u, r in zip(teams, roots, strict=True) if r == root) if root else (t.idx,)
+                         for t, root in zip(teams, roots, strict=True)]
 
     def changed(self, team: Team) -> None:
         """Team's usage changed: its groups' sums are stale."""
@@ -54,6 +61,28 @@ class TreeUsage:
                 q -= t.G - t.U
         return q
 
+    def promised_quota(self, group: str, resource: str) -> float:
+        """Q(N) with every team's entitlement E in place of its guarantee G (a ``reserve`` team
+        still counting only what it uses of it): the quota an owed job is judged against."""
+        q = self.quota(group, resource)
+        for t in self.below[group]:
+            e = self.promised.get(t.idx)
+            if e is not None:
+                q += min(e, t.U) - min(t.G, t.U) if t.reserve else e - t.G
+        return q
+
+    def owed(self, team: Team, gpus: float) -> bool:
+        """Whether a pending job of ``gpus`` is owed: entitled at some node of its path, every
+        team's E in place of its G (at the team and in every group's Q)."""
+        demand = {RESOURCE: gpus}
+        within = reclaim.within_guarantee(demand, team.entitled_spec or team.spec, {RESOURCE: team.U})
+        return hierarchy.entitled_at(self.paths[team.idx], demand, within, self.usage,
+                                     self.promised_quota) is not None
+
+    def sharing(self, ti: int) -> tuple[int, ...]:
+        """The teams (indices) whose owed jobs a change of team ``ti``'s usage may change."""
+        return self._sharing[ti]
+
     def limit(self, group: str, resource: str) -> float | None:
         return self.tree.borrow_limit(group, resource)
 
@@ -69,12 +98,11 @@ class TreeUsage:
                 return self.quota(group, resource) + lift
         return hierarchy.admits(self.paths[team.idx], {RESOURCE: gpus}, self.usage, quota, self.limit)
 
-    def height(self, team: Team, gpus: float, spec: Any = None) -> int | None:
+    def height(self, team: Team, gpus: float) -> int | None:
         """The height of the node where a job of ``gpus`` is entitled (0: within its team's
-        guarantee; None: nowhere). ``spec``: the team's spec whose guarantee counts at the team,
-        its entitlement when it has one."""
+        guarantee; None: nowhere), for dispatch's order."""
         demand = {RESOURCE: gpus}
-        within = reclaim.within_guarantee(demand, spec or team.spec, {RESOURCE: team.U})
+        within = reclaim.within_guarantee(demand, team.spec, {RESOURCE: team.U})
         path = self.paths[team.idx]
         at = hierarchy.entitled_at(path, demand, within, self.usage, self.quota)
         return None if at is None else 0 if at == 0 else self.tree.height(path[at - 1])
