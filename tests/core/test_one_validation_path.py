@@ -188,6 +188,12 @@ def _kq_preemption(policy: str = "Never", max_priority_threshold: int | None = N
                            borrow_within_cohort=BorrowWithinCohort(policy, max_priority_threshold))
 
 
+def _kq_controllers(**controllers: tuple[str, ...]) -> Any:
+    from cdk_gpu_share.backends.kueue import KueueControllers
+
+    return KueueControllers(**controllers)
+
+
 ROWS: list[tuple[str, dict, Callable[[], Any]]] = [
     # guarantees above capacity, per backend
     ("batch guarantees above capacity",
@@ -315,6 +321,11 @@ ROWS: list[tuple[str, dict, Callable[[], Any]]] = [
      kq_py([py_team("a", K1)], adopt_namespaces=("b",))),
     ("kueue runtime class name", kq_yaml([team("a", K1)], allowed_runtime_classes=["Nvidia"]),
      kq_py([py_team("a", K1)], allowed_runtime_classes=("Nvidia",))),
+    ("kueue controller identity", kq_yaml([team("a", K1)], controllers={"job": ["argocd"]}),
+     kq_py([py_team("a", K1)], controllers=_kq_controllers(job=("argocd",)))),
+    ("kueue controller in a team's namespace",
+     kq_yaml([team("a", K1)], controllers={"kuberay": ["system:serviceaccount:a:kuberay"]}),
+     kq_py([py_team("a", K1)], controllers=_kq_controllers(kuberay=("system:serviceaccount:a:kuberay",)))),
     ("kueue guarantees above capacity", kq_yaml([team("a", {"p5.48xlarge": 3})]), kq_py([py_team("a", {"p5.48xlarge": 3})])),
     ("kueue reclaim Never with a borrow policy",
      kq_yaml([team("a", K1)], preemption={"borrow_within_cohort": {"policy": "LowerPriority"}}),

@@ -18,11 +18,16 @@ from cdk_gpu_share.core.config import load_config, parse_config
 from cdk_gpu_share.core.plan import fleet_plan, format_plan
 from tests.backends.kueue.admission_check import Decision, all_expressions, compiles, decide, schema_errors
 from tests.backends.kueue.workloads import (
+    ARGO_CD,
+    CI_RUNNER,
     JOB_CONTROLLER,
+    JOBSET,
     KINDS,
     KUBERAY,
     KUEUE,
     MEMBER,
+    OTHER_TEAM,
+    TRAINING_OPERATOR,
     annotated,
     hostpath,
     own_account,
@@ -227,17 +232,28 @@ def test_a_pod_with_a_dra_claim_counts_as_asking_for_accelerators(objects):
 
 # -- what controllers create for a workload Kueue admitted, and a member passing for one.
 
+#: (case, the part an operator makes, its operator's identity): each of the operators the section names.
 INHERITED = [
     ("the Job controller's Pods of a Job", workload("Pod", TEAM, held=False, owner="Job"), JOB_CONTROLLER),
     ("KubeRay's Pods of a RayCluster", workload("Pod", TEAM, held=False, owner="RayCluster"), KUBERAY),
     ("KubeRay's RayCluster of a RayJob", workload("RayCluster", TEAM, held=False, owner="RayJob"), KUBERAY),
-    ("the JobSet controller's Jobs", workload("Job", TEAM, held=False, owner="JobSet"),
-     "system:serviceaccount:jobset-system:jobset-controller-manager"),
+    ("KubeRay's submitter Job of a RayJob", workload("Job", TEAM, held=False, owner="RayJob"), KUBERAY),
+    ("the JobSet controller's Jobs", workload("Job", TEAM, held=False, owner="JobSet"), JOBSET),
+    ("the training operator's Pods of a PyTorchJob", workload("Pod", TEAM, held=False, owner="PyTorchJob"),
+     TRAINING_OPERATOR),
+    ("the training operator's Pods of a TFJob", workload("Pod", TEAM, held=False, owner="TFJob"), TRAINING_OPERATOR),
 ]
+#: Every controller identity of the example (the section's defaults).
+OPERATORS = (JOB_CONTROLLER, KUBERAY, JOBSET, TRAINING_OPERATOR, KUEUE)
+#: Identities outside the team's namespace that are no controller of the section.
+NOT_CONTROLLERS = (ARGO_CD, CI_RUNNER, OTHER_TEAM, "system:serviceaccount:kube-system:replicaset-controller",
+                   "system:anonymous", "system:node:ip-10-0-0-1.ec2.internal", "system:kube-scheduler")
 
 
 @pytest.mark.parametrize("what, obj, user", INHERITED, ids=[c[0] for c in INHERITED])
 def test_a_controller_may_create_the_parts_of_an_admitted_workload(objects, what, obj, user):
+    if obj["kind"] in ("Pod", "Job"):  # Kubernetes' own kinds: valid for 1.30
+        assert kubernetes_errors(obj) == []
     assert run(objects, obj, user=user).allowed
 
 
@@ -248,11 +264,96 @@ def test_a_member_cannot_pass_for_a_controller_by_an_owner_reference(objects, wh
     assert refused_by(run(objects, obj, user=own_account(TEAM)), NEEDS_QUEUE)
 
 
-@pytest.mark.parametrize("user", ["system:anonymous", "system:node:ip-10-0-0-1.ec2.internal", "system:kube-scheduler"])
-def test_only_service_accounts_of_other_namespaces_and_the_controller_manager_are_controllers(objects, user):
-    pod = workload("Pod", TEAM, held=False, owner="Job")
-    assert refused_by(run(objects, pod, user=user), NEEDS_QUEUE)
-    assert run(objects, pod, user="system:kube-controller-manager").allowed
+@pytest.mark.parametrize("what, obj, user", INHERITED, ids=[c[0] for c in INHERITED])
+@pytest.mark.parametrize("other", [*NOT_CONTROLLERS, *OPERATORS])
+def test_only_the_operator_of_the_owners_kind_gets_the_pass(objects, what, obj, user, other):
+    # Argo CD, a CI runner, another team's service account, Kueue, or the operator of another kind:
+    # each is the team here, whatever owner reference it writes.
+    if other != user:
+        assert refused_by(run(objects, obj, user=other), NEEDS_QUEUE)
+
+
+def test_the_controller_manager_counts_as_the_job_controller_only(objects):
+    # A cluster whose controller manager runs without a service account per controller.
+    manager = "system:kube-controller-manager"
+    assert run(objects, workload("Pod", TEAM, held=False, owner="Job"), user=manager).allowed
+    assert refused_by(run(objects, workload("Pod", TEAM, held=False, owner="RayCluster"), user=manager), NEEDS_QUEUE)
+
+
+#: The review's repro: a GPU Pod with no queue label, no scheduling gate and the GPU nodes' toleration,
+#: carrying an owner reference to a Job, created by an identity outside the team's namespace.
+FORGED = workload("Pod", TEAM, held=False, owner="Job", tolerations=[
+    {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}])
+
+
+@pytest.mark.parametrize("user", [ARGO_CD, CI_RUNNER, OTHER_TEAM])
+def test_an_agent_outside_the_allow_list_is_a_team_member(objects, user):
+    assert kubernetes_errors(FORGED) == []
+    assert refused_by(run(objects, FORGED, user=user), NEEDS_QUEUE)
+    # Its allowed twin: the job controller's Pod of the same Job.
+    assert run(objects, FORGED, user=JOB_CONTROLLER).allowed
+    # The allow-list removed (any service account outside the namespace passing for the operator of
+    # the owner it names): nothing else would stop the forged Pod.
+    policy, binding = policy_of(objects, TEAM)
+    without = copy.deepcopy(policy)
+    (operator,) = [v for v in without["spec"]["variables"] if v["name"] == "operator"]
+    operator["expression"] = (f"request.userInfo.username.startsWith('system:serviceaccount:')"
+                              f" && !request.userInfo.username.startsWith('system:serviceaccount:{TEAM}:')"
+                              f" && has(object.metadata.ownerReferences)")
+    assert decide(without, binding, FORGED, user=user).allowed
+    # It may not start what Kueue holds either: remove a Pod's gate, unsuspend a Job or a JobSet.
+    for kind in ("Pod", "Job", "JobSet", "PyTorchJob"):
+        held = workload(kind, TEAM, queue=TEAM)
+        assert refused_by(run(objects, released(held), old=held, user=user), ONLY_KUEUE), kind
+        assert run(objects, released(held), old=held, user=KUEUE).allowed
+    # Nor resize a running workload, remove its queue label, or give a running Pod the GPU toleration.
+    running = released(workload("Job", TEAM, queue=TEAM))
+    assert refused_by(run(objects, resized(running), old=running, user=user), RUNNING_SIZE)
+    assert refused_by(run(objects, relabelled(running, queue=None), old=running, user=user), LABEL_STAYS)
+    plain = workload("Pod", TEAM, gpus=0, held=False)
+    tolerating = with_spec(plain, tolerations=[{"operator": "Exists"}])
+    assert refused_by(run(objects, tolerating, old=plain, user=user), TOLERATION_ADDED)
+
+
+def test_an_agent_creates_workloads_with_the_queue_label_as_a_member_does(objects):
+    # How Argo CD and CI runners deploy safely: Jobs (JobSets...) with the team's queue, held by Kueue.
+    for kind in KINDS:
+        assert run(objects, workload(kind, TEAM, queue=TEAM), user=ARGO_CD).allowed, kind
+
+
+def test_an_operator_releases_only_the_parts_of_its_own_kinds(objects):
+    # The JobSet controller starts a JobSet's Jobs once Kueue admitted the JobSet; not a bare Job.
+    child = workload("Job", TEAM, owner="JobSet")
+    assert run(objects, released(child), old=child, user=JOBSET).allowed
+    assert refused_by(run(objects, released(child), old=child, user=KUBERAY), ONLY_KUEUE)
+    bare = workload("Job", TEAM, queue=TEAM)
+    assert refused_by(run(objects, released(bare), old=bare, user=JOBSET), ONLY_KUEUE)
+    assert refused_by(run(objects, released(bare), old=bare, user=JOB_CONTROLLER), ONLY_KUEUE)
+
+
+def _with_controllers(**controllers: list[str]) -> list[dict]:
+    raw = yaml.safe_load(EXAMPLE.read_text())
+    raw["kueue"]["controllers"] = controllers
+    return config_objects(parse_config(raw))
+
+
+def test_the_allow_list_is_the_sections():
+    # KubeRay installed by its Helm chart in the default namespace: name that account instead.
+    helm = "system:serviceaccount:default:kuberay-operator"
+    objects = _with_controllers(kuberay=[helm], training_operator=[])
+    pods = workload("Pod", TEAM, held=False, owner="RayCluster")
+    assert run(objects, pods, user=helm).allowed
+    assert refused_by(run(objects, pods, user=KUBERAY), NEEDS_QUEUE)
+    # An operator the section leaves empty has no pass; the others keep their defaults.
+    assert refused_by(run(objects, workload("Pod", TEAM, held=False, owner="PyTorchJob"), user=TRAINING_OPERATOR),
+                      NEEDS_QUEUE)
+    assert run(objects, workload("Pod", TEAM, held=False, owner="Job"), user=JOB_CONTROLLER).allowed
+    # Kueue's own identity, moved: only it releases.
+    moved = "system:serviceaccount:queueing:kueue-controller-manager"
+    objects = _with_controllers(kueue=[moved])
+    held = workload("Job", TEAM, queue=TEAM)
+    assert run(objects, released(held), old=held, user=moved).allowed
+    assert refused_by(run(objects, released(held), old=held, user=KUEUE), ONLY_KUEUE)
 
 
 @pytest.mark.parametrize("owner", ["ReplicaSet", "CronJob"])

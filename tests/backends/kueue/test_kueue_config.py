@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from cdk_gpu_share.backends.kueue import KUEUE_VERSION, KueueConfig
+from cdk_gpu_share.backends.kueue import KUEUE_VERSION, KueueConfig, KueueControllers
 from cdk_gpu_share.backends.kueue.manifests import GPU, config_objects, kueue_objects
 from cdk_gpu_share.cli import main
 from cdk_gpu_share.core import config as C
@@ -96,6 +96,50 @@ def test_a_bad_runtime_class_names_the_field_the_value_and_the_fix(capsys, tmp_p
     assert "lower-case" in err and "Traceback" not in err
 
 
+def test_the_controllers_default_to_each_installations_service_account():
+    controllers = C.parse_config(base()).backend("kueue").controllers
+    assert controllers.kueue == ("system:serviceaccount:kueue-system:kueue-controller-manager",)
+    assert controllers.job == ("system:serviceaccount:kube-system:job-controller", "system:kube-controller-manager")
+    assert controllers.jobset == ("system:serviceaccount:jobset-system:jobset-controller-manager",)
+    assert controllers.kuberay == ("system:serviceaccount:ray-system:kuberay-operator",)
+    assert controllers.training_operator == ("system:serviceaccount:kubeflow:training-operator",)
+    assert "controllers" not in C.config_mapping(C.parse_config(base()))["kueue"]  # defaults are not written out
+
+
+def test_the_controllers_given_replace_their_defaults_and_round_trip():
+    raw = base()
+    helm = "system:serviceaccount:default:kuberay-operator"
+    raw["kueue"]["controllers"] = {"kuberay": [helm, helm], "jobset": []}
+    section = C.parse_config(raw).backend("kueue")
+    assert section.controllers.kuberay == (helm,) and section.controllers.jobset == ()
+    assert section.controllers.job == KueueControllers().job  # a key left out keeps its default
+    assert C.parse_config(C.config_mapping(C.parse_config(raw))).backend("kueue") == section
+
+
+@pytest.mark.parametrize("identity", ["argocd", "arn:aws:iam::111122223333:role/Deployer", "system:serviceaccount:argocd",
+                                      "system:serviceaccount:Argo:x", "system:masters", "system:anonymous", ""])
+def test_an_identity_that_is_no_controller_is_refused_in_one_line(capsys, tmp_path, identity):
+    raw = base()
+    raw["kueue"]["controllers"] = {"job": [identity]}
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    assert main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "kueue.controllers.job[0]" in err and "system:serviceaccount:NAMESPACE:NAME" in err
+    assert "Traceback" not in err
+
+
+def test_a_controller_may_not_run_as_a_teams_service_account(capsys, tmp_path):
+    raw = base()
+    raw["kueue"]["controllers"] = {"kuberay": ["system:serviceaccount:research:kuberay"]}
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    assert main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "kueue.controllers.kuberay[0]" in err and "'system:serviceaccount:research:kuberay'" in err
+    assert "team research" in err and "impersonate" in err and len(err.strip().splitlines()) == 1
+
+
 def test_the_section_round_trips_through_its_mapping():
     config = C.load_config(EXAMPLE)
     again = C.parse_config(C.config_mapping(config))
@@ -115,6 +159,10 @@ def test_the_section_round_trips_through_its_mapping():
     ("allowed_runtime_classes", "nvidia", "kueue.allowed_runtime_classes"),
     ("allowed_runtime_classes", ["Bad_Name"], "kueue.allowed_runtime_classes[0]"),
     ("allowed_runtime_classes", [7], "kueue.allowed_runtime_classes[0]"),
+    ("controllers", "system:serviceaccount:argocd:x", "kueue.controllers"),
+    ("controllers", {"argocd": None}, "kueue.controllers.argocd"),
+    ("controllers", {"job": "system:serviceaccount:kube-system:job-controller"}, "kueue.controllers.job"),
+    ("controllers", {"kueue": [7]}, "kueue.controllers.kueue[0]"),
     ("priority_classes", [{"name": "High", "value": 1}], "kueue.priority_classes[0].name"),
     ("priority_classes", [{"name": "high", "value": 2**31}], "kueue.priority_classes[0].value"),
     ("priority_classes", [{"name": "a", "value": 1}, {"name": "a", "value": 2}], "kueue.priority_classes[1].name"),
@@ -195,11 +243,21 @@ def test_a_namespace_to_adopt_names_a_kueue_team_with_a_suggestion():
     assert C.parse_config(raw).backend("kueue").adopt_namespaces == ("inference",)
 
 
-@pytest.mark.parametrize("name", ["kubeflow", "defaults", "kueue", "my-kube-system"])
+@pytest.mark.parametrize("name", ["defaults", "kueue", "my-kube-system", "ray", "jobset"])
 def test_names_near_the_reserved_ones_are_teams_like_any(name):
     raw = base()
     raw["teams"][1]["name"] = name
     assert name in by_kind(checked(raw), "Namespace")
+
+
+def test_a_team_named_like_an_operators_namespace_needs_the_operator_elsewhere():
+    # The training operator runs in kubeflow by default: a team named so would own its service account.
+    raw = base()
+    raw["teams"][1]["name"] = "kubeflow"
+    [(field, value)] = problems_of(raw)
+    assert (field, value) == ("kueue.controllers.training_operator[0]", "system:serviceaccount:kubeflow:training-operator")
+    raw["kueue"]["controllers"] = {"training_operator": ["system:serviceaccount:training:training-operator"]}
+    assert "kubeflow" in by_kind(checked(raw), "Namespace")
 
 
 def test_rule_a_mig_profile_is_one_the_gpu_has():
@@ -399,7 +457,10 @@ def test_the_json_schema_describes_the_section():
     props = platform_schema()["properties"]["kueue"]["properties"]
     assert props["preemption"]["properties"]["reclaim_within_cohort"]["enum"] == ["Never", "LowerPriority", "Any"]
     assert set(props) == {"eks_cluster_name", "kubectl_role_arn", "capacity", "cohort", "preemption", "priority_classes",
-                          "adopt_namespaces", "allowed_runtime_classes"}
+                          "adopt_namespaces", "allowed_runtime_classes", "controllers"}
+    controllers = props["controllers"]["properties"]
+    assert set(controllers) == {"kueue", "job", "jobset", "kuberay", "training_operator"}
+    assert controllers["job"]["default"] == list(KueueControllers().job)
 
 
 def test_plan_shows_the_kueue_teams_and_unlimited_default_borrowing():

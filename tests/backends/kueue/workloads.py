@@ -14,6 +14,13 @@ MEMBER = "arn:aws:sts::111122223333:assumed-role/SubmitRole/alice"
 JOB_CONTROLLER = "system:serviceaccount:kube-system:job-controller"
 KUEUE = "system:serviceaccount:kueue-system:kueue-controller-manager"
 KUBERAY = "system:serviceaccount:ray-system:kuberay-operator"
+JOBSET = "system:serviceaccount:jobset-system:jobset-controller-manager"
+TRAINING_OPERATOR = "system:serviceaccount:kubeflow:training-operator"
+#: Identities outside the team's namespace that are no controller: a GitOps agent, a shared CI
+#: runner, another team's service account. Each is treated as a team member.
+ARGO_CD = "system:serviceaccount:argocd:argocd-application-controller"
+CI_RUNNER = "system:serviceaccount:ci:gitlab-runner"
+OTHER_TEAM = "system:serviceaccount:applied:default"
 
 
 def own_account(team: str) -> str:
@@ -178,5 +185,6 @@ def relabelled(obj: dict[str, Any], **labels: str | None) -> dict[str, Any]:
     return out
 
 
-__all__ = ["JOB_CONTROLLER", "KINDS", "KUBERAY", "KUEUE", "MEMBER", "annotated", "hostpath", "own_account", "pod_spec",
+__all__ = ["ARGO_CD", "CI_RUNNER", "JOBSET", "JOB_CONTROLLER", "KINDS", "KUBERAY", "KUEUE", "MEMBER", "OTHER_TEAM",
+           "TRAINING_OPERATOR", "annotated", "hostpath", "own_account", "pod_spec",
            "relabelled", "released", "resized", "with_container", "with_spec", "workload"]

@@ -33,7 +33,7 @@ KUEUE_VERSION = "v0.19.2"
 API_VERSION = "kueue.x-k8s.io/v1beta2"
 #: The keys of the section, of its ``preemption``, of ``preemption.borrow_within_cohort`` and of a priority class.
 SECTION_KEYS = frozenset({"eks_cluster_name", "kubectl_role_arn", "capacity", "cohort", "preemption",
-                          "priority_classes", "adopt_namespaces", "allowed_runtime_classes"})
+                          "priority_classes", "adopt_namespaces", "allowed_runtime_classes", "controllers"})
 PREEMPTION_KEYS = frozenset({"reclaim_within_cohort", "borrow_within_cohort", "within_cluster_queue"})
 BORROW_KEYS = frozenset({"policy", "max_priority_threshold"})
 PRIORITY_CLASS_KEYS = frozenset({"name", "value", "description"})
@@ -63,6 +63,37 @@ GPU_NODE_SETTINGS = ("set on the GPU nodes, which this platform cannot enforce: 
                      " accept-nvidia-visible-devices-envvar-when-unprivileged = false and the device plugin's"
                      " deviceListStrategy volume-mounts; without both, a container with no GPU request whose image"
                      " sets NVIDIA_VISIBLE_DEVICES=all may use every GPU of its node")
+
+
+#: The identity a controller acts as: a service account (``system:serviceaccount:NAMESPACE:NAME``), or
+#: the controller manager when it runs without a service account per controller.
+CONTROLLER_MANAGER = "system:kube-controller-manager"
+SERVICE_ACCOUNT_PATTERN = (rf"^system:serviceaccount:{C.DNS_LABEL}:[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+                           r"(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+CONTROLLER_IDENTITY_PATTERN = rf"{SERVICE_ACCOUNT_PATTERN}|^{CONTROLLER_MANAGER}$"
+
+
+@dataclass(frozen=True)
+class KueueControllers:
+    """``kueue.controllers``: the identities (Kubernetes user names) each controller acts as. Only
+    these count as controllers in a team's namespace: Kueue may release what it holds, and each
+    operator may create, without the team's queue, the parts of a workload of its own kinds (its
+    ``ownerReference``); every other identity is treated as a team member. An empty list: none."""
+
+    #: Kueue itself: it alone starts a held workload (and gives it its flavor's node selectors).
+    kueue: tuple[str, ...] = ("system:serviceaccount:kueue-system:kueue-controller-manager",)
+    #: Kubernetes' job controller: the Pods of a Job.
+    job: tuple[str, ...] = ("system:serviceaccount:kube-system:job-controller", CONTROLLER_MANAGER)
+    #: The JobSet controller: the Jobs of a JobSet.
+    jobset: tuple[str, ...] = ("system:serviceaccount:jobset-system:jobset-controller-manager",)
+    #: KubeRay: the RayCluster and submitter Job of a RayJob, the Pods of a RayCluster.
+    kuberay: tuple[str, ...] = ("system:serviceaccount:ray-system:kuberay-operator",)
+    #: The Kubeflow training operator: the Pods of a PyTorchJob, TFJob, MPIJob, XGBoostJob, PaddleJob, JAXJob.
+    training_operator: tuple[str, ...] = ("system:serviceaccount:kubeflow:training-operator",)
+
+
+#: The keys of ``kueue.controllers``, in the order the docs give them.
+CONTROLLER_KEYS = ("kueue", "job", "jobset", "kuberay", "training_operator")
 
 
 @dataclass(frozen=True)
@@ -110,6 +141,9 @@ class KueueConfig:
     #: The RuntimeClasses a team's Pod may name in ``runtimeClassName``; any other is refused, since a
     #: runtime such as NVIDIA's can hand a container GPUs the device plugin did not give it.
     allowed_runtime_classes: tuple[str, ...] = ()
+    #: The identities that count as Kueue and as each operator in a team's namespace (defaults: their
+    #: installations' own service accounts); every other one is treated as a team member.
+    controllers: KueueControllers = field(default_factory=KueueControllers)
 
 
 #: Descriptions of the section and its keys: the words an editor shows on hover (``gpu-share schema``).
@@ -129,6 +163,22 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
         " it did not get from this platform. Namespaces are kept by cdk destroy either way.",
         "allowed_runtime_classes": "RuntimeClasses a team's Pod may name in runtimeClassName (each team's admission"
         " policy refuses any other). Default: none, so Pods use the node's default runtime.",
+        "controllers": "The identities that count as Kueue and as each operator in a team's namespace; every other"
+        " (Argo CD, a CI runner, another team's service account) is treated as a team member. Default: each"
+        " installation's own service account.",
+    },
+    "kueue_controllers": {
+        "kueue": "Kueue's identities: only they may start a held workload. Default:"
+        " [system:serviceaccount:kueue-system:kueue-controller-manager].",
+        "job": "The job controller's identities: they may create a Job's Pods. Default:"
+        " [system:serviceaccount:kube-system:job-controller, system:kube-controller-manager].",
+        "jobset": "The JobSet controller's identities: they may create and start a JobSet's Jobs. Default:"
+        " [system:serviceaccount:jobset-system:jobset-controller-manager].",
+        "kuberay": "KubeRay's identities: they may create a RayJob's RayCluster and Job and a RayCluster's Pods."
+        " Default: [system:serviceaccount:ray-system:kuberay-operator].",
+        "training_operator": "The Kubeflow training operator's identities: they may create the Pods of a"
+        " PyTorchJob, TFJob, MPIJob, XGBoostJob, PaddleJob or JAXJob. Default:"
+        " [system:serviceaccount:kubeflow:training-operator].",
     },
     "kueue_preemption": {
         "reclaim_within_cohort": "Never | LowerPriority | Any: may a team take its lent quota back. Default: Never.",
@@ -237,6 +287,41 @@ def _names(raw: Any, key: str, problems: Problems, what: str, example: str,
     return tuple(names)
 
 
+def _identity(value: Any, where: str, problems: Problems) -> str | None:
+    """A controller's identity: a service account, or the controller manager."""
+    if not isinstance(value, str) or not re.fullmatch(CONTROLLER_IDENTITY_PATTERN, value):
+        problems.add(where, value, "is not a controller's identity",
+                     "write the service account the controller runs as, system:serviceaccount:NAMESPACE:NAME"
+                     f" (or {CONTROLLER_MANAGER}); a person or another tool is no controller: give it the team's"
+                     " rights instead")
+        return None
+    return value
+
+
+def _controllers(raw: Any, problems: Problems) -> KueueControllers:
+    """``kueue.controllers``: a key left out keeps its default; an empty list names none."""
+    where = f"{KEY}.controllers"
+    data = C.read_object(raw, where, CONTROLLER_KEYS, problems)
+    if data is None:
+        return KueueControllers()
+    given: dict[str, tuple[str, ...]] = {}
+    for key in CONTROLLER_KEYS:
+        if key not in data:
+            continue
+        value = data[key]
+        if not isinstance(value, list):
+            problems.add(f"{where}.{key}", value, "must be a list of identities",
+                         "write [system:serviceaccount:NAMESPACE:NAME], or [] for none")
+            continue
+        names: list[str] = []
+        for i, item in enumerate(value):
+            name = _identity(item, f"{where}.{key}[{i}]", problems)
+            if name is not None and name not in names:
+                names.append(name)
+        given[key] = tuple(names)
+    return KueueControllers(**given)
+
+
 def parse(raw: Any, problems: Problems) -> KueueConfig | None:
     """The ``kueue`` section, or None when it is absent or not a mapping."""
     section = C.read_section(raw, KEY, SECTION_KEYS, problems, sagemaker=False)
@@ -262,7 +347,8 @@ def parse(raw: Any, problems: Problems) -> KueueConfig | None:
                        allowed_runtime_classes=_names(
                            data.get("allowed_runtime_classes"), "allowed_runtime_classes", problems, "RuntimeClass names",
                            "[gvisor] (or leave it out: none)",
-                           lambda v, where: _subdomain(v, where, problems, "RuntimeClass")))
+                           lambda v, where: _subdomain(v, where, problems, "RuntimeClass")),
+                       controllers=_controllers(data.get("controllers"), problems))
 
 
 def allowed_priority_classes(section: KueueConfig, team: TeamConfig) -> list[str]:
@@ -307,6 +393,20 @@ def adopted_teams(c: SectionCheck) -> Iterator[Problem]:
             close = difflib.get_close_matches(name, teams, n=1)
             yield Problem(f"{KEY}.adopt_namespaces[{i}]", name, "is not a team on kueue",
                           f"did you mean '{close[0]}'?" if close else f"name one of: {', '.join(teams) or 'no team'}")
+
+
+def controllers_outside_teams(c: SectionCheck) -> Iterator[Problem]:
+    """A controller's service account is not one of a team's namespace: the team may impersonate
+    those (its edit rights), so it would pass for the controller."""
+    # A team named like a reserved namespace (kube-system) is refused by its own rule already.
+    teams = {t.name for t in c.members if t.name not in RESERVED_NAMESPACES and not t.name.startswith(RESERVED_PREFIX)}
+    for key in CONTROLLER_KEYS:
+        for i, name in enumerate(getattr(c.section.controllers, key)):
+            namespace = name.split(":")[2] if name.startswith("system:serviceaccount:") else None
+            if namespace in teams:
+                yield Problem(f"{KEY}.controllers.{key}[{i}]", name,
+                              f"is a service account of team {namespace}'s namespace, which the team may impersonate",
+                              "run the controller in a namespace of its own and name its service account there")
 
 
 def reclaim_and_borrow(c: SectionCheck) -> Iterator[Problem]:
@@ -429,6 +529,10 @@ def schema() -> dict[str, Any]:
                              "items": {"type": "string", "pattern": DNS_LABEL_PATTERN, "maxLength": MAX_LABEL}},
         "allowed_runtime_classes": {"type": "array", "uniqueItems": True, "items": {
             "type": "string", "pattern": DNS_SUBDOMAIN_PATTERN, "maxLength": MAX_SUBDOMAIN}},
+        "controllers": S.schema_object("kueue_controllers", {
+            key: {"type": "array", "uniqueItems": True, "default": list(getattr(KueueControllers(), key)),
+                  "items": {"type": "string", "pattern": CONTROLLER_IDENTITY_PATTERN}}
+            for key in CONTROLLER_KEYS}),
     }, required=["eks_cluster_name", "capacity"])
 
 
@@ -455,6 +559,8 @@ def to_mapping(section: Any) -> Any:
         out["adopt_namespaces"] = list(section.adopt_namespaces)
     if section.allowed_runtime_classes:
         out["allowed_runtime_classes"] = list(section.allowed_runtime_classes)
+    if section.controllers != KueueControllers():
+        out["controllers"] = {key: list(getattr(section.controllers, key)) for key in CONTROLLER_KEYS}
     return out
 
 
@@ -466,11 +572,11 @@ class KueueSpec(Backend):
     capacity_hint = f"{KEY} (EC2 types)"
     #: A ClusterQueue without borrowingLimit may borrow all the cohort has unused.
     default_borrow_percent = None
-    section_keys = {KEY: SECTION_KEYS, "kueue_preemption": PREEMPTION_KEYS}
+    section_keys = {KEY: SECTION_KEYS, "kueue_preemption": PREEMPTION_KEYS, "kueue_controllers": frozenset(CONTROLLER_KEYS)}
     descriptions = DESCRIPTIONS
     construct = "cdk_gpu_share.backends.kueue.construct:KueueQueues"
-    rules = (reserved_namespaces, cohort_not_a_group, adopted_teams, reclaim_and_borrow, threshold_needs_policy,
-             mig_profiles, borrow_limit_types)
+    rules = (reserved_namespaces, cohort_not_a_group, adopted_teams, controllers_outside_teams, reclaim_and_borrow,
+             threshold_needs_policy, mig_profiles, borrow_limit_types)
     resource_labels = (("Custom::AWSCDK-EKS-KubernetesResource", "Kubernetes manifests"),
                        ("AWS::EKS::AccessEntry", "EKS access entries"))
     describe_resource = staticmethod(describe_resource)
@@ -517,6 +623,6 @@ class KueueSpec(Backend):
 
 SPEC = KueueSpec()
 
-__all__ = ["API_VERSION", "GPU_NODE_SETTINGS", "KEY", "KUEUE_VERSION", "SECTION_KEYS", "SPEC", "BorrowWithinCohort", "KueueConfig",
-           "KueuePreemption", "KueueSpec", "MIN_KUBERNETES", "WorkloadPriorityClass", "allowed_priority_classes", "parse",
-           "schema"]
+__all__ = ["API_VERSION", "CONTROLLER_KEYS", "CONTROLLER_MANAGER", "GPU_NODE_SETTINGS", "KEY", "KUEUE_VERSION",
+           "SECTION_KEYS", "SPEC", "BorrowWithinCohort", "KueueConfig", "KueueControllers", "KueuePreemption", "KueueSpec",
+           "MIN_KUBERNETES", "WorkloadPriorityClass", "allowed_priority_classes", "parse", "schema"]

@@ -11,8 +11,9 @@ from Kubernetes 1.30) refuse, in that namespace:
   the team's queue in ``kueue.x-k8s.io/queue-name``, or not held by Kueue when created (suspended, or a Pod with Kueue's scheduling gate): a
   workload Kueue does not hold runs outside the quota;
 * another team's queue on any of them, and removing the queue label later;
-* releasing a held workload (``suspend: false``, dropping the gate) by anyone but a controller:
-  only Kueue may start what it admitted; and changing the spec of a running workload (its
+* releasing a held workload (``suspend: false``, dropping the gate) by anyone but Kueue (or the
+  operator of its owner: the JobSet controller starts a JobSet's Jobs): only Kueue may start what
+  it admitted; and changing the spec of a running workload (its
   replicas, parallelism or pod templates) without suspending it again;
 * a Pod that reaches a node, or its GPUs, around the scheduler or the device plugin
   (:func:`_device_routes`): ``spec.nodeName``, privileged or ``NVIDIA_VISIBLE_DEVICES``,
@@ -24,11 +25,12 @@ from Kubernetes 1.30) refuse, in that namespace:
   priority is above it, and a ``priorityClassName`` in a workload's pod templates (Kueue would
   take the workload's priority from it).
 
-Objects a controller outside the team's namespace creates for a workload of a managed kind (a
-JobSet's Jobs, a Job's Pods, a RayJob's RayCluster) inherit that workload's admission, as
-Kueue treats them; the team cannot pass for a controller, since it can impersonate only the
-service accounts of its own namespace (a controller is a service account of another namespace,
-or the controller manager).
+Objects an operator creates for a workload of a managed kind (a JobSet's Jobs, a Job's Pods, a
+RayJob's RayCluster) inherit that workload's admission, as Kueue treats them, when the request
+comes from that kind's operator by the identities ``kueue.controllers`` names (the job controller
+for a Job's Pods, and so on). Every other identity is treated as a team member: a service account
+of another namespace (Argo CD's, a CI runner's, another team's) gets no pass for an
+``ownerReference`` it writes, and may not release a held workload.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from cdk_gpu_share.backends.kueue import MIN_KUBERNETES, KueueConfig, allowed_priority_classes
+from cdk_gpu_share.backends.kueue import CONTROLLER_KEYS, MIN_KUBERNETES, KueueConfig, allowed_priority_classes
 from cdk_gpu_share.core.config import TeamConfig
 
 #: The labels Kueue reads a workload's queue and priority class from.
@@ -58,25 +60,27 @@ POD_SECURITY_LABELS = {"pod-security.kubernetes.io/enforce": "baseline", "pod-se
 
 @dataclass(frozen=True)
 class ManagedKind:
-    """A kind of workload Kueue manages: its API group, kind and resource (plural)."""
+    """A kind of workload Kueue manages: its API group, kind and resource (plural), and the
+    controller (a key of ``kueue.controllers``) that makes its parts (a Job's Pods)."""
 
     group: str
     kind: str
     resource: str
+    operator: str
 
 
 #: The workload kinds the policy holds to the queue (Kueue's integrations of them must be enabled).
 MANAGED_KINDS = (
-    ManagedKind("batch", "Job", "jobs"),
-    ManagedKind("jobset.x-k8s.io", "JobSet", "jobsets"),
-    ManagedKind("ray.io", "RayJob", "rayjobs"),
-    ManagedKind("ray.io", "RayCluster", "rayclusters"),
-    ManagedKind("kubeflow.org", "PyTorchJob", "pytorchjobs"),
-    ManagedKind("kubeflow.org", "TFJob", "tfjobs"),
-    ManagedKind("kubeflow.org", "MPIJob", "mpijobs"),
-    ManagedKind("kubeflow.org", "XGBoostJob", "xgboostjobs"),
-    ManagedKind("kubeflow.org", "PaddleJob", "paddlejobs"),
-    ManagedKind("kubeflow.org", "JAXJob", "jaxjobs"),
+    ManagedKind("batch", "Job", "jobs", "job"),
+    ManagedKind("jobset.x-k8s.io", "JobSet", "jobsets", "jobset"),
+    ManagedKind("ray.io", "RayJob", "rayjobs", "kuberay"),
+    ManagedKind("ray.io", "RayCluster", "rayclusters", "kuberay"),
+    ManagedKind("kubeflow.org", "PyTorchJob", "pytorchjobs", "training_operator"),
+    ManagedKind("kubeflow.org", "TFJob", "tfjobs", "training_operator"),
+    ManagedKind("kubeflow.org", "MPIJob", "mpijobs", "training_operator"),
+    ManagedKind("kubeflow.org", "XGBoostJob", "xgboostjobs", "training_operator"),
+    ManagedKind("kubeflow.org", "PaddleJob", "paddlejobs", "training_operator"),
+    ManagedKind("kubeflow.org", "JAXJob", "jaxjobs", "training_operator"),
 )
 
 
@@ -251,26 +255,41 @@ def _newly(test: Callable[[str], str]) -> str:
     return f"object.kind == 'Pod' && ({test('object')}) && !(request.operation == 'UPDATE' && ({test('oldObject')}))"
 
 
-def _owned_by_managed_kind() -> str:
-    """Is the object's controller a workload of a managed kind (so its admission covers it)?"""
-    kinds = " || ".join(f"(r.kind == '{k.kind}' && r.apiVersion.startsWith('{k.group}/'))" for k in MANAGED_KINDS)
+def _owned_by(kinds: list[ManagedKind]) -> str:
+    """Is the object's controller (its ``ownerReference`` with ``controller: true``) of one of ``kinds``?"""
+    test = " || ".join(f"(r.kind == '{k.kind}' && r.apiVersion.startsWith('{k.group}/'))" for k in kinds)
     return ("has(object.metadata.ownerReferences) && object.metadata.ownerReferences.exists(r,"
-            f" has(r.controller) && r.controller == true && ({kinds}))")
+            f" has(r.controller) && r.controller == true && ({test}))")
 
 
-def _variables(team: str) -> list[dict[str, str]]:
-    own_accounts = f"system:serviceaccount:{team}:"
+def _operator(section: KueueConfig) -> str:
+    """Does the request come from the controller that makes the parts of the object's owner: the
+    job controller for a Job's Pods, the JobSet controller for a JobSet's Jobs, KubeRay for a
+    RayJob's or RayCluster's, the training operator for a PyTorchJob's? Each identity passes only
+    for its own kinds, so an owner reference alone, or another controller, is not enough."""
+    parts = []
+    for key in CONTROLLER_KEYS:
+        names = list(getattr(section.controllers, key))
+        kinds = [k for k in MANAGED_KINDS if k.operator == key]
+        if names and kinds:
+            parts.append(f"(request.userInfo.username in {names!r} && ({_owned_by(kinds)}))")
+    return " || ".join(parts) or "false"
+
+
+def _variables(section: KueueConfig) -> list[dict[str, str]]:
     return [
         {"name": "queue", "expression": _label("object", QUEUE_LABEL)},
         {"name": "oldQueue", "expression": _label("oldObject", QUEUE_LABEL)},
         {"name": "priorityClass", "expression": _label("object", PRIORITY_LABEL)},
         {"name": "oldPriorityClass", "expression": _label("oldObject", PRIORITY_LABEL)},
-        # A controller: a service account of another namespace (the team may impersonate only its
-        # own), or the controller manager; not any other system: name (anonymous, a node).
-        {"name": "controller", "expression": "(request.userInfo.username.startsWith('system:serviceaccount:')"
-                                             f" && !request.userInfo.username.startsWith('{own_accounts}'))"
-                                             " || request.userInfo.username == 'system:kube-controller-manager'"},
-        {"name": "inherited", "expression": f"variables.controller && ({_owned_by_managed_kind()})"},
+        # Kueue (it alone releases what it holds) and the operator of the object's owner, by the
+        # identities the section names: any other identity, a service account of another
+        # namespace included (Argo CD's, a CI runner's, another team's), is treated as the team.
+        {"name": "kueue", "expression": f"request.userInfo.username in {list(section.controllers.kueue)!r}"},
+        {"name": "operator", "expression": _operator(section)},
+        {"name": "controller", "expression": "variables.kueue || variables.operator"},
+        # An object an operator creates for a workload Kueue admitted (a Job's Pods) inherits its admission.
+        {"name": "inherited", "expression": "variables.operator"},
         {"name": "needsQueue", "expression": f"object.kind != 'Pod' || ({ACCELERATORS}) || ({TOLERATES_GPU_NODES})"},
         {"name": "held", "expression": _held("object")},
         {"name": "wasHeld", "expression": _held("oldObject")},
@@ -357,7 +376,7 @@ def admission_objects(section: KueueConfig, team: TeamConfig, meta: dict[str, An
         "spec": {
             "failurePolicy": "Fail",
             "matchConstraints": {"namespaceSelector": _match(team.name), "resourceRules": rules},
-            "variables": _variables(team.name),
+            "variables": _variables(section),
             "validations": _validations(section, team),
         },
     }
