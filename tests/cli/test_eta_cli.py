@@ -4,6 +4,7 @@ workers, --config for every backend simulate supports, bad input refused in one 
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -34,7 +35,8 @@ def test_json_has_exactly_the_documented_keys(capsys, case):
     assert set(s) == {"sampled", "coverage_p10_p90", "mdae_p50_s", "median_actual_wait_s", "no_history",
                       "baseline", "per_team"}
     assert set(s["baseline"]) == {"coverage_p10_p90", "mdae_p50_s"}
-    assert set(s["per_team"]["a"]) == {"sampled", "coverage_p10_p90", "mdae_p50_s"}
+    assert set(s["per_team"]["a"]) == {"sampled", "coverage_p10_p90", "mdae_p50_s", "baseline"}
+    assert set(s["per_team"]["a"]["baseline"]) == {"coverage_p10_p90", "mdae_p50_s"}
 
 
 def test_the_same_bytes_whatever_the_workers(capsys, tmp_path):
@@ -65,6 +67,13 @@ def test_the_table_sets_the_band_beside_the_baseline(capsys, case):
     assert "in p10-p90" in out and "baseline" in out
     overall = next(line for line in out.splitlines() if line.startswith("overall"))
     assert overall.split()[1:3] == ["1", "1.00"]
+    # Each team's row has its own baseline beside its band, as the overall row and --json have.
+    team = next(line for line in out.splitlines() if line.startswith("a "))
+    code, js, _ = run(capsys, [*case, "--samples", "4", "--workers", "1", "--json"])
+    b = json.loads(js)["summary"]["per_team"]["a"]["baseline"]
+    cells = re.split(r"\s{2,}", team.strip())
+    assert cells[1:] == re.split(r"\s{2,}", overall.strip())[1:]  # one team: its figures are the overall ones
+    assert cells[4] == f"{b['coverage_p10_p90']:.2f}" == "0.00" and cells[5] == "20 s"
 
 
 @pytest.mark.parametrize("backend", backends.keys())

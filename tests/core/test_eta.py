@@ -53,7 +53,8 @@ def test_a_band_from_the_durations_known_when_the_job_arrived():
     assert (s["sampled"], s["coverage_p10_p90"], s["median_actual_wait_s"], s["no_history"]) == (1, 1.0, 40.0, 0)
     assert s["mdae_p50_s"] == abs(entry["wait_p50_s"] - 40.0)
     assert s["baseline"] == {"coverage_p10_p90": 0.0, "mdae_p50_s": 20.0}
-    assert s["per_team"] == {"a": {"sampled": 1, "coverage_p10_p90": 1.0, "mdae_p50_s": s["mdae_p50_s"]}}
+    assert s["per_team"] == {"a": {"sampled": 1, "coverage_p10_p90": 1.0, "mdae_p50_s": s["mdae_p50_s"],
+                                   "baseline": {"coverage_p10_p90": 0.0, "mdae_p50_s": 20.0}}}
 
 
 def test_a_running_job_longer_than_every_finished_one():

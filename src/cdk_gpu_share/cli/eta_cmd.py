@@ -165,7 +165,8 @@ def render_backtest(doc: dict[str, Any], *, described: str = "", trace: str = ""
     lines.append(f"predicted  {s['sampled']} waiting jobs, {doc['samples']} replays each, seed {doc['seed']}"
                  + (f"; {s['no_history']} left out (no finished job to learn from yet)" if s["no_history"] else ""))
     lines.append("")
-    rows = [[name, str(t["sampled"]), f"{t['coverage_p10_p90']:.2f}", _s(t["mdae_p50_s"]), "", ""]
+    rows = [[name, str(t["sampled"]), f"{t['coverage_p10_p90']:.2f}", _s(t["mdae_p50_s"]),
+             f"{t['baseline']['coverage_p10_p90']:.2f}", _s(t["baseline"]["mdae_p50_s"])]
             for name, t in s["per_team"].items()]
     rows.append(["overall", str(s["sampled"]), f"{s['coverage_p10_p90']:.2f}", _s(s["mdae_p50_s"]),
                  f"{s['baseline']['coverage_p10_p90']:.2f}", _s(s["baseline"]["mdae_p50_s"])])

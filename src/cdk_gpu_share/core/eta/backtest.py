@@ -86,12 +86,15 @@ def _figures(rows: Sequence[tuple[float, float, float, float]]) -> dict[str, Any
 
 @dataclass(frozen=True)
 class Backtest:
-    """A backtest's answer: ``doc``, the JSON document; ``baseline_per_team``, each team's
-    baseline figures (``sampled``, ``coverage_p10_p90``, ``mdae_p50_s``), which the report sets
-    beside the team's band and the document leaves out (it states the baseline once, overall)."""
+    """A backtest's answer: ``doc``, the JSON document, whose ``summary.per_team`` entries carry
+    the team's ``baseline`` beside its band, as the summary carries the overall one."""
 
     doc: dict[str, Any]
-    baseline_per_team: dict[str, dict[str, Any]]
+
+    @property
+    def baseline_per_team(self) -> dict[str, dict[str, Any]]:
+        """Each team's baseline figures (``sampled``, ``coverage_p10_p90``, ``mdae_p50_s``), as the report reads them."""
+        return {name: {"sampled": t["sampled"], **t["baseline"]} for name, t in self.doc["summary"]["per_team"].items()}
 
 
 def backtest(scenario: Scenario, jobs: Sequence[Job], *, samples: int, seed: int, poll_seconds: float,
@@ -166,8 +169,9 @@ def _document(scenario: Scenario, study: EtaStudy, sampled: Sequence[Job],
         "median_actual_wait_s": float(nearest_rank([r[3] for r in every], 50)),
         "no_history": no_history,
         "baseline": {"coverage_p10_p90": _coverage(base_every), "mdae_p50_s": _mdae(base_every)},
-        "per_team": {name: _figures(rows[name]) for name in scenario.team_names if name in rows},
+        "per_team": {name: {**_figures(rows[name]),
+                            "baseline": {"coverage_p10_p90": _coverage(base_rows[name]),
+                                         "mdae_p50_s": _mdae(base_rows[name])}}
+                     for name in scenario.team_names if name in rows},
     }
-    return Backtest(doc={"samples": study.samples, "seed": study.seed, "jobs": entries, "summary": summary},
-                    baseline_per_team={name: _figures(base_rows[name])
-                                       for name in scenario.team_names if name in base_rows})
+    return Backtest(doc={"samples": study.samples, "seed": study.seed, "jobs": entries, "summary": summary})
