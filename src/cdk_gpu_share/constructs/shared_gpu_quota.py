@@ -125,7 +125,8 @@ class SharedGpuQuota(Construct):
             cdk.Annotations.of(backend).add_warning_v2(
                 COMPILED_TREE,
                 f"{key} cannot enforce the organisation's tree: it deploys an approximation (each group's pool"
-                f" split to its teams, each team's borrow limit from its groups' bounds), which changes"
+                f" split to its teams within their own borrow caps, each team's borrow limit from its own cap"
+                f" and its groups' bounds), which changes"
                 f" {', '.join(changed) or 'no team'}; `gpu-share plan` lists the compiled guarantee and borrow"
                 f" limit of each team beside the tree's")
 
