@@ -6,8 +6,9 @@ pure Python and knows nothing of instance types: amounts are mappings of a resou
 (``gpu`` in a scenario, an instance type in a config) to a number.
 
 * :func:`structure_problems` -- the refusals of a tree's shape (cycle, unknown parent or
-  group, a name shared by a group and a team, a group with no team below it), one line
-  each, for the config and the scenario alike.
+  group, a name shared by a group and a team, a group with no team below it, more than
+  :data:`MAX_LEVELS` levels of groups), one line each, for the config and the scenario alike,
+  in time linear in the groups and teams.
 * :class:`Tree` -- a valid tree: each node's parent, path and children; :meth:`Tree.quota`
   is Q(N), the node's own pool plus its children's Q; :meth:`Tree.bound` is Q(N) + B(N),
   B the group's borrow limit (None: unlimited).
@@ -30,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
+    "MAX_LEVELS",
     "GroupSpec",
     "Tree",
     "admits",
@@ -40,6 +42,11 @@ __all__ = [
 ]
 
 TOLERANCE = 1e-9
+
+#: The most levels of groups a tree may have (teams not counted): Kueue's cohort trees and the
+#: organisations the product is made for are a handful of levels deep; the limit keeps every
+#: walk of the tree, and the planner's work per job, bounded.
+MAX_LEVELS = 16
 
 AddProblem = Callable[[str, object, str, str], None]
 
@@ -98,17 +105,27 @@ def structure_problems(
         if group is not None and group not in group_names:
             add(f"{where}.group", group, "is not a group", _closest(group, group_names))
             unknown = True
-    # A cycle is reported once, on its first group in list order.
-    for where, name, _ in groups:
-        seen: list[str] = [name]
-        node = parents.get(name)
-        while node is not None and node not in seen:
-            seen.append(node)
-            node = parents.get(node)
-        if node == name and name not in reported:
-            reported.update(seen)
-            add(f"{where}.parent", parents[name], "makes a cycle: " + " -> ".join([*seen, name]),
-                "give one group of the cycle no parent, or a parent outside it")
+    levels, cycles = _levels([name for _, name, _ in groups], parents)
+    where_of = {name: where for where, name, _ in groups}
+    order = {name: i for i, (_, name, _) in enumerate(groups)}
+    # A cycle is reported once, on its first group in list order (a name also a team's aside).
+    for cycle in cycles:
+        first = min((n for n in cycle if n not in reported), key=order.__getitem__, default=None)
+        if first is None:
+            continue
+        reported.update(cycle)
+        at = cycle.index(first)
+        seen = cycle[at:] + cycle[:at]
+        add(f"{where_of[first]}.parent", parents[first], "makes a cycle: " + " -> ".join([*seen, first]),
+            "give one group of the cycle no parent, or a parent outside it")
+    # Too deep: one line for the tree, on the first group (list order) below the limit.
+    deep = next((name for _, name, _ in groups if levels.get(name, 0) > MAX_LEVELS), None)
+    if deep is not None:
+        add(f"{where_of[deep]}.parent", parents[deep],
+            f"puts group {deep!r} at level {levels[deep]} of groups; a tree holds at most {MAX_LEVELS} levels"
+            " of groups (teams not counted)",
+            f"give {deep!r} a parent higher up, or merge levels: no team may have more than {MAX_LEVELS}"
+            " groups above it")
     populated: set[str] = set()
     for _, _, group in teams:
         node = group if group in group_names else None
@@ -119,6 +136,35 @@ def structure_problems(
         if name not in populated and name not in reported:
             add(where, name, "has no team below it",
                 f"put a team in it (group: {name} on the team) or in a group below it, or remove it")
+
+
+def _levels(names: Sequence[str], parents: Mapping[str, str]) -> tuple[dict[str, int], list[list[str]]]:
+    """Each group's level (1 for a root group, one more per group above it) where its parents
+    lead to a root, and the cycles (each a list of groups, each followed by its parent).
+
+    One walk per group, stopped at the first group already known: linear in the groups, for a
+    tree of any depth and whatever the order of the list."""
+    level: dict[str, int] = {}
+    doomed: set[str] = set()  # in a cycle, or below one
+    cycles: list[list[str]] = []
+    for name in names:
+        chain: list[str] = []
+        on_chain: dict[str, int] = {}
+        node: str | None = name
+        while node is not None and node not in level and node not in doomed and node not in on_chain:
+            on_chain[node] = len(chain)
+            chain.append(node)
+            node = parents.get(node)
+        if node is None or node in level:
+            base = 0 if node is None else level[node]
+            for n in reversed(chain):
+                base += 1
+                level[n] = base
+            continue
+        if node in on_chain:
+            cycles.append(chain[on_chain[node]:])
+        doomed.update(chain)
+    return level, cycles
 
 
 class Tree:

@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import itertools
 import math
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -1323,8 +1324,11 @@ class _TreeView:
             for g in path:
                 for r in resources:
                     self.UG[g][r] += ps.U[ti][r]
-        self.reserve_below = {g: [ti for ti in range(ps.nt) if ps.is_reserve[ti] and g in self.paths[ti]]
-                              for g in tree.groups}
+        self.reserve_below: dict[str, list[int]] = {g: [] for g in tree.groups}
+        for ti in range(ps.nt):
+            if ps.is_reserve[ti]:
+                for g in self.paths[ti]:
+                    self.reserve_below[g].append(ti)
         self.depth = {g: tree.depth(g) for g in tree.groups}
 
     def apply(self, ti: int, demand: dict, sign: int) -> None:
@@ -1403,27 +1407,42 @@ class _TreeView:
         h = self.entitled_at(ti, demand)
         if h is None:
             return
+        lack = self.lacking(ti, demand)
+        if not lack:
+            return
         mine = self.paths[ti]
-        above = mine[h - 1:] if h else mine  # the entitlement node's groups, itself first
-        order = []
-        for v in range(ps.nt):
-            if v == ti or (h and mine[h - 1] in self.paths[v]):
-                continue  # inside the entitlement node's subtree
+        inside = mine[h - 1] if h else None  # the entitlement group (None: the team alone)
+        above = set(mine[h - 1:] if h else mine)  # the entitlement node's groups
+        # Only a team whose side (itself and its groups below A) is above its quota in a resource
+        # the job lacks can give, and taking jobs only lowers usage: the others are left out from
+        # the start.
+        teams: set[int] = set()
+        for r in lack:
+            teams |= ps.borrowers[r]
+        teams.discard(ti)
+        bands: dict[int, list] = {}  # the rank of the common ancestor A -> (victims, side) per team
+        for v in teams:
             theirs = self.paths[v]
-            common = self.tree.lowest_common(above, theirs)
-            side: list[str | int] = [v, *(theirs[:theirs.index(common)] if common else theirs)]
-            rank = -1 if common is None else self.depth[common]  # the fleet is highest
-            for j in ps.own_victims(v):
-                order.append((rank, j, side))
-        order.sort(key=lambda x: (x[0], x[1]))
+            if inside is not None and inside in theirs:
+                continue  # inside the entitlement node's subtree
+            k = next((i for i, g in enumerate(theirs) if g in above), len(theirs))
+            side: tuple[str | int, ...] = (v, *theirs[:k])
+            if not any(all(self._over(n, r) for n in side) for r in lack):
+                continue  # and never will be in this pass: taking jobs only lowers usage
+            rank = self.depth[theirs[k]] if k < len(theirs) else -1  # the fleet is highest
+            bands.setdefault(rank, []).append(zip(ps.own_victims(v), itertools.repeat(side)))
         tol = TOLERANCE
-        for _, j, side in order:
-            if ps.chosen[j]:
-                continue
-            lack = self.lacking(ti, demand)
-            job = ps.r_demand[j]
-            if any(job.get(r, 0) > tol and all(self._over(n, r) for n in side) for r in lack):
-                yield j
+        for rank in sorted(bands):
+            # Each team's victims are in victim order (ascending index): merged, the band is too.
+            for j, side in heapq.merge(*bands[rank]):
+                if ps.chosen[j]:
+                    continue
+                lack = self.lacking(ti, demand)
+                if not lack:
+                    return  # taking jobs only makes room: the job lacks nothing any more
+                job = ps.r_demand[j]
+                if any(job.get(r, 0) > tol and all(self._over(n, r) for n in side) for r in lack):
+                    yield j
 
     def enforce_group_caps(self, preemptions: list) -> None:
         """Rule 1 for groups: after the teams, each group above Q + B (name order) loses jobs

@@ -32,7 +32,10 @@ class TreeUsage:
         self.tree = hierarchy.Tree.of_state(state)
         self.teams = teams
         self.paths = [self.tree.path(t.name) for t in teams]
-        self.below = {g: [t for t, p in zip(teams, self.paths, strict=True) if g in p] for g in self.tree.groups}
+        self.below: dict[str, list[Team]] = {g: [] for g in self.tree.groups}
+        for t, path in zip(teams, self.paths, strict=True):
+            for g in path:
+                self.below[g].append(t)
         self.reserve_below = {g: [t for t in below if t.reserve] for g, below in self.below.items()}
         self._usage: dict[str, dict] = {}  # a group's U, summed again once a team below it changed
         # Each team's entitlement E, for the teams promised other than their guarantee.
