@@ -11,6 +11,8 @@ from __future__ import annotations
 import pytest
 
 from cdk_gpu_share.core import config as cfg
+from cdk_gpu_share.core import hyperpod_schema as hp
+from cdk_gpu_share.core import instances
 from cdk_gpu_share.core.config import Sharing, load_config, parse_config
 from cdk_gpu_share.core.errors import ConfigError, Problem
 
@@ -296,7 +298,7 @@ def test_hyperpod_resources_of_two_teams_add_up_per_dimension():
 
 def hyperpod_entries(types: int, mig_profiles: int) -> dict:
     """A HyperPod guarantee of ``types`` instance types, the first with ``mig_profiles`` MIG profiles."""
-    names = sorted(t for t in cfg.hp.HYPERPOD_INSTANCE_TYPES if cfg.instances.lookup(t) is not None)
+    names = sorted(t for t in hp.HYPERPOD_INSTANCE_TYPES if instances.lookup(t) is not None)
     chosen = ["ml.p5.48xlarge"] + [t for t in names if t != "ml.p5.48xlarge"][: types - 1]
     mig = dict(list({"mig-1g.10gb": 1, "mig-2g.20gb": 1, "mig-3g.40gb": 1, "mig-4g.40gb": 1}.items())[:mig_profiles])
     guarantee = {t: 1 for t in chosen}

@@ -53,6 +53,7 @@ from cdk_gpu_share.core.fairshare import (  # noqa: F401
     share_identifier,
     share_identifier_problems,
 )
+from cdk_gpu_share.core.scenario import group_entries
 
 __all__ = [
     "RESOURCE",
@@ -192,7 +193,6 @@ def group_settings(config: Any, capacity: Mapping[str, int]) -> dict:
     planner's ``groups``), or ``{}`` without groups: the settings stay as they were."""
     if not getattr(config, "groups", ()):
         return {}
-    from cdk_gpu_share.core.scenario import group_entries
 
     return {"groups": group_entries(config.groups, config.teams_for("fairshare"), capacity)}
 

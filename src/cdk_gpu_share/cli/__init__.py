@@ -19,6 +19,7 @@ import importlib.metadata
 import sys
 from collections.abc import Sequence
 
+from cdk_gpu_share import __version__
 from cdk_gpu_share.cli._parser import Parser
 from cdk_gpu_share.core.errors import GpuShareError
 
@@ -46,8 +47,6 @@ def package_version() -> str:
     try:
         return importlib.metadata.version(DISTRIBUTION)
     except importlib.metadata.PackageNotFoundError:
-        from cdk_gpu_share import __version__
-
         return __version__
 
 

@@ -18,6 +18,8 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
+from cdk_gpu_share.core.errors import ConfigError, Problem
+
 #: Namespace attribute naming the innermost parser that parsed the command line (removed before
 #: the namespace is returned).
 _INNERMOST = "_gpu_share_parser"
@@ -126,8 +128,6 @@ def add_config_argument(parser: argparse.ArgumentParser, *, help: str, required:
 def parse_day(flag: str, text: str) -> datetime:
     """A ``--from``/``--to`` day (``YYYY-MM-DD``) as midnight UTC; anything else is refused in
     one line naming ``flag``."""
-    from cdk_gpu_share.core.errors import ConfigError, Problem
-
     try:
         return datetime.strptime(text, "%Y-%m-%d").replace(tzinfo=timezone.utc)
     except ValueError:

@@ -18,6 +18,7 @@ from typing import Any
 
 from cdk_gpu_share.cli._parser import add_config_argument
 from cdk_gpu_share.cli._progress import ProgressBar
+from cdk_gpu_share.cli.advise_report import entitled_differs
 from cdk_gpu_share.core.errors import ConfigError, Problem
 from cdk_gpu_share.core.text import format_table
 
@@ -262,12 +263,6 @@ def _value(key: str, e: dict[str, Any]) -> str:
     if key == "no_worse_than_private":
         return f"{v:+,.0f} s"
     return f"{v:,.2f}" if isinstance(v, float) and not float(v).is_integer() else f"{v:,.0f}"
-
-
-def entitled_differs(team: dict[str, Any]) -> bool:
-    """Whether a team of the advice is entitled to other than its guarantee, before or after."""
-    e = float(team["entitlement"]["gpu"])
-    return any(abs(float(g["guarantee"]["gpu"]) - e) > 1e-9 for g in (team, team.get("was", team)))
 
 
 def unmet_lines(doc: dict[str, Any]) -> list[str]:

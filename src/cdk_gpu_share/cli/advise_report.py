@@ -73,9 +73,13 @@ def _scroll(table: str) -> str:
     return f'<div class="scroll">{table}</div>'
 
 
-def _teams_table(teams: Mapping[str, Any]) -> str:
-    from cdk_gpu_share.cli.advise_cmd import entitled_differs
+def entitled_differs(team: dict[str, Any]) -> bool:
+    """Whether a team of the advice is entitled to other than its guarantee, before or after."""
+    e = float(team["entitlement"]["gpu"])
+    return any(abs(float(g["guarantee"]["gpu"]) - e) > 1e-9 for g in (team, team.get("was", team)))
 
+
+def _teams_table(teams: Mapping[str, Any]) -> str:
     # The entitlement (fixed: what the team's promises are judged against) once some team's differs.
     promised = any("entitlement" in t and entitled_differs(dict(t)) for t in teams.values())
     headers = ["team", "guarantee (GPUs)", *(["entitled to (GPUs)"] if promised else []), "sharing", "may borrow"]

@@ -25,9 +25,11 @@ from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from cdk_gpu_share.cli import _aws
+from cdk_gpu_share.cli._aws import queues_of
 from cdk_gpu_share.cli._parser import add_config_argument
 from cdk_gpu_share.cli._progress import ProgressBar
-from cdk_gpu_share.cli._region import no_region, resolve_region
+from cdk_gpu_share.cli._region import resolve_region
 from cdk_gpu_share.core.errors import ConfigError, GpuShareError, Problem
 from cdk_gpu_share.core.text import format_table
 
@@ -107,61 +109,10 @@ def _region_of(client: Any, region: str | None) -> str | None:
 
 def aws_error(exc: Exception, queue: str, region: str | None, actions: tuple[str, ...] | None = None, *,
               what: str | None = None, service: str = "AWS Batch") -> GpuShareError | None:
-    """A one-line :class:`GpuShareError` for an AWS/botocore error, or None if ``exc`` is not one.
-
-    ``actions``: the IAM actions to name when access is denied; default those of the first
-    backend's reader (before the queue's kind is known). ``what`` names what was read
-    (default: the job queue), ``service`` the service that answered.
-    """
+    """The one line of an AWS error (:func:`cdk_gpu_share.cli._aws.aws_error`); ``actions`` by default
+    those of the first backend's reader (before the queue's kind is known)."""
     actions = readers()[0].ACTIONS if actions is None else actions
-    from botocore import exceptions as bx
-
-    where = f" in region {region}" if region else ""
-    q = what or f"job queue {queue!r}"
-    if isinstance(exc, (bx.NoCredentialsError, bx.PartialCredentialsError, bx.CredentialRetrievalError)):
-        return GpuShareError(
-            f"no AWS credentials to read {q}{where}; configure them (aws configure, AWS_PROFILE, "
-            "or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY) and retry"
-        )
-    if isinstance(exc, bx.ProfileNotFound):
-        profile = getattr(exc, "kwargs", {}).get("profile")
-        return GpuShareError(
-            f"the AWS profile {profile!r} (AWS_PROFILE) is not in your AWS configuration, so {q} cannot be read;"
-            " set AWS_PROFILE to a configured profile (aws configure list-profiles) or unset it"
-        )
-    if isinstance(exc, bx.NoRegionError):
-        return no_region(q)
-    if isinstance(exc, (bx.EndpointConnectionError, bx.ConnectTimeoutError, bx.ReadTimeoutError)):
-        return GpuShareError(f"cannot reach {service}{where} to read {q}: {_one_line(str(exc))}; check --region and the network")
-    if isinstance(exc, bx.ParamValidationError):
-        return GpuShareError(f"{q} was rejected before sending: {_one_line(str(exc))}; pass a queue name or ARN")
-    if isinstance(exc, bx.ClientError):
-        err = exc.response.get("Error", {})
-        code = err.get("Code", "Unknown")
-        message = _one_line(err.get("Message", "") or str(exc))
-        op = getattr(exc, "operation_name", "") or "the request"
-        if code in ("AccessDeniedException", "AccessDenied", "UnauthorizedOperation") or "not authorized" in message.lower():
-            return GpuShareError(
-                f"access denied reading {q}{where} ({op}); grant your identity {', '.join(actions)}"
-            )
-        if code in ("ExpiredTokenException", "ExpiredToken", "RequestExpired"):
-            return GpuShareError(f"AWS credentials expired while reading {q}; refresh them (aws sso login, new keys) and retry")
-        if code in ("UnrecognizedClientException", "InvalidSignatureException", "InvalidClientTokenId"):
-            return GpuShareError(f"AWS rejected the credentials used to read {q}{where} ({code}); check your profile or keys")
-        if code in ("ThrottlingException", "TooManyRequestsException", "Throttling"):
-            return GpuShareError(f"{service} throttled the reads of {q}{where} ({op}); retry in a minute")
-        if code == "ClientException":
-            return GpuShareError(
-                f"AWS Batch rejected {op} for {q}{where}: {message}; check the queue name and --region"
-            )
-        return GpuShareError(f"AWS error {code} in {op} reading {q}{where}: {message}")
-    if isinstance(exc, bx.BotoCoreError):
-        return GpuShareError(f"cannot read {q}{where}: {_one_line(str(exc))}")
-    return None
-
-
-def _one_line(text: str) -> str:
-    return " ".join(str(text).split())
+    return _aws.aws_error(exc, queue, region, actions, what=what, service=service)
 
 
 # ---------------------------------------------------------------------------
@@ -225,7 +176,6 @@ def run_status(args: argparse.Namespace) -> int:
 
 def _only_queue(config: Any) -> str:
     """The one Batch queue of ``config``, for a ``status`` without ``--queue``."""
-    from cdk_gpu_share.cli.usage_cmd import queues_of
 
     queues = sorted(queues_of(config)) if config is not None else []
     if len(queues) == 1:
@@ -245,7 +195,6 @@ def _archive_history(url: str, config: Any, backend: str, now: float, region: st
     chose it, since the platform stack deploys both."""
     from cdk_gpu_share.aws import history_reader
     from cdk_gpu_share.cli import trace_export_cmd as tx
-    from cdk_gpu_share.cli.usage_cmd import queues_of
     from cdk_gpu_share.core import history
     from cdk_gpu_share.core.eta import FinishedJob, History
 

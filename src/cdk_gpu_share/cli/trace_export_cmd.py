@@ -14,6 +14,7 @@ import sys
 from datetime import datetime, timedelta
 from typing import Any
 
+from cdk_gpu_share.cli._aws import aws_error, queues_of
 from cdk_gpu_share.cli._files import check_output, write_output
 from cdk_gpu_share.cli._parser import add_config_argument, parse_day
 from cdk_gpu_share.cli._progress import ProgressBar
@@ -106,8 +107,6 @@ class _Progress(ProgressBar):
 
 def _aws_error(exc: Exception, what: str, region: str | None, actions: tuple[str, ...],
                service: str = "Amazon S3") -> GpuShareError:
-    from cdk_gpu_share.cli.status_cmd import aws_error
-
     err = aws_error(exc, what, region, actions, what=what, service=service)
     if err is None:
         raise exc
@@ -116,7 +115,6 @@ def _aws_error(exc: Exception, what: str, region: str | None, actions: tuple[str
 
 def run_export(args: argparse.Namespace) -> int:
     from cdk_gpu_share.aws import history_reader
-    from cdk_gpu_share.cli.usage_cmd import queues_of
     from cdk_gpu_share.core import history
     from cdk_gpu_share.core import scenario as sc
     from cdk_gpu_share.core.config import load_config

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from cdk_gpu_share.cli._aws import aws_error, queues_of
 from cdk_gpu_share.cli._parser import add_config_argument, parse_day
 from cdk_gpu_share.cli._region import resolve_region
 from cdk_gpu_share.core.errors import ConfigError, Problem
@@ -89,21 +90,6 @@ def _days(first: str, last: str, now: float) -> tuple[datetime, datetime]:
     return start, end
 
 
-def queues_of(config: Any) -> dict[str, tuple[list[str], float | None]]:
-    """queue name -> (its teams, its pool in GPUs when lending must be attributed here)."""
-    from cdk_gpu_share.aws import batch_reader as br
-
-    out: dict[str, tuple[list[str], float | None]] = {}
-    if config.batch_quota is not None:
-        name = config.batch_quota.queue_name or f"{config.name}-training"
-        out[name] = ([t.name for t in config.teams_for("batch_quota")], None)
-    if config.fairshare is not None:
-        settings = br.settings_from_config(config)
-        out[settings["queue"]] = ([t.name for t in config.teams_for("fairshare")],
-                                  float(settings["capacity"][br.RESOURCE]))
-    return out
-
-
 def run_usage(args: argparse.Namespace) -> int:
     from cdk_gpu_share.aws import metrics_reader
     from cdk_gpu_share.core import usage
@@ -132,8 +118,6 @@ def run_usage(args: argparse.Namespace) -> int:
                 client = make_client(region)
             series, calls = metrics_reader.read_series(client, queue, teams, start.timestamp(), end)
         except Exception as exc:  # noqa: BLE001 - botocore errors become one line
-            from cdk_gpu_share.cli.status_cmd import aws_error
-
             err = aws_error(exc, queue, region, ("cloudwatch:GetMetricData",), what=f"the metrics of queue {queue!r}",
                             service="Amazon CloudWatch")
             if err is None:
@@ -201,4 +185,4 @@ def _render(report: dict[str, Any], *, csv_out: bool, json_out: bool) -> str:
     return "\n".join(lines).rstrip("\n")
 
 
-__all__ = ["make_client", "queues_of", "register", "run_usage"]
+__all__ = ["make_client", "queues_of", "register", "run_usage"]  # queues_of: from cli._aws

@@ -13,7 +13,9 @@ import aws_cdk as cdk
 import jsii
 from aws_cdk import aws_lambda as lambda_
 
-import cdk_gpu_share
+#: The installed package's folder: this module is ``cdk_gpu_share/constructs/_lambda_code.py``. (Not
+#: ``cdk_gpu_share.__file__``: importing the package's root from here would close a circle through it.)
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
 
 
 @jsii.implements(cdk.ILocalBundling)
@@ -26,7 +28,7 @@ class PackageBundler:
         self.aws_files = ("__init__.py", *aws_files)
 
     def try_bundle(self, output_dir: str, *, image: Any = None, **_: Any) -> bool:
-        src = Path(cdk_gpu_share.__file__).resolve().parent
+        src = PACKAGE_DIR
         dst = Path(output_dir) / "cdk_gpu_share"
         dst.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(src / "__init__.py", dst / "__init__.py")
@@ -48,7 +50,7 @@ def package_code(handler_dir: str, parts: Sequence[str], aws_files: Sequence[str
     """A Lambda's code: ``parts`` and ``aws_files`` of the package, locally bundled and hashed by
     their output (never Docker). ``handler_dir``: the handler's folder under the package."""
     return lambda_.Code.from_asset(
-        str(Path(cdk_gpu_share.__file__).resolve().parent / handler_dir),
+        str(PACKAGE_DIR / handler_dir),
         asset_hash_type=cdk.AssetHashType.OUTPUT,
         bundling=cdk.BundlingOptions(
             image=cdk.DockerImage.from_registry("local-bundling-only-docker-is-never-used"),

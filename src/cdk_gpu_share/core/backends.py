@@ -24,10 +24,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from cdk_gpu_share.core.config_model import EXTRA_SECTIONS
 from cdk_gpu_share.core.errors import Problem
 
 if TYPE_CHECKING:
-    from cdk_gpu_share.core.config import PlatformConfig, TeamConfig
+    from cdk_gpu_share.core.config_model import PlatformConfig, TeamConfig
     from cdk_gpu_share.core.validation import Problems
 
 #: The built-in backends: the module of each holds its spec as ``SPEC``. A new backend is a
@@ -232,8 +233,6 @@ def register(spec: BackendSpec) -> BackendSpec:
     or another backend is refused, so one platform.yaml key never means two things.
     """
     _load_builtin()
-    from cdk_gpu_share.core.config import EXTRA_SECTIONS
-
     missing = sorted(name for name in _MEMBERS if not hasattr(spec, name))
     if missing:
         raise ValueError(f"{type(spec).__name__} lacks {', '.join(missing)} of a BackendSpec: subclass"

@@ -22,6 +22,7 @@ import cdk_gpu_share.inference.config as IC
 from cdk_gpu_share.core import alerts_config as AL
 from cdk_gpu_share.core import backends, mig
 from cdk_gpu_share.core import config as C
+from cdk_gpu_share.core import config_fields as F
 from cdk_gpu_share.core import history_config as HI
 from cdk_gpu_share.core import hyperpod_schema as hp
 from cdk_gpu_share.core import security_config as SEC
@@ -127,10 +128,10 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
 VALIDATOR_KEYS: dict[str, set[str]] = {
     "": {"platform", "teams", "groups", *C.EXTRA_SECTIONS},
     "platform": {"name"},
-    "team": set(C._TEAM_KEYS),
-    "group": set(C._GROUP_KEYS),
+    "team": set(F._TEAM_KEYS),
+    "group": set(F._GROUP_KEYS),
     "objectives": {*OBJECTIVE_KEYS, ENTITLEMENT_KEY},
-    "amount": set(C._AMOUNT_KEYS),
+    "amount": set(F._AMOUNT_KEYS),
     "security": set(SEC._KEYS),
     "history": set(HI._KEYS),
 }

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cdk_gpu_share.core.quoting import quote
+
 
 @dataclass(frozen=True)
 class Problem:
@@ -19,11 +21,9 @@ class Problem:
     fix: str = ""
 
     def __str__(self) -> str:
-        from cdk_gpu_share.core.validation import quote  # the toolkit; bounded, never the whole value
-
         text = f"{self.field}: {self.message}"
         if self.value is not None:
-            text += f" (got {quote(self.value)})"
+            text += f" (got {quote(self.value)})"  # bounded, never the whole value
         if self.fix:
             text += f"; {self.fix}"
         return text

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from cdk_gpu_share.core.errors import ConfigError, Problem
+from cdk_gpu_share.core.history import read_header
 from cdk_gpu_share.core.simulate.accounting import nearest_rank
 
 __all__ = ["METRICS", "REAL_COLUMNS", "Real", "compare", "read_real"]
@@ -59,8 +60,6 @@ def read_real(stream: IO[str] | Iterable[str], *, source: str = "trace") -> Real
     Raises :class:`ConfigError` when the trace is not an export (a column is missing) or a cell
     is not a number, naming the line.
     """
-    from cdk_gpu_share.core.history import read_header
-
     lines = iter(stream)
     real = Real()
     buffered: list[str] = []

@@ -50,8 +50,10 @@ from fractions import Fraction
 from itertools import accumulate
 from typing import IO, Any
 
-from cdk_gpu_share.core import instances
-from cdk_gpu_share.core.fairshare import gpus_of
+from cdk_gpu_share.core import backends, instances
+from cdk_gpu_share.core.config import config_mapping
+from cdk_gpu_share.core.fairshare import gpus_of, share_identifier
+from cdk_gpu_share.core.scenario import scenario_from_config
 
 __all__ = [
     "ARCHIVE_SOURCE",
@@ -119,8 +121,6 @@ def config_hash(mapping: Mapping[str, Any]) -> str:
 def policy_hash(config: Any) -> str:
     """The :func:`config_hash` of what decides the jobs' fate in a config: its teams and its
     backends' sections (not its alerts, inference or archive settings)."""
-    from cdk_gpu_share.core import backends
-    from cdk_gpu_share.core.config import config_mapping
 
     mapping = config_mapping(config)
     return config_hash({k: v for k, v in mapping.items() if k == "teams" or k in backends.keys()})
@@ -740,8 +740,6 @@ def lookup_from_config(config: Any, backend: str, queues: Iterable[str] = ()) ->
     """The :class:`Lookup` of ``backend`` in a validated config: every team of the config (a job
     of a team on another backend is still a known team), share identifiers, and the backend's
     guarantees in GPUs and checkpoint intervals as the simulator's scenario has them."""
-    from cdk_gpu_share.core.fairshare import share_identifier
-    from cdk_gpu_share.core.scenario import scenario_from_config
 
     scenario = scenario_from_config(config, backend)
     teams = scenario["teams"]

@@ -18,9 +18,13 @@ import math
 from typing import Any
 
 from cdk_gpu_share.core import backends, instances
-from cdk_gpu_share.core.config import Amount, PlatformConfig, TeamConfig
+from cdk_gpu_share.core.config import Amount, PlatformConfig, TeamConfig, group_tree
+from cdk_gpu_share.core.history_config import archive_of, monthly_cost
 from cdk_gpu_share.core.objectives import target_text
+from cdk_gpu_share.core.organisation import compilation, compile_flat
+from cdk_gpu_share.core.scenario import amount_gpus
 from cdk_gpu_share.core.text import format_table
+from cdk_gpu_share.inference.config import endpoint_layout
 
 UNLIMITED = None
 
@@ -197,8 +201,6 @@ def _gpus_per_instance(instance_type: str) -> int:
 
 
 def _gpus_of(instance_type: str, amount: Amount) -> float:
-    from cdk_gpu_share.core.scenario import amount_gpus
-
     return float(amount_gpus(instance_type, amount))
 
 
@@ -261,7 +263,6 @@ def inference_plan(config: PlatformConfig) -> list[dict[str, Any]]:
     """Each inference endpoint: instances, GPUs, its MIG layout and partitions, and its models."""
     if config.inference is None:
         return []
-    from cdk_gpu_share.inference.config import endpoint_layout
 
     out = []
     for e in config.inference.endpoints:
@@ -297,8 +298,6 @@ ARCHIVE_QUOTE_JOBS_PER_DAY = 10_000
 
 def archive_costs(config: PlatformConfig) -> list[dict[str, str]]:
     """The job archive (``history``): its key every month, and what its jobs add."""
-    from cdk_gpu_share.core.history_config import archive_of, monthly_cost
-
     archive = archive_of(config)
     if archive is None:
         return []
@@ -361,8 +360,6 @@ def tree_plan(config: PlatformConfig, backend: str, rows: list[dict[str, Any]]) 
     """The organisation's tree on ``backend``: each node's quota Q, borrow limit B and the most it
     could use (the least Q + B above it, the fleet's capacity, a team's own bound), per instance
     type in instances; and, for a backend that deploys a flat compilation, what it changed."""
-    from cdk_gpu_share.core.config import group_tree
-    from cdk_gpu_share.core.organisation import compilation, compile_flat
 
     section = config.backend(backend)
     tree = group_tree(config, backend)

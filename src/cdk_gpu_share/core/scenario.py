@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
-from cdk_gpu_share.core import backends, hierarchy, instances
+from cdk_gpu_share.core import backends, hierarchy, instances, reclaim
 from cdk_gpu_share.core.config import HYPERPOD, Amount, GroupConfig, PlatformConfig, TeamConfig, groups_above
 from cdk_gpu_share.core.errors import ConfigError, Problem
 from cdk_gpu_share.core.instances import GPU_RESOURCE as RESOURCE
@@ -199,8 +199,6 @@ def node_quotas(scenario_state: Any) -> dict[str, dict[str, Any]]:
     With a config: ``node_quotas(parse_scenario(scenario_from_config(config, backend)).state)``
     gives the tree in GPUs; :func:`cdk_gpu_share.core.config.group_tree` the same in instances.
     """
-    from cdk_gpu_share.core import reclaim
-
     tree = hierarchy.Tree.of_state(scenario_state)
     out: dict[str, dict[str, Any]] = {}
     for team in scenario_state.teams:

@@ -119,8 +119,8 @@ def _aws_prices(args: argparse.Namespace, types: Sequence[str]) -> tuple[dict[st
     """The Price List's on-demand prices of ``types`` for the endpoints' region, and that region;
     a credential, network or permission failure is one line."""
     from cdk_gpu_share.aws import price_reader
+    from cdk_gpu_share.cli._aws import aws_error
     from cdk_gpu_share.cli._region import resolve_region
-    from cdk_gpu_share.cli.status_cmd import aws_error
 
     what = "SageMaker's on-demand prices"
     service = "the AWS Price List API"

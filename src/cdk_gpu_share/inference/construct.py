@@ -110,6 +110,7 @@ from cdk_gpu_share.constructs._checks import (
     raise_props_problems,
 )
 from cdk_gpu_share.constructs._iam import add_statements
+from cdk_gpu_share.constructs._metrics import InferenceComponentMetrics
 from cdk_gpu_share.core.errors import ConfigError, Problem
 from cdk_gpu_share.inference.config import (
     Copies,
@@ -830,8 +831,6 @@ class MigInferenceEndpoint(Construct):
     def metrics(self) -> InferenceComponentMetrics:
         """SageMaker's per-inference-component metric factory (1-minute period), shared with
         :class:`~cdk_gpu_share.constructs.dashboard.InferenceDashboard`."""
-        from cdk_gpu_share.constructs._metrics import InferenceComponentMetrics
-
         return InferenceComponentMetrics(self.inference_component_name)
 
     def metric(self, model: str, metric_name: str, **props: Any) -> cloudwatch.Metric:

@@ -9,10 +9,14 @@ import aws_cdk as cdk
 from constructs import Construct
 
 from cdk_gpu_share.constructs._platform_part import PlatformPart
+from cdk_gpu_share.constructs.alerts import AlarmRouting
+from cdk_gpu_share.constructs.job_history import JobHistory
 from cdk_gpu_share.constructs.shared_gpu_quota import SharedGpuQuota
 from cdk_gpu_share.core import backends
 from cdk_gpu_share.core.config import PlatformConfig, check_config
 from cdk_gpu_share.core.errors import ConfigError
+from cdk_gpu_share.core.history import policy_hash
+from cdk_gpu_share.core.history_config import archive_of
 
 
 def _optional(module: str, name: str) -> Any:
@@ -47,8 +51,6 @@ class PlatformStack(cdk.Stack):
         # topic of the config's alerts section; the routing is an aspect, so order does not matter.
         self.alerts = None
         if config.alerts is not None:
-            from cdk_gpu_share.constructs.alerts import AlarmRouting
-
             self.alerts = AlarmRouting.from_config(self, "Alerts", alerts=config.alerts)
             self.alerts.route(self)
         # Each backend's construct, built once even when two backends name the same one.
@@ -82,13 +84,10 @@ class PlatformStack(cdk.Stack):
 
     def _history(self, config: PlatformConfig) -> Any:
         """The job archive of the platform's Batch queues (``history:``, on by default), or None."""
-        from cdk_gpu_share.core.history import policy_hash
-        from cdk_gpu_share.core.history_config import archive_of
 
         settings = archive_of(config)
         if settings is None:
             return None
-        from cdk_gpu_share.constructs.job_history import JobHistory
 
         quota = self.quota
         batch = getattr(quota, "batch", None) if quota is not None else None

@@ -92,6 +92,7 @@ from cdk_gpu_share.constructs._iam import add_statements, format_arn, read_once,
 from cdk_gpu_share.constructs._lambda_code import package_code
 from cdk_gpu_share.constructs._metrics import ReclaimerMetrics
 from cdk_gpu_share.constructs._platform_part import TeamStackLike
+from cdk_gpu_share.constructs.dashboard import GpuShareDashboard
 from cdk_gpu_share.core import instances, reclaim
 from cdk_gpu_share.core.config import (
     BATCH_NAME_PATTERN,
@@ -377,7 +378,6 @@ class FairshareQueue(Construct):
         ``Dashboard``), when the reclaimer runs: it emits their metrics. None without a reclaimer."""
         if self.reclaimer is None:
             return None
-        from cdk_gpu_share.constructs.dashboard import GpuShareDashboard
 
         return GpuShareDashboard.from_platform(platform, "Dashboard", platform=platform)
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from cdk_gpu_share.core import config as C
 from cdk_gpu_share.core import config_schema as S
-from cdk_gpu_share.core import instances
+from cdk_gpu_share.core import instances, mig
 from cdk_gpu_share.core.backends import Backend, SectionCheck
 from cdk_gpu_share.core.config import PlatformConfig, TeamConfig
 from cdk_gpu_share.core.errors import Problem
@@ -429,8 +429,6 @@ def threshold_needs_policy(c: SectionCheck) -> Iterator[Problem]:
 
 def mig_profiles(c: SectionCheck) -> Iterator[Problem]:
     """A MIG profile of a guarantee is one the instance type's GPU has."""
-    from cdk_gpu_share.core import mig
-
     for team in c.members:
         for it, amount in team.guarantee_for(c.section.capacity).items():
             info = instances.lookup(it)

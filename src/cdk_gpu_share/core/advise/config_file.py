@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from cdk_gpu_share.core import backends, instances
+from cdk_gpu_share.core import validation as V
 from cdk_gpu_share.core.advise.space import Candidate, Choice
 from cdk_gpu_share.core.config import PlatformConfig, parse_config
 from cdk_gpu_share.core.errors import ConfigError, Problem
@@ -187,8 +188,6 @@ def checked_config_text(path: str, source: str, config: PlatformConfig, backend:
                         entitlements: Mapping[str, float] | None = None) -> str:
     """The advised config's text for ``path``, checked by what ``gpu-share validate`` checks
     (the command writes it; an invalid result raises :class:`ConfigError` and writes nothing)."""
-    from cdk_gpu_share.core import validation as V
-
     text = advised_config_text(V.read_text(source), config, backend, candidate, was, names, fleet=fleet,
                                entitlements=entitlements)
     parse_config(V.load_yaml(text, source=path), source=path)  # what gpu-share validate checks

@@ -14,7 +14,7 @@ from cdk_gpu_share.core import reclaim
 from cdk_gpu_share.core.simulate.inputs import RESOURCE, Job
 
 if TYPE_CHECKING:
-    from cdk_gpu_share.core.simulate.accounting import TeamResult
+    from cdk_gpu_share.core.simulate.figures import TeamResult
 
 __all__ = ["Run", "Team"]
 
