@@ -30,9 +30,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from cdk_gpu_share.core import hierarchy, instances
+from cdk_gpu_share.core.borrowing import borrow_cap
 from cdk_gpu_share.core.config import Amount, PlatformConfig, Sharing, TeamConfig, group_tree
 from cdk_gpu_share.core.errors import ConfigError, Problem
-from cdk_gpu_share.core.plan import borrow_cap
 
 __all__ = ["ABSOLUTE", "PERCENT", "HIERARCHY_MODES", "TeamChange", "Compiled", "compilation", "compile_flat",
            "as_replayed", "check_hierarchy", "least_percent", "reading", "reading_text"]

@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
-from cdk_gpu_share.core import backends, hierarchy, instances, reclaim
+from cdk_gpu_share.core import backends, hierarchy, instances, mig, reclaim
 from cdk_gpu_share.core.config import HYPERPOD, Amount, GroupConfig, PlatformConfig, TeamConfig, groups_above
 from cdk_gpu_share.core.errors import ConfigError, Problem
 from cdk_gpu_share.core.instances import GPU_RESOURCE as RESOURCE
@@ -139,8 +139,6 @@ def partitioned_types(config: PlatformConfig, backend: str) -> tuple[str, ...]:
     """The instance types of ``backend``'s capacity whose GPUs a job may take a part of: MIG
     partitions of a MIG-capable GPU, which of the backends only HyperPod's quotas hand out. On any
     other fleet a job takes whole GPUs."""
-    from cdk_gpu_share.core import mig
-
     section = config.backend(backend)
     if backend != HYPERPOD or section is None:
         return ()

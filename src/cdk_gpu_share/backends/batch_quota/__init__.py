@@ -15,6 +15,7 @@ from cdk_gpu_share.core import config_schema as S
 from cdk_gpu_share.core.backends import Backend, SectionCheck
 from cdk_gpu_share.core.config import BatchQuotaConfig, TeamConfig
 from cdk_gpu_share.core.errors import Problem
+from cdk_gpu_share.core.plan import amount_text
 from cdk_gpu_share.core.text import plural
 from cdk_gpu_share.core.validation import Problems
 
@@ -162,8 +163,6 @@ def describe_resource(resource: Mapping[str, Any]) -> list[str]:
     if borrow is not None:
         extra = f", borrow limit {'unlimited' if borrow == -1 else f'{borrow}% of the guarantee'}"
         if borrow != -1 and sharing.get("Strategy") == C.Sharing.LEND_AND_BORROW.batch_strategy:
-            from cdk_gpu_share.core.plan import amount_text
-
             extra += ": may borrow " + "; ".join(
                 f"{amount_text(borrow * c['MaxCapacity'] // 100, c['CapacityUnit'])} of {c['CapacityUnit']}"
                 for c in capacity if isinstance(c.get("MaxCapacity"), int))

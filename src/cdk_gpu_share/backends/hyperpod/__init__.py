@@ -18,8 +18,10 @@ from cdk_gpu_share.core import config_schema as S
 from cdk_gpu_share.core import hyperpod_regions, instances
 from cdk_gpu_share.core import hyperpod_schema as hp
 from cdk_gpu_share.core.backends import Backend, SectionCheck
+from cdk_gpu_share.core.borrowing import instance_equivalent
 from cdk_gpu_share.core.config import HyperPodConfig, PlatformConfig, PriorityClass, TeamConfig
 from cdk_gpu_share.core.errors import Problem
+from cdk_gpu_share.core.plan import amount_text
 from cdk_gpu_share.core.text import plural
 from cdk_gpu_share.core.validation import Problems
 
@@ -258,7 +260,6 @@ def _amounts(entries: Sequence[Mapping[str, Any]]) -> dict[str, C.Amount]:
 def _may_borrow(cfg: Mapping[str, Any]) -> list[str]:
     """What a compute quota lets its team borrow per instance type: the least of its percentage
     of the guarantee and its absolute limit (``plan``'s reading and wording)."""
-    from cdk_gpu_share.core.plan import amount_text, instance_equivalent
 
     sharing = cfg.get("ResourceSharingConfig", {})
     percent = sharing.get("BorrowLimit", DEFAULT_BORROW_PERCENT)
@@ -276,7 +277,6 @@ def deployed_guarantee(resource: Mapping[str, Any]) -> dict[str, float]:
     """A compute quota's guarantee: instances per type, as ``plan`` counts a part of an instance."""
     if resource["Type"] != "AWS::SageMaker::ComputeQuota":
         return {}
-    from cdk_gpu_share.core.plan import instance_equivalent
 
     cfg = resource.get("Properties", {}).get("ComputeQuotaConfig", {})
     return {it: instance_equivalent(it, a) for it, a in _amounts(cfg.get("ComputeQuotaResources", [])).items()}
