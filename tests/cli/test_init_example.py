@@ -80,7 +80,7 @@ def test_list_names_every_example_with_a_line_of_what_it_shows(tmp_path, monkeyp
 
 
 @pytest.mark.parametrize("typed,closest", [("alibaba", "did you mean alibaba-openb?"),
-                                            ("organization", "did you mean organisation?"),
+                                            ("organization", "did you mean organisation"),
                                             ("xyz", None)])
 def test_an_unknown_name_is_one_line_with_the_closest_names(typed, closest, tmp_path, capsys):
     code, out, err = _init(capsys, "--example", typed, str(tmp_path))
@@ -112,3 +112,18 @@ def test_backend_and_example_together_are_refused(tmp_path, capsys):
     assert (code, out) == (2, "") and len(err.splitlines()) == 1
     assert "--backend: does not go with --example, which writes one file" in err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_hyperpod_organisation_is_the_kueue_one_on_hyperpod_s_instance_types():
+    """Two examples of one organisation: the same groups and teams, `ml.` instance types."""
+    def tree(name: str, prefix: str) -> tuple[list, list]:
+        raw = yaml.safe_load((SHIPPED / name).read_text())
+        for node in (*raw["groups"], *raw["teams"]):
+            for key in ("guarantee", "borrow_limit"):
+                if key in node:
+                    node[key] = {k.removeprefix(prefix): v for k, v in node[key].items()}
+        return raw["groups"], raw["teams"]
+
+    assert tree("organisation-hyperpod.yaml", "ml.") == tree("organisation.yaml", "")
+    assert yaml.safe_load((SHIPPED / "organisation-hyperpod.yaml").read_text())["hyperpod"]["capacity"] == \
+        {"ml." + k: v for k, v in yaml.safe_load((SHIPPED / "organisation.yaml").read_text())["kueue"]["capacity"].items()}

@@ -47,6 +47,8 @@ EXAMPLES: dict[str, tuple[str, str]] = {
                       "fleet of 32 GPUs"),
     "organisation": ("organisation.yaml", "a tree of quotas: two divisions, five teams, one division with a pool of "
                      "its own (on Kueue)"),
+    "organisation-hyperpod": ("organisation-hyperpod.yaml", "the same tree on a SageMaker HyperPod cluster, which "
+                              "deploys a flat compilation of it"),
     "hyperpod": ("hyperpod.yaml", "three teams' compute quotas on a SageMaker HyperPod cluster"),
     "kueue": ("kueue.yaml", "three teams' ClusterQueues in one Cohort on an Amazon EKS cluster of your own"),
     "inference": ("inference.yaml", "two teams' models on MIG partitions of one shared ml.p4d.24xlarge"),
