@@ -4,9 +4,11 @@ simulate`, the config's comments kept, bad input refused in one line."""
 from __future__ import annotations
 
 import json
+import re
 import textwrap
 
 import pytest
+import yaml
 
 from cdk_gpu_share.cli import main
 from cdk_gpu_share.core.advise.executors import default_workers
@@ -171,10 +173,20 @@ def test_the_written_config_keeps_every_comment_and_passes_validate(capsys, tmp_
     assert code == 0, err
     doc = json.loads(out)
     text = out_path.read_text()
+    rewritten = 0
     for line in CONFIG.splitlines():
-        if "#" in line:
-            assert line[line.index("#"):] in text, line
-    code, _, err = run(capsys, ["validate", str(out_path)])
+        if "#" not in line:
+            continue
+        code_part, comment = line[:line.index("#")].rstrip(), line[line.index("#"):]
+        same = [out_line for out_line in text.splitlines() if out_line.startswith(code_part + " ")]
+        if not code_part.strip() or any(out_line.endswith(comment) for out_line in same):
+            assert comment in text, line  # an unchanged value keeps its comment
+        else:  # a value the advice changed: its comment now says what it was
+            key, was = code_part.strip().split(": ", 1)
+            assert re.search(rf"^ *{re.escape(key)}: .*# gpu-share advise: was {re.escape(was)}$", text, re.M), line
+            assert comment not in text, line
+            rewritten += 1
+    assert rewritten, "the advice changes a commented value here"
     assert code == 0, err
     assert doc["capacity"]["gpu"] % 4 == 0  # whole instances of g5.12xlarge
     result = simulate_json(capsys, ["--config", str(out_path), "--trace", trace])
@@ -207,6 +219,50 @@ def test_the_written_config_changes_only_the_lines_of_decided_fields(capsys, tmp
     for line in changed:
         assert line.split(":")[0].lstrip("- ") in ("g5.12xlarge", "guarantee", "sharing", "borrow_limit_percent",
                                                    "objectives", "entitlement"), line
+
+
+def test_a_comment_on_a_value_the_advice_changed_is_rewritten_or_dropped_with_it():
+    from cdk_gpu_share.core.advise.config_file import advised_config_text
+    from cdk_gpu_share.core.advise.space import Candidate, Choice
+    from cdk_gpu_share.core.config import parse_config
+
+    text = textwrap.dedent("""\
+        platform:
+          name: advised
+        teams:
+          - name: a
+            guarantee:
+              g5.xlarge: 2                  # instances of the fleet this team may always use
+            sharing: lend_and_borrow        # reserve | lend | lend_and_borrow (also borrow)
+            borrow_limit_percent: 100       # may borrow its guarantee again
+          - name: b
+            guarantee: {g5.xlarge: 2}       # two GPUs
+            sharing: lend_and_borrow        # lends and borrows
+            borrow_limit_percent: 50        # may borrow half its guarantee again
+
+            # the fleet
+        fairshare:
+          capacity:
+            g5.xlarge: 4                    # 4 GPUs
+        """)
+    config = parse_config(yaml.safe_load(text))
+    was = Candidate(4, (Choice(2, "lend_and_borrow", 100), Choice(2, "lend_and_borrow", 50)))
+    new = Candidate(4, (Choice(2, "lend_and_borrow", -1), Choice(1, "reserve")))
+    out = advised_config_text(text, config, "fairshare", new, was, ("a", "b"), fleet="fixed")
+    lines = out.splitlines()
+    # Changed: the comment says what the value was, never what it no longer is.
+    assert "    borrow_limit_percent: -1        # gpu-share advise: was 100" in lines
+    assert "    guarantee: {g5.xlarge: 1}       # gpu-share advise: was {g5.xlarge: 2}" in lines
+    assert "    sharing: reserve                # gpu-share advise: was lend_and_borrow" in lines
+    # Dropped: b's borrow limit goes with its comment; the blank line and comment after it stay.
+    assert "may borrow" not in out and "borrow_limit_percent: 50" not in out
+    assert "\n\n    # the fleet\nfairshare:" in out
+    # Unchanged: their comments stay as they were.
+    for kept in ("      g5.xlarge: 2                  # instances of the fleet this team may always use",
+                 "    sharing: lend_and_borrow        # reserve | lend | lend_and_borrow (also borrow)",
+                 "    g5.xlarge: 4                    # 4 GPUs"):
+        assert kept in lines, kept
+    parse_config(yaml.safe_load(out))
 
 
 OBJECTIVES_CONFIG = CONFIG.replace(

@@ -24,7 +24,7 @@ from cdk_gpu_share.core.config import PlatformConfig, parse_config
 from cdk_gpu_share.core.errors import ConfigError, Problem
 from cdk_gpu_share.core.objectives import ENTITLEMENT_KEY
 
-__all__ = ["accepted_percents", "advised_config_text", "checked_config_text", "instance_of", "least_guarantee"]
+__all__ = ["REWRITTEN_COMMENT", "accepted_percents", "advised_config_text", "checked_config_text", "instance_of", "least_guarantee"]
 
 
 def instance_of(config: PlatformConfig, backend: str) -> tuple[str, int]:
@@ -87,11 +87,44 @@ def _load(text: str) -> tuple[Any, Any]:
     return y.load(text), y
 
 
+#: What the end-of-line comment of a value the advice changed says instead: the comment described
+#: the value that was there.
+REWRITTEN_COMMENT = "# gpu-share advise: was {was}"
+
+
+def _end_of_line(mapping: Any, key: str) -> Any:
+    """The comment token after ``key``'s value when its line ends with a comment, else None."""
+    item = mapping.ca.items.get(key) if hasattr(mapping, "ca") else None
+    token = item[2] if item is not None and len(item) > 2 else None
+    return token if token is not None and token.value.startswith("#") else None
+
+
+def _recomment(mapping: Any, key: str, was: Any) -> None:
+    """``key``'s value was changed: a comment at the end of its line, which described the old
+    value, says what the value was instead. The lines after it (blank lines, comments) stay."""
+    token = _end_of_line(mapping, key)
+    if token is not None:
+        _, newline, rest = token.value.partition("\n")
+        token.value = REWRITTEN_COMMENT.format(was=was) + newline + rest
+
+
+def _set(mapping: Any, key: str, value: Any, *, also: tuple[Any, str] | None = None) -> None:
+    """Change ``key``'s value, rewriting the comment on its line (and on ``also``'s, the line a
+    flow mapping such as ``guarantee: {g5.xlarge: 1}`` stands on)."""
+    was = mapping[key]
+    if was == value:
+        return
+    mapping[key] = value
+    _recomment(mapping, key, was)
+    if also is not None and _flow(mapping):
+        _recomment(also[0], also[1], f"{{{key}: {was}}}")
+
+
 def _put(mapping: Any, key: str, value: Any, after: str | None = None) -> None:
     """Set ``key``; a new key goes right after ``after`` (else last). What followed the key it
     now follows (a blank line, a comment) moves below it, so the file's layout stays."""
     if key in mapping:
-        mapping[key] = value
+        _set(mapping, key, value)
         return
     keys = list(mapping)
     anchor = after if after in mapping else (keys[-1] if keys else None)
@@ -101,15 +134,35 @@ def _put(mapping: Any, key: str, value: Any, after: str | None = None) -> None:
         mapping.ca.items[key] = mapping.ca.items.pop(anchor)
 
 
+def _flow(mapping: Any) -> bool:
+    """Whether ``mapping`` was written on one line (``{g5.xlarge: 1}``)."""
+    fa = getattr(mapping, "fa", None)
+    return bool(fa is not None and fa.flow_style())
+
+
 def _drop(mapping: Any, key: str) -> None:
-    """Remove ``key``; what followed it (a blank line, a comment) stays, after the key before it."""
+    """Remove ``key`` and the comment on its line; what followed its line (blank lines,
+    comments) stays, after the key before it."""
     if key not in mapping:
         return
     keys = list(mapping)
-    trailing = mapping.ca.items.pop(key, None)
+    item = mapping.ca.items.pop(key, None)
     del mapping[key]
-    if trailing is not None and keys[-1] == key and len(keys) > 1:
-        mapping.ca.items[keys[-2]] = trailing
+    token = item[2] if item is not None and len(item) > 2 else None
+    rest = token.value.partition("\n")[2] if token is not None else ""
+    position = keys.index(key)
+    if token is None or not rest or position == 0:
+        return
+    # The key before it ends where the dropped line stood: the last line of a block value.
+    owner, last = mapping, keys[position - 1]
+    while isinstance(owner[last], Mapping) and owner[last] and not _flow(owner[last]):
+        owner, last = owner[last], list(owner[last])[-1]
+    kept = owner.ca.items.get(last)
+    if kept is not None and len(kept) > 2 and kept[2] is not None:
+        kept[2].value += rest
+    else:
+        token.value = "\n" + rest
+        owner.ca.items[last] = [None, None, token, None]
 
 
 def advised_config_text(text: str, config: PlatformConfig, backend: str, candidate: Candidate,
@@ -129,7 +182,8 @@ def advised_config_text(text: str, config: PlatformConfig, backend: str, candida
         if e is not None and abs(new.guarantee - e) > 1e-9:
             _entitle(team, name, e, instance_type, per)
     if fleet == "size" and candidate.capacity != was.capacity:
-        data[backend]["capacity"][instance_type] = int(round(candidate.capacity / per))
+        _set(data[backend]["capacity"], instance_type, int(round(candidate.capacity / per)),
+             also=(data[backend], "capacity"))
     out = io.StringIO()
     y.dump(data, out)
     return out.getvalue()
@@ -173,7 +227,7 @@ def _sink(mapping: Any, key: str) -> None:
 
 def _apply(team: Any, new: Choice, old: Choice, instance_type: str, per: int, default_percent: int) -> None:
     if new.guarantee != old.guarantee:
-        team["guarantee"][instance_type] = int(round(new.guarantee / per))
+        _set(team["guarantee"], instance_type, int(round(new.guarantee / per)), also=(team, "guarantee"))
     if new.sharing != old.sharing:
         _put(team, "sharing", new.sharing, after="guarantee")
     if new.percent is None:  # a team that never borrows takes no borrow limit
