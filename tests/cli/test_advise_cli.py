@@ -489,7 +489,7 @@ def test_the_advisor_docs_worked_example_of_a_team_given_less_than_it_is_owed(ca
     advice = json.loads(out)
     batch = advice["teams"]["batch"]
     assert (batch["guarantee"], batch["entitlement"]) == ({"gpu": 0}, {"gpu": 2})
-    assert advice["teams"]["research"]["guarantee"] == {"gpu": 6}
+    assert advice["teams"]["research"]["guarantee"] == {"gpu": 1}
     assert batch["objectives"]["no_worse_than_private"]["value"] == -1097
     assert f"regret       {advice['regret_gpu_hours']:,.1f} GPU-hours" in section
     assert "batch          no_worse_than_private  private + slack  -1,097 s  yes" in section
