@@ -326,6 +326,8 @@ ROWS: list[tuple[str, dict, Callable[[], Any]]] = [
     ("kueue controller in a team's namespace",
      kq_yaml([team("a", K1)], controllers={"kuberay": ["system:serviceaccount:a:kuberay"]}),
      kq_py([py_team("a", K1)], controllers=_kq_controllers(kuberay=("system:serviceaccount:a:kuberay",)))),
+    ("kueue device class of no quota resource", kq_yaml([team("a", K1)], device_classes={"gpu.nvidia.com": "example.com/gpu"}),
+     kq_py([py_team("a", K1)], device_classes={"gpu.nvidia.com": "example.com/gpu"})),
     ("kueue guarantees above capacity", kq_yaml([team("a", {"p5.48xlarge": 3})]), kq_py([py_team("a", {"p5.48xlarge": 3})])),
     ("kueue reclaim Never with a borrow policy",
      kq_yaml([team("a", K1)], preemption={"borrow_within_cohort": {"policy": "LowerPriority"}}),

@@ -25,7 +25,8 @@ REASONS = {"Unauthorized", "Forbidden", "Invalid", "RequestEntityTooLarge"}
 RESOURCES = {"Pod": ("", "pods"), "Job": ("batch", "jobs"), "JobSet": ("jobset.x-k8s.io", "jobsets"),
              "RayJob": ("ray.io", "rayjobs"), "RayCluster": ("ray.io", "rayclusters"),
              "PyTorchJob": ("kubeflow.org", "pytorchjobs"), "TFJob": ("kubeflow.org", "tfjobs"), "Deployment": ("apps", "deployments"),
-             "ConfigMap": ("", "configmaps")}
+             "ConfigMap": ("", "configmaps"), "ResourceClaim": ("resource.k8s.io", "resourceclaims"),
+             "ResourceClaimTemplate": ("resource.k8s.io", "resourceclaimtemplates")}
 
 _ENV = celpy.Environment()
 

@@ -29,11 +29,14 @@ from tests.backends.kueue.workloads import (
     OTHER_TEAM,
     TRAINING_OPERATOR,
     annotated,
+    claim_object,
+    exactly,
     hostpath,
     own_account,
     relabelled,
     released,
     resized,
+    with_claim,
     with_container,
     with_spec,
     workload,
@@ -88,6 +91,10 @@ SYS_ADMIN = "may not add the capability SYS_ADMIN"
 HOST_PATH = "may not mount a hostPath to /dev, /proc, the kubelet's folder"
 RUNTIME_CLASS = "may name only an allowed runtime class"
 CDI = "may not carry a cdi.k8s.io/* annotation"
+DRA_WORKLOAD = "may not claim devices through DRA"
+DRA_OBJECTS = "may not hold DRA ResourceClaims or ResourceClaimTemplates"
+DRA_TEMPLATES_ONLY = "claims DRA devices only through a ResourceClaimTemplate"
+DRA_CLASSES = "may request only the device classes of kueue.device_classes"
 
 
 # -- the objects.
@@ -196,6 +203,8 @@ REFUSED_CREATES = [
     ("a privileged Pod", _reaching({"securityContext": {"privileged": True}}), DEVICES),
     ("a Pod whose PriorityClass is above the cap", workload("Pod", TEAM, queue=TEAM, priority=2000000000), POD_PRIORITY),
     ("a Pod labelled with another queue even without GPUs", workload("Pod", TEAM, gpus=0, queue=OTHER), OWN_QUEUE),
+    ("a Job whose pod template claims DRA devices", with_claim(workload("Job", TEAM, queue=TEAM)), DRA_WORKLOAD),
+    ("a ResourceClaimTemplate", claim_object("ResourceClaimTemplate", TEAM, exactly("gpu.nvidia.com")), DRA_OBJECTS),
 ]
 
 
@@ -222,6 +231,133 @@ def test_a_pod_may_not_reach_gpus_around_the_device_plugin(objects, change, init
     assert refused_by(run(objects, inherited, user=JOB_CONTROLLER), DEVICES)
     assert run(objects, _reaching({"securityContext": {"privileged": False}, "env": [
         {"name": "CUDA_VISIBLE_DEVICES", "value": "0"}]}, init)).allowed
+
+
+def without_rule(objects: list[dict], words: str, team: str = TEAM) -> tuple[dict, dict]:
+    """The team's policy with the one validation whose message holds ``words`` removed, and its binding."""
+    policy, binding = policy_of(objects, team)
+    without = copy.deepcopy(policy)
+    without["spec"]["validations"] = [v for v in policy["spec"]["validations"] if words not in v["message"]]
+    assert len(without["spec"]["validations"]) == len(policy["spec"]["validations"]) - 1
+    return without, binding
+
+
+# -- DRA: no device class is mapped to a quota (the example), so every claim is refused.
+
+
+@pytest.mark.parametrize("kind", [*KINDS, "TFJob"])
+def test_a_workload_may_not_claim_dra_devices_while_no_class_is_mapped(objects, kind):
+    twin = workload(kind, TEAM, queue=TEAM)
+    claiming = with_claim(twin)
+    if kind in ("Pod", "Job"):  # Kubernetes' own kinds: valid objects (claims by template: 1.31 and later)
+        assert kubernetes_errors(claiming, "1.34.0") == []
+    assert refused_by(run(objects, claiming), DRA_WORKLOAD)
+    assert run(objects, twin).allowed  # its twin without the claim
+    without, binding = without_rule(objects, DRA_WORKLOAD)
+    assert decide(without, binding, claiming, user=MEMBER).allowed  # the rule removed
+
+
+def test_the_reviews_repro_a_job_with_a_resource_claim_is_refused_and_so_are_its_pods(objects):
+    job = with_claim(workload("Job", TEAM, queue=TEAM), template=None, claim="a100")
+    assert kubernetes_errors(job, "1.34.0") == []
+    assert refused_by(run(objects, job), DRA_WORKLOAD)
+    pod = with_claim(workload("Pod", TEAM, held=False, owner="Job"))
+    assert refused_by(run(objects, pod, user=JOB_CONTROLLER), DRA_WORKLOAD)
+    # A workload that claimed before the policy may still be started and relabelled.
+    assert run(objects, released(job), old=job, user=KUEUE).allowed
+
+
+@pytest.mark.parametrize("kind", ["ResourceClaim", "ResourceClaimTemplate"])
+def test_a_team_namespace_may_not_hold_claims_while_no_class_is_mapped(objects, kind):
+    claim = claim_object(kind, TEAM, exactly("gpu.nvidia.com"))
+    assert kubernetes_errors(claim, "1.34.0") == []
+    for user in (MEMBER, ARGO_CD, "system:serviceaccount:kube-system:resource-claim-controller"):
+        assert refused_by(run(objects, claim, user=user), DRA_OBJECTS)
+    # Its twin: one made before the policy may still change (its metadata; a claim's spec is immutable).
+    assert run(objects, annotated(claim, note="x"), old=claim).allowed
+    without, binding = without_rule(objects, DRA_OBJECTS)
+    assert decide(without, binding, claim, user=MEMBER).allowed
+
+
+# -- DRA with a device class mapped to the GPU quota.
+
+MAPPED = "gpu.nvidia.com"
+
+
+@pytest.fixture(scope="module")
+def mapped() -> list[dict[str, Any]]:
+    raw = yaml.safe_load(EXAMPLE.read_text())
+    raw["kueue"]["device_classes"] = {MAPPED: "nvidia.com/gpu"}
+    return config_objects(parse_config(raw))
+
+
+#: (case, a claim object a team creates, the Kubernetes release whose schema it is valid for).
+ALLOWED_CLAIMS = [
+    ("a template of the mapped class", claim_object("ResourceClaimTemplate", TEAM, exactly(MAPPED, count=2)), "1.34.0"),
+    ("a template of the mapped class by count", claim_object("ResourceClaimTemplate", TEAM, exactly(
+        MAPPED, allocationMode="ExactCount", count=1)), "1.34.0"),
+    ("a claim made from such a template", claim_object("ResourceClaim", TEAM, exactly(MAPPED)), "1.34.0"),
+    ("a template of the older flat shape", claim_object("ResourceClaimTemplate", TEAM, {
+        "name": "gpu", "deviceClassName": MAPPED}, api="v1beta1"), "1.32.0"),
+]
+REFUSED_CLAIMS = [
+    ("a template of another class", claim_object("ResourceClaimTemplate", TEAM, exactly("gpu.example.com")), "1.34.0"),
+    ("a template of the mapped class and another", claim_object(
+        "ResourceClaimTemplate", TEAM, exactly(MAPPED), {**exactly("fpga.example.com"), "name": "fpga"}), "1.34.0"),
+    ("every device of the class", claim_object("ResourceClaimTemplate", TEAM, exactly(MAPPED, allocationMode="All")),
+     "1.34.0"),
+    ("admin access to devices in use", claim_object("ResourceClaim", TEAM, exactly(MAPPED, adminAccess=True)), "1.34.0"),
+    ("a first available of the mapped class", claim_object("ResourceClaimTemplate", TEAM, {
+        "name": "gpu", "firstAvailable": [{"name": "a", "deviceClassName": MAPPED}]}), "1.34.0"),
+    ("the older flat shape of another class", claim_object("ResourceClaim", TEAM, {
+        "name": "gpu", "deviceClassName": "gpu.example.com"}, api="v1beta1"), "1.32.0"),
+]
+
+
+@pytest.mark.parametrize("what, claim, release", ALLOWED_CLAIMS, ids=[c[0] for c in ALLOWED_CLAIMS])
+def test_a_claim_of_a_mapped_class_is_allowed(mapped, what, claim, release):
+    assert kubernetes_errors(claim, release) == []
+    assert run(mapped, claim).allowed
+
+
+@pytest.mark.parametrize("what, claim, release", REFUSED_CLAIMS, ids=[c[0] for c in REFUSED_CLAIMS])
+def test_a_claim_kueue_would_not_count_is_refused(mapped, what, claim, release):
+    assert kubernetes_errors(claim, release) == []
+    decision = run(mapped, claim)
+    assert refused_by(decision, DRA_CLASSES) and any(f"({MAPPED})" in m for m in decision.refused)
+    without, binding = without_rule(mapped, DRA_CLASSES)
+    assert decide(without, binding, claim, user=MEMBER).allowed
+
+
+@pytest.mark.parametrize("kind", [*KINDS, "TFJob"])
+def test_a_workload_claims_through_a_template_once_a_class_is_mapped(mapped, kind):
+    through_template = with_claim(workload(kind, TEAM, queue=TEAM))
+    assert run(mapped, through_template).allowed
+    named = with_claim(workload(kind, TEAM, queue=TEAM), template=None, claim="a100")
+    if kind in ("Pod", "Job"):
+        assert kubernetes_errors(named, "1.34.0") == []
+    assert refused_by(run(mapped, named), DRA_TEMPLATES_ONLY)
+    without, binding = without_rule(mapped, DRA_TEMPLATES_ONLY)
+    assert decide(without, binding, named, user=MEMBER).allowed
+
+
+def test_the_parts_of_a_claiming_workload_pass_once_a_class_is_mapped(mapped):
+    # The job controller's Pod of the Job, and the claim the resource claim controller makes from the template.
+    assert run(mapped, with_claim(workload("Pod", TEAM, held=False, owner="Job")), user=JOB_CONTROLLER).allowed
+    claim = claim_object("ResourceClaim", TEAM, exactly(MAPPED))
+    assert run(mapped, claim, user="system:serviceaccount:kube-system:resource-claim-controller").allowed
+    # A Pod still needs the queue to claim: Kueue counts the template's devices of what it admits.
+    assert refused_by(run(mapped, with_claim(workload("Pod", TEAM, gpus=0, held=False))), NEEDS_QUEUE)
+
+
+def test_every_rule_of_the_mapped_policy_is_exercised(mapped):
+    policy, _ = policy_of(mapped, TEAM)
+    hit: set[str] = set()
+    for _, claim, _ in REFUSED_CLAIMS:
+        hit.update(run(mapped, claim).refused)
+    hit.update(run(mapped, with_claim(workload("Job", TEAM, queue=TEAM), template=None, claim="a")).refused)
+    dra = {v["message"] for v in policy["spec"]["validations"] if "DRA" in v["message"]}
+    assert len(dra) == 2 and dra <= hit
 
 
 def test_a_pod_with_a_dra_claim_counts_as_asking_for_accelerators(objects):
@@ -562,11 +698,11 @@ def test_an_allowed_runtime_class_passes_and_any_other_is_refused():
     assert refused_by(refused, RUNTIME_CLASS) and any("(gvisor)" in m for m in refused.refused)
 
 
-def kubernetes_errors(obj: dict) -> list[str]:
-    """Where a test's Pod (or a Namespace) breaks Kubernetes 1.30's schema of its kind: each case
-    is an object the API server takes."""
+def kubernetes_errors(obj: dict, release: str = "1.30.0") -> list[str]:
+    """Where a test's Pod (or a Namespace) breaks Kubernetes' schema of its kind (1.30's unless
+    ``release`` names a later one, for DRA's APIs): each case is an object the API server takes."""
     try:
-        kubernetes_validate.validate(obj, "1.30.0", strict=True)
+        kubernetes_validate.validate(obj, release, strict=True)
     except kubernetes_validate.ValidationError as e:
         return [e.message]
     return []

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from cdk_gpu_share.backends.kueue import KUEUE_VERSION, KueueConfig, KueueControllers
+from cdk_gpu_share.backends.kueue import KUEUE_VERSION, KueueConfig, KueueControllers, kueue_configuration
 from cdk_gpu_share.backends.kueue.manifests import GPU, config_objects, kueue_objects
 from cdk_gpu_share.cli import main
 from cdk_gpu_share.core import config as C
@@ -138,6 +138,50 @@ def test_a_controller_may_not_run_as_a_teams_service_account(capsys, tmp_path):
     err = capsys.readouterr().err
     assert "kueue.controllers.kuberay[0]" in err and "'system:serviceaccount:research:kuberay'" in err
     assert "team research" in err and "impersonate" in err and len(err.strip().splitlines()) == 1
+
+
+def test_device_classes_default_to_none_and_every_claim_is_refused():
+    config = C.parse_config(base())
+    section = config.backend("kueue")
+    assert section.device_classes == {} and kueue_configuration(section) is None
+    assert "every DRA resource claim refused" in fleet_plan(config)["backends"]["kueue"]["dra"]
+
+
+def test_a_mapped_device_class_is_what_kueues_configuration_must_map():
+    raw = base()
+    raw["kueue"]["capacity"]["p4d.24xlarge"] = 1
+    raw["teams"][2]["guarantee"] = {"p4d.24xlarge": {"mig": {"mig-3g.20gb": 2}}}
+    raw["kueue"]["device_classes"] = {"gpu.nvidia.com": "nvidia.com/gpu", "gpu.example.com": "nvidia.com/gpu",
+                                      "mig.nvidia.com": "nvidia.com/mig-3g.20gb"}
+    config = C.parse_config(raw)
+    section = config.backend("kueue")
+    assert kueue_configuration(section) == {
+        "featureGates": {"DynamicResourceAllocation": True},
+        "resources": {"deviceClassMappings": [
+            {"name": "nvidia.com/gpu", "deviceClassNames": ["gpu.nvidia.com", "gpu.example.com"]},
+            {"name": "nvidia.com/mig-3g.20gb", "deviceClassNames": ["mig.nvidia.com"]}]}}
+    dra = fleet_plan(config)["backends"]["kueue"]["dra"]
+    assert '"deviceClassMappings":[{"name":"nvidia.com/gpu"' in dra
+    assert any("deviceClassMappings" in line for line in format_plan(fleet_plan(config)).splitlines())
+    assert C.parse_config(C.config_mapping(config)).backend("kueue") == section
+
+
+@pytest.mark.parametrize("mapping, field, words", [
+    ({"gpu.nvidia.com": "example.com/gpu"}, "kueue.device_classes.gpu.nvidia.com", "nvidia.com/gpu"),
+    ({"gpu.nvidia.com": "nvidia.com/mig-1g.5gb"}, "kueue.device_classes.gpu.nvidia.com", "not a GPU resource"),
+    ({"gpu.nvidia.com": "cpu"}, "kueue.device_classes.gpu.nvidia.com", "not a GPU resource"),
+    ({"gpu.nvidia.com": "nvidia.com/GPU!"}, "kueue.device_classes.gpu.nvidia.com", "is not a resource name"),
+    ({"GPU_Class": "nvidia.com/gpu"}, "kueue.device_classes.GPU_Class", "DeviceClass"),
+    ("gpu.nvidia.com", "kueue.device_classes", "must be a mapping"),
+])
+def test_a_bad_device_class_mapping_is_refused_in_one_line(capsys, tmp_path, mapping, field, words):
+    raw = base()
+    raw["kueue"]["device_classes"] = mapping
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    assert main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert field in err and words in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 
 def test_the_section_round_trips_through_its_mapping():
@@ -457,7 +501,7 @@ def test_the_json_schema_describes_the_section():
     props = platform_schema()["properties"]["kueue"]["properties"]
     assert props["preemption"]["properties"]["reclaim_within_cohort"]["enum"] == ["Never", "LowerPriority", "Any"]
     assert set(props) == {"eks_cluster_name", "kubectl_role_arn", "capacity", "cohort", "preemption", "priority_classes",
-                          "adopt_namespaces", "allowed_runtime_classes", "controllers"}
+                          "adopt_namespaces", "allowed_runtime_classes", "controllers", "device_classes"}
     controllers = props["controllers"]["properties"]
     assert set(controllers) == {"kueue", "job", "jobset", "kuberay", "training_operator"}
     assert controllers["job"]["default"] == list(KueueControllers().job)

@@ -173,6 +173,46 @@ def hostpath(path: str) -> list[dict[str, Any]]:
     return [{"name": "host", "hostPath": {"path": path}}]
 
 
+def pod_specs(obj: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every pod spec of ``obj``: a Pod's own, or each pod template of a workload."""
+    spec = obj["spec"]
+    if obj["kind"] == "Pod":
+        return [spec]
+    if obj["kind"] == "Job":
+        return [spec["template"]["spec"]]
+    if obj["kind"] == "JobSet":
+        return [r["template"]["spec"]["template"]["spec"] for r in spec["replicatedJobs"]]
+    if obj["kind"] in ("RayCluster", "RayJob"):
+        cluster = spec if obj["kind"] == "RayCluster" else spec["rayClusterSpec"]
+        return [cluster["headGroupSpec"]["template"]["spec"], *(g["template"]["spec"] for g in cluster["workerGroupSpecs"])]
+    replicas = next(v for k, v in spec.items() if k.endswith("ReplicaSpecs"))
+    return [r["template"]["spec"] for r in replicas.values()]
+
+
+def with_claim(obj: dict[str, Any], template: str | None = "gpu", claim: str | None = None) -> dict[str, Any]:
+    """``obj`` whose last pod spec claims a DRA device: through the ResourceClaimTemplate ``template``,
+    or the ResourceClaim ``claim`` (the shape of Kubernetes 1.31 and later); its first container uses it."""
+    out = copy.deepcopy(obj)
+    spec = pod_specs(out)[-1]
+    source = {"resourceClaimTemplateName": template} if claim is None else {"resourceClaimName": claim}
+    spec["resourceClaims"] = [{"name": "gpu", **source}]
+    spec["containers"][0]["resources"]["claims"] = [{"name": "gpu"}]
+    return out
+
+
+def claim_object(kind: str, namespace: str, *requests: dict[str, Any], api: str = "v1") -> dict[str, Any]:
+    """A ResourceClaim or ResourceClaimTemplate of ``requests`` (``resource.k8s.io/<api>``)."""
+    devices = {"devices": {"requests": list(requests)}}
+    return {"apiVersion": f"resource.k8s.io/{api}", "kind": kind,
+            "metadata": {"name": "gpu", "namespace": namespace},
+            "spec": devices if kind == "ResourceClaim" else {"spec": devices}}
+
+
+def exactly(device_class: str, **fields: Any) -> dict[str, Any]:
+    """A device request of ``resource.k8s.io/v1``: ``device_class``, exactly (``count``, ``allocationMode``...)."""
+    return {"name": "gpu", "exactly": {"deviceClassName": device_class, **fields}}
+
+
 def relabelled(obj: dict[str, Any], **labels: str | None) -> dict[str, Any]:
     """``obj`` with labels set (``queue``, ``priority_class``), or removed when None."""
     out = copy.deepcopy(obj)
@@ -186,5 +226,5 @@ def relabelled(obj: dict[str, Any], **labels: str | None) -> dict[str, Any]:
 
 
 __all__ = ["ARGO_CD", "CI_RUNNER", "JOBSET", "JOB_CONTROLLER", "KINDS", "KUBERAY", "KUEUE", "MEMBER", "OTHER_TEAM",
-           "TRAINING_OPERATOR", "annotated", "hostpath", "own_account", "pod_spec",
+           "TRAINING_OPERATOR", "annotated", "claim_object", "exactly", "pod_specs", "with_claim", "hostpath", "own_account", "pod_spec",
            "relabelled", "released", "resized", "with_container", "with_spec", "workload"]

@@ -33,7 +33,8 @@ KUEUE_VERSION = "v0.19.2"
 API_VERSION = "kueue.x-k8s.io/v1beta2"
 #: The keys of the section, of its ``preemption``, of ``preemption.borrow_within_cohort`` and of a priority class.
 SECTION_KEYS = frozenset({"eks_cluster_name", "kubectl_role_arn", "capacity", "cohort", "preemption",
-                          "priority_classes", "adopt_namespaces", "allowed_runtime_classes", "controllers"})
+                          "priority_classes", "adopt_namespaces", "allowed_runtime_classes", "controllers",
+                          "device_classes"})
 PREEMPTION_KEYS = frozenset({"reclaim_within_cohort", "borrow_within_cohort", "within_cluster_queue"})
 BORROW_KEYS = frozenset({"policy", "max_priority_threshold"})
 PRIORITY_CLASS_KEYS = frozenset({"name", "value", "description"})
@@ -144,6 +145,10 @@ class KueueConfig:
     #: The identities that count as Kueue and as each operator in a team's namespace (defaults: their
     #: installations' own service accounts); every other one is treated as a team member.
     controllers: KueueControllers = field(default_factory=KueueControllers)
+    #: DRA DeviceClasses a team may claim devices of, each with the quota resource Kueue counts its
+    #: devices as (``nvidia.com/gpu``, a MIG resource). Empty: every DRA claim is refused, since
+    #: Kueue counts DRA devices only for the classes its own configuration maps.
+    device_classes: Mapping[str, str] = field(default_factory=dict)
 
 
 #: Descriptions of the section and its keys: the words an editor shows on hover (``gpu-share schema``).
@@ -166,6 +171,10 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
         "controllers": "The identities that count as Kueue and as each operator in a team's namespace; every other"
         " (Argo CD, a CI runner, another team's service account) is treated as a team member. Default: each"
         " installation's own service account.",
+        "device_classes": "DRA DeviceClasses a team's workloads may claim devices of, each mapped to the quota"
+        " resource Kueue counts them as (nvidia.com/gpu or a MIG resource a team guarantees); Kueue's own"
+        " configuration must map them the same (resources.deviceClassMappings). Default: none, so every DRA claim"
+        " is refused.",
     },
     "kueue_controllers": {
         "kueue": "Kueue's identities: only they may start a held workload. Default:"
@@ -322,6 +331,33 @@ def _controllers(raw: Any, problems: Problems) -> KueueControllers:
     return KueueControllers(**given)
 
 
+#: A DeviceClass name (a DNS-1123 subdomain) and a Kubernetes resource name (an optional DNS-subdomain
+#: prefix and a slash, then a DNS label), as Kueue's deviceClassMappings take them.
+RESOURCE_NAME_PATTERN = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+
+
+def _device_classes(raw: Any, problems: Problems) -> dict[str, str]:
+    """``kueue.device_classes``: DeviceClass name to the quota resource Kueue counts it as."""
+    where = f"{KEY}.device_classes"
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        problems.add(where, raw, "must be a mapping of DeviceClass to quota resource",
+                     "write {gpu.nvidia.com: nvidia.com/gpu}")
+        return {}
+    out: dict[str, str] = {}
+    for name, resource in raw.items():
+        item = f"{where}.{name}"
+        if _subdomain(name, item, problems, "DeviceClass") is None:
+            continue
+        if not isinstance(resource, str) or not re.fullmatch(RESOURCE_NAME_PATTERN, resource):
+            problems.add(item, resource, "is not a resource name", "write the quota resource Kueue counts the class's"
+                         " devices as, such as nvidia.com/gpu")
+            continue
+        out[name] = resource
+    return out
+
+
 def parse(raw: Any, problems: Problems) -> KueueConfig | None:
     """The ``kueue`` section, or None when it is absent or not a mapping."""
     section = C.read_section(raw, KEY, SECTION_KEYS, problems, sagemaker=False)
@@ -348,7 +384,8 @@ def parse(raw: Any, problems: Problems) -> KueueConfig | None:
                            data.get("allowed_runtime_classes"), "allowed_runtime_classes", problems, "RuntimeClass names",
                            "[gvisor] (or leave it out: none)",
                            lambda v, where: _subdomain(v, where, problems, "RuntimeClass")),
-                       controllers=_controllers(data.get("controllers"), problems))
+                       controllers=_controllers(data.get("controllers"), problems),
+                       device_classes=_device_classes(data.get("device_classes"), problems))
 
 
 def allowed_priority_classes(section: KueueConfig, team: TeamConfig) -> list[str]:
@@ -407,6 +444,18 @@ def controllers_outside_teams(c: SectionCheck) -> Iterator[Problem]:
                 yield Problem(f"{KEY}.controllers.{key}[{i}]", name,
                               f"is a service account of team {namespace}'s namespace, which the team may impersonate",
                               "run the controller in a namespace of its own and name its service account there")
+
+
+def device_class_resources(c: SectionCheck) -> Iterator[Problem]:
+    """A DeviceClass counts as a resource the ClusterQueues cover: whole GPUs or a MIG profile some
+    team guarantees (a resource they do not cover could never be admitted)."""
+    from cdk_gpu_share.backends.kueue.manifests import covered_resources
+
+    covered = [r for r in covered_resources(c.section, c.members) if "/" in r]
+    for name, resource in c.section.device_classes.items():
+        if resource not in covered:
+            yield Problem(f"{KEY}.device_classes.{name}", resource, "is not a GPU resource the ClusterQueues cover",
+                          f"map the class to one of {', '.join(covered)}")
 
 
 def reclaim_and_borrow(c: SectionCheck) -> Iterator[Problem]:
@@ -531,6 +580,8 @@ def schema() -> dict[str, Any]:
             key: {"type": "array", "uniqueItems": True, "default": list(getattr(KueueControllers(), key)),
                   "items": {"type": "string", "pattern": CONTROLLER_IDENTITY_PATTERN}}
             for key in CONTROLLER_KEYS}),
+        "device_classes": {"type": "object", "propertyNames": {"pattern": DNS_SUBDOMAIN_PATTERN, "maxLength": MAX_SUBDOMAIN},
+                           "additionalProperties": {"type": "string", "pattern": RESOURCE_NAME_PATTERN}},
     }, required=["eks_cluster_name", "capacity"])
 
 
@@ -559,7 +610,22 @@ def to_mapping(section: Any) -> Any:
         out["allowed_runtime_classes"] = list(section.allowed_runtime_classes)
     if section.controllers != KueueControllers():
         out["controllers"] = {key: list(getattr(section.controllers, key)) for key in CONTROLLER_KEYS}
+    if section.device_classes:
+        out["device_classes"] = dict(section.device_classes)
     return out
+
+
+def kueue_configuration(section: KueueConfig) -> dict[str, Any] | None:
+    """What Kueue's own Configuration must hold for it to count the DRA devices of
+    ``kueue.device_classes`` (None without any): this platform does not manage that configuration."""
+    if not section.device_classes:
+        return None
+    by_resource: dict[str, list[str]] = {}
+    for name, resource in section.device_classes.items():
+        by_resource.setdefault(resource, []).append(name)
+    return {"featureGates": {"DynamicResourceAllocation": True},
+            "resources": {"deviceClassMappings": [{"name": r, "deviceClassNames": names}
+                                                  for r, names in by_resource.items()]}}
 
 
 class KueueSpec(Backend):
@@ -573,7 +639,8 @@ class KueueSpec(Backend):
     section_keys = {KEY: SECTION_KEYS, "kueue_preemption": PREEMPTION_KEYS, "kueue_controllers": frozenset(CONTROLLER_KEYS)}
     descriptions = DESCRIPTIONS
     construct = "cdk_gpu_share.backends.kueue.construct:KueueQueues"
-    rules = (reserved_namespaces, cohort_not_a_group, adopted_teams, controllers_outside_teams, reclaim_and_borrow,
+    rules = (reserved_namespaces, cohort_not_a_group, adopted_teams, controllers_outside_teams, device_class_resources,
+             reclaim_and_borrow,
              threshold_needs_policy, mig_profiles, borrow_limit_types)
     resource_labels = (("Custom::AWSCDK-EKS-KubernetesResource", "Kubernetes manifests"),
                        ("AWS::EKS::AccessEntry", "EKS access entries"))
@@ -588,8 +655,13 @@ class KueueSpec(Backend):
                    " takes lent GPUs back at once, so it shows a lender's best case"
                    if p.reclaim_within_cohort == "Never" else
                    f"lenders preempt borrowed workloads ({p.reclaim_within_cohort}) as the simulator models")
-        return {"kueue": f"cluster {section.eks_cluster_name}, cohort {section.cohort}; {reclaim}",
-                "gpu_nodes": GPU_NODE_SETTINGS}
+        extras = {"kueue": f"cluster {section.eks_cluster_name}, cohort {section.cohort}; {reclaim}",
+                  "gpu_nodes": GPU_NODE_SETTINGS}
+        dra = kueue_configuration(section)
+        extras["dra"] = ("every DRA resource claim refused (no kueue.device_classes)" if dra is None else
+                         "DRA claims of the classes of kueue.device_classes only; set in Kueue's Configuration: "
+                         + json.dumps(dra, separators=(",", ":")))
+        return extras
 
     def plan_team_extras(self, section: KueueConfig, teams: Sequence[TeamConfig]) -> dict[str, Any]:
         """What each team's admission policy lets it label its workloads with."""
@@ -623,4 +695,4 @@ SPEC = KueueSpec()
 
 __all__ = ["API_VERSION", "CONTROLLER_KEYS", "CONTROLLER_MANAGER", "GPU_NODE_SETTINGS", "KEY", "KUEUE_VERSION",
            "SECTION_KEYS", "SPEC", "BorrowWithinCohort", "KueueConfig", "KueueControllers", "KueuePreemption", "KueueSpec",
-           "MIN_KUBERNETES", "WorkloadPriorityClass", "allowed_priority_classes", "parse", "schema"]
+           "MIN_KUBERNETES", "WorkloadPriorityClass", "allowed_priority_classes", "kueue_configuration", "parse", "schema"]

@@ -21,6 +21,10 @@ from Kubernetes 1.30) refuse, in that namespace:
   the kubelet's folder or the container runtime's socket, a ``runtimeClassName`` the section does not allow, a
   ``cdi.k8s.io/*`` annotation; on CREATE, and on UPDATE when the Pod did not have it before
   (ephemeral containers included); and a running Pod gaining a toleration of the GPU nodes;
+* DRA claims (:func:`_dra_validations`): ``resourceClaims`` in a Pod or pod template, and
+  ResourceClaims and ResourceClaimTemplates, while ``kueue.device_classes`` maps no DeviceClass to
+  a quota (Kueue counts no DRA device then); once it does, a claim other than through a template
+  of a mapped class, asked for exactly and by count;
 * a ``kueue.x-k8s.io/priority-class`` above the team's ``max_priority``, a Pod whose resolved
   priority is above it, and a ``priorityClassName`` in a workload's pod templates (Kueue would
   take the workload's priority from it).
@@ -120,25 +124,27 @@ def _names_class(spec: str) -> str:
     return f"(has({spec}.priorityClassName) && {spec}.priorityClassName != '')"
 
 
-def _ray_cluster_classes(spec: str) -> str:
-    head = _names_class(f"{spec}.headGroupSpec.template.spec")
-    return (f"(has({spec}.headGroupSpec) && {head}) || (has({spec}.workerGroupSpecs)"
-            f" && {spec}.workerGroupSpecs.exists(g, {_names_class('g.template.spec')}))")
+def _any_pod_spec(obj: str, test: Callable[[str], str], pod: bool = True) -> str:
+    """Does a pod spec of ``obj`` pass ``test`` (CEL over a spec's path): a Pod's own (when ``pod``),
+    or any pod template of a workload of a managed kind? Other kinds have none."""
+    def ray(spec: str) -> str:
+        return (f"(has({spec}.headGroupSpec) && {test(f'{spec}.headGroupSpec.template.spec')})"
+                f" || (has({spec}.workerGroupSpecs) && {spec}.workerGroupSpecs.exists(g, {test('g.template.spec')}))")
+
+    kubeflow = " || ".join(f"(has({obj}.spec.{f}) && {obj}.spec.{f}.exists(t, {test(f'{obj}.spec.{f}[t].template.spec')}))"
+                           for f in KUBEFLOW_REPLICA_SPECS)
+    return (f"{_present(obj)} && ({obj}.kind == 'Pod' ? {test(f'{obj}.spec') if pod else 'false'}"
+            f" : {obj}.kind == 'Job' ? {test(f'{obj}.spec.template.spec')}"
+            f" : {obj}.kind == 'JobSet' ? has({obj}.spec.replicatedJobs) && {obj}.spec.replicatedJobs.exists(r,"
+            f" {test('r.template.spec.template.spec')})"
+            f" : {obj}.kind == 'RayCluster' ? {ray(f'{obj}.spec')}"
+            f" : {obj}.kind == 'RayJob' ? (has({obj}.spec.rayClusterSpec) && ({ray(f'{obj}.spec.rayClusterSpec')}))"
+            f" || (has({obj}.spec.submitterPodTemplate) && {test(f'{obj}.spec.submitterPodTemplate.spec')})"
+            f" : {obj}.apiVersion.startsWith('kubeflow.org/') ? {kubeflow} : false)")
 
 
 #: Does a workload's pod template name a PriorityClass (Kueue takes the workload's priority from it)?
-TEMPLATE_PRIORITY_CLASS = (
-    "object.kind == 'Pod' ? false"
-    f" : object.kind == 'Job' ? {_names_class('object.spec.template.spec')}"
-    " : object.kind == 'JobSet' ? has(object.spec.replicatedJobs) && object.spec.replicatedJobs.exists(r,"
-    f" {_names_class('r.template.spec.template.spec')})"
-    f" : object.kind == 'RayCluster' ? {_ray_cluster_classes('object.spec')}"
-    " : object.kind == 'RayJob' ? (has(object.spec.rayClusterSpec)"
-    f" && ({_ray_cluster_classes('object.spec.rayClusterSpec')})) || (has(object.spec.submitterPodTemplate)"
-    f" && {_names_class('object.spec.submitterPodTemplate.spec')})"
-    " : " + " || ".join(f"(has(object.spec.{f}) && object.spec.{f}.exists(t,"
-                        f" {_names_class(f'object.spec.{f}[t].template.spec')}))" for f in KUBEFLOW_REPLICA_SPECS)
-)
+TEMPLATE_PRIORITY_CLASS = _any_pod_spec("object", _names_class, pod=False)
 
 
 def _asks_extended(containers: str) -> str:
@@ -290,9 +296,83 @@ def _variables(section: KueueConfig) -> list[dict[str, str]]:
         {"name": "controller", "expression": "variables.kueue || variables.operator"},
         # An object an operator creates for a workload Kueue admitted (a Job's Pods) inherits its admission.
         {"name": "inherited", "expression": "variables.operator"},
-        {"name": "needsQueue", "expression": f"object.kind != 'Pod' || ({ACCELERATORS}) || ({TOLERATES_GPU_NODES})"},
+        {"name": "claim", "expression": f"object.apiVersion.startsWith('{DRA_GROUP}/')"},
+        {"name": "needsQueue", "expression": "!variables.claim && (object.kind != 'Pod'"
+                                             f" || ({ACCELERATORS}) || ({TOLERATES_GPU_NODES}))"},
         {"name": "held", "expression": _held("object")},
         {"name": "wasHeld", "expression": _held("oldObject")},
+    ]
+
+
+#: The API group of Dynamic Resource Allocation, and the claim kinds a team could create.
+DRA_GROUP = "resource.k8s.io"
+DRA_RESOURCES = ("resourceclaims", "resourceclaimtemplates")
+
+
+def _claims(spec: str) -> str:
+    """Does the pod spec at ``spec`` claim DRA devices?"""
+    return f"(has({spec}.resourceClaims) && size({spec}.resourceClaims) > 0)"
+
+
+def _claims_outside_templates(spec: str) -> str:
+    """Does the pod spec at ``spec`` claim devices other than through a ResourceClaimTemplate (a
+    ResourceClaim named, or a claim of an older API's shape)? Kueue counts a template's devices only."""
+    return (f"(has({spec}.resourceClaims) && {spec}.resourceClaims.exists(c, !has(c.resourceClaimTemplateName)"
+            " || has(c.resourceClaimName)))")
+
+
+def _counted_request(classes: list[str]) -> str:
+    """Is the DRA device request ``q`` one Kueue counts against a quota: one of ``classes``, asked
+    for exactly (``exactly``, or the older flat shape; not ``firstAvailable``), by count (not
+    ``allocationMode: All``), and without ``adminAccess`` (which reaches devices other claims hold)?"""
+    def plain(r: str) -> str:
+        return (f"has({r}.deviceClassName) && {r}.deviceClassName in {classes!r}"
+                f" && (!has({r}.allocationMode) || {r}.allocationMode == 'ExactCount')"
+                f" && (!has({r}.adminAccess) || {r}.adminAccess == false)")
+
+    return f"!has(q.firstAvailable) && (has(q.exactly) ? ({plain('q.exactly')}) : ({plain('q')}))"
+
+
+def _claim_requests(classes: list[str]) -> str:
+    """Does every request of a ResourceClaim (or of a ResourceClaimTemplate's claim) pass :func:`_counted_request`?"""
+    def each(spec: str) -> str:
+        return (f"!has({spec}.devices) || !has({spec}.devices.requests)"
+                f" || {spec}.devices.requests.all(q, {_counted_request(classes)})")
+
+    return f"object.kind == 'ResourceClaimTemplate' ? ({each('object.spec.spec')}) : ({each('object.spec')})"
+
+
+def _dra_validations(section: KueueConfig, name: str) -> list[dict[str, str]]:
+    """DRA claims in the team's namespace: all refused until ``kueue.device_classes`` maps a class to a
+    quota resource (Kueue counts no DRA device otherwise); then only through a ResourceClaimTemplate,
+    of a mapped class. On CREATE, and on UPDATE when the object did not claim before."""
+    classes = list(section.device_classes)
+    fix = f"request {GPU_TAINT} instead, or map the DeviceClass to a quota resource in kueue.device_classes"
+    if not classes:
+        return [
+            {"expression": f"!({_any_pod_spec('object', _claims)})"
+                           f" || (request.operation == 'UPDATE' && ({_any_pod_spec('oldObject', _claims)}))",
+             "message": f"a workload in namespace {name} may not claim devices through DRA (resourceClaims in a Pod or"
+                        f" pod template): no device class is mapped to a quota, so Kueue would count none; {fix}",
+             "reason": "Forbidden"},
+            {"expression": "!variables.claim || request.operation != 'CREATE'",
+             "message": f"namespace {name} may not hold DRA ResourceClaims or ResourceClaimTemplates: no device class"
+                        f" is mapped to a quota, so Kueue would count none of their devices; {fix}",
+             "reason": "Forbidden"},
+        ]
+    return [
+        {"expression": f"!({_any_pod_spec('object', _claims_outside_templates)}) || (request.operation == 'UPDATE'"
+                       f" && ({_any_pod_spec('oldObject', _claims_outside_templates)}))",
+         "message": f"a workload in namespace {name} claims DRA devices only through a ResourceClaimTemplate"
+                    " (resourceClaimTemplateName in resourceClaims): Kueue counts a template's devices against the"
+                    " quota, not a ResourceClaim's",
+         "reason": "Forbidden"},
+        {"expression": f"!variables.claim || request.operation != 'CREATE' || ({_claim_requests(classes)})",
+         "message": f"a DRA ResourceClaim or ResourceClaimTemplate in namespace {name} may request only the device"
+                    f" classes of kueue.device_classes ({', '.join(classes)}), each exactly (no firstAvailable), by"
+                    " count (allocationMode ExactCount) and without adminAccess: Kueue counts only those against the"
+                    " team's quota",
+         "reason": "Forbidden"},
     ]
 
 
@@ -348,6 +428,7 @@ def _validations(section: KueueConfig, team: TeamConfig) -> list[dict[str, str]]
         *({"expression": f"!({_newly(route.test)})",
            "message": f"a Pod in namespace {name} {route.what}; {route.fix}",
            "reason": "Forbidden"} for route in _device_routes(section)),
+        *_dra_validations(section, name),
         {"expression": f"!({TEMPLATE_PRIORITY_CLASS})",
          "message": f"a workload in namespace {name} gives its priority with the label {PRIORITY_LABEL}"
                     f" ({allowed_text}), not with priorityClassName in its pod templates",
@@ -370,6 +451,8 @@ def admission_objects(section: KueueConfig, team: TeamConfig, meta: dict[str, An
               "resources": ["pods", "pods/ephemeralcontainers"]}]
     rules += [{"apiGroups": [group], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE"], "resources": resources}
               for group, resources in groups.items()]
+    rules.append({"apiGroups": [DRA_GROUP], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE"],
+                  "resources": list(DRA_RESOURCES)})
     policy = {
         "apiVersion": ADMISSION_API, "kind": "ValidatingAdmissionPolicy",
         "metadata": {**meta, "name": name},
@@ -389,6 +472,6 @@ def admission_objects(section: KueueConfig, team: TeamConfig, meta: dict[str, An
     return [policy, binding]
 
 
-__all__ = ["ADMISSION_API", "ADMISSION_GATE", "CDI_ANNOTATION_PREFIX", "GPU_TAINT", "HOST_DEVICE_PATH", "MANAGED_KINDS",
-           "MIN_KUBERNETES", "POD_SECURITY_LABELS", "PRIORITY_LABEL", "QUEUE_LABEL", "DeviceRoute", "ManagedKind",
-           "admission_objects", "policy_name"]
+__all__ = ["ADMISSION_API", "ADMISSION_GATE", "CDI_ANNOTATION_PREFIX", "DRA_GROUP", "DRA_RESOURCES", "GPU_TAINT",
+           "HOST_DEVICE_PATH", "MANAGED_KINDS", "MIN_KUBERNETES", "POD_SECURITY_LABELS", "PRIORITY_LABEL", "QUEUE_LABEL",
+           "DeviceRoute", "ManagedKind", "admission_objects", "policy_name"]
