@@ -152,3 +152,18 @@ def test_a_replay_never_ends_quietly_with_a_job_left_waiting():
         run(sc, ["o1,o,0,100,4", "y1,y,0,100,4"], "share")
     assert str(info.value.problems[0]).startswith(
         "line 3 (job 'y1'), gpus: could never start: the replay ended with the job still waiting")
+
+
+def test_a_replay_calls_the_planner_again_only_once_something_changed():
+    # o borrows the second GPU for ten hours under a protection of ten hours; t0's job is entitled
+    # at g (g's quota holds it) and waits for it. The planner finds no victim at the first tick,
+    # and then nothing changes until the protection ends: one call then, not one a minute.
+    sc = sim.parse_scenario({"capacity": {"gpu": 2}, "groups": [group("g")],
+                             "teams": [team("t0", 0, group="g"), team("t1", 1, group="g"), team("o", 1)],
+                             "settings": {"min_runtime_seconds": 36_000}})
+    jobs = sim.parse_jobs(["job_id,team,submit_time,duration_s,gpus", "o1,o,0,40000,2", "a1,t0,10,100,1"], sc)
+    skipped = sim.simulate(sc, jobs, "share+reclaim")
+    every = sim.simulate(sc, jobs, "share+reclaim", skip_idle_ticks=False)
+    assert skipped.planner_calls <= 3 < 500 < every.planner_calls
+    assert skipped.to_dict()["teams"] == every.to_dict()["teams"]
+    assert skipped.to_dict()["teams"]["t0"]["wait_p99_s"] == 36_000 - 10  # stopped o1 at 36,000

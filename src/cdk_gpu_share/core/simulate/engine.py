@@ -136,6 +136,7 @@ class _Sim:
         self.max_total = 0.0
         self.now = 0.0
         self.skip_idle_ticks = True
+        self.quiet: tuple[int, float] | None = None  # (view version, until): ticks without a victim
         index_args: dict[str, Any] = dict(static=mode == STATIC, reclaiming=self.reclaiming, compact_slack=self.COMPACT_SLACK,
                           lazy_ratio=self.LAZY_RATIO)
         sizes = sorted({r.g for r in self.runs})
@@ -143,7 +144,7 @@ class _Sim:
         self.tree = TreeUsage(scenario.state, self.teams) if scenario.state.groups else None
         self.index = (DispatchIndex(self.teams, sizes, **index_args) if self.tree is None
                       else TreeDispatchIndex(self.teams, sizes, self.tree, **index_args))
-        self.view = PlannerView(scenario, self.index, self.running)
+        self.view = PlannerView(scenario, self.index, self.running, self.tree)
         self.owed = self._owed_clock()
         # A team's usage moves its own owed threshold only (flat): updated at once. With a tree it
         # moves those of every team under the same root: marked, and recomputed once per dispatch.
@@ -314,16 +315,26 @@ class _Sim:
     def _tick_needed(self) -> bool:
         """Whether a tick may change anything: a team above its borrow cap, or a
         pending job within its team's guarantee or of a team with in-team preemption
-        (kept per team in ``ticky`` as usage and queues change)."""
+        (kept per team in ``ticky`` as usage and queues change). With a tree, any pending job
+        may be entitled at a group: every tick is visited, and :meth:`PlannerView.tick_useful`
+        decides."""
+        if self.tree is not None:  # or a job entitled at a group, or a group above its bound
+            return self.index.npending > 0 or self.index.ticky > 0
         return self.index.ticky > 0
 
     def _tick(self, t: float) -> None:
         """A planner tick at ``t``: stop the jobs the plan chooses, then dispatch."""
-        if self.skip_idle_ticks and not self.view.tick_useful(t):
-            return  # no victim possible: the call would change nothing, nor would dispatch
+        if self.skip_idle_ticks:
+            if self._as_last_call(t):
+                return  # as the last tick: no victim
+            if not self.view.tick_useful(t):
+                self._quiet(t)
+                return  # no victim possible: the call would change nothing, nor would dispatch
         self.planner_calls += 1
         result = reclaim.plan_state(self.view.state(t), full=False)
         preemptions = result.get("preemptions", ())
+        if not preemptions:
+            self._quiet(t)
         beneficiaries: list[Run] = []
         for p in preemptions:
             r = self.by_id[p["job"]]
@@ -342,6 +353,39 @@ class _Sim:
         for b in beneficiaries:
             self._start_if_fits(b, t)
         self._dispatch(t)
+
+    def _as_last_call(self, t: float) -> bool:
+        """Whether a call at ``t`` would find what the last tick found, no victim: no job started,
+        stopped, arrived or completed since, and no rule that reads the time changed its answer
+        for any job in between (:meth:`_quiet`)."""
+        return self.quiet is not None and self.quiet[0] == self.view.version and t < self.quiet[1]
+
+    def _quiet(self, t: float) -> None:
+        """The tick at ``t`` found no victim: with a tree (where a waiting job entitled at a group
+        may find none for long), later ticks skip the planner until a job changes state or the
+        time changes a rule's answer (:meth:`_next_change`)."""
+        if self.skip_idle_ticks and self.tree is not None:
+            self.quiet = (self.view.version, self._next_change(t))
+
+    def _next_change(self, t: float) -> float:
+        """After a call at ``t`` that chose no victim: the first time a call could answer
+        otherwise with the same jobs, when a pending job has waited ``reclaim_after_seconds``
+        or a running job's ``min_runtime_seconds`` protection ends (``t``: at once, in the
+        checkpoint-aware victim order, which reads the time too)."""
+        settings = self.scenario.state.settings
+        if settings.victim_order != "youngest":
+            return t
+        due = _INF
+        wait, protect = settings.reclaim_after_seconds, settings.min_runtime_seconds
+        if wait > 0:
+            for position, r in self.live.items():
+                if position not in self.running and t < r.job.submit_time + wait - reclaim.TOLERANCE < due:
+                    due = r.job.submit_time + wait - reclaim.TOLERANCE
+        if protect > 0:
+            for r in self.running.values():
+                if t < r.start + protect - reclaim.TOLERANCE < due:
+                    due = r.start + protect - reclaim.TOLERANCE
+        return due
 
     def _start_if_fits(self, r: Run, t: float) -> bool:
         """Start r, pending, at ``t`` if it fits now (the planner's rules); whether it started."""
@@ -542,8 +586,7 @@ def simulate(
     try:
         engine = _Sim(scenario, jobs, mode, float(poll_seconds),
                       float(checkpoint_seconds) if checkpoint_seconds else None, progress)
-        # With a tree, a job entitled at a group makes a tick useful too: every tick is taken.
-        engine.skip_idle_ticks = skip_idle_ticks and not scenario.state.groups
+        engine.skip_idle_ticks = skip_idle_ticks
         if watch is not None:
             watch.begin(engine.running)
             engine.watch = watch

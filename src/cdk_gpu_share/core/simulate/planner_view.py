@@ -17,8 +17,9 @@ from typing import Any
 
 from cdk_gpu_share.core import reclaim
 from cdk_gpu_share.core.simulate.dispatch import DispatchIndex
-from cdk_gpu_share.core.simulate.inputs import TOL, Scenario
+from cdk_gpu_share.core.simulate.inputs import RESOURCE, TOL, Scenario
 from cdk_gpu_share.core.simulate.state import Run
+from cdk_gpu_share.core.simulate.tree_dispatch import TreeUsage
 
 __all__ = ["PlannerView"]
 
@@ -26,20 +27,28 @@ __all__ = ["PlannerView"]
 class PlannerView:
     """The planner's input, kept up to date incrementally between ticks."""
 
-    def __init__(self, scenario: Scenario, index: DispatchIndex, running: dict[int, Run]):
+    def __init__(self, scenario: Scenario, index: DispatchIndex, running: dict[int, Run],
+                 tree: TreeUsage | None = None):
         self.base = scenario.state
         self.index = index
+        self.tree = tree
+        # The groups with a borrow limit (the others are never above their bound).
+        self.limited = [] if tree is None else [g for g in tree.tree.groups
+                                                 if tree.limit(g, RESOURCE) is not None]
         self.running = running  # the engine's running jobs, by trace position (read only here)
         self.specs: dict[int, Any] = {}  # running jobs, by trace position
         self.touched: dict[int, Run] = {}  # changed state since the last call, in order
         self.groups: dict[tuple[int, float], reclaim.PendingGroup] = {}
+        self.version = 0  # one more at every change of a job's state
 
     def touch(self, r: Run) -> None:
         """r started, stopped, or joined or left its queue: bring it up to date at the next call."""
         self.touched[r.job.position] = r
+        self.version += 1
 
     def completed(self, r: Run) -> None:
         """r completed: it leaves the view at the next call, if the view holds it."""
+        self.version += 1
         if r.grouped or r.job.position in self.specs:
             self.touched[r.job.position] = r  # the planner's view still holds it
         else:
@@ -70,6 +79,30 @@ class PlannerView:
             for g in team.keys:  # ascending
                 if not team.in_team and kidx[g] > wk:
                     break  # beyond the guarantee from here on
+                for _, r in team.buckets[g]:
+                    if has_waited(self.pending_spec(r), t, settings):
+                        return True
+        return self.tree is not None and self._tree_tick_useful(t)
+
+    def _tree_tick_useful(self, t: float) -> bool:
+        """With a tree, two more sources of a first victim: a group above its bound (rule 1 for
+        groups), and a pending job entitled at a group that has waited. Serving before the first
+        victim only raises each group's U - Q (a served ``reserve`` team raises both alike), so a
+        job entitled when the planner reaches it was entitled when the plan started."""
+        tree = self.tree
+        assert tree is not None
+        for name in self.limited:
+            limit = tree.limit(name, RESOURCE)
+            if limit is not None and tree.usage(name)[RESOURCE] > tree.quota(name, RESOURCE) + limit + TOL:
+                return True
+        settings = self.base.settings
+        has_waited = reclaim.has_waited
+        for team in self.index.teams:
+            if not team.npending:
+                continue
+            for g in team.keys:  # ascending: once entitled nowhere, no larger job is
+                if tree.height(team, g) is None:
+                    break
                 for _, r in team.buckets[g]:
                     if has_waited(self.pending_spec(r), t, settings):
                         return True
