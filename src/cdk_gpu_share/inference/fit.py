@@ -62,6 +62,7 @@ the cheapest price per GPU, so the plan is at most ``gap`` above the optimum.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -521,6 +522,7 @@ def _shapes(gpu: str, whole_gpus: bool = False) -> list[_Shape]:
     return [_Shape(layout.profiles, tuple(layout.profiles.count(k) for k in kinds)) for layout in mig.layouts(gpu)]
 
 
+@functools.cache
 def _kind_slices(gpu: str) -> tuple[int, ...]:
     """Compute slices of each kind of ``gpu`` (smallest kind first)."""
     return tuple(mig.profile(gpu, name).compute_slices for name in mig.GPUS[gpu])
@@ -541,7 +543,7 @@ def _instances_needed(items: Sequence[_Item], kinds: Sequence[int], per_kind: Se
 
 
 def _fewest_instances(items: Sequence[_Item], gpu: str, gpus: int, shape: _Shape,
-                      budget: list[int]) -> tuple[int, tuple[int, ...]] | None:
+                      budget: list[int], worth: int | None = None) -> tuple[int, tuple[int, ...]] | None:
     """The fewest instances with ``shape`` on every GPU that hold ``items`` (each model whole on one
     kind at least its own), and the kinds that use the fewest compute slices at that count; None
     when some model fits no partition of the layout.
@@ -550,7 +552,8 @@ def _fewest_instances(items: Sequence[_Item], gpu: str, gpus: int, shape: _Shape
     kind ``t`` or larger); if each model on its own kind meets it, that is the answer (no choice
     uses fewer slices). Otherwise a depth-first search tries each count between the two; ``budget``
     (nodes left, shared by a plan) bounds it, and a spent budget leaves the best answer found (the
-    greedy one at worst), which the plan then reports as not exact.
+    greedy one at worst), which the plan then reports as not exact. Above ``worth`` instances (a
+    count that costs more than a variant already found) the first fit is enough.
     """
     per_kind, n_kinds = shape.per_kind, len(shape.per_kind)
     own = [it.own[gpu] for it in items]
@@ -576,17 +579,19 @@ def _fewest_instances(items: Sequence[_Item], gpu: str, gpus: int, shape: _Shape
     for count in range(low, high):
         if budget[0] <= 0:
             break  # a spent budget answers greedily at once: the time never grows with the counts
-        chosen = _assign(items, options, order, [per_kind[k] * gpus * count for k in range(n_kinds)], slices, budget)
+        chosen = _assign(items, options, order, [per_kind[k] * gpus * count for k in range(n_kinds)], slices, budget,
+                         fewest_slices=worth is None or count <= worth)
         if chosen is not None:
             return count, chosen
     return high, greedy
 
 
 def _assign(items: Sequence[_Item], options: Sequence[tuple[int, ...]], order: Sequence[int], left: list[int],
-            slices: Sequence[int], budget: list[int]) -> tuple[int, ...] | None:
+            slices: Sequence[int], budget: list[int], fewest_slices: bool = True) -> tuple[int, ...] | None:
     """Each model on one kind of its ``options`` within the partitions ``left`` per kind, using the
     fewest compute slices (depth first, largest models first, smallest kinds first, a branch cut
-    once even its smallest kinds cannot beat the best found), or None."""
+    once even its smallest kinds cannot beat the best found), or None. Without ``fewest_slices``,
+    the first that fits."""
     chosen = [0] * len(items)
     # The fewest slices the models from each position on can use: each on its smallest option.
     floor = [0] * (len(order) + 1)
@@ -599,7 +604,7 @@ def _assign(items: Sequence[_Item], options: Sequence[tuple[int, ...]], order: S
         if used + floor[pos] >= best[0]:
             return
         if pos == len(order):
-            best[:] = [used, tuple(chosen)]
+            best[:] = [used if fewest_slices else -math.inf, tuple(chosen)]
             return
         if budget[0] <= 0:
             return
@@ -612,8 +617,8 @@ def _assign(items: Sequence[_Item], options: Sequence[tuple[int, ...]], order: S
                 chosen[i] = k
                 place(pos + 1, used + d * slices[k])
                 left[k] += d
-                if best[0] == used + floor[pos]:
-                    return  # no choice left can use fewer slices
+                if best[0] <= used + floor[pos]:
+                    return  # no choice left can use fewer slices (or the first fit was enough)
 
     place(0, 0)
     return best[1]
@@ -634,7 +639,9 @@ def _cheapest_variant(items: Sequence[_Item], cands: Sequence[Candidate], budget
     for c in cands:
         kinds = mig.GPUS[c.gpu]
         for shape in _shapes(c.gpu, whole_gpus):
-            found = _fewest_instances(items, c.gpu, c.gpus, shape, budget)
+            # Only a count that can cost no more than the best so far is worth the fewest slices.
+            worth = None if math.isinf(best[0][0]) else math.floor(best[0][0] / c.cost + 1e-9)
+            found = _fewest_instances(items, c.gpu, c.gpus, shape, budget, worth)
             if found is None:
                 continue
             count, chosen = found
