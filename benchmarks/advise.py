@@ -233,6 +233,149 @@ def grid(found: dict) -> None:
           f"{'met' if ok else 'MISSED'}); {search.simulations} simulations, {time.perf_counter() - started:.0f} s")
 
 
+#: ``--grid``: the 14-day windows of the Alibaba trace (first day of each; the trace's jobs are
+#: submitted from day 100 on), the pool and each team's guarantee (half the example's).
+GRID_WINDOWS = (110, 122, 135)
+GRID_DAYS = 14
+GRID_CAPACITY = 16
+GRID_GUARANTEES = {"ls": 8, "burstable": 4, "be": 2, "guaranteed": 2}
+#: The exhaustive grid's step (GPUs): every split of the pool into guarantees on its multiples.
+GRID_STEP = 2
+#: The sample's three teams (``gpu-share trace sample``, 300 jobs, on 12 GPUs) and their objectives.
+SAMPLE_TEAMS = (("team-a", 4), ("team-b", 4), ("team-c", 4))
+SAMPLE_OBJECTIVES = {
+    "team-a": {"wait_p95_minutes": 60, "no_worse_than_private": True},
+    "team-b": {"wait_p95_minutes": 120},
+    "team-c": {"wait_p95_minutes": 240, "max_preempted_per_day": 0},
+}
+#: Done when the fixed-fleet advice's regret is within this much of the grid's best.
+GRID_REGRET_TOLERANCE = 0.10
+
+
+def window_case(data: Path, first_day: int):
+    """The Alibaba jobs submitted in ``GRID_DAYS`` days from ``first_day`` (submit times from 0)
+    on ``GRID_CAPACITY`` GPUs, the four teams guaranteed ``GRID_GUARANTEES``."""
+    from dataclasses import replace
+
+    scenario, jobs = simulate_scale.base(data)
+    start, end = first_day * 86400.0, (first_day + GRID_DAYS) * 86400.0
+    window = [replace(j, submit_time=j.submit_time - start) for j in jobs if start <= j.submit_time < end]
+    teams = [{**t, "guarantee": {"gpu": GRID_GUARANTEES[t["name"]]}} for t in scenario["teams"]]
+    raw = {**scenario, "capacity": {"gpu": GRID_CAPACITY}, "teams": teams}
+    return with_objectives(raw), window
+
+
+def sample_grid_case():
+    """The shipped sample trace on 12 GPUs (three teams of 4), with :data:`SAMPLE_OBJECTIVES`."""
+    import io
+
+    from cdk_gpu_share.core import simulate as sim
+    from cdk_gpu_share.core import trace
+
+    raw = {"capacity": {"gpu": sum(g for _, g in SAMPLE_TEAMS)},
+           "settings": {"reclaim_after_seconds": 60, "min_runtime_seconds": 0},
+           "teams": [{"name": n, "guarantee": {"gpu": g}, "sharing": "lend_and_borrow", "objectives": SAMPLE_OBJECTIVES[n]}
+                     for n, g in SAMPLE_TEAMS]}
+    text = trace.trace_text(trace.sample_jobs(SAMPLE_TEAMS))
+    return raw, sim.parse_jobs(io.StringIO(text), sim.parse_scenario(raw))
+
+
+def exhaustive(study, space, capacity: float, pool, *, feasible_only: bool = False):
+    """Every split of ``capacity`` into guarantees on multiples of :data:`GRID_STEP` (``lend`` for a
+    team never to be stopped, else ``lend_and_borrow`` unlimited), each simulated to its end (with
+    ``feasible_only``, stopped once an objective is missed): (best evaluation or None, simulations)."""
+    import itertools
+
+    from cdk_gpu_share.core.advise.evaluate import Limits, private_ref
+    from cdk_gpu_share.core.advise.search import InProcess, Search
+    from cdk_gpu_share.core.advise.space import Candidate, Choice
+
+    privates = {n: private_ref(study, n, study.entitlements[n]) for n in space.names
+                if study.objectives.get(n) and study.objectives[n].needs_private}
+    levels = range(0, int(capacity) + 1, GRID_STEP)
+    splits = []
+    for gs in itertools.product(levels, repeat=space.n):
+        if sum(gs) > capacity:
+            continue
+        c = Candidate(float(capacity), tuple(Choice(float(g), "lend") if space.never_stopped[i]
+                                             else Choice(float(g), "lend_and_borrow", -1) for i, g in enumerate(gs)))
+        if space.runnable(c):
+            splits.append(c)
+    limits = Limits(worst_ratio=1.0) if feasible_only else Limits()
+    found = [e for e in pool.run([("evaluate", c, privates, limits) for c in splits]) if e.complete]
+    rank = Search(study, space, InProcess(study)).rank
+    return (min(found, key=rank) if found else None), len(splits)
+
+
+def grid_compare(label: str, raw: dict, jobs) -> list[str]:
+    """The exhaustive grid's best beside the advisor's, both fleets: table rows (markdown)."""
+    from cdk_gpu_share.core import advise as adv
+    from cdk_gpu_share.core.advise import executors
+
+    study = adv.study_of(raw, jobs, poll=60.0, source=label)
+    rows = []
+    pool = executors.Processes(study, 2)
+    try:
+        space = adv.space_of(study, step=1, fleet="fixed")
+        started = time.perf_counter()
+        best, n = exhaustive(study, space, space.input.capacity, pool)
+        grid_s = time.perf_counter() - started
+        advice, wall = run_advice(study, space, executors.Processes(study, 2))
+        a, g = advice.best, best
+        ratio = a.regret_gpu_hours / g.regret_gpu_hours if g is not None and g.regret_gpu_hours > 0 else math.nan
+        ok = g is not None and (not g.feasible or (a.feasible and a.regret_gpu_hours
+                                                   <= g.regret_gpu_hours * (1 + GRID_REGRET_TOLERANCE) + 1e-9))
+        print(f"{'grid':<8} {label:<14} fixed {space.input.capacity:g} GPUs: advice regret {a.regret_gpu_hours:,.1f} "
+              f"(feasible {a.feasible}, {advice.simulations} simulations, {wall:.0f} s); grid best "
+              f"{'none' if g is None else f'{g.regret_gpu_hours:,.1f} (feasible {g.feasible})'} ({n} splits, "
+              f"{grid_s:.0f} s); advice/grid {ratio:.3f} (target <= {1 + GRID_REGRET_TOLERANCE:.2f}: "
+              f"{'met' if ok else 'MISSED'})")
+        rows.append(f"| {label} | fixed, {space.input.capacity:g} GPUs | {a.regret_gpu_hours:,.0f} GPU-h, "
+                    f"{'feasible' if a.feasible else 'infeasible'} | {advice.simulations} | {wall:.0f} s | "
+                    f"{'none' if g is None else f'{g.regret_gpu_hours:,.0f} GPU-h'}, "
+                    f"{'feasible' if g is not None and g.feasible else 'infeasible'} | {n} | {grid_s:.0f} s | "
+                    f"{ratio:.2f} ({'met' if ok else 'missed'}) |")
+        space = adv.space_of(study, step=1, fleet="size")
+        advice, wall = run_advice(study, space, executors.Processes(study, 2))
+        low = max(max(space.max_job), max(study.entitlements.values()), 1.0)
+        started, sims, least, c = time.perf_counter(), 0, None, math.ceil(low)
+        while least is None and c <= advice.bounds.get("high_gpus", c):
+            found, n = exhaustive(study, space, c, pool, feasible_only=True)
+            sims += n
+            if found is not None and found.feasible:
+                least = c
+            c += 1
+        grid_s = time.perf_counter() - started
+        advised = advice.best.candidate.capacity
+        ok = least is not None and advice.best.feasible and advised <= least + 1e-9
+        print(f"{'grid':<8} {label:<14} size: advice {advised:g} GPUs (feasible {advice.best.feasible}, regret "
+              f"{advice.best.regret_gpu_hours:,.1f}, {advice.simulations} simulations, {wall:.0f} s); grid's least "
+              f"feasible {least} GPUs ({sims} splits, {grid_s:.0f} s) (target advice <= grid: "
+              f"{'met' if ok else 'MISSED'})")
+        rows.append(f"| {label} | size | {advised:g} GPUs, {'feasible' if advice.best.feasible else 'infeasible'} | "
+                    f"{advice.simulations} | {wall:.0f} s | least feasible {least} GPUs | {sims} | {grid_s:.0f} s | "
+                    f"{'met' if ok else 'missed'} |")
+    finally:
+        pool.close()
+    return rows
+
+
+def grid_cases(data: Path, only: str | None) -> None:
+    """``--grid``: every window and the sample (or the one named by ``only``)."""
+    cases = [(f"days {d}-{d + GRID_DAYS}", lambda d=d: window_case(data, d)) for d in GRID_WINDOWS]
+    cases.append(("sample", sample_grid_case))
+    print("| case | fleet | advice | simulations | seconds | grid's best | splits | seconds | advice against the grid |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    rows = []
+    for label, make in cases:
+        if only and only not in label:
+            continue
+        raw, jobs = make()
+        rows += grid_compare(label, raw, jobs)
+    print("\n".join(rows))
+    print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+
+
 def workers(raw: dict, jobs, repeat: int) -> None:
     from cdk_gpu_share.core import advise as adv
     from cdk_gpu_share.core.advise import executors
@@ -321,10 +464,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=None, help="runs per timed case; medians are printed")
     ap.add_argument("--speedup", action="store_true",
                     help="only 1 process against 2 on the Alibaba case (medians of --repeat, 3 unless given)")
+    ap.add_argument("--grid", nargs="?", const="", default=None, metavar="CASE",
+                    help="the exhaustive grid's best beside the advisor's on three 14-day windows of the trace and "
+                         "the sample, both fleets (CASE: only the cases whose label holds it, e.g. sample)")
     args = ap.parse_args(argv)
     why = alibaba_trace.missing(args.data)
-    if why:
+    if why and not (args.grid == "sample"):
         print(why, file=sys.stderr)
+        return 0
+    if args.grid is not None:
+        print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
+        grid_cases(args.data, args.grid or None)
         return 0
     cases = args.cases.split(",")
     print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores")

@@ -126,6 +126,50 @@ def test_no_guarantee_below_the_least_the_backend_accepts(fleet):
     assert min(ch.guarantee for ch in unbounded.best.candidate.choices) == 0  # the bound decides here
 
 
+#: Three and four teams on 6 GPUs (one team whose work must never be stopped): the first
+#: configuration that holds is not the best, and the best is reached only by moving guarantee
+#: between teams that miss nothing.
+MANY = {
+    "three": ({"a": {"wait_p95_minutes": 20, "no_worse_than_private": True}, "b": {"wait_p95_minutes": 40},
+               "c": {"wait_p95_minutes": 30, "max_preempted_per_day": 0}}, {"a": 2, "b": 2, "c": 2}, 3),
+    "four": ({"a": {"wait_p95_minutes": 30}, "b": {"no_worse_than_private": True},
+              "c": {"max_preempted_per_day": 0}, "d": {}}, {"a": 2, "b": 2, "c": 1, "d": 1}, 2),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MANY))
+def test_three_and_four_teams_the_answer_is_brute_forces(case):
+    objectives, guarantees, seed = MANY[case]
+    data = scenario(6, objectives, guarantees=guarantees)
+    study = study_of(data, bursty_trace(seed, tuple(objectives), jobs=40))
+    space = adv.space_of(study, step=1, fleet="fixed", percents=(0, -1))
+    advice = adv.advise(study, space)
+    best = brute_force(study, space, [6.0])
+    assert best.feasible and advice.best.feasible
+    assert advice.best.regret_gpu_hours == best.regret_gpu_hours
+    assert advice.best.candidate == best.candidate, (advice.best, best)
+    assert advice.warnings == ()
+
+
+def test_the_grid_splits_every_guarantee_vector_once():
+    """The grid at 6 GPUs on a step of 2: every split of the levels (C(3 + 3, 3) = 20 for three
+    teams), a team never to be stopped lending, the others lending and borrowing without limit."""
+    objectives, guarantees, _ = MANY["three"]
+    study = study_of(scenario(6, objectives, guarantees=guarantees), bursty_trace(1, tuple(objectives)))
+    space = adv.space_of(study, step=1, fleet="fixed")
+    assert space.grid_count(6.0, 2.0) == 20
+    splits = list(space.grid(6.0, 2.0))
+    assert len(splits) == len(set(splits))
+    assert {tuple(ch.guarantee for ch in c.choices) for c in splits} == {
+        (a, b, c) for a in (0, 2, 4, 6) for b in (0, 2, 4, 6) for c in (2, 4, 6) if a + b + c <= 6}  # c's job of 2
+    assert all(c.choices[2].sharing == "lend" and c.choices[0] == adv.space.Choice(c.choices[0].guarantee,
+                                                                                   "lend_and_borrow", -1)
+               for c in splits)
+    search = Search(study, space, adv.search.InProcess(study))
+    assert search.grid_step(6.0) == 1.0  # 84 splits fit a quarter of the budget
+    assert Search(study, space, adv.search.InProcess(study), budget=200).grid_step(6.0) == 2.0
+
+
 def _ev(capacity: float, regret: float, guarantee: float = 2, feasible: bool = True, worst: float = 0.5) -> Evaluation:
     c = Candidate(capacity, (Choice(guarantee, "lend_and_borrow", -1), Choice(2, "lend_and_borrow", -1)))
     return Evaluation(c, complete=True, feasible=feasible, worst_ratio=worst, excess=max(0.0, worst - 1),

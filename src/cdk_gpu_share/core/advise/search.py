@@ -37,6 +37,7 @@ depend on which worker finished first.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -68,6 +69,16 @@ REGRET_ROUNDS = 4
 PROBE_CAP = 2.0
 #: Teams up to which the regret phase also moves a step between two teams (n*(n-1) moves).
 TRANSFER_TEAMS = 6
+#: The most of the budget (simulations, and of the job budget) the grid of guarantee splits at
+#: one capacity may take: its step is the least multiple of ``--step`` that keeps it within.
+GRID_SHARE = 0.25
+#: Teams up to which the grid is tried at all (beyond, even one level per team is too many splits).
+GRID_TEAMS = 8
+#: How many of the grid's best splits the local search also starts from.
+GRID_STARTS = 3
+#: The most splits of the grid in one batch: each batch is limited by the best of those before
+#: it, so that most simulations stop early.
+GRID_BATCH = 64
 
 #: What a worker runs (:func:`~cdk_gpu_share.core.advise.evaluate.run_task`): a candidate's
 #: evaluation, a private-cluster reference, or a team alone against its objectives.
@@ -174,6 +185,8 @@ class Search:
         #: batch of candidates (not at the end, alone with the answer's), kept out of the cache.
         self.input_full: Evaluation | None = None
         self.phase = "private sizing"
+        #: The simulation count the current phase may not pass (None: only the budgets bound it).
+        self.ceiling: int | None = None
         self.cache: dict[Candidate, Evaluation] = {}
         self.private: dict[tuple[str, float], PrivateRef] = {}
         self.needs_private = tuple(bool(study.objectives.get(n) and study.objectives[n].needs_private)
@@ -197,13 +210,21 @@ class Search:
         """The jobs one task simulates: the whole trace, or one team's jobs alone."""
         return len(self.study.jobs) if task[0] == "evaluate" else len(self.study.team_jobs(task[1]))
 
-    def room(self) -> int:
+    def room(self, *, share: bool = True) -> int:
         """How many candidates the next batch may simulate: what both budgets have left, and at
-        most :data:`BATCH_SHARE` of the job budget."""
+        most :data:`BATCH_SHARE` of the job budget; with ``share``, also no more than the current
+        phase's share (:attr:`ceiling`, a number of simulations)."""
         per = max(1, len(self.study.jobs))
         left = min(self.budget - self.simulations, (self.job_budget - self.jobs_simulated) // per,
                    max(1, int(self.job_budget * BATCH_SHARE) // per))
+        if share and self.ceiling is not None:
+            left = min(left, self.ceiling - self.simulations)
         return max(0, left)
+
+    def affordable(self) -> int:
+        """Simulations both budgets have left (whole-trace ones)."""
+        per = max(1, len(self.study.jobs))
+        return max(0, min(self.budget - self.simulations, (self.job_budget - self.jobs_simulated) // per))
 
     def _need_privates(self, candidates: Sequence[Candidate]) -> None:
         """The private references the candidates' teams need and the cache lacks, as one batch.
@@ -236,7 +257,8 @@ class Search:
         todo = list(wanted)
         room = max(0, self.room() - (self.input_full is None))  # the input's simulation goes with the first batch
         if len(todo) > room:  # the budget decides, in the batch's fixed order
-            self.cut += len(todo) - room
+            if len(todo) > self.room(share=False) - (self.input_full is None):
+                self.cut += len(todo) - room  # the budget itself, not a phase's share of it
             todo = todo[:room]
         if todo:  # at least one: a batch never holds the input's simulation alone
             self._need_privates(todo)
@@ -369,6 +391,98 @@ class Search:
                  if any(not e["met"] for e in ev.objectives.get(n, {}).values())]
         return unmet or list(range(self.space.n))
 
+    def _demand_split(self, capacity: float) -> Candidate:
+        """Guarantees in proportion to each team's GPU-seconds in the trace (a team that must
+        never be stopped lends, and is given at least its largest job), fitted to ``capacity``."""
+        s, space = self.space.step, self.space
+        work = [math.fsum(j.gpus * j.duration_s for j in self.study.team_jobs(n)) for n in space.names]
+        total = math.fsum(work)
+        choices = []
+        for i, w in enumerate(work):
+            g = max(_floor(capacity * w / total, s) if total > 0 else 0.0, space.least)
+            if space.never_stopped[i]:
+                g = max(g, _ceil(space.max_job[i], s))
+            choices.append(space.grid_sharing(i, g))
+        return self._shrunk(Candidate(capacity, tuple(choices)), capacity)
+
+    # -- the grid ------------------------------------------------------------
+
+    def grid_step(self, capacity: float) -> float | None:
+        """The grid's step at ``capacity``: the least multiple of ``--step`` whose splits take at
+        most :data:`GRID_SHARE` of what the budgets have left (None: none does, or the teams are
+        more than :data:`GRID_TEAMS`)."""
+        if self.space.n > GRID_TEAMS:
+            return None
+        allowance = int(GRID_SHARE * self.affordable())
+        s = self.space.step
+        k = 1
+        while k * s <= capacity + _TOL:
+            if self.space.grid_count(capacity, k * s) <= allowance:
+                return k * s
+            k += 1
+        return None
+
+    def grid(self, capacity: float, best: Evaluation | None, *, feasible_only: bool = False) -> list[Evaluation]:
+        """Every split of the grid at ``capacity`` (see :meth:`Space.grid`), in batches of at most
+        :data:`GRID_BATCH`, each limited by the best found so far (``best`` to begin with); the
+        complete evaluations, best first. ``feasible_only``: only whether a split meets every
+        objective matters, and the grid stops at the first batch that finds one."""
+        step = self.grid_step(capacity)
+        if step is None:
+            return []
+        self.phase = f"grid at {capacity:g} GPUs, step {step:g}"
+        splits = self.space.grid(capacity, step)
+        found: list[Evaluation] = []
+        while True:
+            chunk = list(itertools.islice(splits, min(GRID_BATCH, self.room())))
+            if not chunk:
+                break
+            limits = Limits(worst_ratio=1.0) if feasible_only else (self._limits(best) if best else Limits())
+            done = [e for e in self.evaluate(chunk, limits) if e.complete]
+            found += done
+            if done:
+                top = min(done, key=self.rank)
+                if best is None or self.rank(top) < self.rank(best):
+                    best = top
+            if feasible_only and best is not None and best.feasible:
+                break
+        return sorted(found, key=self.rank)
+
+    def best_at(self, capacity: float, sizing: Mapping[str, float | None], warm: Sequence[Candidate] = (),
+                incumbent: Evaluation | None = None) -> Evaluation:
+        """The least-regret configuration found at ``capacity``: the grid, then a local search from
+        each of several starts (the grid's best few, the input, the demand-proportional split, the
+        private sizing's proportions, ``warm`` and ``incumbent``), each start given an equal
+        share of what the budget has left, the best first."""
+        grid = self.grid(capacity, incumbent)
+        starts = [e.candidate for e in grid[:GRID_STARTS]] + self._seeds(capacity, sizing, warm)
+        starts.append(self._demand_split(capacity))
+        if incumbent is not None:
+            starts.append(incumbent.candidate)
+        starts = [c for c in dict.fromkeys(starts) if self.space.runnable(c)]
+        self.phase = f"regret at {capacity:g} GPUs"
+        begun = sorted((e for e in self.evaluate(starts) if e.complete), key=self.rank)
+        if incumbent is not None and incumbent.complete:
+            begun = sorted({e.candidate: e for e in [incumbent, *begun]}.values(), key=self.rank)
+        if not begun:
+            return incumbent if incumbent is not None else Evaluation(starts[0] if starts else self.space.input,
+                                                                       complete=False, reason="no budget left")
+        many = self.space.n > TRANSFER_TEAMS
+        if many:  # one start: each round of moves of many teams is a large batch
+            begun = begun[:1]
+        best = begun[0]
+        for k, start in enumerate(begun):
+            self.ceiling = self.simulations + max(1, self.affordable() // (len(begun) - k))
+            try:
+                found = self._climb(start, until_feasible=False, rounds=REGRET_ROUNDS if many else None)
+            finally:
+                self.ceiling = None
+            if self.rank(found) < self.rank(best):
+                best = found
+            if self.room() == 0:
+                break
+        return best
+
     # -- local search --------------------------------------------------------
 
     def _climb(self, best: Evaluation, *, until_feasible: bool, cap: float = math.inf,
@@ -437,14 +551,32 @@ class Search:
                     high, hi_best = mid, ev
                 else:
                     low = mid + self.space.step
+            if hi_best.feasible:
+                hi_best = self._walk_down(hi_best, low, sizing, frontier)
             best = hi_best if hi_best.feasible else min(self._frontier(frontier), key=self.rank)
         else:
             best = self.probe(self.space.input.capacity, sizing)
-        if best.feasible:
-            self.phase = f"regret at capacity {best.candidate.capacity:g}"
-            many = self.space.n > TRANSFER_TEAMS
-            best = self._climb(best, until_feasible=False, rounds=REGRET_ROUNDS if many else None)
+        best = self.best_at(best.candidate.capacity, sizing, incumbent=best)
         return self._confirm(best, self._frontier(frontier) if self.space.fleet == "size" else [], sizing, bounds)
+
+    def _walk_down(self, best: Evaluation, low: float, sizing: Mapping[str, float | None],
+                   frontier: dict[float, Evaluation]) -> Evaluation:
+        """From the least feasible capacity the bisection found, one step down at a time while the
+        grid (or a probe) finds a feasible split there: the bisection's probes only search near
+        their seeds, the grid every split."""
+        s = self.space.step
+        c = best.candidate.capacity - s
+        while c >= low - _TOL and self.room() > 0 and self.grid_step(c) is not None:
+            grid = self.grid(c, None, feasible_only=True)
+            found = next((e for e in grid if e.feasible), None)
+            if found is None:
+                found = self.probe(c, sizing, warm=[best.candidate], cap=PROBE_CAP)
+            frontier[c] = found
+            if not found.feasible:
+                break
+            best = found
+            c -= s
+        return best
 
     def _frontier(self, tried: Mapping[float, Evaluation]) -> list[Evaluation]:
         """Per capacity tried, ascending, the best configuration the whole search simulated to its

@@ -186,6 +186,44 @@ class Space:
                     kept.append(cand)
         return kept
 
+    def grid_count(self, capacity: float, step: float) -> int:
+        """How many guarantee splits :meth:`grid` enumerates at ``capacity`` on multiples of
+        ``step`` (every team at least the least guarantee, the sum at most the capacity): the
+        number of ways to hand out the levels left once each team has its least, C(L + n, n)."""
+        lowest = math.ceil(self.least / step - _TOL) * step
+        levels = math.floor((capacity - self.n * lowest) / step + _TOL)
+        return math.comb(levels + self.n, self.n) if levels >= 0 else 0
+
+    def grid_sharing(self, i: int, guarantee: float) -> Choice:
+        """Team ``i``'s choice on the grid: ``lend`` where its work must never be stopped, else
+        ``lend_and_borrow`` with the most borrowing the ladder allows."""
+        if self.never_stopped[i]:
+            return Choice(guarantee, "lend")
+        return Choice(guarantee, "lend_and_borrow", self.percents[-1])
+
+    def grid(self, capacity: float, step: float) -> Iterator[Candidate]:
+        """Every split of ``capacity`` into guarantees on multiples of ``step`` (a multiple of the
+        space's step), each team's sharing from :meth:`grid_sharing`: runnable ones only, in a
+        fixed order (the first team's guarantee slowest). Generated one at a time."""
+        lowest = math.ceil(self.least / step - _TOL) * step
+        top = math.floor((capacity - self.n * lowest) / step + _TOL)
+
+        def splits(i: int, left: int) -> Iterator[tuple[int, ...]]:
+            if i == self.n - 1:
+                for k in range(left + 1):
+                    yield (k,)
+                return
+            for k in range(left + 1):
+                for rest in splits(i + 1, left - k):
+                    yield (k, *rest)
+
+        if top < 0:
+            return
+        for ks in splits(0, top):
+            c = Candidate(capacity, tuple(self.grid_sharing(i, lowest + k * step) for i, k in enumerate(ks)))
+            if self.runnable(c):
+                yield c
+
     def _moves(self, c: Candidate, total: float, i: int, transfers: bool, jumps: bool) -> Iterator[Candidate]:
         """Team ``i``'s moves from ``c`` (whose guarantees sum to ``total``), see :meth:`neighbours`."""
         s = self.step
@@ -205,12 +243,13 @@ class Space:
                 if j == i:
                     continue
                 other = c.choices[j]
-                if other.guarantee >= s - _TOL:
-                    moved = c.with_choice(i, replace(ch, guarantee=ch.guarantee + s))
-                    yield moved.with_choice(j, replace(other, guarantee=other.guarantee - s))
-                if ch.guarantee >= s - _TOL:
-                    moved = c.with_choice(i, replace(ch, guarantee=ch.guarantee - s))
-                    yield moved.with_choice(j, replace(other, guarantee=other.guarantee + s))
+                for k in ((1, 2, 4) if jumps else (1,)):  # a step, or a few at once, from one team to another
+                    if other.guarantee - k * s >= self.least - _TOL:
+                        moved = c.with_choice(i, replace(ch, guarantee=ch.guarantee + k * s))
+                        yield moved.with_choice(j, replace(other, guarantee=other.guarantee - k * s))
+                    if ch.guarantee - k * s >= self.least - _TOL:
+                        moved = c.with_choice(i, replace(ch, guarantee=ch.guarantee - k * s))
+                        yield moved.with_choice(j, replace(other, guarantee=other.guarantee + k * s))
         for sharing in self.sharings(i):
             if sharing != ch.sharing:
                 percent = self.percents[-1] if sharing == "lend_and_borrow" else None
