@@ -54,9 +54,9 @@ _TOL = 1e-9
 DEFAULT_BUDGET = 4000
 #: Most jobs one advice may simulate, each simulation counting its jobs (the whole trace for a
 #: candidate, its own jobs for a team alone): with more teams, and so more jobs, each
-#: simulation is longer and the search stops after fewer. 20 million: about 3,200 simulations
-#: of a 6,000-job trace, 64 of a 310,000-job one.
-DEFAULT_JOB_BUDGET = 20_000_000
+#: simulation is longer and the search stops after fewer. 10 million: about 1,600 simulations
+#: of a 6,000-job trace, 32 of a 310,000-job one (200 teams: about 10 CPU minutes).
+DEFAULT_JOB_BUDGET = 10_000_000
 #: The most of the job budget one batch of candidates may take: a batch of moves is cut (in a
 #: fixed order, the moves of the teams that miss an objective first) so that later batches
 #: still have room.
