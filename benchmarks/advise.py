@@ -248,21 +248,30 @@ SAMPLE_OBJECTIVES = {
     "team-b": {"wait_p95_minutes": 120},
     "team-c": {"wait_p95_minutes": 240, "max_preempted_per_day": 0},
 }
+#: The windows' objectives with a fixed pool: only that ``guaranteed``'s work is never stopped, so
+#: every split is feasible and the advice is the one of least regret (the grid then gives that
+#: team ``lend``).
+GRID_FIXED_OBJECTIVES = {"guaranteed": {"max_preempted_per_day": 0}}
+#: The windows' objectives with ``--fleet size``: a day at p95 for every team besides.
+GRID_SIZE_OBJECTIVES = {"ls": {"wait_p95_minutes": 1440}, "burstable": {"wait_p95_minutes": 1440},
+                        "be": {"wait_p95_minutes": 1440},
+                        "guaranteed": {"max_preempted_per_day": 0, "wait_p95_minutes": 1440}}
 #: Done when the fixed-fleet advice's regret is within this much of the grid's best.
 GRID_REGRET_TOLERANCE = 0.10
 
 
-def window_case(data: Path, first_day: int):
+def window_case(data: Path, first_day: int, objectives: dict):
     """The Alibaba jobs submitted in ``GRID_DAYS`` days from ``first_day`` (submit times from 0)
-    on ``GRID_CAPACITY`` GPUs, the four teams guaranteed ``GRID_GUARANTEES``."""
+    on ``GRID_CAPACITY`` GPUs, the four teams guaranteed ``GRID_GUARANTEES``, with ``objectives``."""
     from dataclasses import replace
 
     scenario, jobs = simulate_scale.base(data)
     start, end = first_day * 86400.0, (first_day + GRID_DAYS) * 86400.0
     window = [replace(j, submit_time=j.submit_time - start) for j in jobs if start <= j.submit_time < end]
     teams = [{**t, "guarantee": {"gpu": GRID_GUARANTEES[t["name"]]}} for t in scenario["teams"]]
-    raw = {**scenario, "capacity": {"gpu": GRID_CAPACITY}, "teams": teams}
-    return with_objectives(raw), window
+    teams = [{k: v for k, v in t.items() if k != "objectives"}
+             | ({"objectives": objectives[t["name"]]} if t["name"] in objectives else {}) for t in teams]
+    return {**scenario, "capacity": {"gpu": GRID_CAPACITY}, "teams": teams}, window
 
 
 def sample_grid_case():
@@ -307,8 +316,8 @@ def exhaustive(study, space, capacity: float, pool, *, feasible_only: bool = Fal
     return (min(found, key=rank) if found else None), len(splits)
 
 
-def grid_compare(label: str, raw: dict, jobs) -> list[str]:
-    """The exhaustive grid's best beside the advisor's, both fleets: table rows (markdown)."""
+def grid_compare(label: str, raw: dict, jobs, fleets: tuple[str, ...] = ("fixed", "size")) -> list[str]:
+    """The exhaustive grid's best beside the advisor's, for each of ``fleets``: table rows (markdown)."""
     from cdk_gpu_share.core import advise as adv
     from cdk_gpu_share.core.advise import executors
 
@@ -316,6 +325,21 @@ def grid_compare(label: str, raw: dict, jobs) -> list[str]:
     rows = []
     pool = executors.Processes(study, 2)
     try:
+        if "fixed" in fleets:
+            rows += _grid_fixed(label, study, pool)
+        if "size" in fleets:
+            rows += _grid_size(label, study, pool)
+    finally:
+        pool.close()
+    return rows
+
+
+def _grid_fixed(label: str, study, pool) -> list[str]:
+    from cdk_gpu_share.core import advise as adv
+    from cdk_gpu_share.core.advise import executors
+
+    rows = []
+    if True:
         space = adv.space_of(study, step=1, fleet="fixed")
         started = time.perf_counter()
         best, n = exhaustive(study, space, space.input.capacity, pool)
@@ -335,11 +359,22 @@ def grid_compare(label: str, raw: dict, jobs) -> list[str]:
                     f"{'none' if g is None else f'{g.regret_gpu_hours:,.0f} GPU-h'}, "
                     f"{'feasible' if g is not None and g.feasible else 'infeasible'} | {n} | {grid_s:.0f} s | "
                     f"{ratio:.2f} ({'met' if ok else 'missed'}) |")
+    return rows
+
+
+def _grid_size(label: str, study, pool) -> list[str]:
+    """The sized advice, and the grid at each capacity below it from the least job up (stopped
+    at the first feasible split): is there a smaller capacity the grid finds feasible?"""
+    from cdk_gpu_share.core import advise as adv
+    from cdk_gpu_share.core.advise import executors
+
+    rows = []
+    if True:
         space = adv.space_of(study, step=1, fleet="size")
         advice, wall = run_advice(study, space, executors.Processes(study, 2))
         low = max(max(space.max_job), max(study.entitlements.values()), 1.0)
         started, sims, least, c = time.perf_counter(), 0, None, math.ceil(low)
-        while least is None and c <= advice.bounds.get("high_gpus", c):
+        while least is None and c <= advice.best.candidate.capacity:
             found, n = exhaustive(study, space, c, pool, feasible_only=True)
             sims += n
             if found is not None and found.feasible:
@@ -355,23 +390,24 @@ def grid_compare(label: str, raw: dict, jobs) -> list[str]:
         rows.append(f"| {label} | size | {advised:g} GPUs, {'feasible' if advice.best.feasible else 'infeasible'} | "
                     f"{advice.simulations} | {wall:.0f} s | least feasible {least} GPUs | {sims} | {grid_s:.0f} s | "
                     f"{'met' if ok else 'missed'} |")
-    finally:
-        pool.close()
     return rows
 
 
 def grid_cases(data: Path, only: str | None) -> None:
     """``--grid``: every window and the sample (or the one named by ``only``)."""
-    cases = [(f"days {d}-{d + GRID_DAYS}", lambda d=d: window_case(data, d)) for d in GRID_WINDOWS]
-    cases.append(("sample", sample_grid_case))
+    cases = []
+    for d in GRID_WINDOWS:
+        cases.append((f"days {d}-{d + GRID_DAYS}", ("fixed",), lambda d=d: window_case(data, d, GRID_FIXED_OBJECTIVES)))
+        cases.append((f"days {d}-{d + GRID_DAYS}", ("size",), lambda d=d: window_case(data, d, GRID_SIZE_OBJECTIVES)))
+    cases.append(("sample", ("fixed", "size"), sample_grid_case))
     print("| case | fleet | advice | simulations | seconds | grid's best | splits | seconds | advice against the grid |")
     print("|---|---|---|---|---|---|---|---|---|")
     rows = []
-    for label, make in cases:
+    for label, fleets, make in cases:
         if only and only not in label:
             continue
         raw, jobs = make()
-        rows += grid_compare(label, raw, jobs)
+        rows += grid_compare(label, raw, jobs, fleets)
     print("\n".join(rows))
     print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
 

@@ -21,8 +21,16 @@ can miss):
    moved to it or from it, its sharing, its borrow limit one rung), evaluated as one batch;
    the best of the batch replaces the incumbent when it ranks better, until a feasible one
    is found or no move helps.
-4. **Regret.** At the chosen capacity, the same local search over every team's moves,
-   ranked by regret among feasible configurations, until no move lowers it.
+4. **Walk down** (``--fleet size``): from the least feasible capacity the bisection found,
+   one step down while the grid (5), or a probe, finds a feasible split there.
+5. **The grid.** With up to :data:`GRID_TEAMS` teams, every split of the capacity into
+   guarantees on the least multiple of the step whose splits fit :data:`GRID_SHARE` of the
+   budget left (``lend`` for a team never to be stopped, else ``lend_and_borrow`` unlimited).
+6. **Regret.** At the chosen capacity, a local search over every team's moves (a guarantee
+   jumped, 1, 2 or 4 steps moved between any two teams, sharing, borrow limit) from several
+   starts: the grid's :data:`GRID_STARTS` best, the seeds, the demand-proportional split and
+   the incumbent, best first, each with an equal share of the budget left, ranked by regret
+   among feasible configurations, until no move lowers it.
 
 While bisecting, a candidate that misses an objective by more than twice its target
 (:data:`PROBE_CAP`) does not help decide whether a capacity suffices: a capacity where
