@@ -12,6 +12,7 @@ from cdk_gpu_share.core import eta
 from cdk_gpu_share.core import simulate as sim
 from cdk_gpu_share.core.advise.executors import Processes
 from cdk_gpu_share.core.advise.search import InProcess
+from cdk_gpu_share.core.eta.calibrate import MIN_KNOWN, Outcome, calibrate
 
 POLL = 60.0
 
@@ -129,8 +130,12 @@ def random_rows(rng, n, teams=("a", "b")):
 
 def test_no_peeking_traces_identical_before_x_give_identical_predictions():
     sc = scenario(capacity=4, teams=(("a", 2), ("b", 2)))
-    rows = random_rows(random.Random(7), 60)
+    rows = random_rows(random.Random(7), 300)
     a = eta.backtest(sc, jobs_of(sc, rows), samples=6, seed=5, poll_seconds=POLL)
+    raw = eta.backtest(sc, jobs_of(sc, rows), samples=6, seed=5, poll_seconds=POLL, calibrated=False)
+    # the bands before X are calibrated on earlier outcomes: the check covers the calibration too
+    x_index = len(a["jobs"]) * 3 // 5
+    assert any(e["wait_p90_s"] != r["wait_p90_s"] for e, r in zip(a["jobs"][:x_index], raw["jobs"][:x_index]))
     # X just after a job that waited, so that the jobs running then end after X, in A and B differently
     x = a["jobs"][len(a["jobs"]) * 3 // 5]["submit"] + 1
     truth = eta.capture_states(sc, jobs_of(sc, rows), sim.RECLAIM, (), poll_seconds=POLL)
@@ -171,6 +176,10 @@ def test_backtest_jobs_n_samples_that_many():
     full = eta.backtest(sc, jobs, samples=2, seed=2, poll_seconds=POLL)
     some = eta.backtest(sc, jobs, samples=2, seed=2, poll_seconds=POLL, n_jobs=5)
     assert some["summary"]["sampled"] + some["summary"]["no_history"] == 5
+    # the replays' bands of a job are the same whatever else is sampled (calibration learns
+    # from the sampled jobs' outcomes, so it is left out of this comparison)
+    full = eta.backtest(sc, jobs, samples=2, seed=2, poll_seconds=POLL, calibrated=False)
+    some = eta.backtest(sc, jobs, samples=2, seed=2, poll_seconds=POLL, n_jobs=5, calibrated=False)
     by_id = {e["job_id"]: e for e in full["jobs"]}
     assert all(by_id[e["job_id"]] == e for e in some["jobs"])
 
@@ -184,3 +193,38 @@ def test_the_same_answer_in_one_process_and_in_two():
                        executor_of=lambda study: Processes(study, 2, eta.run_eta_task))
     assert one == two
     assert one == eta.backtest(sc, jobs, samples=3, seed=9, poll_seconds=POLL)
+
+
+def _outcomes(n, *, known_at, band=(100.0, 150.0, 200.0), actual=1000.0):
+    """``n`` earlier predictions of team a, each with ``band`` and a wait of ``actual``, known at ``known_at(i)``."""
+    return [Outcome(team="a", at=float(i), band=band, known_at=known_at(i), actual=actual) for i in range(n)]
+
+
+def test_calibration_widens_a_band_that_was_too_narrow():
+    # 30 earlier bands of 100-200 s all missed a wait of 1,000 s, each known before the new
+    # prediction at 500: the new band of 100-200 s is widened to hold such a wait.
+    past = _outcomes(30, known_at=lambda i: 100.0 + i)
+    new = Outcome(team="a", at=500.0, band=(100.0, 150.0, 200.0), known_at=900.0, actual=1000.0)
+    p10, p50, p90 = calibrate(past + [new])[-1]
+    assert p90 >= 1000.0 - 1e-6 and p50 == 150.0 and p10 < 100.0
+    # the same without calibration (not enough known outcomes) keeps the replays' band
+    assert calibrate(past[:MIN_KNOWN - 1] + [new])[-1] == (100.0, 150.0, 200.0)
+
+
+def test_calibration_reads_no_outcome_known_after_the_prediction():
+    # the same misses, but each known only after the new prediction: the band stays as it was
+    late = _outcomes(30, known_at=lambda i: 600.0 + i)
+    new = Outcome(team="a", at=500.0, band=(100.0, 150.0, 200.0), known_at=900.0, actual=1000.0)
+    assert calibrate(late + [new])[-1] == (100.0, 150.0, 200.0)
+    # another team's misses do not move team a's band either
+    other = [Outcome(team="b", at=float(i), band=(100.0, 150.0, 200.0), known_at=100.0 + i, actual=1000.0)
+             for i in range(30)]
+    assert calibrate(other + [new])[-1] == (100.0, 150.0, 200.0)
+
+
+def test_calibration_narrows_a_band_that_was_too_wide():
+    # every earlier wait of 150 s sat deep inside a band of 10 s to 10 hours
+    past = _outcomes(40, known_at=lambda i: 100.0 + i, band=(10.0, 150.0, 36000.0), actual=150.0)
+    new = Outcome(team="a", at=500.0, band=(10.0, 150.0, 36000.0), known_at=900.0, actual=150.0)
+    p10, p50, p90 = calibrate(past + [new])[-1]
+    assert 10.0 < p10 <= 150.0 <= p90 < 36000.0

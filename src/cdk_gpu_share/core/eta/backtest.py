@@ -18,9 +18,10 @@ from __future__ import annotations
 import hashlib
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from cdk_gpu_share.core.eta.calibrate import Outcome, calibrate
 from cdk_gpu_share.core.eta.predictor import Band, FinishedJob, History, baseline_wait, predict
 from cdk_gpu_share.core.simulate.accounting import nearest_rank
 from cdk_gpu_share.core.simulate.inputs import RECLAIM, Job, Scenario
@@ -87,9 +88,12 @@ def _figures(rows: Sequence[tuple[float, float, float, float]]) -> dict[str, Any
 @dataclass(frozen=True)
 class Backtest:
     """A backtest's answer: ``doc``, the JSON document, whose ``summary.per_team`` entries carry
-    the team's ``baseline`` beside its band, as the summary carries the overall one."""
+    the team's ``baseline`` beside its band, as the summary carries the overall one; and
+    ``uncalibrated``, the coverage of the replays' bands before calibration (``overall`` and
+    per team), for comparison."""
 
     doc: dict[str, Any]
+    uncalibrated: dict[str, float] = field(default_factory=dict)
 
     @property
     def baseline_per_team(self) -> dict[str, dict[str, Any]]:
@@ -99,17 +103,20 @@ class Backtest:
 
 def backtest(scenario: Scenario, jobs: Sequence[Job], *, samples: int, seed: int, poll_seconds: float,
              n_jobs: int | None = None, mode: str = RECLAIM, executor_of: Callable[[EtaStudy], Any] | None = None,
-             progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+             progress: Callable[[int, int], None] | None = None, calibrated: bool = True) -> dict[str, Any]:
     """The backtest's JSON document (``samples``, ``seed``, ``jobs``, ``summary``; see docs/eta.md);
     the arguments are :func:`run_backtest`'s."""
     return run_backtest(scenario, jobs, samples=samples, seed=seed, poll_seconds=poll_seconds, n_jobs=n_jobs,
-                        mode=mode, executor_of=executor_of, progress=progress).doc
+                        mode=mode, executor_of=executor_of, progress=progress, calibrated=calibrated).doc
 
 
 def run_backtest(scenario: Scenario, jobs: Sequence[Job], *, samples: int, seed: int, poll_seconds: float,
                  n_jobs: int | None = None, mode: str = RECLAIM, executor_of: Callable[[EtaStudy], Any] | None = None,
-                 progress: Callable[[int, int], None] | None = None) -> Backtest:
+                 progress: Callable[[int, int], None] | None = None, calibrated: bool = True) -> Backtest:
     """The backtest (:class:`Backtest`: its JSON document and each team's baseline figures).
+
+    ``calibrated``: each band widened or narrowed by its team's earlier errors
+    (:mod:`~cdk_gpu_share.core.eta.calibrate`); False: the replays' bands as they are.
 
     ``executor_of(study)``: an executor (the quota advisor's: ``run(tasks)`` gives the results
     of :func:`run_eta_task` in the batch's order; ``close()``, when it has one, is called at the
@@ -142,24 +149,39 @@ def run_backtest(scenario: Scenario, jobs: Sequence[Job], *, samples: int, seed:
         close = getattr(executor, "close", None)
         if close is not None:
             close()
-    return _document(scenario, study, sampled, results, truth.final_start)
+    return _document(scenario, study, sampled, results, truth.final_start, calibrated)
+
+
+def _bands(sampled: Sequence[Job], results: Sequence[tuple[Band | None, float | None]],
+           final_start: dict[str, float], calibrated: bool) -> list[tuple[float, float, float] | None]:
+    """Each sampled job's band (p10, p50, p90), calibrated on the earlier outcomes of its team when asked."""
+    raw = [None if band is None else (band.wait_p10_s, band.wait_p50_s, band.wait_p90_s) for band, _ in results]
+    if not calibrated:
+        return raw
+    return calibrate([Outcome(team=j.team, at=j.submit_time, band=b, known_at=final_start[j.id],
+                              actual=final_start[j.id] - j.submit_time) for j, b in zip(sampled, raw)])
 
 
 def _document(scenario: Scenario, study: EtaStudy, sampled: Sequence[Job],
-              results: Sequence[tuple[Band | None, float | None]], final_start: dict[str, float]) -> Backtest:
+              results: Sequence[tuple[Band | None, float | None]], final_start: dict[str, float],
+              calibrated: bool) -> Backtest:
+    bands = _bands(sampled, results, final_start, calibrated)
+    raw_rows: dict[str, list[tuple[float, float, float, float]]] = {}
     entries = []
     rows: dict[str, list[tuple[float, float, float, float]]] = {}
     base_rows: dict[str, list[tuple[float, float, float, float]]] = {}
     no_history = 0
-    for job, (band, base) in zip(sampled, results):
-        if band is None or base is None:
+    for job, (band, base), cal in zip(sampled, results, bands):
+        if band is None or base is None or cal is None:
             no_history += 1
             continue
         actual = final_start[job.id] - job.submit_time
+        p10, p50, p90 = cal
         entries.append({"job_id": job.id, "team": job.team, "submit": float(job.submit_time),
-                        "wait_p10_s": band.wait_p10_s, "wait_p50_s": band.wait_p50_s, "wait_p90_s": band.wait_p90_s,
+                        "wait_p10_s": p10, "wait_p50_s": p50, "wait_p90_s": p90,
                         "actual_wait_s": float(actual)})
-        rows.setdefault(job.team, []).append((band.wait_p10_s, band.wait_p50_s, band.wait_p90_s, actual))
+        rows.setdefault(job.team, []).append((p10, p50, p90, actual))
+        raw_rows.setdefault(job.team, []).append((band.wait_p10_s, band.wait_p50_s, band.wait_p90_s, actual))
         base_rows.setdefault(job.team, []).append((base, base, base, actual))
     every = [r for team_rows in rows.values() for r in team_rows]
     base_every = [r for team_rows in base_rows.values() for r in team_rows]
@@ -174,4 +196,7 @@ def _document(scenario: Scenario, study: EtaStudy, sampled: Sequence[Job],
                                          "mdae_p50_s": _mdae(base_rows[name])}}
                      for name in scenario.team_names if name in rows},
     }
-    return Backtest(doc={"samples": study.samples, "seed": study.seed, "jobs": entries, "summary": summary})
+    uncalibrated = {"overall": _coverage([r for team_rows in raw_rows.values() for r in team_rows]),
+                    **{name: _coverage(team_rows) for name, team_rows in raw_rows.items()}}
+    return Backtest(doc={"samples": study.samples, "seed": study.seed, "jobs": entries, "summary": summary},
+                    uncalibrated=uncalibrated)

@@ -205,9 +205,12 @@ def predict(scenario: Scenario, state: QueueState, job_id: str, history: History
         horizon = _FIRST_HORIZON_S
         while True:
             later = _arrivals(state, history, rates, horizon, key)
-            start = replay_start(scenario, mode, state, job_id, durations, arrivals=later, poll_seconds=poll_seconds)
-            if not later or start <= state.now + horizon or horizon >= _MAX_HORIZON_S \
-                    or len(later) >= _MAX_ARRIVALS:
+            last = not later or horizon >= _MAX_HORIZON_S or len(later) >= _MAX_ARRIVALS
+            # Unless this is the last horizon, a job not running at its end starts (finally)
+            # after it, so it is replayed again with more arrivals: this replay may end there.
+            start = replay_start(scenario, mode, state, job_id, durations, arrivals=later, poll_seconds=poll_seconds,
+                                 deadline=None if last else state.now + horizon)
+            if start is not None and (last or start <= state.now + horizon):
                 break
             horizon *= 4
         waits.append(start - submit)
@@ -226,5 +229,7 @@ def baseline_wait(scenario: Scenario, state: QueueState, job_id: str, history: H
         return None
     durations = {j.id: _median_longer(history.durations(j.team), j.worked(state.now)) for j in state.running}
     durations.update({j.id: float(nearest_rank(history.durations(j.team), 50)) for j in state.pending})
-    return replay_start(scenario, mode, state, job_id, durations, poll_seconds=poll_seconds) - submit
+    start = replay_start(scenario, mode, state, job_id, durations, poll_seconds=poll_seconds)
+    assert start is not None, "a replay without a deadline runs to the job's start"
+    return start - submit
 

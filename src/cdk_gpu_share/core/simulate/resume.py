@@ -15,6 +15,7 @@ chosen jobs (the backtest's "what was known then").
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -81,6 +82,35 @@ class _Reached(Exception):
         self.start = start
 
 
+class _Late(Exception):
+    """The replay passed its deadline without the target job running (raised to end it there)."""
+
+
+class _Deadline:
+    """A watch (the engine's hook for ending a run early) that ends the replay as soon as
+    simulated time passes ``due`` with the target job not running: a caller that would
+    replay again with more arrivals in that case need not see the rest of this one."""
+
+    def __init__(self, due: float, engine: _Resumed):
+        self.next_due = due
+        self.engine = engine
+
+    def advance(self, t: float) -> None:
+        target = self.engine.target
+        if target is not None and target.job.position not in self.engine.running:
+            raise _Late()
+        self.next_due = math.inf  # it runs (or ran) at the deadline: the replay goes on to the end
+
+    def started(self, r: Run, t: float, first: bool) -> None:
+        pass
+
+    def stopped(self, r: Run, t: float, lost: float) -> None:
+        pass
+
+    def arrived(self, r: Run) -> None:
+        pass
+
+
 class _Resumed(_Sim):
     """The engine started from a :class:`QueueState`: the running jobs started at their own
     start times, the pending jobs queued at ``now``, later jobs arriving at their submit times."""
@@ -123,7 +153,8 @@ class _Resumed(_Sim):
 
 
 def replay_start(scenario: Scenario, mode: str, state: QueueState, target: str, durations: Mapping[str, float], *,
-                 arrivals: Sequence[Job] = (), poll_seconds: float, final: bool = True) -> float:
+                 arrivals: Sequence[Job] = (), poll_seconds: float, final: bool = True,
+                 deadline: float | None = None) -> float | None:
     """When the pending job ``target`` starts, replaying the policy from ``state``.
 
     ``durations``: the work, in seconds, of every running and pending job of the state (a
@@ -131,6 +162,8 @@ def replay_start(scenario: Scenario, mode: str, state: QueueState, target: str, 
     ``arrivals``: jobs submitted after ``now`` (ids unique, sorted by submit time or not).
     ``final``: the start after which the job ran to its end (a job stopped by the planner
     starts again); False: its first start, a shorter replay.
+    ``deadline``: None when the job is not running at that simulated time (stopped or not
+    yet started, so its final start comes later): the replay ends there.
     """
     jobs: list[Job] = []
     for rj in state.running:
@@ -148,10 +181,14 @@ def replay_start(scenario: Scenario, mode: str, state: QueueState, target: str, 
         raise ValueError(f"job {target!r} is not pending in the state")
     jobs.extend(sorted(arrivals, key=lambda j: j.submit_time))
     engine = _Resumed(scenario, _numbered(jobs, "state"), mode, float(poll_seconds), state, index, final)
+    if deadline is not None:
+        engine.watch = _Deadline(deadline, engine)  # type: ignore[assignment]  # the engine's watch protocol
     try:
         engine.run()
     except _Reached as reached:
         return reached.start
+    except _Late:
+        return None
     raise AssertionError("every replay ends with every job completed")  # pragma: no cover
 
 
