@@ -289,8 +289,10 @@ def test_a_newcomer_goes_from_the_wheel_to_a_first_answer_with_no_stumble(wheel_
     # The user gives a team its objectives, then asks for the configuration that meets them.
     config = tmp_path / "platform.yaml"
     text = config.read_text()
+    # 8 hours: the sample of whole GPUs keeps team-a's p95 above 5 hours on the starter's 2 GPUs
+    # whatever the split, so a tighter target would (rightly) exit 1 with the closest advice.
     config.write_text(text.replace("    description: Research\n",
-                                   "    description: Research\n    objectives: {wait_p95_minutes: 240}\n", 1))
+                                   "    description: Research\n    objectives: {wait_p95_minutes: 480}\n", 1))
     advised = run("gpu-share", "advise", "platform.yaml", "--trace", "jobs.csv", "-o", "advised.yaml")
     assert "advice written to advised.yaml" in advised.stdout + advised.stderr
     run("gpu-share", "validate", "advised.yaml")
