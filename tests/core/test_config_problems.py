@@ -93,7 +93,7 @@ CASES = [
     ),
     pytest.param(
         top(B, zzz=1),
-        [('zzz', 1, 'unknown key', 'allowed keys: alerts, batch_quota, fairshare, groups, history, hyperpod, inference, kueue, platform, security, teams')],
+        [('zzz', 1, 'unknown key', 'allowed keys: alerts, batch_quota, fairshare, groups, history, hyperpod, inference, kueue, platform, security, teams, windows')],
         id='unknown-top-key-far',
     ),
     pytest.param(

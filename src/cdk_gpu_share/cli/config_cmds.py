@@ -10,7 +10,7 @@ from pathlib import Path
 from cdk_gpu_share.cli._files import replace_file
 from cdk_gpu_share.cli._parser import add_config_argument
 from cdk_gpu_share.core import backends
-from cdk_gpu_share.core.config import PlatformConfig, load_config, objective_warnings
+from cdk_gpu_share.core.config import PlatformConfig, deploy_problems, load_config, objective_warnings
 from cdk_gpu_share.core.errors import ConfigError, GpuShareError, Problem
 from cdk_gpu_share.core.plan import fleet_plan, format_plan, summarize
 from cdk_gpu_share.core.text import plural
@@ -65,13 +65,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_summary)
 
 
+def _deployable(path: str) -> PlatformConfig:
+    """The config at ``path``, refused as a whole when something in it cannot be deployed."""
+    config = load_config(path)
+    problems = deploy_problems(config)
+    if problems:
+        raise ConfigError(problems, source=path)
+    return config
+
+
 def _validate(args: argparse.Namespace) -> int:
     if not args.json:
-        print(summarize(config := load_config(args.config)))
+        print(summarize(config := _deployable(args.config)))
         _warn(config)
         return 0
     try:
-        config = load_config(args.config)
+        config = _deployable(args.config)
         _warn(config)
     except ConfigError as exc:
         print(json.dumps({

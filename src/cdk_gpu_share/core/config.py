@@ -54,6 +54,7 @@ import dataclasses
 import difflib
 import importlib
 from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -93,12 +94,15 @@ from cdk_gpu_share.core.config_model import (
     group_mapping,
     groups_above,
     section_mapping,
+    team_in_window,
 )
 from cdk_gpu_share.core.errors import ConfigError, Problem
 from cdk_gpu_share.core.objectives import ENTITLEMENT_KEY, never_stopped_conflict
+from cdk_gpu_share.core.windows import Window, read_windows, window_mapping
 
 __all__ = [*config_fields.__all__, *config_model.__all__,
-    "check_backend", "check_config", "config_mapping", "config_problems", "load_config", "objective_warnings",
+    "check_backend", "check_config", "config_mapping", "config_problems", "deploy_problems",
+    "WINDOWED_BACKENDS", "load_config", "objective_warnings",
     "parse_config", "team_problems",
 ]
 
@@ -313,6 +317,8 @@ def _read_config(
     guarantee_required = any(data.get(k) is not None for k in backends.keys())
     teams, paths, refused = _read_teams(data, name, problems, owned=owned, guarantee_required=guarantee_required)
     groups = _read_groups(data, teams, paths, problems)
+    windows = read_windows(data.get("windows"), problems, datetime.now(timezone.utc).year)
+    _team_windows_declared(data, teams, paths, windows, problems)
 
     sections = {spec.key: spec.parse(data.get(spec.key), problems) for spec in backends.registered()}
     if not any(sections.values()) and "inference" not in data and owned is None:
@@ -324,16 +330,58 @@ def _read_config(
     for backend, section in sections.items():
         if section is not None:
             _check_backend(backend, section, teams, problems, paths, frozenset(refused), name, groups)
+            for window in windows:
+                _check_window(backend, section, window.name, teams, problems, paths, frozenset(refused), name, groups)
 
     extras = _extra_sections(data, teams, problems)
     builtin = {key: sections.pop(key) for key in _BUILTIN_SECTIONS}
     return PlatformConfig(name=name, teams=tuple(teams), **builtin, other_backends=sections,
                           inference=extras.get("inference"), source=source, alerts=extras.get("alerts"),
-                          security=extras.get("security"), history=extras.get("history"), groups=tuple(groups))
+                          security=extras.get("security"), history=extras.get("history"), groups=tuple(groups),
+                          windows=windows)
 
 
 def _top_keys() -> set[str]:
-    return {"platform", "teams", "groups", *backends.keys(), *EXTRA_SECTIONS}
+    return {"platform", "teams", "groups", "windows", *backends.keys(), *EXTRA_SECTIONS}
+
+
+def _team_windows_declared(data: Mapping, teams: list[TeamConfig], paths: Mapping[str, str],
+                           windows: Sequence[Window], problems: _Problems) -> None:
+    """Every window a team gives values for is a window of ``windows:``."""
+    names = [w.name for w in windows]
+    raw = data.get("windows")
+    declared = set(names) | ({str(w.get("name")) for w in raw if isinstance(w, Mapping)}
+                             if isinstance(raw, list) else set())
+    for team in teams:
+        for window in team.windows:
+            if window not in declared:
+                problems.add(f"{paths[team.name]}.windows.{window}", window, "is not a window of windows:",
+                             f"use one of {', '.join(names)}" if names else
+                             "declare it under windows: (name, days, start, end, timezone), or remove it")
+
+
+def _check_window(backend: str, section: Any, window: str, teams: list[TeamConfig], problems: _Problems,
+                  paths: Mapping[str, str], refused: frozenset[str], platform: str,
+                  groups: Sequence[GroupConfig]) -> None:
+    """The backend's rules (capacity sums, its minimums) on the teams' values in ``window``: each
+    problem the base does not have already, said of the window."""
+    if not any(window in t.windows for t in teams):
+        return
+    base, inside = _Problems(), _Problems()
+    _check_backend(backend, section, teams, base, paths, refused, platform, groups)
+    _check_backend(backend, section, [team_in_window(t, window) for t in teams], inside, paths, refused, platform,
+                   groups)
+    known = {(p.field, p.message) for p in base.items}
+    for p in inside.items:
+        if (p.field, p.message) in known:
+            continue
+        field = p.field
+        for team in teams:
+            prefix = f"{paths[team.name]}."
+            if window in team.windows and field.startswith(prefix):
+                field = f"{prefix}windows.{window}.{field[len(prefix):]}"
+                break
+        problems.add(field, p.value, f"{p.message} in window {window}", p.fix)
 
 
 def _platform_name(data: Mapping, problems: _Problems) -> str:
@@ -474,6 +522,8 @@ def config_mapping(config: PlatformConfig) -> dict[str, object]:
     raw: dict[str, object] = {"platform": {"name": config.name}, "teams": _team_list(config.teams)}
     if config.groups:
         raw["groups"] = [group_mapping(g) if isinstance(g, GroupConfig) else g for g in config.groups]
+    if config.windows:
+        raw["windows"] = [window_mapping(w) if isinstance(w, Window) else w for w in config.windows]
     for spec in backends.registered():
         section = config.backend(spec.key)
         if section is not None:
@@ -487,14 +537,30 @@ def config_mapping(config: PlatformConfig) -> dict[str, object]:
 
 
 def check_config(config: PlatformConfig) -> list[Problem]:
-    """Every problem :func:`parse_config` finds in ``config`` (one built in Python), by its rules."""
+    """Every problem :func:`parse_config` finds in ``config`` (one built in Python), by its rules,
+    then what cannot be deployed (:func:`deploy_problems`): what the stacks check."""
     problems = _Problems()
     if not isinstance(config, PlatformConfig):
         problems.add("config", config, f"must be a PlatformConfig, not {V.kind(config)}",
                      "pass PlatformConfig(...) or the result of load_config(path)")
         return problems.items
     _read_config(config_mapping(config), problems, source=config.source)
-    return problems.items
+    return problems.items or deploy_problems(config)
+
+
+#: The backends that enforce time windows when deployed (none yet): on any other, a config with
+#: windows is refused by ``validate`` and at synth, never deployed as if it had none.
+WINDOWED_BACKENDS: frozenset[str] = frozenset()
+
+
+def deploy_problems(config: PlatformConfig) -> list[Problem]:
+    """What a valid ``config`` asks that no deployment would do: windows on a backend that does
+    not enforce them yet (``simulate``, ``plan`` and ``advise`` read them all the same)."""
+    if not config.windows:
+        return []
+    return [Problem("windows", key, f"time windows are not deployed on {key} yet",
+                    "remove `windows` (and the teams' windows) to deploy; simulate and plan read them as they are")
+            for key in backends.keys() if config.backend(key) is not None and key not in WINDOWED_BACKENDS]
 
 
 def config_problems(

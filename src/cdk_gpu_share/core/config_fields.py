@@ -23,6 +23,7 @@ from cdk_gpu_share.core import instances
 from cdk_gpu_share.core import validation as V
 from cdk_gpu_share.core.fairshare import DEFAULT_RECLAIM_MAX_CHECKPOINT_SECONDS
 from cdk_gpu_share.core.objectives import ENTITLEMENT_KEY, Objectives, read_objectives
+from cdk_gpu_share.core.windows import TEAM_WINDOW_KEYS
 
 __all__ = [
     "Amount", "amount_mapping", "ASSUMER_ARN_PATTERN", "BATCH", "BATCH_NAME_PATTERN", "check_keys",
@@ -367,6 +368,7 @@ _TEAM_KEYS = {
     "description",
     "objectives",
     "group",
+    "windows",
     # authorization (_team_authorization)
     "max_priority",
     "assumed_by",
@@ -468,7 +470,47 @@ def _team_fields(data: Mapping[str, Any], where: str, problems: _Problems, *, gu
                                 guarantee, f"{where}.objectives", problems),
         "group": _str(data["group"], f"{where}.group", problems, fix="write the name of a group of groups:")
         if data.get("group") is not None else None,
+        "windows": _team_windows(data, guarantee, where, problems),
     }
+
+
+def _team_windows(data: Mapping[str, Any], guarantee: Mapping[str, Amount], where: str,
+                  problems: _Problems) -> dict[str, dict[str, Any]]:
+    """A team's values per window (``windows: {night: {guarantee: ...}}``), each read by the rules
+    of the team's own fields: the team with the window's values must be a team the parser accepts.
+    Whether each window exists is checked with the whole config."""
+    raw = _mapping(data.get("windows"), f"{where}.windows", problems)
+    out: dict[str, dict[str, Any]] = {}
+    base = {k: v for k, v in data.items() if k != "windows"}
+    for name, values in (raw or {}).items():
+        here = f"{where}.windows.{name}"
+        given = _mapping(values, here, problems, required=True)
+        if given is None:
+            continue
+        _check_keys(given, set(TEAM_WINDOW_KEYS), here, problems)
+        keys = [k for k in given if k in TEAM_WINDOW_KEYS]
+        if not keys:
+            problems.add(here, dict(given), "changes nothing",
+                         "give the window a guarantee, borrow_limit_percent or borrow_limit, or remove it")
+            continue
+        seen = _Problems()
+        fields = _team_fields({**base, **{k: given[k] for k in keys}}, here, seen, guarantee_required=False)
+        refused = set()
+        for p in seen.items:
+            key = next((k for k in keys if p.field == f"{here}.{k}" or p.field.startswith((f"{here}.{k}.", f"{here}.{k}["))),
+                       None)
+            if key is not None:  # the base's own problems are reported once, for the base
+                problems.items.append(p)
+                refused.add(key)
+        if "guarantee" in keys and "guarantee" not in refused and set(fields["guarantee"]) != set(guarantee):
+            problems.add(f"{here}.guarantee", _amounts_mapping(fields["guarantee"]),
+                         "names other instance types than the team's guarantee",
+                         f"give the window the types of the team's guarantee ({', '.join(guarantee) or 'none'}), "
+                         "0 for a type it does not guarantee then")
+            refused.add("guarantee")
+        # A refused value is left out (reported above); the window keeps the others.
+        out[str(name)] = {k: fields[k] for k in keys if k not in refused}
+    return out
 
 
 def _entitled(objectives: Objectives | None, guarantee: Mapping[str, Amount], where: str,

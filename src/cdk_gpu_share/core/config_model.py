@@ -18,6 +18,7 @@ from cdk_gpu_share.core import hierarchy, instances
 from cdk_gpu_share.core import validation as V
 from cdk_gpu_share.core.errors import ConfigError
 from cdk_gpu_share.core.objectives import Objectives, read_objectives
+from cdk_gpu_share.core.windows import Window, window_at
 
 if TYPE_CHECKING:
     from cdk_gpu_share.core.alerts_config import AlertsConfig
@@ -45,9 +46,9 @@ from cdk_gpu_share.core.config_fields import (
 )
 
 __all__ = [
-    "BatchQuotaConfig", "EXTRA_MAPPINGS", "EXTRA_SECTIONS", "FairshareConfig", "FairshareVpcConfig",
+    "BatchQuotaConfig", "config_at", "EXTRA_MAPPINGS", "EXTRA_SECTIONS", "FairshareConfig", "FairshareVpcConfig",
     "group_mapping", "group_tree", "GroupConfig", "groups_above", "HyperPodConfig", "PlatformConfig",
-    "PriorityClass", "ReclaimConfig", "section_mapping", "ShareMonitorConfig", "team_mapping", "TeamConfig",
+    "PriorityClass", "ReclaimConfig", "section_mapping", "ShareMonitorConfig", "team_in_window", "team_mapping", "TeamConfig",
 ]
 
 
@@ -82,6 +83,10 @@ class TeamConfig:
     objectives: Objectives = field(default_factory=Objectives)
     #: The team's group in the organisation's tree (:class:`GroupConfig`); None: a root team.
     group: str | None = None
+    #: The team's values per window of the config's ``windows`` (:mod:`cdk_gpu_share.core.windows`):
+    #: window name -> any of ``guarantee``, ``borrow_limit_percent``, ``borrow_limit``, as the YAML
+    #: writes them; in force while that window is open.
+    windows: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # The Python API takes the YAML's shorthand (guarantee={"ml.g5.xlarge": 2},
@@ -119,10 +124,14 @@ class TeamConfig:
         if not isinstance(self.objectives, Objectives):
             read = read_objectives(self.objectives, f"{where}.objectives", problems.add)
             object.__setattr__(self, "objectives", read if read is not None else Objectives())
+        if not isinstance(self.windows, Mapping):
+            problems.add(f"{where}.windows", self.windows, "must be a dict of window name to values",
+                         'pass windows={"night": {"guarantee": {"ml.g5.xlarge": 1}}}')
         if not problems.items:
             # The rules every team meets, from YAML or Python: the config parser's own.
-            _team_fields(team_mapping(self), where, problems, guarantee_required=False)
+            read = _team_fields(team_mapping(self), where, problems, guarantee_required=False)
             object.__setattr__(self, "assumed_by", tuple(self.assumed_by))
+            object.__setattr__(self, "windows", read["windows"])
         problems.raise_if_any(label="invalid argument")
 
     @classmethod
@@ -349,6 +358,9 @@ class PlatformConfig:
     other_backends: Mapping[str, Any] = field(default_factory=dict)
     #: The organisation's tree of quotas (:class:`GroupConfig`); empty: every team is a root.
     groups: tuple[GroupConfig, ...] = ()
+    #: Named weekly windows (:class:`cdk_gpu_share.core.windows.Window`) in which teams' values
+    #: change (:attr:`TeamConfig.windows`); empty: the values never change.
+    windows: tuple[Window, ...] = ()
 
     def team(self, name: str) -> TeamConfig:
         """The team named ``name`` (``KeyError`` when there is none)."""
@@ -472,9 +484,41 @@ def team_mapping(team: TeamConfig) -> dict[str, object]:
         "objectives": (team.objectives.to_mapping() or None) if isinstance(team.objectives, Objectives)
         else team.objectives,
         "group": team.group,
+        "windows": {name: _window_values_mapping(values) for name, values in team.windows.items()}
+        if isinstance(team.windows, Mapping) and team.windows else None,
     }
     out.update({k: v for k, v in optional.items() if v is not None})
     return out
+
+
+def _window_values_mapping(values: object) -> object:
+    """A team's values in one window as the config file writes them."""
+    if not isinstance(values, Mapping):
+        return values
+    return {k: _amounts_mapping(v) if k in ("guarantee", "borrow_limit") else v for k, v in values.items()}
+
+
+def team_in_window(team: TeamConfig, window: str | None) -> TeamConfig:
+    """``team`` with the values it gives for ``window`` in force (None, or a window it gives no
+    values for: the team itself). Its entitlement follows the guarantee unless its objectives
+    give one."""
+    values = team.windows.get(window) if window is not None else None
+    if not values:
+        return team
+    fields = {f.name: getattr(team, f.name) for f in dataclasses.fields(team)}
+    fields.update(values)
+    return TeamConfig._read(**fields)
+
+
+def config_at(config: PlatformConfig, t: Any) -> PlatformConfig:
+    """``config`` with each team's values in force at instant ``t`` (an aware datetime; naive
+    is UTC): the one reading of the windows for plan, the simulator and what switches quotas."""
+    if not config.windows:
+        return config
+    open_now = window_at(config.windows, t)
+    if open_now is None:
+        return config
+    return dataclasses.replace(config, teams=tuple(team_in_window(team, open_now.name) for team in config.teams))
 
 
 def section_mapping(section: BatchQuotaConfig | HyperPodConfig | FairshareConfig) -> object:

@@ -26,6 +26,7 @@ from cdk_gpu_share.core import config_fields as F
 from cdk_gpu_share.core import history_config as HI
 from cdk_gpu_share.core import hyperpod_schema as hp
 from cdk_gpu_share.core import security_config as SEC
+from cdk_gpu_share.core import windows as W
 from cdk_gpu_share.core.objectives import ENTITLEMENT_KEY, MAX_TARGET, NEVER_STOPPED_KEYS, OBJECTIVE_KEYS
 
 SCHEMA_ID = "https://github.com/cdk-gpu-share/cdk-gpu-share/platform.schema.json"
@@ -42,8 +43,22 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
         "alerts": "Where every alarm of the platform goes: emails (a new encrypted topic) or topic_arn (an existing one).",
         "security": "Who administers team identity: the principals the tag guard (`gpu-share guard`) still lets set"
         " the teams' principal tags.",
+        "windows": "Named weekly time windows in which teams' guarantees and borrow limits change (each team gives"
+        " its values under its own `windows`). Windows never overlap; outside them every team has its own values.",
         "history": "The job archive: every Batch job event of the platform's queues, kept in an encrypted S3 bucket"
         " for `gpu-share trace export` (on by default wherever the platform has a Batch queue).",
+    },
+    "window": {
+        "name": "The window's name, which teams use under their own `windows`: lowercase letters, digits and hyphens.",
+        "days": "The days the window opens on (mon, tue, wed, thu, fri, sat, sun).",
+        "start": "When it opens, \"HH:MM\" (00:00 to 23:59) in its time zone.",
+        "end": "When it closes, \"HH:MM\": at or before start, it closes the next day; equal to start, 24 hours later.",
+        "timezone": "IANA time zone of start and end (Europe/Berlin); daylight saving as the zone says. Default: UTC.",
+    },
+    "team_window": {
+        "guarantee": "The team's guarantee in the window: the same instance types as its own guarantee.",
+        "borrow_limit_percent": "The team's borrow_limit_percent in the window.",
+        "borrow_limit": "The team's borrow_limit in the window.",
     },
     "platform": {"name": "Prefix of stack and resource names: a letter, then up to 39 letters, digits and hyphens."},
     "team": {
@@ -70,6 +85,8 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
         "principal_tag": "Principal tag key whose value must be the team's name to assume its SubmitRole (when"
         " assumed_by is not set). Default: gpu-share:team.",
         "group": "The team's group (a name from groups). Default: none, the team is a root of the tree.",
+        "windows": "The team's values while a window of `windows` is open, by window name: any of guarantee (the"
+        " same instance types as the team's), borrow_limit_percent and borrow_limit. A value left out is the team's own.",
         "objectives": "What the team's jobs need, each key optional: `gpu-share simulate` reports whether each"
         " holds, `gpu-share advise` looks for the cheapest quotas that meet them, and the deployed wait alarms take"
         " guarantee_wait_p99_minutes as their threshold.",
@@ -126,7 +143,9 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
 
 #: Keys the validator accepts, per section (the test compares these with DESCRIPTIONS).
 VALIDATOR_KEYS: dict[str, set[str]] = {
-    "": {"platform", "teams", "groups", *C.EXTRA_SECTIONS},
+    "": {"platform", "teams", "groups", "windows", *C.EXTRA_SECTIONS},
+    "window": set(W.WINDOW_KEYS),
+    "team_window": set(W.TEAM_WINDOW_KEYS),
     "platform": {"name"},
     "team": set(F._TEAM_KEYS),
     "group": set(F._GROUP_KEYS),
@@ -196,7 +215,7 @@ def platform_schema() -> dict[str, Any]:
         "description": "Teams sharing a GPU fleet and the backends that enforce it. `gpu-share validate` checks"
         " everything, including rules across fields that this schema cannot express.",
         "$defs": {"amount": _amount_schema(), "amountOrCount": amount_or_count, "team": _team_schema(),
-                  "group": _group_schema()},
+                  "group": _group_schema(), "window": _window_schema()},
         **schema_object(
             "",
             {
@@ -204,6 +223,7 @@ def platform_schema() -> dict[str, Any]:
                                                        "default": "gpu-share"}}),
                 "teams": {"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/team"}},
                 "groups": {"type": "array", "items": {"$ref": "#/$defs/group"}},
+                "windows": {"type": "array", "items": {"$ref": "#/$defs/window"}},
                 **{spec.key: spec.schema() for spec in backends.registered()},
                 "inference": _inference_schema(),
                 "alerts": _alerts_schema(),
@@ -259,8 +279,29 @@ def _team_schema() -> dict[str, Any]:
             "principal_tag": {"type": "string", "pattern": f"^{C.TAG_KEY_PATTERN}$", "default": C.DEFAULT_PRINCIPAL_TAG},
             "objectives": _objectives_schema(),
             "group": {"type": "string", "minLength": 1},
+            "windows": {"type": "object", "additionalProperties": schema_object("team_window", {
+                "guarantee": dict(amounts),
+                "borrow_limit_percent": {"type": "integer", "minimum": -1, "maximum": C.MAX_INT},
+                "borrow_limit": dict(amounts),
+            }, minProperties=1)},
         },
         required=["name"],
+    )
+
+
+def _window_schema() -> dict[str, Any]:
+    """One weekly window: its days, start and end in its time zone."""
+    clock = {"type": "string", "pattern": "^([01][0-9]|2[0-3]):[0-5][0-9]$"}
+    return schema_object(
+        "window",
+        {
+            "name": {"type": "string", "pattern": "^[a-z][a-z0-9-]{0,39}$"},
+            "days": {"type": "array", "minItems": 1, "uniqueItems": True, "items": {"enum": list(W.DAYS)}},
+            "start": dict(clock),
+            "end": dict(clock),
+            "timezone": {"type": "string", "minLength": 1, "default": W.DEFAULT_TIMEZONE},
+        },
+        required=["name", "days", "start", "end"],
     )
 
 

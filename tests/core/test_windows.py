@@ -1,0 +1,253 @@
+"""Time windows: the config's rules, and which values are in force at an instant."""
+
+from __future__ import annotations
+
+import copy
+from datetime import datetime, timezone
+
+import pytest
+
+from cdk_gpu_share.core.config import (
+    Amount,
+    PlatformConfig,
+    TeamConfig,
+    check_config,
+    config_at,
+    config_mapping,
+    deploy_problems,
+    parse_config,
+)
+from cdk_gpu_share.core.errors import ConfigError
+from cdk_gpu_share.core.windows import Window, boundaries, window_at
+
+UTC = timezone.utc
+
+
+def base(**changes: object) -> dict:
+    raw: dict = {
+        "platform": {"name": "gpu-share"},
+        "windows": [{"name": "night", "days": ["mon", "tue", "wed", "thu", "fri"], "start": "20:00",
+                     "end": "08:00", "timezone": "Europe/Berlin"}],
+        "teams": [
+            {"name": "research", "guarantee": {"ml.g5.xlarge": 2}, "borrow_limit_percent": 100,
+             "windows": {"night": {"guarantee": {"ml.g5.xlarge": 1}}}},
+            {"name": "nightly", "guarantee": {"ml.g5.xlarge": 1},
+             "windows": {"night": {"guarantee": {"ml.g5.xlarge": 2}, "borrow_limit_percent": 50}}},
+        ],
+        "batch_quota": {"capacity": {"ml.g5.xlarge": 3}},
+    }
+    raw.update(changes)
+    return raw
+
+
+def problems_of(raw: dict) -> list[str]:
+    with pytest.raises(ConfigError) as exc:
+        parse_config(raw)
+    return [str(p) for p in exc.value.problems]
+
+
+def only_problem(raw: dict) -> str:
+    found = problems_of(raw)
+    assert len(found) == 1, found
+    assert "\n" not in found[0]
+    return found[0]
+
+
+def at(text: str) -> datetime:
+    return datetime.fromisoformat(text).astimezone(UTC)
+
+
+# -- reading -----------------------------------------------------------------------------------
+
+
+def test_a_config_with_windows_reads_back_the_same() -> None:
+    config = parse_config(base())
+    assert config.windows == (Window("night", ("mon", "tue", "wed", "thu", "fri"), "20:00", "08:00", "Europe/Berlin"),)
+    assert config.team("nightly").windows == {"night": {"guarantee": {"ml.g5.xlarge": Amount(instances=2)},
+                                                        "borrow_limit_percent": 50}}
+    assert parse_config(config_mapping(config)) == config
+
+
+def test_the_python_path_meets_the_same_rules() -> None:
+    team = TeamConfig("nightly", {"ml.g5.xlarge": 1}, windows={"night": {"guarantee": {"ml.g5.xlarge": 2}}})
+    assert team.windows == {"night": {"guarantee": {"ml.g5.xlarge": Amount(instances=2)}}}
+    with pytest.raises(ConfigError, match=r"windows\.night\.guarantee\.ml\.g5\.xlarge"):
+        TeamConfig("nightly", {"ml.g5.xlarge": 1}, windows={"night": {"guarantee": {"ml.g5.xlarge": -1}}})
+    with pytest.raises(ConfigError, match=r"start: is not a time of day"):
+        Window("night", ("mon",), "25:00", "08:00")
+    # A team that names a window the platform does not declare is refused where the stacks check.
+    config = PlatformConfig(name="gpu-share", teams=(team,), batch_quota=parse_config(base()).batch_quota)
+    assert [p.field for p in check_config(config)] == ["teams[0] (nightly).windows.night"]
+
+
+# -- refusals: one line each, naming the field and the fix ----------------------------------------
+
+
+@pytest.mark.parametrize(("window", "expected"), [
+    ({"days": ["monday"]}, "windows[0] (night).days[0]: is not a day (got 'monday'); use one of mon, tue"),
+    ({"start": "8:00"}, "windows[0] (night).start: is not a time of day"),
+    ({"end": "24:00"}, "windows[0] (night).end: is not a time of day"),
+    ({"timezone": "Europe/Paris2"}, "windows[0] (night).timezone: is not an IANA time zone"),
+    ({"days": []}, "windows[0] (night).days: must be a non-empty list of days"),
+    ({"colour": "red"}, "windows[0] (night)"),
+])
+def test_a_bad_window_is_one_line(window: dict, expected: str) -> None:
+    raw = base()
+    raw["windows"][0].update(window)
+    assert only_problem(raw).startswith(expected)
+
+
+def test_two_windows_open_at_once_are_refused() -> None:
+    raw = base()
+    raw["windows"].append({"name": "morning", "days": ["tue"], "start": "07:00", "end": "09:00",
+                           "timezone": "Europe/Berlin"})
+    line = only_problem(raw)
+    assert line.startswith("windows[1] (morning): is open at the same time as windows[0] (night)")
+    assert "make the windows disjoint" in line
+
+
+def test_windows_that_touch_do_not_overlap() -> None:
+    raw = base()
+    raw["windows"].append({"name": "day", "days": ["tue"], "start": "08:00", "end": "20:00",
+                           "timezone": "Europe/Berlin"})
+    assert len(parse_config(raw).windows) == 2
+
+
+def test_an_overlap_that_only_daylight_saving_makes_is_found() -> None:
+    # New York and Berlin change clocks on different Sundays: for a few weeks a year their
+    # offsets differ by 5 hours rather than 6, and these two windows meet only then.
+    raw = base()
+    raw["windows"] = [
+        {"name": "berlin", "days": ["mon"], "start": "14:00", "end": "15:00", "timezone": "Europe/Berlin"},
+        {"name": "newyork", "days": ["mon"], "start": "09:00", "end": "09:30", "timezone": "America/New_York"},
+    ]
+    for team in raw["teams"]:
+        team.pop("windows")
+    line = only_problem(raw)
+    assert line.startswith("windows[1] (newyork): is open at the same time as windows[0] (berlin)")
+
+
+def test_a_team_naming_an_unknown_window_is_refused() -> None:
+    raw = base()
+    raw["teams"][0]["windows"] = {"nigth": {"borrow_limit_percent": 0}}
+    raw["teams"][1].pop("windows")
+    assert only_problem(raw) == ("teams[0] (research).windows.nigth: is not a window of windows: (got 'nigth'); "
+                                 "use one of night")
+
+
+def test_a_window_value_the_base_would_refuse_is_refused_in_the_window() -> None:
+    raw = base()
+    raw["teams"][0]["windows"]["night"]["guarantee"] = {"ml.g5.xlarge": 1.5}
+    # (the window refused, the team's own 2 instances would then break the night's sum too)
+    assert problems_of(raw)[0].startswith("teams[0] (research).windows.night.guarantee.ml.g5.xlarge: must be a whole")
+    raw = base()
+    raw["teams"][0]["windows"]["night"]["guarantee"] = {"ml.p4d.24xlarge": 1}
+    assert "names other instance types than the team's guarantee" in problems_of(raw)[0]
+    raw = base()
+    raw["teams"][0]["sharing"] = "lend"
+    raw["teams"][0].pop("borrow_limit_percent")
+    raw["teams"][0]["windows"]["night"]["borrow_limit_percent"] = 50
+    assert only_problem(raw).startswith(
+        "teams[0] (research).windows.night.borrow_limit_percent: is set but sharing is lend, which never borrows")
+
+
+def test_guarantees_above_the_capacity_in_a_window_are_refused() -> None:
+    raw = base()
+    raw["teams"][1]["windows"]["night"]["guarantee"] = {"ml.g5.xlarge": 3}
+    raw["teams"][0]["windows"]["night"]["guarantee"] = {"ml.g5.xlarge": 1}
+    line = only_problem(raw)
+    assert line.startswith("batch_quota.capacity.ml.g5.xlarge: the teams' guarantees sum to 4 instances")
+    assert "in window night" in line
+
+
+def test_a_backend_minimum_holds_in_a_window() -> None:
+    raw = base()
+    raw["teams"][0]["windows"]["night"]["guarantee"] = {"ml.g5.xlarge": 0}
+    line = only_problem(raw)
+    assert line.startswith("teams[0] (research).windows.night.guarantee")
+    assert "in window night" in line
+
+
+def test_a_config_with_windows_is_not_deployed_where_the_backend_cannot_enforce_them() -> None:
+    config = parse_config(base())
+    assert [str(p) for p in deploy_problems(config)] == [
+        "windows: time windows are not deployed on batch_quota yet (got 'batch_quota'); remove `windows` (and the"
+        " teams' windows) to deploy; simulate and plan read them as they are"]
+    assert [p.field for p in check_config(config)] == ["windows"]
+    without = copy.deepcopy(base())
+    without.pop("windows")
+    for team in without["teams"]:
+        team.pop("windows")
+    assert deploy_problems(parse_config(without)) == []
+
+
+# -- the values in force -------------------------------------------------------------------------
+
+
+def test_values_in_force_follow_the_window_in_its_zone() -> None:
+    config = parse_config(base())
+    # Monday 2026-01-05, Berlin is UTC+1: the night opens at 19:00 UTC and closes Tuesday 07:00 UTC.
+    assert config_at(config, at("2026-01-05T18:59:59+00:00")).team("nightly").guarantee == {
+        "ml.g5.xlarge": Amount(instances=1)}
+    night = config_at(config, at("2026-01-05T19:00:00+00:00"))
+    assert night.team("nightly").guarantee == {"ml.g5.xlarge": Amount(instances=2)}
+    assert night.team("nightly").borrow_limit_percent == 50
+    assert night.team("research").guarantee == {"ml.g5.xlarge": Amount(instances=1)}
+    assert night.team("research").borrow_limit_percent == 100  # not given for the window: its own
+    assert config_at(config, at("2026-01-06T06:59:59+00:00")).team("nightly").guarantee["ml.g5.xlarge"].instances == 2
+    assert config_at(config, at("2026-01-06T07:00:00+00:00")).team("nightly").guarantee["ml.g5.xlarge"].instances == 1
+    # Friday's night closes on Saturday morning; Saturday opens none.
+    assert window_at(config.windows, at("2026-01-10T06:00:00+00:00")) is not None
+    assert window_at(config.windows, at("2026-01-10T20:00:00+00:00")) is None
+
+
+def test_a_window_follows_daylight_saving_in_its_zone() -> None:
+    windows = parse_config(base()).windows
+    # Europe/Berlin goes to summer time on Sunday 2026-03-29 and back on Sunday 2026-10-25.
+    assert window_at(windows, at("2026-03-27T19:00:00+00:00")) is not None      # Fri 20:00 CET
+    assert window_at(windows, at("2026-03-28T06:59:00+00:00")) is not None      # Sat 07:59 CET
+    assert window_at(windows, at("2026-03-30T18:00:00+00:00")) is not None      # Mon 20:00 CEST
+    assert window_at(windows, at("2026-03-30T17:59:00+00:00")) is None
+    assert window_at(windows, at("2026-10-26T19:00:00+00:00")) is not None      # Mon 20:00 CET
+    assert window_at(windows, at("2026-10-26T18:30:00+00:00")) is None
+
+
+def test_a_skipped_or_repeated_wall_clock_time_is_read_at_its_first_occurrence() -> None:
+    window = Window("early", ("sun",), "02:30", "02:30", "Europe/Berlin")  # 24 hours from 02:30
+    # 2026-10-25 repeats 02:30: the first is 00:30 UTC (CEST); the window opens then.
+    assert window.is_open(at("2026-10-25T00:30:00+00:00"))
+    assert not window.is_open(at("2026-10-25T00:29:00+00:00"))
+    # 2026-03-29 skips 02:30: read with the offset before the change, 01:30 UTC.
+    assert window.is_open(at("2026-03-29T01:30:00+00:00"))
+    assert not window.is_open(at("2026-03-29T01:29:00+00:00"))
+    # It closes on Monday at 02:30 local (CEST): 00:30 UTC, 23 hours later.
+    assert window.is_open(at("2026-03-30T00:29:00+00:00"))
+    assert not window.is_open(at("2026-03-30T00:30:00+00:00"))
+
+
+def test_boundaries_of_a_week() -> None:
+    windows = parse_config(base()).windows
+    week = boundaries(windows, at("2026-01-05T00:00:00+00:00"), at("2026-01-12T00:00:00+00:00"))
+    assert week[0] == (at("2026-01-05T00:00:00+00:00"), None)
+    assert [(t.isoformat(), w.name if w else None) for t, w in week[1:3]] == [
+        ("2026-01-05T19:00:00+00:00", "night"), ("2026-01-06T07:00:00+00:00", None)]
+    assert len(week) == 1 + 2 * 5
+
+
+# -- the commands --------------------------------------------------------------------------------
+
+
+def test_validate_refuses_windows_no_backend_deploys_in_one_line(tmp_path, capsys) -> None:
+    import yaml
+
+    from cdk_gpu_share.cli import main
+
+    path = tmp_path / "platform.yaml"
+    path.write_text(yaml.safe_dump(base()))
+    code = main(["validate", str(path)])
+    out, err = capsys.readouterr()
+    assert (code, out) == (2, "")
+    assert err.count("\n") == 1
+    assert "windows: time windows are not deployed on batch_quota yet" in err
+    code = main(["plan", str(path)])  # a what-if: read as it is
+    assert code == 0
