@@ -2,12 +2,17 @@
 
 Answers ``ListQuotaShares``, ``GetJobQueueSnapshot``, ``ListServiceJobs`` (filtered by
 status, and by quota share newest first as Batch sorts a filtered listing; paged by
-``maxResults``/``nextToken``; each page may take ``list_seconds`` of the clock) and
-``DescribeServiceJob`` at botocore's
+``maxResults``/``nextToken``; each page may take ``list_seconds`` of the clock),
+``DescribeServiceJob``, ``DescribeQuotaShare`` and ``UpdateQuotaShare`` at botocore's
 ``before-send``, so botocore validates and serializes every request and parses every answer
-as it would AWS's. Faults per request: throttling (429), server errors (500), and
+as it would AWS's. Faults per request: throttling (429), server errors (500) before the
+change or after it ("error_after": the change is made, the answer lost), and
 "partial" answers whose entries lose a field (a quota share's ``maxCapacity``, a
 summary's ``jobId``, a usage's ``quantity``).
+
+:class:`ComputeQuotaModel` is HyperPod's compute quotas behind a real SageMaker client
+(``DescribeComputeQuota``, ``UpdateComputeQuota`` at the ``TargetVersion`` read, a
+"conflict" fault being another writer's update just before).
 """
 
 from __future__ import annotations
@@ -58,6 +63,12 @@ class QuotaQueueModel:
     #: Whether a job summary says what the job asks for (``capacityUsage``); without it, only
     #: ``DescribeServiceJob``'s request does.
     summary_sizes: bool = True
+    #: share -> its borrow limit (default -1: no limit)
+    borrow_limits: dict[str, int] = field(default_factory=dict)
+    #: The queue's instances per type: an update that makes the shares' guarantees add up to
+    #: more is recorded in ``overcommitted`` (Batch takes it; a switch must never do it).
+    capacity: dict[str, float] = field(default_factory=dict)
+    overcommitted: list[dict[str, float]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -110,6 +121,8 @@ class QuotaQueueModel:
         if fault == "error":
             return _response(request, 500, {"__type": "ServerException", "message": "internal error"})
         status, body = getattr(self, "_" + op)(params)
+        if fault == "error_after":
+            return _response(request, 500, {"__type": "ServerException", "message": "internal error"})
         if fault == "partial":
             body = _partial(op, body)
         return _response(request, status, body)
@@ -175,6 +188,42 @@ class QuotaQueueModel:
                      "serviceRequestPayload": json.dumps({"ResourceConfig": {"InstanceGroups": [
                          {"InstanceType": t, "InstanceCount": int(n)} for t, n in j.instances.items()]}})}
 
+    def share_arn(self, name: str) -> str:
+        return f"{QUEUE}/quota-share/{name}"
+
+    def _share_of(self, arn: str) -> str | None:
+        name = arn.rsplit("/quota-share/", 1)[-1]
+        return name if arn == self.share_arn(name) and name in self.shares else None
+
+    def _DescribeQuotaShare(self, p: dict):
+        name = self._share_of(p["quotaShareArn"])
+        if name is None:
+            return 400, {"__type": "ClientException", "message": f"Quota share {p['quotaShareArn']} not found"}
+        return 200, {"quotaShareName": name, "quotaShareArn": self.share_arn(name), "jobQueueArn": QUEUE,
+                     "capacityLimits": [{"capacityUnit": u, "maxCapacity": int(n)} for u, n in self.shares[name].items()],
+                     "resourceSharingConfiguration": {"strategy": self.strategies.get(name, "LEND_AND_BORROW"),
+                                                      "borrowLimit": self.borrow_limits.get(name, -1)},
+                     "preemptionConfiguration": {"inSharePreemption": "DISABLED"}, "state": "ENABLED",
+                     "status": "VALID"}
+
+    def _UpdateQuotaShare(self, p: dict):
+        name = self._share_of(p["quotaShareArn"])
+        if name is None:
+            return 400, {"__type": "ClientException", "message": f"Quota share {p['quotaShareArn']} not found"}
+        if "capacityLimits" in p:
+            self.shares[name] = {c["capacityUnit"]: float(c["maxCapacity"]) for c in p["capacityLimits"]}
+        sharing = p.get("resourceSharingConfiguration")
+        if sharing:
+            self.strategies[name] = sharing["strategy"]
+            self.borrow_limits[name] = sharing.get("borrowLimit", -1)
+        total: dict[str, float] = {}
+        for g in self.shares.values():
+            for u, n in g.items():
+                total[u] = total.get(u, 0.0) + n
+        if any(n > self.capacity.get(u, float("inf")) for u, n in total.items()):
+            self.overcommitted.append(total)
+        return 200, {"quotaShareName": name, "quotaShareArn": self.share_arn(name)}
+
     @staticmethod
     def _page(items: list, key: str, p: dict):
         size = int(p.get("maxResults") or 100)
@@ -193,6 +242,90 @@ def monitor_client():
     return botocore.session.get_session().create_client(
         "batch", region_name=REGION, aws_access_key_id="test", aws_secret_access_key="test",
         config=Config(retries={"total_max_attempts": 3, "mode": "standard"}))
+
+
+@dataclass
+class ComputeQuotaModel:
+    """HyperPod compute quotas (id -> ``ComputeQuotaConfig`` as the API writes it), each with
+    its version, behind a real SageMaker client.
+
+    ``UpdateComputeQuota`` replaces the configuration when its ``TargetVersion`` is the
+    quota's version (then the version goes up by one), else answers ``ConflictException``.
+    Faults per request (``script``): "throttle", "error" (500, not applied), "error_after"
+    (applied, the answer lost) and "conflict" (another writer updates the quota just before)."""
+
+    quotas: dict[str, dict[str, Any]]
+    #: The cluster's instances per type: an update that makes the quotas add up to more is
+    #: recorded in ``overcommitted``.
+    capacity: dict[str, float] = field(default_factory=dict)
+    script: dict[str, list[str]] = field(default_factory=dict)
+    requests: list[tuple[str, dict]] = field(default_factory=list)
+    overcommitted: list[dict[str, float]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        import botocore.session
+        from botocore.config import Config
+
+        self.versions = {qid: 1 for qid in self.quotas}
+        self.client = botocore.session.get_session().create_client(
+            "sagemaker", region_name=REGION, aws_access_key_id="test", aws_secret_access_key="test",
+            config=Config(retries={"total_max_attempts": 3, "mode": "standard"}))
+        self.client.meta.events.register("before-send.sagemaker", self._on_send)
+
+    def counts(self, qid: str) -> dict[str, float]:
+        """The quota's instances per type."""
+        return {r["InstanceType"]: r.get("Count", 0) for r in self.quotas[qid].get("ComputeQuotaResources", ())}
+
+    def _on_send(self, request, event_name: str, **_: Any):
+        op = event_name.split(".")[-1]
+        params = json.loads(request.body or b"{}")
+        self.requests.append((op, params))
+        fault = self.script[op].pop(0) if self.script.get(op) else None
+        if fault == "throttle":
+            return _json_response(request, 400, {"__type": "ThrottlingException", "message": "Rate exceeded"})
+        if fault == "error":
+            return _json_response(request, 500, {"__type": "InternalFailure", "message": "internal error"})
+        if fault == "conflict":
+            self.versions[params["ComputeQuotaId"]] += 1
+        status, body = getattr(self, "_" + op)(params)
+        if fault == "error_after":
+            return _json_response(request, 500, {"__type": "InternalFailure", "message": "internal error"})
+        return _json_response(request, status, body)
+
+    def _DescribeComputeQuota(self, p: dict):
+        qid = p["ComputeQuotaId"]
+        if qid not in self.quotas:
+            return 400, {"__type": "ResourceNotFound", "Message": f"Compute quota {qid} not found"}
+        return 200, {"ComputeQuotaArn": f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:compute-quota/{qid}",
+                     "ComputeQuotaId": qid, "Name": f"quota-{qid}", "ComputeQuotaVersion": self.versions[qid],
+                     "Status": "Updated", "ComputeQuotaConfig": json.loads(json.dumps(self.quotas[qid])),
+                     "ComputeQuotaTarget": {"TeamName": f"team-{qid}"}, "ActivationState": "Enabled",
+                     "CreationTime": 1_800_000_000}
+
+    def _UpdateComputeQuota(self, p: dict):
+        qid = p["ComputeQuotaId"]
+        if qid not in self.quotas:
+            return 400, {"__type": "ResourceNotFound", "Message": f"Compute quota {qid} not found"}
+        if p["TargetVersion"] != self.versions[qid]:
+            return 400, {"__type": "ConflictException",
+                         "Message": f"TargetVersion {p['TargetVersion']} is not the version {self.versions[qid]}"}
+        if "ComputeQuotaConfig" in p:
+            self.quotas[qid] = p["ComputeQuotaConfig"]
+        self.versions[qid] += 1
+        total: dict[str, float] = {}
+        for q in self.quotas:
+            for t, n in self.counts(q).items():
+                total[t] = total.get(t, 0) + n
+        if any(n > self.capacity.get(t, float("inf")) for t, n in total.items()):
+            self.overcommitted.append(total)
+        return 200, {"ComputeQuotaArn": f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:compute-quota/{qid}",
+                     "ComputeQuotaVersion": self.versions[qid]}
+
+
+def _json_response(request, status: int, body: dict) -> AWSResponse:
+    """An answer in SageMaker's protocol (awsJson1_1)."""
+    return AWSResponse(request.url, status, {"Content-Type": "application/x-amz-json-1.1"},
+                       _Raw(json.dumps(body).encode()))
 
 
 def _arn(job_id: str) -> str:
