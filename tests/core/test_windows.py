@@ -251,3 +251,25 @@ def test_validate_refuses_windows_no_backend_deploys_in_one_line(tmp_path, capsy
     assert "windows: time windows are not deployed on batch_quota yet" in err
     code = main(["plan", str(path)])  # a what-if: read as it is
     assert code == 0
+
+
+def test_plan_shows_the_week_and_each_windows_values_and_sums() -> None:
+    from cdk_gpu_share.core.plan import fleet_plan, format_plan
+
+    plan = fleet_plan(parse_config(base()), now=at("2026-07-08T12:00:00+00:00"))  # a summer Wednesday
+    week = plan["windows"]
+    assert week["week_from"] == "2026-07-06T00:00:00+00:00"
+    # Berlin is UTC+2 in July: the night opens at 18:00 UTC and closes at 06:00 UTC.
+    assert week["timeline"][:3] == [{"at": "2026-07-06T00:00:00+00:00", "window": None},
+                                    {"at": "2026-07-06T18:00:00+00:00", "window": "night"},
+                                    {"at": "2026-07-07T06:00:00+00:00", "window": None}]
+    night = week["windows"][0]["backends"]["batch_quota"]
+    assert [(r["team"], r["guarantee"]) for r in night["teams"]] == [("research", 1.0), ("nightly", 2.0)]
+    assert night["guaranteed"] == {"ml.g5.xlarge": {"instances": 3.0, "capacity": 3}}
+    assert [(r["team"], r["guarantee"]) for r in week["base"]["backends"]["batch_quota"]["teams"]] == [
+        ("research", 2.0), ("nightly", 1.0)]
+    assert week["not_deployed_on"] == ["batch_quota"]
+    text = format_plan(plan)
+    assert "  Mon 18:00  night" in text
+    assert "  window night: mon, tue, wed, thu, fri 20:00-08:00 Europe/Berlin:" in text
+    assert "deployed: not yet on batch_quota" in text

@@ -14,21 +14,24 @@ whole instances as instances and anything else in GPUs.
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from datetime import datetime, time, timedelta, timezone
 from typing import Any
 
 from cdk_gpu_share.core import backends, instances
 from cdk_gpu_share.core.borrowing import borrow_cap, instance_equivalent
-from cdk_gpu_share.core.config import Amount, PlatformConfig, TeamConfig, group_tree
+from cdk_gpu_share.core.config import Amount, PlatformConfig, TeamConfig, deploy_problems, group_tree, team_in_window
 from cdk_gpu_share.core.history_config import archive_of, monthly_cost
 from cdk_gpu_share.core.objectives import target_text
 from cdk_gpu_share.core.organisation import compilation, compile_flat
 from cdk_gpu_share.core.scenario import amount_gpus
 from cdk_gpu_share.core.text import format_table
+from cdk_gpu_share.core.windows import boundaries, window_mapping
 from cdk_gpu_share.inference.config import endpoint_layout
 
 
-def fleet_plan(config: PlatformConfig) -> dict[str, Any]:
+def fleet_plan(config: PlatformConfig, *, now: datetime | None = None) -> dict[str, Any]:
     """Per backend: each team's guarantee, strategy, borrow cap and most it could use.
 
     On a backend that deploys a flat compilation of the organisation's tree (HyperPod, Batch
@@ -73,7 +76,59 @@ def fleet_plan(config: PlatformConfig) -> dict[str, Any]:
             out["backends"][backend]["tree"] = tree
     out["inference"] = inference_plan(config)
     out["idle_costs"] = idle_costs(config)
+    if config.windows:
+        out["windows"] = windows_plan(config, now or datetime.now(timezone.utc))
     return out
+
+
+def windows_plan(config: PlatformConfig, now: datetime) -> dict[str, Any]:
+    """The windows' week: when each opens and closes in the week (Monday 00:00 UTC) that holds
+    ``now``, and per window (and the base) each team's guarantee and borrow cap per backend
+    with the sum of the guarantees; which backends deploy the windows."""
+    monday = datetime.combine((now.astimezone(timezone.utc) - timedelta(days=now.astimezone(timezone.utc).weekday())
+                               ).date(), time(0), tzinfo=timezone.utc)
+    timeline = [{"at": t.isoformat(), "window": w.name if w is not None else None}
+                for t, w in boundaries(config.windows, monday, monday + timedelta(days=7))]
+    base = dataclasses.replace(config, windows=())
+    periods = []
+    for window in (None, *config.windows):
+        described: dict[str, Any] = ({"name": None} if window is None
+                                     else {**window_mapping(window), "timezone": window.timezone})
+        teams = tuple(team_in_window(t, window.name if window else None) for t in config.teams)
+        inner = fleet_plan(dataclasses.replace(base, teams=teams))
+        described["backends"] = {
+            b: {"teams": [{k: r[k] for k in ("team", "instance_type", "guarantee", "guarantee_gpus", "borrow_cap")}
+                          for r in d["teams"]],
+                "guaranteed": {it: {"instances": t["guaranteed"], "capacity": t["capacity"]}
+                               for it, t in d["totals"].items()}}
+            for b, d in inner["backends"].items()}
+        periods.append(described)
+    return {"week_from": monday.isoformat(), "timeline": timeline, "base": periods[0], "windows": periods[1:],
+            "not_deployed_on": [p.value for p in deploy_problems(config)]}
+
+
+def _windows_lines(data: dict[str, Any]) -> list[str]:
+    """The windows' week and each window's values, as ``plan`` prints them."""
+    week = datetime.fromisoformat(data["week_from"])
+    lines = ["", f"windows, the week from {week:%a %Y-%m-%d} (UTC):"]
+    for entry in data["timeline"]:
+        at = datetime.fromisoformat(entry["at"])
+        lines.append(f"  {at:%a %H:%M}  {entry['window'] or 'base'}")
+    for period in (data["base"], *data["windows"]):
+        if period["name"] is None:
+            lines.append("  base (outside every window):")
+        else:
+            lines.append(f"  window {period['name']}: {', '.join(period['days'])} {period['start']}-{period['end']} "
+                         f"{period['timezone']}:")
+        for backend, d in period["backends"].items():
+            values = ", ".join(f"{r['team']} {amount_text(r['guarantee'], r['instance_type'])}"
+                               f" (may borrow {amount_text(r['borrow_cap'], r['instance_type'])})" for r in d["teams"])
+            sums = ", ".join(f"{it} {_num(t['instances'])} of {_num(t['capacity'])}" for it, t in d["guaranteed"].items())
+            lines.append(f"    {backend}: {values}; guaranteed {sums}")
+    if data["not_deployed_on"]:
+        lines.append(f"  deployed: not yet on {', '.join(data['not_deployed_on'])} (validate and synth refuse"
+                     " windows there)")
+    return lines
 
 
 def _pools(config: PlatformConfig, section: Any) -> dict[str, float]:
@@ -424,6 +479,8 @@ def format_plan(plan: dict[str, Any]) -> str:
                  else f"{m['copies']['min']}..{m['copies']['max']} (starts {m['copies']['initial']})"]
                 for m in e["models"]]
         lines += format_table(["model", "team", "each copy on", "copies"], rows, right=set(), indent="  ")
+    if plan.get("windows"):
+        lines += _windows_lines(plan["windows"])
     costs = plan.get("idle_costs", [])
     lines += ["", "costs money while idle:" if costs else "costs money while idle: nothing"]
     lines += [f"  - {c['what']}" for c in costs]
