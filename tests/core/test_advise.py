@@ -151,6 +151,20 @@ def test_three_and_four_teams_the_answer_is_brute_forces(case):
     assert advice.warnings == ()
 
 
+@pytest.mark.parametrize("case", sorted(MANY))
+def test_sized_answer_is_no_larger_than_any_capacity_where_a_grid_split_holds(case):
+    """Every split on the grid (step 1) at each capacity below the answer misses an objective."""
+    objectives, guarantees, seed = MANY[case]
+    study = study_of(scenario(6, objectives, guarantees=guarantees), bursty_trace(seed, tuple(objectives), jobs=40))
+    space = adv.space_of(study, step=1, fleet="size", percents=(0, -1))
+    advice = adv.advise(study, space)
+    assert advice.best.feasible
+    search = Search(study, space, adv.search.InProcess(study))
+    for capacity in range(1, int(advice.best.candidate.capacity)):
+        for c in space.grid(float(capacity), 1.0):
+            assert not evaluate(study, c, search._privates(c), Limits(worst_ratio=1.0)).feasible, c
+
+
 def test_the_grid_splits_every_guarantee_vector_once():
     """The grid at 6 GPUs on a step of 2: every split of the levels (C(3 + 3, 3) = 20 for three
     teams), a team never to be stopped lending, the others lending and borrowing without limit."""
