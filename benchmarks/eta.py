@@ -13,7 +13,7 @@ Cases:
   that waited.
 
 Each line: jobs predicted, coverage of [p10, p90] overall and per team with at least 50
-predicted jobs, median absolute error of p50 beside the baseline's, and the time: wall and
+predicted jobs (and before the band's calibration), median absolute error of p50 beside the baseline's, and the time: wall and
 CPU seconds of the whole backtest (the truth replays included), with the load average, since
 wall time on a shared machine says little. The figures are the same whatever the workers.
 """
@@ -72,20 +72,23 @@ def run(label: str, scenario, jobs, poll: float, *, n_jobs: int | None, samples:
     load = os.getloadavg()[0]
     wall, cpu = time.perf_counter(), time.process_time()
     children = os.times()
-    doc = eta.backtest(scenario, jobs, samples=samples, seed=1, poll_seconds=poll, n_jobs=n_jobs,
-                       executor_of=executor_of)
+    result = eta.run_backtest(scenario, jobs, samples=samples, seed=1, poll_seconds=poll, n_jobs=n_jobs,
+                              executor_of=executor_of)
+    doc, raw = result.doc, result.uncalibrated
     after = os.times()
     wall = time.perf_counter() - wall
     cpu = time.process_time() - cpu + (after.children_user - children.children_user) \
         + (after.children_system - children.children_system)
     s = doc["summary"]
-    teams = ", ".join(f"{n} {t['coverage_p10_p90']:.2f} ({t['sampled']})" for n, t in s["per_team"].items()
-                      if t["sampled"] >= 50) or "none with 50 jobs"
+    teams = ", ".join(f"{n} {t['coverage_p10_p90']:.2f} ({t['sampled']} jobs; before calibration {raw[n]:.2f})"
+                      for n, t in s["per_team"].items() if t["sampled"] >= 50) or "none with 50 jobs"
     print(f"{label}: {s['sampled']} jobs predicted ({s['no_history']} without history), {samples} replays each; "
-          f"coverage {s['coverage_p10_p90']:.2f} (baseline {s['baseline']['coverage_p10_p90']:.2f}); "
+          f"coverage {s['coverage_p10_p90']:.2f} (before calibration {raw['overall']:.2f}, "
+          f"baseline {s['baseline']['coverage_p10_p90']:.2f}); "
           f"per team {teams}; p50 error median {s['mdae_p50_s']:.0f} s (baseline {s['baseline']['mdae_p50_s']:.0f} s, "
           f"ratio {s['mdae_p50_s'] / max(s['baseline']['mdae_p50_s'], 1e-9):.2f}); median actual wait "
-          f"{s['median_actual_wait_s']:.0f} s; {wall:.0f} s wall, {cpu:.0f} CPU s, {workers} workers, "
+          f"{s['median_actual_wait_s']:.0f} s; {wall:.0f} s wall, {cpu:.0f} CPU s "
+          f"({cpu / max(1, s['sampled'] + s['no_history']):.2f} CPU s a job), {workers} workers, "
           f"load {load:.1f}", flush=True)
 
 

@@ -125,3 +125,8 @@ def test_a_gzip_trace_is_named_as_one_in_one_line(capsys, case, tmp_path):
     code, _, err = run(capsys, case)
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert "--trace: is gzip-compressed, not a CSV file" in err and "gunzip -k" in err
+
+
+def test_ray_and_workers_are_one_choice(capsys, case):
+    code, out, err = run(capsys, [*case, "--workers", "2", "--ray", "auto"])
+    assert code == 2 and out == "" and "--ray" in err and "--workers" in err and "Traceback" not in err

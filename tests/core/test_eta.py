@@ -10,7 +10,7 @@ import pytest
 
 from cdk_gpu_share.core import eta
 from cdk_gpu_share.core import simulate as sim
-from cdk_gpu_share.core.advise.executors import Processes
+from cdk_gpu_share.core.advise.executors import Processes, RayTasks
 from cdk_gpu_share.core.advise.search import InProcess
 from cdk_gpu_share.core.eta.calibrate import MIN_KNOWN, Outcome, calibrate
 
@@ -193,6 +193,25 @@ def test_the_same_answer_in_one_process_and_in_two():
                        executor_of=lambda study: Processes(study, 2, eta.run_eta_task))
     assert one == two
     assert one == eta.backtest(sc, jobs, samples=3, seed=9, poll_seconds=POLL)
+
+
+def test_a_local_ray_cluster_gives_the_same_answer_as_one_process():
+    ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'cdk-gpu-share[ray]')")
+    sc = scenario(capacity=4, teams=(("a", 2), ("b", 2)))
+    jobs = jobs_of(sc, random_rows(random.Random(2), 50))
+    one = eta.backtest(sc, jobs, samples=3, seed=9, poll_seconds=POLL)
+    ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False)
+    try:
+        executors: list[RayTasks] = []
+
+        def on_ray(study):
+            executors.append(RayTasks(study, "auto", eta.run_eta_task))  # finds the cluster this process runs
+            return executors[-1]
+
+        assert eta.backtest(sc, jobs, samples=3, seed=9, poll_seconds=POLL, executor_of=on_ray) == one
+        assert executors and not executors[0].started
+    finally:
+        ray.shutdown()
 
 
 def _outcomes(n, *, known_at, band=(100.0, 150.0, 200.0), actual=1000.0):

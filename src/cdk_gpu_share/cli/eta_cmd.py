@@ -1,7 +1,7 @@
 """``gpu-share eta --backtest``: how good "when will my job start?" answers are on a trace.
 
     gpu-share eta ([--config] PLATFORM.yaml [--backend B] | --scenario S.json) --trace JOBS.csv
-                  --backtest [--jobs N] [--samples K] [--seed N] [--workers N] [--json]
+                  --backtest [--jobs N] [--samples K] [--seed N] [--workers N | --ray ADDRESS] [--json]
                   [--report OUT.html]
 
 The predictor and the backtest live in :mod:`cdk_gpu_share.core.eta`; this module parses the
@@ -59,8 +59,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help=f"replays per prediction, 1 to {MAX_SAMPLES:,} (default: {DEFAULT_SAMPLES})")
     p.add_argument("--seed", default=None, metavar="N",
                    help=f"seed of the random draws and of the --jobs choice (default: {DEFAULT_SEED})")
-    p.add_argument("--workers", default=None, metavar="N",
-                   help="predict in N local processes (default: the machine's cores); the answer is the same")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--workers", default=None, metavar="N",
+                       help="predict in N local processes (default: the machine's cores); the answer is the same")
+    where.add_argument("--ray", default=None, metavar="ADDRESS",
+                       help="predict as tasks on a Ray cluster (auto: the one this machine runs, else a new local "
+                            "one; needs pip install 'cdk-gpu-share[ray]'); the answer is the same")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     p.add_argument("--report", metavar="OUT.html",
                    help="also write one self-contained HTML page: per team, each predicted band against the "
@@ -128,6 +132,8 @@ def run_eta(args: argparse.Namespace) -> int:
         bar.show(done / total if total else 1.0, f"{done}/{total} jobs, {bar.elapsed:.0f} s")
 
     def executor_of(study: Any) -> Any:
+        if args.ray is not None:
+            return executors.RayTasks(study, args.ray, eta.run_eta_task)
         if workers == 1:
             return InProcess(study, eta.run_eta_task)
         return executors.Processes(study, workers, eta.run_eta_task)

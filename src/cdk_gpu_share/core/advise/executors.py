@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
-from cdk_gpu_share.core.advise.evaluate import Study, run_task
+from cdk_gpu_share.core.advise.evaluate import run_task
 from cdk_gpu_share.core.advise.search import Task
 from cdk_gpu_share.core.errors import ConfigError, GpuShareError, Problem
 
@@ -75,10 +75,10 @@ class Processes:
         self.pool.shutdown(cancel_futures=True)
 
 
-_RAY_STUDIES: dict[str, Study] = {}
+_RAY_STUDIES: dict[str, Any] = {}
 
 
-def _ray_run(holder: list, task: Task) -> Any:
+def _ray_run(holder: list, task: Task, runner: Callable[[Any, Any], Any] = run_task) -> Any:
     """A Ray task: the study is read from the object store once per worker process."""
     import ray
 
@@ -87,14 +87,16 @@ def _ray_run(holder: list, task: Task) -> Any:
     study = _RAY_STUDIES.get(key)
     if study is None:
         study = _RAY_STUDIES[key] = ray.get(ref)
-    return run_task(study, task)
+    return runner(study, task)
 
 
 class RayTasks:
     """One Ray task per candidate on the cluster at ``address`` (``auto``: the one this machine
-    runs, or a new local one). The study goes once into the object store."""
+    runs, or a new local one). The study goes once into the object store. ``runner(study, task)``
+    is the work of one task (a module-level function): by default the advisor's."""
 
-    def __init__(self, study: Study, address: str):
+    def __init__(self, study: Any, address: str, runner: Callable[[Any, Any], Any] = run_task):
+        self.runner = runner
         try:
             import ray
         except ImportError:
@@ -114,7 +116,7 @@ class RayTasks:
         self.task: Any = ray.remote(_ray_run)
 
     def run(self, tasks: Sequence[Task]) -> list[Any]:
-        futures = [self.task.remote([self.ref], t) for t in tasks]
+        futures = [self.task.remote([self.ref], t, self.runner) for t in tasks]
         return list(self.ray.get(futures))  # in the batch's order
 
     def close(self) -> None:
