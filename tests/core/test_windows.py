@@ -273,3 +273,13 @@ def test_plan_shows_the_week_and_each_windows_values_and_sums() -> None:
     assert "  Mon 18:00  night" in text
     assert "  window night: mon, tue, wed, thu, fri 20:00-08:00 Europe/Berlin:" in text
     assert "deployed: not yet on batch_quota" in text
+
+
+def test_a_replay_of_a_config_with_windows_is_refused_rather_than_replaying_the_base() -> None:
+    from cdk_gpu_share.core.scenario import scenario_from_config
+
+    with pytest.raises(ConfigError) as exc:
+        scenario_from_config(parse_config(base()), "batch_quota")
+    assert [str(p) for p in exc.value.problems] == [
+        "windows: time windows are not simulated yet (got ['night']); remove `windows` (and the teams' windows) to"
+        " replay the values outside them; `gpu-share plan` shows each window's values"]

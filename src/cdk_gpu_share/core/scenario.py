@@ -150,10 +150,16 @@ def scenario_from_config(config: PlatformConfig, backend: str | None = None) -> 
     """The scenario (``capacity``, ``settings``, ``teams``) of ``backend`` in ``config``.
 
     ``backend`` may be left out when the config has exactly one. Raises
-    :class:`ConfigError` naming ``--backend`` when it is missing or not in the config.
+    :class:`ConfigError` naming ``--backend`` when it is missing or not in the config, and
+    naming ``windows`` when the config has time windows (not replayed yet).
     The result is plain JSON data: :func:`cdk_gpu_share.core.simulate.parse_scenario`
     validates it as it validates a scenario file.
     """
+    if config.windows:
+        # Replaying the base alone would be a silently wrong answer for a config whose quotas follow the clock.
+        raise ConfigError(Problem("windows", [w.name for w in config.windows], "time windows are not simulated yet",
+                                  "remove `windows` (and the teams' windows) to replay the values outside them; "
+                                  "`gpu-share plan` shows each window's values"), source=config.source)
     backend = choose_backend(config, backend)
     section = config.backend(backend)
     assert section is not None  # choose_backend picks a section the config has
