@@ -275,11 +275,47 @@ def test_plan_shows_the_week_and_each_windows_values_and_sums() -> None:
     assert "deployed: not yet on batch_quota" in text
 
 
-def test_a_replay_of_a_config_with_windows_is_refused_rather_than_replaying_the_base() -> None:
+def test_a_config_s_windows_go_into_its_scenario_in_gpus() -> None:
     from cdk_gpu_share.core.scenario import scenario_from_config
+    from cdk_gpu_share.core.simulate import parse_scenario
 
+    data = scenario_from_config(parse_config(base()), "batch_quota")
+    assert data["windows"] == [{"name": "night", "days": ["mon", "tue", "wed", "thu", "fri"], "start": "20:00",
+                                "end": "08:00", "timezone": "Europe/Berlin"}]
+    assert [t.get("windows") for t in data["teams"]] == [
+        {"night": {"guarantee": {"gpu": 1}}}, {"night": {"guarantee": {"gpu": 2}, "borrow_limit_percent": 50}}]
+    scenario = parse_scenario(data)
+    assert scenario.guarantee("nightly") == 2 - 1
+    night = scenario.state_at(at("2026-01-05T19:00:00+00:00"))
+    assert {t.name: t.guarantee["gpu"] for t in night.teams} == {"research": 1, "nightly": 2}
+    assert scenario.state_at(at("2026-01-05T18:59:00+00:00")) is scenario.state
+
+
+def test_a_scenario_s_windows_meet_the_planner_s_rules_in_each_window() -> None:
+    from cdk_gpu_share.core.scenario import scenario_from_config
+    from cdk_gpu_share.core.simulate import parse_scenario
+
+    data = scenario_from_config(parse_config(base()), "batch_quota")
+    data["teams"][1]["windows"]["night"]["guarantee"] = {"gpu": 3}
     with pytest.raises(ConfigError) as exc:
-        scenario_from_config(parse_config(base()), "batch_quota")
+        parse_scenario(data)
+    assert len(exc.value.problems) == 1 and str(exc.value.problems[0]).endswith(
+        exc.value.problems[0].fix) and "in window night" in str(exc.value.problems[0])
+    data = scenario_from_config(parse_config(base()), "batch_quota")
+    data["teams"][0]["windows"] = {"day": {"guarantee": {"gpu": 1}}}
+    with pytest.raises(ConfigError) as exc:
+        parse_scenario(data)
+    assert [str(p) for p in exc.value.problems] == [
+        "teams[0].windows.day: is not a window of windows (got 'day'); use one of night"]
+
+
+def test_a_replay_with_windows_is_refused_rather_than_replaying_the_base() -> None:
+    from cdk_gpu_share.core.scenario import scenario_from_config
+    from cdk_gpu_share.core.simulate import Job, parse_scenario, simulate
+
+    scenario = parse_scenario(scenario_from_config(parse_config(base()), "batch_quota"))
+    with pytest.raises(ConfigError) as exc:
+        simulate(scenario, [Job("j1", "research", 0.0, 60.0, 1.0)], "share")
     assert [str(p) for p in exc.value.problems] == [
         "windows: time windows are not simulated yet (got ['night']); remove `windows` (and the teams' windows) to"
         " replay the values outside them; `gpu-share plan` shows each window's values"]

@@ -30,10 +30,19 @@ from fractions import Fraction
 from typing import Any
 
 from cdk_gpu_share.core import backends, hierarchy, instances, mig, reclaim
-from cdk_gpu_share.core.config import HYPERPOD, Amount, GroupConfig, PlatformConfig, TeamConfig, groups_above
+from cdk_gpu_share.core.config import (
+    HYPERPOD,
+    Amount,
+    GroupConfig,
+    PlatformConfig,
+    TeamConfig,
+    groups_above,
+    team_in_window,
+)
 from cdk_gpu_share.core.errors import ConfigError, Problem
 from cdk_gpu_share.core.instances import GPU_RESOURCE as RESOURCE
 from cdk_gpu_share.core.objectives import ENTITLEMENT_KEY
+from cdk_gpu_share.core.windows import window_mapping
 
 
 def mig_fraction(profile: str) -> Fraction:
@@ -150,16 +159,12 @@ def scenario_from_config(config: PlatformConfig, backend: str | None = None) -> 
     """The scenario (``capacity``, ``settings``, ``teams``) of ``backend`` in ``config``.
 
     ``backend`` may be left out when the config has exactly one. Raises
-    :class:`ConfigError` naming ``--backend`` when it is missing or not in the config, and
-    naming ``windows`` when the config has time windows (not replayed yet).
+    :class:`ConfigError` naming ``--backend`` when it is missing or not in the config.
+    A config's time windows go with it: ``windows``, and on each team the values it has in
+    each window, in GPUs (the fields that differ from its own).
     The result is plain JSON data: :func:`cdk_gpu_share.core.simulate.parse_scenario`
     validates it as it validates a scenario file.
     """
-    if config.windows:
-        # Replaying the base alone would be a silently wrong answer for a config whose quotas follow the clock.
-        raise ConfigError(Problem("windows", [w.name for w in config.windows], "time windows are not simulated yet",
-                                  "remove `windows` (and the teams' windows) to replay the values outside them; "
-                                  "`gpu-share plan` shows each window's values"), source=config.source)
     backend = choose_backend(config, backend)
     section = config.backend(backend)
     assert section is not None  # choose_backend picks a section the config has
@@ -173,6 +178,18 @@ def scenario_from_config(config: PlatformConfig, backend: str | None = None) -> 
     }
     if config.groups:
         scenario["groups"] = group_entries(config.groups, teams, section.capacity)
+    if config.windows:
+        scenario["windows"] = [window_mapping(w) for w in config.windows]
+        for team, entry in zip(teams, scenario["teams"]):
+            values = {}
+            for name in team.windows:
+                inside = _team_entry(team_in_window(team, name), section.capacity, backend)
+                changed = {k: inside.get(k) for k in ("guarantee", "borrow_limit_percent", "borrow_limit")
+                           if inside.get(k) != entry.get(k)}
+                if changed:
+                    values[name] = {k: v for k, v in changed.items() if v is not None}
+            if values:
+                entry["windows"] = values
     return scenario
 
 

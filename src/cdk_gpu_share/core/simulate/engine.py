@@ -97,6 +97,11 @@ class _Sim:
 
     def __init__(self, scenario: Scenario, jobs: Sequence[Job], mode: str, poll: float,
                  checkpoint: float | None, progress: Callable[[float], None] | None):
+        if scenario.windows:
+            # Replaying the values outside the windows as if they held all week would be a silently wrong answer.
+            raise ConfigError(Problem("windows", [w.name for w in scenario.windows], "time windows are not simulated yet",
+                                      "remove `windows` (and the teams' windows) to replay the values outside them; "
+                                      "`gpu-share plan` shows each window's values"), source=scenario.source)
         self.scenario = scenario
         self.mode = mode
         self.poll = poll

@@ -17,13 +17,16 @@ import math
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from fractions import Fraction
 from typing import IO, Any
 
 from cdk_gpu_share.core import hierarchy, instances, reclaim
+from cdk_gpu_share.core import validation as V
 from cdk_gpu_share.core.errors import ConfigError, Problem
 from cdk_gpu_share.core.objectives import ENTITLEMENT_KEY, Objectives, read_objectives
 from cdk_gpu_share.core.validation import load_json, parse_decimal
+from cdk_gpu_share.core.windows import Window, read_windows, window_at
 
 __all__ = [
     "DEFAULT_POLL_SECONDS",
@@ -72,6 +75,11 @@ class Scenario:
     objectives: Mapping[str, Objectives] = field(default_factory=dict)
     #: Each team's ``objectives.entitlement`` in GPUs, for the teams that give one.
     entitlements: Mapping[str, float] = field(default_factory=dict)
+    #: The weekly time windows (:class:`cdk_gpu_share.core.windows.Window`); empty: none.
+    windows: tuple[Window, ...] = ()
+    #: Per window name, the scenario with each team's values in that window
+    #: (:func:`in_window`): every rule of a scenario holds in each.
+    window_states: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def teams(self) -> tuple:
@@ -89,6 +97,12 @@ class Scenario:
 
     def guarantee(self, name: str) -> float:
         return float(self.team(name).guarantee.get(RESOURCE, 0) or 0)
+
+    def state_at(self, when: datetime) -> Any:
+        """The planner's state (no jobs) with each team's values in force at ``when``: those of
+        the window open then, else the teams' own."""
+        window = window_at(self.windows, when) if self.windows else None
+        return self.state if window is None else self.window_states.get(window.name, self.state)
 
     def entitlement(self, name: str) -> float:
         """E: the GPUs the team was promised (its ``objectives.entitlement``, else its guarantee)."""
@@ -138,14 +152,19 @@ def parse_scenario(obj: object, *, source: str = "scenario") -> Scenario:
                         fix="remove it: the simulator takes the time and the jobs from the trace"),
                 source=source,
             )
-    state_in = {k: v for k, v in obj.items()}
+    state_in = {k: v for k, v in obj.items() if k != "windows"}
     state_in["now"] = 0
     state_in["jobs"] = []
     problems: list[Problem] = []
+    windows, team_windows = _read_scenario_windows(obj, problems)
+    if isinstance(state_in.get("teams"), list):
+        state_in["teams"] = [{k: v for k, v in t.items() if k != "windows"} if isinstance(t, Mapping) else t
+                             for t in state_in["teams"]]
     try:
         state = reclaim.parse_state(state_in)
     except ConfigError as exc:
         problems += exc.problems
+    window_states = _window_states(state_in, windows, team_windows, problems)
     objectives, entitlements = _team_objectives(obj.get("teams"), obj.get("capacity"), problems)
     if problems:
         raise ConfigError(problems, source=source) from None
@@ -162,7 +181,61 @@ def parse_scenario(obj: object, *, source: str = "scenario") -> Scenario:
             source=source,
         )
     return Scenario(state=state, capacity=float(cap), source=source, objectives=objectives,
-                    entitlements=entitlements)
+                    entitlements=entitlements, windows=windows, window_states=window_states)
+
+
+#: What a scenario's team may change in a window.
+_WINDOW_VALUES = ("guarantee", "borrow_limit_percent", "borrow_limit")
+
+
+def _read_scenario_windows(obj: Mapping, problems: list[Problem]) -> tuple[tuple[Window, ...], dict[str, dict]]:
+    """The scenario's ``windows`` and each team's values per window (``{"night": {"guarantee":
+    {"gpu": 4}}}``), the keys checked; the values are checked with the planner's rules by
+    :func:`_window_states`."""
+    found = V.Problems()
+    windows = read_windows(obj.get("windows"), found, datetime.now(timezone.utc).year)
+    problems += found.items
+    names = {w.name for w in windows}
+    team_windows: dict[str, dict] = {}
+    teams = obj.get("teams")
+    for i, raw in enumerate(teams if isinstance(teams, list) else ()):
+        if not isinstance(raw, Mapping) or raw.get("windows") is None:
+            continue
+        where = f"teams[{i}].windows"
+        given = raw["windows"]
+        if not isinstance(given, Mapping):
+            problems.append(Problem(where, given, "must be an object of window name to values",
+                                    'give {"night": {"guarantee": {"gpu": 4}}}'))
+            continue
+        for name, values in given.items():
+            if name not in names:
+                problems.append(Problem(f"{where}.{name}", name, "is not a window of windows",
+                                        f"use one of {', '.join(sorted(names))}" if names
+                                        else "declare it in windows, or remove it"))
+            elif not isinstance(values, Mapping) or not values or set(values) - set(_WINDOW_VALUES):
+                problems.append(Problem(f"{where}.{name}", values, "is not a window's values",
+                                        f"give any of {', '.join(_WINDOW_VALUES)}"))
+            else:
+                team_windows.setdefault(name, {})[i] = dict(values)
+    return windows, team_windows
+
+
+def _window_states(state_in: Mapping, windows: tuple[Window, ...], team_windows: Mapping[str, Mapping[int, dict]],
+                   problems: list[Problem]) -> dict[str, Any]:
+    """Per window, the planner's state with the teams' values in it: every rule of the planner
+    (the guarantees within the capacity, the shapes of the values) holds in each window, each
+    problem said of its window."""
+    out: dict[str, Any] = {}
+    if problems:
+        return out
+    for window in windows:
+        values = team_windows.get(window.name, {})
+        teams = [({**t, **values[i]} if i in values else t) for i, t in enumerate(state_in["teams"])]
+        try:
+            out[window.name] = reclaim.parse_state({**state_in, "teams": teams})
+        except ConfigError as exc:
+            problems += [Problem(p.field, p.value, f"{p.message} in window {window.name}", p.fix) for p in exc.problems]
+    return out
 
 
 def _team_objectives(teams: object, capacity: object,
