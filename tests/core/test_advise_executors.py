@@ -56,3 +56,15 @@ def test_a_local_ray_cluster_gives_the_same_advice_as_one_process(study, one_pro
 
 def test_the_fixed_fleet_advice_too(study):
     assert advice_text(study, executors.Processes(study, 2), "fixed") == advice_text(study, InProcess(study), "fixed")
+
+
+def test_four_teams_searched_on_the_grid_the_same_with_two_processes():
+    """Four teams: the grid, then climbs from several starts, each start's share of the budget
+    counted in simulations: the same answer whichever process ran which simulation."""
+    from tests.core.test_advise import MANY
+
+    objectives, guarantees, seed = MANY["four"]
+    four = study_of(scenario(6, objectives, guarantees=guarantees), bursty_trace(seed, tuple(objectives), jobs=40))
+    one = advice_text(four, InProcess(four), "fixed")
+    assert json.loads(one)["simulations"] > 64  # more than one batch of the grid
+    assert advice_text(four, executors.Processes(four, 2), "fixed") == one
