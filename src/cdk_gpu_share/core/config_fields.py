@@ -21,7 +21,6 @@ from typing import Any
 from cdk_gpu_share.core import hyperpod_schema as hp
 from cdk_gpu_share.core import instances
 from cdk_gpu_share.core import validation as V
-from cdk_gpu_share.core.fairshare import DEFAULT_RECLAIM_MAX_CHECKPOINT_SECONDS
 from cdk_gpu_share.core.objectives import ENTITLEMENT_KEY, Objectives, read_objectives
 from cdk_gpu_share.core.windows import TEAM_WINDOW_KEYS
 
@@ -55,8 +54,9 @@ _BUILTIN_SECTIONS = (BATCH, HYPERPOD, FAIRSHARE)
 
 #: The longest checkpoint interval a team may declare: 7 days.
 MAX_CHECKPOINT_SECONDS = 604800
-#: The fix of a ``fairshare.reclaim.max_checkpoint_seconds`` out of its range, 1 to
-#: :data:`MAX_CHECKPOINT_SECONDS` (its default is the reclaim planner's, in core/fairshare.py).
+#: ``fairshare.reclaim.max_checkpoint_seconds``: default (the reclaim planner's, an hour) and
+#: the fix of a value out of its range, 1 to :data:`MAX_CHECKPOINT_SECONDS`.
+DEFAULT_RECLAIM_MAX_CHECKPOINT_SECONDS = 3600
 RECLAIM_MAX_CHECKPOINT_FIX = (f"give the longest checkpoint interval the checkpoint order believes, 1 to"
                               f" {MAX_CHECKPOINT_SECONDS} seconds (default {DEFAULT_RECLAIM_MAX_CHECKPOINT_SECONDS});"
                               " a job declaring none, 0 or more is ordered as if it saved that often")

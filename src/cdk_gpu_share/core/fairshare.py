@@ -7,10 +7,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from cdk_gpu_share.core.config_fields import DEFAULT_RECLAIM_MAX_CHECKPOINT_SECONDS
 from cdk_gpu_share.core.errors import Problem
 
-#: ``fairshare.reclaim.max_checkpoint_seconds`` by default: the reclaim planner's, an hour.
-DEFAULT_RECLAIM_MAX_CHECKPOINT_SECONDS = 3600
 #: Batch: "limited to 255 alphanumeric characters" (ShareAttributes.shareIdentifier).
 SHARE_IDENTIFIER_MAX = 255
 
