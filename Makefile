@@ -74,7 +74,7 @@ benchmarks: install-dev
 	python benchmarks/planner.py
 	python benchmarks/policy.py
 
-# Mutation score of core/config.py, core/mig.py and core/reclaim.py (slow; not part of
+# Mutation score of core/configuration/parse.py, core/catalog/mig.py and core/policy/reclaim.py (slow; not part of
 # `make test`). One worker, low priority: the machine is shared. MUTATION_ARGS=config etc.
 MUTATION_ARGS ?=
 mutation: install-dev

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import aws_cdk as cdk
 
-from cdk_gpu_share.core.config import load_config
+from cdk_gpu_share.core.configuration.parse import load_config
 from cdk_gpu_share.core.errors import ConfigError
 from cdk_gpu_share.stacks.app import build_platform, template_validator
 

@@ -279,7 +279,7 @@ def sample_grid_case():
     import io
 
     from cdk_gpu_share.core import simulate as sim
-    from cdk_gpu_share.core import trace
+    from cdk_gpu_share.core.records import trace
 
     raw = {"capacity": {"gpu": sum(g for _, g in SAMPLE_TEAMS)},
            "settings": {"reclaim_after_seconds": 60, "min_runtime_seconds": 0},

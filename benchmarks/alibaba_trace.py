@@ -40,7 +40,7 @@ def missing(data: Path | None) -> str | None:
 def scenario() -> dict[str, Any]:
     """The simulator scenario of ``examples/alibaba-openb.yaml`` (a dict)."""
     from cdk_gpu_share.core import scenario as sc
-    from cdk_gpu_share.core.config import load_config
+    from cdk_gpu_share.core.configuration.parse import load_config
 
     config = load_config(CONFIG)
     return sc.scenario_from_config(config, sc.choose_backend(config, None))

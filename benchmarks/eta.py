@@ -37,8 +37,8 @@ ROOT = Path(__file__).resolve().parents[1]
 def sample_case():
     from cdk_gpu_share.core import scenario as sc
     from cdk_gpu_share.core import simulate as sim
-    from cdk_gpu_share.core import trace
-    from cdk_gpu_share.core.config import load_config
+    from cdk_gpu_share.core.configuration.parse import load_config
+    from cdk_gpu_share.core.records import trace
 
     config = load_config(ROOT / "platform.yaml")
     scenario = sim.parse_scenario(sc.scenario_from_config(config, "fairshare"))
@@ -50,8 +50,8 @@ def sample_case():
 def alibaba_case(data: Path):
     from cdk_gpu_share.core import scenario as sc
     from cdk_gpu_share.core import simulate as sim
-    from cdk_gpu_share.core import trace
-    from cdk_gpu_share.core.config import load_config
+    from cdk_gpu_share.core.configuration.parse import load_config
+    from cdk_gpu_share.core.records import trace
 
     config = load_config(alibaba_trace.CONFIG)
     backend = sc.choose_backend(config, None)

@@ -61,11 +61,11 @@ def run(jobs: int, startup: float, workdir: Path, *, service: bool = False) -> d
 
     from cdk_gpu_share.cli import main
     from cdk_gpu_share.cli import trace_export_cmd as tx
-    from cdk_gpu_share.core import history
     from cdk_gpu_share.core import scenario as sc
     from cdk_gpu_share.core import simulate as sim
-    from cdk_gpu_share.core.config import load_config
-    from cdk_gpu_share.core.trace import sample_jobs, trace_text
+    from cdk_gpu_share.core.configuration.parse import load_config
+    from cdk_gpu_share.core.records import history
+    from cdk_gpu_share.core.records.trace import sample_jobs, trace_text
 
     backend = "batch_quota" if service else "fairshare"
     path = workdir / "platform.yaml"

@@ -24,7 +24,7 @@ import statistics
 import sys
 import time
 
-from cdk_gpu_share.core import reclaim
+from cdk_gpu_share.core.policy import reclaim
 
 N_TEAMS = 100
 N_PENDING = 1_000

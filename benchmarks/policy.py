@@ -11,7 +11,7 @@ Figures, not assertions.
 
 Data: Alibaba cluster-trace-gpu-v2023 (Weng et al., "Beware of Fragmentation:
 Scheduling GPU-Sharing Workloads with Fragmentation Gradient Descent", USENIX ATC 2023),
-converted by :mod:`cdk_gpu_share.core.trace` (6,203 jobs); ``--data`` and the scenario:
+converted by :mod:`cdk_gpu_share.core.records.trace` (6,203 jobs); ``--data`` and the scenario:
 ``alibaba_trace.py``.
 """
 
@@ -25,7 +25,7 @@ import time
 import alibaba_trace
 
 from cdk_gpu_share.core import simulate as sim
-from cdk_gpu_share.core import trace
+from cdk_gpu_share.core.records import trace
 
 
 def hours(s: float) -> str:

@@ -4,7 +4,7 @@
     .venv/bin/python benchmarks/simulate_scale.py [--scales 1,4,16,64,128] [--modes ...]
                                                   [--million] [--data DIR]
 
-Traces, built from the Alibaba OpenB trace (converted by :mod:`cdk_gpu_share.core.trace`:
+Traces, built from the Alibaba OpenB trace (converted by :mod:`cdk_gpu_share.core.records.trace`:
 6,203 jobs, 4 teams, the 32-GPU scenario of ``examples/alibaba-openb.yaml``; ``--data`` and
 the scenario: ``alibaba_trace.py``):
 
@@ -63,7 +63,7 @@ TREE_TARGET = 1.3
 def base(data: Path):
     """The trace's scenario (a dict) and the converted trace's jobs."""
     from cdk_gpu_share.core import simulate as sim
-    from cdk_gpu_share.core import trace
+    from cdk_gpu_share.core.records import trace
 
     scenario = alibaba_trace.scenario()
     text = trace.trace_text(trace.convert("alibaba-openb", str(data / alibaba_trace.POD_LIST)))

@@ -13,8 +13,12 @@ manifest byte-identical (asset hashes and keys).
     .venv/bin/python benchmarks/template_identity.py snap /tmp/after    # on the new one
     .venv/bin/python benchmarks/template_identity.py diff /tmp/before /tmp/after
 """
-import json, os, subprocess, sys
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
+
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -13,7 +13,7 @@ from botocore.stub import Stubber
 from hypothesis import settings
 from hypothesis import strategies as st
 
-from cdk_gpu_share.core import reclaim
+from cdk_gpu_share.core.policy import reclaim
 
 # ---------------------------------------------------------------------------
 # The planner's input
@@ -92,7 +92,7 @@ STATES_NOW = 100
 
 # Under the mutation profile (tests/conftest.py, set by tools/mutation.py) every test
 # draws a tenth of its examples: a surviving mutant runs every property test, and a
-# full mutation run of core/reclaim.py must fit in an afternoon. ``make test`` keeps
+# full mutation run of core/policy/reclaim.py must fit in an afternoon. ``make test`` keeps
 # the full counts.
 MUTATION_SHARE = 20
 MUTATION = settings.get_current_profile_name() == "mutation"

@@ -28,7 +28,7 @@ def _fresh_mig_layouts():
     ``core.mig`` caches them per process; a cache filled by an earlier test would hide
     a change to ``layouts()`` from later ones (and from a forking mutation runner).
     """
-    from cdk_gpu_share.core import mig
+    from cdk_gpu_share.core.catalog import mig
 
     mig.clear_layout_cache()
     yield

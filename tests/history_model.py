@@ -254,7 +254,7 @@ class ServiceJobCluster(FairshareCluster):
                             "detail": json.loads(json.dumps(detail))})
 
     def _events(self, jobs: Sequence[Any], log: Iterable[tuple[float, str, int]]) -> None:
-        from cdk_gpu_share.core import history
+        from cdk_gpu_share.core.records import history
 
         state: dict[int, dict] = {}
         preempted: dict[int, list[dict]] = {}

@@ -325,7 +325,7 @@ def test_every_team_name_validate_accepts_synthesizes(tmp_path):
     """The other side of "refuse exactly": the longest and oddest names validate takes do synth."""
     import aws_cdk as cdk
 
-    from cdk_gpu_share.core.config import parse_config
+    from cdk_gpu_share.core.configuration.parse import parse_config
     from cdk_gpu_share.stacks.app import build_platform
 
     raw = copy.deepcopy(PLATFORM)
@@ -625,25 +625,25 @@ def test_summary_on_a_missing_folder_says_so(capsys, tmp_path):
 
 
 def _team(**kw):
-    from cdk_gpu_share.core.config import TeamConfig
+    from cdk_gpu_share.core.configuration.parse import TeamConfig
 
     return TeamConfig(**{"name": "team-a", "guarantee": {"ml.g5.xlarge": 1}, **kw})
 
 
 def _amount(**kw):
-    from cdk_gpu_share.core.config import Amount
+    from cdk_gpu_share.core.configuration.parse import Amount
 
     return Amount(**kw)
 
 
 def _parse(raw):
-    from cdk_gpu_share.core.config import parse_config
+    from cdk_gpu_share.core.configuration.parse import parse_config
 
     return parse_config(raw)
 
 
 def _plan(state):
-    from cdk_gpu_share.core import reclaim
+    from cdk_gpu_share.core.policy import reclaim
 
     return reclaim.plan(state)
 
@@ -701,7 +701,7 @@ def test_python_api_raises_config_error_naming_the_field(case, call, needle):
 
 
 def test_python_api_takes_the_yaml_shorthand():
-    from cdk_gpu_share.core.config import Amount, Sharing, TeamConfig
+    from cdk_gpu_share.core.configuration.parse import Amount, Sharing, TeamConfig
 
     team = TeamConfig(name="team-a", guarantee={"ml.g5.xlarge": 2, "ml.p5.48xlarge": {"accelerators": 4}}, sharing="lend")
     assert team.guarantee["ml.g5.xlarge"] == Amount(instances=2)

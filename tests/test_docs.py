@@ -128,7 +128,7 @@ def test_the_narration_pattern_lets_through(text):
 
 def test_the_readme_table_names_every_backends_construct_and_section():
     """"You want | Use": a row per backend, naming the construct that deploys it and its config section."""
-    from cdk_gpu_share.core import backends
+    from cdk_gpu_share.core.configuration import backends
 
     readme = (ROOT / "README.md").read_text()
     table = readme[readme.index("| You want | Use |"):]
@@ -176,7 +176,7 @@ def test_the_readme_command_table_shows_every_command_with_its_required_argument
 
 def test_the_readme_says_what_the_job_archive_keeps_costs_and_leaves():
     """The archive is on by default: the README says so, with the plan's own figure for its cost."""
-    from cdk_gpu_share.core.history_config import monthly_cost
+    from cdk_gpu_share.core.configuration.archive import monthly_cost
     from cdk_gpu_share.core.plan import ARCHIVE_QUOTE_JOBS_PER_DAY
 
     readme = " ".join((ROOT / "README.md").read_text().split())
@@ -250,7 +250,7 @@ def test_readme_has_python_examples():
 def test_python_example_runs(where, index, code, tmp_path, monkeypatch):
     """Each ```python block is a whole program, run from the repository root; one that builds an
     app must synthesize it."""
-    from cdk_gpu_share.core import backends
+    from cdk_gpu_share.core.configuration import backends
 
     monkeypatch.chdir(ROOT)
     monkeypatch.setenv("CDK_OUTDIR", str(tmp_path))

@@ -107,7 +107,7 @@ def test_the_check_counts_a_name_of_a_package_as_its_init(tmp_path):
 
 @pytest.mark.parametrize(("module", "allowed"), [
     ("cdk_gpu_share.cli.simulate_cmd", True), ("cdk_gpu_share.backends.fairshare.status", True),
-    ("cdk_gpu_share.core.config", False), ("cdk_gpu_share.backends.fairshare.construct", False),
+    ("cdk_gpu_share.core.configuration.parse", False), ("cdk_gpu_share.backends.fairshare.construct", False),
 ])
 def test_lazy_imports_are_allowed_in_the_command_line_modules_only(module, allowed):
     assert _lazy_allowed(module) is allowed

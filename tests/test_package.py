@@ -26,7 +26,7 @@ APACHE_2_0_SHA256 = "cfc7749b96f63bd31c3c42b5c471bf756814053e847c10f3eb003417bc5
 USER_APP = '''
 import aws_cdk as cdk
 from cdk_gpu_share import SharedGpuQuota
-from cdk_gpu_share.core.config import Amount, BatchQuotaConfig, TeamConfig
+from cdk_gpu_share.core.configuration.parse import Amount, BatchQuotaConfig, TeamConfig
 
 app = cdk.App()
 stack = cdk.Stack(app, "UserStack")

@@ -6,7 +6,7 @@ A page holds a generated block between two marker lines, ``<!-- generated: KIND 
 * ``<!-- generated: cli -->``: every ``gpu-share`` command and flag, read from the
   argparse parser (``cdk_gpu_share.cli.build_parser``).
 * ``<!-- generated: config -->``: every field of ``platform.yaml``, read from the JSON
-  Schema the library builds (``cdk_gpu_share.core.config_schema.platform_schema``).
+  Schema the library builds (``cdk_gpu_share.core.configuration.schema.platform_schema``).
 
 The blocks are committed, so the references read in the repository without a docs build:
 ``python tools/mkdocs_hooks.py`` rewrites them from the code (``--check`` only says which page
@@ -324,7 +324,7 @@ def _model_keys() -> set[str]:
 
 
 def config_reference() -> str:
-    from cdk_gpu_share.core.config_schema import platform_schema
+    from cdk_gpu_share.core.configuration.schema import platform_schema
 
     schema = platform_schema()
     sections = list(_sections(schema))

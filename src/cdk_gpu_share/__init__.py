@@ -26,7 +26,8 @@ if TYPE_CHECKING:
         HyperPodBackend,
         SharedGpuQuota,
     )
-    from cdk_gpu_share.core.config import (
+    from cdk_gpu_share.core.configuration.archive import HistoryConfig
+    from cdk_gpu_share.core.configuration.parse import (
         Amount,
         BatchQuotaConfig,
         FairshareConfig,
@@ -42,7 +43,6 @@ if TYPE_CHECKING:
         load_config,
     )
     from cdk_gpu_share.core.errors import ConfigError
-    from cdk_gpu_share.core.history_config import HistoryConfig
     from cdk_gpu_share.inference.config import Copies, InferenceModelConfig, InferenceVpcConfig
     from cdk_gpu_share.inference.construct import MigInferenceEndpoint
     from cdk_gpu_share.stacks.app import build_platform
@@ -65,24 +65,24 @@ _LAZY = {
     "GpuShareDashboard": "cdk_gpu_share.constructs.dashboard",
     "InferenceDashboard": "cdk_gpu_share.constructs.dashboard",
     "JobHistory": "cdk_gpu_share.constructs.job_history",
-    "HistoryConfig": "cdk_gpu_share.core.history_config",
+    "HistoryConfig": "cdk_gpu_share.core.configuration.archive",
     "PlatformStack": "cdk_gpu_share.stacks.platform",
     "TeamStack": "cdk_gpu_share.stacks.team",
     "build_platform": "cdk_gpu_share.stacks.app",
-    "PlatformConfig": "cdk_gpu_share.core.config",
-    "TeamConfig": "cdk_gpu_share.core.config",
-    "load_config": "cdk_gpu_share.core.config",
+    "PlatformConfig": "cdk_gpu_share.core.configuration.parse",
+    "TeamConfig": "cdk_gpu_share.core.configuration.parse",
+    "load_config": "cdk_gpu_share.core.configuration.parse",
     "ConfigError": "cdk_gpu_share.core.errors",
-    "Amount": "cdk_gpu_share.core.config",
-    "Sharing": "cdk_gpu_share.core.config",
-    "BatchQuotaConfig": "cdk_gpu_share.core.config",
-    "HyperPodConfig": "cdk_gpu_share.core.config",
-    "FairshareConfig": "cdk_gpu_share.core.config",
-    "FairshareVpcConfig": "cdk_gpu_share.core.config",
-    "GroupConfig": "cdk_gpu_share.core.config",
-    "PriorityClass": "cdk_gpu_share.core.config",
-    "ReclaimConfig": "cdk_gpu_share.core.config",
-    "ShareMonitorConfig": "cdk_gpu_share.core.config",
+    "Amount": "cdk_gpu_share.core.configuration.parse",
+    "Sharing": "cdk_gpu_share.core.configuration.parse",
+    "BatchQuotaConfig": "cdk_gpu_share.core.configuration.parse",
+    "HyperPodConfig": "cdk_gpu_share.core.configuration.parse",
+    "FairshareConfig": "cdk_gpu_share.core.configuration.parse",
+    "FairshareVpcConfig": "cdk_gpu_share.core.configuration.parse",
+    "GroupConfig": "cdk_gpu_share.core.configuration.parse",
+    "PriorityClass": "cdk_gpu_share.core.configuration.parse",
+    "ReclaimConfig": "cdk_gpu_share.core.configuration.parse",
+    "ShareMonitorConfig": "cdk_gpu_share.core.configuration.parse",
     "InferenceModelConfig": "cdk_gpu_share.inference.config",
     "Copies": "cdk_gpu_share.inference.config",
     "InferenceVpcConfig": "cdk_gpu_share.inference.config",

@@ -26,8 +26,8 @@ from typing import Any
 
 import yaml
 
-from cdk_gpu_share.core.config import parse_config
-from cdk_gpu_share.core.guard import guard_policy
+from cdk_gpu_share.core.configuration.parse import parse_config
+from cdk_gpu_share.core.policy.guard import guard_policy
 from tests.auth.resolve import ACCOUNT, REGION, ROOT, App
 
 ALLOWED = "Allowed"
@@ -191,7 +191,7 @@ def fairshare_team(app: App, stack: str, team: str, sid: str, other: str, other_
         Req(f"{p}: tags a job without gpu-share tags into its team", role, "batch:TagResource",
             [job("untagged")], ALLOWED, req_tags(queue=queue, team=team),
             residual="untagged jobs: Batch has no key that tells tagging on creation from re-tagging; the tag guard"
-                     " (core/guard.py) makes untagged jobs impossible in the account"),
+                     " (core/policy/guard.py) makes untagged jobs impossible in the account"),
     ]
     return r + checkpoint_tags(role, p, queue, team, ok, [qarn, jd, cr, job()], mine, theirs)
 
@@ -625,7 +625,7 @@ def fleet_roles(app: App, stack: str) -> list[Req]:
 
 def guard(app: App, team_role: str, reclaimer_role: str, queue: str, sid: str, team: str,
           other: str) -> tuple[list[Req], dict[str, list[dict]]]:
-    """The tag guard (core/guard.py) as SCP beside FullAWSAccess: untagged jobs cannot exist, only the
+    """The tag guard (core/policy/guard.py) as SCP beside FullAWSAccess: untagged jobs cannot exist, only the
     administrators move the team identity tag; legitimate work and ordinary tagging still pass."""
     g = guard_for(app.config_path)
     qarn = arn("batch", f"job-queue/{queue}")

@@ -24,7 +24,7 @@ from typing import Any
 
 import aws_cdk as cdk
 
-from cdk_gpu_share.core.config import load_config
+from cdk_gpu_share.core.configuration.parse import load_config
 from cdk_gpu_share.inference.handler import index as mig_handler
 from cdk_gpu_share.stacks.app import build_platform
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from cdk_gpu_share.core.guard import tag_guard_policy
+from cdk_gpu_share.core.policy.guard import tag_guard_policy
 from tests.auth.matrix import ALLOWED, DENIED, GUARD_ADMINS, Req, guard_for, requests_for
 from tests.auth.resolve import ROOT, load_app
 
@@ -62,8 +62,8 @@ def _job(apps: dict) -> tuple[list[tuple[str, Req]], dict]:
             lint.append({"principal": key, "name": "trust", "policy": p.trust})
             lint += [{"principal": key, "name": d["name"], "policy": d["policy"]}
                      for d in p.policies if not d.get("aws_managed")]
-    lint.append({"principal": "tag guard (core/guard.py)", "name": "scp", "policy": guard_for("platform.yaml")})
-    lint.append({"principal": "tag guard (core/guard.py)", "name": "scp, two team keys",
+    lint.append({"principal": "tag guard (core/policy/guard.py)", "name": "scp", "policy": guard_for("platform.yaml")})
+    lint.append({"principal": "tag guard (core/policy/guard.py)", "name": "scp, two team keys",
                  "policy": tag_guard_policy(team_tag_keys=["gpu-share:team", "department"],
                                             administrators=GUARD_ADMINS)})
     return requests, {"requests": wire, "lint": lint}
@@ -177,7 +177,7 @@ def test_residual_risks_are_the_named_ones(evaluated):
     assert residual == ["untagged jobs"]
     # Each residual risk is named, with its mitigation, in the security model users read.
     security = (ROOT / "docs" / "security.md").read_text()
-    assert "## Residual risks" in security and "core/guard.py" in security
+    assert "## Residual risks" in security and "core/policy/guard.py" in security
     assert "**Untagged jobs can be claimed.**" in security
     assert "## Security model" in (ROOT / "README.md").read_text()
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 import subprocess
 
-from cdk_gpu_share.core.config import parse_config
-from cdk_gpu_share.core.guard import guard_policy
+from cdk_gpu_share.core.configuration.parse import parse_config
+from cdk_gpu_share.core.policy.guard import guard_policy
 from tests.auth.resolve import ACCOUNT, ROOT
 from tests.auth.test_authorization import EVALUATOR, NODE
 
@@ -73,7 +73,7 @@ def test_a_custom_principal_tag_is_guarded_like_the_default():
 def test_a_guard_split_into_several_scps_decides_every_request_as_the_whole():
     """20 administrator patterns too long for one SCP: `gpu-share guard -o` writes the guard as
     several; attached together they deny and allow exactly what the single policy did."""
-    from cdk_gpu_share.core.guard import SCP_MAX_CHARACTERS, split_guard
+    from cdk_gpu_share.core.policy.guard import SCP_MAX_CHARACTERS, split_guard
 
     sso = f"arn:aws:iam::{ACCOUNT}:role/aws-reserved/sso.amazonaws.com/eu-west-1/AWSReservedSSO_PlatformAdmin"
     raw = {"platform": {"name": "p"}, "fairshare": {"capacity": {"g5.xlarge": 2}},

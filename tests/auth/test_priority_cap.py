@@ -7,8 +7,8 @@ from __future__ import annotations
 from botocore.stub import Stubber
 
 from cdk_gpu_share.aws import batch_reader as br
-from cdk_gpu_share.core import reclaim
-from cdk_gpu_share.core.config import parse_config
+from cdk_gpu_share.core.configuration.parse import parse_config
+from cdk_gpu_share.core.policy import reclaim
 from tests.builders import BATCH_NOW as NOW
 from tests.builders import QUEUE, SETTINGS, expect_listing, job, new_client
 

@@ -8,7 +8,7 @@ import subprocess
 import pytest
 import yaml
 
-from cdk_gpu_share.core.config import (
+from cdk_gpu_share.core.configuration.parse import (
     DEFAULT_MAX_PRIORITY,
     DEFAULT_PRINCIPAL_TAG,
     TeamConfig,

@@ -18,9 +18,9 @@ from aws_cdk.assertions import Template
 
 from cdk_gpu_share import SharedGpuQuota
 from cdk_gpu_share.cli import main
-from cdk_gpu_share.core.config import Amount, HyperPodConfig, Sharing, TeamConfig, load_config
+from cdk_gpu_share.core.configuration.hyperpod_regions import IDLE_SHARING_REGIONS, IDLE_SHARING_SOURCE, region_problems
+from cdk_gpu_share.core.configuration.parse import Amount, HyperPodConfig, Sharing, TeamConfig, load_config
 from cdk_gpu_share.core.errors import ConfigError
-from cdk_gpu_share.core.hyperpod_regions import IDLE_SHARING_REGIONS, IDLE_SHARING_SOURCE, region_problems
 from cdk_gpu_share.core.plan import fleet_plan, format_plan
 from tests.helpers import ROOT, new_app
 
@@ -90,7 +90,7 @@ _USER_APP = """
 import sys
 import aws_cdk as cdk
 from cdk_gpu_share import SharedGpuQuota
-from cdk_gpu_share.core.config import Amount, HyperPodConfig, Sharing, TeamConfig
+from cdk_gpu_share.core.configuration.parse import Amount, HyperPodConfig, Sharing, TeamConfig
 from cdk_gpu_share.core.errors import ConfigError
 
 app = cdk.App(context={"@aws-cdk/core:validateAgainstDefaultRules": True})

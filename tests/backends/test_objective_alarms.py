@@ -13,9 +13,9 @@ import pytest
 from aws_cdk.assertions import Template
 
 from cdk_gpu_share.constructs.dashboard import GpuShareDashboard
-from cdk_gpu_share.core import metrics
-from cdk_gpu_share.core.config import parse_config
+from cdk_gpu_share.core.configuration.parse import parse_config
 from cdk_gpu_share.core.errors import ConfigError
+from cdk_gpu_share.core.records import metrics
 from cdk_gpu_share.stacks.app import build_platform
 from tests.helpers import new_app
 
@@ -85,7 +85,7 @@ def test_a_team_threshold_for_an_unknown_team_is_refused():
 def test_a_team_that_must_never_be_stopped_but_borrows_is_warned_at_synth(sharing, warned):
     from aws_cdk.assertions import Annotations, Match
 
-    from cdk_gpu_share.core.config import TeamConfig
+    from cdk_gpu_share.core.configuration.parse import TeamConfig
     from cdk_gpu_share.stacks.team import NEVER_STOPPED_BORROWS, TeamStack
 
     team = TeamConfig(name="red", guarantee={"g5.xlarge": 1}, sharing=sharing,

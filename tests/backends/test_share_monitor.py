@@ -11,8 +11,8 @@ from datetime import datetime, timezone
 
 import pytest
 
-from cdk_gpu_share.core import metrics
-from cdk_gpu_share.core import share_monitor as sm
+from cdk_gpu_share.core.records import metrics
+from cdk_gpu_share.core.records import share_monitor as sm
 from cdk_gpu_share.lambdas.share_monitor import handler as mon
 from tests.batch_model import Clock
 from tests.quota_model import QUEUE, QUEUE_NAME, QuotaQueueModel
@@ -442,7 +442,7 @@ def monitored():
     from aws_cdk.assertions import Template
 
     from cdk_gpu_share import SharedGpuQuota
-    from cdk_gpu_share.core.config import Amount, BatchQuotaConfig, ShareMonitorConfig, TeamConfig
+    from cdk_gpu_share.core.configuration.parse import Amount, BatchQuotaConfig, ShareMonitorConfig, TeamConfig
     from tests.helpers import new_app, synth
 
     app = new_app()
@@ -516,7 +516,7 @@ def _monitor_health_alarms(schedules) -> dict[int, tuple[dict, dict]]:
     from aws_cdk.assertions import Template
 
     from cdk_gpu_share.backends.batch_quota.construct import BatchQuotaBackend
-    from cdk_gpu_share.core.config import Amount, BatchQuotaConfig, ShareMonitorConfig, TeamConfig
+    from cdk_gpu_share.core.configuration.parse import Amount, BatchQuotaConfig, ShareMonitorConfig, TeamConfig
     from tests.helpers import new_app
 
     app, stacks = new_app(), {}
@@ -592,7 +592,7 @@ def test_a_disabled_monitor_creates_nothing():
     from aws_cdk.assertions import Template
 
     from cdk_gpu_share import SharedGpuQuota
-    from cdk_gpu_share.core.config import Amount, BatchQuotaConfig, ShareMonitorConfig, TeamConfig
+    from cdk_gpu_share.core.configuration.parse import Amount, BatchQuotaConfig, ShareMonitorConfig, TeamConfig
     from tests.helpers import new_app
 
     stack = cdk.Stack(new_app(), "Quota")
@@ -622,7 +622,7 @@ def test_a_teams_preemption_retries_are_an_output_of_its_stack():
     import yaml
     from aws_cdk.assertions import Template
 
-    from cdk_gpu_share.core.config import parse_config
+    from cdk_gpu_share.core.configuration.parse import parse_config
     from cdk_gpu_share.stacks.app import build_platform
     from tests.helpers import ROOT, new_app
 

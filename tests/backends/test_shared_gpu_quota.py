@@ -8,7 +8,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk.assertions import Match, Template
 
 from cdk_gpu_share import SharedGpuQuota
-from cdk_gpu_share.core.config import (
+from cdk_gpu_share.core.configuration.parse import (
     Amount,
     BatchQuotaConfig,
     HyperPodConfig,

@@ -10,7 +10,7 @@ import yaml
 from aws_cdk.assertions import Match, Template
 
 from cdk_gpu_share.constructs.alerts import AlarmRouting
-from cdk_gpu_share.core.config import parse_config
+from cdk_gpu_share.core.configuration.parse import parse_config
 from cdk_gpu_share.core.errors import ConfigError
 from cdk_gpu_share.stacks.app import build_platform
 from tests.helpers import assert_cfn_lint_clean, assert_nag_clean, new_app, synth

@@ -11,7 +11,7 @@ import pytest
 from aws_cdk.assertions import Template
 
 from cdk_gpu_share.constructs.dashboard import InferenceDashboard
-from cdk_gpu_share.core.config import load_config
+from cdk_gpu_share.core.configuration.parse import load_config
 from cdk_gpu_share.core.errors import ConfigError
 from cdk_gpu_share.stacks.app import build_platform
 from tests.helpers import assert_cfn_lint_clean, assert_nag_clean, new_app, synth

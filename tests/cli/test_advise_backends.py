@@ -9,9 +9,9 @@ import json
 import pytest
 
 from cdk_gpu_share.cli import init_cmd
-from cdk_gpu_share.core import backends
 from cdk_gpu_share.core.advise.config_file import instance_of, least_guarantee
-from cdk_gpu_share.core.config import load_config
+from cdk_gpu_share.core.configuration import backends
+from cdk_gpu_share.core.configuration.parse import load_config
 from tests.cli.test_advise_cli import run, write_trace
 
 #: What the first team of each starter config asks; the second asks nothing and sends little

@@ -224,7 +224,7 @@ def test_the_written_config_changes_only_the_lines_of_decided_fields(capsys, tmp
 def test_a_comment_on_a_value_the_advice_changed_is_rewritten_or_dropped_with_it():
     from cdk_gpu_share.core.advise.config_file import advised_config_text
     from cdk_gpu_share.core.advise.space import Candidate, Choice
-    from cdk_gpu_share.core.config import parse_config
+    from cdk_gpu_share.core.configuration.parse import parse_config
 
     text = textwrap.dedent("""\
         platform:

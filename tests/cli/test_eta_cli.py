@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from cdk_gpu_share.core import backends
+from cdk_gpu_share.core.configuration import backends
 from tests.cli.test_advise_cli import run  # the one way these tests run a command
 from tests.core.test_eta import KNOWN
 

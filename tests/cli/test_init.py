@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from cdk_gpu_share.cli import init_cmd, main
-from cdk_gpu_share.core import backends
-from cdk_gpu_share.core.config import load_config
+from cdk_gpu_share.core.configuration import backends
+from cdk_gpu_share.core.configuration.parse import load_config
 
 ROOT = Path(__file__).resolve().parents[2]
 CDK = ROOT / "node_modules" / ".bin" / "cdk"

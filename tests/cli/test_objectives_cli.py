@@ -11,9 +11,9 @@ import yaml
 from cdk_gpu_share.cli import main
 from cdk_gpu_share.core import scenario as sc
 from cdk_gpu_share.core import simulate as sim
-from cdk_gpu_share.core.config import TeamConfig, config_mapping, load_config, parse_config
+from cdk_gpu_share.core.configuration.objectives import Objectives
+from cdk_gpu_share.core.configuration.parse import TeamConfig, config_mapping, load_config, parse_config
 from cdk_gpu_share.core.errors import ConfigError
-from cdk_gpu_share.core.objectives import Objectives
 
 # Two teams of one g5.xlarge GPU each on a fair-share queue of two: team-b borrows team-a's GPU
 # from 0; team-a's job at 3570 gets it back at the reclaimer's next one-minute tick (3600).

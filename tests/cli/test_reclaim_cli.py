@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from cdk_gpu_share.cli import main
-from cdk_gpu_share.core.reclaim import plan
+from cdk_gpu_share.core.policy.reclaim import plan
 
 STATE = {
     "now": 1000,

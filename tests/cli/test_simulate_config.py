@@ -13,7 +13,7 @@ from cdk_gpu_share.cli import main
 from cdk_gpu_share.core import compare as cmp_mod
 from cdk_gpu_share.core import scenario as sc
 from cdk_gpu_share.core import simulate as sim
-from cdk_gpu_share.core.config import Amount, load_config, parse_config
+from cdk_gpu_share.core.configuration.parse import Amount, load_config, parse_config
 from cdk_gpu_share.core.errors import ConfigError
 from tests.data import alibaba_trace
 

@@ -318,9 +318,9 @@ def test_a_service_job_of_unknown_size_gets_no_estimate_not_a_traceback(monkeypa
 
 def test_the_job_archive_is_the_history(queue, monkeypatch, capsys):
     from cdk_gpu_share.cli import trace_export_cmd as tx
-    from cdk_gpu_share.core import history as archive
     from cdk_gpu_share.core import scenario as sc
-    from cdk_gpu_share.core.config import parse_config
+    from cdk_gpu_share.core.configuration.parse import parse_config
+    from cdk_gpu_share.core.records import history as archive
     from tests.history_model import FairshareCluster, S3Model, firehose_objects
 
     m, argv = queue

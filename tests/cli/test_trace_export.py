@@ -17,11 +17,11 @@ import pytest
 
 from cdk_gpu_share.cli import main
 from cdk_gpu_share.cli import trace_export_cmd as tx
-from cdk_gpu_share.core import history
 from cdk_gpu_share.core import scenario as sc
 from cdk_gpu_share.core import simulate as sim
-from cdk_gpu_share.core.config import load_config
-from cdk_gpu_share.core.trace import sample_jobs, trace_text
+from cdk_gpu_share.core.configuration.parse import load_config
+from cdk_gpu_share.core.records import history
+from cdk_gpu_share.core.records.trace import sample_jobs, trace_text
 from tests.history_model import (
     QUOTA_CONFIG,
     FairshareCluster,
@@ -264,7 +264,7 @@ def test_fidelity_of_the_models_own_policy_is_exact(tmp_path, aws, capsys):
 
 def _uncontended(n_per_team=6):
     """Jobs within their team's guarantee, far apart: each starts the moment it is submitted."""
-    from cdk_gpu_share.core.trace import TraceJob
+    from cdk_gpu_share.core.records.trace import TraceJob
 
     jobs = []
     for k, (team, gpus) in enumerate((("team-a", "2"), ("team-b", "1"), ("team-c", "1"))):

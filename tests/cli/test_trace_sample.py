@@ -16,8 +16,8 @@ from cdk_gpu_share.cli import main
 from cdk_gpu_share.cli.init_cmd import init_project
 from cdk_gpu_share.core import scenario as sc
 from cdk_gpu_share.core import simulate as sim
-from cdk_gpu_share.core import trace
-from cdk_gpu_share.core.config import load_config
+from cdk_gpu_share.core.configuration.parse import load_config
+from cdk_gpu_share.core.records import trace
 from tests.helpers import ROOT
 
 #: sha256 of `gpu-share trace sample` with the defaults. A change here changes every sample

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from cdk_gpu_share.cli import main, usage_cmd
-from cdk_gpu_share.core import metrics
+from cdk_gpu_share.core.records import metrics
 from tests.quota_model import QUEUE_NAME, CloudWatchModel
 
 #: The clock of every case: 2027-01-20 12:00 UTC. Minute data goes back to 2027-01-05 12:00,

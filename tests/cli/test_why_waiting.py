@@ -10,7 +10,7 @@ import pytest
 
 from cdk_gpu_share.backends.batch_quota import status as quota_status
 from cdk_gpu_share.backends.fairshare import status as fairshare_status
-from cdk_gpu_share.core.config import parse_config
+from cdk_gpu_share.core.configuration.parse import parse_config
 from tests.batch_model import QUEUE as CLASSIC
 from tests.batch_model import BatchModel, Clock
 from tests.quota_model import QUEUE as QUOTA

@@ -16,10 +16,10 @@ from aws_cdk.assertions import Template
 from constructs import Construct
 
 from cdk_gpu_share.cli import main
-from cdk_gpu_share.core import backends
-from cdk_gpu_share.core import config as C
-from cdk_gpu_share.core.backends import Backend, SectionCheck
-from cdk_gpu_share.core.config_schema import platform_schema
+from cdk_gpu_share.core.configuration import backends
+from cdk_gpu_share.core.configuration import parse as C
+from cdk_gpu_share.core.configuration.backends import Backend, SectionCheck
+from cdk_gpu_share.core.configuration.schema import platform_schema
 from cdk_gpu_share.core.errors import ConfigError, Problem
 from cdk_gpu_share.core.plan import fleet_plan, format_plan
 from cdk_gpu_share.core.scenario import poll_seconds_of, scenario_from_config
@@ -216,7 +216,7 @@ def test_a_spec_that_lacks_a_member_is_refused_naming_it():
         key = "half"
         strategy = "half a backend"
 
-    with pytest.raises(ValueError, match=r"Half lacks .*construct.*parse.*schema.* subclass cdk_gpu_share.core.backends.Backend"):
+    with pytest.raises(ValueError, match=r"Half lacks .*construct.*parse.*schema.* subclass cdk_gpu_share.core.configuration.backends.Backend"):
         backends.register(Half())  # type: ignore[arg-type]
     assert "half" not in backends.keys()
 

@@ -1,6 +1,6 @@
 """A team's authorization fields in the config: max_priority, assumed_by, principal_tag.
 
-``core/config.py``'s ``_team_authorization`` decides who may act as a team and how far;
+``core/configuration/parse.py``'s ``_team_authorization`` decides who may act as a team and how far;
 the IAM suite under tests/auth proves the policies built from it. These tables
 pin the config side through ``parse_config``: what is accepted (and the value the team
 ends up with), and every refusal with its field path, value, message and fix.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from cdk_gpu_share.core.config import parse_config
+from cdk_gpu_share.core.configuration.parse import parse_config
 from cdk_gpu_share.core.errors import ConfigError
 
 ROLE = "arn:aws:iam::111122223333:role/team-a-ci"

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import pytest
 
-from cdk_gpu_share.core import config as cfg
-from cdk_gpu_share.core import hyperpod_schema as hp
-from cdk_gpu_share.core import instances
-from cdk_gpu_share.core.config import Sharing, load_config, parse_config
+from cdk_gpu_share.core.catalog import hyperpod_schema as hp
+from cdk_gpu_share.core.catalog import instances
+from cdk_gpu_share.core.configuration import parse as cfg
+from cdk_gpu_share.core.configuration.parse import Sharing, load_config, parse_config
 from cdk_gpu_share.core.errors import ConfigError, Problem
 
 ARN = "arn:aws:sagemaker:us-east-1:111122223333:cluster/abcdef123456"

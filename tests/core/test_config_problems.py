@@ -1,6 +1,6 @@
 """Every config problem, table-driven: the field path, the value, the message and the fix.
 
-One row per rule of core/config.py, each a small edit of a valid config, written out in
+One row per rule of core/configuration/parse.py, each a small edit of a valid config, written out in
 full so a changed word is a failing test. Rows marked ``None`` check only where and what: their wording
 belongs to the shared validation toolkit and may improve.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from cdk_gpu_share.core.config import parse_config
+from cdk_gpu_share.core.configuration.parse import parse_config
 from cdk_gpu_share.core.errors import ConfigError
 
 #: The one rule of team names, on every backend.

@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from cdk_gpu_share.cli import main
-from cdk_gpu_share.core import config_schema
-from cdk_gpu_share.core.config import load_config
+from cdk_gpu_share.core.configuration import schema as config_schema
+from cdk_gpu_share.core.configuration.parse import load_config
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = [ROOT / "platform.yaml", *sorted((ROOT / "examples").glob("*.yaml"))]

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cdk_gpu_share.core import hyperpod_schema as hp
-from cdk_gpu_share.core.config import Sharing, load_config, parse_config
+from cdk_gpu_share.core.catalog import hyperpod_schema as hp
+from cdk_gpu_share.core.configuration.parse import Sharing, load_config, parse_config
 from cdk_gpu_share.core.errors import ConfigError
 from tests.builders import SIX_MISTAKES
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import pytest
 
-from cdk_gpu_share.core import config as cfg
 from cdk_gpu_share.core import validation as V
-from cdk_gpu_share.core.alerts_config import AlertsConfig
-from cdk_gpu_share.core.config import Amount, Sharing, TeamConfig, check_backend, parse_config
+from cdk_gpu_share.core.configuration import parse as cfg
+from cdk_gpu_share.core.configuration.alerts import AlertsConfig
+from cdk_gpu_share.core.configuration.parse import Amount, Sharing, TeamConfig, check_backend, parse_config
 from cdk_gpu_share.core.errors import ConfigError
 
 ARN = "arn:aws:sagemaker:us-east-1:111122223333:cluster/abcdef123456"

@@ -16,9 +16,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cdk_gpu_share.cli import main
-from cdk_gpu_share.core.config import load_config, parse_config
+from cdk_gpu_share.core.configuration.parse import load_config, parse_config
+from cdk_gpu_share.core.configuration.security import MAX_ADMINISTRATORS
 from cdk_gpu_share.core.errors import ConfigError
-from cdk_gpu_share.core.guard import (
+from cdk_gpu_share.core.policy.guard import (
     SCP_MAX_CHARACTERS,
     compact,
     guard_policy,
@@ -27,7 +28,6 @@ from cdk_gpu_share.core.guard import (
     split_guard,
     tag_guard_policy,
 )
-from cdk_gpu_share.core.security_config import MAX_ADMINISTRATORS
 from tests.builders import examples
 
 ROOT = Path(__file__).resolve().parents[2]

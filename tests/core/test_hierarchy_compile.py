@@ -12,10 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cdk_gpu_share.cli import main
-from cdk_gpu_share.core.config import Amount, check_config, group_tree, parse_config
+from cdk_gpu_share.core.configuration.parse import Amount, check_config, group_tree, parse_config
 from cdk_gpu_share.core.errors import ConfigError
-from cdk_gpu_share.core.organisation import as_replayed, compilation, compile_flat, least_percent
 from cdk_gpu_share.core.plan import borrow_cap, fleet_plan, format_plan, instance_equivalent
+from cdk_gpu_share.core.policy.organisation import as_replayed, compilation, compile_flat, least_percent
 from cdk_gpu_share.core.scenario import scenario_from_config
 
 ARN = "arn:aws:sagemaker:us-east-1:111122223333:cluster/abcdef123456"

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from cdk_gpu_share import GroupConfig, PlatformConfig, TeamConfig
-from cdk_gpu_share.core.config import FairshareConfig, check_config, group_tree, parse_config
+from cdk_gpu_share.core.configuration.hierarchy import split_pools
+from cdk_gpu_share.core.configuration.parse import FairshareConfig, check_config, group_tree, parse_config
 from cdk_gpu_share.core.errors import ConfigError
-from cdk_gpu_share.core.hierarchy import split_pools
 from cdk_gpu_share.core.scenario import node_quotas, scenario_from_config
 from cdk_gpu_share.core.simulate import parse_scenario
 from tests.builders import group, organisation, team
@@ -168,7 +168,7 @@ def test_a_team_in_a_group_nobody_declared_is_refused_there_and_in_a_construct()
     del raw["groups"]
     assert only_problem(raw) == ("teams[0] (t).group: is not a group ('research'); declare it under groups, or"
                                  " remove it")
-    from cdk_gpu_share.core.config import config_problems
+    from cdk_gpu_share.core.configuration.parse import config_problems
 
     # A construct given the teams alone (no tree) refuses them rather than deploy them flat.
     problems = config_problems([TeamConfig("t", {"g5.xlarge": 1}, group="research")],

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from cdk_gpu_share.core import reclaim
 from cdk_gpu_share.core import simulate as sim
-from cdk_gpu_share.core.config import parse_config
+from cdk_gpu_share.core.configuration.parse import parse_config
 from cdk_gpu_share.core.errors import ConfigError
 from cdk_gpu_share.core.plan import fleet_plan, format_plan
+from cdk_gpu_share.core.policy import reclaim
 from cdk_gpu_share.core.scenario import scenario_from_config
 from tests.builders import group, organisation, pend, run, state, team
 

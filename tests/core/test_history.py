@@ -1,4 +1,4 @@
-"""The archive's records -> the jobs the simulator replays (core/history.py), case by case."""
+"""The archive's records -> the jobs the simulator replays (core/records/history.py), case by case."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from cdk_gpu_share.core import history
 from cdk_gpu_share.core import simulate as sim
+from cdk_gpu_share.core.records import history
 
 T0 = 1_793_577_600_000  # 2026-11-02T00:00:00Z in ms
 QUEUE = "arn:aws:batch:us-east-1:111122223333:job-queue/gpu-share-training"

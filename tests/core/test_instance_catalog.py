@@ -1,12 +1,12 @@
-"""The one instance catalog (core/instances.py): consistent entries, both spellings, the refusals."""
+"""The one instance catalog (core/catalog/instances.py): consistent entries, both spellings, the refusals."""
 
 from __future__ import annotations
 
 import pytest
 
-from cdk_gpu_share.core import hyperpod_schema as hp
-from cdk_gpu_share.core import instances, mig
-from cdk_gpu_share.core.config import parse_config
+from cdk_gpu_share.core.catalog import hyperpod_schema as hp
+from cdk_gpu_share.core.catalog import instances, mig
+from cdk_gpu_share.core.configuration.parse import parse_config
 from cdk_gpu_share.core.errors import ConfigError
 
 CATALOG = instances.CATALOG

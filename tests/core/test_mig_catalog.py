@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cdk_gpu_share.core import mig
+from cdk_gpu_share.core.catalog import mig
 from cdk_gpu_share.core.errors import ConfigError
 
 # Contract table: GPU -> names of (1g 1 mem, 1g 2 mem, 2g, 3g, 4g, 7g).
@@ -416,7 +416,7 @@ def test_resolve_layout_unknown_profile_names_its_index():
 
 def test_core_module_imports_no_cdk_or_boto3():
     code = (
-        "import sys, cdk_gpu_share.core.mig; "
+        "import sys, cdk_gpu_share.core.catalog.mig; "
         "bad = [m for m in sys.modules if m.split('.')[0] in ('aws_cdk', 'boto3', 'botocore', 'constructs')]; "
         "assert not bad, bad"
     )

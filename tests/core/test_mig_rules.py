@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from cdk_gpu_share.core import mig
+from cdk_gpu_share.core.catalog import mig
 from cdk_gpu_share.core.errors import Problem
 
 H100 = "H100-80GB"

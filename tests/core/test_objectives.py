@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from cdk_gpu_share.core import objectives as obj
 from cdk_gpu_share.core import simulate as sim
+from cdk_gpu_share.core.configuration import objectives as obj
 from cdk_gpu_share.core.errors import ConfigError
 from cdk_gpu_share.core.validation import load_json
 

@@ -19,7 +19,7 @@ import aws_cdk as cdk
 import pytest
 
 from cdk_gpu_share import FairshareQueue, MigInferenceEndpoint, SharedGpuQuota
-from cdk_gpu_share.core.config import (
+from cdk_gpu_share.core.configuration.parse import (
     Amount,
     BatchQuotaConfig,
     FairshareConfig,
@@ -373,7 +373,8 @@ def _rule_sources() -> str:
     import importlib
     import inspect
 
-    from cdk_gpu_share.core import backends, config
+    from cdk_gpu_share.core.configuration import backends
+    from cdk_gpu_share.core.configuration import parse as config
 
     parts = [inspect.getsource(config._guarantees_fit)]
     for name in backends.BUILTIN:
@@ -463,7 +464,7 @@ def test_a_platform_built_in_python_meets_the_rules_of_the_file():
 @pytest.mark.parametrize("path", ["platform.yaml", "examples/hyperpod.yaml", "examples/inference.yaml",
                                   "examples/alibaba-openb.yaml"])
 def test_a_config_written_back_as_a_mapping_reads_as_itself(path):
-    from cdk_gpu_share.core.config import config_mapping, load_config
+    from cdk_gpu_share.core.configuration.parse import config_mapping, load_config
     from tests.helpers import ROOT
 
     config = load_config(ROOT / path)

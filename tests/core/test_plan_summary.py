@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from cdk_gpu_share.cli import main
-from cdk_gpu_share.core import backends
-from cdk_gpu_share.core.config import load_config, parse_config
+from cdk_gpu_share.core.configuration import backends
+from cdk_gpu_share.core.configuration.parse import load_config, parse_config
 from cdk_gpu_share.core.errors import ConfigError
 from cdk_gpu_share.core.plan import amount_text, borrow_cap, fleet_plan, format_plan, idle_costs
 

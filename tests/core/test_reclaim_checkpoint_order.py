@@ -15,8 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cdk_gpu_share.core import reclaim
 from cdk_gpu_share.core.errors import ConfigError
+from cdk_gpu_share.core.policy import reclaim
 from tests.builders import examples, pend, run, state, states, team, valid_state, victims
 
 # ---------------------------------------------------------------------------

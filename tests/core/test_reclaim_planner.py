@@ -9,9 +9,9 @@ import json
 
 import pytest
 
-from cdk_gpu_share.core import reclaim
 from cdk_gpu_share.core.errors import ConfigError
-from cdk_gpu_share.core.reclaim import (
+from cdk_gpu_share.core.policy import reclaim
+from cdk_gpu_share.core.policy.reclaim import (
     JobSpec,
     Settings,
     State,

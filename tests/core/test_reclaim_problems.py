@@ -16,7 +16,7 @@ import types
 import pytest
 
 from cdk_gpu_share.core.errors import ConfigError
-from cdk_gpu_share.core.reclaim import JobSpec, Settings, TeamSpec, parse_state, plan
+from cdk_gpu_share.core.policy.reclaim import JobSpec, Settings, TeamSpec, parse_state, plan
 from tests.builders import DELETE, pend, run, set_path, state, team, valid_state
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from cdk_gpu_share.core.reclaim import (
+from cdk_gpu_share.core.policy.reclaim import (
     TOLERANCE,
     TeamSpec,
     fits,

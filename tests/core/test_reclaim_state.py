@@ -4,7 +4,7 @@
   planner computes both through them (no second copy), so the reserve scenarios
   below fail if either rule changes.
 * ``has_waited`` at the boundary of ``reclaim_after_seconds`` and of the tolerance.
-* :class:`~cdk_gpu_share.core.reclaim.PlanState`: after any sequence of takes and
+* :class:`~cdk_gpu_share.core.policy.reclaim.PlanState`: after any sequence of takes and
   give-backs, every quantity it keeps incrementally (U, F, RI, the borrowing teams,
   what each team could still give back) equals the same quantity recomputed from
   scratch. Some of this bookkeeping only feeds conservative shortcuts (an overstated
@@ -23,8 +23,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cdk_gpu_share.core import reclaim
-from cdk_gpu_share.core.reclaim import (
+from cdk_gpu_share.core.policy import reclaim
+from cdk_gpu_share.core.policy.reclaim import (
     JobSpec,
     PlanState,
     Settings,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from cdk_gpu_share.core import reclaim
+from cdk_gpu_share.core.policy import reclaim
 from tests.builders import group, pend, run, state, team, victims
 
 
@@ -108,7 +108,7 @@ def test_the_lambda_plans_the_tree_from_its_settings():
     """The config's tree reaches the reclaim Lambda through its settings, and its cycle stops what the
     planner's tree rules choose: a's job, entitled at research (pool 2), reclaims from c, not d."""
     from cdk_gpu_share.aws import batch_reader as br
-    from cdk_gpu_share.core.config import parse_config
+    from cdk_gpu_share.core.configuration.parse import parse_config
     from cdk_gpu_share.lambdas.reclaim import handler as h
     from tests.batch_model import QUEUE, BatchModel, Clock
 

@@ -12,8 +12,8 @@ import pytest
 
 from cdk_gpu_share.cli import main
 from cdk_gpu_share.core import simulate as sim
-from cdk_gpu_share.core import trace
 from cdk_gpu_share.core.errors import ConfigError
+from cdk_gpu_share.core.records import trace
 from tests.data import alibaba_trace
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -209,7 +209,7 @@ def test_read_mapping(value, kwargs, result, problem):
 def test_the_platform_config_and_the_inference_section_check_a_mapping_alike():
     """One check of ``key: value`` pairs serves both parsers: the same words, each pointing at its
     own example when the mapping is required."""
-    from cdk_gpu_share.core.config import parse_config
+    from cdk_gpu_share.core.configuration.parse import parse_config
     from cdk_gpu_share.inference.config import parse_inference
 
     found: list[tuple] = []

@@ -1,10 +1,10 @@
-"""Why is my job waiting? The five reasons of :mod:`cdk_gpu_share.core.waiting`, as a case table."""
+"""Why is my job waiting? The five reasons of :mod:`cdk_gpu_share.core.records.waiting`, as a case table."""
 
 from __future__ import annotations
 
 import pytest
 
-from cdk_gpu_share.core.waiting import REASON_CODES, TeamView, explain
+from cdk_gpu_share.core.records.waiting import REASON_CODES, TeamView, explain
 
 T = TeamView
 
@@ -51,12 +51,12 @@ def test_the_sentences_name_the_numbers():
 
 
 # ---------------------------------------------------------------------------
-# GPU-hour accounting (core/usage.py), as the fair-share queue's metrics give it (no LentGpus)
+# GPU-hour accounting (core/records/usage.py), as the fair-share queue's metrics give it (no LentGpus)
 
 
 def test_daily_usage_attributes_lending_and_reconciles():
-    from cdk_gpu_share.core import metrics
-    from cdk_gpu_share.core.usage import POOL, daily
+    from cdk_gpu_share.core.records import metrics
+    from cdk_gpu_share.core.records.usage import POOL, daily
 
     day = 1_800_000_000 - 1_800_000_000 % 86400  # midnight UTC
     # 10 GPUs, guarantees 4 + 4 (2 unguaranteed). Minute 1: a uses 8 (borrows 4: 2 from the pool,
@@ -78,8 +78,8 @@ def test_daily_usage_attributes_lending_and_reconciles():
 
 
 def test_daily_usage_skips_minutes_without_both_gauges():
-    from cdk_gpu_share.core import metrics
-    from cdk_gpu_share.core.usage import daily
+    from cdk_gpu_share.core.records import metrics
+    from cdk_gpu_share.core.records.usage import daily
 
     rows = daily({"a": {metrics.USAGE: {0: 1, 60: 1}, metrics.GUARANTEE: {0: 1}}})
     assert [r.minutes for r in rows if r.team == "a"] == [1]

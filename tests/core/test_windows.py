@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from cdk_gpu_share.core.config import (
+from cdk_gpu_share.core.configuration.parse import (
     Amount,
     PlatformConfig,
     TeamConfig,

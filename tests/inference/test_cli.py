@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from cdk_gpu_share.cli import main
-from cdk_gpu_share.core import mig
+from cdk_gpu_share.core.catalog import mig
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:
@@ -148,7 +148,7 @@ inference:
 
 def _pasted(instance_type: str, line: str, profile: str):
     from cdk_gpu_share.core import validation as V
-    from cdk_gpu_share.core.config import parse_config
+    from cdk_gpu_share.core.configuration.parse import parse_config
 
     text = ENDPOINT.format(instance_type=instance_type, line=line, profile=profile)
     return parse_config(V.load_yaml(text, source="pasted.yaml"), source="pasted.yaml").inference.endpoints[0]

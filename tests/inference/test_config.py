@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from cdk_gpu_share.core.config import load_config, parse_config
+from cdk_gpu_share.core.configuration.parse import load_config, parse_config
 from cdk_gpu_share.core.errors import ConfigError
 from cdk_gpu_share.inference.config import (
     Copies,

@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cdk_gpu_share.cli import main
-from cdk_gpu_share.core import instances, mig
-from cdk_gpu_share.core.config import load_config, parse_config
+from cdk_gpu_share.core.catalog import instances, mig
+from cdk_gpu_share.core.configuration.parse import load_config, parse_config
 from cdk_gpu_share.core.errors import ConfigError
 from cdk_gpu_share.inference import fit as F
 from cdk_gpu_share.inference.config import Copies

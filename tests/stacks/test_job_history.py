@@ -11,10 +11,10 @@ import pytest
 import yaml
 from aws_cdk.assertions import Match, Template
 
-from cdk_gpu_share.core import history
-from cdk_gpu_share.core.config import parse_config
+from cdk_gpu_share.core.configuration.archive import DEFAULT_RETENTION_DAYS, archive_of, monthly_cost
+from cdk_gpu_share.core.configuration.parse import parse_config
 from cdk_gpu_share.core.errors import ConfigError
-from cdk_gpu_share.core.history_config import DEFAULT_RETENTION_DAYS, archive_of, monthly_cost
+from cdk_gpu_share.core.records import history
 from cdk_gpu_share.lambdas.history_details import handler as details
 from tests.helpers import ROOT, assert_cfn_lint_clean, assert_nag_clean, new_app, synth
 
@@ -139,7 +139,7 @@ def test_the_delivery_role_may_write_this_bucket_and_nothing_else(archived):
 
 
 def test_the_archive_is_on_by_default_where_a_batch_queue_is():
-    from cdk_gpu_share.core.config import load_config
+    from cdk_gpu_share.core.configuration.parse import load_config
 
     assert archive_of(parse_config(_raw())).retention_days == DEFAULT_RETENTION_DAYS
     assert archive_of(parse_config(_raw(enabled=False))) is None
@@ -170,7 +170,7 @@ def test_bad_history_settings_name_the_field(history_raw, field, message):
 
 
 def test_a_config_written_back_reads_the_same_history():
-    from cdk_gpu_share.core.config import config_mapping
+    from cdk_gpu_share.core.configuration.parse import config_mapping
 
     config = parse_config(_raw(readers=[READER], retention_days=30, enabled=True))
     again = parse_config(copy.deepcopy(config_mapping(config)))

@@ -14,8 +14,8 @@ import yaml
 from aws_cdk.assertions import Template
 
 from cdk_gpu_share.aws import batch_reader as br
-from cdk_gpu_share.core.config import parse_config
-from cdk_gpu_share.core.organisation import compile_flat
+from cdk_gpu_share.core.configuration.parse import parse_config
+from cdk_gpu_share.core.policy.organisation import compile_flat
 from cdk_gpu_share.stacks.app import build_platform
 from tests.helpers import ROOT, new_app
 

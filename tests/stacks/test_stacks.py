@@ -13,7 +13,7 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk.assertions import Match, Template
 
-from cdk_gpu_share.core.config import load_config
+from cdk_gpu_share.core.configuration.parse import load_config
 from cdk_gpu_share.stacks.app import build_platform, stack_name
 from tests.helpers import (
     FEATURE_FLAGS,

@@ -43,10 +43,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from cdk_gpu_share.core import instances
-from cdk_gpu_share.core.config import DEFAULT_MAX_PRIORITY
-from cdk_gpu_share.core.config import MAX_CHECKPOINT_SECONDS as MAX_TEAM_CHECKPOINT_SECONDS
-from cdk_gpu_share.core.fairshare import (  # noqa: F401
+from cdk_gpu_share.core.catalog import instances
+from cdk_gpu_share.core.configuration.parse import DEFAULT_MAX_PRIORITY
+from cdk_gpu_share.core.configuration.parse import MAX_CHECKPOINT_SECONDS as MAX_TEAM_CHECKPOINT_SECONDS
+from cdk_gpu_share.core.policy.fairshare import (  # noqa: F401
     SHARE_IDENTIFIER_MAX,
     gpus_of,
     reclaim_settings,
@@ -161,7 +161,7 @@ def _num(value: float) -> int | float:
 
 
 def team_settings(team: Any, capacity: Mapping[str, int]) -> dict:
-    """The planner's team entry (GPUs) for a :class:`~cdk_gpu_share.core.config.TeamConfig`
+    """The planner's team entry (GPUs) for a :class:`~cdk_gpu_share.core.configuration.parse.TeamConfig`
     on a fleet of ``capacity``, plus its ``share_identifier``. Defaults are left out."""
     entry: dict[str, Any] = {
         "name": team.name,
@@ -198,7 +198,7 @@ def group_settings(config: Any, capacity: Mapping[str, int]) -> dict:
 
 
 def settings_from_config(config: Any, *, queue: str | None = None) -> dict:
-    """The reclaim settings of a :class:`~cdk_gpu_share.core.config.PlatformConfig`'s fair-share queue."""
+    """The reclaim settings of a :class:`~cdk_gpu_share.core.configuration.parse.PlatformConfig`'s fair-share queue."""
     section = config.fairshare
     if section is None:
         raise ValueError("the config has no fairshare section")

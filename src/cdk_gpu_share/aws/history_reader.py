@@ -3,7 +3,7 @@
 
 Every object under the archive's prefix is considered (the key layout: docs/history.md, "Object
 keys"): an object whose key has a ``YYYY/MM/DD`` part outside the days asked for is skipped
-unread, any other is read, gzip or not. The records go to :func:`cdk_gpu_share.core.history.reconstruct` with the
+unread, any other is read, gzip or not. The records go to :func:`cdk_gpu_share.core.records.history.reconstruct` with the
 config hash their key names. The caller passes a boto3 ``s3`` client.
 
 The archive is untrusted input: each object, and the whole read, is bounded (the ``MAX_``
@@ -22,7 +22,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from cdk_gpu_share.core import history
+from cdk_gpu_share.core.records import history
 
 __all__ = ["MAX_JOBS", "MAX_LIST_PAGES", "MAX_MEMBERS", "MAX_OBJECT_BYTES", "MAX_OBJECT_SECONDS", "MAX_OBJECTS",
            "MAX_READ_BYTES", "MAX_READ_OBJECTS", "ArchiveRead", "read_archive", "read_batch", "read_sagemaker"]
@@ -37,7 +37,7 @@ MAX_LIST_PAGES = 2_000
 #: Firehose's largest buffer. A larger object is skipped whole (a gzip bomb stops here).
 MAX_OBJECT_BYTES = 128 * 1024 * 1024
 #: gzip members an object may hold: at most one a record, and an object is read for at most
-#: :data:`cdk_gpu_share.core.history.MAX_LINES` records. An object of more is skipped whole.
+#: :data:`cdk_gpu_share.core.records.history.MAX_LINES` records. An object of more is skipped whole.
 MAX_MEMBERS = 500_000
 #: Seconds the decompression of one object may take: 128 MiB decompress in well under a second
 #: on an idle machine, so only a hostile object, or a machine far too busy, reaches it.

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
 
-from cdk_gpu_share.core import metrics
+from cdk_gpu_share.core.records import metrics
 
 __all__ = ["MAX_QUERIES", "GAUGES", "read_series"]
 

@@ -24,8 +24,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from cdk_gpu_share.core import history, instances
+from cdk_gpu_share.core.catalog import instances
 from cdk_gpu_share.core.errors import GpuShareError
+from cdk_gpu_share.core.records import history
 
 __all__ = [
     "QUOTA_QUEUE_TYPE",
@@ -284,7 +285,7 @@ def _summary_job(s: Any, skipped: list[str]) -> WaitingJob | None:
 def service_job_need(job: Mapping[str, Any]) -> dict[str, float]:
     """Instances per type a service job asks for, from its SageMaker request (a ``DescribeServiceJob``
     answer's ``serviceRequestPayload``: ``ResourceConfig``, or its ``InstanceGroups``); ``{}`` when
-    it names none (:func:`cdk_gpu_share.core.history.request_instances`, the archive's rule too)."""
+    it names none (:func:`cdk_gpu_share.core.records.history.request_instances`, the archive's rule too)."""
     return history.request_instances(job.get("serviceRequestPayload"))
 
 

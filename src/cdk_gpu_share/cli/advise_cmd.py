@@ -96,7 +96,7 @@ def _inputs(args: argparse.Namespace) -> tuple[dict[str, Any], Any, float, float
         if args.hierarchy == "compiled":
             raise ConfigError(Problem(field="--hierarchy", value="compiled", message="needs --config",
                                       fix="pass --config PLATFORM.yaml: a compilation is in whole instances"))
-        from cdk_gpu_share.core.organisation import check_hierarchy
+        from cdk_gpu_share.core.policy.organisation import check_hierarchy
 
         data = sim.load_scenario_data(args.scenario)
         scenario = sim.parse_scenario(data, source=args.scenario)  # refuses what simulate refuses
@@ -104,8 +104,8 @@ def _inputs(args: argparse.Namespace) -> tuple[dict[str, Any], Any, float, float
         return data, None, sim.DEFAULT_POLL_SECONDS, None, args.scenario
     from cdk_gpu_share.core import scenario as sc
     from cdk_gpu_share.core.advise.config_file import instance_of
-    from cdk_gpu_share.core.config import load_config
-    from cdk_gpu_share.core.organisation import as_replayed, reading, reading_text
+    from cdk_gpu_share.core.configuration.parse import load_config
+    from cdk_gpu_share.core.policy.organisation import as_replayed, reading, reading_text
 
     config = load_config(args.config)
     backend = sc.choose_backend(config, args.backend)

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from cdk_gpu_share.cli.simulate_cmd import _REPORT_CSS
-from cdk_gpu_share.core.objectives import OBJECTIVE_UNITS
+from cdk_gpu_share.core.configuration.objectives import OBJECTIVE_UNITS
 from cdk_gpu_share.core.text import html_table
 
 __all__ = ["advised_simulate_report", "frontier_svg", "render_advice_report", "write_advice_report"]

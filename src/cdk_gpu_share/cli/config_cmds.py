@@ -9,8 +9,8 @@ from pathlib import Path
 
 from cdk_gpu_share.cli._files import replace_file
 from cdk_gpu_share.cli._parser import add_config_argument
-from cdk_gpu_share.core import backends
-from cdk_gpu_share.core.config import PlatformConfig, deploy_problems, load_config, objective_warnings
+from cdk_gpu_share.core.configuration import backends
+from cdk_gpu_share.core.configuration.parse import PlatformConfig, deploy_problems, load_config, objective_warnings
 from cdk_gpu_share.core.errors import ConfigError, GpuShareError, Problem
 from cdk_gpu_share.core.plan import fleet_plan, format_plan, summarize
 from cdk_gpu_share.core.text import plural
@@ -117,14 +117,14 @@ def _jsonable(value: object) -> object:
 
 
 def _schema(args: argparse.Namespace) -> int:
-    from cdk_gpu_share.core.config_schema import schema_text
+    from cdk_gpu_share.core.configuration.schema import schema_text
 
     print(schema_text(), end="")
     return 0
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from cdk_gpu_share.core.guard import identity_warnings
+    from cdk_gpu_share.core.policy.guard import identity_warnings
 
     config = load_config(args.config)
     plan = fleet_plan(config)
@@ -145,7 +145,13 @@ def _warn(config: PlatformConfig) -> None:
 
 
 def _guard(args: argparse.Namespace) -> int:
-    from cdk_gpu_share.core.guard import SCP_MAX_CHARACTERS, compact, guard_policy, identity_tag_keys, split_guard
+    from cdk_gpu_share.core.policy.guard import (
+        SCP_MAX_CHARACTERS,
+        compact,
+        guard_policy,
+        identity_tag_keys,
+        split_guard,
+    )
 
     config = load_config(args.config)
     policy = guard_policy(config, args.partition)
@@ -172,7 +178,7 @@ def _guard(args: argparse.Namespace) -> int:
 def _write_guard(parts: list, folder: str) -> None:
     """Write each SCP of the guard as ``<name>.json`` in ``folder`` (:func:`replace_file`: a link of
     that name is replaced, never followed) and say what to attach."""
-    from cdk_gpu_share.core.guard import GUARD_NAME
+    from cdk_gpu_share.core.policy.guard import GUARD_NAME
 
     where = Path(folder)
     if not where.is_dir():
@@ -420,7 +426,7 @@ def _describe_endpoint(resource: dict) -> list[str]:
     props = resource.get("Properties", {})
     kind = resource["Type"]
     if kind == "Custom::GpuShareMigEndpoint":
-        from cdk_gpu_share.core import instances
+        from cdk_gpu_share.core.catalog import instances
 
         layout = props.get("Layout", [])
         info = instances.lookup(str(props.get("InstanceType")))

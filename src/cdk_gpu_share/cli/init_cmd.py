@@ -90,7 +90,7 @@ def init_project(folder: str | Path, backend: str = DEFAULT_BACKEND) -> list[Pat
     so a refusal leaves the folder as it was.
     """
     from cdk_gpu_share.core import validation as V
-    from cdk_gpu_share.core.config import parse_config
+    from cdk_gpu_share.core.configuration.parse import parse_config
 
     if backend not in BACKENDS:
         raise ConfigError(Problem("--backend", backend, "has no starter config", f"use one of {', '.join(BACKENDS)}"))

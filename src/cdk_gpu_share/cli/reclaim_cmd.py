@@ -74,7 +74,7 @@ def load_state(path: str) -> tuple[object, str]:
 
 
 def run_plan(args: argparse.Namespace) -> int:
-    from cdk_gpu_share.core import reclaim
+    from cdk_gpu_share.core.policy import reclaim
 
     state, source = load_state(args.file)
     try:

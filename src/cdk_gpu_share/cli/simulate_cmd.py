@@ -6,7 +6,7 @@
     gpu-share trace convert --from alibaba-openb FILE [-o OUT.csv]
     gpu-share trace sample [[--config] PLATFORM.yaml [--backend B]] [--jobs N] [--seed S] [-o OUT.csv]
 
-The rules live in :mod:`cdk_gpu_share.core.simulate` and :mod:`cdk_gpu_share.core.trace`;
+The rules live in :mod:`cdk_gpu_share.core.simulate` and :mod:`cdk_gpu_share.core.records.trace`;
 this module only parses arguments and renders results.
 """
 
@@ -30,13 +30,13 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from cdk_gpu_share.core.compare import Comparison
-    from cdk_gpu_share.core.config import PlatformConfig
+    from cdk_gpu_share.core.configuration.parse import PlatformConfig
     from cdk_gpu_share.core.simulate import Job, SimResult
 
 
 def _backend_names() -> str:
     """``batch_quota, hyperpod or fairshare``: the backends ``--backend`` may name."""
-    from cdk_gpu_share.core import backends
+    from cdk_gpu_share.core.configuration import backends
 
     keys = backends.keys()
     return ", ".join(keys[:-1]) + " or " + keys[-1] if len(keys) > 1 else keys[0]
@@ -129,7 +129,7 @@ def _add_trace(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _add_trace_convert(tsub: argparse._SubParsersAction) -> None:
-    from cdk_gpu_share.core.trace import SOURCES
+    from cdk_gpu_share.core.records.trace import SOURCES
 
     c = tsub.add_parser(
         "convert",
@@ -147,7 +147,7 @@ def _add_trace_convert(tsub: argparse._SubParsersAction) -> None:
 
 
 def _add_trace_sample(tsub: argparse._SubParsersAction) -> None:
-    from cdk_gpu_share.core.trace import SAMPLE_JOBS, SAMPLE_SEED
+    from cdk_gpu_share.core.records.trace import SAMPLE_JOBS, SAMPLE_SEED
 
     s = tsub.add_parser(
         "sample",
@@ -216,14 +216,14 @@ def _load_scenario(args: argparse.Namespace) -> tuple[Any, float, str]:
         if getattr(args, "hierarchy", None) == "compiled":
             raise ConfigError(Problem(field="--hierarchy", value="compiled", message="needs --config",
                                       fix="pass --config PLATFORM.yaml: a compilation is in whole instances"))
-        from cdk_gpu_share.core.organisation import check_hierarchy
+        from cdk_gpu_share.core.policy.organisation import check_hierarchy
 
         scenario = sim.load_scenario(args.scenario)
         check_hierarchy(getattr(args, "hierarchy", None), bool(scenario.state.groups), args.scenario)
         return scenario, poll or sim.DEFAULT_POLL_SECONDS, args.scenario
     from cdk_gpu_share.core import scenario as sc
-    from cdk_gpu_share.core.config import load_config
-    from cdk_gpu_share.core.organisation import as_replayed, reading, reading_text
+    from cdk_gpu_share.core.configuration.parse import load_config
+    from cdk_gpu_share.core.policy.organisation import as_replayed, reading, reading_text
 
     config = load_config(args.config)
     backend = sc.choose_backend(config, args.backend)
@@ -317,10 +317,10 @@ def run_simulate(args: argparse.Namespace) -> int:
 
 def run_fidelity(args: argparse.Namespace) -> int:
     """``--fidelity``: the simulator's error against the export's real figures, per team."""
-    from cdk_gpu_share.core import fidelity
     from cdk_gpu_share.core import simulate as sim
-    from cdk_gpu_share.core.config import load_config
-    from cdk_gpu_share.core.history import policy_hash
+    from cdk_gpu_share.core.configuration.parse import load_config
+    from cdk_gpu_share.core.records import fidelity
+    from cdk_gpu_share.core.records.history import policy_hash
 
     if args.config is None:
         raise ConfigError(Problem("--fidelity", None, "needs --config",
@@ -374,7 +374,7 @@ def _check_deployed(real: Any, deployed: str, config: str) -> None:
 
 def render_fidelity(table: dict[str, dict[str, dict[str, float]]], *, described: str = "") -> str:
     """The fidelity table: per team and metric, real, simulated and their difference."""
-    from cdk_gpu_share.core.fidelity import METRICS
+    from cdk_gpu_share.core.records.fidelity import METRICS
 
     lines = [f"Fidelity: simulated against real, per team ({described}); error = simulated - real"]
     rows = []
@@ -481,8 +481,8 @@ def _run_gap(args: argparse.Namespace, jobs: Any, poll: float) -> dict[str, dict
     compilation: ``{"tree": {...}, "compiled": {...}}``, each the run's pool figures, ``teams``
     and ``groups`` (the compiled run's groups over the same teams as the tree's). Else ``{}``."""
     from cdk_gpu_share.core import simulate as sim
-    from cdk_gpu_share.core.config import load_config
-    from cdk_gpu_share.core.organisation import HIERARCHY_MODES
+    from cdk_gpu_share.core.configuration.parse import load_config
+    from cdk_gpu_share.core.policy.organisation import HIERARCHY_MODES
 
     if args.config is None or not load_config(args.config).groups:
         return {}
@@ -539,7 +539,7 @@ def render_gap(gap: dict[str, dict[str, Any]]) -> str:
 
 def objective_warnings(scenario: Any) -> list[str]:
     """One ``warning:`` line per team of the scenario whose objectives its sharing cannot meet."""
-    from cdk_gpu_share.core.objectives import never_stopped_conflict
+    from cdk_gpu_share.core.configuration.objectives import never_stopped_conflict
 
     out = []
     for name, targets in scenario.objectives.items():
@@ -622,7 +622,7 @@ def render_table(d: dict[str, Any], *, poll_seconds: float | None = None,
 
 def objectives_cell(evaluations: dict[str, Any]) -> str:
     """A team's objectives in one cell: each one's value, target and verdict (``-``: none)."""
-    from cdk_gpu_share.core.objectives import verdict_text
+    from cdk_gpu_share.core.configuration.objectives import verdict_text
 
     return ", ".join(verdict_text(k, e) for k, e in evaluations.items()) or "-"
 
@@ -921,7 +921,7 @@ def write_report(cmp: Comparison, runs: Sequence[tuple[str, SimResult | None]], 
 
 
 def run_convert(args: argparse.Namespace) -> int:
-    from cdk_gpu_share.core.trace import convert
+    from cdk_gpu_share.core.records.trace import convert
 
     if args.output:
         from cdk_gpu_share.cli._files import check_output
@@ -940,7 +940,7 @@ DEFAULT_CONFIG = "platform.yaml"
 
 
 def run_sample(args: argparse.Namespace) -> int:
-    from cdk_gpu_share.core import trace
+    from cdk_gpu_share.core.records import trace
 
     if not 1 <= args.jobs <= MAX_SAMPLE_JOBS:
         raise ConfigError(Problem(field="--jobs", value=args.jobs, message=f"must be 1 to {MAX_SAMPLE_JOBS:,}",
@@ -961,8 +961,8 @@ def run_sample(args: argparse.Namespace) -> int:
                   file=sys.stderr)
         return 0
     from cdk_gpu_share.core import scenario as sc
-    from cdk_gpu_share.core.config import load_config
-    from cdk_gpu_share.core.instances import GPU_RESOURCE
+    from cdk_gpu_share.core.catalog.instances import GPU_RESOURCE
+    from cdk_gpu_share.core.configuration.parse import load_config
 
     platform = load_config(config)
     present = sc.simulated_backends(platform)
@@ -1007,7 +1007,7 @@ def _write_jobs(jobs: Any, output: str | None) -> None:
     import io
 
     from cdk_gpu_share.cli._files import write_output
-    from cdk_gpu_share.core.trace import write_trace
+    from cdk_gpu_share.core.records.trace import write_trace
 
     if not output:
         write_trace(jobs, sys.stdout)

@@ -41,7 +41,7 @@ def readers() -> list[Any]:
     the queue needs), ``reads(detail)`` (whether a ``DescribeJobQueues`` entry is its kind of
     queue), ``report(client, queue, detail, config, *, now, sleep)`` and ``format(report)``.
     """
-    from cdk_gpu_share.core import backends
+    from cdk_gpu_share.core.configuration import backends
 
     return [importlib.import_module(spec.status) for spec in backends.registered() if spec.status]
 
@@ -129,7 +129,7 @@ def run_status(args: argparse.Namespace) -> int:
         raise ConfigError(Problem("--history", history, "is not a readable file",
                                   "pass a job trace CSV, as gpu-share trace export writes"))
     if args.config:
-        from cdk_gpu_share.core.config import load_config
+        from cdk_gpu_share.core.configuration.parse import load_config
 
         config = load_config(args.config)  # ConfigError: exit 2 before any AWS call
     queue = args.queue or _only_queue(config)
@@ -195,8 +195,8 @@ def _archive_history(url: str, config: Any, backend: str, now: float, region: st
     chose it, since the platform stack deploys both."""
     from cdk_gpu_share.aws import history_reader
     from cdk_gpu_share.cli import trace_export_cmd as tx
-    from cdk_gpu_share.core import history
     from cdk_gpu_share.core.eta import FinishedJob, History
+    from cdk_gpu_share.core.records import history
 
     bucket, _, prefix = url[len("s3://"):].partition("/")
     if not bucket:
@@ -259,9 +259,9 @@ def _estimate(report: dict[str, Any], jobs: list[Any], config: Any, backend: str
     """The expected start of the waiting job of ``report`` (:func:`cdk_gpu_share.core.eta.live.live_estimate`),
     replaying the policy of ``backend`` in ``config`` with the finished jobs of ``history_path``."""
     from cdk_gpu_share.core import eta
-    from cdk_gpu_share.core import history as archive
     from cdk_gpu_share.core import scenario as sc
     from cdk_gpu_share.core import simulate as sim
+    from cdk_gpu_share.core.records import history as archive
 
     scenario = sim.parse_scenario(sc.scenario_from_config(config, backend), source=f"{config.source} ({backend})")
     poll = sc.poll_seconds_of(config, backend) or sim.DEFAULT_POLL_SECONDS

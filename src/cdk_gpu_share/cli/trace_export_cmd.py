@@ -1,7 +1,7 @@
 """``gpu-share trace export CONFIG --from DAY --to DAY [--source archive|batch|sagemaker] [-o JOBS.csv]``.
 
 Writes the jobs the platform's teams really ran as the simulator's job trace, from the job
-archive, or from what AWS Batch or SageMaker still list (:mod:`cdk_gpu_share.core.history`
+archive, or from what AWS Batch or SageMaker still list (:mod:`cdk_gpu_share.core.records.history`
 rebuilds the jobs; :mod:`cdk_gpu_share.aws.history_reader` reads AWS). Times are seconds from
 ``--from`` at 00:00 UTC, which the header comment states.
 """
@@ -115,9 +115,9 @@ def _aws_error(exc: Exception, what: str, region: str | None, actions: tuple[str
 
 def run_export(args: argparse.Namespace) -> int:
     from cdk_gpu_share.aws import history_reader
-    from cdk_gpu_share.core import history
     from cdk_gpu_share.core import scenario as sc
-    from cdk_gpu_share.core.config import load_config
+    from cdk_gpu_share.core.configuration.parse import load_config
+    from cdk_gpu_share.core.records import history
 
     output = args.output if args.output and args.output != "-" else None
     if args.json and output is None:
@@ -221,7 +221,7 @@ def queues_by_kind(config: Any) -> tuple[list[str], list[str]]:
 def _csv(export: Any, origin_ms: int, source: str) -> str:
     import io
 
-    from cdk_gpu_share.core import history
+    from cdk_gpu_share.core.records import history
 
     buf = io.StringIO()
     history.write_export(export, buf, origin_ms=origin_ms, source=source)

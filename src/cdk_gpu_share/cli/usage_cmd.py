@@ -3,7 +3,7 @@
 Reads back from CloudWatch the per-minute metrics the platform publishes (the share monitor's
 for Batch quota management, the reclaimer's for the fair-share queue) and prints, per team and
 UTC day: GPU-hours used within the guarantee, borrowed, lent, the idle guarantee, and
-preemptions (:mod:`cdk_gpu_share.core.usage` defines each). What a platform team sends as
+preemptions (:mod:`cdk_gpu_share.core.records.usage` defines each). What a platform team sends as
 chargeback. The totals reconcile: within + idle = guarantee x hours for each team; over the
 teams, borrowed = lent + unguaranteed capacity used (the ``(unguaranteed)`` row).
 """
@@ -92,8 +92,8 @@ def _days(first: str, last: str, now: float) -> tuple[datetime, datetime]:
 
 def run_usage(args: argparse.Namespace) -> int:
     from cdk_gpu_share.aws import metrics_reader
-    from cdk_gpu_share.core import usage
-    from cdk_gpu_share.core.config import load_config
+    from cdk_gpu_share.core.configuration.parse import load_config
+    from cdk_gpu_share.core.records import usage
 
     config = load_config(args.config)
     start, last = _days(args.start, args.end, _now())
@@ -137,7 +137,7 @@ def run_usage(args: argparse.Namespace) -> int:
 
 def _check(rows: list[Any]) -> dict[str, Any]:
     """The two identities, over the whole period (GPU-hours)."""
-    from cdk_gpu_share.core.usage import POOL
+    from cdk_gpu_share.core.records.usage import POOL
 
     teams = [r for r in rows if r.team != POOL]
     off = max((abs(r.within_gpu_hours + r.idle_gpu_hours - r.guarantee_gpu_hours) for r in teams), default=0.0)

@@ -1,7 +1,7 @@
 """One metric factory per backend, used by the constructs' ``metric_*`` methods and the dashboards.
 
 - :class:`ReclaimerMetrics`: what the fair-share queue's reclaim Lambda emits (namespace
-  :data:`cdk_gpu_share.core.metrics.NAMESPACE`, per queue and team). Used by
+  :data:`cdk_gpu_share.core.records.metrics.NAMESPACE`, per queue and team). Used by
   :class:`~cdk_gpu_share.backends.fairshare.construct.FairshareQueue` and
   :class:`~cdk_gpu_share.constructs.dashboard.GpuShareDashboard`.
 - :class:`InferenceComponentMetrics`: what SageMaker publishes per inference component
@@ -34,7 +34,7 @@ from typing import Any
 import aws_cdk as cdk
 from aws_cdk import aws_cloudwatch as cw
 
-from cdk_gpu_share.core import metrics as m
+from cdk_gpu_share.core.records import metrics as m
 
 #: The label of each reclaimer metric in graphs ("team-a used"; per-queue metrics unprefixed).
 LABELS = {
@@ -61,7 +61,7 @@ def reclaimer_metric(queue_name: str, metric_name: str, team: str | None = None,
     """A metric the reclaim Lambda emits for ``queue_name`` (and ``team`` when given).
 
     :param options: passed to :class:`aws_cdk.aws_cloudwatch.Metric`. Default statistic: the one
-        :data:`cdk_gpu_share.core.metrics.STATISTIC` names for the metric.
+        :data:`cdk_gpu_share.core.records.metrics.STATISTIC` names for the metric.
     """
     options.setdefault("statistic", m.STATISTIC.get(metric_name, "Average"))
     return cw.Metric(namespace=m.NAMESPACE, metric_name=metric_name, dimensions_map=_dimensions(queue_name, team),

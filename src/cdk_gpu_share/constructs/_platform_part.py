@@ -14,7 +14,7 @@ from typing import Any, Protocol
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from cdk_gpu_share.core.config import PlatformConfig, TeamConfig
+from cdk_gpu_share.core.configuration.parse import PlatformConfig, TeamConfig
 
 
 class TeamStackLike(Protocol):

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import aws_cdk as cdk
 from constructs import Construct
 
-from cdk_gpu_share.core.config import TeamConfig
+from cdk_gpu_share.core.configuration.parse import TeamConfig
 from cdk_gpu_share.core.errors import ConfigError, Problem
 
 

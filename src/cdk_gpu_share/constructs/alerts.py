@@ -24,7 +24,7 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subs
 from constructs import Construct, IConstruct
 
-from cdk_gpu_share.core.alerts_config import AlertsConfig, parse_alerts
+from cdk_gpu_share.core.configuration.alerts import AlertsConfig, parse_alerts
 from cdk_gpu_share.core.errors import ConfigError, Problem
 
 

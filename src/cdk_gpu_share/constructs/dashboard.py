@@ -1,7 +1,7 @@
 """GpuShareDashboard: what the GPU sharing does, per team, and alarms when it goes wrong.
 
 The reclaim Lambda of a classic fair-share queue emits one set of metrics per team
-and per reclaim cycle (:mod:`cdk_gpu_share.core.metrics`, embedded metric format).
+and per reclaim cycle (:mod:`cdk_gpu_share.core.records.metrics`, embedded metric format).
 This construct reads those metrics only:
 
 * a CloudWatch dashboard: per team, GPUs used against the guarantee and GPUs borrowed;
@@ -50,13 +50,13 @@ from aws_cdk import aws_sns_subscriptions as subs
 from constructs import Construct
 
 from cdk_gpu_share.constructs._metrics import ReclaimerMetrics
-from cdk_gpu_share.core import metrics as m
-from cdk_gpu_share.core.config import FAIRSHARE
+from cdk_gpu_share.core.configuration.objectives import guarantee_wait_alarm_seconds
+from cdk_gpu_share.core.configuration.parse import FAIRSHARE
 from cdk_gpu_share.core.errors import ConfigError, Problem
-from cdk_gpu_share.core.objectives import guarantee_wait_alarm_seconds
+from cdk_gpu_share.core.records import metrics as m
 
 if TYPE_CHECKING:
-    from cdk_gpu_share.core.config import PlatformConfig
+    from cdk_gpu_share.core.configuration.parse import PlatformConfig
     from cdk_gpu_share.inference.construct import MigInferenceEndpoint
 
 

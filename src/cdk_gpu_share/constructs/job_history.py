@@ -41,8 +41,8 @@ from constructs import Construct
 
 from cdk_gpu_share.constructs._checks import acknowledge_nag, acknowledge_role_dependency
 from cdk_gpu_share.constructs._lambda_code import package_code
-from cdk_gpu_share.core import history
-from cdk_gpu_share.core.history_config import HistoryConfig
+from cdk_gpu_share.core.configuration.archive import HistoryConfig
+from cdk_gpu_share.core.records import history
 
 __all__ = ["ARCHIVE_PREFIX", "DETAILS_HANDLER", "JobHistory"]
 
@@ -69,7 +69,7 @@ class JobHistory(Construct):
     """The archive of ``job_queues`` (ARNs of classic Batch queues) and ``service_queues`` (ARNs
     of quota-management queues), kept ``config.retention_days``, read by ``config.readers``.
 
-    :param policy_hash: the hash of the config deployed (:func:`cdk_gpu_share.core.history.policy_hash`).
+    :param policy_hash: the hash of the config deployed (:func:`cdk_gpu_share.core.records.history.policy_hash`).
     """
 
     def __init__(self, scope: Construct, id: str, *, config: HistoryConfig, job_queues: Sequence[str],

@@ -1,6 +1,6 @@
 """SharedGpuQuota: team GPU quotas with lending, borrowing and preemption.
 
-One team model (:class:`~cdk_gpu_share.core.config.TeamConfig`), two backends, each in its
+One team model (:class:`~cdk_gpu_share.core.configuration.parse.TeamConfig`), two backends, each in its
 package: :class:`~cdk_gpu_share.backends.batch_quota.construct.BatchQuotaBackend` (AWS Batch
 quota management for SageMaker Training) and
 :class:`~cdk_gpu_share.backends.hyperpod.construct.HyperPodBackend` (SageMaker HyperPod task
@@ -36,7 +36,7 @@ from cdk_gpu_share.backends.hyperpod.construct import CfnComputeQuota, HyperPodB
 from cdk_gpu_share.constructs._checks import raise_props_problems
 from cdk_gpu_share.constructs._platform_part import TeamStackLike
 from cdk_gpu_share.constructs._quota import TeamQuota, raise_problems, sagemaker_type
-from cdk_gpu_share.core.config import (
+from cdk_gpu_share.core.configuration.parse import (
     BatchQuotaConfig,
     GroupConfig,
     HyperPodConfig,
@@ -45,7 +45,7 @@ from cdk_gpu_share.core.config import (
     config_problems,
 )
 from cdk_gpu_share.core.errors import ConfigError, Problem
-from cdk_gpu_share.core.organisation import compile_flat
+from cdk_gpu_share.core.policy.organisation import compile_flat
 
 #: The id of synth's warning that a backend deploys the tree's flat approximation.
 COMPILED_TREE = "gpu-share:compiledTree"
@@ -111,7 +111,7 @@ class SharedGpuQuota(Construct):
 
     def _compile(self, config: PlatformConfig) -> None:
         """Take ``config``'s tree: neither backend knows groups, so each team gets the compilation's
-        share (:func:`cdk_gpu_share.core.organisation.compile_flat`), and synth says what changed."""
+        share (:func:`cdk_gpu_share.core.policy.organisation.compile_flat`), and synth says what changed."""
         if not config.groups:
             return
         self._groups = tuple(config.groups)

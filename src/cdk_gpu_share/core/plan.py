@@ -19,12 +19,20 @@ import math
 from datetime import datetime, time, timedelta, timezone
 from typing import Any
 
-from cdk_gpu_share.core import backends, instances
-from cdk_gpu_share.core.borrowing import borrow_cap, instance_equivalent
-from cdk_gpu_share.core.config import Amount, PlatformConfig, TeamConfig, deploy_problems, group_tree, team_in_window
-from cdk_gpu_share.core.history_config import archive_of, monthly_cost
-from cdk_gpu_share.core.objectives import target_text
-from cdk_gpu_share.core.organisation import compilation, compile_flat
+from cdk_gpu_share.core.catalog import instances
+from cdk_gpu_share.core.configuration import backends
+from cdk_gpu_share.core.configuration.archive import archive_of, monthly_cost
+from cdk_gpu_share.core.configuration.objectives import target_text
+from cdk_gpu_share.core.configuration.parse import (
+    Amount,
+    PlatformConfig,
+    TeamConfig,
+    deploy_problems,
+    group_tree,
+    team_in_window,
+)
+from cdk_gpu_share.core.policy.borrowing import borrow_cap, instance_equivalent
+from cdk_gpu_share.core.policy.organisation import compilation, compile_flat
 from cdk_gpu_share.core.scenario import amount_gpus
 from cdk_gpu_share.core.text import format_table
 from cdk_gpu_share.core.windows import boundaries, window_mapping

@@ -1,13 +1,13 @@
 """The simulator's scenario, built from the platform config (``gpu-share simulate --config``).
 
 One pure function, :func:`scenario_from_config`, maps a validated
-:class:`~cdk_gpu_share.core.config.PlatformConfig` and one of its backends to the
+:class:`~cdk_gpu_share.core.configuration.parse.PlatformConfig` and one of its backends to the
 ``capacity``, ``settings`` and ``teams`` of a reclaim-plan input
 (``docs/simulator.md``), so nobody hand-writes a scenario JSON.
 
 The simulator's pool is fungible GPUs. Amounts are therefore counted in GPUs:
 
-- whole instances: instances x the type's GPUs (from :mod:`cdk_gpu_share.core.instances`);
+- whole instances: instances x the type's GPUs (from :mod:`cdk_gpu_share.core.catalog.instances`);
 - ``accelerators``: that many GPUs;
 - MIG partitions: the fraction of a GPU each profile is, in compute slices of seven
   (``mig-3g.40gb`` is 3/7 of a GPU);
@@ -29,8 +29,11 @@ from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
-from cdk_gpu_share.core import backends, hierarchy, instances, mig, reclaim
-from cdk_gpu_share.core.config import (
+from cdk_gpu_share.core.catalog import instances, mig
+from cdk_gpu_share.core.catalog.instances import GPU_RESOURCE as RESOURCE
+from cdk_gpu_share.core.configuration import backends, hierarchy
+from cdk_gpu_share.core.configuration.objectives import ENTITLEMENT_KEY
+from cdk_gpu_share.core.configuration.parse import (
     HYPERPOD,
     Amount,
     GroupConfig,
@@ -40,8 +43,7 @@ from cdk_gpu_share.core.config import (
     team_in_window,
 )
 from cdk_gpu_share.core.errors import ConfigError, Problem
-from cdk_gpu_share.core.instances import GPU_RESOURCE as RESOURCE
-from cdk_gpu_share.core.objectives import ENTITLEMENT_KEY
+from cdk_gpu_share.core.policy import reclaim
 from cdk_gpu_share.core.windows import window_mapping
 
 
@@ -218,7 +220,7 @@ def node_quotas(scenario_state: Any) -> dict[str, dict[str, Any]]:
     group and team, B None when unlimited (a team's B is its own borrow cap, rule 1).
 
     With a config: ``node_quotas(parse_scenario(scenario_from_config(config, backend)).state)``
-    gives the tree in GPUs; :func:`cdk_gpu_share.core.config.group_tree` the same in instances.
+    gives the tree in GPUs; :func:`cdk_gpu_share.core.configuration.parse.group_tree` the same in instances.
     """
     tree = hierarchy.Tree.of_state(scenario_state)
     out: dict[str, dict[str, Any]] = {}

@@ -1,8 +1,8 @@
 """The validation toolkit: one set of helpers for every input the library reads.
 
-The platform config (:mod:`cdk_gpu_share.core.config`), the inference section
+The platform config (:mod:`cdk_gpu_share.core.configuration.parse`), the inference section
 (:mod:`cdk_gpu_share.inference.config`), the reclaim planner's state
-(:mod:`cdk_gpu_share.core.reclaim`) and the simulator's scenario and trace
+(:mod:`cdk_gpu_share.core.policy.reclaim`) and the simulator's scenario and trace
 (:mod:`cdk_gpu_share.core.simulate`) all read user input through these:
 
 - **Field paths**, written one way: :func:`key` and :func:`item`

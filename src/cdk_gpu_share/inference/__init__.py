@@ -15,7 +15,7 @@ One package for the feature, split by layer as a backend's package is:
 It sits beside ``backends/``, not under it: a backend is a scheduler of training jobs with team
 quotas, lending and reclaim, registered as a ``BackendSpec``; inference registers none of that
 and has its own section, construct, Lambda and command. The MIG catalog (profiles, placement,
-layouts) stays in :mod:`cdk_gpu_share.core.mig`, beside the instance catalog: it is a fact table
+layouts) stays in :mod:`cdk_gpu_share.core.catalog.mig`, beside the instance catalog: it is a fact table
 of the hardware, read by the Kueue and HyperPod backends' MIG guarantees as much as by inference.
 
 Importing this package loads nothing: each module is imported by the layer that needs it.

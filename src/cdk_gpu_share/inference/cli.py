@@ -27,8 +27,8 @@ import yaml
 import cdk_gpu_share.inference.fit as F
 from cdk_gpu_share.cli._files import check_output, write_output
 from cdk_gpu_share.cli._progress import ProgressBar
-from cdk_gpu_share.core import instances, mig
 from cdk_gpu_share.core import validation as V
+from cdk_gpu_share.core.catalog import instances, mig
 from cdk_gpu_share.core.errors import ConfigError, Problem
 from cdk_gpu_share.core.text import format_table
 from cdk_gpu_share.inference.config import check_endpoint, parse_inference

@@ -1,7 +1,7 @@
 """The ``inference`` section of the platform config: MIG-partitioned SageMaker endpoints.
 
 Pure Python. :func:`parse_inference` reads the section (called by
-:func:`cdk_gpu_share.core.config.parse_config`); :func:`check_endpoint` holds every
+:func:`cdk_gpu_share.core.configuration.parse.parse_config`); :func:`check_endpoint` holds every
 synth-time rule of a partitioned endpoint and is used by the config parser and by
 the :class:`~cdk_gpu_share.inference.construct.MigInferenceEndpoint` construct
 alike, so a rule exists once.
@@ -55,8 +55,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from cdk_gpu_share.core import instances, mig
 from cdk_gpu_share.core import validation as V
+from cdk_gpu_share.core.catalog import instances, mig
 from cdk_gpu_share.core.errors import ConfigError, Problem
 
 __all__ = [

@@ -126,7 +126,7 @@ from cdk_gpu_share.inference.config import (
 
 if TYPE_CHECKING:
     from cdk_gpu_share.constructs._metrics import InferenceComponentMetrics
-    from cdk_gpu_share.core.config import PlatformConfig
+    from cdk_gpu_share.core.configuration.parse import PlatformConfig
 
 __all__ = [
     "MigInferenceEndpoint",

@@ -69,8 +69,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cdk_gpu_share.core import instances, mig
 from cdk_gpu_share.core import validation as V
+from cdk_gpu_share.core.catalog import instances, mig
 from cdk_gpu_share.inference.config import Copies, read_copies, rolling_update_batch
 
 __all__ = [

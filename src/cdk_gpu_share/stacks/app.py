@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import aws_cdk as cdk
 
-from cdk_gpu_share.core.config import PlatformConfig, check_config
+from cdk_gpu_share.core.configuration.parse import PlatformConfig, check_config
 from cdk_gpu_share.core.errors import ConfigError
 from cdk_gpu_share.stacks.platform import PlatformStack
 from cdk_gpu_share.stacks.team import TeamStack

@@ -12,11 +12,11 @@ from cdk_gpu_share.constructs._platform_part import PlatformPart
 from cdk_gpu_share.constructs.alerts import AlarmRouting
 from cdk_gpu_share.constructs.job_history import JobHistory
 from cdk_gpu_share.constructs.shared_gpu_quota import SharedGpuQuota
-from cdk_gpu_share.core import backends
-from cdk_gpu_share.core.config import PlatformConfig, check_config
+from cdk_gpu_share.core.configuration import backends
+from cdk_gpu_share.core.configuration.archive import archive_of
+from cdk_gpu_share.core.configuration.parse import PlatformConfig, check_config
 from cdk_gpu_share.core.errors import ConfigError
-from cdk_gpu_share.core.history import policy_hash
-from cdk_gpu_share.core.history_config import archive_of
+from cdk_gpu_share.core.records.history import policy_hash
 
 
 def _optional(module: str, name: str) -> Any:

@@ -11,8 +11,8 @@ from constructs import Construct
 
 from cdk_gpu_share.constructs._checks import acknowledge_nag, nag_arn, raise_props_problems
 from cdk_gpu_share.constructs._iam import add_statements, format_arn, stack_env
-from cdk_gpu_share.core.config import TeamConfig, team_problems
-from cdk_gpu_share.core.objectives import never_stopped_conflict
+from cdk_gpu_share.core.configuration.objectives import never_stopped_conflict
+from cdk_gpu_share.core.configuration.parse import TeamConfig, team_problems
 
 #: Services the SubmitRole may pass the training role to: SageMaker runs the job, and Batch
 #: hands it over (SubmitServiceJob carries the role in its payload).
@@ -25,7 +25,7 @@ def submit_role_principal(team: TeamConfig) -> iam.IPrincipal:
     ``assumed_by`` names exact roles or users (e.g. an IAM Identity Center permission-set
     role, a CI role); otherwise principals of this account whose principal tag
     ``principal_tag`` (default ``gpu-share:team``) is the team's name. Never the whole account.
-    That tag is then the team's identity: the tag guard (:mod:`cdk_gpu_share.core.guard`,
+    That tag is then the team's identity: the tag guard (:mod:`cdk_gpu_share.core.policy.guard`,
     attached as an SCP) lets only ``security.administrators`` set it.
     """
     if team.assumed_by:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from cdk_gpu_share.backends.fairshare import network as fairshare_network
-from cdk_gpu_share.core.config import FairshareConfig, FairshareVpcConfig, parse_config
+from cdk_gpu_share.core.configuration.parse import FairshareConfig, FairshareVpcConfig, parse_config
 from cdk_gpu_share.core.errors import ConfigError
 from cdk_gpu_share.core.plan import fleet_plan, format_plan, idle_costs
 
@@ -251,7 +251,7 @@ def test_plan_names_the_given_security_groups():
 def test_schema_agrees_with_the_validator(vpc, ok):
     import jsonschema
 
-    from cdk_gpu_share.core.config_schema import platform_schema
+    from cdk_gpu_share.core.configuration.schema import platform_schema
 
     errors = list(jsonschema.Draft202012Validator(platform_schema()).iter_errors(config(vpc)))
     assert (errors == []) is ok, errors

@@ -11,8 +11,8 @@ from aws_cdk import aws_sns as sns
 from aws_cdk.assertions import Match, Template
 
 from cdk_gpu_share.constructs.dashboard import GpuShareDashboard
-from cdk_gpu_share.core import metrics as m
 from cdk_gpu_share.core.errors import ConfigError
+from cdk_gpu_share.core.records import metrics as m
 from tests.helpers import assert_cfn_lint_clean, assert_nag_clean, new_app, scrub, synth
 
 TEAMS = ["team-a", "team-b", "team-c"]
@@ -300,7 +300,7 @@ def test_emails_cannot_be_subscribed_to_an_imported_topic():
 # In the platform stack (from_platform), by default
 
 
-from cdk_gpu_share.core.config import load_config, parse_config  # noqa: E402
+from cdk_gpu_share.core.configuration.parse import load_config, parse_config  # noqa: E402
 from cdk_gpu_share.stacks.app import build_platform  # noqa: E402
 from cdk_gpu_share.stacks.platform import PlatformStack  # noqa: E402
 from tests.helpers import ROOT  # noqa: E402

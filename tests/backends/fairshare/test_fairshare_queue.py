@@ -19,7 +19,7 @@ from aws_cdk.assertions import Match, Template
 
 from cdk_gpu_share.aws import batch_reader as br
 from cdk_gpu_share.backends.fairshare.construct import FairshareQueue, job_definition_sizes, weight_factors
-from cdk_gpu_share.core.config import (
+from cdk_gpu_share.core.configuration.parse import (
     Amount,
     FairshareConfig,
     PlatformConfig,
@@ -529,7 +529,7 @@ def test_bundle_holds_only_what_the_handler_needs(platform, handler, aws_files):
 
 
 @pytest.mark.parametrize("handler,probe,value", [
-    ("reclaim", "import cdk_gpu_share.lambdas.reclaim.handler as h, cdk_gpu_share.core.reclaim as r;"
+    ("reclaim", "import cdk_gpu_share.lambdas.reclaim.handler as h, cdk_gpu_share.core.policy.reclaim as r;"
                 "mod = r; print(h.TERMINATE_BATCH)", "50"),
     ("share_monitor", "import cdk_gpu_share.lambdas.share_monitor.handler as h; mod = h; print(h.PAGE_SIZE)", "1000"),
     ("history_details", "import cdk_gpu_share.lambdas.history_details.handler as h; mod = h; print(h.STREAM_ENV)",

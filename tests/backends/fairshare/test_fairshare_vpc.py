@@ -13,7 +13,7 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk.assertions import Annotations, Match, Template
 
 from cdk_gpu_share.backends.fairshare.construct import FairshareQueue
-from cdk_gpu_share.core.config import FairshareConfig, FairshareVpcConfig, TeamConfig, parse_config
+from cdk_gpu_share.core.configuration.parse import FairshareConfig, FairshareVpcConfig, TeamConfig, parse_config
 from cdk_gpu_share.core.errors import ConfigError
 from cdk_gpu_share.stacks.app import build_platform
 from tests.helpers import ROOT, assert_cfn_lint_clean, assert_nag_clean, new_app, synth

@@ -44,7 +44,7 @@ from datetime import datetime, timezone
 import pytest
 
 from cdk_gpu_share.aws import batch_reader as br
-from cdk_gpu_share.core import reclaim
+from cdk_gpu_share.core.policy import reclaim
 from cdk_gpu_share.lambdas.reclaim import handler as h
 from tests.batch_model import QUEUE, BatchModel, Clock, Faults, Killed, add_fault, lambda_context
 

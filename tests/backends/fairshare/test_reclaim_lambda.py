@@ -19,8 +19,8 @@ import pytest
 from botocore.stub import ANY, Stubber
 
 from cdk_gpu_share.aws import batch_reader as br
-from cdk_gpu_share.core import metrics
-from cdk_gpu_share.core.config import parse_config
+from cdk_gpu_share.core.configuration.parse import parse_config
+from cdk_gpu_share.core.records import metrics
 from cdk_gpu_share.lambdas.reclaim import handler as h
 from tests.builders import BATCH_NOW as NOW
 from tests.builders import QUEUE, SETTINGS, expect_listing, job, new_client
@@ -132,7 +132,7 @@ def test_reader_paginates_and_builds_the_contract_state():
                            "priority": 1, "since": NOW - 10, "terminating": False}
     assert by_id["s1"]["state"] == "running" and by_id["s1"]["demand"] == {"gpu": 2.0}
     assert by_id["r0"]["since"] == NOW - 60
-    from cdk_gpu_share.core import reclaim
+    from cdk_gpu_share.core.policy import reclaim
 
     reclaim.parse_state(state)  # valid input for the planner
 

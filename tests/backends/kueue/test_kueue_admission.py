@@ -14,7 +14,7 @@ import yaml
 from cdk_gpu_share.backends.kueue import allowed_priority_classes
 from cdk_gpu_share.backends.kueue.admission import MANAGED_KINDS, policy_name
 from cdk_gpu_share.backends.kueue.manifests import config_objects
-from cdk_gpu_share.core.config import load_config, parse_config
+from cdk_gpu_share.core.configuration.parse import load_config, parse_config
 from cdk_gpu_share.core.plan import fleet_plan, format_plan
 from tests.backends.kueue.admission_check import Decision, all_expressions, compiles, decide, schema_errors
 from tests.backends.kueue.workloads import (

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from cdk_gpu_share.backends.kueue.manifests import GPU, config_objects
-from cdk_gpu_share.core import config as C
+from cdk_gpu_share.core.configuration import parse as C
 from cdk_gpu_share.core.errors import ConfigError
 from tests.backends.kueue.test_kueue_config import base, by_kind, checked, flavor_resources
 

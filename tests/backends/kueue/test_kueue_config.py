@@ -15,8 +15,8 @@ import yaml
 from cdk_gpu_share.backends.kueue import KUEUE_VERSION, KueueConfig, KueueControllers, kueue_configuration
 from cdk_gpu_share.backends.kueue.manifests import GPU, config_objects, kueue_objects
 from cdk_gpu_share.cli import main
-from cdk_gpu_share.core import config as C
-from cdk_gpu_share.core.config_schema import platform_schema
+from cdk_gpu_share.core.configuration import parse as C
+from cdk_gpu_share.core.configuration.schema import platform_schema
 from cdk_gpu_share.core.errors import ConfigError
 from cdk_gpu_share.core.plan import fleet_plan, format_plan
 from cdk_gpu_share.core.scenario import poll_seconds_of, scenario_from_config

@@ -13,7 +13,7 @@ from aws_cdk.assertions import Match, Template
 
 from cdk_gpu_share.backends.kueue.construct import KueueQueues
 from cdk_gpu_share.backends.kueue.manifests import config_objects
-from cdk_gpu_share.core.config import load_config, parse_config
+from cdk_gpu_share.core.configuration.parse import load_config, parse_config
 from cdk_gpu_share.core.errors import ConfigError
 from cdk_gpu_share.stacks.app import build_platform
 from tests.auth.resolve import ROOT, load_app

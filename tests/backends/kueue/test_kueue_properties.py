@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cdk_gpu_share.backends.kueue.manifests import GPU, config_objects
-from cdk_gpu_share.core import config as C
-from cdk_gpu_share.core import instances
+from cdk_gpu_share.core.catalog import instances
+from cdk_gpu_share.core.configuration import parse as C
 from tests.backends.kueue.schema_check import cel_errors, schema_errors
 
 TYPES = ["p5.48xlarge", "g5.12xlarge", "g6.xlarge"]

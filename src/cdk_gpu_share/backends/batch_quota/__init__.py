@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from cdk_gpu_share.core import config as C
-from cdk_gpu_share.core import config_schema as S
-from cdk_gpu_share.core.backends import Backend, SectionCheck
-from cdk_gpu_share.core.config import BatchQuotaConfig, TeamConfig
+from cdk_gpu_share.core.configuration import parse as C
+from cdk_gpu_share.core.configuration import schema as S
+from cdk_gpu_share.core.configuration.backends import Backend, SectionCheck
+from cdk_gpu_share.core.configuration.parse import BatchQuotaConfig, TeamConfig
 from cdk_gpu_share.core.errors import Problem
 from cdk_gpu_share.core.plan import amount_text
 from cdk_gpu_share.core.text import plural
@@ -195,7 +195,7 @@ def schema() -> dict[str, Any]:
 
 
 class BatchQuotaSpec(Backend):
-    """What every layer asks of AWS Batch quota management (see :class:`~cdk_gpu_share.core.backends.BackendSpec`)."""
+    """What every layer asks of AWS Batch quota management (see :class:`~cdk_gpu_share.core.configuration.backends.BackendSpec`)."""
 
     key = KEY
     strategy = "AWS Batch quota management (SageMaker Training)"

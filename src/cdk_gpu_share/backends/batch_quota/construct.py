@@ -29,11 +29,11 @@ from cdk_gpu_share.constructs._iam import add_statements, format_arn, read_once,
 from cdk_gpu_share.constructs._lambda_code import package_code
 from cdk_gpu_share.constructs._metrics import ReclaimerMetrics
 from cdk_gpu_share.constructs._quota import TeamQuota, another_backends, raise_problems
-from cdk_gpu_share.core import metrics
-from cdk_gpu_share.core import share_monitor as sm
-from cdk_gpu_share.core.config import BatchQuotaConfig, ShareMonitorConfig, TeamConfig, config_problems
+from cdk_gpu_share.core.configuration.objectives import guarantee_wait_alarm_seconds
+from cdk_gpu_share.core.configuration.parse import BatchQuotaConfig, ShareMonitorConfig, TeamConfig, config_problems
 from cdk_gpu_share.core.errors import ConfigError, Problem
-from cdk_gpu_share.core.objectives import guarantee_wait_alarm_seconds
+from cdk_gpu_share.core.records import metrics
+from cdk_gpu_share.core.records import share_monitor as sm
 
 #: The IAM actions a team needs to submit, inspect and stop its own service jobs.
 SUBMIT_ACTIONS = ["batch:SubmitServiceJob"]
@@ -315,7 +315,7 @@ class ShareMonitor(Construct):
     has one); the queue was blocked; the monitor published no reading for 15 minutes
     (its heartbeat, missing data breaching; a schedule longer than 14 minutes: one schedule and
     a minute); the function itself failed (its ``Errors``), both shaped by
-    :func:`cdk_gpu_share.core.share_monitor.health_alarms` so that each can fire at every
+    :func:`cdk_gpu_share.core.records.share_monitor.health_alarms` so that each can fire at every
     schedule. The platform's ``alerts`` route them like every other alarm.
     """
 
@@ -394,7 +394,7 @@ class ShareMonitor(Construct):
         return ReclaimerMetrics(self.backend.job_queue_name, period=cdk.Duration.minutes(self.config.schedule_minutes))
 
     def metric(self, name: str, team: str | None = None, **options: Any) -> cloudwatch.Metric:
-        """One of the monitor's metrics (names in :mod:`cdk_gpu_share.core.metrics`), per team when ``team`` is given."""
+        """One of the monitor's metrics (names in :mod:`cdk_gpu_share.core.records.metrics`), per team when ``team`` is given."""
         return self.metrics.metric(name, team, **options)
 
     def _dashboard_row(self, team: str, limit: float) -> list[cloudwatch.IWidget]:

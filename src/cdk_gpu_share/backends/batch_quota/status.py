@@ -80,7 +80,7 @@ def explain_live(client: Any, queue: str, detail: dict[str, Any], config: Any, j
 def _live_job(job: Mapping[str, Any], now: float) -> Any:
     """A described service job as the predictor takes it; None when its size is unknown (no
     instance type in its request, or one the catalog does not know)."""
-    from cdk_gpu_share.core import instances
+    from cdk_gpu_share.core.catalog import instances
     from cdk_gpu_share.core.eta.live import LiveJob
 
     need = quota_reader.service_job_need(job)
@@ -101,7 +101,8 @@ def _live_job(job: Mapping[str, Any], now: float) -> Any:
 
 
 def _explain(client: Any, queue: str, detail: dict[str, Any], config: Any, job_id: str, status: Any) -> dict[str, Any]:
-    from cdk_gpu_share.core import reclaim, waiting
+    from cdk_gpu_share.core.policy import reclaim
+    from cdk_gpu_share.core.records import waiting
 
     job = client.describe_service_job(jobId=job_id)
     quota_reader.check_job_queue(job_id, job, detail)

@@ -10,14 +10,14 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from cdk_gpu_share.core import config as C
-from cdk_gpu_share.core import config_schema as S
-from cdk_gpu_share.core import instances
-from cdk_gpu_share.core import reclaim as reclaim_planner
-from cdk_gpu_share.core.backends import Backend, SectionCheck
-from cdk_gpu_share.core.config import FairshareConfig, FairshareVpcConfig, PlatformConfig, ReclaimConfig
+from cdk_gpu_share.core.catalog import instances
+from cdk_gpu_share.core.configuration import parse as C
+from cdk_gpu_share.core.configuration import schema as S
+from cdk_gpu_share.core.configuration.backends import Backend, SectionCheck
+from cdk_gpu_share.core.configuration.parse import FairshareConfig, FairshareVpcConfig, PlatformConfig, ReclaimConfig
 from cdk_gpu_share.core.errors import Problem
-from cdk_gpu_share.core.fairshare import reclaim_settings, share_identifier, share_identifier_problems
+from cdk_gpu_share.core.policy import reclaim as reclaim_planner
+from cdk_gpu_share.core.policy.fairshare import reclaim_settings, share_identifier, share_identifier_problems
 from cdk_gpu_share.core.text import plural
 from cdk_gpu_share.core.validation import Problems, key
 
@@ -310,7 +310,7 @@ def idle_costs(section: FairshareConfig) -> list[dict[str, str]]:
 
 
 class FairshareSpec(Backend):
-    """What every layer asks of the classic fair-share queue (see :class:`~cdk_gpu_share.core.backends.BackendSpec`)."""
+    """What every layer asks of the classic fair-share queue (see :class:`~cdk_gpu_share.core.configuration.backends.BackendSpec`)."""
 
     key = KEY
     strategy = "AWS Batch fair-share scheduling (EC2) with the reclaim Lambda"

@@ -93,8 +93,8 @@ from cdk_gpu_share.constructs._lambda_code import package_code
 from cdk_gpu_share.constructs._metrics import ReclaimerMetrics
 from cdk_gpu_share.constructs._platform_part import TeamStackLike
 from cdk_gpu_share.constructs.dashboard import GpuShareDashboard
-from cdk_gpu_share.core import instances, reclaim
-from cdk_gpu_share.core.config import (
+from cdk_gpu_share.core.catalog import instances
+from cdk_gpu_share.core.configuration.parse import (
     BATCH_NAME_PATTERN,
     FAIRSHARE,
     FairshareConfig,
@@ -106,7 +106,8 @@ from cdk_gpu_share.core.config import (
     config_problems,
 )
 from cdk_gpu_share.core.errors import ConfigError, Problem
-from cdk_gpu_share.core.fairshare import reclaim_settings
+from cdk_gpu_share.core.policy import reclaim
+from cdk_gpu_share.core.policy.fairshare import reclaim_settings
 from cdk_gpu_share.core.scenario import group_entries
 
 __all__ = ["FairshareQueue", "FairshareTeam", "weight_factors", "job_definition_sizes", "LAMBDA_ENV_LIMIT"]
@@ -708,7 +709,7 @@ class FairshareQueue(Construct):
         return ReclaimerMetrics(self.queue_name, period=cdk.Duration.minutes(1), check_team=self._team)
 
     def metric(self, name: str, team: str | None = None, **options: Any) -> cloudwatch.Metric:
-        """A reclaimer metric (names in :mod:`cdk_gpu_share.core.metrics`), per team when ``team`` is given.
+        """A reclaimer metric (names in :mod:`cdk_gpu_share.core.records.metrics`), per team when ``team`` is given.
 
         :param options: passed to :class:`aws_cdk.aws_cloudwatch.Metric`. Default period: 1 minute;
             default statistic: the metric's own (Maximum for gauges, Sum for counts).

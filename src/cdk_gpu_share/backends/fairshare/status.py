@@ -2,7 +2,7 @@
 
 The queue is read with the reclaim Lambda's own reader (:mod:`cdk_gpu_share.aws.batch_reader`);
 the teams' guarantees come from the platform config, and the numbers from the reclaim planner
-(:func:`cdk_gpu_share.core.reclaim.plan`), which also tells what the next reclaim cycle would
+(:func:`cdk_gpu_share.core.policy.reclaim.plan`), which also tells what the next reclaim cycle would
 stop and which waiting jobs would then fit. Nothing is stopped: the plan is only printed.
 """
 
@@ -59,7 +59,7 @@ def classic_report(
       cycle (only printed; nothing is stopped).
     """
     from cdk_gpu_share.aws import batch_reader
-    from cdk_gpu_share.core import reclaim
+    from cdk_gpu_share.core.policy import reclaim
 
     name = detail.get("jobQueueName", queue)
     section = _fairshare_section(config, name)
@@ -120,8 +120,9 @@ def explain_live(client: Any, queue: str, detail: dict[str, Any], config: Any, j
     """:func:`explain`, and the queue's running and waiting jobs as the wait predictor takes them
     (:class:`~cdk_gpu_share.core.eta.live.LiveJob`; terminating jobs left out), from the same read."""
     from cdk_gpu_share.aws import batch_reader
-    from cdk_gpu_share.core import reclaim, waiting
     from cdk_gpu_share.core.eta.live import LiveJob
+    from cdk_gpu_share.core.policy import reclaim
+    from cdk_gpu_share.core.records import waiting
 
     name = detail.get("jobQueueName", queue)
     section = _fairshare_section(config, name)
@@ -195,7 +196,7 @@ def _fairshare_section(config: Any, name: str) -> Any:
 
 def _team_rows(state: dict[str, Any], current: dict[str, Any], now: float) -> dict[str, Any]:
     """Each team's numbers now, with its running, waiting and terminating jobs and how long they wait."""
-    from cdk_gpu_share.core import reclaim
+    from cdk_gpu_share.core.policy import reclaim
 
     specs = {t.name: t for t in reclaim.parse_state(state).teams}
     teams: dict[str, Any] = {}

@@ -13,15 +13,16 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from cdk_gpu_share.core import config as C
-from cdk_gpu_share.core import config_schema as S
-from cdk_gpu_share.core import hyperpod_regions, instances
-from cdk_gpu_share.core import hyperpod_schema as hp
-from cdk_gpu_share.core.backends import Backend, SectionCheck
-from cdk_gpu_share.core.borrowing import instance_equivalent
-from cdk_gpu_share.core.config import HyperPodConfig, PlatformConfig, PriorityClass, TeamConfig
+from cdk_gpu_share.core.catalog import hyperpod_schema as hp
+from cdk_gpu_share.core.catalog import instances
+from cdk_gpu_share.core.configuration import hyperpod_regions
+from cdk_gpu_share.core.configuration import parse as C
+from cdk_gpu_share.core.configuration import schema as S
+from cdk_gpu_share.core.configuration.backends import Backend, SectionCheck
+from cdk_gpu_share.core.configuration.parse import HyperPodConfig, PlatformConfig, PriorityClass, TeamConfig
 from cdk_gpu_share.core.errors import Problem
 from cdk_gpu_share.core.plan import amount_text
+from cdk_gpu_share.core.policy.borrowing import instance_equivalent
 from cdk_gpu_share.core.text import plural
 from cdk_gpu_share.core.validation import Problems
 
@@ -142,7 +143,7 @@ def parse(raw: Any, problems: Problems) -> HyperPodConfig | None:
 
 
 def _mig_fits_gpu(profile: str, gpu_model: str) -> bool:
-    mig = importlib.import_module("cdk_gpu_share.core.mig")
+    mig = importlib.import_module("cdk_gpu_share.core.catalog.mig")
     try:
         mig.profile(gpu_model, profile)
     except Exception:
@@ -304,7 +305,7 @@ def _arn_region(arn: str) -> str | None:
 
 
 class HyperPodSpec(Backend):
-    """What every layer asks of HyperPod task governance (see :class:`~cdk_gpu_share.core.backends.BackendSpec`)."""
+    """What every layer asks of HyperPod task governance (see :class:`~cdk_gpu_share.core.configuration.backends.BackendSpec`)."""
 
     key = KEY
     strategy = "SageMaker HyperPod task governance"

@@ -15,9 +15,9 @@ from constructs import Construct
 
 from cdk_gpu_share.constructs._checks import acknowledge_cfn_rule, raise_props_problems
 from cdk_gpu_share.constructs._quota import TeamQuota, another_backends, raise_problems
-from cdk_gpu_share.core.config import HyperPodConfig, TeamConfig, config_problems
+from cdk_gpu_share.core.configuration.hyperpod_regions import IDLE_SHARING_SOURCE, region_problems
+from cdk_gpu_share.core.configuration.parse import HyperPodConfig, TeamConfig, config_problems
 from cdk_gpu_share.core.errors import ConfigError, Problem
-from cdk_gpu_share.core.hyperpod_regions import IDLE_SHARING_SOURCE, region_problems
 
 
 class CfnComputeQuota(cdk.CfnResource):

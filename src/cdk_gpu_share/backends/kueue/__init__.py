@@ -19,11 +19,11 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cdk_gpu_share.core import config as C
-from cdk_gpu_share.core import config_schema as S
-from cdk_gpu_share.core import instances, mig
-from cdk_gpu_share.core.backends import Backend, SectionCheck
-from cdk_gpu_share.core.config import PlatformConfig, TeamConfig
+from cdk_gpu_share.core.catalog import instances, mig
+from cdk_gpu_share.core.configuration import parse as C
+from cdk_gpu_share.core.configuration import schema as S
+from cdk_gpu_share.core.configuration.backends import Backend, SectionCheck
+from cdk_gpu_share.core.configuration.parse import PlatformConfig, TeamConfig
 from cdk_gpu_share.core.errors import Problem
 from cdk_gpu_share.core.validation import Problems
 
@@ -629,7 +629,7 @@ def kueue_configuration(section: KueueConfig) -> dict[str, Any] | None:
 
 
 class KueueSpec(Backend):
-    """What every layer asks of the Kueue backend (see :class:`~cdk_gpu_share.core.backends.BackendSpec`)."""
+    """What every layer asks of the Kueue backend (see :class:`~cdk_gpu_share.core.configuration.backends.BackendSpec`)."""
 
     key = KEY
     strategy = "Kueue on Amazon EKS (ClusterQueues in one Cohort)"

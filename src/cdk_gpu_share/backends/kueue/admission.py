@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cdk_gpu_share.backends.kueue import CONTROLLER_KEYS, MIN_KUBERNETES, KueueConfig, allowed_priority_classes
-from cdk_gpu_share.core.config import TeamConfig
+from cdk_gpu_share.core.configuration.parse import TeamConfig
 
 #: The labels Kueue reads a workload's queue and priority class from.
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"

@@ -8,7 +8,7 @@ from pathlib import Path
 from cdk_gpu_share.backends.kueue.manifests import KIND_ORDER, config_objects, to_yaml
 from cdk_gpu_share.cli._files import replace_file
 from cdk_gpu_share.cli._parser import add_config_argument
-from cdk_gpu_share.core.config import load_config
+from cdk_gpu_share.core.configuration.parse import load_config
 from cdk_gpu_share.core.errors import ConfigError, Problem
 
 #: The file each kind is written to, numbered in the order the objects are applied.

@@ -22,7 +22,7 @@ from cdk_gpu_share.backends.kueue.manifests import KIND_ORDER, kueue_objects
 from cdk_gpu_share.constructs._checks import acknowledge_nag, raise_props_problems
 from cdk_gpu_share.constructs._iam import add_statements, format_arn, stack_env
 from cdk_gpu_share.constructs._platform_part import TeamStackLike
-from cdk_gpu_share.core.config import GroupConfig, PlatformConfig, TeamConfig, check_backend
+from cdk_gpu_share.core.configuration.parse import GroupConfig, PlatformConfig, TeamConfig, check_backend
 from cdk_gpu_share.core.errors import Problem
 from cdk_gpu_share.core.validation import Problems
 

@@ -26,8 +26,8 @@ from typing import Any
 
 from cdk_gpu_share.backends.kueue import API_VERSION, INSTANCE_TYPE_LABEL, KueueConfig
 from cdk_gpu_share.backends.kueue.admission import GPU_TAINT, POD_SECURITY_LABELS, admission_objects
-from cdk_gpu_share.core import instances
-from cdk_gpu_share.core.config import Amount, GroupConfig, PlatformConfig, TeamConfig, groups_above
+from cdk_gpu_share.core.catalog import instances
+from cdk_gpu_share.core.configuration.parse import Amount, GroupConfig, PlatformConfig, TeamConfig, groups_above
 
 GPU = "nvidia.com/gpu"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "cdk-gpu-share"}

@@ -17,12 +17,13 @@ import io
 from collections.abc import Mapping
 from typing import Any
 
-from cdk_gpu_share.core import backends, instances
 from cdk_gpu_share.core import validation as V
 from cdk_gpu_share.core.advise.space import Candidate, Choice
-from cdk_gpu_share.core.config import PlatformConfig, parse_config
+from cdk_gpu_share.core.catalog import instances
+from cdk_gpu_share.core.configuration import backends
+from cdk_gpu_share.core.configuration.objectives import ENTITLEMENT_KEY
+from cdk_gpu_share.core.configuration.parse import PlatformConfig, parse_config
 from cdk_gpu_share.core.errors import ConfigError, Problem
-from cdk_gpu_share.core.objectives import ENTITLEMENT_KEY
 
 __all__ = ["REWRITTEN_COMMENT", "accepted_percents", "advised_config_text", "checked_config_text", "instance_of", "least_guarantee"]
 

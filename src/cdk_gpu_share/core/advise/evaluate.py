@@ -3,7 +3,7 @@
 :class:`Study` is what every evaluation reads and never changes: the input scenario, the
 trace (parsed once per run, shipped once per worker), each team's objectives and the
 figures they are measured with. :func:`evaluate` simulates a candidate and measures
-each objective through :mod:`cdk_gpu_share.core.objectives` (the one definition that
+each objective through :mod:`cdk_gpu_share.core.configuration.objectives` (the one definition that
 ``simulate`` reports too). Given limits (a worst ratio the candidate must not exceed, a
 regret it must stay under), the simulation stops as soon as the candidate cannot meet
 them (:class:`~cdk_gpu_share.core.simulate.watch.Watch`): such an :class:`Evaluation`
@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from cdk_gpu_share.core import objectives as obj
 from cdk_gpu_share.core import simulate as sim
 from cdk_gpu_share.core.advise.space import Candidate, number, scenario_dict
+from cdk_gpu_share.core.configuration import objectives as obj
 from cdk_gpu_share.core.errors import ConfigError
 
 __all__ = ["Evaluation", "Limits", "PrivateRef", "Study", "candidate_scenario", "evaluate", "judge", "meets_alone", "private_ref",

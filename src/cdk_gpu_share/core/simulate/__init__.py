@@ -6,12 +6,12 @@ borrowing buy us, how often would our jobs be interrupted?" for three modes:
 - ``static``: a team never runs beyond its guarantee;
 - ``share``: teams borrow idle capacity within their caps; nothing is preempted;
 - ``share+reclaim``: as ``share``, and the reclaim planner
-  (:func:`cdk_gpu_share.core.reclaim.plan_state`, the same function the Lambda
+  (:func:`cdk_gpu_share.core.policy.reclaim.plan_state`, the same function the Lambda
   calls) runs every ``poll_seconds``; the jobs it chooses go back to the queue.
 
 Whether a job *fits* and what a team's borrow cap is come from
-:mod:`cdk_gpu_share.core.reclaim` (:func:`~cdk_gpu_share.core.reclaim.fits`,
-:func:`~cdk_gpu_share.core.reclaim.borrow_cap`): there is no second copy of those
+:mod:`cdk_gpu_share.core.policy.reclaim` (:func:`~cdk_gpu_share.core.policy.reclaim.fits`,
+:func:`~cdk_gpu_share.core.policy.reclaim.borrow_cap`): there is no second copy of those
 rules here.
 
 Entry points: :func:`load_scenario` / :func:`parse_scenario`, :func:`load_jobs` /
@@ -43,7 +43,7 @@ The package, one concern a module, each importing only modules listed before it:
 
 from __future__ import annotations
 
-from cdk_gpu_share.core import reclaim as reclaim  # the rules the simulator applies (tests read it here)
+from cdk_gpu_share.core.policy import reclaim as reclaim  # the rules the simulator applies (tests read it here)
 from cdk_gpu_share.core.simulate.accounting import (
     JobOutcome,
     SimResult,

@@ -44,7 +44,7 @@ from bisect import bisect_right, insort
 from collections.abc import Callable
 from typing import Any
 
-from cdk_gpu_share.core import reclaim
+from cdk_gpu_share.core.policy import reclaim
 from cdk_gpu_share.core.simulate.inputs import RESOURCE, TOL
 from cdk_gpu_share.core.simulate.state import Run, Team
 

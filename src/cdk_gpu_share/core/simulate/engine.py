@@ -31,8 +31,8 @@ from dataclasses import replace
 from fractions import Fraction
 from typing import Any
 
-from cdk_gpu_share.core import reclaim
 from cdk_gpu_share.core.errors import ConfigError, Problem
+from cdk_gpu_share.core.policy import reclaim
 from cdk_gpu_share.core.simulate.accounting import SimResult, TeamResult, _tally_jobs, _window
 from cdk_gpu_share.core.simulate.dispatch import DispatchIndex, _last_true
 from cdk_gpu_share.core.simulate.inputs import (

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cdk_gpu_share.core.objectives import FIT_WAIT_KEYS, PERCENTILES
+from cdk_gpu_share.core.configuration.objectives import FIT_WAIT_KEYS, PERCENTILES
 from cdk_gpu_share.core.simulate.inputs import _num
 
 __all__ = ["TeamResult", "nearest_rank"]
@@ -55,7 +55,7 @@ class TeamResult:
 
     def figures(self) -> dict[str, Any]:
         """:meth:`to_dict` and the percentiles of the waits of the jobs that fit the
-        entitlement (``fit_wait_p50_s`` ...): what :func:`cdk_gpu_share.core.objectives.evaluate` reads."""
+        entitlement (``fit_wait_p50_s`` ...): what :func:`cdk_gpu_share.core.configuration.objectives.evaluate` reads."""
         fit = self.fit_wait_percentiles()
         return {**self.to_dict(), **{FIT_WAIT_KEYS[q]: fit[q] for q in PERCENTILES}}
 

@@ -2,7 +2,7 @@
 that could never start.
 
 A scenario is the ``capacity``, ``settings`` and ``teams`` of a reclaim-plan input,
-validated by the planner's own parser (:func:`cdk_gpu_share.core.reclaim.parse_state`).
+validated by the planner's own parser (:func:`cdk_gpu_share.core.policy.reclaim.parse_state`).
 A job trace is a CSV file ``job_id,team,submit_time,duration_s,gpus[,priority][,checkpoint_seconds]``, after
 any comment lines (``#``); every error names its line, column and a fix. Sizes are kept as exact
 :class:`fractions.Fraction` values beside their floats, one object per distinct text,
@@ -21,10 +21,12 @@ from datetime import datetime, timezone
 from fractions import Fraction
 from typing import IO, Any
 
-from cdk_gpu_share.core import hierarchy, instances, reclaim
 from cdk_gpu_share.core import validation as V
+from cdk_gpu_share.core.catalog import instances
+from cdk_gpu_share.core.configuration import hierarchy
+from cdk_gpu_share.core.configuration.objectives import ENTITLEMENT_KEY, Objectives, read_objectives
 from cdk_gpu_share.core.errors import ConfigError, Problem
-from cdk_gpu_share.core.objectives import ENTITLEMENT_KEY, Objectives, read_objectives
+from cdk_gpu_share.core.policy import reclaim
 from cdk_gpu_share.core.validation import load_json, parse_decimal
 from cdk_gpu_share.core.windows import Window, read_windows, window_at
 
@@ -62,9 +64,9 @@ TOL = reclaim.TOLERANCE
 class Scenario:
     """The ``capacity``, ``settings`` and ``teams`` of a reclaim-plan input.
 
-    ``state`` is the planner's parsed :class:`~cdk_gpu_share.core.reclaim.State`
+    ``state`` is the planner's parsed :class:`~cdk_gpu_share.core.policy.reclaim.State`
     with ``now`` 0 and no jobs; ``capacity`` is its ``gpu`` capacity; ``objectives``
-    the teams' objectives (:mod:`cdk_gpu_share.core.objectives`); ``entitlements`` the GPUs
+    the teams' objectives (:mod:`cdk_gpu_share.core.configuration.objectives`); ``entitlements`` the GPUs
     of the teams that were promised other than their guarantee (``objectives.entitlement``).
     """
 

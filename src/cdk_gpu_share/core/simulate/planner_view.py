@@ -2,7 +2,7 @@
 
 A planner call costs in the running jobs and the (team, size) groups of pending jobs,
 not in the length of the queue: the view keeps a spec per running job and the pending
-jobs as the planner's :class:`~cdk_gpu_share.core.reclaim.PendingGroup` objects, one per
+jobs as the planner's :class:`~cdk_gpu_share.core.policy.reclaim.PendingGroup` objects, one per
 team and size, each in rule 2's order. Both are brought up to date at a call, for the
 jobs that changed state since the last one (:meth:`PlannerView.touch`): most jobs start
 as they arrive, between two ticks, and never reach a group. One demand dict per size is
@@ -15,7 +15,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from typing import Any
 
-from cdk_gpu_share.core import reclaim
+from cdk_gpu_share.core.policy import reclaim
 from cdk_gpu_share.core.simulate.dispatch import DispatchIndex
 from cdk_gpu_share.core.simulate.inputs import RESOURCE, TOL, Scenario
 from cdk_gpu_share.core.simulate.state import Run

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from cdk_gpu_share.core import reclaim
+from cdk_gpu_share.core.policy import reclaim
 from cdk_gpu_share.core.simulate.inputs import RESOURCE, Job
 
 if TYPE_CHECKING:

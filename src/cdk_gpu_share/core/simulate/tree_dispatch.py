@@ -1,7 +1,7 @@
 """Dispatch with an organisation's tree of groups (a scenario's ``groups``).
 
 The tree adds two rules to dispatch (the same as the reclaim planner's, from
-:mod:`cdk_gpu_share.core.hierarchy`): a job starts only if every group above its team stays
+:mod:`cdk_gpu_share.core.configuration.hierarchy`): a job starts only if every group above its team stays
 within Q + B with it, and pending jobs are ranked by the height of their entitlement (0 within
 the team's guarantee, else the height of the lowest group of its path whose quota holds it: 1
 for a group of teams, one more than its highest child for a group of groups), lowest first,
@@ -16,7 +16,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from cdk_gpu_share.core import hierarchy, reclaim
+from cdk_gpu_share.core.configuration import hierarchy
+from cdk_gpu_share.core.policy import reclaim
 from cdk_gpu_share.core.simulate.dispatch import DispatchIndex
 from cdk_gpu_share.core.simulate.inputs import RESOURCE
 from cdk_gpu_share.core.simulate.state import Team

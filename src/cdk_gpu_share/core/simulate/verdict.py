@@ -3,7 +3,7 @@
 :func:`private_fit_waits` is the reference ``no_worse_than_private`` compares with: the
 team alone in a private cluster of exactly its entitlement (``static``), its jobs that fit
 that entitlement. :func:`evaluate_run` gives every team's objectives in a finished run
-(:func:`cdk_gpu_share.core.objectives.evaluate`, the one definition ``simulate`` and
+(:func:`cdk_gpu_share.core.configuration.objectives.evaluate`, the one definition ``simulate`` and
 ``advise`` share).
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from cdk_gpu_share.core import objectives as obj
+from cdk_gpu_share.core.configuration import objectives as obj
 from cdk_gpu_share.core.simulate.accounting import SimResult
 from cdk_gpu_share.core.simulate.engine import simulate
 from cdk_gpu_share.core.simulate.inputs import DEFAULT_POLL_SECONDS, RESOURCE, STATIC, TOL, Job, Scenario
@@ -45,7 +45,7 @@ def objective_slack(scenario: Scenario, poll_seconds: float = DEFAULT_POLL_SECON
 
 
 def trace_days_of(jobs: Sequence[Job]) -> float:
-    """D of a trace (:func:`cdk_gpu_share.core.objectives.trace_days`): its submit span in days, at least 1."""
+    """D of a trace (:func:`cdk_gpu_share.core.configuration.objectives.trace_days`): its submit span in days, at least 1."""
     if not jobs:
         return 1.0
     submits = [j.submit_time for j in jobs]

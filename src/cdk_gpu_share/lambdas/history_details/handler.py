@@ -5,7 +5,7 @@ AWS Batch's ``Batch Service Job State Change`` events carry neither the job's ta
 This function runs on those events of the platform's quota-management queue while the job
 waits or starts (``RUNNABLE``, ``RUNNING``: the rule filters), reads the job once with
 ``DescribeServiceJob`` and writes one record into the archive's delivery stream
-(:func:`cdk_gpu_share.core.history.details_record`): its team (the ``gpu-share:team`` tag, else
+(:func:`cdk_gpu_share.core.records.history.details_record`): its team (the ``gpu-share:team`` tag, else
 its quota share), its instances per type from the SageMaker request, its ``createdAt`` and
 priority. The record's id is the job's, so the same job described twice (a preempted job waits
 again; EventBridge may deliver twice) counts once in an export.
@@ -25,7 +25,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from cdk_gpu_share.core import history
+from cdk_gpu_share.core.records import history
 
 STREAM_ENV = "GPU_SHARE_HISTORY_STREAM"
 
@@ -42,7 +42,7 @@ def _client(service: str) -> Any:
 
 
 def record_of(job: Mapping[str, Any], event: Mapping[str, Any]) -> dict[str, Any]:
-    """The details record of a ``DescribeServiceJob`` answer (:func:`cdk_gpu_share.core.history.service_job_details`)."""
+    """The details record of a ``DescribeServiceJob`` answer (:func:`cdk_gpu_share.core.records.history.service_job_details`)."""
     return history.service_job_details(job, time=str(event.get("time") or ""), account=str(event.get("account") or ""),
                                        region=str(event.get("region") or ""))
 

@@ -5,7 +5,7 @@ a job of the queue RUNNABLE):
 
 1. read the queue (:func:`cdk_gpu_share.aws.batch_reader.read_queue`: ListJobs per
    status, paginated; DescribeJobs 100 at a time);
-2. plan with :func:`cdk_gpu_share.core.reclaim.plan`, the one implementation of the
+2. plan with :func:`cdk_gpu_share.core.policy.reclaim.plan`, the one implementation of the
    reclaim planner's rules;
 3. stop the victims with ``TerminateJobs`` (50 a call), whose reason starts with
    ``GpuShare reclaim`` and names the beneficiary jobs and teams -- or, when the
@@ -60,7 +60,8 @@ from datetime import datetime
 from typing import Any
 
 from cdk_gpu_share.aws import batch_reader as br
-from cdk_gpu_share.core import metrics, reclaim
+from cdk_gpu_share.core.policy import reclaim
+from cdk_gpu_share.core.records import metrics
 from cdk_gpu_share.lambdas.reclaim.requeue import (  # noqa: F401 - the requeue's names, importable from here
     DEFAULT_INVOCATION_SECONDS,
     FAILURE_LIMIT,

@@ -9,7 +9,7 @@ share), what a platform team needs to watch the lending it set up. Invoked:
   emits per team: GPUs and instances in use, guarantee, borrowed, lent, idle guarantee,
   waiting jobs, the oldest wait and the oldest wait of a job that would be within the team's
   guarantee (its size from the listing's ``capacityUsage``, else, for the
-  :data:`DESCRIBE_LIMIT` oldest, ``DescribeServiceJob``; :mod:`cdk_gpu_share.core.share_monitor`
+  :data:`DESCRIBE_LIMIT` oldest, ``DescribeServiceJob``; :mod:`cdk_gpu_share.core.records.share_monitor`
   defines each figure), then its heartbeat
   (``ShareMonitorReadings``: a missing one is an alarm). The reading is bounded: at most
   :data:`MAX_PAGES` pages of waiting jobs a share, read a page a share in turn, and no page
@@ -45,8 +45,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from cdk_gpu_share.aws import quota_reader
-from cdk_gpu_share.core import metrics
-from cdk_gpu_share.core import share_monitor as sm
+from cdk_gpu_share.core.records import metrics
+from cdk_gpu_share.core.records import share_monitor as sm
 
 #: The listings' page size: Batch returns up to 1,000 service jobs or quota shares a page.
 PAGE_SIZE = 1000

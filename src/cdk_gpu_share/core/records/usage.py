@@ -28,8 +28,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from cdk_gpu_share.core import metrics
-from cdk_gpu_share.core.share_monitor import lent_split
+from cdk_gpu_share.core.records import metrics
+from cdk_gpu_share.core.records.share_monitor import lent_split
 
 __all__ = ["TeamDay", "daily", "POOL"]
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from cdk_gpu_share.core.errors import ConfigError, Problem
-from cdk_gpu_share.core.history import read_header
+from cdk_gpu_share.core.records.history import read_header
 from cdk_gpu_share.core.simulate.accounting import nearest_rank
 
 __all__ = ["METRICS", "REAL_COLUMNS", "Real", "compare", "read_real"]

@@ -3,7 +3,7 @@
 ``gpu-share schema`` prints it; the shipped YAML files name it for editors
 (``# yaml-language-server: $schema=...``), so a typo is underlined before anything
 runs. The key sets, patterns, enums and ranges come from
-:mod:`cdk_gpu_share.core.config` and :mod:`cdk_gpu_share.inference.config`;
+:mod:`cdk_gpu_share.core.configuration.parse` and :mod:`cdk_gpu_share.inference.config`;
 ``tests/core/test_config_schema.py`` checks that every key the validator accepts has a
 description here and that nothing here is unknown to the validator. The validator
 stays the authority (cross-field rules such as guarantees within capacity are not
@@ -19,15 +19,16 @@ import json
 from typing import Any
 
 import cdk_gpu_share.inference.config as IC
-from cdk_gpu_share.core import alerts_config as AL
-from cdk_gpu_share.core import backends, mig
-from cdk_gpu_share.core import config as C
-from cdk_gpu_share.core import config_fields as F
-from cdk_gpu_share.core import history_config as HI
-from cdk_gpu_share.core import hyperpod_schema as hp
-from cdk_gpu_share.core import security_config as SEC
 from cdk_gpu_share.core import windows as W
-from cdk_gpu_share.core.objectives import ENTITLEMENT_KEY, MAX_TARGET, NEVER_STOPPED_KEYS, OBJECTIVE_KEYS
+from cdk_gpu_share.core.catalog import hyperpod_schema as hp
+from cdk_gpu_share.core.catalog import mig
+from cdk_gpu_share.core.configuration import alerts as AL
+from cdk_gpu_share.core.configuration import archive as HI
+from cdk_gpu_share.core.configuration import backends
+from cdk_gpu_share.core.configuration import fields as F
+from cdk_gpu_share.core.configuration import parse as C
+from cdk_gpu_share.core.configuration import security as SEC
+from cdk_gpu_share.core.configuration.objectives import ENTITLEMENT_KEY, MAX_TARGET, NEVER_STOPPED_KEYS, OBJECTIVE_KEYS
 
 SCHEMA_ID = "https://github.com/cdk-gpu-share/cdk-gpu-share/platform.schema.json"
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from cdk_gpu_share.core.config import TeamConfig
+from cdk_gpu_share.core.configuration.parse import TeamConfig
 from cdk_gpu_share.core.errors import Problem
 
 __all__ = ["IDLE_SHARING_REGIONS", "IDLE_SHARING_SOURCE", "region_note", "region_problems", "regions_text"]

@@ -12,7 +12,7 @@ rest of ``core``, never loads the CDK or boto3.
 The built-in backends are listed once, in :data:`BUILTIN`, in the order every output
 shows them; :func:`register` adds one at run time (a test's toy backend, a plugin)::
 
-    from cdk_gpu_share.core.backends import register
+    from cdk_gpu_share.core.configuration.backends import register
     register(MyBackend())        # its section key becomes a top-level key of platform.yaml
 """
 
@@ -24,11 +24,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from cdk_gpu_share.core.config_model import EXTRA_SECTIONS
+from cdk_gpu_share.core.configuration.model import EXTRA_SECTIONS
 from cdk_gpu_share.core.errors import Problem
 
 if TYPE_CHECKING:
-    from cdk_gpu_share.core.config_model import PlatformConfig, TeamConfig
+    from cdk_gpu_share.core.configuration.model import PlatformConfig, TeamConfig
     from cdk_gpu_share.core.validation import Problems
 
 #: The built-in backends: the module of each holds its spec as ``SPEC``. A new backend is a
@@ -236,7 +236,7 @@ def register(spec: BackendSpec) -> BackendSpec:
     missing = sorted(name for name in _MEMBERS if not hasattr(spec, name))
     if missing:
         raise ValueError(f"{type(spec).__name__} lacks {', '.join(missing)} of a BackendSpec: subclass"
-                         " cdk_gpu_share.core.backends.Backend, which gives the defaults, and set the rest")
+                         " cdk_gpu_share.core.configuration.backends.Backend, which gives the defaults, and set the rest")
     if spec.key in _registry or spec.key in ("platform", "teams", *EXTRA_SECTIONS):
         raise ValueError(f"backend key {spec.key!r} is taken; give the backend another section key")
     _registry[spec.key] = spec

@@ -62,10 +62,10 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
 
-from cdk_gpu_share.core import hierarchy
 from cdk_gpu_share.core import validation as V
+from cdk_gpu_share.core.configuration import hierarchy
+from cdk_gpu_share.core.configuration.hierarchy import GroupSpec
 from cdk_gpu_share.core.errors import ConfigError, Problem
-from cdk_gpu_share.core.hierarchy import GroupSpec
 
 __all__ = [
     "TOLERANCE",
@@ -223,7 +223,7 @@ class State:
     """The pending jobs as :class:`PendingGroup` objects instead of in ``jobs`` (which
     then holds none): the same plan. Empty (default) in a parsed state."""
     groups: tuple = ()
-    """The organisation's tree (:class:`cdk_gpu_share.core.hierarchy.GroupSpec` objects);
+    """The organisation's tree (:class:`cdk_gpu_share.core.configuration.hierarchy.GroupSpec` objects);
     empty (default): every team is a root, the flat rules."""
 
 

@@ -50,9 +50,10 @@ from fractions import Fraction
 from itertools import accumulate
 from typing import IO, Any
 
-from cdk_gpu_share.core import backends, instances
-from cdk_gpu_share.core.config import config_mapping
-from cdk_gpu_share.core.fairshare import gpus_of, share_identifier
+from cdk_gpu_share.core.catalog import instances
+from cdk_gpu_share.core.configuration import backends
+from cdk_gpu_share.core.configuration.parse import config_mapping
+from cdk_gpu_share.core.policy.fairshare import gpus_of, share_identifier
 from cdk_gpu_share.core.scenario import scenario_from_config
 
 __all__ = [
@@ -112,7 +113,7 @@ _HEADER_MARK = "# gpu-share trace export:"
 
 
 def config_hash(mapping: Mapping[str, Any]) -> str:
-    """A short, stable hash of a config as its mapping (:func:`cdk_gpu_share.core.config.config_mapping`):
+    """A short, stable hash of a config as its mapping (:func:`cdk_gpu_share.core.configuration.parse.config_mapping`):
     the platform stack writes it into the archive's keys, and ``--fidelity`` compares it."""
     text = json.dumps(mapping, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:12]

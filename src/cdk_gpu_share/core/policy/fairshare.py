@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from cdk_gpu_share.core.config_fields import DEFAULT_RECLAIM_MAX_CHECKPOINT_SECONDS
+from cdk_gpu_share.core.configuration.fields import DEFAULT_RECLAIM_MAX_CHECKPOINT_SECONDS
 from cdk_gpu_share.core.errors import Problem
 
 #: Batch: "limited to 255 alphanumeric characters" (ShareAttributes.shareIdentifier).
@@ -55,7 +55,7 @@ def share_identifier_problems(
 
 
 def reclaim_settings(reclaim: Any) -> dict[str, Any]:
-    """The reclaim planner's ``settings`` of a :class:`~cdk_gpu_share.core.config.ReclaimConfig`,
+    """The reclaim planner's ``settings`` of a :class:`~cdk_gpu_share.core.configuration.parse.ReclaimConfig`,
     for the Lambda and the simulator alike (``victim_order`` and ``max_checkpoint_seconds`` only
     when they are not the default, so a config without them gives the settings it always gave)."""
     settings: dict[str, Any] = {"reclaim_after_seconds": reclaim.reclaim_after_seconds,

@@ -4,8 +4,8 @@ Each reader records the problem of a bad value (the field, the value and the fix
 None; the section parsers of the backends (:mod:`cdk_gpu_share.backends`) read their sections
 with them. :class:`Sharing` and :class:`Amount` are the values a guarantee is made of;
 :func:`_team_fields` and :func:`_group_fields` are the rules every team and group meets, read
-from YAML (:mod:`cdk_gpu_share.core.config`) or built in Python
-(:mod:`cdk_gpu_share.core.config_model`) alike.
+from YAML (:mod:`cdk_gpu_share.core.configuration.parse`) or built in Python
+(:mod:`cdk_gpu_share.core.configuration.model`) alike.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from cdk_gpu_share.core import hyperpod_schema as hp
-from cdk_gpu_share.core import instances
 from cdk_gpu_share.core import validation as V
-from cdk_gpu_share.core.objectives import ENTITLEMENT_KEY, Objectives, read_objectives
+from cdk_gpu_share.core.catalog import hyperpod_schema as hp
+from cdk_gpu_share.core.catalog import instances
+from cdk_gpu_share.core.configuration.objectives import ENTITLEMENT_KEY, Objectives, read_objectives
 from cdk_gpu_share.core.windows import TEAM_WINDOW_KEYS
 
 __all__ = [
@@ -48,7 +48,7 @@ BATCH = "batch_quota"
 HYPERPOD = "hyperpod"
 FAIRSHARE = "fairshare"
 #: The backends whose sections are fields of :class:`PlatformConfig` (a registered backend's
-#: section is in ``PlatformConfig.other_backends``); every backend: :func:`cdk_gpu_share.core.backends.keys`.
+#: section is in ``PlatformConfig.other_backends``); every backend: :func:`cdk_gpu_share.core.configuration.backends.keys`.
 _BUILTIN_SECTIONS = (BATCH, HYPERPOD, FAIRSHARE)
 
 
@@ -186,7 +186,7 @@ GROUP_NAME_FIX = "use up to 63 lower-case letters, digits and hyphens, starting 
 # The helpers below are thin names over the validation toolkit
 # (cdk_gpu_share.core.validation), which owns number parsing, quoting, field paths
 # and the YAML loader for every input of the library. To add a field: add it to the
-# section's *_KEYS set (and to core/config_schema.py, whose test checks both agree),
+# section's *_KEYS set (and to core/configuration/schema.py, whose test checks both agree),
 # read it with _int/_number/_bool/_str/_mapping under the path V.key(where, "field"),
 # and record problems with problems.add(field, value, message, fix).
 
@@ -542,7 +542,7 @@ def _entitled(objectives: Objectives | None, guarantee: Mapping[str, Amount], wh
     return Objectives._of(objectives.targets, {it: int(n) for it, n in entitlement.items()})
 
 
-# -- the organisation's tree of quotas (``groups:``). Its shape's rules are core/hierarchy.py's.
+# -- the organisation's tree of quotas (``groups:``). Its shape's rules are core/configuration/hierarchy.py's.
 
 _GROUP_KEYS = {"name", "parent", "guarantee", "borrow_limit", "description"}
 
@@ -599,7 +599,7 @@ def _team_authorization(data: Mapping, where: str, problems: _Problems) -> dict[
     * ``principal_tag`` (default ``gpu-share:team``): when ``assumed_by`` is empty, principals
       of the platform's account may assume the role only if their principal tag of this key
       is the team's name. Whoever can set that tag can become the team: the tag guard
-      (:mod:`cdk_gpu_share.core.guard`) keeps it with ``security.administrators``.
+      (:mod:`cdk_gpu_share.core.policy.guard`) keeps it with ``security.administrators``.
     """
     out: dict[str, Any] = {}
     if data.get("max_priority") is not None:

@@ -58,13 +58,16 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from cdk_gpu_share.core import backends, config_fields, config_model, hierarchy, instances
 from cdk_gpu_share.core import validation as V
+from cdk_gpu_share.core.catalog import instances
+from cdk_gpu_share.core.configuration import backends, hierarchy
+from cdk_gpu_share.core.configuration import fields as config_fields
+from cdk_gpu_share.core.configuration import model as config_model
 
-# The fields and the model are read from here too (``from cdk_gpu_share.core.config import TeamConfig``):
+# The fields and the model are read from here too (``from cdk_gpu_share.core.configuration.parse import TeamConfig``):
 # this module is where a platform config is loaded, and what it is made of.
-from cdk_gpu_share.core.config_fields import *  # noqa: F403
-from cdk_gpu_share.core.config_fields import (
+from cdk_gpu_share.core.configuration.fields import *  # noqa: F403
+from cdk_gpu_share.core.configuration.fields import (
     _BUILTIN_SECTIONS,
     _TEAM_KEYS,
     BATCH,
@@ -80,8 +83,8 @@ from cdk_gpu_share.core.config_fields import (
     _team_fields,
     team_name_problems,
 )
-from cdk_gpu_share.core.config_model import *  # noqa: F403
-from cdk_gpu_share.core.config_model import (
+from cdk_gpu_share.core.configuration.model import *  # noqa: F403
+from cdk_gpu_share.core.configuration.model import (
     EXTRA_MAPPINGS,
     EXTRA_SECTIONS,
     BatchQuotaConfig,
@@ -96,8 +99,8 @@ from cdk_gpu_share.core.config_model import (
     section_mapping,
     team_in_window,
 )
+from cdk_gpu_share.core.configuration.objectives import ENTITLEMENT_KEY, never_stopped_conflict
 from cdk_gpu_share.core.errors import ConfigError, Problem
-from cdk_gpu_share.core.objectives import ENTITLEMENT_KEY, never_stopped_conflict
 from cdk_gpu_share.core.windows import Window, read_windows, window_mapping
 
 __all__ = [*config_fields.__all__, *config_model.__all__,
@@ -201,7 +204,7 @@ def _check_backend(
 ) -> None:
     """Rules that need both the teams and one backend section: the guarantees (and the groups'
     pools) fit the capacity, then the backend's own rules
-    (:attr:`~cdk_gpu_share.core.backends.BackendSpec.rules`).
+    (:attr:`~cdk_gpu_share.core.configuration.backends.BackendSpec.rules`).
 
     ``refused``: team names already refused by :func:`team_name_problems` (reported once).
     """

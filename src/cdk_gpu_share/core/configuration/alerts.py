@@ -10,7 +10,7 @@ cannot subscribe addresses to a topic another stack owns without taking it over.
 Every alarm the platform creates notifies the topic on ALARM and on OK
 (:class:`cdk_gpu_share.constructs.alerts.AlarmRouting`).
 
-Registered in :data:`cdk_gpu_share.core.config.EXTRA_SECTIONS`; problems are recorded with
+Registered in :data:`cdk_gpu_share.core.configuration.parse.EXTRA_SECTIONS`; problems are recorded with
 the config's ``add_problem(field, value, message, fix)``.
 """
 

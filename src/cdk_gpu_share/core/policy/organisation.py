@@ -11,7 +11,7 @@ flat config such a backend deploys (the one rule, for the constructs, ``plan`` a
   then by name; no team takes more than its own borrow cap lets it use (its guarantee plus its
   cap, the backend's default cap where it gives none) and no group more than its borrow limit:
   what one cannot take goes to the others, what none can take stays unassigned
-  (:func:`cdk_gpu_share.core.hierarchy.split_pools_capped`);
+  (:func:`cdk_gpu_share.core.configuration.hierarchy.split_pools_capped`);
 * each borrowing team's borrow room is the least of what its own cap leaves and, over the groups
   above it, Q(N) + B(N) less the team's compiled guarantee: an absolute amount (HyperPod, in
   accelerators unless it makes whole instances), or the least whole percentage of the compiled
@@ -29,10 +29,11 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from cdk_gpu_share.core import hierarchy, instances
-from cdk_gpu_share.core.borrowing import borrow_cap
-from cdk_gpu_share.core.config import Amount, PlatformConfig, Sharing, TeamConfig, group_tree
+from cdk_gpu_share.core.catalog import instances
+from cdk_gpu_share.core.configuration import hierarchy
+from cdk_gpu_share.core.configuration.parse import Amount, PlatformConfig, Sharing, TeamConfig, group_tree
 from cdk_gpu_share.core.errors import ConfigError, Problem
+from cdk_gpu_share.core.policy.borrowing import borrow_cap
 
 __all__ = ["ABSOLUTE", "PERCENT", "HIERARCHY_MODES", "TeamChange", "Compiled", "compilation", "compile_flat",
            "as_replayed", "check_hierarchy", "least_percent", "reading", "reading_text"]

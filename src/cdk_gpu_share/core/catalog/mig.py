@@ -22,7 +22,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from cdk_gpu_share.core import instances
+from cdk_gpu_share.core.catalog import instances
 from cdk_gpu_share.core.errors import ConfigError, Problem
 
 __all__ = [
@@ -143,7 +143,7 @@ class InstanceGpuInfo:
 
 
 #: SageMaker instance types with MIG-capable GPUs (SageMaker's documentation; 8 GPUs each): the
-#: instance catalog's types marked ``mig`` (:func:`cdk_gpu_share.core.instances.mig_types`).
+#: instance catalog's types marked ``mig`` (:func:`cdk_gpu_share.core.catalog.instances.mig_types`).
 INSTANCE_TYPES: dict[str, InstanceGpuInfo] = {
     name: InstanceGpuInfo(info.gpu_model, info.gpus) for name, info in instances.mig_types().items()
 }

@@ -6,14 +6,14 @@
         - arn:aws:iam::111122223333:role/cdk-hnb659fds-cfn-exec-role-111122223333-*
 
 A team without ``assumed_by`` is every principal tagged ``<principal_tag>=<team>``. The tag
-guard (:mod:`cdk_gpu_share.core.guard`, ``gpu-share guard``) lets only these principals set
+guard (:mod:`cdk_gpu_share.core.policy.guard`, ``gpu-share guard``) lets only these principals set
 or remove that tag on users, roles and sessions. The team stacks tag their own roles with
 it, so the principal that deploys them (for CDK, its ``cfn-exec-role``) belongs here. An
 assumed-role session matches through its role's ARN (``aws:PrincipalArn``), so name roles,
 not ``arn:aws:sts::...:assumed-role/...``. Without this section the guard lets nobody set
 the tag.
 
-Registered in :data:`cdk_gpu_share.core.config.EXTRA_SECTIONS`; problems are recorded with
+Registered in :data:`cdk_gpu_share.core.configuration.parse.EXTRA_SECTIONS`; problems are recorded with
 the config's ``add_problem(field, value, message, fix)``.
 """
 

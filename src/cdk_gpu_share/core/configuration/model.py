@@ -2,9 +2,9 @@
 
 :class:`PlatformConfig` holds the teams (:class:`TeamConfig`), the organisation's tree
 (:class:`GroupConfig`) and a section per backend; each checks what it is given in Python by the
-rules of a config file (:mod:`cdk_gpu_share.core.config_fields`), and the ``*_mapping``
+rules of a config file (:mod:`cdk_gpu_share.core.configuration.fields`), and the ``*_mapping``
 functions write a config back as the mapping a file holds. The whole file is read by
-:mod:`cdk_gpu_share.core.config`.
+:mod:`cdk_gpu_share.core.configuration.parse`.
 """
 
 from __future__ import annotations
@@ -14,18 +14,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from cdk_gpu_share.core import hierarchy, instances
 from cdk_gpu_share.core import validation as V
+from cdk_gpu_share.core.catalog import instances
+from cdk_gpu_share.core.configuration import hierarchy
+from cdk_gpu_share.core.configuration.objectives import Objectives, read_objectives
 from cdk_gpu_share.core.errors import ConfigError
-from cdk_gpu_share.core.objectives import Objectives, read_objectives
 from cdk_gpu_share.core.windows import Window, window_at
 
 if TYPE_CHECKING:
-    from cdk_gpu_share.core.alerts_config import AlertsConfig
-    from cdk_gpu_share.core.history_config import HistoryConfig
-    from cdk_gpu_share.core.security_config import SecurityConfig
+    from cdk_gpu_share.core.configuration.alerts import AlertsConfig
+    from cdk_gpu_share.core.configuration.archive import HistoryConfig
+    from cdk_gpu_share.core.configuration.security import SecurityConfig
     from cdk_gpu_share.inference.config import InferenceConfig
-from cdk_gpu_share.core.config_fields import (
+from cdk_gpu_share.core.configuration.fields import (
     _AMOUNT_KEYS,
     _BUILTIN_SECTIONS,
     DEFAULT_MAX_PRIORITY,
@@ -78,7 +79,7 @@ class TeamConfig:
     #: platform's account whose principal tag ``principal_tag`` is the team's name.
     assumed_by: tuple[str, ...] = ()
     principal_tag: str = DEFAULT_PRINCIPAL_TAG
-    #: What the team's jobs need (:mod:`cdk_gpu_share.core.objectives`): read by ``simulate``,
+    #: What the team's jobs need (:mod:`cdk_gpu_share.core.configuration.objectives`): read by ``simulate``,
     #: ``advise``, ``plan`` and the deployed wait alarms. A mapping is read as the YAML's.
     objectives: Objectives = field(default_factory=Objectives)
     #: The team's group in the organisation's tree (:class:`GroupConfig`); None: a root team.
@@ -196,7 +197,7 @@ class GroupConfig:
     idle guarantee), on top of what its teams guarantee; ``borrow_limit`` the most its
     whole subtree may use beyond its quota Q (None, or a type left out: unlimited).
     ``parent`` is another group (None: a root). A team joins a group with
-    ``TeamConfig(group=...)``. The tree's rules (:mod:`cdk_gpu_share.core.hierarchy`)
+    ``TeamConfig(group=...)``. The tree's rules (:mod:`cdk_gpu_share.core.configuration.hierarchy`)
     are checked with the whole config.
     """
 
@@ -346,15 +347,15 @@ class PlatformConfig:
     fairshare: FairshareConfig | None = None
     inference: InferenceConfig | None = None
     source: str | None = None
-    #: Where every alarm goes (:class:`cdk_gpu_share.core.alerts_config.AlertsConfig`), or None.
+    #: Where every alarm goes (:class:`cdk_gpu_share.core.configuration.alerts.AlertsConfig`), or None.
     alerts: AlertsConfig | None = None
-    #: Who may set the team identity tags (:class:`cdk_gpu_share.core.security_config.SecurityConfig`), or None.
+    #: Who may set the team identity tags (:class:`cdk_gpu_share.core.configuration.security.SecurityConfig`), or None.
     security: SecurityConfig | None = None
-    #: The job archive (:class:`cdk_gpu_share.core.history_config.HistoryConfig`), or None: the
-    #: defaults where it applies (:func:`cdk_gpu_share.core.history_config.archive_of`).
+    #: The job archive (:class:`cdk_gpu_share.core.configuration.archive.HistoryConfig`), or None: the
+    #: defaults where it applies (:func:`cdk_gpu_share.core.configuration.archive.archive_of`).
     history: HistoryConfig | None = None
     #: The sections of backends registered besides the built-in three, by key
-    #: (:func:`cdk_gpu_share.core.backends.register`).
+    #: (:func:`cdk_gpu_share.core.configuration.backends.register`).
     other_backends: Mapping[str, Any] = field(default_factory=dict)
     #: The organisation's tree of quotas (:class:`GroupConfig`); empty: every team is a root.
     groups: tuple[GroupConfig, ...] = ()
@@ -420,7 +421,7 @@ def group_tree(config: PlatformConfig, backend: str | None = None) -> hierarchy.
     With ``backend``, only its teams and instance types: a team that takes no part keeps
     no quota there, and a group pool on another backend's types counts 0. Amounts other than
     whole instances (HyperPod's accelerators, vCPU, MIG) count as the GPUs they stand for
-    divided by the type's GPUs: :func:`cdk_gpu_share.core.organisation.node_quotas` gives
+    divided by the type's GPUs: :func:`cdk_gpu_share.core.policy.organisation.node_quotas` gives
     the same tree in GPUs.
     """
     section = config.backend(backend) if backend is not None else None
@@ -455,9 +456,9 @@ def group_tree(config: PlatformConfig, backend: str | None = None) -> hierarchy.
 # add_problem(field, value, message, fix) records a problem.
 EXTRA_SECTIONS: dict[str, str] = {
     "inference": "cdk_gpu_share.inference.config:parse_inference",
-    "alerts": "cdk_gpu_share.core.alerts_config:parse_alerts",
-    "security": "cdk_gpu_share.core.security_config:parse_security",
-    "history": "cdk_gpu_share.core.history_config:parse_history",
+    "alerts": "cdk_gpu_share.core.configuration.alerts:parse_alerts",
+    "security": "cdk_gpu_share.core.configuration.security:parse_security",
+    "history": "cdk_gpu_share.core.configuration.archive:parse_history",
 }
 
 
@@ -556,8 +557,8 @@ def section_mapping(section: BatchQuotaConfig | HyperPodConfig | FairshareConfig
 # Mappings of the sections owned by other modules: name -> "module:function".
 EXTRA_MAPPINGS: dict[str, str] = {
     "inference": "cdk_gpu_share.inference.config:inference_mapping",
-    "alerts": "cdk_gpu_share.core.alerts_config:alerts_mapping",
-    "history": "cdk_gpu_share.core.history_config:history_mapping",
+    "alerts": "cdk_gpu_share.core.configuration.alerts:alerts_mapping",
+    "history": "cdk_gpu_share.core.configuration.archive:history_mapping",
 }
 
 

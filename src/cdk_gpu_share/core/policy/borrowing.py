@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import math
 
-from cdk_gpu_share.core import backends, instances
-from cdk_gpu_share.core.config import Amount, TeamConfig
+from cdk_gpu_share.core.catalog import instances
+from cdk_gpu_share.core.configuration import backends
+from cdk_gpu_share.core.configuration.parse import Amount, TeamConfig
 
 __all__ = ["UNLIMITED", "borrow_cap", "instance_equivalent"]
 

@@ -26,7 +26,9 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from cdk_gpu_share.core import instances, metrics, reclaim
+from cdk_gpu_share.core.catalog import instances
+from cdk_gpu_share.core.policy import reclaim
+from cdk_gpu_share.core.records import metrics
 
 __all__ = [
     "CROSS_SHARE",
@@ -62,7 +64,7 @@ class ShareReading:
 
     def within_guarantee(self, k: int) -> bool:
         """Whether the ``k``-th waiting job would be within the team's guarantee now: the
-        planner's rule (:func:`cdk_gpu_share.core.reclaim.within_guarantee`, U + demand <= G in
+        planner's rule (:func:`cdk_gpu_share.core.policy.reclaim.within_guarantee`, U + demand <= G in
         every type it asks for). A job of unknown size counts as within while the team uses less
         than its guarantee in some type: the alarm it feeds is the lender's promise, better loud
         than silent."""

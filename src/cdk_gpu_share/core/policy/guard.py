@@ -8,7 +8,7 @@ boundary is not held by it).
     gpu-share guard platform.yaml          # the guard for a config, as one compact SCP
     gpu-share guard platform.yaml -o scps  # as several SCPs when it is longer than one may be
 
-    from cdk_gpu_share.core.guard import guard_policy, split_guard
+    from cdk_gpu_share.core.policy.guard import guard_policy, split_guard
     for part in split_guard(guard_policy(load_config("platform.yaml"))):
         print(part.name, part.text)  # each at most 5,120 characters: one SCP
 
@@ -67,7 +67,7 @@ from typing import TYPE_CHECKING
 from cdk_gpu_share.core.errors import ConfigError, Problem
 
 if TYPE_CHECKING:
-    from cdk_gpu_share.core.config import PlatformConfig
+    from cdk_gpu_share.core.configuration.parse import PlatformConfig
 
 TAG_QUEUE = "gpu-share:queue"
 TAG_TEAM = "gpu-share:team"

@@ -10,7 +10,7 @@ The archive (docs/history.md) is built when the config has a Batch queue (``batc
 ``fairshare``) and ``enabled`` is not false: without the section, with the defaults. Nobody but
 the roles named in ``readers`` may read it, and only the archive's delivery stream writes it.
 
-Registered in :data:`cdk_gpu_share.core.config.EXTRA_SECTIONS`; problems are recorded with
+Registered in :data:`cdk_gpu_share.core.configuration.parse.EXTRA_SECTIONS`; problems are recorded with
 the config's ``add_problem(field, value, message, fix)``.
 """
 

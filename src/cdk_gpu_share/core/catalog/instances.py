@@ -2,7 +2,7 @@
 
 Every backend reads its instance types here: the classic Batch fleet its EC2 types
 (``g5.xlarge``), Batch quota management and HyperPod their SageMaker types
-(``ml.g5.xlarge``), and the MIG catalog (:mod:`cdk_gpu_share.core.mig`) the SageMaker
+(``ml.g5.xlarge``), and the MIG catalog (:mod:`cdk_gpu_share.core.catalog.mig`) the SageMaker
 types whose GPUs it partitions. Figures are per instance, from the Amazon EC2
 accelerated-computing instance pages (G4dn, G5, G6, G6e, Gr6, G7e, P4d/P4de,
 P5/P5e/P5en, P6-B200, P6-B300, P6e-GB200). A SageMaker ``ml.`` type has the hardware
