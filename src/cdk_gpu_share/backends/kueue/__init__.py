@@ -59,6 +59,8 @@ INT32 = (-(2**31), 2**31 - 1)
 MIN_KUBERNETES = "1.30"
 #: The label a ResourceFlavor selects nodes by.
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+#: The resource of a whole GPU, as NVIDIA's device plugin names it.
+GPU = "nvidia.com/gpu"
 #: What no admission policy can hold (an image's own ENV), in the one line ``plan`` and ``summary`` give.
 GPU_NODE_SETTINGS = ("set on the GPU nodes, which this platform cannot enforce: the NVIDIA container toolkit's"
                      " accept-nvidia-visible-devices-envvar-when-unprivileged = false and the device plugin's"
@@ -446,11 +448,23 @@ def controllers_outside_teams(c: SectionCheck) -> Iterator[Problem]:
                               "run the controller in a namespace of its own and name its service account there")
 
 
+# The resources the ClusterQueues cover: what the rules check and the manifests write.
+
+
+def mig_resource(profile: str) -> str:
+    """The extended resource NVIDIA's device plugin gives a MIG profile (mixed strategy)."""
+    return f"nvidia.com/{profile}"
+
+
+def covered_resources(section: KueueConfig, teams: Sequence[TeamConfig]) -> list[str]:
+    """The resources every ClusterQueue covers: cpu, memory, GPUs and each guaranteed MIG profile."""
+    profiles = sorted({p for t in teams for a in t.guarantee_for(section.capacity).values() for p, _ in a.mig})
+    return ["cpu", "memory", GPU, *(mig_resource(p) for p in profiles)]
+
+
 def device_class_resources(c: SectionCheck) -> Iterator[Problem]:
     """A DeviceClass counts as a resource the ClusterQueues cover: whole GPUs or a MIG profile some
     team guarantees (a resource they do not cover could never be admitted)."""
-    from cdk_gpu_share.backends.kueue.manifests import covered_resources
-
     covered = [r for r in covered_resources(c.section, c.members) if "/" in r]
     for name, resource in c.section.device_classes.items():
         if resource not in covered:

@@ -24,27 +24,22 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from cdk_gpu_share.backends.kueue import API_VERSION, INSTANCE_TYPE_LABEL, KueueConfig
+from cdk_gpu_share.backends.kueue import (
+    API_VERSION,
+    GPU,
+    INSTANCE_TYPE_LABEL,
+    KueueConfig,
+    covered_resources,
+    mig_resource,
+)
 from cdk_gpu_share.backends.kueue.admission import GPU_TAINT, POD_SECURITY_LABELS, admission_objects
 from cdk_gpu_share.core.catalog import instances
 from cdk_gpu_share.core.configuration.parse import Amount, GroupConfig, PlatformConfig, TeamConfig, groups_above
 
-GPU = "nvidia.com/gpu"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "cdk-gpu-share"}
 #: The order objects are applied in: what a later object names exists first.
 KIND_ORDER = ("Namespace", "ResourceFlavor", "Cohort", "WorkloadPriorityClass", "ClusterQueue", "LocalQueue",
               "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
-
-
-def mig_resource(profile: str) -> str:
-    """The extended resource NVIDIA's device plugin gives a MIG profile (mixed strategy)."""
-    return f"nvidia.com/{profile}"
-
-
-def covered_resources(section: KueueConfig, teams: Sequence[TeamConfig]) -> list[str]:
-    """The resources every ClusterQueue covers: cpu, memory, GPUs and each guaranteed MIG profile."""
-    profiles = sorted({p for t in teams for a in t.guarantee_for(section.capacity).values() for p, _ in a.mig})
-    return ["cpu", "memory", GPU, *(mig_resource(p) for p in profiles)]
 
 
 def _amount(it: str, a: Amount) -> dict[str, float]:
