@@ -19,7 +19,7 @@ import importlib.metadata
 import sys
 from collections.abc import Sequence
 
-from cdk_gpu_share import __version__
+import cdk_gpu_share
 from cdk_gpu_share.cli._parser import Parser
 from cdk_gpu_share.core.errors import GpuShareError
 
@@ -47,7 +47,7 @@ def package_version() -> str:
     try:
         return importlib.metadata.version(DISTRIBUTION)
     except importlib.metadata.PackageNotFoundError:
-        return __version__
+        return cdk_gpu_share.__version__
 
 
 def build_parser() -> argparse.ArgumentParser:
