@@ -48,8 +48,11 @@ DEFAULT_SAMPLES = 32
 MAX_SAMPLES = 1_000
 #: Arrival rates are measured over at most this much of the past (seconds): a week.
 ARRIVAL_WINDOW_S = 7 * 86400.0
-#: Later arrivals are drawn up to this far past ``now`` first (seconds), and four times
-#: further each time a replay's job had not started by then, up to a year; a replay draws
+#: Later arrivals are drawn up to this far past ``now`` for a job's first replay (seconds),
+#: and four times further each time a replay's job had not started (for good) by then, up
+#: to a year; each later replay of the job begins at the horizon the previous one ended at
+#: (a shorter one would only be run again, so only a job stopped after its start, by an
+#: arrival between the two horizons, could have started at another time); a replay draws
 #: at most :data:`_MAX_ARRIVALS` (a job starved by a stream of others still gets a start).
 _FIRST_HORIZON_S = 3600.0
 _MAX_HORIZON_S = 365 * 86400.0
@@ -197,12 +200,14 @@ def predict(scenario: Scenario, state: QueueState, job_id: str, history: History
         return None
     rates = _rates(state, history) if arrivals else {}
     waits = []
+    # Each replay starts at the horizon the previous one of this job ended with: replays of one
+    # job need similar horizons, and a replay at a shorter one would only be run again.
+    horizon = _FIRST_HORIZON_S
     for k in range(samples):
         key = f"{seed}:{job_id}:{k}"
         rng = random.Random(key)
         durations = {j.id: _draw(history.durations(j.team), j.worked(state.now), rng) for j in state.running}
         durations.update({j.id: _draw(history.durations(j.team), j.progress_s, rng) for j in state.pending})
-        horizon = _FIRST_HORIZON_S
         while True:
             later = _arrivals(state, history, rates, horizon, key)
             last = not later or horizon >= _MAX_HORIZON_S or len(later) >= _MAX_ARRIVALS
