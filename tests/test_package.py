@@ -115,7 +115,7 @@ def test_wheel_metadata_names_the_license_classifiers_and_project_urls(wheel):
     requires = meta.get_all("Requires-Dist")
     runtime = [r for r in requires if "extra ==" not in r]
     assert sorted(r.split("<")[0].split(">")[0].lower() for r in runtime) == [
-        "aws-cdk-lib", "boto3", "cdk-nag", "constructs", "pyyaml", "ruamel.yaml"]
+        "aws-cdk-lib", "boto3", "cdk-nag", "constructs", "pyyaml", "ruamel.yaml", "tzdata"]
 
 
 def test_the_long_description_is_the_readme_as_it_is(wheel):

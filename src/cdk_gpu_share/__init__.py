@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from cdk_gpu_share.backends.kueue.construct import KueueQueues
     from cdk_gpu_share.constructs.dashboard import GpuShareDashboard, InferenceDashboard
     from cdk_gpu_share.constructs.job_history import JobHistory
+    from cdk_gpu_share.constructs.quota_windows import QuotaWindowSwitcher
     from cdk_gpu_share.constructs.shared_gpu_quota import (
         BatchQuotaBackend,
         CfnComputeQuota,
@@ -56,6 +57,7 @@ _LAZY = {
     "HyperPodBackend": "cdk_gpu_share.constructs.shared_gpu_quota",
     "FairshareQueue": "cdk_gpu_share.backends.fairshare.construct",
     "ShareMonitor": "cdk_gpu_share.backends.batch_quota.construct",
+    "QuotaWindowSwitcher": "cdk_gpu_share.constructs.quota_windows",
     "KueueQueues": "cdk_gpu_share.backends.kueue.construct",
     "KueueConfig": "cdk_gpu_share.backends.kueue",
     "KueuePreemption": "cdk_gpu_share.backends.kueue",
@@ -115,6 +117,7 @@ __all__ = [
     "PlatformConfig",
     "PlatformStack",
     "PriorityClass",
+    "QuotaWindowSwitcher",
     "ReclaimConfig",
     "ShareMonitor",
     "ShareMonitorConfig",

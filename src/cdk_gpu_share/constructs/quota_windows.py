@@ -1,0 +1,187 @@
+"""The deployment of time windows on Batch quota management and HyperPod: the quota window
+switcher (:mod:`cdk_gpu_share.lambdas.quota_switcher`), a schedule per boundary, a run after
+each deploy, and the alarm when a window is not applied.
+
+:class:`QuotaWindowSwitcher` is given the platform's windows and, per team, its quota share or
+compute quota with the values of the base and of each window (as the update API takes them);
+it deploys:
+
+* the switcher function, whose role may read and update those shares and quotas only, by ARN;
+* one EventBridge Scheduler schedule per boundary (a window's opening or closing), a cron in
+  the window's own time zone, so daylight saving is the zone's; the function works the window
+  out at its own clock, so a boundary delivered late or twice does no harm;
+* a custom resource that runs the function when a deploy changes a share, a quota or a window
+  (CloudFormation writes the base values back when it updates a share or a quota);
+* an alarm on the function's errors ("quota window not applied"), routed as every alarm of the
+  platform.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import aws_cdk as cdk
+import jsii
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_scheduler as scheduler
+from aws_cdk import custom_resources as cr
+from constructs import Construct
+
+from cdk_gpu_share.constructs._lambda_code import package_code
+from cdk_gpu_share.core.windows import DAYS, Window, window_mapping
+
+__all__ = ["QuotaWindowSwitcher", "boundary_crons"]
+
+SWITCHER_HANDLER = "cdk_gpu_share.lambdas.quota_switcher.handler.handler"
+#: The environment variable of the function's settings (the handler's ``SETTINGS_ENV``).
+SETTINGS_ENV = "GPU_SHARE_SWITCHER"
+#: How late a boundary may still be delivered, and how often retried (the function reads its
+#: own clock, so a late one applies the window then in force).
+MAX_EVENT_AGE_SECONDS = 3600
+SCHEDULE_RETRIES = 3
+
+
+def boundary_crons(window: Window) -> dict[str, str]:
+    """The EventBridge Scheduler cron expressions of ``window``'s opening and closing, in its
+    own time zone: ``{"open": ..., "close": ...}``. A window that ends at or before its start
+    closes the next day."""
+    start_h, start_m = (int(x) for x in window.start.split(":"))
+    end_h, end_m = (int(x) for x in window.end.split(":"))
+    days = [DAYS.index(d) for d in window.days]
+    next_day = (end_h, end_m) <= (start_h, start_m)
+    close_days = [(d + 1) % 7 for d in days] if next_day else days
+
+    def cron(minute: int, hour: int, on: list[int]) -> str:
+        names = ",".join(DAYS[d].upper() for d in sorted(set(on)))
+        return f"cron({minute} {hour} ? * {names} *)"
+
+    return {"open": cron(start_m, start_h, days), "close": cron(end_m, end_h, close_days)}
+
+
+class QuotaWindowSwitcher(Construct):
+    """Switches Batch quota shares and HyperPod compute quotas with the platform's windows.
+
+    Add each team's share or quota with :meth:`add_quota_share` or :meth:`add_compute_quota`.
+    """
+
+    def __init__(self, scope: Construct, id: str, *, windows: Sequence[Window]) -> None:
+        """
+        :param windows: the platform's windows (``PlatformConfig.windows``).
+        """
+        super().__init__(scope, id)
+        self.windows = tuple(windows)
+        self._targets: list[dict[str, Any]] = []
+        self.log_group = logs.LogGroup(self, "Logs", retention=logs.RetentionDays.ONE_MONTH)
+        self.role = iam.Role(self, "Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+                             description="Switches the platform's quota shares and compute quotas at each time"
+                                         " window's boundary (cdk-gpu-share)")
+        self.log_group.grant_write(self.role)
+        self.function = lambda_.Function(
+            self, "Function",
+            description="Puts each team's quota share or compute quota at the values of the window in force"
+                        " (cdk-gpu-share)",
+            runtime=lambda_.Runtime.PYTHON_3_14,
+            architecture=lambda_.Architecture.ARM_64,
+            handler=SWITCHER_HANDLER,
+            # The time zones come with the code: a runtime without a zone database still reads them.
+            code=package_code("lambdas/quota_switcher", ("core", "lambdas/quota_switcher"), (),
+                              packages=("tzdata",)),
+            # Each share read and written up to 4 times (backoff 2, 4, 8 s), each call 3 tries of 3 + 10 s.
+            timeout=cdk.Duration.minutes(5),
+            memory_size=256,
+            role=self.role,
+            log_group=self.log_group,
+            environment={SETTINGS_ENV: cdk.Lazy.string(_Produce(self._settings))},
+        )
+        self._schedules()
+        self._after_deploy()
+        #: A switch that could not be applied after its retries: the shares are not those of the
+        #: window in force until the next run succeeds.
+        self.alarm = cloudwatch.Alarm(
+            self, "NotAppliedAlarm",
+            alarm_description="Quota window not applied: the quota window switcher failed (see its log line"
+                              " switch_failed for the teams and the error); their quota shares or compute quotas"
+                              " are not those of the window in force",
+            metric=self.function.metric_errors(period=cdk.Duration.minutes(5), statistic="Sum"), threshold=1,
+            evaluation_periods=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING)
+
+    # -- the targets ----------------------------------------------------------------
+
+    def add_quota_share(self, team: str, share_arn: str, values: Mapping[str | None, Mapping[str, Any]],
+                        resource: cdk.CfnResource | None = None) -> None:
+        """``team``'s Batch quota share: ``values`` maps None (the base) and each window's name to
+        the ``UpdateQuotaShare`` fields (``capacityLimits``, ``resourceSharingConfiguration``)."""
+        self._add("batch", team, share_arn, values, resource)
+        self.role.add_to_principal_policy(iam.PolicyStatement(
+            actions=["batch:DescribeQuotaShare", "batch:UpdateQuotaShare"], resources=[share_arn]))
+
+    def add_compute_quota(self, team: str, quota_id: str, quota_arn: str,
+                          values: Mapping[str | None, Mapping[str, Any]],
+                          resource: cdk.CfnResource | None = None) -> None:
+        """``team``'s HyperPod compute quota: ``values`` maps None (the base) and each window's
+        name to the ``UpdateComputeQuota`` field ``ComputeQuotaConfig``."""
+        self._add("hyperpod", team, quota_id, values, resource)
+        self.role.add_to_principal_policy(iam.PolicyStatement(
+            actions=["sagemaker:DescribeComputeQuota", "sagemaker:UpdateComputeQuota"], resources=[quota_arn]))
+
+    def _add(self, kind: str, team: str, id: str, values: Mapping[str | None, Mapping[str, Any]],
+             resource: cdk.CfnResource | None) -> None:
+        self._targets.append({"kind": kind, "team": team, "id": id, "base": dict(values[None]),
+                              "windows": {w: dict(v) for w, v in values.items() if w is not None}})
+        if resource is not None:
+            # Run after CloudFormation has written the share's base values.
+            self.after_deploy.node.add_dependency(resource)
+
+    def _settings(self) -> str:
+        settings = {"windows": [window_mapping(w) for w in self.windows], "targets": self._targets}
+        return cdk.Stack.of(self).to_json_string(settings)
+
+    # -- what runs it -----------------------------------------------------------------
+
+    def _schedules(self) -> None:
+        self.scheduler_role = iam.Role(self, "SchedulerRole", assumed_by=iam.ServicePrincipal("scheduler.amazonaws.com"),
+                                       description="Invokes the quota window switcher at each boundary (cdk-gpu-share)")
+        self.function.grant_invoke(self.scheduler_role)
+        self.schedules: list[scheduler.CfnSchedule] = []
+        for window in self.windows:
+            for edge, expression in boundary_crons(window).items():
+                self.schedules.append(scheduler.CfnSchedule(
+                    self, f"{edge.capitalize()}-{window.name}",
+                    description=f"The {'opening' if edge == 'open' else 'closing'} of the time window"
+                                f" {window.name} ({window.start} to {window.end}, {window.timezone})",
+                    schedule_expression=expression,
+                    schedule_expression_timezone=window.timezone,
+                    flexible_time_window=scheduler.CfnSchedule.FlexibleTimeWindowProperty(mode="OFF"),
+                    target=scheduler.CfnSchedule.TargetProperty(
+                        arn=self.function.function_arn, role_arn=self.scheduler_role.role_arn,
+                        input=json.dumps({"boundary": edge, "window": window.name}),
+                        retry_policy=scheduler.CfnSchedule.RetryPolicyProperty(
+                            maximum_event_age_in_seconds=MAX_EVENT_AGE_SECONDS,
+                            maximum_retry_attempts=SCHEDULE_RETRIES)),
+                ))
+
+    def _after_deploy(self) -> None:
+        provider = cr.Provider(self, "Provider", on_event_handler=self.function,
+                               log_retention=None, log_group=logs.LogGroup(
+                                   self, "ProviderLogs", retention=logs.RetentionDays.ONE_MONTH))
+        # Keyed on the settings: a deploy that changes a share, a quota or a window runs it again.
+        self.after_deploy = cdk.CustomResource(
+            self, "AfterDeploy", service_token=provider.service_token,
+            resource_type="Custom::GpuShareQuotaWindow",
+            properties={"Settings": cdk.Lazy.string(_Produce(self._settings))})
+
+
+@jsii.implements(cdk.IStableStringProducer)
+class _Produce:
+    def __init__(self, produce: Any) -> None:
+        self._produce = produce
+
+    def produce(self) -> str:
+        return str(self._produce())
