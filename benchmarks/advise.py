@@ -415,7 +415,7 @@ def grid_cases(data: Path, only: str | None) -> None:
     print("|---|---|---|---|---|---|---|---|---|")
     rows = []
     for label, fleets, make in cases:
-        if only and only not in label:
+        if only and only not in f"{label} {' '.join(fleets)}":
             continue
         raw, jobs = make()
         rows += grid_compare(label, raw, jobs, fleets)

@@ -21,8 +21,8 @@ can miss):
    moved to it or from it, its sharing, its borrow limit one rung), evaluated as one batch;
    the best of the batch replaces the incumbent when it ranks better, until a feasible one
    is found or no move helps.
-4. **Walk down** (``--fleet size``): from the least feasible capacity the bisection found,
-   one step down while the grid (5), or a probe, finds a feasible split there.
+4. **Scan up** (``--fleet size``): from the least capacity that may do up to the least
+   feasible one the bisection found, the grid (5) at each capacity until a split holds.
 5. **The grid.** With up to :data:`GRID_TEAMS` teams, every split of the capacity into
    guarantees on the least multiple of the step whose splits fit :data:`GRID_SHARE` of the
    budget left (``lend`` for a team never to be stopped, else ``lend_and_borrow`` unlimited).
@@ -560,30 +560,26 @@ class Search:
                 else:
                     low = mid + self.space.step
             if hi_best.feasible:
-                hi_best = self._walk_down(hi_best, low, sizing, frontier)
+                hi_best = self._scan_up(hi_best, low, frontier)
             best = hi_best if hi_best.feasible else min(self._frontier(frontier), key=self.rank)
         else:
             best = self.probe(self.space.input.capacity, sizing)
         best = self.best_at(best.candidate.capacity, sizing, incumbent=best)
         return self._confirm(best, self._frontier(frontier) if self.space.fleet == "size" else [], sizing, bounds)
 
-    def _walk_down(self, best: Evaluation, low: float, sizing: Mapping[str, float | None],
-                   frontier: dict[float, Evaluation]) -> Evaluation:
-        """From the least feasible capacity the bisection found, one step down at a time while the
-        grid (or a probe) finds a feasible split there: the bisection's probes only search near
-        their seeds, the grid every split."""
-        s = self.space.step
-        c = best.candidate.capacity - s
-        while c >= low - _TOL and self.room() > 0 and self.grid_step(c) is not None:
-            grid = self.grid(c, None, feasible_only=True)
-            found = next((e for e in grid if e.feasible), None)
-            if found is None:
-                found = self.probe(c, sizing, warm=[best.candidate], cap=PROBE_CAP)
-            frontier[c] = found
-            if not found.feasible:
-                break
-            best = found
-            c -= s
+    def _scan_up(self, best: Evaluation, low: float, frontier: dict[float, Evaluation]) -> Evaluation:
+        """From the least capacity that may do up to the least feasible one the bisection found,
+        the grid at each capacity (stopped at its first feasible split): the bisection assumes
+        a larger pool never does worse and its probes search near their seeds only, the grid
+        every split, so the answer is never larger than the least capacity where a split of the
+        grid meets every objective (waits are not monotone in the capacity)."""
+        c = low
+        while c < best.candidate.capacity - _TOL and self.room() > 0 and self.grid_step(c) is not None:
+            found = next((e for e in self.grid(c, None, feasible_only=True) if e.feasible), None)
+            if found is not None:
+                frontier[c] = found
+                return found
+            c += self.space.step
         return best
 
     def _frontier(self, tried: Mapping[float, Evaluation]) -> list[Evaluation]:
