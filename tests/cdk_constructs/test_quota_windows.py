@@ -128,3 +128,55 @@ def test_the_lambda_code_carries_the_time_zones(tmp_path: Path):
     assert (tmp_path / "tzdata" / "zoneinfo" / "Europe" / "Berlin").is_file()
     assert (tmp_path / "cdk_gpu_share" / "lambdas" / "quota_switcher" / "handler.py").is_file()
     assert (tmp_path / "cdk_gpu_share" / "core" / "windows.py").is_file()
+
+
+def _concrete(value):
+    """A template value with CDK's intrinsics (the log group's ARN) made a concrete ARN."""
+    if isinstance(value, list):
+        return [_concrete(v) for v in value]
+    if isinstance(value, dict):
+        if any(k.startswith("Fn::") or k == "Ref" for k in value):
+            return "arn:aws:logs:us-east-1:111122223333:log-group:quota-window-switcher:*"
+        return {k: _concrete(v) for k, v in value.items()}
+    return value
+
+
+def test_the_policy_evaluator_lets_the_switcher_switch_only_the_platforms_shares_and_quotas(synth):
+    import subprocess
+
+    from tests.auth.test_authorization import EVALUATOR, NODE, ROOT
+
+    _, template = synth
+    function = next(iter(template.find_resources(
+        "AWS::Lambda::Function", {"Properties": {"Handler": "cdk_gpu_share.lambdas.quota_switcher.handler.handler"}}
+    ).values()))
+    role = function["Properties"]["Role"]["Fn::GetAtt"][0]
+    policies = [{"name": lid, "policy": _concrete(p["Properties"]["PolicyDocument"])}
+                for lid, p in template.find_resources("AWS::IAM::Policy").items() if {"Ref": role} in p["Properties"]["Roles"]]
+    principal = "arn:aws:iam::111122223333:role/quota-window-switcher"
+    other_queue = "arn:aws:batch:us-east-1:111122223333:job-queue/another-platform"
+    cases = [
+        ("batch:UpdateQuotaShare", SHARES["training"], "Allowed"),
+        ("batch:DescribeQuotaShare", SHARES["research"], "Allowed"),
+        ("sagemaker:UpdateComputeQuota", QUOTA_ARN, "Allowed"),
+        ("sagemaker:DescribeComputeQuota", QUOTA_ARN, "Allowed"),
+        ("batch:UpdateQuotaShare", f"{other_queue}/quota-share/training", "Denied"),
+        ("batch:UpdateQuotaShare", f"{QUEUE}/quota-share/intruder", "Denied"),
+        ("sagemaker:UpdateComputeQuota", "arn:aws:sagemaker:us-east-1:111122223333:compute-quota/otherquota01",
+         "Denied"),
+        ("batch:CreateQuotaShare", QUEUE, "Denied"),
+        ("sagemaker:DeleteComputeQuota", QUOTA_ARN, "Denied"),
+        ("batch:UpdateJobQueue", QUEUE, "Denied"),
+    ]
+    job = {"requests": [{"id": f"{a} {r}", "principal_arn": principal, "action": a, "resources": [r],
+                         "context": {"aws:PrincipalArn": principal}, "documented_keys": [], "scps": [],
+                         "policies": policies} for a, r, _ in cases],
+           "lint": [{"principal": "switcher", "name": p["name"], "policy": p["policy"]} for p in policies]}
+    proc = subprocess.run([str(NODE), str(EVALUATOR)], input=json.dumps(job), capture_output=True, text=True,
+                          cwd=ROOT, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    got = [("Allowed" if r["decision"] == "Allowed" else "Denied" if r["decision"].endswith("Denied")
+            else r["decision"]) for r in out["results"]]
+    assert got == [expect for _, _, expect in cases], out["results"]
+    assert out["lint"]["problems"] == []
