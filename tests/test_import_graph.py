@@ -11,8 +11,13 @@ that command runs.
 
 from __future__ import annotations
 
+import ast
 import fnmatch
+import importlib
+import os
+import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -111,3 +116,46 @@ def test_the_check_counts_a_name_of_a_package_as_its_init(tmp_path):
 ])
 def test_lazy_imports_are_allowed_in_the_command_line_modules_only(module, allowed):
     assert _lazy_allowed(module) is allowed
+
+
+# ---------------------------------------------------------------------------
+# The house: core/ by domain, the old module paths kept for one release.
+
+CORE = ROOT / "src" / "cdk_gpu_share" / "core"
+
+
+def test_core_holds_its_domains_and_at_most_eight_modules():
+    modules = sorted(p.name for p in CORE.glob("*.py") if p.name != "__init__.py")
+    assert len(modules) <= 8, modules
+    packages = sorted(p.name for p in CORE.iterdir() if (p / "__init__.py").is_file())
+    assert packages == ["advise", "catalog", "configuration", "eta", "policy", "records", "simulate"]
+
+
+def test_every_package_of_core_says_what_lives_there_and_what_it_may_import():
+    for package in sorted(p for p in CORE.iterdir() if (p / "__init__.py").is_file()):
+        doc = ast.get_docstring(ast.parse((package / "__init__.py").read_text())) or ""
+        assert "import" in doc, package.name
+
+
+def test_an_old_module_path_is_the_new_module_with_a_deprecation_warning():
+    from cdk_gpu_share.core._moved import MOVED
+
+    for old, new in MOVED.items():
+        sys.modules.pop(old, None)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            module = importlib.import_module(old)
+        assert module is importlib.import_module(new), old
+        assert [str(w.message) for w in caught if w.category is DeprecationWarning] == [
+            f"{old} is deprecated: import {new} (the old path goes in the next release)"]
+        assert old not in FOUND and new in FOUND
+
+
+def test_python_c_import_of_an_old_path_works_and_warns():
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    result = subprocess.run([sys.executable, "-c", "import cdk_gpu_share.core.config as c; print(c.load_config.__module__)"],
+                            env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "cdk_gpu_share.core.configuration.parse\n"
+    assert ("DeprecationWarning: cdk_gpu_share.core.config is deprecated: import "
+            "cdk_gpu_share.core.configuration.parse") in result.stderr

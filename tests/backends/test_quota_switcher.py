@@ -276,7 +276,7 @@ def test_daylight_saving_moves_the_boundaries_with_berlin(model, at, window, mon
 
 
 def test_a_week_of_boundaries_across_the_spring_change_ends_right_at_each(monkeypatch):
-    from cdk_gpu_share.core.windows import Window, boundaries
+    from cdk_gpu_share.core.configuration.windows import Window, boundaries
 
     q = Batch(monkeypatch, _utc(2027, 3, 25))
     windows = [Window(**w) for w in WINDOWS]

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from cdk_gpu_share.cli import main
-from cdk_gpu_share.core import compare as cmp_mod
 from cdk_gpu_share.core import scenario as sc
 from cdk_gpu_share.core import simulate as sim
 from cdk_gpu_share.core.configuration.parse import Amount, load_config, parse_config
 from cdk_gpu_share.core.errors import ConfigError
+from cdk_gpu_share.core.simulate import compare as cmp_mod
 from tests.data import alibaba_trace
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -17,8 +17,8 @@ from cdk_gpu_share.core.configuration.parse import (
     deploy_problems,
     parse_config,
 )
+from cdk_gpu_share.core.configuration.windows import Window, boundaries, window_at
 from cdk_gpu_share.core.errors import ConfigError
-from cdk_gpu_share.core.windows import Window, boundaries, window_at
 
 UTC = timezone.utc
 

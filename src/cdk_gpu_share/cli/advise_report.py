@@ -291,7 +291,7 @@ def advised_simulate_report(scenario_data: Mapping[str, Any], jobs: Sequence[Any
     writes it) on ``jobs``: every mode side by side, as ``simulate --compare --report`` makes it."""
     from cdk_gpu_share.cli.simulate_cmd import _run_compare, render_report
     from cdk_gpu_share.core import simulate as sim
-    from cdk_gpu_share.core.compare import compare
+    from cdk_gpu_share.core.simulate.compare import compare
 
     scenario = sim.parse_scenario(dict(scenario_data), source="the advised configuration")
     runs, notes, verdict = _run_compare(scenario, jobs, poll, None, trace or "trace")

@@ -29,9 +29,9 @@ from cdk_gpu_share.core.text import format_table, html_table
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from cdk_gpu_share.core.compare import Comparison
     from cdk_gpu_share.core.configuration.parse import PlatformConfig
     from cdk_gpu_share.core.simulate import Job, SimResult
+    from cdk_gpu_share.core.simulate.compare import Comparison
 
 
 def _backend_names() -> str:
@@ -281,7 +281,7 @@ def run_simulate(args: argparse.Namespace) -> int:
         runs, notes, verdict = _run_compare(scenario, jobs, poll, args.checkpoint_seconds, args.trace,
                                             args.victim_order)
         gap = _run_gap(args, jobs, poll)
-        from cdk_gpu_share.core.compare import compare as build
+        from cdk_gpu_share.core.simulate.compare import compare as build
 
         cmp = build(runs, jobs, notes=notes)
         cmp.victim_order = verdict
@@ -302,7 +302,7 @@ def run_simulate(args: argparse.Namespace) -> int:
             write_plot(r, path, jobs=jobs, label=label)
             written.append(f"plot written to {path}")
     if args.report:
-        from cdk_gpu_share.core.compare import compare as build
+        from cdk_gpu_share.core.simulate.compare import compare as build
 
         cmp = build(runs, jobs, notes=notes)
         if compare:
@@ -441,9 +441,9 @@ def wants_checkpoint_order(scenario: Any, jobs: Any, checkpoint: float | None, v
 def _run_compare(scenario: Any, jobs: Any, poll: float, checkpoint: float | None, source: str,
                  victim_order: str | None = None) -> tuple[list[tuple[str, Any]], list[str], dict | None]:
     """The runs of ``--compare``, the notes under its tables, and which victim order won
-    (:func:`~cdk_gpu_share.core.compare.order_verdict`; None without the checkpoint-aware column)."""
+    (:func:`~cdk_gpu_share.core.simulate.compare.order_verdict`; None without the checkpoint-aware column)."""
     from cdk_gpu_share.core import simulate as sim
-    from cdk_gpu_share.core.compare import order_verdict, verdict_lines
+    from cdk_gpu_share.core.simulate.compare import order_verdict, verdict_lines
 
     # A job no sharing mode could run is bad input for the whole comparison: say so first.
     sim.check_jobs(scenario, jobs, "share", source=source)

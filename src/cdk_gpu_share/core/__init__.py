@@ -7,13 +7,13 @@ By domain, each a package whose docstring says what it may import (arrows point 
 - :mod:`.configuration`: the platform config, its loader, its rules and its schema, the
   registry of the backends' sections;
 - :mod:`.policy`: the reclaim planner, the compilation of the organisation's tree, borrowing;
-- :mod:`.simulate` (the simulator), :mod:`.advise` (the advisor), :mod:`.eta` (expected starts);
+- :mod:`.simulate` (the simulator, its runs side by side), :mod:`.advise` (the advisor),
+  :mod:`.eta` (expected starts);
 - :mod:`.records`: the job archive's records, traces, usage, waiting reasons, metrics.
 
 Beside them: the base every package reads (:mod:`.errors`, :mod:`.quoting`,
 :mod:`.validation`, :mod:`.text`) and what joins them for the commands (:mod:`.scenario`: a
-config as the simulator's input; :mod:`.plan`: what a config deploys; :mod:`.compare`: runs
-side by side).
+config as the simulator's input; :mod:`.plan`: what a config deploys).
 """
 
 from cdk_gpu_share.core._moved import install as _install_moved_paths

@@ -22,6 +22,7 @@ MOVED: dict[str, str] = {
     "cdk_gpu_share.core.alerts_config": "cdk_gpu_share.core.configuration.alerts",
     "cdk_gpu_share.core.backends": "cdk_gpu_share.core.configuration.backends",
     "cdk_gpu_share.core.borrowing": "cdk_gpu_share.core.policy.borrowing",
+    "cdk_gpu_share.core.compare": "cdk_gpu_share.core.simulate.compare",
     "cdk_gpu_share.core.config": "cdk_gpu_share.core.configuration.parse",
     "cdk_gpu_share.core.config_fields": "cdk_gpu_share.core.configuration.fields",
     "cdk_gpu_share.core.config_model": "cdk_gpu_share.core.configuration.model",

@@ -31,11 +31,11 @@ from cdk_gpu_share.core.configuration.parse import (
     group_tree,
     team_in_window,
 )
+from cdk_gpu_share.core.configuration.windows import boundaries, window_mapping
 from cdk_gpu_share.core.policy.borrowing import borrow_cap, instance_equivalent
 from cdk_gpu_share.core.policy.organisation import compilation, compile_flat
 from cdk_gpu_share.core.scenario import amount_gpus
 from cdk_gpu_share.core.text import format_table
-from cdk_gpu_share.core.windows import boundaries, window_mapping
 from cdk_gpu_share.inference.config import endpoint_layout
 
 

@@ -42,9 +42,9 @@ from cdk_gpu_share.core.configuration.parse import (
     groups_above,
     team_in_window,
 )
+from cdk_gpu_share.core.configuration.windows import window_mapping
 from cdk_gpu_share.core.errors import ConfigError, Problem
 from cdk_gpu_share.core.policy import reclaim
-from cdk_gpu_share.core.windows import window_mapping
 
 
 def mig_fraction(profile: str) -> Fraction:

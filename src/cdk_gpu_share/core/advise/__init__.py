@@ -18,6 +18,9 @@ The package, one concern a module:
 - :mod:`~cdk_gpu_share.core.advise.evaluate`: one candidate simulated and judged;
 - :mod:`~cdk_gpu_share.core.advise.search`: the search;
 - :mod:`~cdk_gpu_share.core.advise.executors`: local processes and Ray.
+
+May import: the simulator, the configuration, the policy and the base modules of
+:mod:`cdk_gpu_share.core`; nothing of the core imports it but the commands.
 """
 
 from __future__ import annotations

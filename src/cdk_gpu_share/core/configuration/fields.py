@@ -22,7 +22,7 @@ from cdk_gpu_share.core import validation as V
 from cdk_gpu_share.core.catalog import hyperpod_schema as hp
 from cdk_gpu_share.core.catalog import instances
 from cdk_gpu_share.core.configuration.objectives import ENTITLEMENT_KEY, Objectives, read_objectives
-from cdk_gpu_share.core.windows import TEAM_WINDOW_KEYS
+from cdk_gpu_share.core.configuration.windows import TEAM_WINDOW_KEYS
 
 __all__ = [
     "Amount", "amount_mapping", "ASSUMER_ARN_PATTERN", "BATCH", "BATCH_NAME_PATTERN", "check_keys",

@@ -18,8 +18,8 @@ from cdk_gpu_share.core import validation as V
 from cdk_gpu_share.core.catalog import instances
 from cdk_gpu_share.core.configuration import hierarchy
 from cdk_gpu_share.core.configuration.objectives import Objectives, read_objectives
+from cdk_gpu_share.core.configuration.windows import Window, window_at
 from cdk_gpu_share.core.errors import ConfigError
-from cdk_gpu_share.core.windows import Window, window_at
 
 if TYPE_CHECKING:
     from cdk_gpu_share.core.configuration.alerts import AlertsConfig
@@ -84,7 +84,7 @@ class TeamConfig:
     objectives: Objectives = field(default_factory=Objectives)
     #: The team's group in the organisation's tree (:class:`GroupConfig`); None: a root team.
     group: str | None = None
-    #: The team's values per window of the config's ``windows`` (:mod:`cdk_gpu_share.core.windows`):
+    #: The team's values per window of the config's ``windows`` (:mod:`cdk_gpu_share.core.configuration.windows`):
     #: window name -> any of ``guarantee``, ``borrow_limit_percent``, ``borrow_limit``, as the YAML
     #: writes them; in force while that window is open.
     windows: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
@@ -359,7 +359,7 @@ class PlatformConfig:
     other_backends: Mapping[str, Any] = field(default_factory=dict)
     #: The organisation's tree of quotas (:class:`GroupConfig`); empty: every team is a root.
     groups: tuple[GroupConfig, ...] = ()
-    #: Named weekly windows (:class:`cdk_gpu_share.core.windows.Window`) in which teams' values
+    #: Named weekly windows (:class:`cdk_gpu_share.core.configuration.windows.Window`) in which teams' values
     #: change (:attr:`TeamConfig.windows`); empty: the values never change.
     windows: tuple[Window, ...] = ()
 

@@ -100,8 +100,8 @@ from cdk_gpu_share.core.configuration.model import (
     team_in_window,
 )
 from cdk_gpu_share.core.configuration.objectives import ENTITLEMENT_KEY, never_stopped_conflict
+from cdk_gpu_share.core.configuration.windows import Window, read_windows, window_mapping
 from cdk_gpu_share.core.errors import ConfigError, Problem
-from cdk_gpu_share.core.windows import Window, read_windows, window_mapping
 
 __all__ = [*config_fields.__all__, *config_model.__all__,
     "check_backend", "check_config", "config_mapping", "config_problems", "deploy_problems",

@@ -19,7 +19,6 @@ import json
 from typing import Any
 
 import cdk_gpu_share.inference.config as IC
-from cdk_gpu_share.core import windows as W
 from cdk_gpu_share.core.catalog import hyperpod_schema as hp
 from cdk_gpu_share.core.catalog import mig
 from cdk_gpu_share.core.configuration import alerts as AL
@@ -28,6 +27,7 @@ from cdk_gpu_share.core.configuration import backends
 from cdk_gpu_share.core.configuration import fields as F
 from cdk_gpu_share.core.configuration import parse as C
 from cdk_gpu_share.core.configuration import security as SEC
+from cdk_gpu_share.core.configuration import windows as W
 from cdk_gpu_share.core.configuration.objectives import ENTITLEMENT_KEY, MAX_TARGET, NEVER_STOPPED_KEYS, OBJECTIVE_KEYS
 
 SCHEMA_ID = "https://github.com/cdk-gpu-share/cdk-gpu-share/platform.schema.json"

@@ -11,6 +11,9 @@ Documentation: ``docs/eta.md``. Two concerns, one module each:
 
 The state type has no duration field for running or pending jobs: a prediction cannot read
 what was not known when it was made.
+
+May import: the simulator and the base modules of :mod:`cdk_gpu_share.core`; the live
+readers of ``gpu-share status`` import it.
 """
 
 from __future__ import annotations

@@ -39,6 +39,10 @@ The package, one concern a module, each importing only modules listed before it:
 - :mod:`~cdk_gpu_share.core.simulate.engine`: the event loop and :func:`simulate`;
 - :mod:`~cdk_gpu_share.core.simulate.verdict`: a run against the teams' objectives
   (:func:`evaluate_run`) and the private-cluster reference (:func:`private_fit_waits`).
+
+May import: the policy (the reclaim planner it replays), the configuration, the catalog
+and the base modules of :mod:`cdk_gpu_share.core`; never the records or the advisor, which
+import it.
 """
 
 from __future__ import annotations

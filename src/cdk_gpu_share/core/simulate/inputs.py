@@ -25,10 +25,10 @@ from cdk_gpu_share.core import validation as V
 from cdk_gpu_share.core.catalog import instances
 from cdk_gpu_share.core.configuration import hierarchy
 from cdk_gpu_share.core.configuration.objectives import ENTITLEMENT_KEY, Objectives, read_objectives
+from cdk_gpu_share.core.configuration.windows import Window, read_windows, window_at
 from cdk_gpu_share.core.errors import ConfigError, Problem
 from cdk_gpu_share.core.policy import reclaim
 from cdk_gpu_share.core.validation import load_json, parse_decimal
-from cdk_gpu_share.core.windows import Window, read_windows, window_at
 
 __all__ = [
     "DEFAULT_POLL_SECONDS",
@@ -77,7 +77,7 @@ class Scenario:
     objectives: Mapping[str, Objectives] = field(default_factory=dict)
     #: Each team's ``objectives.entitlement`` in GPUs, for the teams that give one.
     entitlements: Mapping[str, float] = field(default_factory=dict)
-    #: The weekly time windows (:class:`cdk_gpu_share.core.windows.Window`); empty: none.
+    #: The weekly time windows (:class:`cdk_gpu_share.core.configuration.windows.Window`); empty: none.
     windows: tuple[Window, ...] = ()
     #: Per window name, the scenario with each team's values in that window
     #: (:func:`in_window`): every rule of a scenario holds in each.

@@ -6,7 +6,7 @@ platform whose teams' values follow the clock (``windows:``) has them switched a
 boundary. The function is invoked by a schedule at each boundary and once after every deploy
 (CloudFormation writes the base values back), and each time:
 
-1. works out the window open **at its own clock** with :func:`cdk_gpu_share.core.windows.window_at`
+1. works out the window open **at its own clock** with :func:`cdk_gpu_share.core.configuration.windows.window_at`
    (never from the event: a delivery an hour late applies the window in force an hour later,
    a delivery repeated changes nothing);
 2. reads each share or quota (``DescribeQuotaShare``, ``DescribeComputeQuota``) and writes it
@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from cdk_gpu_share.core.windows import Window, window_at
+from cdk_gpu_share.core.configuration.windows import Window, window_at
 
 __all__ = [
     "ATTEMPTS", "BACKOFF_SECONDS", "BASE", "KINDS", "SETTINGS_ENV", "SwitchFailed", "Target", "handler",
