@@ -14,7 +14,7 @@ from aws_cdk import assertions
 
 from cdk_gpu_share.constructs._lambda_code import PackageBundler
 from cdk_gpu_share.constructs.quota_windows import QuotaWindowSwitcher, boundary_crons
-from cdk_gpu_share.core.windows import Window
+from cdk_gpu_share.core.configuration.windows import Window
 from cdk_gpu_share.lambdas.quota_switcher import handler as h
 from tests.batch_model import Clock
 from tests.quota_model import QuotaQueueModel

@@ -33,7 +33,7 @@ from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from cdk_gpu_share.constructs._lambda_code import package_code
-from cdk_gpu_share.core.windows import DAYS, Window, window_mapping
+from cdk_gpu_share.core.configuration.windows import DAYS, Window, window_mapping
 
 __all__ = ["QuotaWindowSwitcher", "boundary_crons"]
 

@@ -47,6 +47,7 @@ MOVED: dict[str, str] = {
     "cdk_gpu_share.core.trace": "cdk_gpu_share.core.records.trace",
     "cdk_gpu_share.core.usage": "cdk_gpu_share.core.records.usage",
     "cdk_gpu_share.core.waiting": "cdk_gpu_share.core.records.waiting",
+    "cdk_gpu_share.core.windows": "cdk_gpu_share.core.configuration.windows",
 }
 
 
