@@ -88,7 +88,8 @@ TOLERATION_ADDED = "may not gain a toleration of the GPU nodes' taint"
 HOST_PID = "may not set hostPID"
 HOST_NETWORK = "may not set hostNetwork"
 SYS_ADMIN = "may not add the capability SYS_ADMIN"
-HOST_PATH = "may not mount a hostPath to /dev, /proc, the kubelet's folder"
+HOST_PATH = "may not mount a hostPath volume"
+RESIZE = "keeps the resources it was created with"
 RUNTIME_CLASS = "may name only an allowed runtime class"
 CDI = "may not carry a cdi.k8s.io/* annotation"
 DRA_WORKLOAD = "may not claim devices through DRA"
@@ -136,6 +137,7 @@ def test_the_policy_matches_every_managed_kind_on_create_and_update(objects):
     assert ("", "pods") in matched and {(k.group, k.resource) for k in MANAGED_KINDS} <= matched
     # Ephemeral containers come through their own subresource; the scheduler binds through pods/binding.
     assert ("", "pods/ephemeralcontainers") in matched and ("", "pods/binding") not in matched
+    assert ("", "pods/resize") in matched
     assert all(rule["operations"] == ["CREATE", "UPDATE"] for rule in rules)
 
 
@@ -585,6 +587,19 @@ PLAIN = workload("Pod", TEAM, gpus=0, held=False)
 RUNNING = with_spec(released(workload("Pod", TEAM, queue=TEAM, gpus=1)), nodeName="ip-10-0-0-1.ec2.internal")
 GPU_NODE = "ip-10-0-0-9.ec2.internal"
 TOLERATE_ALL = [{"operator": "Exists"}]
+#: A running queued Pod with a sidecar (an init container restarted always) holding a GPU.
+SIDECAR = with_container(RUNNING, "initContainers", restartPolicy="Always", resources={"limits": {"nvidia.com/gpu": 1}})
+
+
+def resized_in_place(pod: dict, where: str = "containers") -> dict:
+    """``pod`` with the last container of ``where`` given more CPU and memory (what pods/resize changes)."""
+    out = copy.deepcopy(pod)
+    container = out["spec"][where][-1]
+    container["resources"] = {"requests": {"cpu": "96", "memory": "1000Gi"},
+                              "limits": {**container["resources"].get("limits", {}), "cpu": "96", "memory": "1000Gi"}}
+    return out
+
+
 TOLERATE_GPU = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
 REFUSED_PATHS = ("/dev", "/dev/", "/dev/nvidia0", "/dev/null", "/", "/run", "/var", "/var/run", "/run/containerd",
                  "/run/containerd/containerd.sock", "/var/run/containerd/containerd.sock", "/run/crio/crio.sock",
@@ -595,9 +610,19 @@ REFUSED_PATHS = ("/dev", "/dev/", "/dev/nvidia0", "/dev/null", "/", "/run", "/va
                  # The kubelet's folder: the device plugins' sockets, every Pod's volumes; and its parents.
                  "/var/lib", "/var/lib/", "/var/lib/kubelet", "/var/lib/kubelet/", "/var/lib/kubelet/device-plugins",
                  "/var/lib/kubelet/device-plugins/kubelet.sock", "/var/lib/kubelet/pods", "//var/lib/kubelet",
-                 "/var/lib/./kubelet")
-ALLOWED_PATHS = ("/mnt/fsx", "/opt/dlami/nvme", "/devices", "/var/log", "/data/.cache", "/run-data", "/procfs",
-                 "/mnt/proc", "/var/lib/data", "/var/lib/kubelet-backup", "/var/library", "/data/..cache", "/data/x..")
+                 "/var/lib/./kubelet",
+                 # Any other folder: the node follows a symbolic link the team wrote there (through shared
+                 # storage, or its image's layers in the runtime's folder) to /dev/null, /dev or /proc.
+                 "/mnt/fsx/team/link-to-dev-null", "/opt/dlami/nvme", "/var/lib/containerd", "/sys/fs/cgroup",
+                 "/var/log", "/devices",
+                 # A relative path, which the node resolves from its own working folder (/).
+                 "dev/null", "proc/1/root")
+#: Volumes that stay within the Pod: its allowed twins.
+ALLOWED_VOLUMES = (("an emptyDir", {"emptyDir": {}}), ("a PersistentVolumeClaim", {"persistentVolumeClaim": {
+    "claimName": "data"}}), ("a ConfigMap", {"configMap": {"name": "settings"}}))
+#: Capabilities that reach the node around the container, in the spellings the runtime takes.
+ESCAPING_CAPABILITIES = ("SYS_ADMIN", "CAP_SYS_ADMIN", "sys_admin", "ALL", "SYS_MODULE", "DAC_READ_SEARCH",
+                         "cap_sys_rawio", "BPF")
 
 #: (case, the Pod, the Pod before when an UPDATE, the subresource, the words of the one rule refusing it).
 ROUTES = [
@@ -611,7 +636,7 @@ ROUTES = [
     ("hostPID", with_spec(PLAIN, hostPID=True), None, "", HOST_PID),
     ("hostNetwork", with_spec(PLAIN, hostNetwork=True), None, "", HOST_NETWORK),
     *[(f"capability {cap}", with_container(PLAIN, securityContext={"capabilities": {"add": [cap]}}), None, "", SYS_ADMIN)
-      for cap in ("SYS_ADMIN", "CAP_SYS_ADMIN", "sys_admin", "ALL")],
+      for cap in ESCAPING_CAPABILITIES],
     ("capability SYS_ADMIN in an init container",
      with_container(PLAIN, "initContainers", securityContext={"capabilities": {"add": ["SYS_ADMIN"]}}), None, "",
      SYS_ADMIN),
@@ -628,6 +653,9 @@ ROUTES = [
     ("an ephemeral container adding SYS_ADMIN", with_container(
         RUNNING, "ephemeralContainers", securityContext={"capabilities": {"add": ["SYS_ADMIN"]}}),
      RUNNING, "ephemeralcontainers", SYS_ADMIN),
+    ("a running Pod resized in place", resized_in_place(RUNNING), RUNNING, "resize", RESIZE),
+    ("a running Pod's sidecar resized in place", resized_in_place(SIDECAR, "initContainers"), SIDECAR, "resize",
+     RESIZE),
 ]
 
 
@@ -653,7 +681,9 @@ ALLOWED_PODS = [
      workload("Pod", TEAM, queue=TEAM)),
     ("a capability baseline allows", with_container(PLAIN, securityContext={"capabilities": {"add": ["NET_BIND_SERVICE"]}}),
      None),
-    *[(f"hostPath {path}", with_spec(PLAIN, volumes=hostpath(path)), None) for path in ALLOWED_PATHS],
+    *[(f"{what} volume", with_spec(PLAIN, volumes=[{"name": "v", **volume}]), None) for what, volume in ALLOWED_VOLUMES],
+    *[(f"capability {cap}", with_container(PLAIN, securityContext={"capabilities": {"add": [cap]}}), None)
+      for cap in ("IPC_LOCK", "SYS_PTRACE", "NET_ADMIN")],
     ("another annotation", annotated(PLAIN, **{"example.com/cdi.k8s.io": "x", "note": "cdi.k8s.io/gpu"}), None),
     ("hostPID and hostNetwork false", with_spec(PLAIN, hostPID=False, hostNetwork=False), None),
     ("an ephemeral debugging container", with_container(RUNNING, "ephemeralContainers"), RUNNING),
@@ -720,3 +750,14 @@ def test_each_team_namespace_enforces_the_baseline_pod_security_standard(objects
         assert labels["pod-security.kubernetes.io/enforce"] == "baseline", name
         assert labels["pod-security.kubernetes.io/warn"] == "restricted", name
         assert labels["gpu-share/team"] == name
+
+
+@pytest.mark.parametrize("user", [MEMBER, ARGO_CD, KUEUE, JOB_CONTROLLER])
+def test_no_one_resizes_a_running_pod_past_what_kueue_admitted(objects, user):
+    # In place, through pods/resize (Kubernetes 1.33 and later): Kueue admitted the Pod's requests.
+    job_pod = with_spec(released(workload("Pod", TEAM, held=False, owner="Job")), nodeName=GPU_NODE)
+    for pod in (RUNNING, SIDECAR, job_pod):
+        assert kubernetes_errors(resized_in_place(pod)) == []
+        assert refused_by(run(objects, resized_in_place(pod), old=pod, user=user, subresource="resize"), RESIZE)
+        # Its twin: the same request that keeps the resources (a resize to the same size).
+        assert run(objects, pod, old=pod, user=user, subresource="resize").allowed

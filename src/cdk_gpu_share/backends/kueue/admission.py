@@ -14,11 +14,12 @@ from Kubernetes 1.30) refuse, in that namespace:
 * releasing a held workload (``suspend: false``, dropping the gate) by anyone but Kueue (or the
   operator of its owner: the JobSet controller starts a JobSet's Jobs): only Kueue may start what
   it admitted; and changing the spec of a running workload (its
-  replicas, parallelism or pod templates) without suspending it again;
+  replicas, parallelism or pod templates) without suspending it again, and resizing a Pod's
+  containers in place (``pods/resize``);
 * a Pod that reaches a node, or its GPUs, around the scheduler or the device plugin
   (:func:`_device_routes`): ``spec.nodeName``, privileged or ``NVIDIA_VISIBLE_DEVICES``,
-  ``hostPID``, ``hostNetwork``, the ``SYS_ADMIN`` capability, a ``hostPath`` to ``/dev``, ``/proc``,
-  the kubelet's folder or the container runtime's socket, a ``runtimeClassName`` the section does not allow, a
+  ``hostPID``, ``hostNetwork``, a capability of :data:`HOST_CAPABILITIES`, any ``hostPath`` volume,
+  a ``runtimeClassName`` the section does not allow, a
   ``cdi.k8s.io/*`` annotation; on CREATE, and on UPDATE when the Pod did not have it before
   (ephemeral containers included); and a running Pod gaining a toleration of the GPU nodes;
 * DRA claims (:func:`_dra_validations`): ``resourceClaims`` in a Pod or pod template, and
@@ -190,18 +191,13 @@ def _any_container(spec: str, test: str) -> str:
 #: The annotation prefix of Container Device Interface requests, which a runtime with CDI enabled
 #: turns into devices in the container, whatever the Pod requested.
 CDI_ANNOTATION_PREFIX = "cdi.k8s.io/"
-#: A hostPath that reaches the node's devices, its processes or the agents that hand out devices:
-#: ``/dev`` and below; ``/proc`` and below (``/proc/1/root`` is the node's whole filesystem, its
-#: ``/dev`` included); the kubelet's folder ``/var/lib/kubelet`` and below (the device plugins'
-#: sockets in ``device-plugins/``, every Pod's volumes); the container runtime's sockets and their
-#: folders (the runtime starts containers with any device); and every folder above them (``/``,
-#: ``/run``, ``/var``, ``/var/run``, ``/var/lib``). A path not written plainly (``//``, a ``.`` or
-#: ``..`` segment) is refused too, so that no spelling of one of them passes.
-HOST_DEVICE_PATH = (r"^/(dev(/.*)?|proc(/.*)?|var|run|var/run|var/lib|var/lib/kubelet(/.*)?"
-                    r"|(var/)?run/(containerd|crio|docker|dockershim|cri-dockerd)[^/]*(/.*)?)?/?$"
-                    r"|//|(^|/)[.][.]?(/|$)")
-#: A capability that lets a container mount and reach host devices (``CAP_`` and case as the runtime takes them).
-SYS_ADMIN = r"(?i)^(cap_)?(sys_admin|all)$"
+#: The capabilities that reach the node around the container (``CAP_`` and case as the runtime takes them):
+#: ``SYS_ADMIN`` mounts the node's devices; ``SYS_MODULE`` loads kernel code; ``DAC_READ_SEARCH``
+#: opens the node's files by handle (``open_by_handle_at``), outside the container's root;
+#: ``SYS_RAWIO`` reaches I/O ports and raw memory; ``BPF`` loads programs that write other processes'
+#: memory; ``ALL`` holds them all.
+HOST_CAPABILITIES = ("SYS_ADMIN", "SYS_MODULE", "DAC_READ_SEARCH", "SYS_RAWIO", "BPF")
+ESCAPING_CAPABILITY = rf"(?i)^(cap_)?({'|'.join(c.lower() for c in HOST_CAPABILITIES)}|all)$"
 
 
 @dataclass(frozen=True)
@@ -235,15 +231,21 @@ def _device_routes(section: KueueConfig) -> tuple[DeviceRoute, ...]:
                     "remove hostNetwork"),
         DeviceRoute(lambda o: _any_container(
             f"{o}.spec", f"has(c.securityContext) && has(c.securityContext.capabilities)"
-            f" && has(c.securityContext.capabilities.add) && c.securityContext.capabilities.add.exists(a, a.matches('{SYS_ADMIN}'))"),
-            "may not add the capability SYS_ADMIN (or ALL): it can mount the node's devices",
+            " && has(c.securityContext.capabilities.add)"
+            f" && c.securityContext.capabilities.add.exists(a, a.matches('{ESCAPING_CAPABILITY}'))"),
+            f"may not add the capability {', '.join(HOST_CAPABILITIES)} (or ALL): each reaches the node around the"
+            " container, its devices and other teams' GPU processes among it",
             "remove it from securityContext.capabilities.add"),
-        DeviceRoute(lambda o: f"has({o}.spec.volumes) && {o}.spec.volumes.exists(v, has(v.hostPath)"
-                    f" && v.hostPath.path.matches('{HOST_DEVICE_PATH}'))",
-                    "may not mount a hostPath to /dev, /proc, the kubelet's folder /var/lib/kubelet or the container"
-                    " runtime's socket (or a folder above them): each hands a container the node's devices or"
-                    " its processes",
-                    "use a volume of another kind, and request nvidia.com/gpu for the GPUs the Pod needs"),
+        # Every hostPath, not a list of dangerous ones: the runtime follows symbolic links in the path
+        # on the node, and a team can write one where it can write (its image's layers under the
+        # runtime's folder, shared storage the node mounts), pointing at /dev/null (which claims a GPU
+        # under the device plugin's volume-mounts list), /dev, /proc or the runtime's socket.
+        DeviceRoute(lambda o: f"has({o}.spec.volumes) && {o}.spec.volumes.exists(v, has(v.hostPath))",
+                    "may not mount a hostPath volume: the node follows symbolic links in its path, so any folder"
+                    " the team can write to reaches the node's devices (/dev, /dev/null as a GPU), its processes"
+                    " (/proc) or the container runtime's socket",
+                    "use an emptyDir (the node's local disks as ephemeral storage), a PersistentVolumeClaim or"
+                    " another kind of volume, and request nvidia.com/gpu for the GPUs the Pod needs"),
         DeviceRoute(lambda o: f"has({o}.spec.runtimeClassName) && !({o}.spec.runtimeClassName in {allowed!r})",
                     "may name only an allowed runtime class in runtimeClassName: a runtime such as NVIDIA's can hand a"
                     " container GPUs it did not request",
@@ -280,6 +282,21 @@ def _operator(section: KueueConfig) -> str:
         if names and kinds:
             parts.append(f"(request.userInfo.username in {names!r} && ({_owned_by(kinds)}))")
     return " || ".join(parts) or "false"
+
+
+#: The container lists whose resources a Pod's in-place resize changes (init containers: sidecars).
+RESIZABLE_LISTS = ("containers", "initContainers")
+
+
+def _same_resources() -> str:
+    """Does every container of the Pod keep the resources it had before the update? An in-place
+    resize (``pods/resize``, Kubernetes 1.33 and later) changes only these."""
+    def same(f: str) -> str:
+        return (f"(!has(object.spec.{f}) || object.spec.{f}.all(c, has(oldObject.spec.{f})"
+                f" && oldObject.spec.{f}.exists(o, o.name == c.name"
+                " && (has(c.resources) ? has(o.resources) && o.resources == c.resources : !has(o.resources)))))")
+
+    return " && ".join(same(f) for f in RESIZABLE_LISTS)
 
 
 def _variables(section: KueueConfig) -> list[dict[str, str]]:
@@ -409,6 +426,11 @@ def _validations(section: KueueConfig, team: TeamConfig) -> list[dict[str, str]]
          "message": f"a running workload in namespace {name} keeps the size Kueue admitted: suspend it to change its"
                     " spec (replicas, parallelism, pod templates), and Kueue admits it again",
          "reason": "Forbidden"},
+        {"expression": f"object.kind != 'Pod' || request.operation != 'UPDATE' || ({_same_resources()})",
+         "message": f"a Pod in namespace {name} keeps the resources it was created with: resizing it in place"
+                    " (pods/resize) would take more than Kueue admitted; change its workload's pod template, which"
+                    " Kueue admits again",
+         "reason": "Forbidden"},
         {"expression": f"variables.priorityClass == '' || variables.priorityClass in {allowed!r}"
                        " || (request.operation == 'UPDATE' && variables.priorityClass == variables.oldPriorityClass)",
          "message": f"team {name} may use the priority classes up to its max_priority {team.max_priority}:"
@@ -446,9 +468,10 @@ def admission_objects(section: KueueConfig, team: TeamConfig, meta: dict[str, An
     groups: dict[str, list[str]] = {}
     for k in MANAGED_KINDS:
         groups.setdefault(k.group, []).append(k.resource)
-    # Ephemeral containers are added through their own subresource; the binding one is the scheduler's.
+    # Ephemeral containers are added, and containers resized, through their own subresources; the
+    # binding one is the scheduler's.
     rules = [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
-              "resources": ["pods", "pods/ephemeralcontainers"]}]
+              "resources": ["pods", "pods/ephemeralcontainers", "pods/resize"]}]
     rules += [{"apiGroups": [group], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE"], "resources": resources}
               for group, resources in groups.items()]
     rules.append({"apiGroups": [DRA_GROUP], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE"],
@@ -473,5 +496,5 @@ def admission_objects(section: KueueConfig, team: TeamConfig, meta: dict[str, An
 
 
 __all__ = ["ADMISSION_API", "ADMISSION_GATE", "CDI_ANNOTATION_PREFIX", "DRA_GROUP", "DRA_RESOURCES", "GPU_TAINT",
-           "HOST_DEVICE_PATH", "MANAGED_KINDS", "MIN_KUBERNETES", "POD_SECURITY_LABELS", "PRIORITY_LABEL", "QUEUE_LABEL",
+           "HOST_CAPABILITIES", "MANAGED_KINDS", "MIN_KUBERNETES", "POD_SECURITY_LABELS", "PRIORITY_LABEL", "QUEUE_LABEL",
            "DeviceRoute", "ManagedKind", "admission_objects", "policy_name"]
