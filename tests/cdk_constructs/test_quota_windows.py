@@ -127,7 +127,7 @@ def test_the_lambda_code_carries_the_time_zones(tmp_path: Path):
     PackageBundler(("core", "lambdas/quota_switcher"), (), ("tzdata",)).try_bundle(str(tmp_path))
     assert (tmp_path / "tzdata" / "zoneinfo" / "Europe" / "Berlin").is_file()
     assert (tmp_path / "cdk_gpu_share" / "lambdas" / "quota_switcher" / "handler.py").is_file()
-    assert (tmp_path / "cdk_gpu_share" / "core" / "windows.py").is_file()
+    assert (tmp_path / "cdk_gpu_share" / "core" / "configuration" / "windows.py").is_file()
 
 
 def _concrete(value):
