@@ -309,13 +309,108 @@ def test_a_scenario_s_windows_meet_the_planner_s_rules_in_each_window() -> None:
         "teams[0].windows.day: is not a window of windows (got 'day'); use one of night"]
 
 
-def test_a_replay_with_windows_is_refused_rather_than_replaying_the_base() -> None:
-    from cdk_gpu_share.core.scenario import scenario_from_config
-    from cdk_gpu_share.core.simulate import Job, parse_scenario, simulate
+# -- replays: the values in force at each instant ------------------------------------------------
 
-    scenario = parse_scenario(scenario_from_config(parse_config(base()), "batch_quota"))
+MONDAY = datetime(2026, 1, 5, tzinfo=UTC)
+
+
+def swap_scenario(reclaim_after: int = 0) -> dict:
+    """Two teams of a 2-GPU pool that swap the pool from 01:00 to 02:00 UTC on Mondays."""
+    return {
+        "capacity": {"gpu": 2},
+        "settings": {"reclaim_after_seconds": reclaim_after, "min_runtime_seconds": 0},
+        "windows": [{"name": "swap", "days": ["mon"], "start": "01:00", "end": "02:00"}],
+        "teams": [
+            {"name": "a", "guarantee": {"gpu": 2}, "borrow_limit_percent": -1,
+             "windows": {"swap": {"guarantee": {"gpu": 0}}}},
+            {"name": "b", "guarantee": {"gpu": 0}, "borrow_limit_percent": -1,
+             "windows": {"swap": {"guarantee": {"gpu": 2}}}},
+        ],
+    }
+
+
+def swap_jobs() -> list:
+    from cdk_gpu_share.core.simulate import Job
+
+    return [Job("a1", "a", 0.0, 7200.0, 2.0), Job("b1", "b", 1800.0, 600.0, 2.0)]
+
+
+def outcomes(result) -> dict:
+    return {o.id: (o.final_start, o.completion, o.stops) for o in result.outcomes}
+
+
+def test_a_lower_guarantee_makes_running_jobs_victims_and_a_higher_one_reclaims_at_once() -> None:
+    from cdk_gpu_share.core.simulate import parse_scenario, simulate
+
+    result = simulate(parse_scenario(swap_scenario()), swap_jobs(), "share+reclaim", origin=MONDAY)
+    # At 01:00 (3600 s) a's guarantee drops to 0: its running a1 borrows, and b (now 2) reclaims at
+    # the boundary's own tick. b1 runs 3600-4200; a1, restarted from zero, starts again at 4200 on
+    # the idle pool (a borrows) and runs its 7200 s to 11400.
+    assert outcomes(result) == {"a1": (4200.0, 11400.0, 1), "b1": (3600.0, 4200.0, 0)}
+
+
+def test_reclaim_after_counts_from_the_rise_when_the_job_waited_before_it() -> None:
+    from cdk_gpu_share.core.simulate import parse_scenario, simulate
+
+    result = simulate(parse_scenario(swap_scenario(reclaim_after=600)), swap_jobs(), "share+reclaim", origin=MONDAY)
+    # b1 was submitted at 1800 but b is owed room only from 3600: it may reclaim at 4200, not 2400.
+    assert outcomes(result) == {"a1": (4800.0, 4800.0 + 7200.0, 1), "b1": (4200.0, 4800.0, 0)}
+
+
+def test_without_the_window_nothing_is_reclaimed_and_the_origin_decides_where_the_window_falls() -> None:
+    from cdk_gpu_share.core.simulate import parse_scenario, simulate
+
+    plain = swap_scenario()
+    plain.pop("windows")
+    for team in plain["teams"]:
+        team.pop("windows")
+    assert outcomes(simulate(parse_scenario(plain), swap_jobs(), "share+reclaim")) == {
+        "a1": (0.0, 7200.0, 0), "b1": (7200.0, 7800.0, 0)}
+    # From Monday 02:00 the window is a week away: the same as without it.
+    later = simulate(parse_scenario(swap_scenario()), swap_jobs(), "share+reclaim",
+                     origin=datetime(2026, 1, 5, 2, tzinfo=UTC))
+    assert outcomes(later) == {"a1": (0.0, 7200.0, 0), "b1": (7200.0, 7800.0, 0)}
+
+
+def test_a_replay_with_windows_needs_an_origin() -> None:
+    from cdk_gpu_share.core.simulate import parse_scenario, simulate
+
     with pytest.raises(ConfigError) as exc:
-        simulate(scenario, [Job("j1", "research", 0.0, 60.0, 1.0)], "share")
-    assert [str(p) for p in exc.value.problems] == [
-        "windows: time windows are not simulated yet (got ['night']); remove `windows` (and the teams' windows) to"
-        " replay the values outside them; `gpu-share plan` shows each window's values"]
+        simulate(parse_scenario(swap_scenario()), swap_jobs(), "share")
+    assert [p.field for p in exc.value.problems] == ["--origin"]
+
+
+def _swap_files(tmp_path, header: str = "") -> tuple[str, str]:
+    import json
+
+    scenario = tmp_path / "scenario.json"
+    scenario.write_text(json.dumps(swap_scenario()))
+    trace = tmp_path / "jobs.csv"
+    trace.write_text(header + "job_id,team,submit_time,duration_s,gpus\na1,a,0,7200,2\nb1,b,1800,600,2\n")
+    return str(scenario), str(trace)
+
+
+def test_simulate_reads_the_origin_from_the_trace_header_or_origin(tmp_path, capsys) -> None:
+    import json
+
+    from cdk_gpu_share.cli import main
+
+    scenario, trace = _swap_files(tmp_path, "# gpu-share trace export: origin=2026-01-05T00:00:00Z source=test\n")
+    assert main(["simulate", "--scenario", scenario, "--trace", trace, "--mode", "share+reclaim", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["preemptions"] == 1
+    # --origin comes first: from Monday 02:00 the window is a week away, and nothing is reclaimed.
+    assert main(["simulate", "--scenario", scenario, "--trace", trace, "--mode", "share+reclaim", "--json",
+                 "--origin", "2026-01-05T03:00:00+01:00"]) == 0
+    assert json.loads(capsys.readouterr().out)["preemptions"] == 0
+
+
+def test_simulate_without_an_origin_is_one_line_naming_origin(tmp_path, capsys) -> None:
+    from cdk_gpu_share.cli import main
+
+    scenario, trace = _swap_files(tmp_path)
+    assert main(["simulate", "--scenario", scenario, "--trace", trace, "--mode", "share"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--origin: is needed" in err
+    assert main(["simulate", "--scenario", scenario, "--trace", trace, "--mode", "share", "--origin", "soon"]) == 2
+    assert "--origin: is not an ISO-8601 time (got 'soon')" in capsys.readouterr().err

@@ -13,17 +13,21 @@ this module only parses arguments and renders results.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.util
 import json
 import math
 import shlex
 import sys
 from collections.abc import Sequence
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cdk_gpu_share.cli._parser import add_config_argument
+from cdk_gpu_share.core.configuration.windows import read_origin
 from cdk_gpu_share.core.errors import ConfigError, GpuShareError, Problem
+from cdk_gpu_share.core.records import history
 from cdk_gpu_share.core.text import format_table, html_table
 
 if TYPE_CHECKING:
@@ -88,6 +92,9 @@ def _add_simulate(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--checkpoint-seconds", type=float, default=None, metavar="N",
                    help="a stopped job restarts from its last N-second checkpoint (default: from zero); a job's "
                         "own interval (the trace's checkpoint_seconds column) and its team's come first")
+    p.add_argument("--origin", default=None, metavar="ISO-8601",
+                   help="the clock time of the trace's second 0 (without an offset: UTC), which a config or "
+                        "scenario with time windows needs. Default: the origin in the header `trace export` writes")
     p.add_argument("--victim-order", default=None, metavar="ORDER",
                    help="the jobs the planner stops first: youngest (lowest priority, then the most recent "
                         "start) or checkpoint (runs started on borrowed capacity, then the least work lost since "
@@ -263,6 +270,7 @@ def run_simulate(args: argparse.Namespace) -> int:
     scenario, poll, described = _load_scenario(args)
     sim.with_victim_order(scenario, args.victim_order)  # refuses an unknown order before any run
     jobs = sim.load_jobs(args.trace, scenario)
+    scenario = _with_origin(scenario, args.origin, args.trace)
     for line in objective_warnings(scenario):
         print(line, file=sys.stderr)
 
@@ -535,6 +543,25 @@ def render_gap(gap: dict[str, dict[str, Any]]) -> str:
     lines += format_table(GAP_HEADERS, gap_rows(gap), indent="  ", right=set(range(2, len(GAP_HEADERS))))
     lines.append("gap: compiled less tree (a + wait is longer compiled)")
     return "\n".join(lines)
+
+
+def _with_origin(scenario: Any, origin: str | None, trace: str) -> Any:
+    """``scenario`` with the clock time of the trace's second 0: ``--origin``, else the trace's
+    header (``trace export`` writes one), else none (refused by the replay when it has windows)."""
+    if origin is not None:
+        return dataclasses.replace(scenario, origin=read_origin(origin))
+    if not scenario.windows:
+        return scenario
+    with open(trace, encoding="utf-8", newline="") as fh:
+        header = history.read_header(fh.readline())
+    try:
+        seconds = history.origin_seconds(header)
+    except ValueError as exc:
+        raise ConfigError(Problem("--origin", None, f"is not given and {exc}",
+                                  "give --origin 2026-01-05T00:00:00Z")) from None
+    if seconds is None:
+        return scenario
+    return dataclasses.replace(scenario, origin=datetime.fromtimestamp(seconds, timezone.utc))
 
 
 def objective_warnings(scenario: Any) -> list[str]:

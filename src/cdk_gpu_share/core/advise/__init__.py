@@ -117,6 +117,7 @@ def advise(study: Study, space: Space, executor: Executor | None = None, *,
            job_budget: int = DEFAULT_JOB_BUDGET) -> Advice:
     """Search ``space`` for the best configuration (see :mod:`~cdk_gpu_share.core.advise.search`),
     with each team's entitlement and the study's warnings."""
+    sim.refuse_windows(study.scenario, "advise")
     advice = Search(study, space, executor or InProcess(study), progress=progress, budget=budget,
                     job_budget=job_budget).run()
     return replace(advice, entitlements=dict(study.entitlements),

@@ -22,10 +22,11 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from cdk_gpu_share.core import validation as V
+from cdk_gpu_share.core.errors import ConfigError, Problem
 
 __all__ = [
     "DAYS", "DEFAULT_TIMEZONE", "TEAM_WINDOW_KEYS", "WINDOW_KEYS", "Window", "boundaries", "overlap_problems",
-    "read_windows", "window_at", "window_mapping", "window_problems",
+    "read_origin", "read_windows", "window_at", "window_mapping", "window_problems",
 ]
 
 #: The days a window may open on, Monday first (Python's ``weekday()`` order).
@@ -146,6 +147,17 @@ def overlap_problems(windows: Sequence[Window], year: int, add: V.AddProblem) ->
                     f"is open at the same time as windows[{pair[0]}] ({first_w.name}), at {a:%Y-%m-%d %H:%M} UTC",
                     "make the windows disjoint: a team's values come from one window at a time")
         latest[i] = max(latest.get(i, _b), _b)
+
+
+def read_origin(text: str, field: str = "--origin") -> datetime:
+    """The clock time of a trace's second 0, given as ISO-8601 (without an offset: UTC); a
+    :class:`~cdk_gpu_share.core.errors.ConfigError` naming ``field`` otherwise."""
+    try:
+        origin = datetime.fromisoformat(text.strip())
+    except (ValueError, AttributeError):
+        raise ConfigError(Problem(field, text, "is not an ISO-8601 time",
+                                  "give the clock time of the trace's second 0, such as 2026-01-05T00:00:00Z")) from None
+    return origin if origin.tzinfo is not None else origin.replace(tzinfo=timezone.utc)
 
 
 def window_problems(raw: object, where: str, add: V.AddProblem) -> None:

@@ -28,9 +28,11 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from datetime import datetime, timedelta, timezone
 from fractions import Fraction
 from typing import Any
 
+from cdk_gpu_share.core.configuration.windows import boundaries
 from cdk_gpu_share.core.errors import ConfigError, Problem
 from cdk_gpu_share.core.policy import reclaim
 from cdk_gpu_share.core.simulate.accounting import SimResult, TeamResult, _tally_jobs, _window
@@ -97,11 +99,6 @@ class _Sim:
 
     def __init__(self, scenario: Scenario, jobs: Sequence[Job], mode: str, poll: float,
                  checkpoint: float | None, progress: Callable[[float], None] | None):
-        if scenario.windows:
-            # Replaying the values outside the windows as if they held all week would be a silently wrong answer.
-            raise ConfigError(Problem("windows", [w.name for w in scenario.windows], "time windows are not simulated yet",
-                                      "remove `windows` (and the teams' windows) to replay the values outside them; "
-                                      "`gpu-share plan` shows each window's values"), source=scenario.source)
         self.scenario = scenario
         self.mode = mode
         self.poll = poll
@@ -154,6 +151,8 @@ class _Sim:
         # A team's usage moves its own owed threshold only (flat): updated at once. With a tree it
         # moves those of every team under the same root: marked, and recomputed once per dispatch.
         self._owed_changed = self.owed.update if self.tree is None else self.owed.changed
+        #: The time windows' boundaries ahead (None: the scenario has none).
+        self.clock: _Clock | None = None
 
     def _owed_clock(self) -> OwedClock:
         """The owed-wait clocks (:mod:`~cdk_gpu_share.core.simulate.owed`): per team, the largest
@@ -166,17 +165,18 @@ class _Sim:
                 team = teams[ti]
                 return _last_true(n, lambda k: tree.owed(team, sizes[k]))
             return OwedClock(len(teams), n, threshold, [tree.sharing(t.idx) for t in teams])
-        known: dict[tuple[int, float], int] = {}
+        known: dict[tuple[int, float, int], int] = {}
 
         def promised(ti: int) -> int:
             # U(T) + gpus <= E(T): the guarantee's rule with the entitlement in its place.
             team = teams[ti]
             if team.entitled_spec is None:
                 return team.wk  # the dispatch index keeps it: reclaim.within_guarantee at U
-            k = known.get((ti, team.U))
+            key = (ti, team.U, id(team.entitled_spec))  # a time window may change the spec
+            k = known.get(key)
             if k is None:
                 spec, usage = team.entitled_spec, {RESOURCE: team.U}
-                k = known[(ti, team.U)] = _last_true(n, lambda k: reclaim.within_guarantee(demands[k], spec, usage))
+                k = known[key] = _last_true(n, lambda k: reclaim.within_guarantee(demands[k], spec, usage))
             return k
 
         return OwedClock(len(teams), n, promised, [(t.idx,) for t in teams])
@@ -327,9 +327,11 @@ class _Sim:
             return self.index.npending > 0 or self.index.ticky > 0
         return self.index.ticky > 0
 
-    def _tick(self, t: float) -> None:
-        """A planner tick at ``t``: stop the jobs the plan chooses, then dispatch."""
-        if self.skip_idle_ticks:
+    def _tick(self, t: float, *, forced: bool = False) -> None:
+        """A planner tick at ``t``: stop the jobs the plan chooses, then dispatch. ``forced``: the
+        tick after a time window's boundary, called even when the engine's shortcuts see
+        nothing to do."""
+        if self.skip_idle_ticks and not forced:
             if self._as_last_call(t):
                 return  # as the last tick: no victim
             if not self.view.tick_useful(t):
@@ -358,6 +360,55 @@ class _Sim:
         for b in beneficiaries:
             self._start_if_fits(b, t)
         self._dispatch(t)
+
+    # -- time windows ------------------------------------------------------
+
+    def _switch(self, state: Any) -> None:
+        """A time window's boundary at ``self.now``: each team whose values change gets the new
+        ones at once (its thresholds, its place in the index, its owed clock, the planner's view);
+        a team whose guarantee rose has its pending jobs wait, for ``reclaim_after_seconds``,
+        from now. Then dispatch, and in ``share+reclaim`` one tick at this instant after its
+        completions and arrivals."""
+        t = self.now
+        changed = False
+        for team, spec in zip(self.teams, state.teams):
+            if spec == team.spec:
+                continue
+            changed = True
+            if team.U > team.G:  # the borrowed stretch so far, against the old guarantee
+                team.result.borrowed_gpu_seconds += (team.U - team.G) * (t - team.last_t)
+            team.last_t = t
+            old_g = team.G
+            team.spec = spec
+            team.G = float(spec.guarantee.get(RESOURCE, 0) or 0)
+            cap = reclaim.borrow_cap(spec, RESOURCE)
+            team.cap = math.inf if cap is None else float(cap)
+            e = self.scenario.entitlements.get(team.name)
+            team.entitled_spec = (replace(spec, guarantee={**spec.guarantee, RESOURCE: e})
+                                  if e is not None and abs(e - team.G) > TOL else None)
+            team.thresholds = {}
+            team.wk = team.ck = -2  # no threshold holds: the index files every bucket again
+            if team.G > old_g + TOL and self.reclaiming:
+                for r in self.live.values():
+                    if r.t is team and r.job.position not in self.running:
+                        if r.grouped:
+                            self.view._group_remove(r)
+                        r.since = t
+                        r.pending_spec = None
+                        self.view.touch(r)
+        if not changed:
+            return
+        self.index.reserve_specs = [t_.spec for t_ in self.teams if t_.reserve]
+        self.index.ri_cache.clear()
+        for team in self.teams:
+            self.index.usage_changed(team)
+            self.owed.update(team.idx, t)
+        self.view.base = state
+        self.view.version += 1
+        self.quiet = None
+        self._dispatch(t)
+        if self.reclaiming and self.clock is not None:
+            self.clock.boundary_tick = t
 
     def _as_last_call(self, t: float) -> bool:
         """Whether a call at ``t`` would find what the last tick found, no victim: no job started,
@@ -423,10 +474,23 @@ class _Sim:
         report_every = max(1, total // 200)
         last_k = 0  # the last tick ran at last_k * poll
         watch = self.watch
+        clock = self.clock
         while True:
             t_done = heap[0][0] if heap else _INF
             t_arrive = arrival_times[ai] if ai < n_arrivals else _INF
             t_ev = t_done if t_done <= t_arrive else t_arrive  # completions first at equal times
+            if clock is not None and t_ev < _INF:
+                if clock.boundary_tick is not None and clock.boundary_tick < t_ev:
+                    # The tick that follows a boundary, after its instant's completions and arrivals.
+                    self.now = clock.boundary_tick
+                    clock.boundary_tick = None
+                    self._tick(self.now, forced=True)
+                    continue
+                if clock.next_at <= t_ev and (not self.reclaiming or (k_next := self._next_tick(last_k)) is None
+                                              or clock.next_at <= k_next * self.poll):
+                    self.now = clock.next_at
+                    self._switch(clock.advance())
+                    continue
             if self.reclaiming and (heap or ai < n_arrivals or self.running):
                 k = self._next_tick(last_k)
                 if k is not None and k * self.poll < t_ev:
@@ -435,6 +499,8 @@ class _Sim:
                     if watch is not None and watch.next_due < self.now:
                         watch.advance(self.now)
                     self._tick(self.now)
+                    if clock is not None and clock.boundary_tick == self.now:
+                        clock.boundary_tick = None  # this tick was the boundary's
                     continue
             if t_ev == _INF:
                 break
@@ -521,6 +587,42 @@ class _Sim:
             team.last_t = end
 
 
+class _Clock:
+    """The boundaries of a scenario's time windows in trace seconds, found a week at a time:
+    ``next_at`` the next one and :meth:`advance` the planner's state from then on."""
+
+    WEEK = 7 * 86400.0
+
+    def __init__(self, scenario: Scenario, origin: datetime):
+        self.scenario = scenario
+        self.origin = origin
+        self.ahead: list[tuple[float, Any]] = []
+        self.searched = 0.0  # boundaries before this (trace seconds) are in ``ahead`` or past
+        self.boundary_tick: float | None = None  # share+reclaim: the tick a boundary asks for
+        self._fill()
+
+    def _fill(self) -> None:
+        for _ in range(2):  # windows that never change hands (open all week) have no boundary
+            if self.ahead:
+                return
+            start = self.origin + timedelta(seconds=self.searched)
+            found = boundaries(self.scenario.windows, start - timedelta(seconds=1), start + timedelta(seconds=self.WEEK))
+            self.ahead = [(t, self.scenario.state_at(at)) for at, _ in found[1:]
+                          if (t := (at - self.origin).total_seconds()) >= self.searched and t > 0]
+            self.searched += self.WEEK
+        if not self.ahead:
+            self.ahead = [(_INF, None)]
+
+    @property
+    def next_at(self) -> float:
+        return self.ahead[0][0]
+
+    def advance(self) -> Any:
+        _, state = self.ahead.pop(0)
+        self._fill()
+        return state
+
+
 def _interval(r: Run, checkpoint: float | None) -> float:
     """A job's checkpoint interval: the trace's, else its team's, else ``checkpoint``
     (``--checkpoint-seconds``), else 0 (never)."""
@@ -550,6 +652,7 @@ def simulate(
     source: str = "trace",
     victim_order: str | None = None,
     watch: Watch | None = None,
+    origin: datetime | None = None,
 ) -> SimResult:
     """Replay ``jobs`` against ``scenario`` in ``mode`` (one of :data:`MODES`).
 
@@ -566,6 +669,9 @@ def simulate(
     ``watch``: limits that end the run early (:class:`~cdk_gpu_share.core.simulate.watch.Watch`):
     the call raises :class:`~cdk_gpu_share.core.simulate.watch.Broken` as soon as one
     cannot hold any more. Default None: the run goes to its end.
+    ``origin``: the clock time of the trace's second 0 (an aware datetime; default the
+    scenario's), which a scenario with time windows needs: each team's values are those in
+    force at each instant.
 
     A job's checkpoint interval is the trace's ``checkpoint_seconds``, else its team's in
     the scenario, else ``checkpoint_seconds``, else none. Each running job is handed to
@@ -580,6 +686,9 @@ def simulate(
     scenario = with_victim_order(scenario, victim_order)
     jobs = _numbered(jobs, source)
     check_jobs(scenario, jobs, mode, source=source)
+    clock_origin = _windows_origin(scenario, origin if origin is not None else scenario.origin)
+    if clock_origin is not None:
+        scenario = replace(scenario, state=scenario.state_at(clock_origin))  # the values in force at second 0
 
     started = time.perf_counter()
     # The run allocates a few objects per job that live until it ends (and no cyclic
@@ -592,6 +701,8 @@ def simulate(
         engine = _Sim(scenario, jobs, mode, float(poll_seconds),
                       float(checkpoint_seconds) if checkpoint_seconds else None, progress)
         engine.skip_idle_ticks = skip_idle_ticks
+        if clock_origin is not None:
+            engine.clock = _Clock(scenario, clock_origin)
         if watch is not None:
             watch.begin(engine.running)
             engine.watch = watch
@@ -603,6 +714,22 @@ def simulate(
     finally:
         if collecting:
             gc.enable()
+
+
+def _windows_origin(scenario: Scenario, origin: datetime | None) -> datetime | None:
+    """The origin a scenario with time windows is replayed from (None: it has none); refused in
+    one line when it is missing, or when the scenario has a tree as well (not replayed yet)."""
+    if not scenario.windows:
+        return None
+    if scenario.state.groups:
+        raise ConfigError(Problem("windows", [w.name for w in scenario.windows],
+                                  "time windows are not simulated with groups yet",
+                                  "remove `windows` or `groups` to replay the other"), source=scenario.source)
+    if origin is None:
+        raise ConfigError(Problem("--origin", None, "is needed: the scenario has time windows and the trace no origin",
+                                  "give the clock time of the trace's second 0, --origin 2026-01-05T00:00:00Z"),
+                          source=scenario.source)
+    return origin if origin.tzinfo is not None else origin.replace(tzinfo=timezone.utc)
 
 
 def _check_all_completed(engine: _Sim, source: str) -> None:

@@ -79,6 +79,9 @@ class Scenario:
     entitlements: Mapping[str, float] = field(default_factory=dict)
     #: The weekly time windows (:class:`cdk_gpu_share.core.configuration.windows.Window`); empty: none.
     windows: tuple[Window, ...] = ()
+    #: The clock time of the trace's second 0 (an aware datetime), which a replay with windows
+    #: needs; None: not known (``--origin``, else the trace's header).
+    origin: datetime | None = None
     #: Per window name, the scenario with each team's values in that window
     #: (:func:`in_window`): every rule of a scenario holds in each.
     window_states: Mapping[str, Any] = field(default_factory=dict)
@@ -188,6 +191,15 @@ def parse_scenario(obj: object, *, source: str = "scenario") -> Scenario:
 
 #: What a scenario's team may change in a window.
 _WINDOW_VALUES = ("guarantee", "borrow_limit_percent", "borrow_limit")
+
+
+def refuse_windows(scenario: Scenario, what: str) -> None:
+    """Raise a one-line :class:`ConfigError` when ``scenario`` has time windows, which ``what``
+    (``advise``, ``eta``) does not read yet: never an answer that leaves them out silently."""
+    if scenario.windows:
+        raise ConfigError(Problem("windows", [w.name for w in scenario.windows], f"time windows are not read by {what} yet",
+                                  "remove `windows` (and the teams' windows) to run it on the values outside them; "
+                                  "`gpu-share simulate` replays them"), source=scenario.source)
 
 
 def _read_scenario_windows(obj: Mapping, problems: list[Problem]) -> tuple[tuple[Window, ...], dict[str, dict]]:

@@ -115,7 +115,7 @@ class PlannerView:
         if r.pending_spec is None:
             r.pending_spec = reclaim.JobSpec(
                 id=r.job.id, team=r.job.team, state="pending", demand=self.index.demands[self.index.kidx[r.g]],
-                priority=r.job.priority, since=r.job.submit_time, terminating=False)
+                priority=r.job.priority, since=r.since, terminating=False)
             r.pkey = reclaim.pending_key(r.pending_spec)
         return r.pending_spec
 

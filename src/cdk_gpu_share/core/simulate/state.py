@@ -24,7 +24,7 @@ class Run:
 
     __slots__ = ("job", "t", "g", "q", "key", "progress", "start", "run", "stops", "first_start",
                  "done", "owed", "owed_mark", "completion", "busy", "pending_spec", "running_spec", "arrived", "pkey", "grouped",
-                 "interval", "borrowed")
+                 "interval", "borrowed", "since")
 
     def __init__(self, job: Job, t: Team):
         self.job = job
@@ -49,6 +49,9 @@ class Run:
         self.grouped = False  # in its PendingGroup (reclaim mode)
         self.interval = 0.0  # checkpoint interval, seconds of running time (0: never; set by the engine)
         self.borrowed = False  # whether the current run started beyond the team's guarantee
+        # Since when it waits as the planner counts reclaim_after_seconds: its submit, or the later
+        # rise of its team's guarantee at a time window's boundary.
+        self.since = job.submit_time
 
 
 class Team:
