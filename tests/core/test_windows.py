@@ -355,6 +355,8 @@ def test_reclaim_after_counts_from_the_rise_when_the_job_waited_before_it() -> N
     result = simulate(parse_scenario(swap_scenario(reclaim_after=600)), swap_jobs(), "share+reclaim", origin=MONDAY)
     # b1 was submitted at 1800 but b is owed room only from 3600: it may reclaim at 4200, not 2400.
     assert outcomes(result) == {"a1": (4800.0, 4800.0 + 7200.0, 1), "b1": (4200.0, 4800.0, 0)}
+    # Its owed wait is read against the guarantee in force: owed from the rise only, 600 s of 2400.
+    assert {o.id: o.owed_s for o in result.outcomes}["b1"] == 600.0
 
 
 def test_without_the_window_nothing_is_reclaimed_and_the_origin_decides_where_the_window_falls() -> None:
@@ -414,3 +416,23 @@ def test_simulate_without_an_origin_is_one_line_naming_origin(tmp_path, capsys) 
     assert err.count("\n") == 1 and "--origin: is needed" in err
     assert main(["simulate", "--scenario", scenario, "--trace", trace, "--mode", "share", "--origin", "soon"]) == 2
     assert "--origin: is not an ISO-8601 time (got 'soon')" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("mode", ["share", "share+reclaim"])
+def test_windows_that_change_nothing_replay_as_without_them(mode: str) -> None:
+    from cdk_gpu_share.core.simulate import parse_scenario, simulate
+
+    same = swap_scenario()
+    same["teams"][0]["windows"] = {"swap": {"guarantee": {"gpu": 2}}}
+    same["teams"][1]["windows"] = {"swap": {"guarantee": {"gpu": 0}}}
+    plain = swap_scenario()
+    plain.pop("windows")
+    for team in plain["teams"]:
+        team.pop("windows")
+    jobs = swap_jobs()
+    with_windows = simulate(parse_scenario(same), jobs, mode, origin=MONDAY).to_dict()
+    without = simulate(parse_scenario(plain), jobs, mode).to_dict()
+    for doc in (with_windows, without):
+        doc.pop("sim_seconds", None)
+        doc.pop("simulation_seconds", None)
+    assert with_windows == without
