@@ -180,3 +180,28 @@ def test_the_policy_evaluator_lets_the_switcher_switch_only_the_platforms_shares
             else r["decision"]) for r in out["results"]]
     assert got == [expect for _, _, expect in cases], out["results"]
     assert out["lint"]["problems"] == []
+
+
+def test_a_teams_share_values_are_what_the_template_deploys_and_what_the_switcher_writes_in_a_window():
+    from cdk_gpu_share import SharedGpuQuota
+    from cdk_gpu_share.backends.batch_quota.construct import share_values
+    from cdk_gpu_share.core.configuration.model import team_in_window
+    from cdk_gpu_share.core.configuration.parse import BatchQuotaConfig, TeamConfig
+
+    capacity = {P4D: 8}
+    team = TeamConfig("training", guarantee={P4D: 2}, borrow_limit_percent=50,
+                      windows={"night": {"guarantee": {P4D: 6}, "borrow_limit_percent": 100}})
+    stack = cdk.Stack(cdk.App(), "Platform", env=ENV)
+    # The construct deploys the base (and refuses windows until a stack deploys the switcher).
+    base_team = TeamConfig("training", guarantee={P4D: 2}, borrow_limit_percent=50)
+    SharedGpuQuota(stack, "Quota", teams=[base_team], batch_quota=BatchQuotaConfig(capacity=capacity))
+    share = next(iter(assertions.Template.from_stack(stack).find_resources("AWS::Batch::QuotaShare").values()))
+    deployed = share["Properties"]
+    base = share_values(team, capacity)
+    assert [{"CapacityUnit": c["capacityUnit"], "MaxCapacity": c["maxCapacity"]} for c in base["capacityLimits"]] \
+        == deployed["CapacityLimits"]
+    assert {k[0].upper() + k[1:]: v for k, v in base["resourceSharingConfiguration"].items()} \
+        == deployed["ResourceSharingConfiguration"]
+    assert share_values(team_in_window(team, "night"), capacity) == {
+        "capacityLimits": [{"capacityUnit": P4D, "maxCapacity": 6}],
+        "resourceSharingConfiguration": {"strategy": "LEND_AND_BORROW", "borrowLimit": 100}}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import aws_cdk as cdk
@@ -41,6 +41,18 @@ SUBMIT_ACTIONS = ["batch:SubmitServiceJob"]
 TAG_TEAM = "gpu-share:team"
 READ_ACTIONS = ["batch:DescribeServiceJob", "batch:ListServiceJobs"]
 
+
+
+def share_values(team: TeamConfig, capacity: Mapping[str, Any]) -> dict[str, Any]:
+    """``team``'s quota share as ``UpdateQuotaShare`` writes it (``capacityLimits``,
+    ``resourceSharingConfiguration``): what the template deploys, and what the quota window
+    switcher writes for the team's values in a window."""
+    sharing: dict[str, Any] = {"strategy": team.sharing.batch_strategy}
+    if team.sharing.borrows:
+        sharing["borrowLimit"] = team.borrow_limit_percent if team.borrow_limit_percent is not None else -1
+    return {"capacityLimits": [{"capacityUnit": it, "maxCapacity": a.instances or 0}
+                               for it, a in sorted(team.guarantee_for(capacity).items())],
+            "resourceSharingConfiguration": sharing}
 
 
 def batch_config(config: Any, queue_name: str | None, service_environment_name: str | None) -> Any:
@@ -160,14 +172,10 @@ class BatchQuotaBackend(Construct):
                 Problem("team.name", team.name, "already has a quota share on this queue", "add each team once"),
                 source=self.node.path,
             )
-        limits = team.guarantee_for(self.config.capacity)
+        values = share_values(team, self.config.capacity)
         sharing = batch.CfnQuotaShare.QuotaShareResourceSharingConfigurationProperty(
-            strategy=team.sharing.batch_strategy,
-            borrow_limit=(
-                (team.borrow_limit_percent if team.borrow_limit_percent is not None else -1)
-                if team.sharing.borrows
-                else None
-            ),
+            strategy=values["resourceSharingConfiguration"]["strategy"],
+            borrow_limit=values["resourceSharingConfiguration"].get("borrowLimit"),
         )
         share = batch.CfnQuotaShare(
             scope or self,
@@ -175,8 +183,9 @@ class BatchQuotaBackend(Construct):
             quota_share_name=team.name,
             job_queue=self.job_queue_arn,
             capacity_limits=[
-                batch.CfnQuotaShare.QuotaShareCapacityLimitProperty(capacity_unit=it, max_capacity=a.instances or 0)
-                for it, a in sorted(limits.items())
+                batch.CfnQuotaShare.QuotaShareCapacityLimitProperty(capacity_unit=c["capacityUnit"],
+                                                                    max_capacity=c["maxCapacity"])
+                for c in values["capacityLimits"]
             ],
             resource_sharing_configuration=sharing,
             preemption_configuration=batch.CfnQuotaShare.QuotaSharePreemptionConfigurationProperty(
@@ -489,4 +498,4 @@ class _QuotaShareCount:
 
 
 
-__all__ = ["READ_ACTIONS", "SUBMIT_ACTIONS", "TAG_TEAM", "BatchQuotaBackend", "ShareMonitor", "batch_config"]
+__all__ = ["READ_ACTIONS", "SUBMIT_ACTIONS", "TAG_TEAM", "BatchQuotaBackend", "ShareMonitor", "batch_config", "share_values"]
