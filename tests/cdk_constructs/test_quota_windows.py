@@ -205,3 +205,24 @@ def test_a_teams_share_values_are_what_the_template_deploys_and_what_the_switche
     assert share_values(team_in_window(team, "night"), capacity) == {
         "capacityLimits": [{"capacityUnit": P4D, "maxCapacity": 6}],
         "resourceSharingConfiguration": {"strategy": "LEND_AND_BORROW", "borrowLimit": 100}}
+
+
+def test_a_teams_compute_quota_values_are_what_the_template_deploys_and_what_the_switcher_writes_in_a_window():
+    from cdk_gpu_share import SharedGpuQuota
+    from cdk_gpu_share.backends.hyperpod.construct import quota_values
+    from cdk_gpu_share.core.configuration.model import team_in_window
+    from cdk_gpu_share.core.configuration.parse import HyperPodConfig, TeamConfig
+
+    capacity = {P4D: 8}
+    hyperpod = HyperPodConfig(cluster_arn="arn:aws:sagemaker:us-east-1:111122223333:cluster/abcdef123456",
+                              capacity=capacity)
+    team = TeamConfig("training", guarantee={P4D: 2}, borrow_limit_percent=50,
+                      windows={"night": {"guarantee": {P4D: 6}, "borrow_limit_percent": 100}})
+    stack = cdk.Stack(cdk.App(), "Platform", env=ENV)
+    base_team = TeamConfig("training", guarantee={P4D: 2}, borrow_limit_percent=50)
+    SharedGpuQuota(stack, "Quota", teams=[base_team], hyperpod=hyperpod)
+    quota = next(iter(assertions.Template.from_stack(stack).find_resources("AWS::SageMaker::ComputeQuota").values()))
+    assert quota_values(team, capacity)["ComputeQuotaConfig"] == quota["Properties"]["ComputeQuotaConfig"]
+    night = quota_values(team_in_window(team, "night"), capacity)["ComputeQuotaConfig"]
+    assert night["ComputeQuotaResources"] == [{"InstanceType": P4D, "Count": 6}]
+    assert night["ResourceSharingConfig"]["BorrowLimit"] == 100

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 import aws_cdk as cdk
@@ -18,6 +19,38 @@ from cdk_gpu_share.constructs._quota import TeamQuota, another_backends, raise_p
 from cdk_gpu_share.core.configuration.hyperpod_regions import IDLE_SHARING_SOURCE, region_problems
 from cdk_gpu_share.core.configuration.parse import HyperPodConfig, TeamConfig, config_problems
 from cdk_gpu_share.core.errors import ConfigError, Problem
+
+
+def _quota_config(*, resources: list[dict[str, Any]], strategy: str, borrow_limit: int | None,
+                  absolute_borrow_limits: list[dict[str, Any]] | None, preempt_team_tasks: str | None) -> dict[str, Any]:
+    """A compute quota's ``ComputeQuotaConfig``, as CloudFormation and ``UpdateComputeQuota`` take it."""
+    sharing: dict[str, Any] = {"Strategy": strategy}
+    if borrow_limit is not None:
+        sharing["BorrowLimit"] = borrow_limit
+    if absolute_borrow_limits:
+        sharing["AbsoluteBorrowLimits"] = absolute_borrow_limits
+    quota_config: dict[str, Any] = {"ComputeQuotaResources": resources, "ResourceSharingConfig": sharing}
+    if preempt_team_tasks is not None:  # omitted: HyperPod's default, LowerPriority
+        quota_config["PreemptTeamTasks"] = preempt_team_tasks
+    return quota_config
+
+
+def _team_quota(team: TeamConfig, capacity: Mapping[str, Any]) -> dict[str, Any]:
+    """What ``team``'s values make of its compute quota's configuration (see :func:`_quota_config`)."""
+    absolute = _quota_resources({it: a for it, a in team.borrow_limit.items() if it in capacity})
+    return {"resources": _quota_resources(team.guarantee_for(capacity)),
+            "strategy": team.sharing.hyperpod_strategy,
+            "borrow_limit": team.borrow_limit_percent if team.sharing.borrows else None,
+            "absolute_borrow_limits": absolute if team.sharing.borrows else None,
+            "preempt_team_tasks": None if team.in_team_preemption is None
+            else ("LowerPriority" if team.in_team_preemption else "Never")}
+
+
+def quota_values(team: TeamConfig, capacity: Mapping[str, Any]) -> dict[str, Any]:
+    """``team``'s compute quota as ``UpdateComputeQuota`` writes it (``ComputeQuotaConfig``): what
+    the template deploys, and what the quota window switcher writes for the team's values in a
+    window."""
+    return {"ComputeQuotaConfig": _quota_config(**_team_quota(team, capacity))}
 
 
 class CfnComputeQuota(cdk.CfnResource):
@@ -46,17 +79,12 @@ class CfnComputeQuota(cdk.CfnResource):
         fair_share_weight: int | None = None,
         description: str | None = None,
     ) -> None:
-        sharing: dict[str, Any] = {"Strategy": strategy}
-        if borrow_limit is not None:
-            sharing["BorrowLimit"] = borrow_limit
-        if absolute_borrow_limits:
-            sharing["AbsoluteBorrowLimits"] = absolute_borrow_limits
         target: dict[str, Any] = {"TeamName": team_name}
         if fair_share_weight is not None:
             target["FairShareWeight"] = fair_share_weight
-        quota_config: dict[str, Any] = {"ComputeQuotaResources": resources, "ResourceSharingConfig": sharing}
-        if preempt_team_tasks is not None:  # omitted: HyperPod's default, LowerPriority
-            quota_config["PreemptTeamTasks"] = preempt_team_tasks
+        quota_config = _quota_config(resources=resources, strategy=strategy, borrow_limit=borrow_limit,
+                                     absolute_borrow_limits=absolute_borrow_limits,
+                                     preempt_team_tasks=preempt_team_tasks)
         props: dict[str, Any] = {
             "Name": name,
             "ClusterArn": cluster_arn,
@@ -173,18 +201,13 @@ class HyperPodBackend(Construct):
             )
         if scope is not None:  # a team's stack may have a region of its own
             raise_problems(_region_problems(cdk.Stack.of(scope).region), scope)
-        absolute = _quota_resources({it: a for it, a in team.borrow_limit.items() if it in self.config.capacity})
         quota = CfnComputeQuota(
             scope or self,
             f"ComputeQuota-{team.name}" if scope is None else "ComputeQuota",
             name=f"{team.name}-quota",
             cluster_arn=self.config.cluster_arn,
             team_name=team.name,
-            resources=_quota_resources(team.guarantee_for(self.config.capacity)),
-            strategy=team.sharing.hyperpod_strategy,
-            borrow_limit=team.borrow_limit_percent if team.sharing.borrows else None,
-            absolute_borrow_limits=absolute if team.sharing.borrows else None,
-            preempt_team_tasks=None if team.in_team_preemption is None else ("LowerPriority" if team.in_team_preemption else "Never"),
+            **_team_quota(team, self.config.capacity),
             fair_share_weight=team.fair_share_weight,
             description=team.description or None,
         )
@@ -209,4 +232,4 @@ def _resource_name(base: str, suffix: str) -> str:
 
 
 
-__all__ = ["CfnComputeQuota", "HyperPodBackend"]
+__all__ = ["CfnComputeQuota", "HyperPodBackend", "quota_values"]
