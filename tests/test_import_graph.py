@@ -159,3 +159,14 @@ def test_python_c_import_of_an_old_path_works_and_warns():
     assert result.stdout == "cdk_gpu_share.core.configuration.parse\n"
     assert ("DeprecationWarning: cdk_gpu_share.core.config is deprecated: import "
             "cdk_gpu_share.core.configuration.parse") in result.stderr
+
+
+def test_the_parts_of_the_picture_import_downwards_only():
+    """The picture in docs/development.md: between the parts (core's domains, the layers) no
+    circle either, so every arrow points to a part further down."""
+    parts = import_graph.part_edges(EDGES)
+    assert import_graph.cycles(parts, [(a, b) for a, targets in parts.items() for b in targets]) == []
+    lines = import_graph.diagram(EDGES).splitlines()
+    order = [line.split("  ->")[0].strip() for line in lines]
+    assert order[0] == "stacks" and order[-1] == "core (base)"
+    assert order.index("core.policy") < order.index("core.configuration") < order.index("core.catalog")

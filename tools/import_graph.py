@@ -157,11 +157,72 @@ def package_of(module: str, found: Mapping[str, Path], depth: int) -> str:
     return ".".join(parts[: depth + 1])
 
 
+#: The base modules of ``core``: what every part reads (one part of the picture).
+CORE_BASE = ("errors", "quoting", "validation", "text", "_moved")
+#: The level of each module of a package split by layer (as ``tests/test_layers.py`` has it).
+SPLIT_LEVELS = {"construct": "constructs", "status": "cli", "cli": "cli", "handler": "lambdas"}
+
+
+def part_of(module: str) -> str | None:
+    """The part of the picture ``module`` belongs to: a package of ``core`` (its base modules are one
+    part, ``plan`` and ``scenario`` each their own) or a layer of the package. A backend's package and
+    MIG inference are split by layer: their specs are ``backends`` and ``inference``, their
+    constructs, Lambda handler and commands belong to ``constructs``, ``lambdas`` and ``cli``. None:
+    the package's root (lazy names only)."""
+    parts = module.split(".")[1:]
+    if not parts:
+        return None
+    if parts[0] == "core":
+        if len(parts) == 1 or parts[1] in CORE_BASE:
+            return "core (base)"
+        return f"core.{parts[1]}"
+    if parts[0] in ("backends", "inference"):
+        return next((SPLIT_LEVELS[p] for p in parts[1:] if p in SPLIT_LEVELS), parts[0])
+    return parts[0]
+
+
+def part_edges(edges: Iterable[Import]) -> dict[str, set[str]]:
+    """Each part and the parts it imports."""
+    out: dict[str, set[str]] = {}
+    for e in edges:
+        a, b = part_of(e.source), part_of(e.target)
+        if a is None:
+            continue
+        out.setdefault(a, set())
+        if b is not None and b != a:
+            out[a].add(b)
+            out.setdefault(b, set())
+    return out
+
+
+def diagram(edges: Iterable[Import]) -> str:
+    """The parts of the package, the highest first, each with the parts it imports: every arrow
+    points to a line further down (a part with no import is at the bottom)."""
+    succ = part_edges(edges)
+    depth: dict[str, int] = {}
+
+    def level(part: str, seen: tuple[str, ...] = ()) -> int:
+        if part not in depth:
+            below = [level(b, seen + (part,)) for b in succ[part] if b not in seen]
+            depth[part] = 1 + max(below, default=-1)
+        return depth[part]
+
+    for part in succ:
+        level(part)
+    width = max(map(len, succ))
+    lines = []
+    for part in sorted(succ, key=lambda p: (-depth[p], p)):
+        targets = sorted(succ[part], key=lambda p: (-depth[p], p))
+        lines.append(f"{part:<{width}}  -> {', '.join(targets)}" if targets else part)
+    return "\n".join(lines)
+
+
 def main() -> int:
     found, edges = graph()
     components = cycles(found, [(e.source, e.target) for e in edges])
     for component in components:
         print("cycle:", describe_cycle(component, edges))
+    print(diagram(edges))
     print(f"{len(found)} modules, {len(edges)} imports, {len(components)} cycles")
     return 1 if components else 0
 

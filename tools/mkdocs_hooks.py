@@ -33,7 +33,7 @@ if str(ROOT / "src") not in sys.path:
 #: A generated block: its opening marker, its text, its closing marker.
 BLOCK = re.compile(r"^<!-- generated: (\w+) -->\n(.*?)^<!-- end generated: \1 -->$", re.M | re.S)
 #: The pages that hold generated blocks.
-PAGES = ("docs/cli.md", "docs/configuration.md")
+PAGES = ("docs/cli.md", "docs/configuration.md", "docs/development.md")
 WIDTH = 96
 
 
@@ -47,7 +47,21 @@ def generated(kind: str, where: str) -> str:
         return cli_reference()
     if kind == "config":
         return config_reference()
+    if kind == "imports":
+        return imports_diagram()
     raise GeneratedDocsError(f"{where}: unknown generated block {kind!r}")
+
+
+def imports_diagram() -> str:
+    """The parts of the package and the parts each imports, read from the source
+    (``tools/import_graph.py``), as a text block."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    try:
+        import import_graph
+    finally:
+        sys.path.pop(0)
+    _, edges = import_graph.graph(ROOT / "src")
+    return "```text\n" + import_graph.diagram(edges) + "\n```"
 
 
 def regenerate(markdown: str, where: str) -> str:
