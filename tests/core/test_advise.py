@@ -153,7 +153,7 @@ def test_three_and_four_teams_the_answer_is_brute_forces(case):
 
 @pytest.mark.parametrize("case", sorted(MANY))
 def test_sized_answer_is_no_larger_than_any_capacity_where_a_grid_split_holds(case):
-    """Every split on the grid (step 1) at each capacity below the answer misses an objective."""
+    """Every split on the grid (one GPU apart) at each capacity below the answer misses an objective."""
     objectives, guarantees, seed = MANY[case]
     study = study_of(scenario(6, objectives, guarantees=guarantees), bursty_trace(seed, tuple(objectives), jobs=40))
     space = adv.space_of(study, step=1, fleet="size", percents=(0, -1))
