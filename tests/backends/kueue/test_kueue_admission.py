@@ -572,6 +572,10 @@ def test_every_rule_of_the_policy_is_exercised_by_the_tables(objects):
     held = workload("Job", TEAM, queue=TEAM)
     cases += [(released(held), MEMBER, held), (relabelled(held, queue=None), MEMBER, held),
               (resized(released(held)), MEMBER, released(held))]
+    part = released(workload("Job", TEAM, owner="JobSet"))
+    orphan = copy.deepcopy(part)
+    del orphan["metadata"]["ownerReferences"]
+    cases += [(_grown(part), MEMBER, part), (orphan, MEMBER, part)]
     for obj, user, old in cases:
         hit.update(run(objects, obj, user=user, old=old).refused)
     for _, obj, old, subresource, _ in ROUTES:
@@ -761,3 +765,67 @@ def test_no_one_resizes_a_running_pod_past_what_kueue_admitted(objects, user):
         assert refused_by(run(objects, resized_in_place(pod), old=pod, user=user, subresource="resize"), RESIZE)
         # Its twin: the same request that keeps the resources (a resize to the same size).
         assert run(objects, pod, old=pod, user=user, subresource="resize").allowed
+
+
+PART_SPEC = "keeps its spec: suspended and grown"
+PART_OWNER = "keeps its owner reference"
+GARBAGE_COLLECTOR = "system:serviceaccount:kube-system:generic-garbage-collector"
+
+
+def _grown(part: dict) -> dict:
+    """``part`` suspended and grown: a Job's parallelism, a RayCluster's workers, to 100."""
+    out = copy.deepcopy(part)
+    out["spec"]["suspend"] = True
+    if out["kind"] == "Job":
+        out["spec"]["parallelism"] = 100
+    else:
+        out["spec"]["workerGroupSpecs"][0]["replicas"] = 100
+    return out
+
+
+def _orphaned(part: dict) -> dict:
+    out = copy.deepcopy(part)
+    del out["metadata"]["ownerReferences"]
+    return out
+
+
+#: (case, a running part an operator made, that operator).
+PARTS = [("a JobSet's Job", released(workload("Job", TEAM, owner="JobSet")), JOBSET),
+         ("a RayJob's submitter Job", released(workload("Job", TEAM, owner="RayJob")), KUBERAY),
+         ("a RayJob's RayCluster", released(workload("RayCluster", TEAM, owner="RayJob")), KUBERAY)]
+
+
+@pytest.mark.parametrize("what, part, operator", PARTS, ids=[c[0] for c in PARTS])
+@pytest.mark.parametrize("user", [MEMBER, ARGO_CD])
+def test_a_part_cannot_be_grown_and_given_back_to_its_operator(objects, what, part, operator, user):
+    # Suspended and grown by the team, its operator would start it again: past Kueue's admission.
+    grown = _grown(part)
+    if part["kind"] == "Job":
+        assert kubernetes_errors(grown) == []
+    assert refused_by(run(objects, grown, old=part, user=user), PART_SPEC)
+    assert run(objects, released(grown), old=grown, user=operator).allowed  # what the operator would do next
+    # Its twins: the operator's own change, and the team's change of metadata only.
+    assert run(objects, grown, old=part, user=operator).allowed
+    assert run(objects, annotated(part, note="x"), old=part, user=user).allowed
+    without, binding = without_rule(objects, PART_SPEC)
+    assert decide(without, binding, grown, user=user, old=part).allowed
+    # Nor by first removing its owner reference (then the part is no part), grown, and given back.
+    orphan = _orphaned(part)
+    assert refused_by(run(objects, orphan, old=part, user=user), PART_OWNER)
+    assert run(objects, orphan, old=part, user=GARBAGE_COLLECTOR).allowed  # its owner deleted, orphaning it
+    without, binding = without_rule(objects, PART_OWNER)
+    assert decide(without, binding, orphan, user=user, old=part).allowed
+
+
+def test_a_jobs_pod_is_not_released_to_run_beside_its_replacement(objects):
+    # The team takes a running Pod out of its Job's selector; the job controller would release it
+    # (remove its owner reference) and make a replacement, the released Pod running on outside the quota.
+    pod = with_spec(released(workload("Pod", TEAM, held=False, owner="Job")), nodeName=GPU_NODE)
+    pod["metadata"]["labels"]["batch.kubernetes.io/controller-uid"] = "u-1"
+    unlabelled = copy.deepcopy(pod)
+    del unlabelled["metadata"]["labels"]["batch.kubernetes.io/controller-uid"]
+    assert run(objects, unlabelled, old=pod).allowed  # labels are the team's to change
+    assert refused_by(run(objects, _orphaned(unlabelled), old=unlabelled, user=JOB_CONTROLLER), PART_OWNER)
+    assert run(objects, _orphaned(unlabelled), old=unlabelled, user=GARBAGE_COLLECTOR).allowed
+    without, binding = without_rule(objects, PART_OWNER)
+    assert decide(without, binding, _orphaned(unlabelled), user=JOB_CONTROLLER, old=unlabelled).allowed

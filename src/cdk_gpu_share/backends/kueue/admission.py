@@ -15,7 +15,9 @@ from Kubernetes 1.30) refuse, in that namespace:
   operator of its owner: the JobSet controller starts a JobSet's Jobs): only Kueue may start what
   it admitted; and changing the spec of a running workload (its
   replicas, parallelism or pod templates) without suspending it again, and resizing a Pod's
-  containers in place (``pods/resize``);
+  containers in place (``pods/resize``); changing the spec of a part an operator made (a JobSet's
+  Job) by anyone but its operator or Kueue, or removing its owner reference (the garbage collector
+  only);
 * a Pod that reaches a node, or its GPUs, around the scheduler or the device plugin
   (:func:`_device_routes`): ``spec.nodeName``, privileged or ``NVIDIA_VISIBLE_DEVICES``,
   ``hostPID``, ``hostNetwork``, a capability of :data:`HOST_CAPABILITIES`, any ``hostPath`` volume,
@@ -263,11 +265,16 @@ def _newly(test: Callable[[str], str]) -> str:
     return f"object.kind == 'Pod' && ({test('object')}) && !(request.operation == 'UPDATE' && ({test('oldObject')}))"
 
 
-def _owned_by(kinds: list[ManagedKind]) -> str:
-    """Is the object's controller (its ``ownerReference`` with ``controller: true``) of one of ``kinds``?"""
+def _owned_by(kinds: list[ManagedKind] | tuple[ManagedKind, ...], obj: str = "object") -> str:
+    """Is the controller of ``obj`` (its ``ownerReference`` with ``controller: true``) of one of ``kinds``?"""
     test = " || ".join(f"(r.kind == '{k.kind}' && r.apiVersion.startsWith('{k.group}/'))" for k in kinds)
-    return ("has(object.metadata.ownerReferences) && object.metadata.ownerReferences.exists(r,"
+    return (f"{_present(obj)} && has({obj}.metadata.ownerReferences) && {obj}.metadata.ownerReferences.exists(r,"
             f" has(r.controller) && r.controller == true && ({test}))")
+
+
+#: The garbage collector: it removes an owner reference when its owner is deleted with its
+#: dependents orphaned, and needs no other pass.
+GARBAGE_COLLECTOR = ("system:serviceaccount:kube-system:generic-garbage-collector", "system:kube-controller-manager")
 
 
 def _operator(section: KueueConfig) -> str:
@@ -313,6 +320,9 @@ def _variables(section: KueueConfig) -> list[dict[str, str]]:
         {"name": "controller", "expression": "variables.kueue || variables.operator"},
         # An object an operator creates for a workload Kueue admitted (a Job's Pods) inherits its admission.
         {"name": "inherited", "expression": "variables.operator"},
+        # A part an operator made for a workload of a managed kind (a JobSet's Job, a RayJob's
+        # RayCluster), before or after the request: Kueue holds the workload above it, not the part.
+        {"name": "part", "expression": f"({_owned_by(MANAGED_KINDS)}) || ({_owned_by(MANAGED_KINDS, 'oldObject')})"},
         {"name": "claim", "expression": f"object.apiVersion.startsWith('{DRA_GROUP}/')"},
         {"name": "needsQueue", "expression": "!variables.claim && (object.kind != 'Pod'"
                                              f" || ({ACCELERATORS}) || ({TOLERATES_GPU_NODES}))"},
@@ -431,6 +441,18 @@ def _validations(section: KueueConfig, team: TeamConfig) -> list[dict[str, str]]
                     " (pods/resize) would take more than Kueue admitted; change its workload's pod template, which"
                     " Kueue admits again",
          "reason": "Forbidden"},
+        {"expression": "request.operation != 'UPDATE' || object.kind == 'Pod' || !variables.part || variables.controller"
+                       " || object.spec == oldObject.spec",
+         "message": f"a part an operator made for a workload in namespace {name} (a JobSet's Job, a RayJob's"
+                    " RayCluster) keeps its spec: suspended and grown, its operator would start it past what Kueue"
+                    " admitted for the workload; change the workload above it",
+         "reason": "Forbidden"},
+        {"expression": f"request.operation != 'UPDATE' || !({_owned_by(MANAGED_KINDS, 'oldObject')})"
+                       f" || ({_owned_by(MANAGED_KINDS)}) || variables.controller"
+                       f" || request.userInfo.username in {list(GARBAGE_COLLECTOR)!r}",
+         "message": f"a part an operator made for a workload in namespace {name} keeps its owner reference: without"
+                    " it, the part could be changed and then given back to its operator to start",
+         "reason": "Forbidden"},
         {"expression": f"variables.priorityClass == '' || variables.priorityClass in {allowed!r}"
                        " || (request.operation == 'UPDATE' && variables.priorityClass == variables.oldPriorityClass)",
          "message": f"team {name} may use the priority classes up to its max_priority {team.max_priority}:"
@@ -495,6 +517,6 @@ def admission_objects(section: KueueConfig, team: TeamConfig, meta: dict[str, An
     return [policy, binding]
 
 
-__all__ = ["ADMISSION_API", "ADMISSION_GATE", "CDI_ANNOTATION_PREFIX", "DRA_GROUP", "DRA_RESOURCES", "GPU_TAINT",
+__all__ = ["ADMISSION_API", "ADMISSION_GATE", "CDI_ANNOTATION_PREFIX", "DRA_GROUP", "DRA_RESOURCES", "GARBAGE_COLLECTOR", "GPU_TAINT",
            "HOST_CAPABILITIES", "MANAGED_KINDS", "MIN_KUBERNETES", "POD_SECURITY_LABELS", "PRIORITY_LABEL", "QUEUE_LABEL",
            "DeviceRoute", "ManagedKind", "admission_objects", "policy_name"]
