@@ -19,7 +19,7 @@ from tests.helpers import ROOT
 
 PACKAGE = ROOT / "src" / "cdk_gpu_share"
 #: The core-level modules of MIG inference: the config parser and rules, the sizing and packing.
-INFERENCE_CORE = ("cdk_gpu_share.inference.config", "cdk_gpu_share.inference.fit")
+INFERENCE_CORE = ("cdk_gpu_share.inference.config", "cdk_gpu_share.inference.fit", "cdk_gpu_share.inference.model")
 #: What each layer may import of the package and of the CDK and AWS SDKs.
 ALLOWED: dict[str, tuple[str, ...]] = {
     "core": ("cdk_gpu_share.core", *INFERENCE_CORE),
@@ -34,7 +34,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
             "cdk_gpu_share.inference.cli", "boto3", "botocore"),
 }
 #: The level of each module of ``inference/`` (its ``handler`` package is Lambda-level).
-INFERENCE_LEVELS = {"__init__.py": "spec", "config.py": "spec", "fit.py": "spec", "construct.py": "constructs",
+INFERENCE_LEVELS = {"__init__.py": "spec", "config.py": "spec", "model.py": "spec", "fit.py": "spec", "construct.py": "constructs",
                     "cli.py": "cli"}
 #: Modules outside the package that only some layers may import.
 GUARDED = ("cdk_gpu_share", "aws_cdk", "constructs", "jsii", "boto3", "botocore", "cdk_nag")
@@ -96,7 +96,7 @@ def test_the_check_sees_an_arrow_up(tmp_path):
 def test_every_inference_module_has_a_level():
     modules = sorted((PACKAGE / "inference").rglob("*.py"))
     assert {p.relative_to(PACKAGE).as_posix(): layer_of(p) for p in modules} == {
-        "inference/__init__.py": "spec", "inference/config.py": "spec", "inference/fit.py": "spec",
+        "inference/__init__.py": "spec", "inference/config.py": "spec", "inference/model.py": "spec", "inference/fit.py": "spec",
         "inference/construct.py": "constructs", "inference/cli.py": "cli",
         "inference/handler/__init__.py": "lambdas", "inference/handler/_vendor.py": "lambdas",
         "inference/handler/index.py": "lambdas",
