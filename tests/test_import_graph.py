@@ -170,3 +170,10 @@ def test_the_parts_of_the_picture_import_downwards_only():
     order = [line.split("  ->")[0].strip() for line in lines]
     assert order[0] == "stacks" and order[-1] == "core (base)"
     assert order.index("core.policy") < order.index("core.configuration") < order.index("core.catalog")
+
+
+def test_no_module_is_over_a_thousand_lines_and_the_config_and_the_planner_under_eight_hundred():
+    lengths = {name: len(path.read_text().splitlines()) for name, path in FOUND.items()}
+    assert {name: n for name, n in lengths.items() if n > 1000} == {}
+    assert lengths["cdk_gpu_share.core.configuration.parse"] < 800
+    assert lengths["cdk_gpu_share.core.policy.reclaim"] < 800

@@ -299,7 +299,7 @@ def test_waiting_series_is_the_simulators_pending_set(mode):
 
 
 def test_plot_shares_one_scale_keeps_the_legend_off_the_data_and_shows_waits_and_preemptions():
-    from cdk_gpu_share.cli.simulate_cmd import usage_figure, waiting_series
+    from cdk_gpu_share.cli.simulate_report import usage_figure, waiting_series
 
     runs, jobs = two_team_runs()
     result = dict(runs)["share+reclaim"]

@@ -5,7 +5,7 @@ one self-contained page a person can decide from, on a desk or on a phone: what 
 per team (guarantee, sharing, borrow limit, before and after), each objective's target and
 value, the regret, with ``--fleet size`` the frontier (capacity against the worst objective
 ratio and the regret, an inline SVG and its table), and after them the ``simulate`` report
-of the advised configuration (:func:`cdk_gpu_share.cli.simulate_cmd.render_report`), so the
+of the advised configuration (:func:`cdk_gpu_share.cli.simulate_report.render_report`), so the
 figures the advice rests on are on the same page. No scripts, no external resources.
 """
 
@@ -18,7 +18,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from cdk_gpu_share.cli.simulate_cmd import _REPORT_CSS
+from cdk_gpu_share.cli.simulate_report import _REPORT_CSS
 from cdk_gpu_share.core.configuration.objectives import OBJECTIVE_UNITS
 from cdk_gpu_share.core.text import html_table
 
@@ -228,7 +228,7 @@ def render_advice_report(advice: Mapping[str, Any], simulate_report_html: str | 
     """The advice (the JSON object of ``gpu-share advise --json``) as one self-contained HTML page.
 
     ``simulate_report_html``: the ``simulate`` report of the advised configuration (a whole page
-    from :func:`~cdk_gpu_share.cli.simulate_cmd.render_report`, or a part of one), shown after
+    from :func:`~cdk_gpu_share.cli.simulate_report.render_report`, or a part of one), shown after
     the advice; None: left out. ``described``, ``trace``: where the input came from, for the header.
     """
     e = html.escape
@@ -289,7 +289,8 @@ def advised_simulate_report(scenario_data: Mapping[str, Any], jobs: Sequence[Any
                             described: str = "", trace: str = "") -> str:
     """The ``simulate --report`` page of the advised configuration (``scenario_data``, as ``-o``
     writes it) on ``jobs``: every mode side by side, as ``simulate --compare --report`` makes it."""
-    from cdk_gpu_share.cli.simulate_cmd import _run_compare, render_report
+    from cdk_gpu_share.cli.simulate_cmd import _run_compare
+    from cdk_gpu_share.cli.simulate_report import render_report
     from cdk_gpu_share.core import simulate as sim
     from cdk_gpu_share.core.simulate.compare import compare
 

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from cdk_gpu_share.cli.advise_report import _ADVICE_CSS, _scroll
-from cdk_gpu_share.cli.simulate_cmd import _REPORT_CSS
+from cdk_gpu_share.cli.simulate_report import _REPORT_CSS
 from cdk_gpu_share.core.text import html_table
 from cdk_gpu_share.core.text import seconds_words as _s
 
