@@ -165,7 +165,7 @@ def run_advise(args: argparse.Namespace) -> int:
         check_output(args.output, "-o", [args.trace])
     _check_not_raw_trace(args.trace)
     if args.report:
-        from cdk_gpu_share.cli.simulate_cmd import _check_target
+        from cdk_gpu_share.cli.simulate_report import _check_target
 
         _check_target("--report", args.report, ".html")
     data, config, poll, per, described = _inputs(args)

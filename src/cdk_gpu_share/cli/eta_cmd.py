@@ -116,7 +116,7 @@ def run_eta(args: argparse.Namespace) -> int:
     workers = _positive_int("--workers", args.workers, "give the number of local processes, e.g. --workers 2")
     seed = _seed(args.seed)
     if args.report:
-        from cdk_gpu_share.cli.simulate_cmd import _check_target
+        from cdk_gpu_share.cli.simulate_report import _check_target
 
         # Before any input is read: a path that cannot be written fails now, not after minutes of work.
         _check_target("--report", args.report, ".html")
