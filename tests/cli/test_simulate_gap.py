@@ -155,3 +155,30 @@ def test_advise_does_not_write_an_advice_on_compiled_shares_into_a_config_with_g
     err = capsys.readouterr().err
     assert "-o: cannot hold an advice on the flat shares hyperpod deploys" in err and "--hierarchy tree" in err
     assert not (tmp_path / "out.yaml").exists()
+
+
+def test_every_table_says_how_the_tree_was_read(files, capsys):
+    """One mode's table names the reading as --compare's header does, in words that read as a sentence
+    after "the tree"; a platform without groups has no such line."""
+    args = files()
+    assert main([*args, "--mode", "share"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1] == "tree                compiled, as hyperpod deploys it (--hierarchy compiled)"
+    assert main([*args, "--mode", "share", "--hierarchy", "tree"]) == 0
+    assert capsys.readouterr().out.splitlines()[1] == "tree                by its own rules (--hierarchy tree)"
+    kueue = organisation()
+    kueue["kueue"] = {"capacity": {"g5.xlarge": 10}, "eks_cluster_name": "gpu-eks",
+                      "kubectl_role_arn": "arn:aws:iam::111122223333:role/gpu-eks-kubectl"}
+    del kueue["hyperpod"]
+    for t in kueue["teams"]:
+        t["guarantee"] = {"g5.xlarge": t["guarantee"][IT]}
+    kueue["groups"][0] = {"name": "research", "guarantee": {"g5.xlarge": 2}, "borrow_limit": {"g5.xlarge": 2}}
+    config = args[2].replace("org.json", "kueue.json")
+    with open(config, "w") as f:
+        json.dump(kueue, f)
+    assert main(["simulate", "--config", config, *args[3:], "--compare"]) == 0
+    header = capsys.readouterr().out.splitlines()[0]
+    assert header.endswith("; the tree by its own rules, as kueue applies them (--hierarchy tree)"), header
+    flat = files(groups=False)
+    assert main([*flat, "--mode", "share"]) == 0
+    assert not any(line.startswith("tree ") for line in capsys.readouterr().out.splitlines())

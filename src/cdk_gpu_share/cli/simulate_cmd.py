@@ -218,6 +218,10 @@ def _check_not_raw_trace(path: str) -> None:
                 "then pass --trace jobs.csv"))
 
 
+#: Where the description of a config with groups says how its tree is read.
+_TREE = "; the tree "
+
+
 def _load_scenario(args: argparse.Namespace) -> tuple[Any, float, str]:
     """The scenario, the planner period and a one-line description of where it came from."""
     from cdk_gpu_share.core import simulate as sim
@@ -245,7 +249,7 @@ def _load_scenario(args: argparse.Namespace) -> tuple[Any, float, str]:
     scenario = sim.parse_scenario(sc.scenario_from_config(replayed, backend), source=f"{args.config} ({backend})")
     if poll is None:
         poll = sc.poll_seconds_of(config, backend) or sim.DEFAULT_POLL_SECONDS
-    tree = f"; the tree {reading_text(backend, reading(config, backend, args.hierarchy))}" if config.groups else ""
+    tree = f"{_TREE}{reading_text(backend, reading(config, backend, args.hierarchy))}" if config.groups else ""
     return scenario, poll, f"{args.config}, backend {backend} ({scenario.capacity:g} GPUs){tree}"
 
 
@@ -288,7 +292,8 @@ def run_simulate(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps(result.to_dict()))
         else:
-            print(render_table(result.to_dict(), poll_seconds=poll, checkpoint_seconds=args.checkpoint_seconds))
+            print(render_table(result.to_dict(), poll_seconds=poll, checkpoint_seconds=args.checkpoint_seconds,
+                               tree=described.partition(_TREE)[2]))
         runs = [(args.mode, result)]
         notes: list[str] = []
         gap = {}
@@ -556,13 +561,15 @@ def judge_objectives(scenario: Any, jobs: Any, result: Any, poll: float,
 
 
 def render_table(d: dict[str, Any], *, poll_seconds: float | None = None,
-                 checkpoint_seconds: float | None = None) -> str:
-    """The result of :func:`~cdk_gpu_share.core.simulate.SimResult.to_dict` as text."""
+                 checkpoint_seconds: float | None = None, tree: str = "") -> str:
+    """The result of :func:`~cdk_gpu_share.core.simulate.SimResult.to_dict` as text; ``tree``: how a
+    config's groups were read (``compiled, as hyperpod deploys it ...``), a line of its own when given."""
     w0, w1 = d["window_s"]
     lines = [
         f"mode                {d['mode']}"
         + (f" (poll {poll_seconds:g}s)" if d["mode"] == "share+reclaim" and poll_seconds else "")
         + (f", checkpoints every {checkpoint_seconds:g}s" if checkpoint_seconds else ""),
+        *([f"tree                {tree}"] if tree else []),
         f"jobs                {d['completed']} of {d['jobs']} completed",
         f"window              {w0:,.0f}s .. {w1:,.0f}s ({human_seconds(w1 - w0)})",
         f"utilization         {d['utilization'] * 100:.1f}%",

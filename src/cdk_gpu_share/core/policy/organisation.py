@@ -80,10 +80,11 @@ def reading(config: PlatformConfig, backend: str, hierarchy_mode: str | None) ->
 
 
 def reading_text(backend: str, mode: str) -> str:
-    """The reading in words, for the commands' headers: ``compiled, as batch_quota deploys it``."""
+    """The reading in words, after "the tree" in the commands' headers: ``compiled, as batch_quota
+    deploys it (--hierarchy compiled)`` or ``by its own rules, as kueue applies them (--hierarchy tree)``."""
     if mode == "compiled":
         return f"compiled, as {backend} deploys it (--hierarchy compiled)"
-    return "the tree's own rules" + (f", as {backend} applies them" if compilation(backend) == "exact" else "") \
+    return "by its own rules" + (f", as {backend} applies them" if compilation(backend) == "exact" else "") \
         + " (--hierarchy tree)"
 
 
