@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from cdk_gpu_share.core import simulate as sim
 from cdk_gpu_share.core.errors import ConfigError
+from cdk_gpu_share.core.policy import reclaim
 from tests.builders import examples, group, team
 from tests.core.test_simulate_tree import ends_in_time
 
@@ -119,4 +120,40 @@ def test_the_ticks_a_tree_replay_skips_change_nothing(case, reclaim_after, min_r
         return  # a job that could never start: the first test's part
     assert skipped.planner_calls <= every.planner_calls
     figures = [{k: v for k, v in r.to_dict().items() if k != "sim_seconds"} for r in (skipped, every)]
+    assert figures[0] == figures[1]
+
+
+@st.composite
+def crowds(draw):
+    """A tree and up to 12 jobs arriving close together: many jobs of one team and size wait in
+    one plan, some of them entitled while others borrow."""
+    scenario = draw(trees())
+    names = [t["name"] for t in scenario["teams"] if t["guarantee"]["gpu"] or t.get("sharing") != "lend"] or ["x"]
+    rows = []
+    for i in range(draw(st.integers(3, 12))):
+        rows.append(f"j{i},{draw(st.sampled_from(names))},{draw(st.integers(0, 200))},"
+                    f"{draw(st.integers(60, 900))},{draw(st.sampled_from([1, 1, 2]))},{draw(st.integers(0, 1))}")
+    return scenario, rows
+
+
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(crowds(), st.sampled_from([0, 120]), st.sampled_from(["youngest", "checkpoint"]))
+def test_remembering_where_reclaim_found_no_victim_changes_no_figure(case, reclaim_after, victim_order):
+    # Within one plan, a (team, demand) whose reclaim found no victim is not searched again until
+    # usage changes: every figure is the one of a replay whose planner searches for every job.
+    raw, rows = case
+    scenario = sim.parse_scenario({**raw, "settings": {"reclaim_after_seconds": reclaim_after,
+                                                       "victim_order": victim_order}})
+    try:
+        jobs = sim.parse_jobs(["job_id,team,submit_time,duration_s,gpus,priority", *rows], scenario)
+        with ends_in_time(jobs):
+            remembered = sim.simulate(scenario, jobs, "share+reclaim", skip_idle_ticks=False)
+            reclaim.REMEMBER_NO_RECLAIM = False
+            try:
+                searched = sim.simulate(scenario, jobs, "share+reclaim", skip_idle_ticks=False)
+            finally:
+                reclaim.REMEMBER_NO_RECLAIM = True
+    except ConfigError:
+        return
+    figures = [{k: v for k, v in r.to_dict().items() if k != "sim_seconds"} for r in (remembered, searched)]
     assert figures[0] == figures[1]

@@ -119,6 +119,9 @@ __all__ = [
     "pending_key",
 ]
 
+# Whether serve_one remembers that rule 2b found no victim for a (team, demand) until U changes;
+# False only to check that remembering changes no plan.
+REMEMBER_NO_RECLAIM = True
 
 
 # ---------------------------------------------------------------------------
@@ -420,8 +423,16 @@ def serve_one(ps: PlanState, ti: int, p: JobSpec, st: int, preemptions: list) ->
         if not has_waited(p, ps.now, ps.settings):
             return False
         victims = None
-        if ps.entitled(ti, demand):
-            victims = choose_victims(ps, ti, p, own=False)
+        key = (ti, id(demand))
+        before = ps.changes
+        if ps.no_reclaim.get(key) != before:
+            if ps.entitled(ti, demand):
+                victims = choose_victims(ps, ti, p, own=False)
+            if victims is None and ps.changes == before and REMEMBER_NO_RECLAIM:
+                # No victim and nothing taken on the way: rule 2b reads only U (ps.changes),
+                # the team and the demand, so it finds none for the next job of this team and
+                # demand either until U changes.
+                ps.no_reclaim[key] = before
         if victims is None and ps.teams[ti].in_team_preemption:
             victims = choose_victims(ps, ti, p, own=True)
         if victims is None:

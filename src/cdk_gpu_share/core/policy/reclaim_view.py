@@ -278,6 +278,9 @@ class PlanState:
         self.all_free = unprotected is None
         self.chosen = bytearray(n_running)
         self._own_cache: dict = {}
+        # (team, id(demand)) -> the value of ``changes`` at which rule 2b found no victim for
+        # a job of that team and demand (serve_one); the demand dicts live as long as the plan.
+        self.no_reclaim: dict = {}
         # The organisation's tree (None: the flat rules, untouched).
         self.tree = _TreeView(state, self) if state.groups else None
 
