@@ -559,8 +559,7 @@ class Search:
                     high, hi_best = mid, ev
                 else:
                     low = mid + self.space.step
-            if hi_best.feasible:
-                hi_best = self._scan_up(hi_best, low, frontier)
+            hi_best = self._scan_up(hi_best, low, frontier)
             best = hi_best if hi_best.feasible else min(self._frontier(frontier), key=self.rank)
         else:
             best = self.probe(self.space.input.capacity, sizing)
@@ -574,7 +573,8 @@ class Search:
         every split, so the answer is never larger than the least capacity where a split of the
         grid meets every objective (waits are not monotone in the capacity)."""
         c = low
-        while c < best.candidate.capacity - _TOL and self.room() > 0 and self.grid_step(c) is not None:
+        top = best.candidate.capacity - (self.space.step if best.feasible else 0.0)  # the found one's, when feasible
+        while c <= top + _TOL and self.room() > 0 and self.grid_step(c) is not None:
             found = next((e for e in self.grid(c, None, feasible_only=True) if e.feasible), None)
             if found is not None:
                 frontier[c] = found
