@@ -258,7 +258,8 @@ def test_fit_prints_the_memory_table_the_plan_the_saving_and_the_isolation_line(
     assert llama.split()[1:7] == ["15.0", "4.0", "3.0", "2.4", "24.4", "1"]
     assert "ticket-embedder  measured  measured  measured" in out
     assert "Cheapest plan: $47.11/h, 1 instance(s) in 1 variant(s)" in out
-    assert "Whole GPUs (each copy on its own GPU, 3 x ml.p4d.24xlarge): $113.06/h; MIG saves $65.95/h (58%)" in out
+    assert "Whole GPUs (each copy on its own GPU, 3 x ml.p4de.24xlarge): $141.33/h; MIG saves $94.22/h (67%)" in out
+    assert "Whole GPUs on a type the plan does not use (3 x ml.p4d.24xlarge) would cost $113.06/h" in out
     assert "put models of different teams on one instance: MIG isolates" in out
     assert "system memory, storage, network and the endpoint's routing" in out
 
@@ -447,8 +448,8 @@ def _saving(models, prices, types, isolate):
     if any(not any(F.smallest_profile(m, c.gpu) for c in cands) for m in models):
         return None
     got = F.plan(models, cands, isolate_teams=isolate)
-    whole, on = F.whole_gpu_cost(models, cands, isolate_teams=isolate)
-    return round(whole - got.cost, 6), {v.candidate.instance_type for v in got.variants} | set(on), got.priced
+    whole, _ = F.whole_gpu_cost(models, F.plan_types(got, cands), isolate_teams=isolate)
+    return round(whole - got.cost, 6), {v.candidate.instance_type for v in got.variants}, got.priced
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -457,9 +458,9 @@ def _saving(models, prices, types, isolate):
        prices=st.dictionaries(st.sampled_from(list(mig.INSTANCE_TYPES)), st.sampled_from([30.0, 40.0, 47.11, 60.0])),
        types=st.lists(st.sampled_from(list(mig.INSTANCE_TYPES)), min_size=2, max_size=4, unique=True),
        isolate=st.booleans())
-def test_a_type_neither_plan_uses_never_changes_the_saving(models, prices, types, isolate):
-    """Adding a type changes the saving only when the MIG plan or the whole-GPU one uses it; when
-    the plans count GPUs, only when the MIG plan uses it."""
+def test_a_type_the_plan_does_not_use_never_changes_the_saving(models, prices, types, isolate):
+    """Adding a type changes the saving only when the MIG plan uses it, priced or not: the whole-GPU
+    comparison packs the plan's own types."""
     specs = [F.ModelSpec(name=f"m{i}", memory_gib=mem, copies=Copies(n, n, n), team=team)
              for i, (mem, n, team) in enumerate(models)]
     *base, extra = types
@@ -474,6 +475,22 @@ def test_a_type_neither_plan_uses_never_changes_the_saving(models, prices, types
     if extra not in {v.candidate.instance_type for v in mig_only.variants}:
         assert unpriced[0] == _saving(specs, {}, base, isolate)[0]
     assert with_extra[0] >= 0 and unpriced[0] >= 0
+
+
+def test_a_listed_type_that_packs_whole_gpus_cheaper_is_said_beside_the_saving_not_in_it(capsys):
+    """The priced example's plan uses ml.p4de.24xlarge; ml.p4d.24xlarge packs whole GPUs for less.
+    Listing it changes neither the plan nor its saving; a line says what whole GPUs on it would cost."""
+    models = str(ROOT / "examples" / "mig" / "models.yaml")
+    outs = []
+    for types in (["ml.p4de.24xlarge"], ["ml.p4de.24xlarge", "ml.p4d.24xlarge"]):
+        code, out, _ = run(capsys, "mig", "fit", models, "--instance-type", *types)
+        assert code == 0 and "variant 1: 1 x ml.p4de.24xlarge" in out
+        outs.append(out.splitlines())
+    saving = [next(line for line in lines if line.startswith("Whole GPUs (")) for lines in outs]
+    assert saving == ["Whole GPUs (each copy on its own GPU, 3 x ml.p4de.24xlarge): $141.33/h; MIG saves $94.22/h (67%)"] * 2
+    assert not any("a type the plan does not use" in line for line in outs[0])
+    assert ("Whole GPUs on a type the plan does not use (3 x ml.p4d.24xlarge) would cost $113.06/h: the plan still "
+            "saves $65.95/h against them") in outs[1]
 
 
 def test_at_equal_cost_the_plan_leaves_the_most_slices_free(capsys, tmp_path):

@@ -339,7 +339,10 @@ def run_fit(args: argparse.Namespace) -> int:
         bar.close()
     if plan is None:  # every model fits some candidate, so a plan exists; kept for the type checker
         raise ConfigError(Problem("models", None, "no plan holds every model", "allow more instance types"))
-    whole, whole_types = F.whole_gpu_cost(data.models, cands, isolate_teams=args.isolate_teams)
+    whole, whole_types = F.whole_gpu_cost(data.models, F.plan_types(plan, cands), isolate_teams=args.isolate_teams)
+    # Another listed type may pack whole GPUs for less: said beside the saving, never inside it.
+    cheapest, cheapest_types = F.whole_gpu_cost(data.models, cands, isolate_teams=args.isolate_teams)
+    other = (cheapest, cheapest_types) if cheapest < whole - 1e-9 and set(cheapest_types) - set(whole_types) else None
     gpus = list(dict.fromkeys(c.gpu for c in cands))
     if args.output:
         text = yaml.safe_dump(inference_section(plan, data.models), sort_keys=False)
@@ -351,6 +354,10 @@ def run_fit(args: argparse.Namespace) -> int:
         return 0
     lines = _memory_lines(data.models, gpus)
     lines += ["", *_plan_lines(plan, data.models, whole, whole_types)]
+    if other is not None:
+        on = ", ".join(f"{n} x {t}" for t, n in other[1].items())
+        lines.append(f"Whole GPUs on a type the plan does not use ({on}) would cost {_cost(plan, other[0])}: "
+                     f"the plan still saves {_cost(plan, other[0] - plan.cost)} against them")
     shared = _shared_teams(plan, data.models)
     if shared:
         lines.append(f"Variant(s) {', '.join(map(str, shared))} put models of different teams on one instance: "

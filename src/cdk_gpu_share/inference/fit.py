@@ -98,6 +98,7 @@ __all__ = [
     "demand",
     "plan",
     "whole_gpu_cost",
+    "plan_types",
     "lower_bound",
     "check_fits",
 ]
@@ -763,11 +764,12 @@ def lower_bound(models: Sequence[ModelSpec], cands: Sequence[Candidate]) -> floa
 def whole_gpu_cost(models: Sequence[ModelSpec], cands: Sequence[Candidate], *,
                    isolate_teams: bool = False) -> tuple[float, dict[str, int]]:
     """Each copy (and its rolling-update spare) on a whole GPU, packed with the freedom the MIG plan
-    has (the same candidate types, models of different teams together unless ``isolate_teams``):
+    has (the given candidate types, models of different teams together unless ``isolate_teams``):
     the cost (the hourly price, or the GPUs of an unpriced plan) and the instances per type.
 
-    Every whole-GPU packing is also a MIG plan (the whole-GPU layout), so the MIG plan never costs
-    more, and the saving depends only on the types the two plans use."""
+    The saving compares a plan with this packing on the plan's own types (:func:`plan_types`), so
+    it never depends on a listed type the plan does not use; every whole-GPU packing is also a MIG
+    plan (the whole-GPU layout), so the MIG plan never costs more on its own types."""
     fitting = [m for m in models if any(smallest_profile(m, c.gpu) is not None for c in cands)]
     found = plan(fitting, cands, isolate_teams=isolate_teams, whole_gpus=True)
     if found is None:
@@ -776,6 +778,12 @@ def whole_gpu_cost(models: Sequence[ModelSpec], cands: Sequence[Candidate], *,
     for v in found.variants:
         count[v.candidate.instance_type] += v.instance_count
     return found.cost, dict(count)
+
+
+def plan_types(found: Plan, cands: Sequence[Candidate]) -> list[Candidate]:
+    """The candidates of the instance types ``found`` uses: what its whole-GPU comparison may use."""
+    used = {v.candidate.instance_type for v in found.variants}
+    return [c for c in cands if c.instance_type in used]
 
 
 def check_fits(models: Sequence[ModelSpec], cands: Sequence[Candidate]) -> None:
