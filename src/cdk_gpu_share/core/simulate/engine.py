@@ -56,6 +56,11 @@ from cdk_gpu_share.core.simulate.state import Run, Team
 from cdk_gpu_share.core.simulate.tree_dispatch import TreeDispatchIndex, TreeUsage
 from cdk_gpu_share.core.simulate.watch import Watch
 
+# With a tree, whether each team's owed threshold is kept per state of the usage under its root
+# (False only to check that keeping it changes no figure), and how many states are kept at most.
+REMEMBER_OWED_LEVELS = True
+_OWED_LEVELS_KEPT = 1 << 16
+
 __all__ = ["check_mode", "simulate", "with_victim_order"]
 
 _INF = math.inf
@@ -161,9 +166,25 @@ class _Sim:
         n = len(sizes)
         demands = [{RESOURCE: g} for g in sizes]
         if tree is not None:
+            levels: dict[tuple, int] = {}
+            specs: dict[int, Any] = {}
+
             def threshold(ti: int) -> int:
+                # A function of the usage and rules of the teams under the same root alone: the
+                # same state comes back often (a job ends, another of its size starts), so its
+                # answer is kept, and forgotten all at once past a bound on memory.
                 team = teams[ti]
-                return _last_true(n, lambda k: tree.owed(team, sizes[k]))
+                key = (ti, *[(teams[u].U, id(teams[u].spec), id(teams[u].entitled_spec)) for u in tree.sharing(ti)])
+                k = levels.get(key) if REMEMBER_OWED_LEVELS else None
+                if k is None:
+                    if len(levels) >= _OWED_LEVELS_KEPT:
+                        levels.clear()
+                        specs.clear()
+                    for u in tree.sharing(ti):  # kept alive while a key holds their ids
+                        specs[id(teams[u].spec)] = teams[u].spec
+                        specs[id(teams[u].entitled_spec)] = teams[u].entitled_spec
+                    k = levels[key] = _last_true(n, lambda k: tree.owed(team, sizes[k]))
+                return k
             return OwedClock(len(teams), n, threshold, [tree.sharing(t.idx) for t in teams])
         known: dict[tuple[int, float, int], int] = {}
 
