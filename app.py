@@ -11,9 +11,8 @@ from pathlib import Path
 
 import aws_cdk as cdk
 
-from cdk_gpu_share.core.configuration.parse import load_config
-from cdk_gpu_share.core.errors import ConfigError
-from cdk_gpu_share.stacks.app import build_platform, template_validator
+from cdk_gpu_share import ConfigError, build_platform, load_config
+from cdk_gpu_share.stacks.app import template_validator
 
 app = cdk.App()
 config_path = app.node.try_get_context("config") or "platform.yaml"
