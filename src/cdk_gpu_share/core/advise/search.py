@@ -546,6 +546,7 @@ class Search:
         if self.space.fleet == "size":
             low, high = capacity_bounds(self.study, self.space, sizing)
             bounds.update(low_gpus=low, high_gpus=high)
+            least = low  # the bisection raises low past the capacities its probes gave up
             best = frontier[high] = self.probe(high, sizing)
             hi_best = best
             # The fluid bound is the first guess, not a bound: a percentile objective lets some
@@ -559,7 +560,7 @@ class Search:
                     high, hi_best = mid, ev
                 else:
                     low = mid + self.space.step
-            hi_best = self._scan_up(hi_best, low, frontier)
+            hi_best = self._scan_up(hi_best, least, frontier)
             best = hi_best if hi_best.feasible else min(self._frontier(frontier), key=self.rank)
         else:
             best = self.probe(self.space.input.capacity, sizing)
