@@ -48,35 +48,20 @@ PACKAGE = "cdk_gpu_share"
 # module -> the test files that own its behaviour (globs, relative to the project root).
 # Construct and stack tests are left out on purpose: they synthesize through jsii, take
 # seconds each, and a construct test that kills a core mutant means a core test is missing.
+RECLAIM_TESTS = [
+    "tests/core/test_reclaim_planner.py",
+    "tests/core/test_reclaim_state.py",
+    "tests/core/test_reclaim_problems.py",
+    "tests/core/test_reclaim_scenarios.py",
+    "tests/core/test_reclaim_properties.py",
+    "tests/cli/test_reclaim_cli.py",
+]
 MODULES: dict[str, list[str]] = {
     "config": ["tests/core/test_config*.py"],
     "config_fields": ["tests/core/test_config*.py"],
     "config_model": ["tests/core/test_config*.py"],
     "mig": ["tests/core/test_mig_catalog.py", "tests/inference/test_cli.py", "tests/core/test_mig_rules.py"],
-    "reclaim": [
-        "tests/core/test_reclaim_planner.py",
-        "tests/core/test_reclaim_state.py",
-        "tests/core/test_reclaim_problems.py",
-        "tests/core/test_reclaim_scenarios.py",
-        "tests/core/test_reclaim_properties.py",
-        "tests/cli/test_reclaim_cli.py",
-    ],
-    "reclaim_state": [
-        "tests/core/test_reclaim_planner.py",
-        "tests/core/test_reclaim_state.py",
-        "tests/core/test_reclaim_problems.py",
-        "tests/core/test_reclaim_scenarios.py",
-        "tests/core/test_reclaim_properties.py",
-        "tests/cli/test_reclaim_cli.py",
-    ],
-    "reclaim_view": [
-        "tests/core/test_reclaim_planner.py",
-        "tests/core/test_reclaim_state.py",
-        "tests/core/test_reclaim_problems.py",
-        "tests/core/test_reclaim_scenarios.py",
-        "tests/core/test_reclaim_properties.py",
-        "tests/cli/test_reclaim_cli.py",
-    ],
+    **{name: RECLAIM_TESTS for name in ("reclaim", "reclaim_state", "reclaim_view")},
 }
 # Environment per module. The reclaim property tests draw thousands of random states
 # (about 70 s a run); the mutation profile (tests/conftest.py) draws a twentieth of them,
