@@ -57,9 +57,12 @@ from cdk_gpu_share.core.simulate.tree_dispatch import TreeDispatchIndex, TreeUsa
 from cdk_gpu_share.core.simulate.watch import Watch
 
 # With a tree, whether each team's owed threshold is kept per state of the usage under its root
-# (False only to check that keeping it changes no figure), and how many states are kept at most.
+# (False only to check that keeping it changes no figure). A state's key holds every team under
+# that root, so what is kept is bounded in key entries (about 100 MB at most), and a root with more
+# teams than _OWED_KEY_TEAMS is never kept: building its key costs as much as the answer.
 REMEMBER_OWED_LEVELS = True
-_OWED_LEVELS_KEPT = 1 << 16
+_OWED_ENTRIES_KEPT = 1 << 20
+_OWED_KEY_TEAMS = 256
 
 __all__ = ["check_mode", "simulate", "with_victim_order"]
 
@@ -168,22 +171,28 @@ class _Sim:
         if tree is not None:
             levels: dict[tuple, int] = {}
             specs: dict[int, Any] = {}
+            kept = [0]  # key entries held in levels
 
             def threshold(ti: int) -> int:
                 # A function of the usage and rules of the teams under the same root alone: the
                 # same state comes back often (a job ends, another of its size starts), so its
                 # answer is kept, and forgotten all at once past a bound on memory.
                 team = teams[ti]
-                key = (ti, *[(teams[u].U, id(teams[u].spec), id(teams[u].entitled_spec)) for u in tree.sharing(ti)])
-                k = levels.get(key) if REMEMBER_OWED_LEVELS else None
+                sharing = tree.sharing(ti)
+                if not REMEMBER_OWED_LEVELS or len(sharing) > _OWED_KEY_TEAMS:
+                    return _last_true(n, lambda k: tree.owed(team, sizes[k]))
+                key = (ti, *[(teams[u].U, id(teams[u].spec), id(teams[u].entitled_spec)) for u in sharing])
+                k = levels.get(key)
                 if k is None:
-                    if len(levels) >= _OWED_LEVELS_KEPT:
+                    if kept[0] + len(key) > _OWED_ENTRIES_KEPT:
                         levels.clear()
                         specs.clear()
-                    for u in tree.sharing(ti):  # kept alive while a key holds their ids
+                        kept[0] = 0
+                    for u in sharing:  # kept alive while a key holds their ids
                         specs[id(teams[u].spec)] = teams[u].spec
                         specs[id(teams[u].entitled_spec)] = teams[u].entitled_spec
                     k = levels[key] = _last_true(n, lambda k: tree.owed(team, sizes[k]))
+                    kept[0] += len(key)
                 return k
             return OwedClock(len(teams), n, threshold, [tree.sharing(t.idx) for t in teams])
         known: dict[tuple[int, float, int], int] = {}
