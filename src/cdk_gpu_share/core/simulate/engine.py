@@ -430,6 +430,8 @@ class _Sim:
             return
         self.index.reserve_specs = [t_.spec for t_ in self.teams if t_.reserve]
         self.index.ri_cache.clear()
+        if self.tree is not None:
+            self.tree.switch(state)
         for team in self.teams:
             self.index.usage_changed(team)
             self.owed.update(team.idx, t)
@@ -464,9 +466,9 @@ class _Sim:
         due = _INF
         wait, protect = settings.reclaim_after_seconds, settings.min_runtime_seconds
         if wait > 0:
-            for position, r in self.live.items():
-                if position not in self.running and t < r.job.submit_time + wait - reclaim.TOLERANCE < due:
-                    due = r.job.submit_time + wait - reclaim.TOLERANCE
+            for position, r in self.live.items():  # since: its submit, or a later rise of its guarantee
+                if position not in self.running and t < r.since + wait - reclaim.TOLERANCE < due:
+                    due = r.since + wait - reclaim.TOLERANCE
         if protect > 0:
             for r in self.running.values():
                 if t < r.start + protect - reclaim.TOLERANCE < due:
@@ -505,19 +507,30 @@ class _Sim:
         last_k = 0  # the last tick ran at last_k * poll
         watch = self.watch
         clock = self.clock
+        idle_from: float | None = None  # since when jobs wait with nothing running or to arrive
         while True:
             t_done = heap[0][0] if heap else _INF
             t_arrive = arrival_times[ai] if ai < n_arrivals else _INF
             t_ev = t_done if t_done <= t_arrive else t_arrive  # completions first at equal times
-            if clock is not None and t_ev < _INF:
-                if clock.boundary_tick is not None and clock.boundary_tick < t_ev:
+            horizon = t_ev
+            if clock is not None:
+                # With nothing left to run or arrive, waiting jobs may still start at a boundary: the
+                # boundaries of a week are visited (the windows repeat weekly), then the run ends.
+                if t_ev < _INF or not self.index.npending:
+                    idle_from = None
+                elif idle_from is None:
+                    idle_from = self.now
+                horizon = t_ev if idle_from is None else idle_from + _Clock.IDLE_HORIZON
+            if clock is not None and horizon < _INF:
+                if clock.boundary_tick is not None and clock.boundary_tick < horizon:
                     # The tick that follows a boundary, after its instant's completions and arrivals.
                     self.now = clock.boundary_tick
                     clock.boundary_tick = None
                     self._tick(self.now, forced=True)
                     continue
-                if clock.next_at <= t_ev and (not self.reclaiming or (k_next := self._next_tick(last_k)) is None
-                                              or clock.next_at <= k_next * self.poll):
+                if clock.next_at <= horizon and (not self.reclaiming or idle_from is not None
+                                                 or (k_next := self._next_tick(last_k)) is None
+                                                 or clock.next_at <= k_next * self.poll):
                     self.now = clock.next_at
                     self._switch(clock.advance())
                     continue
@@ -622,6 +635,9 @@ class _Clock:
     ``next_at`` the next one and :meth:`advance` the planner's state from then on."""
 
     WEEK = 7 * 86400.0
+    IDLE_HORIZON = WEEK + 86400.0
+    """How long jobs that nothing runs beside wait for a boundary that lets them start: a week
+    and a day holds every boundary of the week, whatever daylight saving moved."""
 
     def __init__(self, scenario: Scenario, origin: datetime):
         self.scenario = scenario
@@ -717,6 +733,7 @@ def simulate(
     jobs = _numbered(jobs, source)
     check_jobs(scenario, jobs, mode, source=source)
     clock_origin = _windows_origin(scenario, origin if origin is not None else scenario.origin)
+    windowed = scenario  # the clock reads the base and the windows from it
     if clock_origin is not None:
         scenario = replace(scenario, state=scenario.state_at(clock_origin))  # the values in force at second 0
 
@@ -732,7 +749,7 @@ def simulate(
                       float(checkpoint_seconds) if checkpoint_seconds else None, progress)
         engine.skip_idle_ticks = skip_idle_ticks
         if clock_origin is not None:
-            engine.clock = _Clock(scenario, clock_origin)
+            engine.clock = _Clock(windowed, clock_origin)
         if watch is not None:
             watch.begin(engine.running)
             engine.watch = watch
@@ -748,13 +765,9 @@ def simulate(
 
 def _windows_origin(scenario: Scenario, origin: datetime | None) -> datetime | None:
     """The origin a scenario with time windows is replayed from (None: it has none); refused in
-    one line when it is missing, or when the scenario has a tree as well (not replayed yet)."""
+    one line when it is missing."""
     if not scenario.windows:
         return None
-    if scenario.state.groups:
-        raise ConfigError(Problem("windows", [w.name for w in scenario.windows],
-                                  "time windows are not simulated with groups yet",
-                                  "remove `windows` or `groups` to replay the other"), source=scenario.source)
     if origin is None:
         raise ConfigError(Problem("--origin", None, "is needed: the scenario has time windows and the trace no origin",
                                   "give the clock time of the trace's second 0, --origin 2026-01-05T00:00:00Z"),

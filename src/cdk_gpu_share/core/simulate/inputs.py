@@ -231,6 +231,11 @@ def _read_scenario_windows(obj: Mapping, problems: list[Problem]) -> tuple[tuple
                                         f"give any of {', '.join(_WINDOW_VALUES)}"))
             else:
                 team_windows.setdefault(name, {})[i] = dict(values)
+    groups = obj.get("groups")
+    for i, raw in enumerate(groups if isinstance(groups, list) else ()):
+        if isinstance(raw, Mapping) and "windows" in raw:  # never ignored: a pool does not follow the clock
+            problems.append(Problem(f"groups[{i}].windows", raw["windows"], "a group's pool is the same at every hour",
+                                    "give the windows to the teams below it"))
     return windows, team_windows
 
 

@@ -39,13 +39,24 @@ class TreeUsage:
                 self.below[g].append(t)
         self.reserve_below = {g: [t for t in below if t.reserve] for g, below in self.below.items()}
         self._usage: dict[str, dict] = {}  # a group's U, summed again once a team below it changed
-        # Each team's entitlement E, for the teams promised other than their guarantee.
-        self.promised = {t.idx: float(t.entitled_spec.guarantee.get(RESOURCE, 0) or 0)
-                         for t in teams if t.entitled_spec is not None}
+        self.promised: dict[int, float] = {}
+        self._promise()
         # The teams whose entitlement tests read a team's usage: those under the same root group.
         roots = [p[-1] if p else None for p in self.paths]
         self._sharing = [tuple(u.idx for u, r in zip(teams, roots, strict=True) if r == root) if root else (t.idx,)
                          for t, root in zip(teams, roots, strict=True)]
+
+    def _promise(self) -> None:
+        """Each team's entitlement E, for the teams promised other than their guarantee."""
+        self.promised = {t.idx: float(t.entitled_spec.guarantee.get(RESOURCE, 0) or 0)
+                         for t in self.teams if t.entitled_spec is not None}
+
+    def switch(self, state: Any) -> None:
+        """A time window's boundary: the teams' specs are ``state``'s now. The groups and their
+        pools stay (they do not follow the clock); each group's Q is summed again from its teams'
+        guarantees in force, and the entitlements with it."""
+        self.tree = hierarchy.Tree.of_state(state)
+        self._promise()
 
     def changed(self, team: Team) -> None:
         """Team's usage changed: its groups' sums are stale."""

@@ -1,0 +1,267 @@
+"""Time windows in a tree of groups: each team's values in force at each instant, a group's quota
+summed again from them at each boundary, its pool the same at every hour."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from datetime import datetime, timezone
+from unittest import mock
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cdk_gpu_share.core import simulate as sim
+from cdk_gpu_share.core.errors import ConfigError
+from cdk_gpu_share.core.simulate.engine import _Sim
+from tests.builders import examples, group, team
+
+MONDAY = datetime(2026, 1, 5, tzinfo=timezone.utc)
+#: Open on Mondays from 01:00 to 02:00 UTC: trace seconds 3600 to 7200 from MONDAY.
+HOUR = {"name": "hour", "days": ["mon"], "start": "01:00", "end": "02:00"}
+HEADER = "job_id,team,submit_time,duration_s,gpus"
+
+
+@contextlib.contextmanager
+def ends_in_time(jobs, *, weeks: int = 0):
+    """Fail a replay whose planner still ticks long after any end these jobs allow (the last
+    arrival, a hundred times their whole work, and ``weeks`` weeks of waiting for a window)."""
+    horizon = max(j.submit_time for j in jobs) + 100 * sum(j.duration_s for j in jobs) + 3600 + weeks * 8 * 86400
+    tick = _Sim._tick
+
+    def bounded(self, t, **kw):
+        if t > horizon:
+            raise AssertionError(f"the replay still ticks at {t} s, past {horizon} s: it would never end")
+        tick(self, t, **kw)
+
+    with mock.patch.object(_Sim, "_tick", bounded):
+        yield
+
+
+def replay(raw: dict, rows: list[str], mode: str = "share+reclaim", **kw):
+    scenario = sim.parse_scenario(raw)
+    jobs = sim.parse_jobs([HEADER, *rows], scenario)
+    with ends_in_time(jobs, weeks=1):
+        return sim.simulate(scenario, jobs, mode, origin=MONDAY, **kw)
+
+
+def outcomes(result) -> dict:
+    return {o.id: (o.final_start, o.completion, o.stops) for o in result.outcomes}
+
+
+def without_windows(raw: dict) -> dict:
+    plain = {k: v for k, v in raw.items() if k != "windows"}
+    plain["teams"] = [{k: v for k, v in t.items() if k != "windows"} for t in raw["teams"]]
+    return plain
+
+
+# -- at a boundary, by hand ----------------------------------------------------------------------
+
+
+def siblings(reclaim_after: int = 0) -> dict:
+    """3 GPUs: group g with a pool of 1 over a (2, then 1 in the hour) and b (0, then 1)."""
+    return {"capacity": {"gpu": 3}, "windows": [HOUR],
+            "settings": {"reclaim_after_seconds": reclaim_after},
+            "groups": [group("g", 1)],
+            "teams": [team("a", 2, group="g", windows={"hour": {"guarantee": {"gpu": 1}}}),
+                      team("b", 0, group="g", windows={"hour": {"guarantee": {"gpu": 1}}})]}
+
+
+SIBLING_JOBS = ["a1,a,0,7200,2", "a2,a,0,7200,1", "b1,b,1800,600,1"]
+
+
+def test_a_lower_guarantee_makes_a_teams_running_jobs_victims_for_a_siblings_entitled_job() -> None:
+    # a runs 3 GPUs (its 2 and the pool). b1 asks for 1 at 1800: b has no guarantee, and g is at
+    # its quota (3 of 3), so b1 is entitled nowhere and waits. At 3600 a's guarantee drops to 1
+    # and b's rises to 1: b1 is within b's guarantee, a uses 3 above its 1 (the side of a below
+    # g, where b and a meet), so the youngest of a's jobs (a2, by id) is stopped at the
+    # boundary's tick. b1 runs 3600-4200; a2 restarts from zero at 4200 on the room b1 left.
+    result = replay(siblings(), SIBLING_JOBS)
+    assert outcomes(result) == {"a1": (0.0, 7200.0, 0), "a2": (4200.0, 11400.0, 1), "b1": (3600.0, 4200.0, 0)}
+    assert {o.id: o.owed_s for o in result.outcomes}["b1"] == 0.0
+    # Without the window b1 waits for a's jobs to end.
+    plain = sim.simulate(sim.parse_scenario(without_windows(siblings())),
+                         sim.parse_jobs([HEADER, *SIBLING_JOBS], sim.parse_scenario(siblings())), "share+reclaim")
+    assert outcomes(plain)["b1"] == (7200.0, 7800.0, 0) and plain.preemptions == 0
+
+
+def test_reclaim_after_counts_from_the_rise_in_a_tree() -> None:
+    # b1 was submitted at 1800 and waits 600 s: counted from the rise at 3600, it may reclaim at
+    # 4200. Its owed wait is read against the guarantee in force: 600 s (owed from 3600 only).
+    result = replay(siblings(reclaim_after=600), SIBLING_JOBS)
+    assert outcomes(result) == {"a1": (0.0, 7200.0, 0), "a2": (4800.0, 12000.0, 1), "b1": (4200.0, 4800.0, 0)}
+    assert {o.id: o.owed_s for o in result.outcomes}["b1"] == 600.0
+
+
+def rising_group() -> dict:
+    """4 GPUs: group g (no pool) over a (0, then 2 in the hour) and b (0); c at the root (4, then 2)."""
+    return {"capacity": {"gpu": 4}, "windows": [HOUR], "groups": [group("g")],
+            "teams": [team("a", 0, group="g", windows={"hour": {"guarantee": {"gpu": 2}}}),
+                      team("b", 0, group="g"),
+                      team("c", 4, windows={"hour": {"guarantee": {"gpu": 2}}})]}
+
+
+RISING_JOBS = ["c1,c,0,7200,4", "b1,b,1800,600,1"]
+
+
+@pytest.mark.parametrize("mode", ["share+reclaim"])
+def test_a_higher_guarantee_raises_its_groups_quota_and_reclaims_at_once(mode: str) -> None:
+    # Before 3600 g's quota is 0: b1 is entitled nowhere. At 3600 a's guarantee rises to 2, so is
+    # g's quota: b1 is entitled at g, c uses 4 above its new 2 and its job is stopped at the
+    # boundary's tick. b1 runs 3600-4200; c1 (4 GPUs) starts again once b1's GPU is back.
+    result = replay(rising_group(), RISING_JOBS, mode)
+    assert outcomes(result) == {"b1": (3600.0, 4200.0, 0), "c1": (4200.0, 11400.0, 1)}
+    assert result.planner_calls >= 1
+    assert {o.id: o.owed_s for o in result.outcomes}["b1"] == 0.0
+
+
+def test_a_job_entitled_at_a_group_in_force_is_owed_from_the_boundary_in_share() -> None:
+    # In share nothing is stopped: b1 waits for c1's end at 7200 (when the window closes, and g's
+    # quota with it). It is owed from 3600, when g's quota rises, to 7200: 3600 s.
+    result = replay(rising_group(), RISING_JOBS, "share")
+    assert outcomes(result) == {"c1": (0.0, 7200.0, 0), "b1": (7200.0, 7800.0, 0)}
+    assert {o.id: o.owed_s for o in result.outcomes}["b1"] == 3600.0
+
+
+def test_a_job_that_only_the_base_admits_waits_for_it_with_nothing_running() -> None:
+    # In the hour, b may borrow nothing beyond its 0 (its cap 0 %); outside it, anything. b1 arrives
+    # at 3700 with nothing running: it starts when the hour closes, not "never".
+    raw = {"capacity": {"gpu": 2}, "windows": [HOUR], "groups": [group("g")],
+           "teams": [team("a", 2, group="g"),
+                     team("b", 0, group="g", windows={"hour": {"borrow_limit_percent": 0}})]}
+    result = replay(raw, ["b1,b,3700,100,1"], "share")
+    assert outcomes(result) == {"b1": (7200.0, 7300.0, 0)}
+
+
+@pytest.mark.parametrize("groups", [[], [group("g")]])
+def test_a_replay_that_starts_inside_a_window_has_the_base_back_when_it_closes(groups: list) -> None:
+    # From Monday 01:30 a (which lends and never borrows) has no guarantee until 02:00, trace second
+    # 1800: its job starts then, on its own guarantee again.
+    raw = {"capacity": {"gpu": 2}, "windows": [HOUR], "groups": groups,
+           "teams": [team("a", 2, sharing="lend", windows={"hour": {"guarantee": {"gpu": 0}}},
+                          **({"group": "g"} if groups else {})),
+                     team("b", 0, **({"group": "g"} if groups else {}))]}
+    scenario = sim.parse_scenario(raw)
+    for mode in sim.MODES:
+        result = sim.simulate(scenario, sim.parse_jobs([HEADER, "a1,a,0,100,2"], scenario), mode,
+                              origin=datetime(2026, 1, 5, 1, 30, tzinfo=timezone.utc))
+        assert outcomes(result) == {"a1": (1800.0, 1900.0, 0)}, mode
+
+
+def test_a_groups_windows_in_a_scenario_are_refused_in_one_line() -> None:
+    raw = rising_group()
+    raw["groups"][0]["windows"] = {"hour": {"guarantee": {"gpu": 1}}}
+    with pytest.raises(ConfigError) as exc:
+        sim.parse_scenario(raw)
+    assert [str(p) for p in exc.value.problems] == [
+        "groups[0].windows: a group's pool is the same at every hour (got {'hour': {'guarantee': {'gpu': 1}}}); "
+        "give the windows to the teams below it"]
+
+
+def test_guarantees_and_pools_above_the_capacity_in_a_window_are_refused() -> None:
+    raw = siblings()
+    raw["teams"][1]["windows"]["hour"]["guarantee"] = {"gpu": 2}
+    with pytest.raises(ConfigError) as exc:
+        sim.parse_scenario(raw)
+    (problem,) = exc.value.problems
+    assert "the groups' pools" in str(problem) and "in window hour" in str(problem)
+
+
+# -- random trees with random windows ------------------------------------------------------------
+
+GROUPS = ("g0", "g1", "g2")
+
+
+@st.composite
+def windowed_trees(draw, same: bool = False):
+    """1 to 3 groups, 2 to 4 teams, and one or two windows on Monday's first half hour, each team
+    with its own values in each (``same``: the team's own values, written again)."""
+    n_groups = draw(st.integers(1, len(GROUPS)))
+    groups = [group(GROUPS[i], draw(st.sampled_from([None, 1, 2])), parent=draw(st.sampled_from([None, *GROUPS[:i]])),
+                    limit=draw(st.sampled_from([None, 0, 1, 3]))) for i in range(n_groups)]
+    first = draw(st.integers(0, 10))
+    cut = first + draw(st.integers(1, 10))
+    windows = [{"name": "w0", "days": ["mon"], "start": f"00:{first:02d}", "end": f"00:{cut:02d}"}]
+    if draw(st.booleans()):
+        windows.append({"name": "w1", "days": ["mon"], "start": f"00:{cut + draw(st.integers(0, 5)):02d}",
+                        "end": f"00:{cut + 20:02d}"})
+    teams = []
+    for i in range(draw(st.integers(2, 4))):
+        sharing = draw(st.sampled_from(["lend_and_borrow", "lend_and_borrow", "reserve", "lend"]))
+        own = draw(st.sampled_from([0, 1, 2]))
+        extra: dict = {"sharing": sharing}
+        home = draw(st.sampled_from([None, *GROUPS[:n_groups]]))
+        if home is not None:
+            extra["group"] = home
+        values = {}
+        for w in windows:
+            if draw(st.booleans()):
+                inside = {"guarantee": {"gpu": own if same else draw(st.sampled_from([0, 1, 2, 3]))}}
+                if sharing == "lend_and_borrow" and draw(st.booleans()):
+                    inside["borrow_limit_percent"] = -1 if same else draw(st.sampled_from([0, 50, 100]))
+                values[w["name"]] = inside
+        if values:
+            extra["windows"] = values
+        teams.append(team(f"t{i}", own, **extra))
+    used = {t.get("group") for t in teams}
+    for g in groups:
+        if g["name"] not in used and not any(o.get("parent") == g["name"] for o in groups):
+            teams.append(team(f"x{g['name']}", 1, group=g["name"]))
+    pools = sum(g.get("guarantee", {}).get("gpu", 0) for g in groups)
+    most = max(sum(t.get("windows", {}).get(name, t)["guarantee"]["gpu"] for t in teams)
+               for name in (None, *[w["name"] for w in windows]))
+    capacity = most + pools + draw(st.sampled_from([0, 0, 1]))
+    return {"capacity": {"gpu": max(capacity, 1)}, "groups": groups, "teams": teams, "windows": windows}
+
+
+@st.composite
+def windowed_cases(draw, same: bool = False):
+    scenario = draw(windowed_trees(same))
+    names = [t["name"] for t in scenario["teams"]]
+    rows = [f"j{i},{draw(st.sampled_from(names))},{draw(st.integers(0, 1500))},{draw(st.integers(1, 900))},"
+            f"{draw(st.integers(1, 2))},{draw(st.integers(0, 2))}" for i in range(draw(st.integers(1, 7)))]
+    return scenario, rows
+
+
+def _replayed(raw: dict, rows: list[str], mode: str, **kw):
+    """The replay's figures, the jobs refused as input (which could never start in the base) left out."""
+    scenario = sim.parse_scenario(raw)
+    while True:
+        try:
+            jobs = sim.parse_jobs(["job_id,team,submit_time,duration_s,gpus,priority", *rows], scenario)
+            with ends_in_time(jobs, weeks=len(rows)):
+                return rows, sim.simulate(scenario, jobs, mode, origin=MONDAY, **kw)
+        except ConfigError as exc:
+            problem = str(exc.problems[0])
+            # Refused as input, never left waiting at the end of a replay.
+            assert "could never start" in problem and "the replay ended" not in problem, problem
+            refused = re.search(r"\(job '(j\d+)'\)", problem)
+            assert refused is not None, problem
+            rows = [row for row in rows if not row.startswith(refused.group(1) + ",")]
+            if not rows:
+                return rows, None
+
+
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(windowed_cases(), st.sampled_from(sim.MODES))
+def test_every_replay_of_a_tree_with_windows_ends_with_every_job_completed(case, mode):
+    raw, rows = case
+    rows, result = _replayed(raw, rows, mode)
+    if result is not None:
+        assert result.completed == result.jobs == len(rows)
+
+
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(windowed_cases(same=True), st.sampled_from(sim.MODES))
+def test_windows_that_give_the_base_values_replay_a_tree_as_without_them(case, mode):
+    raw, rows = case
+    rows, result = _replayed(raw, rows, mode)
+    if result is None:
+        return
+    scenario = sim.parse_scenario(without_windows(raw))
+    plain = sim.simulate(scenario, sim.parse_jobs(["job_id,team,submit_time,duration_s,gpus,priority", *rows],
+                                                  scenario), mode)
+    figures = [{k: v for k, v in r.to_dict().items() if k not in ("sim_seconds", "simulation_seconds")}
+               for r in (result, plain)]
+    assert figures[0] == figures[1]
