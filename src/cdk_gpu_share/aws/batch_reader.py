@@ -20,6 +20,11 @@ API
        "teams": [{"name": "team-a", "share_identifier": "teama",
                   "guarantee": {"gpu": 1}, ...the planner's team fields...}]}
 
+  With time windows (:func:`window_settings`) it also holds ``windows`` (the config's, as
+  it writes them) and, on each team, ``windows``: window name -> the planner's
+  ``guarantee``, ``borrow_limit_percent`` and ``borrow_limit`` while that window is open.
+  :func:`in_force` picks, at an instant, the values in force and each team's last rise of
+  its guarantee (from which ``reclaim_after_seconds`` counts).
   :func:`encode_settings` / :func:`decode_settings` pack it for an environment
   variable (zlib + base64 when long).
 * :func:`read_queue` -- ``ListJobs`` (RUNNABLE, STARTING, RUNNING; paginated,
@@ -41,11 +46,14 @@ import time
 import zlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from cdk_gpu_share.core.catalog import instances
+from cdk_gpu_share.core.configuration.model import team_in_window
 from cdk_gpu_share.core.configuration.parse import DEFAULT_MAX_PRIORITY
 from cdk_gpu_share.core.configuration.parse import MAX_CHECKPOINT_SECONDS as MAX_TEAM_CHECKPOINT_SECONDS
+from cdk_gpu_share.core.configuration.windows import Window, boundaries, window_at, window_mapping
 from cdk_gpu_share.core.policy.fairshare import (  # noqa: F401
     SHARE_IDENTIFIER_MAX,
     gpus_of,
@@ -74,6 +82,10 @@ __all__ = [
     "fleet_gpus",
     "team_settings",
     "settings_from_config",
+    "window_settings",
+    "InForce",
+    "in_force",
+    "with_rises",
     "encode_settings",
     "decode_settings",
     "gpus_of",
@@ -210,7 +222,122 @@ def settings_from_config(config: Any, *, queue: str | None = None) -> dict:
         "dry_run": reclaim.dry_run,
         "teams": [team_settings(t, section.capacity) for t in config.teams_for("fairshare")],
         **group_settings(config, section.capacity),
+        **window_settings(config.windows, config.teams_for("fairshare"), section.capacity),
     }
+
+
+# ---------------------------------------------------------------------------
+# Time windows: the values in force at a cycle's own clock
+
+
+#: The planner's team fields a window may change (``teams[].windows.NAME``, in GPUs).
+WINDOW_FIELDS = ("guarantee", "borrow_limit_percent", "borrow_limit")
+#: How far back a cycle looks for the boundary at which a team's guarantee last rose: the
+#: windows repeat every week, and a day more covers a daylight-saving shift of the boundary.
+RISE_LOOKBACK = timedelta(days=8)
+
+
+def window_settings(windows: Iterable[Window], teams: Iterable[Any], capacity: Mapping[str, int]) -> dict:
+    """``{"windows": [...], "teams": [...]}`` to merge into the reclaim settings: the windows as
+    the config writes them, and each team's entry (:func:`team_settings`) with, under
+    ``windows``, its :data:`WINDOW_FIELDS` in each window it gives values for, complete (worked
+    out with the config's own reading of a window, ``team_in_window``). ``{}`` without windows:
+    the settings stay as they were."""
+    windows = tuple(windows)
+    if not windows:
+        return {}
+    entries = []
+    for team in teams:
+        entry = team_settings(team, capacity)
+        values = {}
+        for window in windows:
+            if window.name in (team.windows or {}):
+                in_window = team_settings(team_in_window(team, window.name), capacity)
+                values[window.name] = {k: in_window[k] for k in WINDOW_FIELDS if k in in_window}
+        if values:
+            entry["windows"] = values
+        entries.append(entry)
+    return {"windows": [window_mapping(w) for w in windows], "teams": entries}
+
+
+_windows_read: dict[str, tuple[Window, ...]] = {}
+
+
+def _windows_of(settings: Mapping) -> tuple[Window, ...]:
+    """The settings' windows, read once per warm function (reading one checks its time zone)."""
+    raw = settings.get("windows") or ()
+    key = json.dumps(raw, sort_keys=True)
+    if key not in _windows_read:
+        _windows_read[key] = tuple(Window(**{**w, "days": tuple(w["days"])}) for w in raw)
+    return _windows_read[key]
+
+
+def _team_in(entry: Mapping, window: str | None) -> dict:
+    """A settings team entry with its values in ``window`` (None: the base), without its windows."""
+    out = {k: v for k, v in entry.items() if k != "windows"}
+    values = (entry.get("windows") or {}).get(window) if window is not None else None
+    if values:
+        for key in WINDOW_FIELDS:
+            out.pop(key, None)
+        out.update(values)
+    return out
+
+
+@dataclass(frozen=True)
+class InForce:
+    """The reclaim settings at one instant.
+
+    :ivar settings: the settings with each team's values in force (no ``windows`` left).
+    :ivar window: the window open (None: the base, or no windows).
+    :ivar rises: team -> the last instant (seconds since the epoch, within
+        :data:`RISE_LOOKBACK`) at which its guarantee rose; a team whose guarantee did not
+        rise is absent.
+    """
+
+    settings: dict
+    window: str | None = None
+    rises: dict = field(default_factory=dict)
+
+
+def in_force(settings: Mapping, now: float) -> InForce:
+    """The values in force at ``now`` (seconds since the epoch): the window open then
+    (:func:`~cdk_gpu_share.core.configuration.windows.window_at`) and each team's values in it,
+    and each team's last rise of its guarantee, at a boundary
+    (:func:`~cdk_gpu_share.core.configuration.windows.boundaries`) where some resource of it went
+    up. Settings without windows come back as they are."""
+    windows = _windows_of(settings)
+    if not windows:
+        return InForce(settings=dict(settings))
+    t = datetime.fromtimestamp(now, timezone.utc)
+    open_now = window_at(windows, t)
+    name = open_now.name if open_now is not None else None
+    teams = settings.get("teams") or ()
+    out = {k: v for k, v in settings.items() if k != "windows"}
+    out["teams"] = [_team_in(entry, name) for entry in teams]
+    rises: dict[str, float] = {}
+    changes = boundaries(windows, t - RISE_LOOKBACK, t + timedelta(microseconds=1))
+    for (_, before), (at, after) in zip(changes, changes[1:]):
+        for entry in teams:
+            old = _team_in(entry, before.name if before else None)["guarantee"]
+            new = _team_in(entry, after.name if after else None)["guarantee"]
+            if any(float(v) > float(old.get(r, 0)) + 1e-9 for r, v in new.items()):
+                rises[entry["name"]] = at.timestamp()
+    return InForce(settings=out, window=name, rises=rises)
+
+
+def with_rises(state: Mapping, rises: Mapping[str, float]) -> dict:
+    """The planner's ``state`` with each pending job of a team whose guarantee rose counted from
+    the later of its submission and the rise (its ``since``): a lender whose guarantee rose
+    reclaims ``reclaim_after_seconds`` after the rise, not after a submission made before it."""
+    if not rises:
+        return dict(state)
+    jobs = []
+    for job in state["jobs"]:
+        rise = rises.get(job["team"])
+        if rise is not None and job["state"] == "pending" and job["since"] < rise:
+            job = {**job, "since": rise}
+        jobs.append(job)
+    return {**state, "jobs": jobs}
 
 
 _PACKED = "z:"
@@ -587,7 +714,8 @@ def read_queue(
 
     for name in unknown.values():
         teams.append({"name": name, "guarantee": {RESOURCE: 0}})
-    planner_teams = [{k: v for k, v in t.items() if k not in ("share_identifier", "max_priority")} for t in teams]
+    planner_teams = [{k: v for k, v in t.items() if k not in ("share_identifier", "max_priority", "windows")}
+                     for t in teams]
     state = {
         "now": now,
         "capacity": dict(settings.get("capacity") or {RESOURCE: 0}),

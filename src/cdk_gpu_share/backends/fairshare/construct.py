@@ -104,7 +104,9 @@ from cdk_gpu_share.core.configuration.parse import (
     TeamConfig,
     check_backend,
     config_problems,
+    team_in_window,
 )
+from cdk_gpu_share.core.configuration.windows import Window
 from cdk_gpu_share.core.errors import ConfigError, Problem
 from cdk_gpu_share.core.policy import reclaim
 from cdk_gpu_share.core.policy.fairshare import reclaim_settings
@@ -174,9 +176,12 @@ class FairshareTeam:
         return name if name is not None else str(self.job_definitions[gpus].job_definition_name)
 
 
-def reclaim_code() -> lambda_.Code:
-    """The reclaim Lambda's code: ``core``, the Batch reader and ``lambdas/reclaim``, locally bundled."""
-    return package_code("lambdas/reclaim", ("core", "lambdas/reclaim"), ("batch_reader.py",))
+def reclaim_code(*, zones: bool = False) -> lambda_.Code:
+    """The reclaim Lambda's code: ``core``, the Batch reader and ``lambdas/reclaim``, locally bundled;
+    with ``zones`` (a queue with time windows), the time zone database too, so that a runtime
+    without one still reads the windows' zones."""
+    return package_code("lambdas/reclaim", ("core", "lambdas/reclaim"), ("batch_reader.py",),
+                        packages=("tzdata",) if zones else ())
 
 
 @jsii.implements(cdk.IResolvable)
@@ -195,12 +200,13 @@ class _Lazy:
 
 
 def _props_problems(config: FairshareConfig, teams: Sequence[TeamConfig], platform_name: str, queue_name: str | None,
-                    vpc: ec2.IVpc | None) -> list[Problem]:
+                    vpc: ec2.IVpc | None, windows: Sequence[Window] = ()) -> list[Problem]:
     """The section and every team at once, by the config file's rules, with the construct's own props."""
     named = queue_name is not None and isinstance(queue_name, str) and re.fullmatch(BATCH_NAME_PATTERN, queue_name)
     checked = dataclasses.replace(config, queue_name=queue_name) if named and isinstance(config, FairshareConfig) \
         else config
-    problems = config_problems(list(teams), platform=platform_name, fairshare=checked, owned=_ec2_type)
+    problems = config_problems(list(teams), platform=platform_name, fairshare=checked, owned=_ec2_type,
+                               windows=windows)
     if queue_name is not None and not named:
         problems.append(Problem("queue_name", queue_name, "is not a valid job queue name",
                                 "use up to 128 letters, digits, hyphens and underscores (no tokens)"))
@@ -227,6 +233,7 @@ class FairshareQueue(Construct):
         retry_on_error: bool = False,
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
         teams: Sequence[TeamConfig] = (),
+        windows: Sequence[Window] = (),
     ) -> None:
         """
         :param config: the fleet (``capacity`` per EC2 GPU type), fair-share and reclaim settings.
@@ -242,8 +249,11 @@ class FairshareQueue(Construct):
             ``config.job_attempts``. Default: False (only lost instances are retried).
         :param log_retention: retention of the reclaimer's logs. Default: one month.
         :param teams: teams added at once; more can follow with :meth:`add_team`. Default: none.
+        :param windows: the platform's time windows (``PlatformConfig.windows``), which the teams'
+            values in a window name. The reclaimer reads the values in force at each cycle's own
+            clock. Default: none.
         """
-        raise_props_problems(_props_problems(config, teams, platform_name, queue_name, vpc), scope, id)
+        raise_props_problems(_props_problems(config, teams, platform_name, queue_name, vpc, windows), scope, id)
         name = queue_name or config.queue_name or f"{platform_name}-fairshare"
         super().__init__(scope, id)
         self.config = config
@@ -252,6 +262,8 @@ class FairshareQueue(Construct):
         self._teams: dict[str, FairshareTeam] = {}
         #: The organisation's tree its teams are checked with (set from a config; the Lambda applies it).
         self._groups: tuple[GroupConfig, ...] = ()
+        #: The time windows (in the reclaimer's settings; each cycle reads the values in force).
+        self.windows: tuple[Window, ...] = tuple(windows)
         self._requeue_statement: iam.PolicyStatement | None = None
         self._platform_name = platform_name
         self.queue_name = name
@@ -346,10 +358,11 @@ class FairshareQueue(Construct):
                                       "add fairshare: {capacity: {g5.xlarge: 3}}"), source=config.source)
         # The section's rules on the config's teams (a config built in Python skipped parse_config).
         problems = config_problems(config.teams_for(FAIRSHARE), platform=config.name, fairshare=config.fairshare,
-                                   owned=_ec2_type, groups=config.groups)
+                                   owned=_ec2_type, groups=config.groups, windows=config.windows)
         if problems:
             raise ConfigError(problems, source=config.source)
         kwargs.setdefault("platform_name", config.name)
+        kwargs.setdefault("windows", config.windows)
         queue = cls(scope, id, config=config.fairshare, **kwargs)
         queue._groups = tuple(config.groups)
         return queue
@@ -437,7 +450,7 @@ class FairshareQueue(Construct):
                               source=self.node.path)
         checked = dataclasses.replace(self.config, queue_name=self.queue_name)
         problems = config_problems(teams, platform=self._platform_name, fairshare=checked, owned=_ec2_type,
-                                   groups=self._groups)
+                                   groups=self._groups, windows=self.windows)
         if problems:
             raise ConfigError(problems, source=self.node.path)
         if not team.guarantee_for(self.config.capacity):
@@ -445,18 +458,10 @@ class FairshareQueue(Construct):
                                     "names no instance type of this fair-share fleet",
                                     f"guarantee one of {', '.join(self.config.capacity)}"))
         sid = br.share_identifier(team.name)
-        settings = br.team_settings(team, self.config.capacity)
-        spec = reclaim.TeamSpec(
-            name=team.name,
-            guarantee=settings["guarantee"],
-            sharing=settings.get("sharing", "lend_and_borrow"),
-            borrow_limit_percent=settings.get("borrow_limit_percent", -1),
-            borrow_limit=settings.get("borrow_limit"),
-        )
-        guarantee = float(settings["guarantee"][br.RESOURCE])
-        cap = reclaim.borrow_cap(spec, br.RESOURCE)
-        total = self.fleet_gpus if cap is None else min(self.fleet_gpus, guarantee + cap)
-        quantity = int(math.floor(total + reclaim.TOLERANCE))
+        guarantee = float(br.team_settings(team, self.config.capacity)["guarantee"][br.RESOURCE])
+        # With time windows, the most the team may hold in any window: Batch's consumable
+        # resource is not switched, the reclaimer holds the team to the values in force.
+        quantity = max(self._gpu_quota(team_in_window(team, name)) for name in (None, *(w.name for w in self.windows)))
         if not problems and quantity < 1:
             problems.append(Problem(f"TeamConfig({team.name!r}).guarantee", guarantee,
                                     "gives the team less than one GPU (guarantee plus borrow cap), so it could never run a job",
@@ -491,6 +496,21 @@ class FairshareQueue(Construct):
                           for n in sorted(member.job_definitions)],
             )
         return member
+
+    def _gpu_quota(self, team: TeamConfig) -> int:
+        """Whole GPUs ``team`` may hold: its guarantee plus its borrow cap, within the fleet."""
+        settings = br.team_settings(team, self.config.capacity)
+        spec = reclaim.TeamSpec(
+            name=team.name,
+            guarantee=settings["guarantee"],
+            sharing=settings.get("sharing", "lend_and_borrow"),
+            borrow_limit_percent=settings.get("borrow_limit_percent", -1),
+            borrow_limit=settings.get("borrow_limit"),
+        )
+        guarantee = float(settings["guarantee"][br.RESOURCE])
+        cap = reclaim.borrow_cap(spec, br.RESOURCE)
+        total = self.fleet_gpus if cap is None else min(self.fleet_gpus, guarantee + cap)
+        return int(math.floor(total + reclaim.TOLERANCE))
 
     def _job_definition_name(self, sid: str, gpus: int) -> str:
         return f"{self.job_definition_prefix}{sid}-gpu{gpus}"
@@ -586,6 +606,7 @@ class FairshareQueue(Construct):
             "dry_run": self.config.reclaim.dry_run,
             "teams": [br.team_settings(t.team, self.config.capacity) for t in self._teams.values()],
             **self._group_settings(),
+            **br.window_settings(self.windows, [t.team for t in self._teams.values()], self.config.capacity),
         }
 
     def _group_settings(self) -> dict:
@@ -850,7 +871,7 @@ class FairshareQueue(Construct):
             runtime=lambda_.Runtime.PYTHON_3_14,
             architecture=lambda_.Architecture.ARM_64,
             handler=HANDLER,
-            code=reclaim_code(),
+            code=reclaim_code(zones=bool(self.windows)),
             timeout=cdk.Duration.minutes(2),
             memory_size=512,
             role=role,

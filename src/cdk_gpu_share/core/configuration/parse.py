@@ -553,7 +553,7 @@ def check_config(config: PlatformConfig) -> list[Problem]:
 
 #: The backends that enforce time windows when deployed (none yet): on any other, a config with
 #: windows is refused by ``validate`` and at synth, never deployed as if it had none.
-WINDOWED_BACKENDS: frozenset[str] = frozenset()
+WINDOWED_BACKENDS: frozenset[str] = frozenset({"fairshare"})
 
 
 def deploy_problems(config: PlatformConfig) -> list[Problem]:
@@ -575,6 +575,7 @@ def config_problems(
     fairshare: FairshareConfig | None = None,
     owned: Callable[[str], bool] = lambda instance_type: True,
     groups: Sequence[GroupConfig] = (),
+    windows: Sequence[Window] = (),
 ) -> list[Problem]:
     """The problems of one construct's props: the teams and sections it is given, checked by the
     config parser's rules as if they were a platform config of their own (fields are the config's:
@@ -585,8 +586,11 @@ def config_problems(
     types, another the EC2 types; types that belong to another construct are its business).
     ``groups``: the organisation's tree; the groups above the given teams are checked with them
     (without it, a team in a group is refused: deployed flat, it would lose its group's rules).
+    ``windows``: the platform's time windows, which the teams' values in a window name.
     """
     raw: dict[str, object] = {"platform": {"name": platform}, "teams": _team_list(list(teams))}
+    if windows:
+        raw["windows"] = [window_mapping(w) for w in windows]
     if groups:
         raw["groups"] = [group_mapping(g) for g in groups_above(teams, groups)]
     for key, section in ((BATCH, batch_quota), (HYPERPOD, hyperpod), (FAIRSHARE, fairshare)):
@@ -613,6 +617,8 @@ def team_problems(team: TeamConfig) -> list[Problem]:
     if not isinstance(team, TeamConfig):
         return [Problem("team", team, f"must be a TeamConfig, not {V.kind(team)}",
                         'pass TeamConfig(name="team-a", guarantee={"ml.g5.xlarge": 1})')]
-    # Its group is the platform's: the tree is checked, and applied, with the whole config.
+    # Its group and its windows are the platform's: the tree and the windows are checked, and
+    # applied, with the whole config.
     alone = dataclasses.replace(team, group=None) if isinstance(team.group, str) else team
+    alone = dataclasses.replace(alone, windows={}) if isinstance(team.windows, Mapping) and team.windows else alone
     return config_problems([alone], owned=lambda instance_type: False)

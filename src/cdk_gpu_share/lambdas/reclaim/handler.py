@@ -4,7 +4,10 @@ One *cycle* (on a schedule, and on every "Batch Job State Change" event that mak
 a job of the queue RUNNABLE):
 
 1. read the queue (:func:`cdk_gpu_share.aws.batch_reader.read_queue`: ListJobs per
-   status, paginated; DescribeJobs 100 at a time);
+   status, paginated; DescribeJobs 100 at a time), with each team's values in force at the
+   cycle's own clock when the settings have time windows
+   (:func:`cdk_gpu_share.aws.batch_reader.in_force`: the window open then; a pending job of a
+   team whose guarantee rose counts its wait from the later of its submission and the rise);
 2. plan with :func:`cdk_gpu_share.core.policy.reclaim.plan`, the one implementation of the
    reclaim planner's rules;
 3. stop the victims with ``TerminateJobs`` (50 a call), whose reason starts with
@@ -265,7 +268,9 @@ def run_cycle(
     snapshot = None
     plan = None
     try:
-        snapshot = br.read_queue(client, queue, settings, now, sleep=sleep, cache=cache)
+        # Time windows: the values in force at this cycle's own clock, nothing switched.
+        force = br.in_force(settings, now)
+        snapshot = br.read_queue(client, queue, force.settings, now, sleep=sleep, cache=cache)
         calls = snapshot.calls
         if snapshot.unknown_shares:
             log("unknown_shares", "WARNING", shares=snapshot.unknown_shares,
@@ -275,10 +280,11 @@ def run_cycle(
                 fix=f"tag {br.TAG_CHECKPOINT} with the seconds between two checkpoints (0 to "
                     f"{br.MAX_CHECKPOINT_SECONDS}); the team's default applies meanwhile")
         new_runs = _borrowed_at_start(snapshot)
-        plan = reclaim.plan(snapshot.state)
+        plan = reclaim.plan(br.with_rises(snapshot.state, force.rises))
         victims = plan["preemptions"]
+        windowed = {"window": force.window or "base"} if settings.get("windows") else {}
         log("plan", queue=queue_name, dry_run=dry_run, jobs=len(snapshot.state["jobs"]),
-            preemptions=victims, served=len(plan["served"]), waiting=len(plan["waiting"]))
+            preemptions=victims, served=len(plan["served"]), waiting=len(plan["waiting"]), **windowed)
         if victims and not dry_run:
             team_of = {j["id"]: j["team"] for j in snapshot.state["jobs"]}
             to_stop = _recorded(ledger, victims, now, clock, time_left, not_stopped)
