@@ -265,3 +265,141 @@ def test_windows_that_give_the_base_values_replay_a_tree_as_without_them(case, m
     figures = [{k: v for k, v in r.to_dict().items() if k not in ("sim_seconds", "simulation_seconds")}
                for r in (result, plain)]
     assert figures[0] == figures[1]
+
+
+# -- the compiled reading: the tree compiled once per window -------------------------------------
+
+IT = "ml.g5.xlarge"  # one GPU an instance
+ARN = "arn:aws:sagemaker:us-east-1:111122223333:cluster/abcdef123456"
+
+
+def platform(backend: str = "batch_quota") -> dict:
+    """6 instances: group research (a pool of 2, a borrow limit of 2) over a (2, then 1 at night)
+    and b (1, then 2 at night); c (1) at the root."""
+    return {
+        "platform": {"name": "gpu-share"},
+        "windows": [{"name": "night", "days": ["mon", "tue", "wed", "thu", "fri"], "start": "20:00",
+                     "end": "08:00"}],
+        "groups": [{"name": "research", "guarantee": {IT: 2}, "borrow_limit": {IT: 2}}],
+        "teams": [
+            {"name": "a", "group": "research", "guarantee": {IT: 2}, "borrow_limit_percent": 100,
+             "windows": {"night": {"guarantee": {IT: 1}}}},
+            {"name": "b", "group": "research", "guarantee": {IT: 1}, "windows": {"night": {"guarantee": {IT: 2}}}},
+            {"name": "c", "guarantee": {IT: 1}},
+        ],
+        backend: {"capacity": {IT: 6}, **({"cluster_arn": ARN} if backend == "hyperpod" else {})},
+    }
+
+
+FIELDS = ("guarantee", "borrow_limit", "borrow_limit_percent")
+
+
+@pytest.mark.parametrize("backend", ["batch_quota", "hyperpod"])
+def test_each_window_deploys_the_compilation_of_its_own_tree(backend: str) -> None:
+    import dataclasses
+
+    from cdk_gpu_share.core.configuration.parse import parse_config, team_in_window
+    from cdk_gpu_share.core.policy.organisation import compile_flat
+
+    config = parse_config(platform(backend))
+    compiled = compile_flat(config, backend)
+    assert not compiled.config.groups and compiled.config.windows == config.windows
+    for window in (None, "night"):
+        alone = dataclasses.replace(config, windows=(), teams=tuple(
+            dataclasses.replace(team_in_window(t, window), windows={}) for t in config.teams))
+        expected = compile_flat(alone, backend).config
+        for member in compiled.config.teams:
+            deployed = team_in_window(member, window)
+            assert {k: getattr(deployed, k) for k in FIELDS} == {k: getattr(expected.team(member.name), k)
+                                                                  for k in FIELDS}, (window, member.name)
+        # Every window's compiled guarantees sum to the tree's quota then: the pool is split each time.
+        assert sum(team_in_window(t, window).guarantee[IT].instances for t in compiled.config.teams) == 6
+    assert list(compiled.windows) == ["night"]
+
+
+def test_batch_quota_shares_per_window_are_the_compiled_ones() -> None:
+    # The night: a 1 and b 2 in the tree, the pool of 2 split in proportion (b's Q 2 against a's 1:
+    # b 1, and the remainder to the largest, b): b 4. a may borrow 100 % of its own 1; b, with no
+    # cap of its own, what research's Q + B (5 + 2) leaves beyond its 4: 3, 75 % of 4.
+    from cdk_gpu_share.backends.batch_quota.construct import share_values
+    from cdk_gpu_share.core.configuration.parse import parse_config, team_in_window
+    from cdk_gpu_share.core.policy.organisation import compile_flat
+
+    compiled = compile_flat(parse_config(platform()), "batch_quota").config
+    capacity = {IT: 6}
+    night = {t.name: share_values(team_in_window(t, "night"), capacity) for t in compiled.teams}
+    assert {n: (v["capacityLimits"][0]["maxCapacity"], v["resourceSharingConfiguration"].get("borrowLimit"))
+            for n, v in night.items()} == {"a": (1, 100), "b": (4, 75), "c": (1, -1)}
+    base = {t.name: share_values(team_in_window(t, None), capacity) for t in compiled.teams}
+    assert {n: v["capacityLimits"][0]["maxCapacity"] for n, v in base.items()} == {"a": 4, "b": 1, "c": 1}
+
+
+def test_hyperpod_compute_quotas_per_window_are_the_compiled_ones() -> None:
+    from cdk_gpu_share.backends.hyperpod.construct import quota_values
+    from cdk_gpu_share.core.configuration.parse import parse_config, team_in_window
+    from cdk_gpu_share.core.policy.organisation import compile_flat
+
+    # The night on HyperPod: b's default cap (50 % of its 2) lets it use 3 in all, so it takes one
+    # instance of the pool and a (1, using 2 at most under its 100 %) the other.
+    compiled = compile_flat(parse_config(platform("hyperpod")), "hyperpod").config
+    night = {t.name: quota_values(team_in_window(t, "night"), {IT: 6})["ComputeQuotaConfig"] for t in compiled.teams}
+    assert {n: v["ComputeQuotaResources"] for n, v in night.items()} == {
+        "a": [{"InstanceType": IT, "Count": 2}], "b": [{"InstanceType": IT, "Count": 3}],
+        "c": [{"InstanceType": IT, "Count": 1}]}
+
+
+def test_the_compiled_replay_reads_each_windows_compilation() -> None:
+    from cdk_gpu_share.core.configuration.parse import parse_config
+    from cdk_gpu_share.core.policy.organisation import as_replayed
+    from cdk_gpu_share.core.scenario import scenario_from_config
+
+    config = parse_config(platform())
+    data = scenario_from_config(as_replayed(config, "batch_quota", "compiled"), "batch_quota")
+    assert "groups" not in data
+    assert {t["name"]: t.get("windows", {}).get("night", {}).get("guarantee") for t in data["teams"]} == {
+        "a": {"gpu": 1}, "b": {"gpu": 4}, "c": None}
+    scenario = sim.parse_scenario(data)
+    night = scenario.state_at(datetime(2026, 1, 5, 21, tzinfo=timezone.utc))
+    assert sum(t.guarantee["gpu"] for t in night.teams) == 6  # the pool is not lost at night
+    # The tree's own reading keeps the groups and the tree's values in the window.
+    tree = scenario_from_config(as_replayed(config, "batch_quota", "tree"), "batch_quota")
+    assert tree["groups"] and tree["teams"][1]["windows"] == {"night": {"guarantee": {"gpu": 2}}}
+
+
+def test_simulate_compares_the_tree_and_its_compilation_with_windows(tmp_path, capsys) -> None:
+    import json
+
+    import yaml
+
+    from cdk_gpu_share.cli import main
+
+    path = tmp_path / "platform.yaml"
+    path.write_text(yaml.safe_dump(platform()))
+    trace = tmp_path / "jobs.csv"
+    trace.write_text("job_id,team,submit_time,duration_s,gpus\na1,a,0,7200,2\nb1,b,1800,600,1\n")
+    code = main(["simulate", "--config", str(path), "--trace", str(trace), "--compare", "--json",
+                 "--origin", "2026-01-05T19:00:00Z"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    gap = json.loads(out)["hierarchy"]
+    assert set(gap) == {"tree", "compiled"}
+
+
+def test_plan_prints_each_windows_compiled_values_beside_the_trees_quota() -> None:
+    from cdk_gpu_share.core.configuration.parse import parse_config, team_in_window
+    from cdk_gpu_share.core.plan import fleet_plan, format_plan
+    from cdk_gpu_share.core.policy.organisation import compile_flat
+
+    config = parse_config(platform())
+    plan = fleet_plan(config, now=MONDAY)
+    compiled = compile_flat(config, "batch_quota").config
+    for period in (plan["windows"]["base"], *plan["windows"]["windows"]):
+        rows = period["backends"]["batch_quota"]["teams"]
+        assert [(r["team"], r["guarantee"]) for r in rows] == [
+            (t.name, float(team_in_window(t, period["name"]).guarantee[IT].instances)) for t in compiled.teams]
+        assert period["backends"]["batch_quota"]["guaranteed"][IT] == {
+            "instances": 6.0, "capacity": 6, "tree_guaranteed": 6.0, "unassigned": 0.0}
+    text = format_plan(plan)
+    assert ("    batch_quota: a 1 instance (1 GPU) (may borrow 1 instance (1 GPU)), b 4 instances (4 GPUs)"
+            in text)
+    assert "guaranteed ml.g5.xlarge 6 of 6 as deployed (the tree's quota 6)" in text

@@ -505,7 +505,7 @@ def _run_gap(args: argparse.Namespace, jobs: Any, poll: float) -> dict[str, dict
     results = {}
     for mode in HIERARCHY_MODES:
         scenario, _, _ = _load_scenario(argparse.Namespace(**{**vars(args), "hierarchy": mode}))
-        scenario = sim.with_victim_order(scenario, args.victim_order)
+        scenario = sim.with_victim_order(_with_origin(scenario, args.origin, args.trace), args.victim_order)
         results[mode] = _run_one(scenario, jobs, GAP_MODE, poll, args.checkpoint_seconds, args.trace,
                                  f"{GAP_MODE}, {mode}")
     # The compilation has no groups: its figures per group are over the tree's teams.

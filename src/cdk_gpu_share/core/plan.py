@@ -107,12 +107,24 @@ def windows_plan(config: PlatformConfig, now: datetime) -> dict[str, Any]:
         described["backends"] = {
             b: {"teams": [{k: r[k] for k in ("team", "instance_type", "guarantee", "guarantee_gpus", "borrow_cap")}
                           for r in d["teams"]],
-                "guaranteed": {it: {"instances": t["guaranteed"], "capacity": t["capacity"]}
+                # With groups on a backend that compiles the tree: the window's compilation, and
+                # beside it the tree's quota in the window and what its compilation left unassigned.
+                "guaranteed": {it: {"instances": t["guaranteed"], "capacity": t["capacity"],
+                                    **{k: t[k] for k in ("tree_guaranteed", "unassigned") if k in t}}
                                for it, t in d["totals"].items()}}
             for b, d in inner["backends"].items()}
         periods.append(described)
     return {"week_from": monday.isoformat(), "timeline": timeline, "base": periods[0], "windows": periods[1:],
             "not_deployed_on": [p.value for p in deploy_problems(config)]}
+
+
+def _compiled_sum(total: dict[str, Any]) -> str:
+    """After a window's sum of guarantees on a compiled tree: that it is the compilation's, beside
+    the tree's quota in the window (and what no team could take)."""
+    if "tree_guaranteed" not in total:
+        return ""
+    left = f", {_num(total['unassigned'])} unassigned" if total.get("unassigned") else ""
+    return f" as deployed (the tree's quota {_num(total['tree_guaranteed'])}{left})"
 
 
 def _windows_lines(data: dict[str, Any]) -> list[str]:
@@ -131,7 +143,8 @@ def _windows_lines(data: dict[str, Any]) -> list[str]:
         for backend, d in period["backends"].items():
             values = ", ".join(f"{r['team']} {amount_text(r['guarantee'], r['instance_type'])}"
                                f" (may borrow {amount_text(r['borrow_cap'], r['instance_type'])})" for r in d["teams"])
-            sums = ", ".join(f"{it} {_num(t['instances'])} of {_num(t['capacity'])}" for it, t in d["guaranteed"].items())
+            sums = ", ".join(f"{it} {_num(t['instances'])} of {_num(t['capacity'])}{_compiled_sum(t)}"
+                             for it, t in d["guaranteed"].items())
             lines.append(f"    {backend}: {values}; guaranteed {sums}")
     if data["not_deployed_on"]:
         lines.append(f"  deployed: not yet on {', '.join(data['not_deployed_on'])} (validate and synth refuse"

@@ -28,10 +28,18 @@ import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from cdk_gpu_share.core.catalog import instances
 from cdk_gpu_share.core.configuration import hierarchy
-from cdk_gpu_share.core.configuration.parse import Amount, PlatformConfig, Sharing, TeamConfig, group_tree
+from cdk_gpu_share.core.configuration.parse import (
+    Amount,
+    PlatformConfig,
+    Sharing,
+    TeamConfig,
+    group_tree,
+    team_in_window,
+)
 from cdk_gpu_share.core.errors import ConfigError, Problem
 from cdk_gpu_share.core.policy.borrowing import borrow_cap
 
@@ -125,15 +133,62 @@ class Compiled:
     config: PlatformConfig
     changes: tuple[TeamChange, ...]
     unassigned: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    #: Per time window (by name) that some team gives values for, the compilation of the tree with
+    #: the teams' values in that window; the fields above are the base's (outside every window).
+    windows: Mapping[str, Compiled] = dataclasses.field(default_factory=dict)
+
+
+#: The team fields a window may change, and so what a compiled team gives per window.
+_WINDOW_FIELDS = ("guarantee", "borrow_limit", "borrow_limit_percent")
 
 
 def compile_flat(config: PlatformConfig, backend: str) -> Compiled:
     """The flat config ``backend`` deploys for ``config``'s tree; ``config`` itself when it has no
-    groups or the backend applies the tree (:func:`compilation`)."""
+    groups or the backend applies the tree (:func:`compilation`).
+
+    With time windows the tree is compiled once for the base and once per window, each from the
+    teams' values in force then (the groups' pools are the same at every hour): each compiled
+    team's values in a window are the window's compilation (where they differ from the base's),
+    so what a window deploys is the compilation of that window's tree."""
     section = config.backend(backend)
-    how = _FLAT_BACKENDS.get(backend)
-    if not config.groups or how is None or section is None:
+    if not config.groups or backend not in _FLAT_BACKENDS or section is None:
         return Compiled(config, ())
+    base = _compile_once(dataclasses.replace(config, teams=tuple(_no_windows(t) for t in config.teams), windows=()),
+                         backend)
+    named = [w.name for w in config.windows if any(w.name in t.windows for t in config.teams)]
+    if not named:
+        return dataclasses.replace(base, config=dataclasses.replace(base.config, windows=config.windows))
+    inside = {name: _compile_once(dataclasses.replace(
+        config, teams=tuple(_no_windows(team_in_window(t, name)) for t in config.teams), windows=()), backend)
+        for name in named}
+    teams = []
+    for team in base.config.teams:
+        values: dict[str, dict[str, Any]] = {}
+        for name, compiled in inside.items():
+            there = compiled.config.team(team.name)
+            changed = {k: getattr(there, k) for k in _WINDOW_FIELDS if getattr(there, k) != getattr(team, k)}
+            if changed:
+                values[name] = changed
+        teams.append(_with_windows(team, values))
+    flat = dataclasses.replace(base.config, teams=tuple(teams), windows=config.windows)
+    return dataclasses.replace(base, config=flat, windows=inside)
+
+
+def _no_windows(team: TeamConfig) -> TeamConfig:
+    return _with_windows(team, {}) if team.windows else team
+
+
+def _with_windows(team: TeamConfig, windows: Mapping[str, Mapping[str, Any]]) -> TeamConfig:
+    """``team`` with ``windows`` as its values per window (fields already read: not read again)."""
+    return TeamConfig._read(**{**{f.name: getattr(team, f.name) for f in dataclasses.fields(TeamConfig)},
+                               "windows": windows})
+
+
+def _compile_once(config: PlatformConfig, backend: str) -> Compiled:
+    """:func:`compile_flat` of a config whose teams' values are those of one instant (no windows)."""
+    section = config.backend(backend)
+    how = _FLAT_BACKENDS[backend]
+    assert section is not None
     tree = group_tree(config, backend)
     teams = {t.name: t for t in config.teams_for(backend)}
     changes: list[TeamChange] = []
