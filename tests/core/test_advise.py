@@ -344,6 +344,28 @@ def test_many_teams_stay_within_a_batch_of_the_job_budget():
     assert len(advice.warnings) == 1
 
 
+@pytest.mark.parametrize("fleet", ["fixed", "size"])
+def test_private_sizing_of_many_teams_leaves_the_search_half_its_budget(fleet):
+    """30 teams, a budget of 50 simulations: the first round of private sizing (each team alone
+    at all its jobs' peak) takes 30, more than half the budget already, so the bisection stops
+    there (its next round alone would pass the budget). Each team keeps a guarantee known to
+    suffice, the search still has room, and the answer says the budget cut it short."""
+    from cdk_gpu_share.core.advise.evaluate import meets_alone
+
+    names = tuple(f"t{k:02d}" for k in range(30))
+    data = scenario(60, {n: {"wait_p95_minutes": 30} for n in names}, guarantees={n: 2 for n in names})
+    study = study_of(data, bursty_trace(5, names, jobs=300, sizes=(1, 2, 3)))
+    space = adv.space_of(study, step=1, fleet=fleet, percents=LADDER)
+    budget = 50
+    search = Search(study, space, adv.search.InProcess(study), budget=budget)
+    search.private_sizing()
+    assert search.simulations == 30
+    advice = adv.advise(study, space, budget=budget)
+    assert advice.simulations - 2 <= budget  # then the answer's and the input's full simulations
+    assert all(meets_alone(study, n, g) for n, g in advice.private_sizing.items() if g is not None)
+    assert len(advice.warnings) == 1 and "stopped at its budget" in advice.warnings[0]
+
+
 def test_each_frontier_row_is_the_best_the_whole_search_found_at_its_capacity():
     """At 4 GPUs every seed misses an objective by more than PROBE_CAP: the bisection gives the
     capacity up at once. Its row is the best of the seeds' full simulations (not the input's,

@@ -9,7 +9,9 @@ can miss):
    guarantee rises): ``p(T)``. A team whose work must never be stopped can only reserve
    or lend, and then never runs beyond its guarantee: it needs at least ``p(T)``. Every
    team reserving ``p(T)`` meets every objective (each team is exactly its private
-   cluster), so ``sum p(T)`` is a capacity known to suffice.
+   cluster), so ``sum p(T)`` is a capacity known to suffice. The teams' bisections take at
+   most :data:`SIZING_SHARE` of the budgets (with many teams, each step simulates every
+   team's jobs): where they stop there, ``p(T)`` is the least guarantee found to suffice.
 2. **Capacity bounds** (``--fleet size``): at least the largest job and the guarantees of
    the teams that only reserve or lend; at most ``sum p(T)``. The least capacity is
    bisected between them (its first probe at the fluid bound, the trace's GPU-seconds over
@@ -82,6 +84,10 @@ TRANSFER_TEAMS = 6
 GRID_SHARE = 0.25
 #: Teams up to which the grid is tried at all (beyond, even one level per team is too many splits).
 GRID_TEAMS = 8
+#: The most of both budgets private sizing may take: a round of its bisection that would pass
+#: this share is not run, and each team whose bisection it leaves open keeps the least guarantee
+#: found to suffice (with many teams, each round simulates every team's jobs once).
+SIZING_SHARE = 0.5
 #: How many of the grid's best splits the local search also starts from.
 GRID_STARTS = 3
 #: The most splits of the grid in one batch: each batch is limited by the best of those before
@@ -152,13 +158,17 @@ def _peak(jobs: Sequence[Any]) -> float:
     return peak
 
 
-def capacity_bounds(study: Study, space: Space, sizing: Mapping[str, float | None]) -> tuple[float, float]:
+def capacity_bounds(study: Study, space: Space, sizing: Mapping[str, float | None],
+                    floor: Mapping[str, float] | None = None) -> tuple[float, float]:
     """(least, most) capacity the least feasible one lies between (``--fleet size``): at least
     the largest job, the largest entitlement (a pool smaller than a promise is refused), every
-    guarantee at its least and the private sizing of the teams that may only reserve or lend;
-    at most every team's private sizing (each team reserving it meets every objective)."""
+    guarantee at its least and the private sizing of the teams that may only reserve or lend
+    (``floor``'s, where given: the least each team's private sizing may be when its bisection
+    stopped at the budget); at most every team's private sizing (each team reserving it meets
+    every objective)."""
     s = space.step
-    fixed = sum(sizing[n] or 0.0 for n, ns in zip(space.names, space.never_stopped) if ns)
+    floor = floor or {}
+    fixed = sum(floor.get(n, sizing[n] or 0.0) for n, ns in zip(space.names, space.never_stopped) if ns)
     least = fixed + space.least * sum(1 for ns in space.never_stopped if not ns)  # every guarantee at its least
     promised = _ceil(max(study.entitlements.values(), default=0.0), s)
     low = max(_ceil(max(space.max_job, default=0.0), s), least, promised, s)
@@ -197,6 +207,8 @@ class Search:
         self.ceiling: int | None = None
         self.cache: dict[Candidate, Evaluation] = {}
         self.private: dict[tuple[str, float], PrivateRef] = {}
+        #: The teams whose private sizing stopped at the budget: the least guarantee that may suffice.
+        self.sizing_floor: dict[str, float] = {}
         self.needs_private = tuple(bool(study.objectives.get(n) and study.objectives[n].needs_private)
                                    for n in space.names)
 
@@ -334,6 +346,10 @@ class Search:
             open_ = [(n, lo + _floor((hi - lo) / 2, s)) for n, (lo, hi) in bounds.items() if hi - lo > _TOL]
             if not open_:
                 break
+            if not self._sizing_fits(open_):  # each team keeps the guarantee known to suffice
+                self.cut += len(open_)
+                self.sizing_floor = {n: lo for n, (lo, hi) in bounds.items() if hi - lo > _TOL}
+                break
             for (name, mid), ok in zip(open_, self._batch([("alone", n, g) for n, g in open_])):
                 if ok:
                     bounds[name][1] = mid
@@ -342,6 +358,15 @@ class Search:
         for name, (_, high) in bounds.items():
             out[name] = high
         return {n: out[n] for n in self.space.names}
+
+    def _sizing_fits(self, batch: Sequence[tuple[str, float]]) -> bool:
+        """Whether a round of private sizing (``batch``: each team alone at a guarantee) leaves
+        the search at least :data:`SIZING_SHARE` of both budgets: with many teams each round is
+        a simulation of every team's jobs, and the rounds would otherwise take the budget the
+        search needs."""
+        jobs = sum(len(self.study.team_jobs(n)) for n, _ in batch)
+        return (self.simulations + len(batch) <= SIZING_SHARE * self.budget
+                and self.jobs_simulated + jobs <= SIZING_SHARE * self.job_budget)
 
     # -- seeds and moves -----------------------------------------------------
 
@@ -544,7 +569,7 @@ class Search:
         bounds: dict[str, float] = {"fluid_gpus": fluid_bound(self.study),
                                     "private_gpus": sum(v for v in sizing.values() if v is not None)}
         if self.space.fleet == "size":
-            low, high = capacity_bounds(self.study, self.space, sizing)
+            low, high = capacity_bounds(self.study, self.space, sizing, self.sizing_floor)
             bounds.update(low_gpus=low, high_gpus=high)
             least = low  # the bisection raises low past the capacities its probes gave up
             best = frontier[high] = self.probe(high, sizing)
