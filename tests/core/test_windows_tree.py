@@ -159,6 +159,18 @@ def test_a_groups_windows_in_a_scenario_are_refused_in_one_line() -> None:
         "give the windows to the teams below it"]
 
 
+def test_a_groups_windows_in_a_config_are_refused_in_one_line() -> None:
+    from cdk_gpu_share.core.configuration.parse import parse_config
+
+    raw = platform()
+    raw["groups"][0]["windows"] = {"night": {"guarantee": {IT: 1}}}
+    with pytest.raises(ConfigError) as exc:
+        parse_config(raw)
+    assert [str(p) for p in exc.value.problems] == [
+        "groups[0] (research).windows: a group's pool is the same at every hour (got {'night': {'guarantee': "
+        "{'ml.g5.xlarge': 1}}}); give the windows to the teams below it"]
+
+
 def test_guarantees_and_pools_above_the_capacity_in_a_window_are_refused() -> None:
     raw = siblings()
     raw["teams"][1]["windows"]["hour"]["guarantee"] = {"gpu": 2}
@@ -166,6 +178,16 @@ def test_guarantees_and_pools_above_the_capacity_in_a_window_are_refused() -> No
         sim.parse_scenario(raw)
     (problem,) = exc.value.problems
     assert "the groups' pools" in str(problem) and "in window hour" in str(problem)
+    from cdk_gpu_share.core.configuration.parse import parse_config
+
+    raw = platform()
+    raw["teams"][1]["windows"]["night"]["guarantee"] = {IT: 3}
+    with pytest.raises(ConfigError) as exc:
+        parse_config(raw)
+    assert [str(p) for p in exc.value.problems] == [
+        "batch_quota.capacity.ml.g5.xlarge: the teams' guarantees and the groups' pools sum to 7 instances of "
+        "ml.g5.xlarge, above the 6 the capacity declares in window night (got 6); raise "
+        "batch_quota.capacity.ml.g5.xlarge or lower the teams' guarantees and the groups' pools"]
 
 
 # -- random trees with random windows ------------------------------------------------------------

@@ -560,6 +560,10 @@ def _whole_instances(raw: Any, where: str, problems: _Problems) -> dict[str, Amo
 
 def _group_fields(data: Mapping[str, Any], where: str, problems: _Problems) -> dict[str, Any]:
     """Every field of one group, read and checked (YAML and :class:`GroupConfig` alike)."""
+    if "windows" in data:  # said as what it is: time windows are a team's
+        problems.add(f"{where}.windows", data["windows"], "a group's pool is the same at every hour",
+                     "give the windows to the teams below it")
+        data = {k: v for k, v in data.items() if k != "windows"}
     _check_keys(data, _GROUP_KEYS, where, problems)
     name = _str(data.get("name"), f"{where}.name", problems, GROUP_NAME_PATTERN, GROUP_NAME_FIX)
     parent = None
