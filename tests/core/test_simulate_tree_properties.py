@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 from cdk_gpu_share.core import simulate as sim
 from cdk_gpu_share.core.errors import ConfigError
 from cdk_gpu_share.core.policy import reclaim
-from cdk_gpu_share.core.simulate import engine
 from tests.builders import examples, group, team
 from tests.core.test_simulate_tree import ends_in_time
 
@@ -159,24 +158,3 @@ def test_remembering_where_reclaim_found_no_victim_changes_no_figure(case, recla
     figures = [{k: v for k, v in r.to_dict().items() if k != "sim_seconds"} for r in (remembered, searched)]
     assert figures[0] == figures[1]
 
-
-@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(crowds(), st.sampled_from(sim.MODES))
-def test_keeping_the_owed_thresholds_changes_no_figure(case, mode):
-    # Each team's owed threshold is kept per state of the usage under its root: every figure is
-    # the one of a replay that computes it again at each change.
-    raw, rows = case
-    scenario = sim.parse_scenario(raw)
-    try:
-        jobs = sim.parse_jobs(["job_id,team,submit_time,duration_s,gpus,priority", *rows], scenario)
-        with ends_in_time(jobs):
-            kept = sim.simulate(scenario, jobs, mode)
-            engine.REMEMBER_OWED_LEVELS = False
-            try:
-                again = sim.simulate(scenario, jobs, mode)
-            finally:
-                engine.REMEMBER_OWED_LEVELS = True
-    except ConfigError:
-        return
-    figures = [{k: v for k, v in r.to_dict().items() if k != "sim_seconds"} for r in (kept, again)]
-    assert figures[0] == figures[1]

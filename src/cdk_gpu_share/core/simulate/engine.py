@@ -56,13 +56,10 @@ from cdk_gpu_share.core.simulate.state import Run, Team
 from cdk_gpu_share.core.simulate.tree_dispatch import TreeDispatchIndex, TreeUsage
 from cdk_gpu_share.core.simulate.watch import Watch
 
-# With a tree, whether each team's owed threshold is kept per state of the usage under its root
-# (False only to check that keeping it changes no figure). A state's key holds every team under
-# that root, so what is kept is bounded in key entries (about 100 MB at most), and a root with more
-# teams than _OWED_KEY_TEAMS is never kept: building its key costs as much as the answer.
-REMEMBER_OWED_LEVELS = True
-_OWED_ENTRIES_KEPT = 1 << 20
-_OWED_KEY_TEAMS = 256
+# With a tree, whether each team's owed threshold is the largest of its own level and its groups'
+# (each group's found once for all the teams below it: TreeUsage.owed_level); False asks every size
+# of the team's whole path again at each change, only to check that the levels change no figure.
+OWED_BY_NODE = True
 
 __all__ = ["check_mode", "simulate", "with_victim_order"]
 
@@ -168,33 +165,6 @@ class _Sim:
         sizes, teams, tree = self.index.sizes, self.teams, self.tree
         n = len(sizes)
         demands = [{RESOURCE: g} for g in sizes]
-        if tree is not None:
-            levels: dict[tuple, int] = {}
-            specs: dict[int, Any] = {}
-            kept = [0]  # key entries held in levels
-
-            def threshold(ti: int) -> int:
-                # A function of the usage and rules of the teams under the same root alone: the
-                # same state comes back often (a job ends, another of its size starts), so its
-                # answer is kept, and forgotten all at once past a bound on memory.
-                team = teams[ti]
-                sharing = tree.sharing(ti)
-                if not REMEMBER_OWED_LEVELS or len(sharing) > _OWED_KEY_TEAMS:
-                    return _last_true(n, lambda k: tree.owed(team, sizes[k]))
-                key = (ti, *[(teams[u].U, id(teams[u].spec), id(teams[u].entitled_spec)) for u in sharing])
-                k = levels.get(key)
-                if k is None:
-                    if kept[0] + len(key) > _OWED_ENTRIES_KEPT:
-                        levels.clear()
-                        specs.clear()
-                        kept[0] = 0
-                    for u in sharing:  # kept alive while a key holds their ids
-                        specs[id(teams[u].spec)] = teams[u].spec
-                        specs[id(teams[u].entitled_spec)] = teams[u].entitled_spec
-                    k = levels[key] = _last_true(n, lambda k: tree.owed(team, sizes[k]))
-                    kept[0] += len(key)
-                return k
-            return OwedClock(len(teams), n, threshold, [tree.sharing(t.idx) for t in teams])
         known: dict[tuple[int, float, int], int] = {}
 
         def promised(ti: int) -> int:
@@ -209,7 +179,26 @@ class _Sim:
                 k = known[key] = _last_true(n, lambda k: reclaim.within_guarantee(demands[k], spec, usage))
             return k
 
-        return OwedClock(len(teams), n, promised, [(t.idx,) for t in teams])
+        if tree is None:
+            return OwedClock(len(teams), n, promised, [(t.idx,) for t in teams])
+        if not OWED_BY_NODE:
+            return OwedClock(len(teams), n, lambda ti: _last_true(n, lambda k: tree.owed(teams[ti], sizes[k])),
+                             [tree.sharing(t.idx) for t in teams])
+        tree.sizes = sizes
+        paths, level = tree.paths, tree.owed_level
+
+        def threshold(ti: int) -> int:
+            # Owed at one node of its path: the largest of the team's own level and its groups'.
+            k = promised(ti)
+            for g in paths[ti]:
+                at = level(g)
+                if at > k:
+                    k = at
+            return k
+
+        # A team's usage moves its own level and those of its groups: the teams below a group
+        # whose level moved are added when the clocks settle.
+        return OwedClock(len(teams), n, threshold, [(t.idx,) for t in teams], tree.owed_moved)
 
     # -- usage bookkeeping -------------------------------------------------
 

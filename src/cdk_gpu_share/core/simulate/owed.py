@@ -26,7 +26,7 @@ where one change can move the thresholds of many teams (a tree), marks them
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 __all__ = ["OwedClock"]
 
@@ -37,14 +37,17 @@ class OwedClock:
     ``teams``: the number of teams (indices 0..teams-1); ``sizes``: how many distinct job sizes
     (indices 0..sizes-1, ascending); ``threshold(ti)``: the largest size index owed to team ``ti``
     in the current state (-1: none); ``affected[ti]``: the teams whose threshold may change when
-    team ``ti``'s usage does (itself, and with a tree the teams that share a group with it).
+    team ``ti``'s usage does (itself, and with a tree the teams that share a group with it);
+    ``moved()``, when given: more teams whose threshold may have changed, asked at :meth:`settle`
+    (with a tree: the teams below a group whose own level moved).
     """
 
     def __init__(self, teams: int, sizes: int, threshold: Callable[[int], int],
-                 affected: Sequence[Sequence[int]]):
+                 affected: Sequence[Sequence[int]], moved: Callable[[], Iterable[int]] | None = None):
         self.n = sizes
         self.threshold = threshold
         self.affected = affected
+        self.moved = moved
         self.level = [threshold(ti) for ti in range(teams)]
         self.since = [0.0] * teams
         # Per team, a Fenwick tree over reversed size indices: position n-1-j holds the time
@@ -66,6 +69,8 @@ class OwedClock:
 
     def settle(self, t: float) -> None:
         """At ``t``: recompute the marked teams' thresholds."""
+        if self.moved is not None:
+            self.dirty.update(self.moved())
         for ti in self.dirty:
             self.update(ti, t)
         self.dirty.clear()

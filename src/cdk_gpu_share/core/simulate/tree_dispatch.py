@@ -18,7 +18,7 @@ from typing import Any
 
 from cdk_gpu_share.core.configuration import hierarchy
 from cdk_gpu_share.core.policy import reclaim
-from cdk_gpu_share.core.simulate.dispatch import DispatchIndex
+from cdk_gpu_share.core.simulate.dispatch import DispatchIndex, _last_true
 from cdk_gpu_share.core.simulate.inputs import RESOURCE
 from cdk_gpu_share.core.simulate.state import Team
 
@@ -40,16 +40,30 @@ class TreeUsage:
         self.reserve_below = {g: [t for t in below if t.reserve] for g, below in self.below.items()}
         self._usage: dict[str, dict] = {}  # a group's U, summed again once a team below it changed
         self.promised: dict[int, float] = {}
+        self.promised_below: dict[str, list[Team]] = {}
         self._promise()
-        # The teams whose entitlement tests read a team's usage: those under the same root group.
+        # The teams whose entitlement tests read a team's usage: those under the same root group
+        # (one tuple per root, shared by its teams).
         roots = [p[-1] if p else None for p in self.paths]
-        self._sharing = [tuple(u.idx for u, r in zip(teams, roots, strict=True) if r == root) if root else (t.idx,)
-                         for t, root in zip(teams, roots, strict=True)]
+        under: dict[str, list[int]] = {}
+        for t, root in zip(teams, roots, strict=True):
+            if root is not None:
+                under.setdefault(root, []).append(t.idx)
+        shared = {root: tuple(idx) for root, idx in under.items()}
+        self._sharing = [shared[root] if root is not None else (t.idx,) for t, root in zip(teams, roots, strict=True)]
+        # Owed levels per group (:meth:`owed_level`): the job sizes, each group's level as last
+        # found, the groups whose level may have moved since, and the teams below a moved level.
+        self.sizes: list[float] = []
+        self._owed_level: dict[str, int] = {}
+        self._owed_stale: set[str] = set()
+        self._owed_spread: set[int] = set()
 
     def _promise(self) -> None:
         """Each team's entitlement E, for the teams promised other than their guarantee."""
         self.promised = {t.idx: float(t.entitled_spec.guarantee.get(RESOURCE, 0) or 0)
                          for t in self.teams if t.entitled_spec is not None}
+        # The teams below each group promised other than their guarantee, in the order of ``below``.
+        self.promised_below = {g: [t for t in below if t.idx in self.promised] for g, below in self.below.items()}
 
     def switch(self, state: Any) -> None:
         """A time window's boundary: the teams' specs are ``state``'s now. The groups and their
@@ -57,11 +71,13 @@ class TreeUsage:
         guarantees in force, and the entitlements with it."""
         self.tree = hierarchy.Tree.of_state(state)
         self._promise()
+        self._owed_stale.update(self.below)  # every group's Q may have moved, and its owed level
 
     def changed(self, team: Team) -> None:
-        """Team's usage changed: its groups' sums are stale."""
+        """Team's usage changed: its groups' sums are stale, and so may be their owed levels."""
         for g in self.paths[team.idx]:
             self._usage.pop(g, None)
+        self._owed_stale.update(self.paths[team.idx])
 
     def usage(self, group: str) -> dict:
         u = self._usage.get(group)
@@ -80,10 +96,10 @@ class TreeUsage:
         """Q(N) with every team's entitlement E in place of its guarantee G (a ``reserve`` team
         still counting only what it uses of it): the quota an owed job is judged against."""
         q = self.quota(group, resource)
-        for t in self.below[group]:
-            e = self.promised.get(t.idx)
-            if e is not None:
-                q += min(e, t.U) - min(t.G, t.U) if t.reserve else e - t.G
+        promised = self.promised
+        for t in self.promised_below[group]:  # the others add nothing
+            e = promised[t.idx]
+            q += min(e, t.U) - min(t.G, t.U) if t.reserve else e - t.G
         return q
 
     def owed(self, team: Team, gpus: float) -> bool:
@@ -93,6 +109,37 @@ class TreeUsage:
         within = reclaim.within_guarantee(demand, team.entitled_spec or team.spec, {RESOURCE: team.U})
         return hierarchy.entitled_at(self.paths[team.idx], demand, within, self.usage,
                                      self.promised_quota) is not None
+
+    def owed_level(self, group: str) -> int:
+        """The largest index k into :attr:`sizes` of a job that is owed at ``group``: U(N) + size
+        <= Q(N) with every team's E in place of its G (:meth:`owed`'s test at that one node; -1:
+        none). A job is owed when it is at one node of its path, so a team's owed threshold is the
+        largest of its own (U(T) + size <= E(T)) and those of the groups above it: each group's
+        level is found once for all its teams, again only once a team below it changed
+        (:meth:`changed`), and the teams below a level that moved are kept for
+        :meth:`owed_moved`."""
+        level = self._owed_level.get(group)
+        if level is None or group in self._owed_stale:
+            self._owed_stale.discard(group)
+            u = self.usage(group)[RESOURCE]
+            q = self.promised_quota(group, RESOURCE)
+            sizes = self.sizes
+            # hierarchy.entitled_at's test at one group, for the one resource a job needs here
+            new = _last_true(len(sizes), lambda k: sizes[k] <= hierarchy.TOLERANCE
+                             or u + sizes[k] <= q + hierarchy.TOLERANCE)
+            if new != level:
+                if level is not None:
+                    self._owed_spread.update(t.idx for t in self.below[group])
+                self._owed_level[group] = level = new
+        return level
+
+    def owed_moved(self) -> set[int]:
+        """The teams (indices) below a group whose owed level moved since the last call (every
+        group a team's usage change made stale is looked at again first)."""
+        for g in list(self._owed_stale):
+            self.owed_level(g)
+        moved, self._owed_spread = self._owed_spread, set()
+        return moved
 
     def sharing(self, ti: int) -> tuple[int, ...]:
         """The teams (indices) whose owed jobs a change of team ``ti``'s usage may change."""
