@@ -61,11 +61,31 @@ def schema_errors(obj: dict[str, Any]) -> list[str]:
         from tests.backends.kueue.admission_check import schema_errors as admission_errors
 
         return admission_errors(obj)
+    if obj["apiVersion"] in KUBERNETES_KINDS:
+        return kubernetes_errors(obj)
     group, version = obj["apiVersion"].split("/")
     assert group == "kueue.x-k8s.io"
     validator = jsonschema.Draft7Validator(crd_schema(obj["kind"], version))
     return [f"{obj['kind']} {obj['metadata']['name']}: {'/'.join(map(str, e.absolute_path))}: {e.message}"
             for e in validator.iter_errors(obj)]
+
+
+#: The API versions of Kubernetes' own kinds the quota window switcher uses, checked by Kubernetes' schema.
+KUBERNETES_KINDS = ("v1", "batch/v1", "rbac.authorization.k8s.io/v1")
+
+
+def kubernetes_errors(obj: dict[str, Any]) -> list[str]:
+    """Where ``obj`` breaks the schema of the oldest Kubernetes release the platform supports
+    (kubernetes-validate ships the schemas), unknown fields included."""
+    import kubernetes_validate
+
+    from tests.backends.kueue.admission_check import KUBERNETES_RELEASE
+
+    try:
+        kubernetes_validate.validate(obj, KUBERNETES_RELEASE, strict=True)
+    except kubernetes_validate.ValidationError as e:
+        return [f"{obj['kind']} {obj['metadata']['name']}: {'/'.join(map(str, e.path))}: {e.message}"]
+    return []
 
 
 def cel_errors(obj: dict[str, Any]) -> list[str]:

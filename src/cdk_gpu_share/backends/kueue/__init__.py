@@ -404,9 +404,20 @@ RESERVED_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-
 RESERVED_PREFIX = "kube-"
 
 
+def switcher_namespace(section: KueueConfig) -> str:
+    """The namespace of the quota window switcher (with ``windows:``): the section's Cohort's
+    name as a DNS label, then ``-windows``."""
+    return section.cohort.replace(".", "-")[:55].rstrip("-") + "-windows"
+
+
 def reserved_namespaces(c: SectionCheck) -> Iterator[Problem]:
-    """A team's namespace is its own: not one the cluster or Kueue runs in (any ``kube-*`` either)."""
+    """A team's namespace is its own: not one the cluster or Kueue runs in (any ``kube-*`` either),
+    nor the quota window switcher's."""
     for team in c.named:
+        if team.name == switcher_namespace(c.section):
+            yield Problem(f"{c.paths[team.name]}.name", team.name,
+                          "is the namespace of the quota window switcher (the Cohort's name and -windows)",
+                          "rename the team, or the section's cohort")
         if team.name in RESERVED_NAMESPACES or team.name.startswith(RESERVED_PREFIX):
             owner = "Kueue" if team.name == "kueue-system" else "Kubernetes"
             yield Problem(f"{c.paths[team.name]}.name", team.name,
@@ -709,4 +720,5 @@ SPEC = KueueSpec()
 
 __all__ = ["API_VERSION", "CONTROLLER_KEYS", "CONTROLLER_MANAGER", "GPU_NODE_SETTINGS", "KEY", "KUEUE_VERSION",
            "SECTION_KEYS", "SPEC", "BorrowWithinCohort", "KueueConfig", "KueueControllers", "KueuePreemption", "KueueSpec",
-           "MIN_KUBERNETES", "WorkloadPriorityClass", "allowed_priority_classes", "kueue_configuration", "parse", "schema"]
+           "MIN_KUBERNETES", "WorkloadPriorityClass", "allowed_priority_classes", "kueue_configuration", "parse", "schema",
+           "switcher_namespace"]

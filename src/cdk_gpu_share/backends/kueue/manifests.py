@@ -33,13 +33,18 @@ from cdk_gpu_share.backends.kueue import (
     mig_resource,
 )
 from cdk_gpu_share.backends.kueue.admission import GPU_TAINT, POD_SECURITY_LABELS, admission_objects
+from cdk_gpu_share.backends.kueue.quota_windows import window_objects
 from cdk_gpu_share.core.catalog import instances
+from cdk_gpu_share.core.configuration.model import team_in_window
 from cdk_gpu_share.core.configuration.parse import Amount, GroupConfig, PlatformConfig, TeamConfig, groups_above
+from cdk_gpu_share.core.configuration.windows import Window
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "cdk-gpu-share"}
 #: The order objects are applied in: what a later object names exists first.
 KIND_ORDER = ("Namespace", "ResourceFlavor", "Cohort", "WorkloadPriorityClass", "ClusterQueue", "LocalQueue",
-              "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
+              "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
+              # The quota window switcher's (with windows only), its Job last: it runs at once.
+              "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "CronJob", "Job")
 
 
 def _amount(it: str, a: Amount) -> dict[str, float]:
@@ -93,7 +98,7 @@ def _team_flavor(team: TeamConfig, it: str, covered: list[str], section: KueueCo
     return {"name": it, "resources": resources}
 
 
-def _cluster_queue(team: TeamConfig, section: KueueConfig, covered: list[str]) -> dict[str, Any]:
+def cluster_queue(team: TeamConfig, section: KueueConfig, covered: list[str]) -> dict[str, Any]:
     p = section.preemption
     within = p.within_cluster_queue if team.in_team_preemption is None else (
         "LowerPriority" if team.in_team_preemption else "Never")
@@ -116,7 +121,7 @@ def _cluster_queue(team: TeamConfig, section: KueueConfig, covered: list[str]) -
     return {"apiVersion": API_VERSION, "kind": "ClusterQueue", "metadata": meta, "spec": spec}
 
 
-def _cohort(section: KueueConfig, teams: Sequence[TeamConfig], groups: Sequence[GroupConfig],
+def root_cohort(section: KueueConfig, teams: Sequence[TeamConfig], groups: Sequence[GroupConfig],
             covered: list[str]) -> dict[str, Any]:
     """The section's Cohort, holding the capacity that no team's guarantee and no group's pool
     takes (GPUs, CPUs, memory)."""
@@ -164,13 +169,15 @@ def _group_cohort(group: GroupConfig, section: KueueConfig, covered: list[str]) 
                      "resourceGroups": [{"coveredResources": list(covered), "flavors": flavors}]}}
 
 
-def kueue_objects(section: KueueConfig, teams: Sequence[TeamConfig],
-                  groups: Sequence[GroupConfig] = ()) -> list[dict[str, Any]]:
+def kueue_objects(section: KueueConfig, teams: Sequence[TeamConfig], groups: Sequence[GroupConfig] = (),
+                  windows: Sequence[Window] = ()) -> list[dict[str, Any]]:
     """Every Kubernetes object of ``section`` for the teams whose guarantee names its capacity,
     in the order they are applied (:data:`KIND_ORDER`); with ``groups``, a Cohort per group
-    above those teams."""
+    above those teams; with ``windows``, the quota window switcher
+    (:mod:`cdk_gpu_share.backends.kueue.quota_windows`)."""
     members = [t for t in teams if t.guarantee_for(section.capacity)]
-    covered = covered_resources(section, members)
+    # A MIG profile guaranteed in some window only is covered all the time: a switch changes quotas, not resources.
+    covered = covered_resources(section, [*members, *(team_in_window(t, w.name) for t in members for w in windows)])
     objects: list[dict[str, Any]] = []
     for team in members:
         meta = _meta(team.name)
@@ -183,7 +190,7 @@ def kueue_objects(section: KueueConfig, teams: Sequence[TeamConfig],
                         "spec": {"nodeLabels": {INSTANCE_TYPE_LABEL: it},
                                  "tolerations": [{"key": GPU_TAINT, "operator": "Exists", "effect": "NoSchedule"}]}})
     cohorts = groups_above(members, groups)
-    objects.append(_cohort(section, members, cohorts, covered))
+    objects.append(root_cohort(section, members, cohorts, covered))
     objects += [_group_cohort(g, section, covered) for g in cohorts]
     for pc in section.priority_classes:
         wpc: dict[str, Any] = {"apiVersion": API_VERSION, "kind": "WorkloadPriorityClass", "metadata": _meta(pc.name),
@@ -191,20 +198,28 @@ def kueue_objects(section: KueueConfig, teams: Sequence[TeamConfig],
         if pc.description:
             wpc["description"] = pc.description
         objects.append(wpc)
-    objects += [_cluster_queue(t, section, covered) for t in members]
+    objects += [cluster_queue(t, section, covered) for t in members]
     objects += [{"apiVersion": API_VERSION, "kind": "LocalQueue", "metadata": _meta(t.name, t.name),
                  "spec": {"clusterQueue": t.name}} for t in members]
     # Per team, the admission policy holding its namespace to its queue (policies first, then bindings).
     admission = [o for t in members for o in admission_objects(section, t, {"labels": dict(MANAGED_BY)})]
     objects += [o for o in admission if o["kind"] == "ValidatingAdmissionPolicy"]
     objects += [o for o in admission if o["kind"] == "ValidatingAdmissionPolicyBinding"]
-    return objects
+
+    def quotas_at(window: str | None) -> list[dict[str, Any]]:
+        at = [team_in_window(t, window) for t in members]
+        return [cluster_queue(t, section, covered) for t in at] + [root_cohort(section, at, cohorts, covered)]
+
+    applied = [o for o in objects if o["kind"] in ("ClusterQueue", "Cohort")]
+    switcher = window_objects(section, windows, quotas_at, {"labels": dict(MANAGED_BY)}, applied)
+    # In the order of the kinds: the switcher's namespace with the others, its policy with theirs.
+    return sorted(objects + switcher, key=lambda o: KIND_ORDER.index(o["kind"]))
 
 
 def config_objects(config: PlatformConfig) -> list[dict[str, Any]]:
     """The objects of ``config``'s ``kueue`` section (none when it has none)."""
     section = config.backend("kueue")
-    return [] if section is None else kueue_objects(section, config.teams, config.groups)
+    return [] if section is None else kueue_objects(section, config.teams, config.groups, config.windows)
 
 
 def to_yaml(objects: Sequence[dict[str, Any]]) -> str:
@@ -214,4 +229,6 @@ def to_yaml(objects: Sequence[dict[str, Any]]) -> str:
     return "".join("---\n" + yaml.safe_dump(o, sort_keys=False) for o in objects)
 
 
-__all__ = ["GPU", "KIND_ORDER", "config_objects", "covered_resources", "kueue_objects", "mig_resource", "to_yaml"]
+__all__ = ["GPU", "KIND_ORDER", "cluster_queue", "config_objects", "covered_resources", "kueue_objects", "mig_resource",
+           "root_cohort", "to_yaml"]
+
