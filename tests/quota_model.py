@@ -11,8 +11,8 @@ change or after it ("error_after": the change is made, the answer lost), and
 summary's ``jobId``, a usage's ``quantity``).
 
 :class:`ComputeQuotaModel` is HyperPod's compute quotas behind a real SageMaker client
-(``DescribeComputeQuota``, ``UpdateComputeQuota`` at the ``TargetVersion`` read, a
-"conflict" fault being another writer's update just before).
+(``ListComputeQuotas`` of a cluster, ``DescribeComputeQuota``, ``UpdateComputeQuota`` at the
+``TargetVersion`` read, a "conflict" fault being another writer's update just before).
 """
 
 from __future__ import annotations
@@ -261,6 +261,9 @@ class ComputeQuotaModel:
     script: dict[str, list[str]] = field(default_factory=dict)
     requests: list[tuple[str, dict]] = field(default_factory=list)
     overcommitted: list[dict[str, float]] = field(default_factory=list)
+    #: id -> the team its quota is for (default ``team-<id>``); all on cluster :attr:`cluster_arn`.
+    teams: dict[str, str] = field(default_factory=dict)
+    cluster_arn: str = f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:cluster/gpu-share"
 
     def __post_init__(self) -> None:
         import botocore.session
@@ -292,15 +295,23 @@ class ComputeQuotaModel:
             return _json_response(request, 500, {"__type": "InternalFailure", "message": "internal error"})
         return _json_response(request, status, body)
 
+    def _described(self, qid: str) -> dict:
+        return {"ComputeQuotaArn": f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:compute-quota/{qid}",
+                "ComputeQuotaId": qid, "Name": f"quota-{qid}", "ComputeQuotaVersion": self.versions[qid],
+                "Status": "Updated", "ClusterArn": self.cluster_arn,
+                "ComputeQuotaConfig": json.loads(json.dumps(self.quotas[qid])),
+                "ComputeQuotaTarget": {"TeamName": self.teams.get(qid, f"team-{qid}")}, "ActivationState": "Enabled",
+                "CreationTime": 1_800_000_000}
+
     def _DescribeComputeQuota(self, p: dict):
         qid = p["ComputeQuotaId"]
         if qid not in self.quotas:
             return 400, {"__type": "ResourceNotFound", "Message": f"Compute quota {qid} not found"}
-        return 200, {"ComputeQuotaArn": f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:compute-quota/{qid}",
-                     "ComputeQuotaId": qid, "Name": f"quota-{qid}", "ComputeQuotaVersion": self.versions[qid],
-                     "Status": "Updated", "ComputeQuotaConfig": json.loads(json.dumps(self.quotas[qid])),
-                     "ComputeQuotaTarget": {"TeamName": f"team-{qid}"}, "ActivationState": "Enabled",
-                     "CreationTime": 1_800_000_000}
+        return 200, self._described(qid)
+
+    def _ListComputeQuotas(self, p: dict):
+        found = [self._described(qid) for qid in self.quotas if p.get("ClusterArn") in (None, self.cluster_arn)]
+        return 200, {"ComputeQuotaSummaries": found}
 
     def _UpdateComputeQuota(self, p: dict):
         qid = p["ComputeQuotaId"]

@@ -13,7 +13,7 @@ from cdk_gpu_share.aws import batch_reader as br
 from cdk_gpu_share.cli._region import no_region
 from cdk_gpu_share.core.errors import GpuShareError
 
-__all__ = ["aws_error", "queues_of"]
+__all__ = ["aws_error", "batch_quota_queue", "queues_of"]
 
 
 def aws_error(exc: Exception, queue: str, region: str | None, actions: tuple[str, ...], *,
@@ -73,12 +73,16 @@ def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
+def batch_quota_queue(config: Any) -> str:
+    """The name of the quota-management queue of ``config``'s ``batch_quota`` section."""
+    return config.batch_quota.queue_name or f"{config.name}-training"
+
+
 def queues_of(config: Any) -> dict[str, tuple[list[str], float | None]]:
     """queue name -> (its teams, its pool in GPUs when lending must be attributed here)."""
     out: dict[str, tuple[list[str], float | None]] = {}
     if config.batch_quota is not None:
-        name = config.batch_quota.queue_name or f"{config.name}-training"
-        out[name] = ([t.name for t in config.teams_for("batch_quota")], None)
+        out[batch_quota_queue(config)] = ([t.name for t in config.teams_for("batch_quota")], None)
     if config.fairshare is not None:
         settings = br.settings_from_config(config)
         out[settings["queue"]] = ([t.name for t in config.teams_for("fairshare")],

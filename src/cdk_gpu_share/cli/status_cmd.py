@@ -8,6 +8,9 @@ its quota shares, guarantees included (:mod:`cdk_gpu_share.backends.batch_quota.
 queue its jobs, with the guarantees of the config (``--config``) and the reclaim planner's
 view of the next cycle, which is only printed (:mod:`cdk_gpu_share.backends.fairshare.status`).
 
+With a config that declares time windows, the report adds the window in force and whether each
+team's deployed values are that window's (:mod:`cdk_gpu_share.cli.status_windows`).
+
 A table by default; ``--json`` prints one JSON object for scripts. AWS errors (no
 credentials, no region, queue not found, access denied, network) exit 2 with one line
 naming the queue and the fix.
@@ -95,6 +98,13 @@ def make_client(region: str | None) -> Any:
     return boto3.client("batch", region_name=region)
 
 
+def make_sagemaker_client(region: str | None) -> Any:
+    """The SageMaker client that reads HyperPod compute quotas for the time windows (tests replace it)."""
+    import boto3
+
+    return boto3.client("sagemaker", region_name=region)
+
+
 def region_of_arn(queue: str) -> str | None:
     """The region of a job queue ARN (``arn:aws:batch:REGION:ACCOUNT:job-queue/NAME``), else None."""
     parts = queue.split(":")
@@ -157,7 +167,10 @@ def run_status(args: argparse.Namespace) -> int:
                 report["eta"] = missing or _estimate(report, jobs, config, reader.KEY, str(history), now,
                                                      _region_of(client, region))
         else:
-            report = reader.report(client, queue, detail, config, now=_now(), sleep=_sleep)
+            now = _now()
+            report = reader.report(client, queue, detail, config, now=now, sleep=_sleep)
+            if config is not None and config.windows:
+                report["windows"] = _windows(config, now, client, region)
     except GpuShareError:
         raise
     except Exception as exc:  # botocore errors become one line; anything else is a bug
@@ -172,6 +185,15 @@ def run_status(args: argparse.Namespace) -> int:
     else:
         print(format_report(report))
     return 0
+
+
+def _windows(config: Any, now: float, batch: Any, region: str | None) -> dict[str, Any]:
+    """The window in force and whether each team's deployed values are its
+    (:mod:`cdk_gpu_share.cli.status_windows`)."""
+    from cdk_gpu_share.cli.status_windows import windows_report
+
+    clients = {"batch": lambda: batch, "sagemaker": lambda: make_sagemaker_client(_region_of(batch, region))}
+    return windows_report(config, now, lambda service: clients[service]())
 
 
 def _only_queue(config: Any) -> str:
@@ -326,8 +348,13 @@ def stamp(epoch: float | None) -> str:
 
 
 def format_report(report: dict[str, Any]) -> str:
-    """The readable table of a report, by the reader of its kind."""
-    return next(r for r in readers() if r.KIND == report.get("kind")).format(report)
+    """The readable table of a report, by the reader of its kind, then the time windows' lines."""
+    text = next(r for r in readers() if r.KIND == report.get("kind")).format(report)
+    if report.get("windows"):
+        from cdk_gpu_share.cli.status_windows import format_windows
+
+        text += "\n" + "\n".join(format_windows(report["windows"]))
+    return text
 
 
 __all__ = ["aws_error", "fmt_duration", "fmt_num", "format_report", "make_client", "readers", "register", "run_status",

@@ -63,11 +63,12 @@ def classic_report(
 
     name = detail.get("jobQueueName", queue)
     section = _fairshare_section(config, name)
-    settings = batch_reader.settings_from_config(config, queue=name)
     now = time.time() if now is None else now
-    snapshot = batch_reader.read_queue(client, queue, settings, now, sleep=sleep)
+    # With time windows, the values in force now, as the reclaim Lambda's next cycle reads them.
+    force = batch_reader.in_force(batch_reader.settings_from_config(config, queue=name), now)
+    snapshot = batch_reader.read_queue(client, queue, force.settings, now, sleep=sleep)
     state = snapshot.state
-    next_cycle = reclaim.plan(state)
+    next_cycle = reclaim.plan(batch_reader.with_rises(state, force.rises))
     # Planned with every running job protected, the teams' numbers are their usage as it is.
     running = [j for j in state["jobs"] if j["state"] == "running"]
     current = reclaim.plan({**state, "settings": {**state.get("settings", {}), "min_runtime_seconds": _PROTECT_ALL},
@@ -126,7 +127,7 @@ def explain_live(client: Any, queue: str, detail: dict[str, Any], config: Any, j
 
     name = detail.get("jobQueueName", queue)
     section = _fairshare_section(config, name)
-    settings = batch_reader.settings_from_config(config, queue=name)
+    settings = batch_reader.in_force(batch_reader.settings_from_config(config, queue=name), now).settings
     state = batch_reader.read_queue(client, queue, settings, now, sleep=sleep).state
     live = [LiveJob(id=j["id"], team=j["team"], gpus=float(sum(j["demand"].values())), priority=int(j["priority"]),
                     since=float(j["since"]), running=j["state"] == "running")
