@@ -11,8 +11,8 @@ from datetime import datetime, timezone
 import pytest
 import yaml
 
-from cdk_gpu_share.backends.batch_quota.construct import share_values
-from cdk_gpu_share.backends.hyperpod.construct import quota_values
+from cdk_gpu_share.backends.batch_quota import share_values
+from cdk_gpu_share.backends.hyperpod import quota_values
 from cdk_gpu_share.cli import main, status_cmd
 from cdk_gpu_share.cli.status_windows import FAIRSHARE_NOTE, KUEUE_NOTE, MISMATCH_FIX
 from cdk_gpu_share.core.configuration.model import team_in_window

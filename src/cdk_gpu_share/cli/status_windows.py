@@ -100,7 +100,7 @@ def _batch_fields(values: Mapping[str, Any], sharing_keys: Any = None) -> dict[s
 
 def _batch_quota(config: Any, window: str | None, client: Any) -> dict[str, Any]:
     from cdk_gpu_share.aws import quota_reader
-    from cdk_gpu_share.backends.batch_quota.construct import share_values
+    from cdk_gpu_share.backends.batch_quota import share_values
 
     section = config.batch_quota
     queue = batch_quota_queue(config)
@@ -153,7 +153,7 @@ def _hyperpod_fields(config: Mapping[str, Any], like: Mapping[str, Any] | None =
 
 
 def _hyperpod(config: Any, window: str | None, client: Any) -> dict[str, Any]:
-    from cdk_gpu_share.backends.hyperpod.construct import quota_values
+    from cdk_gpu_share.backends.hyperpod import quota_values
 
     section = config.hyperpod
     ids: dict[str, str] = {}

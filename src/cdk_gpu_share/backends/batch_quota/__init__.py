@@ -241,4 +241,18 @@ METRICS_PER_QUEUE = 4
 
 SPEC = BatchQuotaSpec()
 
-__all__ = ["KEY", "SECTION_KEYS", "SPEC", "BatchQuotaSpec", "parse", "quota_share_count", "quota_shares", "schema"]
+
+def share_values(team: TeamConfig, capacity: Mapping[str, Any]) -> dict[str, Any]:
+    """``team``'s quota share as ``UpdateQuotaShare`` writes it (``capacityLimits``,
+    ``resourceSharingConfiguration``): what the template deploys, and what the quota window
+    switcher writes for the team's values in a window."""
+    sharing: dict[str, Any] = {"strategy": team.sharing.batch_strategy}
+    if team.sharing.borrows:
+        sharing["borrowLimit"] = team.borrow_limit_percent if team.borrow_limit_percent is not None else -1
+    return {"capacityLimits": [{"capacityUnit": it, "maxCapacity": a.instances or 0}
+                               for it, a in sorted(team.guarantee_for(capacity).items())],
+            "resourceSharingConfiguration": sharing}
+
+
+__all__ = ["KEY", "SECTION_KEYS", "SPEC", "BatchQuotaSpec", "parse", "quota_share_count", "quota_shares", "schema",
+           "share_values"]

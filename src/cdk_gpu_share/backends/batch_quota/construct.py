@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 import aws_cdk as cdk
@@ -23,7 +23,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct, IValidation
 
-from cdk_gpu_share.backends.batch_quota import MAX_QUOTA_SHARES_PER_QUEUE
+from cdk_gpu_share.backends.batch_quota import MAX_QUOTA_SHARES_PER_QUEUE, share_values
 from cdk_gpu_share.constructs._checks import acknowledge_nag, acknowledge_role_dependency, nag_arn, raise_props_problems
 from cdk_gpu_share.constructs._iam import add_statements, format_arn, read_once, stack_of
 from cdk_gpu_share.constructs._lambda_code import package_code
@@ -41,18 +41,6 @@ SUBMIT_ACTIONS = ["batch:SubmitServiceJob"]
 TAG_TEAM = "gpu-share:team"
 READ_ACTIONS = ["batch:DescribeServiceJob", "batch:ListServiceJobs"]
 
-
-
-def share_values(team: TeamConfig, capacity: Mapping[str, Any]) -> dict[str, Any]:
-    """``team``'s quota share as ``UpdateQuotaShare`` writes it (``capacityLimits``,
-    ``resourceSharingConfiguration``): what the template deploys, and what the quota window
-    switcher writes for the team's values in a window."""
-    sharing: dict[str, Any] = {"strategy": team.sharing.batch_strategy}
-    if team.sharing.borrows:
-        sharing["borrowLimit"] = team.borrow_limit_percent if team.borrow_limit_percent is not None else -1
-    return {"capacityLimits": [{"capacityUnit": it, "maxCapacity": a.instances or 0}
-                               for it, a in sorted(team.guarantee_for(capacity).items())],
-            "resourceSharingConfiguration": sharing}
 
 
 def batch_config(config: Any, queue_name: str | None, service_environment_name: str | None) -> Any:

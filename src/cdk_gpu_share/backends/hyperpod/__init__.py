@@ -340,4 +340,63 @@ class HyperPodSpec(Backend):
 
 SPEC = HyperPodSpec()
 
-__all__ = ["DEFAULT_BORROW_PERCENT", "KEY", "SECTION_KEYS", "SPEC", "HyperPodSpec", "compute_quotas", "parse", "schema"]
+
+# -- a team's compute quota as the template deploys it and the switcher writes it
+
+
+def _quota_config(*, resources: list[dict[str, Any]], strategy: str, borrow_limit: int | None,
+                  absolute_borrow_limits: list[dict[str, Any]] | None, preempt_team_tasks: str | None) -> dict[str, Any]:
+    """A compute quota's ``ComputeQuotaConfig``, as CloudFormation and ``UpdateComputeQuota`` take it."""
+    sharing: dict[str, Any] = {"Strategy": strategy}
+    if borrow_limit is not None:
+        sharing["BorrowLimit"] = borrow_limit
+    if absolute_borrow_limits:
+        sharing["AbsoluteBorrowLimits"] = absolute_borrow_limits
+    quota_config: dict[str, Any] = {"ComputeQuotaResources": resources, "ResourceSharingConfig": sharing}
+    if preempt_team_tasks is not None:  # omitted: HyperPod's default, LowerPriority
+        quota_config["PreemptTeamTasks"] = preempt_team_tasks
+    return quota_config
+
+
+def _team_quota(team: TeamConfig, capacity: Mapping[str, Any]) -> dict[str, Any]:
+    """What ``team``'s values make of its compute quota's configuration (see :func:`_quota_config`)."""
+    absolute = _quota_resources({it: a for it, a in team.borrow_limit.items() if it in capacity})
+    return {"resources": _quota_resources(team.guarantee_for(capacity)),
+            "strategy": team.sharing.hyperpod_strategy,
+            "borrow_limit": team.borrow_limit_percent if team.sharing.borrows else None,
+            "absolute_borrow_limits": absolute if team.sharing.borrows else None,
+            "preempt_team_tasks": None if team.in_team_preemption is None
+            else ("LowerPriority" if team.in_team_preemption else "Never")}
+
+
+def quota_values(team: TeamConfig, capacity: Mapping[str, Any]) -> dict[str, Any]:
+    """``team``'s compute quota as ``UpdateComputeQuota`` writes it (``ComputeQuotaConfig``): what
+    the template deploys, and what the quota window switcher writes for the team's values in a
+    window."""
+    return {"ComputeQuotaConfig": _quota_config(**_team_quota(team, capacity))}
+
+
+def _quota_resources(amounts: dict) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for it, a in sorted(amounts.items()):
+        base: dict[str, Any] = {"InstanceType": it}
+        if a.instances is not None:
+            base["Count"] = a.instances
+        if a.accelerators is not None:
+            base["Accelerators"] = a.accelerators
+        if a.vcpu is not None:
+            base["VCpu"] = a.vcpu
+        if a.memory_gib is not None:
+            base["MemoryInGiB"] = a.memory_gib
+        if not a.mig:
+            out.append(base)
+            continue
+        # One entry per MIG profile: the schema takes one AcceleratorPartition per entry.
+        for i, (profile, count) in enumerate(a.mig):
+            entry = dict(base) if i == 0 else {"InstanceType": it}
+            entry["AcceleratorPartition"] = {"Type": profile, "Count": count}
+            out.append(entry)
+    return out
+
+
+__all__ = ["DEFAULT_BORROW_PERCENT", "KEY", "SECTION_KEYS", "SPEC", "HyperPodSpec", "compute_quotas", "parse", "quota_values", "schema"]
