@@ -53,9 +53,10 @@ def deployed_base(config) -> tuple[QuotaQueueModel, ComputeQuotaModel]:
     shares = QuotaQueueModel(shares={}, clock=Clock())
     quotas = ComputeQuotaModel(quotas={}, cluster_arn=CLUSTER)
     for i, team in enumerate(config.teams):
-        values = share_values(team, config.batch_quota.capacity)
-        shares.shares[team.name] = {c["capacityUnit"]: c["maxCapacity"] for c in values["capacityLimits"]}
-        shares.borrow_limits[team.name] = values["resourceSharingConfiguration"].get("borrowLimit", -1)
+        if config.batch_quota is not None:
+            values = share_values(team, config.batch_quota.capacity)
+            shares.shares[team.name] = {c["capacityUnit"]: c["maxCapacity"] for c in values["capacityLimits"]}
+            shares.borrow_limits[team.name] = values["resourceSharingConfiguration"].get("borrowLimit", -1)
         qid = f"q{i:011d}"
         quotas.quotas[qid] = quota_values(team, config.hyperpod.capacity)["ComputeQuotaConfig"]
         quotas.versions[qid] = 1
@@ -210,3 +211,20 @@ def test_on_kueue_status_says_what_it_cannot_check(monkeypatch, capsys, tmp_path
     assert main(["status", "--config", str(path)]) == 0
     out = capsys.readouterr().out
     assert f"  kueue: {KUEUE_NOTE}" in out and out.count("\n  kueue:") == 1
+
+
+def test_without_a_batch_queue_status_prints_the_windows_alone(monkeypatch, capsys, tmp_path):
+    raw = {**CONFIG, "teams": [{**t, "guarantee": {"ml.p4d.24xlarge": t["guarantee"]["ml.p4d.24xlarge"]},
+                                "windows": {"night": {**t["windows"]["night"], "guarantee": {
+                                    "ml.p4d.24xlarge": t["windows"]["night"]["guarantee"]["ml.p4d.24xlarge"]}}}}
+                               for t in CONFIG["teams"]]}
+    del raw["batch_quota"]
+    path = tmp_path / "platform.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    _, quotas = deployed_base(load_config(path))
+    monkeypatch.setattr(status_cmd, "make_sagemaker_client", lambda region: quotas.client)
+    monkeypatch.setattr(status_cmd, "_now", lambda: NIGHT)
+    assert main(["status", "--config", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("Window in force: night until Tue 2026-01-06 07:00 UTC\n  hyperpod: some teams'")
+    assert "    nightly: ComputeQuotaResources.ml.p4d.24xlarge.Count deployed 1, expected 2" in out

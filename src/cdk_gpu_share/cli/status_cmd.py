@@ -142,6 +142,9 @@ def run_status(args: argparse.Namespace) -> int:
         from cdk_gpu_share.core.configuration.parse import load_config
 
         config = load_config(args.config)  # ConfigError: exit 2 before any AWS call
+    if not args.queue and not getattr(args, "job", None) and config is not None and config.windows \
+            and not queues_of(config):
+        return _windows_only(args, config)  # no Batch queue (HyperPod, Kueue): the windows alone
     queue = args.queue or _only_queue(config)
     region = args.region or region_of_arn(queue)
     client = None
@@ -184,6 +187,22 @@ def run_status(args: argparse.Namespace) -> int:
         print(format_explanation(report))
     else:
         print(format_report(report))
+    return 0
+
+
+def _windows_only(args: argparse.Namespace, config: Any) -> int:
+    """``status`` of a config with windows and no Batch queue: the window in force and the check of
+    each backend's deployed values, and nothing else to read."""
+    from cdk_gpu_share.cli.status_windows import format_windows, windows_report
+
+    hyperpod = config.backend("hyperpod")
+    try:  # the cluster's region, unless --region says otherwise
+        region = resolve_region(args.region or (hyperpod.cluster_arn.split(":")[3] if hyperpod is not None else None))
+    except Exception:  # noqa: BLE001 - a profile that is not there: the backends' reads say so, one line each
+        region = None
+    clients = {"batch": lambda: make_client(region), "sagemaker": lambda: make_sagemaker_client(region)}
+    report = {"windows": windows_report(config, _now(), lambda service: clients[service]())}
+    print(json.dumps(report, indent=2) if args.json else "\n".join(format_windows(report["windows"])))
     return 0
 
 
