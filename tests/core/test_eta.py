@@ -12,6 +12,7 @@ from cdk_gpu_share.core import eta
 from cdk_gpu_share.core import simulate as sim
 from cdk_gpu_share.core.advise.executors import Processes, RayTasks
 from cdk_gpu_share.core.advise.search import InProcess
+from cdk_gpu_share.core.errors import ConfigError
 from cdk_gpu_share.core.eta.calibrate import MIN_KNOWN, Outcome, calibrate
 
 POLL = 60.0
@@ -117,6 +118,39 @@ def test_a_replay_from_a_state_keeps_each_running_jobs_start():
     assert eta.replay_start(sc, sim.RECLAIM, state, "p1", {"r1": 10, "p1": 7, "p2": 9}, poll_seconds=POLL) == 40
     with pytest.raises(ValueError, match="not pending"):
         eta.replay_start(sc, sim.RECLAIM, state, "r1", {"r1": 10, "p1": 7, "p2": 9}, poll_seconds=POLL)
+
+
+def test_a_replay_makes_only_the_later_jobs_it_reaches():
+    # r1 ends at 100, when p1 (within a's guarantee, never a victim) starts and runs to 600. Of 50
+    # later jobs of b (one every 40 s from 41), the replay to p1's first start makes the two that
+    # arrive before it, the replay to its final start the 14 before 600; the answers are those of
+    # the same jobs given whole.
+    sc = scenario(capacity=2, teams=(("a", 2), ("b", 0)))
+    state = eta.QueueState(
+        now=40.0,
+        running=(eta.RunningJob(id="r1", team="a", gpus=2, priority=0, submit=0, start=0, borrowed=False),),
+        pending=(eta.PendingJob(id="p1", team="a", gpus=2, priority=0, submit=30),))
+    later = [sim.Job(id=f"x{i}", team="b", submit_time=41.0 + 40 * i, duration_s=10.0, gpus=1.0) for i in range(50)]
+    whole = eta.Arrivals.of(later)
+    made: list[int] = []
+
+    def make(i, position):
+        made.append(i)
+        return whole.make(i, position)
+
+    lazy = eta.Arrivals(times=whole.times, sizes=whole.sizes, make=make)
+    durations = {"r1": 100, "p1": 500}
+    for final, reached in ((False, 2), (True, 14)):
+        made.clear()
+        assert eta.replay_start(sc, sim.RECLAIM, state, "p1", durations, arrivals=lazy, poll_seconds=POLL,
+                                final=final) == 100.0
+        assert made == list(range(reached))
+        assert eta.replay_start(sc, sim.RECLAIM, state, "p1", durations, arrivals=later, poll_seconds=POLL,
+                                final=final) == 100.0
+    # a later job reusing the id of one of the state's is refused, as a trace's would be
+    clash = [*later[:1], sim.Job(id="r1", team="b", submit_time=45.0, duration_s=1.0, gpus=1.0)]
+    with pytest.raises(ConfigError, match="repeats the id"):
+        eta.replay_start(sc, sim.RECLAIM, state, "p1", durations, arrivals=clash, poll_seconds=POLL)
 
 
 def random_rows(rng, n, teams=("a", "b")):

@@ -30,7 +30,14 @@ from cdk_gpu_share.core.eta.predictor import (
     baseline_wait,
     predict,
 )
-from cdk_gpu_share.core.simulate.resume import PendingJob, QueueState, RunningJob, capture_states, replay_start
+from cdk_gpu_share.core.simulate.resume import (
+    Arrivals,
+    PendingJob,
+    QueueState,
+    RunningJob,
+    capture_states,
+    replay_start,
+)
 
 __all__ = [
     # the state a prediction starts from
@@ -38,7 +45,7 @@ __all__ = [
     # the predictor
     "History", "FinishedJob", "Band", "predict", "baseline_wait", "DEFAULT_SAMPLES", "MAX_SAMPLES", "ARRIVAL_WINDOW_S",
     # replays of the policy
-    "replay_start", "capture_states",
+    "replay_start", "capture_states", "Arrivals",
     # a live queue's waiting job
     "LiveJob", "live_state", "history_of", "live_estimate", "sentence",
     # the backtest

@@ -37,7 +37,7 @@ from fractions import Fraction
 
 from cdk_gpu_share.core.simulate.accounting import nearest_rank
 from cdk_gpu_share.core.simulate.inputs import RECLAIM, Job, Scenario, refuse_windows
-from cdk_gpu_share.core.simulate.resume import QueueState, replay_start
+from cdk_gpu_share.core.simulate.resume import Arrivals, QueueState, replay_start
 
 __all__ = ["ARRIVAL_WINDOW_S", "DEFAULT_SAMPLES", "MAX_SAMPLES", "Band", "FinishedJob", "History", "baseline_wait", "predict"]
 
@@ -158,11 +158,11 @@ def _rates(state: QueueState, history: History) -> dict[str, float]:
 
 
 def _arrivals(state: QueueState, history: History, rates: dict[str, float], horizon: float,
-              key: str) -> list[Job]:
+              key: str) -> Arrivals:
     """Jobs arriving in (now, now + horizon]: per team a Poisson stream at its rate, each a copy of
     one of the team's finished jobs. One random stream per team: a longer horizon extends the
-    same arrivals."""
-    out: list[Job] = []
+    same arrivals. Only their times and models are drawn here: a replay makes the jobs it reaches."""
+    drawn: list[tuple[float, str, FinishedJob]] = []  # (submit, team, model), in the order drawn
     for team, rate in rates.items():
         templates = history.templates.get(team)
         if not templates or rate <= 0:
@@ -171,12 +171,20 @@ def _arrivals(state: QueueState, history: History, rates: dict[str, float], hori
         t = state.now
         while True:
             t += rng.expovariate(rate)
-            if t > state.now + horizon or len(out) >= _MAX_ARRIVALS:
+            if t > state.now + horizon or len(drawn) >= _MAX_ARRIVALS:
                 break
-            model = templates[rng.randrange(len(templates))]
-            out.append(Job(id=f"~{team}~{len(out)}", team=team, submit_time=t, duration_s=model.duration_s,
-                           gpus=model.gpus, priority=model.priority, gpus_exact=model.gpus_exact))
-    return out
+            drawn.append((t, team, templates[rng.randrange(len(templates))]))
+    order = sorted(range(len(drawn)), key=lambda i: drawn[i][0])  # stable: the order drawn at equal times
+
+    def make(i: int, position: int) -> Job:
+        k = order[i]
+        t, team, model = drawn[k]
+        return Job(id=f"~{team}~{k}", team=team, submit_time=t, duration_s=model.duration_s, gpus=model.gpus,
+                   priority=model.priority, gpus_exact=model.gpus_exact, position=position)
+
+    models = {id(m): m for _, _, m in drawn}.values()
+    sizes = {(m.gpus, m.gpus_exact if m.gpus_exact is not None else Fraction(m.gpus)) for m in models}
+    return Arrivals(times=[drawn[k][0] for k in order], sizes=sizes, make=make)
 
 
 def _check(state: QueueState, job_id: str) -> float:
@@ -211,7 +219,7 @@ def predict(scenario: Scenario, state: QueueState, job_id: str, history: History
         durations.update({j.id: _draw(history.durations(j.team), j.progress_s, rng) for j in state.pending})
         while True:
             later = _arrivals(state, history, rates, horizon, key)
-            last = not later or horizon >= _MAX_HORIZON_S or len(later) >= _MAX_ARRIVALS
+            last = not later.times or horizon >= _MAX_HORIZON_S or len(later.times) >= _MAX_ARRIVALS
             # Unless this is the last horizon, a job not running at its end starts (finally)
             # after it, so it is replayed again with more arrivals: this replay may end there.
             start = replay_start(scenario, mode, state, job_id, durations, arrivals=later, poll_seconds=poll_seconds,

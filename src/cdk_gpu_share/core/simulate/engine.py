@@ -26,7 +26,7 @@ import gc
 import heapq
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from fractions import Fraction
@@ -66,9 +66,10 @@ __all__ = ["check_mode", "simulate", "with_victim_order"]
 _INF = math.inf
 
 
-def _exact_units(jobs: Sequence[Job], capacity: float) -> tuple[int, int, list[int]]:
+def _exact_units(jobs: Sequence[Job], capacity: float, later: Collection[Fraction] = ()) -> tuple[int, int, list[int]]:
     """(D, the capacity in units of 1/D GPU, each job's size in those units): D is the
-    least common multiple of the denominators of every job size and of the capacity.
+    least common multiple of the denominators of every job size, of the ``later`` sizes (jobs
+    made during the run) and of the capacity.
 
     Jobs of one size often share one Fraction (the trace parser keeps one per distinct
     text): each distinct object is asked for its value once, since hashing a Fraction
@@ -79,7 +80,7 @@ def _exact_units(jobs: Sequence[Job], capacity: float) -> tuple[int, int, list[i
     exact = set(exact_of.values())  # distinct exact sizes
     capq = Fraction(capacity)
     scale = capq.denominator
-    for q in exact:
+    for q in (*exact, *later):
         scale = math.lcm(scale, q.denominator)
     units = {q: int(q * scale) for q in exact}
     units_of = {key: units[q] for key, q in exact_of.items()}
@@ -111,7 +112,8 @@ class _Sim:
         self.progress_cb = progress
         self.watch: Watch | None = None  # limits that end the run early (the advisor's); None: none
         # Exact usage in integers: units of 1/scale GPU (see the module docstring).
-        self.scale, self.capq, units = _exact_units(jobs, scenario.capacity)
+        later = self._later_sizes()
+        self.scale, self.capq, units = _exact_units(jobs, scenario.capacity, [q for _, q in later])
         self.results = {t.name: TeamResult(name=t.name, guarantee=float(t.guarantee.get(RESOURCE, 0) or 0),
                                            entitlement=scenario.entitlements.get(t.name))
                         for t in scenario.teams}
@@ -146,7 +148,7 @@ class _Sim:
         self.quiet: tuple[int, float] | None = None  # (view version, until): ticks without a victim
         index_args: dict[str, Any] = dict(static=mode == STATIC, reclaiming=self.reclaiming, compact_slack=self.COMPACT_SLACK,
                           lazy_ratio=self.LAZY_RATIO)
-        sizes = sorted({r.g for r in self.runs})
+        sizes = sorted({r.g for r in self.runs} | {g for g, _ in later})
         # The organisation's tree (None: the flat rules, through the flat index alone).
         self.tree = TreeUsage(scenario.state, self.teams) if scenario.state.groups else None
         self.index = (DispatchIndex(self.teams, sizes, **index_args) if self.tree is None
@@ -158,6 +160,11 @@ class _Sim:
         self._owed_changed = self.owed.update if self.tree is None else self.owed.changed
         #: The time windows' boundaries ahead (None: the scenario has none).
         self.clock: _Clock | None = None
+
+    def _later_sizes(self) -> Collection[tuple[float, Fraction]]:
+        """The sizes (GPUs, exact) of the jobs a subclass makes during the run rather than gives up
+        front (:mod:`~cdk_gpu_share.core.simulate.resume`): none here, every job is given."""
+        return ()
 
     def _owed_clock(self) -> OwedClock:
         """The owed-wait clocks (:mod:`~cdk_gpu_share.core.simulate.owed`): per team, the largest
@@ -438,10 +445,10 @@ class _Sim:
         return self.quiet is not None and self.quiet[0] == self.view.version and t < self.quiet[1]
 
     def _quiet(self, t: float) -> None:
-        """The tick at ``t`` found no victim: with a tree (where a waiting job entitled at a group
-        may find none for long), later ticks skip the planner until a job changes state or the
-        time changes a rule's answer (:meth:`_next_change`)."""
-        if self.skip_idle_ticks and self.tree is not None:
+        """The tick at ``t`` found no victim: later ticks skip the planner until a job changes state
+        or the time changes a rule's answer (:meth:`_next_change`). A waiting job that may reclaim
+        often finds nothing to take for many ticks in a row (nothing borrowed, or all protected)."""
+        if self.skip_idle_ticks:
             self.quiet = (self.view.version, self._next_change(t))
 
     def _next_change(self, t: float) -> float:
@@ -555,7 +562,7 @@ class _Sim:
             self._dispatch(t)
         self._close_borrowing(self.now)
 
-    def _arrivals(self) -> tuple[list[Run], list[float]]:
+    def _arrivals(self) -> tuple[Sequence[Run], Sequence[float]]:
         """The jobs that arrive during the run, in arrival order, and their arrival times:
         every job, at its submit time (stable sort: trace order at equal times). A run
         resumed from a state (:mod:`~cdk_gpu_share.core.simulate.resume`) says otherwise."""

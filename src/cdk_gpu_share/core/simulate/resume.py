@@ -16,15 +16,15 @@ chosen jobs (the backtest's "what was known then").
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
 from fractions import Fraction
 
-from cdk_gpu_share.core.simulate.engine import _numbered, _Sim
+from cdk_gpu_share.core.simulate.engine import _interval, _numbered, _Sim
 from cdk_gpu_share.core.simulate.inputs import Job, Scenario
 from cdk_gpu_share.core.simulate.state import Run
 
-__all__ = ["PendingJob", "QueueState", "RunningJob", "TraceReplay", "capture_states", "replay_start"]
+__all__ = ["Arrivals", "PendingJob", "QueueState", "RunningJob", "TraceReplay", "capture_states", "replay_start"]
 
 
 @dataclass(frozen=True)
@@ -111,16 +111,64 @@ class _Deadline:
         pass
 
 
+@dataclass(frozen=True)
+class Arrivals:
+    """Jobs submitted after a state's moment, each made only when a replay reaches it: a replay
+    that ends at its target's start need not build the many drawn after it.
+
+    ``times``: their submit times, ascending (ties: in the order they are made); ``sizes``:
+    every (GPUs, exact GPUs) among them; ``make(i, position)``: the i-th job, ``position`` its
+    place among the replay's jobs."""
+
+    times: Sequence[float]
+    sizes: Collection[tuple[float, Fraction]]
+    make: Callable[[int, int], Job]
+
+    @classmethod
+    def of(cls, jobs: Sequence[Job]) -> Arrivals:
+        """Given jobs, by submit time (stable)."""
+        ordered = sorted(jobs, key=lambda j: j.submit_time)
+        return cls(times=[j.submit_time for j in ordered], sizes={(j.gpus, j.exact_gpus) for j in ordered},
+                   make=lambda i, position: _placed(ordered[i], position))
+
+
+def _placed(job: Job, position: int) -> Job:
+    return job if job.position == position else replace(job, position=position)
+
+
+class _Later(Sequence[Run]):
+    """The engine's arrivals of a resumed replay: the i-th made (and registered) when first read."""
+
+    def __init__(self, engine: _Resumed, arrivals: Arrivals):
+        self.engine = engine
+        self.arrivals = arrivals
+        self.made: list[Run] = []
+
+    def __len__(self) -> int:
+        return len(self.arrivals.times)
+
+    def __getitem__(self, i: int) -> Run:  # type: ignore[override]  # the engine reads one index at a time, in order
+        made = self.made
+        while len(made) <= i:
+            made.append(self.engine._make_later(self.arrivals.make(len(made), self.engine.first_later + len(made))))
+        return made[i]
+
+
 class _Resumed(_Sim):
     """The engine started from a :class:`QueueState`: the running jobs started at their own
-    start times, the pending jobs queued at ``now``, later jobs arriving at their submit times."""
+    start times, the pending jobs queued at ``now``, later jobs arriving at their submit times
+    (each made when the replay reaches it)."""
 
     def __init__(self, scenario: Scenario, jobs: Sequence[Job], mode: str, poll: float, state: QueueState,
-                 target: int, final: bool):
+                 target: int, final: bool, arrivals: Arrivals):
+        self.arrivals = arrivals
         super().__init__(scenario, jobs, mode, poll, None, None)
         self.target: Run | None = None
         self.final = final
         self.now = state.now
+        self.first_later = len(jobs)
+        self.units: dict[Fraction, int] = {}
+        self.by_team = {t.name: t for t in self.teams}
         n_run, n_pend = len(state.running), len(state.pending)
         for r, rj in zip(self.runs[:n_run], state.running):
             r.arrived = True
@@ -135,11 +183,28 @@ class _Resumed(_Sim):
             r.arrived = True
             self.live[r.job.position] = r
             self._push_pending(r)
-        self.later = self.runs[n_run + n_pend:]
         self.target = self.runs[target]
 
-    def _arrivals(self) -> tuple[list[Run], list[float]]:
-        return self.later, [r.job.submit_time for r in self.later]
+    def _later_sizes(self) -> Collection[tuple[float, Fraction]]:
+        return self.arrivals.sizes
+
+    def _arrivals(self) -> tuple[Sequence[Run], Sequence[float]]:
+        return _Later(self, self.arrivals), self.arrivals.times
+
+    def _make_later(self, job: Job) -> Run:
+        """The run of a later job, as :class:`_Sim` makes each given job's."""
+        if job.id in self.by_id:
+            _numbered([r.job for r in self.runs] + [job], "state")  # names the repeat
+        r = Run(job, self.by_team[job.team])
+        exact = job.exact_gpus
+        q = self.units.get(exact)
+        if q is None:
+            q = self.units[exact] = int(exact * self.scale)
+        r.q = q
+        r.interval = _interval(r, None)
+        self.runs.append(r)
+        self.by_id[job.id] = r
+        return r
 
     def _start(self, r: Run, t: float) -> None:
         super()._start(r, t)
@@ -153,13 +218,14 @@ class _Resumed(_Sim):
 
 
 def replay_start(scenario: Scenario, mode: str, state: QueueState, target: str, durations: Mapping[str, float], *,
-                 arrivals: Sequence[Job] = (), poll_seconds: float, final: bool = True,
+                 arrivals: Sequence[Job] | Arrivals = (), poll_seconds: float, final: bool = True,
                  deadline: float | None = None) -> float | None:
     """When the pending job ``target`` starts, replaying the policy from ``state``.
 
     ``durations``: the work, in seconds, of every running and pending job of the state (a
     running job's is raised to the work it has done by ``now``: it then ends at ``now``).
-    ``arrivals``: jobs submitted after ``now`` (ids unique, sorted by submit time or not).
+    ``arrivals``: jobs submitted after ``now`` (ids unique, sorted by submit time or not), or
+    an :class:`Arrivals` that makes each when the replay reaches it.
     ``final``: the start after which the job ran to its end (a job stopped by the planner
     starts again); False: its first start, a shorter replay.
     ``deadline``: None when the job is not running at that simulated time (stopped or not
@@ -169,18 +235,21 @@ def replay_start(scenario: Scenario, mode: str, state: QueueState, target: str, 
     for rj in state.running:
         work = max(durations[rj.id], rj.worked(state.now))
         jobs.append(Job(id=rj.id, team=rj.team, submit_time=rj.submit, duration_s=work, gpus=rj.gpus,
-                        priority=rj.priority, gpus_exact=rj.gpus_exact, checkpoint_seconds=rj.checkpoint_seconds))
+                        priority=rj.priority, gpus_exact=rj.gpus_exact, checkpoint_seconds=rj.checkpoint_seconds,
+                        position=len(jobs)))
     index = len(jobs)
     for pj in state.pending:
         if pj.id == target:
             index = len(jobs)
         jobs.append(Job(id=pj.id, team=pj.team, submit_time=pj.submit, duration_s=max(durations[pj.id], pj.progress_s),
                         gpus=pj.gpus, priority=pj.priority, gpus_exact=pj.gpus_exact,
-                        checkpoint_seconds=pj.checkpoint_seconds))
+                        checkpoint_seconds=pj.checkpoint_seconds, position=len(jobs)))
     if state.pending_job(target) is None:
         raise ValueError(f"job {target!r} is not pending in the state")
-    jobs.extend(sorted(arrivals, key=lambda j: j.submit_time))
-    engine = _Resumed(scenario, _numbered(jobs, "state"), mode, float(poll_seconds), state, index, final)
+    if len({j.id for j in jobs}) < len(jobs):
+        _numbered(jobs, "state")  # names the repeat
+    later = arrivals if isinstance(arrivals, Arrivals) else Arrivals.of(arrivals)
+    engine = _Resumed(scenario, jobs, mode, float(poll_seconds), state, index, final, later)
     if deadline is not None:
         engine.watch = _Deadline(deadline, engine)  # type: ignore[assignment]  # the engine's watch protocol
     try:
