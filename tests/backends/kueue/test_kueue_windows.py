@@ -514,3 +514,56 @@ def test_the_switcher_namespace_cannot_be_a_teams():
         C.parse_config(config)
     assert any(p.value == "gpu-share-windows" and "quota window switcher" in p.message for p in err.value.problems)
     assert switcher_namespace(C.parse_config(raw()).backend("kueue")) == "gpu-share-windows"
+
+
+# -- deployed by the construct ------------------------------------------------------------------
+
+
+def test_the_platform_stack_applies_the_switcher_after_the_queues_and_summary_lists_its_cronjobs():
+    """A config with windows validates and synthesizes on Kueue: the switcher's objects are the
+    manifests command's, applied after the ClusterQueues (the deploy's Job last), its namespace
+    the platform's own (not kept as a team's)."""
+    from aws_cdk.assertions import Template
+
+    from cdk_gpu_share.backends.kueue import describe_resource
+    from cdk_gpu_share.stacks.app import build_platform
+    from tests.helpers import new_app, synth
+
+    config = raw()
+    config["kueue"]["kubectl_role_arn"] = "arn:aws:iam::111122223333:role/gpu-eks-kubectl"
+    parsed = C.parse_config(config)
+    assert C.check_config(parsed) == []
+    app = new_app()
+    platform = build_platform(app, parsed)
+    synth(app)
+    template = Template.from_stack(platform.platform)
+    resources = template.find_resources("Custom::AWSCDK-EKS-KubernetesResource")
+    by_kind: dict[str, tuple[str, dict]] = {}
+    applied: list[dict] = []
+    for lid, r in resources.items():
+        objects = json.loads(r["Properties"]["Manifest"])
+        applied += objects
+        by_kind.setdefault(objects[0]["kind"], (lid, r))
+    for o in applied:
+        o["metadata"].get("labels", {}).pop(next((k for k in o["metadata"].get("labels", {})
+                                                  if k.startswith("aws.cdk.eks/prune-")), ""), None)
+    key = lambda o: (o["kind"], o["metadata"]["name"])  # noqa: E731
+    assert sorted(applied, key=key) == sorted(config_objects(parsed), key=key)
+    assert by_kind["CronJob"][1]["DependsOn"] == [by_kind["ConfigMap"][0]]
+    assert by_kind["Job"][1]["DependsOn"] == [by_kind["CronJob"][0]]
+    chain, at = [], by_kind["Job"][0]
+    while "DependsOn" in resources[at] and len(resources[at]["DependsOn"]) == 1:
+        at = resources[at]["DependsOn"][0]
+        chain.append(json.loads(resources[at]["Properties"]["Manifest"])[0]["kind"])
+    assert chain.index("CronJob") < chain.index("ClusterQueue")  # the Job runs after the queues are applied
+    switcher_ns = [r for r in resources.values()
+                   if json.loads(r["Properties"]["Manifest"])[0]["metadata"]["name"] == "gpu-share-windows"
+                   and json.loads(r["Properties"]["Manifest"])[0]["kind"] == "Namespace"]
+    assert len(switcher_ns) == 1 and switcher_ns[0]["DeletionPolicy"] == "Delete"
+    [output] = [o for k, o in template.to_json()["Outputs"].items() if k.startswith("KueueQueuesKeptNamespaces")]
+    assert output["Value"] == "research, training"
+    lines = [line for r in resources.values() for line in describe_resource({**r, "Type": r["Type"]})]
+    assert "CronJob gpu-share-windows/night-open: window night opens, 0 20 * * 1,2,3,4,5 Europe/Berlin" in lines
+    assert "CronJob gpu-share-windows/early-open-dst: window early opens, 30 3 * * 0 Europe/Berlin" in lines
+    assert any(line.startswith("ClusterRole gpu-share-windows.gpu-share: the quota window switcher may get and patch"
+                               " research, training, gpu-share only") for line in lines)

@@ -547,7 +547,8 @@ def describe_resource(resource: Mapping[str, Any]) -> list[str]:
         return [f"Namespace {o.get('metadata', {}).get('name')}: {how}, kept by cdk destroy and when its team is"
                 " removed" for o in objects if isinstance(o, dict) and o.get("kind") == "Namespace"]
     lines = [_describe_object(o) for o in objects if isinstance(o, dict) and (
-        str(o.get("apiVersion", "")).startswith("kueue.x-k8s.io/") or o.get("kind") == "ValidatingAdmissionPolicy")]
+        str(o.get("apiVersion", "")).startswith("kueue.x-k8s.io/")
+        or o.get("kind") in ("ValidatingAdmissionPolicy", "CronJob", "ClusterRole"))]
     if any(isinstance(o, dict) and o.get("kind") == "ValidatingAdmissionPolicy" for o in objects):
         lines.append(f"GPU nodes: {GPU_NODE_SETTINGS}")  # once: every policy is in one manifest
     return lines
@@ -558,6 +559,14 @@ def _describe_object(obj: Mapping[str, Any]) -> str:
     name = obj.get("metadata", {}).get("name")
     if obj.get("kind") == "ValidatingAdmissionPolicy":
         return f"ValidatingAdmissionPolicy {name}: Kubernetes {MIN_KUBERNETES} or later"
+    if obj.get("kind") == "CronJob":  # the quota window switcher's: a window's opening or closing
+        spec, annotations = obj.get("spec", {}), obj.get("metadata", {}).get("annotations", {})
+        edge = "opens" if str(annotations.get("gpu-share/boundary", "")).startswith("open") else "closes"
+        return (f"CronJob {obj.get('metadata', {}).get('namespace')}/{name}: window"
+                f" {annotations.get('gpu-share/window')} {edge}, {spec.get('schedule')} {spec.get('timeZone')}")
+    if obj.get("kind") == "ClusterRole":
+        names = [n for rule in obj.get("rules", []) for n in rule.get("resourceNames", [])]
+        return f"ClusterRole {name}: the quota window switcher may get and patch {', '.join(names)} only"
     if obj.get("kind") != "ClusterQueue":
         return f"{obj.get('kind')} {name}"
     parts = []

@@ -23,6 +23,7 @@ from cdk_gpu_share.constructs._checks import acknowledge_nag, raise_props_proble
 from cdk_gpu_share.constructs._iam import add_statements, format_arn, stack_env
 from cdk_gpu_share.constructs._platform_part import TeamStackLike
 from cdk_gpu_share.core.configuration.parse import GroupConfig, PlatformConfig, TeamConfig, check_backend
+from cdk_gpu_share.core.configuration.windows import Window
 from cdk_gpu_share.core.errors import Problem
 from cdk_gpu_share.core.validation import Problems
 
@@ -33,6 +34,8 @@ _KUBECTL_MANAGED_POLICIES = (
     '{"Fn::If":["HandlerHasEcrPublic195AF58A",{"Fn::Join":["",["arn:",{"Ref":"AWS::Partition"},'
     '":iam::aws:policy/AmazonElasticContainerRegistryPublicReadOnly"]]},{"Ref":"AWS::NoValue"}]}',
 )
+#: The label of a team's namespace (the quota window switcher's has none).
+TEAM_LABEL = "gpu-share/team"
 #: The EKS access policy a team's SubmitRole gets on its own namespace.
 TEAM_ACCESS_POLICY = "AmazonEKSEditPolicy"
 
@@ -66,15 +69,24 @@ class KueueQueues(Construct):
     (one per namespace). A team's namespace is created, or adopted if the config lists it in
     ``adopt_namespaces``, and kept when the team is removed or the stack destroyed (the
     ``KeptNamespaces`` output names them).
+
+    With ``windows``, the quota window switcher
+    (:mod:`cdk_gpu_share.backends.kueue.quota_windows`): a CronJob per boundary in the window's
+    time zone, a Job after each deploy that changes the quotas (applying the ClusterQueues
+    writes the base values back), its ServiceAccount allowed to get and patch the platform's
+    ClusterQueues and Cohort by name only, and its admission policy.
     """
 
     def __init__(self, scope: Construct, id: str, *, config: KueueConfig, teams: Sequence[TeamConfig] = (),
-                 kubectl_role_arn: str | None = None, groups: Sequence[GroupConfig] = ()) -> None:
+                 kubectl_role_arn: str | None = None, groups: Sequence[GroupConfig] = (),
+                 windows: Sequence[Window] = ()) -> None:
         """
         :param config: the cluster, its capacity per instance type, the cohort, preemption, priority classes.
         :param teams: the teams; those whose guarantee names an instance type of ``config.capacity`` get queues.
         :param groups: the organisation's tree above the teams: a Cohort per group. Default: none.
         :param kubectl_role_arn: the role the kubectl provider assumes. Default: ``config.kubectl_role_arn``.
+        :param windows: the platform's time windows (``PlatformConfig.windows``), in which the teams'
+            own ``windows`` values apply: the quota window switcher's CronJobs. Default: none.
         """
         role = kubectl_role_arn or getattr(config, "kubectl_role_arn", None)
         raise_props_problems(_problems(config, teams, role, groups), scope, id)
@@ -84,10 +96,17 @@ class KueueQueues(Construct):
         self.cluster = eks.Cluster.from_cluster_attributes(self, "Cluster", cluster_name=config.eks_cluster_name,
                                                            kubectl_role_arn=role)
         self.groups = tuple(groups)
-        self.objects = kueue_objects(config, self.teams, self.groups)
-        self.namespaces = self._namespaces([o for o in self.objects if o["kind"] == "Namespace"])
-        self.manifests: dict[str, eks.KubernetesManifest] = {}
+        self.windows = tuple(windows)
+        self.objects = kueue_objects(config, self.teams, self.groups, self.windows)
+        namespaces = [o for o in self.objects if o["kind"] == "Namespace"]
+        self.namespaces = self._namespaces([o for o in namespaces if TEAM_LABEL in o["metadata"]["labels"]])
         previous: list[Construct] = list(self.namespaces.values())
+        # The quota window switcher's namespace is the platform's own: applied (adopted if it
+        # exists) and removed with the stack.
+        previous += [eks.KubernetesManifest(self, f"Namespace-{o['metadata']['name']}", cluster=self.cluster,
+                                            manifest=[o], overwrite=True)
+                     for o in namespaces if TEAM_LABEL not in o["metadata"]["labels"]]
+        self.manifests: dict[str, eks.KubernetesManifest] = {}
         for kind in KIND_ORDER:
             objects = [o for o in self.objects if o["kind"] == kind]
             if kind == "Namespace" or not objects:
@@ -141,7 +160,8 @@ class KueueQueues(Construct):
     @classmethod
     def for_platform(cls, scope: Construct, config: PlatformConfig) -> KueueQueues:
         """The queues of ``config``'s ``kueue`` section (construct id ``KueueQueues``)."""
-        return cls(scope, "KueueQueues", config=config.backend(KEY), teams=config.teams, groups=config.groups)
+        return cls(scope, "KueueQueues", config=config.backend(KEY), teams=config.teams, groups=config.groups,
+                   windows=config.windows)
 
     def add_team_to(self, team: TeamConfig, stack: TeamStackLike) -> None:
         """Give ``team``'s SubmitRole an EKS access entry with ``AmazonEKSEditPolicy`` scoped to its

@@ -553,7 +553,7 @@ def check_config(config: PlatformConfig) -> list[Problem]:
 
 #: The backends that enforce time windows when deployed (none yet): on any other, a config with
 #: windows is refused by ``validate`` and at synth, never deployed as if it had none.
-WINDOWED_BACKENDS: frozenset[str] = frozenset({"fairshare"})
+WINDOWED_BACKENDS: frozenset[str] = frozenset({"fairshare", "kueue"})
 
 
 def deploy_problems(config: PlatformConfig) -> list[Problem]:
