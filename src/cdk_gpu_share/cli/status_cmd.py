@@ -64,7 +64,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "Read a running AWS Batch job queue (read-only) and print each team's usage, guarantee, "
             "borrowed capacity and waiting jobs. A classic fair-share queue needs --config (the "
             "guarantees); a quota-management queue reads them from its quota shares. Without --queue, "
-            "the queue of the config when it declares one."
+            "the queue of the config when it declares one. With a config that declares time windows, "
+            "also the window in force and whether each team's deployed values are its."
         ),
     )
     parser.add_argument("--queue", metavar="NAME",

@@ -132,3 +132,17 @@ def test_a_team_naming_a_window_the_queue_was_not_given_is_refused():
     other = FairshareQueue(stack, "Other", config=config.fairshare, queue_name="other",
                            windows=[Window("night", ("mon",), "20:00", "08:00")])
     assert other.add_team(config.teams[0]).cap_gpus == 3
+
+
+def test_the_platform_app_deploys_a_config_with_windows_on_fair_share():
+    """The whole app: each team's stack takes a team with windows (the windows are the platform's,
+    checked with the whole config), and the platform stack's reclaimer carries them."""
+    from cdk_gpu_share.stacks.app import build_platform
+
+    app = new_app()
+    built = build_platform(app, config_of(), checks=False)
+    assembly = app.synth()
+    names = [s.stack_name for s in built.stacks]
+    assert names == ["gpu-share-platform", "gpu-share-team-research", "gpu-share-team-nightly"]
+    settings = settings_of(assembly.get_stack_by_name("gpu-share-platform").template)
+    assert [w["name"] for w in settings["windows"]] == ["night"]
