@@ -18,7 +18,7 @@ from cdk_gpu_share.core import simulate as sim
 from cdk_gpu_share.core.configuration.parse import load_config
 from cdk_gpu_share.core.errors import ConfigError
 from cdk_gpu_share.core.policy.organisation import as_replayed
-from cdk_gpu_share.core.simulate import engine
+from cdk_gpu_share.core.simulate import engine, planner_view
 from cdk_gpu_share.core.simulate.inputs import Scenario
 from tests.builders import examples
 from tests.core.test_simulate_tree import ends_in_time
@@ -29,7 +29,8 @@ ROOT = Path(__file__).resolve().parents[2]
 HEADER = "job_id,team,submit_time,duration_s,gpus,priority"
 
 #: Each shortcut: the module and the switch that turns it off.
-SHORTCUTS = {"owed thresholds per node": (engine, "OWED_BY_NODE")}
+SHORTCUTS = {"owed thresholds per node": (engine, "OWED_BY_NODE"),
+             "no planner without a candidate": (planner_view, "CHECK_CANDIDATES")}
 
 
 @contextlib.contextmanager

@@ -154,6 +154,7 @@ class _Sim:
         self.index = (DispatchIndex(self.teams, sizes, **index_args) if self.tree is None
                       else TreeDispatchIndex(self.teams, sizes, self.tree, **index_args))
         self.view = PlannerView(scenario, self.index, self.running, self.tree)
+        self.view.free = self._free
         self.owed = self._owed_clock()
         # A team's usage moves its own owed threshold only (flat): updated at once. With a tree it
         # moves those of every team under the same root: marked, and recomputed once per dispatch.
@@ -335,6 +336,7 @@ class _Sim:
         while True:
             best = self.index.best(self._free())
             if best is None:
+                self.view.settled = self.view.version
                 if self.owed.dirty:
                     self.owed.settle(t)
                 return

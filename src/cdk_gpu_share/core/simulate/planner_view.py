@@ -13,6 +13,7 @@ when a call could not choose a victim, so that it skips it.
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections.abc import Callable
 from typing import Any
 
 from cdk_gpu_share.core.policy import reclaim
@@ -21,7 +22,11 @@ from cdk_gpu_share.core.simulate.inputs import RESOURCE, TOL, Scenario
 from cdk_gpu_share.core.simulate.state import Run
 from cdk_gpu_share.core.simulate.tree_dispatch import TreeUsage
 
-__all__ = ["PlannerView"]
+__all__ = ["CHECK_CANDIDATES", "PlannerView"]
+
+# With a tree, whether a tick skips the planner when no running job could be a victim for any
+# waiting entitled job (False only to check that the check changes no figure).
+CHECK_CANDIDATES = True
 
 
 class PlannerView:
@@ -40,6 +45,9 @@ class PlannerView:
         self.touched: dict[int, Run] = {}  # changed state since the last call, in order
         self.groups: dict[tuple[int, float], reclaim.PendingGroup] = {}
         self.version = 0  # one more at every change of a job's state
+        # The version at which the last dispatch found nothing more to start (-1: none yet).
+        self.settled = -1
+        self.free: Callable[[], float] = lambda: 0.0  # the pool's idle GPUs (the engine's)
 
     def touch(self, r: Run) -> None:
         """r started, stopped, or joined or left its queue: bring it up to date at the next call."""
@@ -72,9 +80,12 @@ class PlannerView:
         settings = self.base.settings
         kidx = self.index.kidx
         has_waited = reclaim.has_waited
+        tree = self.tree
         for team in self.index.ticky_teams:
             if team.U - team.G > team.cap + TOL:
                 return True
+            if tree is not None and not team.in_team:
+                continue  # its jobs within its guarantee are entitled at its own node: below
             wk = team.wk
             for g in team.keys:  # ascending
                 if not team.in_team and kidx[g] > wk:
@@ -82,13 +93,19 @@ class PlannerView:
                 for _, r in team.buckets[g]:
                     if has_waited(self.pending_spec(r), t, settings):
                         return True
-        return self.tree is not None and self._tree_tick_useful(t)
+        return tree is not None and self._tree_tick_useful(t)
 
     def _tree_tick_useful(self, t: float) -> bool:
         """With a tree, two more sources of a first victim: a group above its bound (rule 1 for
-        groups), and a pending job entitled at a group that has waited. Serving before the first
-        victim only raises each group's U - Q (a served ``reserve`` team raises both alike), so a
-        job entitled when the planner reaches it was entitled when the plan started."""
+        groups), and a pending job entitled at a node (its team's guarantee, or a group) that has
+        waited, for which some running job may be a victim. Serving before the first victim only
+        raises each group's U - Q (a served ``reserve`` team raises both alike), so a job entitled
+        when the planner reaches it was entitled when the plan started.
+
+        A tick comes after a dispatch that started every job that fits (:attr:`settled`): the
+        plan then serves no one before its first victim, and a search that finds none gives back
+        what it took, so every job meets the usage the plan started with. A job none of whose
+        candidates (:meth:`TreeUsage.may_reclaim`) could be a victim then finds none."""
         tree = self.tree
         assert tree is not None
         for name in self.limited:
@@ -97,15 +114,17 @@ class PlannerView:
                 return True
         settings = self.base.settings
         has_waited = reclaim.has_waited
+        settled = CHECK_CANDIDATES and self.settled == self.version
         for team in self.index.teams:
             if not team.npending:
                 continue
             for g in team.keys:  # ascending: once entitled nowhere, no larger job is
                 if tree.height(team, g) is None:
                     break
-                for _, r in team.buckets[g]:
-                    if has_waited(self.pending_spec(r), t, settings):
-                        return True
+                if not any(has_waited(self.pending_spec(r), t, settings) for _, r in team.buckets[g]):
+                    continue
+                if not settled or tree.may_reclaim(team, g, self.free(), self.index.ri(team)):
+                    return True
         return False
 
     def pending_spec(self, r: Run) -> reclaim.JobSpec:

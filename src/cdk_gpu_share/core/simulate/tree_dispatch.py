@@ -13,6 +13,7 @@ flat index costs in sizes.
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any
 
@@ -159,6 +160,35 @@ class TreeUsage:
             def quota(group: str, resource: str) -> float:
                 return self.quota(group, resource) + lift
         return hierarchy.admits(self.paths[team.idx], {RESOURCE: gpus}, self.usage, quota, self.limit)
+
+    def may_reclaim(self, team: Team, gpus: float, free: float, ri: float) -> bool:
+        """Whether the reclaim planner's search may find a victim for a pending job of ``gpus`` of
+        ``team`` as usage stands (``free``: the pool's idle GPUs, ``ri``: RI of the team): the job is
+        entitled at a node of its path and lacks room, in the pool or at a group's bound, and some
+        other team outside that node's subtree uses more than its guarantee, with every group of its
+        side below their lowest common group above its quota. False: the planner's candidates for
+        the job (``_TreeView.candidates``, the same tests at the plan's start) are none."""
+        demand = {RESOURCE: gpus}
+        path = self.paths[team.idx]
+        within = reclaim.within_guarantee(demand, team.spec, {RESOURCE: team.U})
+        at = hierarchy.entitled_at(path, demand, within, self.usage, self.quota)
+        if at is None:
+            return False
+        if reclaim.has_room(demand, {RESOURCE: free}, {RESOURCE: ri}) and self.admits(team, gpus):
+            return False  # it lacks nothing: no one is stopped for it
+        inside = path[at - 1] if at else None  # the node where it is entitled (None: its team)
+        above = set(path[at - 1:] if at else path)
+        tol = reclaim.TOLERANCE
+        for v in self.teams:
+            if v is team or not v.U - v.G > tol:
+                continue
+            theirs = self.paths[v.idx]
+            if inside is not None and inside in theirs:
+                continue  # inside the entitlement node's subtree
+            side = itertools.takewhile(lambda g: g not in above, theirs)
+            if all(self.usage(g)[RESOURCE] - self.quota(g, RESOURCE) > tol for g in side):
+                return True
+        return False
 
     def height(self, team: Team, gpus: float) -> int | None:
         """The height of the node where a job of ``gpus`` is entitled (0: within its team's
