@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 from datetime import datetime, timezone
 
 import pytest
@@ -168,17 +167,22 @@ def test_a_backend_minimum_holds_in_a_window() -> None:
     assert "in window night" in line
 
 
-def test_a_config_with_windows_is_not_deployed_where_the_backend_cannot_enforce_them() -> None:
-    config = parse_config(base())
+def test_batch_quota_and_hyperpod_deploy_windows() -> None:
+    assert deploy_problems(parse_config(base())) == []
+    hyperpod = base(hyperpod={"cluster_arn": "arn:aws:sagemaker:us-east-1:111122223333:cluster/abcdef123456",
+                              "capacity": {"ml.g5.xlarge": 3}})
+    hyperpod.pop("batch_quota")
+    assert deploy_problems(parse_config(hyperpod)) == []
+
+
+def test_windows_with_groups_are_not_deployed_on_batch_quota_yet() -> None:
+    raw = base(groups=[{"name": "ml"}])
+    for team in raw["teams"]:
+        team["group"] = "ml"
+    config = parse_config(raw)
     assert [str(p) for p in deploy_problems(config)] == [
-        "windows: time windows are not deployed on batch_quota yet (got 'batch_quota'); remove `windows` (and the"
-        " teams' windows) to deploy; simulate and plan read them as they are"]
-    assert [p.field for p in check_config(config)] == ["windows"]
-    without = copy.deepcopy(base())
-    without.pop("windows")
-    for team in without["teams"]:
-        team.pop("windows")
-    assert deploy_problems(parse_config(without)) == []
+        "windows: time windows with groups are not deployed on batch_quota yet (got 'batch_quota'); remove"
+        " `groups` or remove `windows` (and the teams' windows) to deploy; simulate and plan read them as they are"]
 
 
 # -- the values in force -------------------------------------------------------------------------
@@ -237,20 +241,33 @@ def test_boundaries_of_a_week() -> None:
 # -- the commands --------------------------------------------------------------------------------
 
 
-def test_validate_refuses_windows_no_backend_deploys_in_one_line(tmp_path, capsys) -> None:
+def test_validate_refuses_windows_with_groups_on_batch_quota_in_one_line(tmp_path, capsys) -> None:
+    import yaml
+
+    from cdk_gpu_share.cli import main
+
+    raw = base(groups=[{"name": "ml"}])
+    for team in raw["teams"]:
+        team["group"] = "ml"
+    path = tmp_path / "platform.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    code = main(["validate", str(path)])
+    out, err = capsys.readouterr()
+    assert (code, out) == (2, "")
+    assert err.count("\n") == 1
+    assert "windows: time windows with groups are not deployed on batch_quota yet" in err
+    assert main(["plan", str(path)]) == 0  # a what-if: read as it is
+
+
+def test_validate_accepts_windows_on_batch_quota(tmp_path, capsys) -> None:
     import yaml
 
     from cdk_gpu_share.cli import main
 
     path = tmp_path / "platform.yaml"
     path.write_text(yaml.safe_dump(base()))
-    code = main(["validate", str(path)])
-    out, err = capsys.readouterr()
-    assert (code, out) == (2, "")
-    assert err.count("\n") == 1
-    assert "windows: time windows are not deployed on batch_quota yet" in err
-    code = main(["plan", str(path)])  # a what-if: read as it is
-    assert code == 0
+    assert main(["validate", str(path)]) == 0
+    assert "valid: platform gpu-share" in capsys.readouterr().out
 
 
 def test_plan_shows_the_week_and_each_windows_values_and_sums() -> None:
@@ -268,11 +285,11 @@ def test_plan_shows_the_week_and_each_windows_values_and_sums() -> None:
     assert night["guaranteed"] == {"ml.g5.xlarge": {"instances": 3.0, "capacity": 3}}
     assert [(r["team"], r["guarantee"]) for r in week["base"]["backends"]["batch_quota"]["teams"]] == [
         ("research", 2.0), ("nightly", 1.0)]
-    assert week["not_deployed_on"] == ["batch_quota"]
+    assert week["not_deployed_on"] == []  # Batch quota management deploys them
     text = format_plan(plan)
     assert "  Mon 18:00  night" in text
     assert "  window night: mon, tue, wed, thu, fri 20:00-08:00 Europe/Berlin:" in text
-    assert "deployed: not yet on batch_quota" in text
+    assert "deployed: not yet" not in text
 
 
 def test_a_config_s_windows_go_into_its_scenario_in_gpus() -> None:

@@ -248,6 +248,11 @@ def _summary(args: argparse.Namespace) -> int:
         print("share monitor (batch_quota.monitor.enabled: false goes without it):")
         for line in monitors:
             print(f"  {line}")
+    schedules = _schedule_lines(templates)
+    if schedules:
+        print("time windows (each boundary runs the quota window switcher, in the window's time zone):")
+        for line in schedules:
+            print(f"  {line}")
     kept = _retained_lines(templates)
     if kept:
         print("kept by cdk destroy (delete by hand when no longer wanted):")
@@ -348,6 +353,27 @@ def _monitor_lines(templates: list[tuple[str, dict]]) -> list[str]:
                              " team's use, borrowing, waits and preemptions as custom CloudWatch metrics (billed"
                              " per metric and month), with a dashboard and alarms")
     return lines
+
+
+def _schedule_lines(templates: list[tuple[str, dict]]) -> list[str]:
+    """Each EventBridge Scheduler schedule of a window boundary: the window, its edge, the cron
+    and the time zone it is read in."""
+    lines = []
+    for name, template in templates:
+        for res in template.get("Resources", {}).values():
+            if res["Type"] != "AWS::Scheduler::Schedule":
+                continue
+            props = res.get("Properties", {})
+            try:
+                target = json.loads(props.get("Target", {}).get("Input") or "{}")
+            except (TypeError, ValueError):
+                target = {}
+            if not isinstance(target, dict) or "window" not in target:
+                continue
+            edge = "opens" if target.get("boundary") == "open" else "closes"
+            lines.append(f"{name}: {target['window']} {edge} {props.get('ScheduleExpression')}"
+                         f" {props.get('ScheduleExpressionTimezone', 'UTC')}")
+    return sorted(lines)
 
 
 #: The resource types ``summary`` names when a stack keeps them on ``cdk destroy``.

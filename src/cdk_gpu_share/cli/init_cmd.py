@@ -50,6 +50,8 @@ EXAMPLES: dict[str, tuple[str, str]] = {
     "organisation-hyperpod": ("organisation-hyperpod.yaml", "the same tree on a SageMaker HyperPod cluster, which "
                               "deploys a flat compilation of it"),
     "hyperpod": ("hyperpod.yaml", "three teams' compute quotas on a SageMaker HyperPod cluster"),
+    "windows": ("windows.yaml", "quotas that follow the clock: weekday nights in Berlin and Sunday afternoons in "
+                "New York, on Batch quota management and HyperPod"),
     "kueue": ("kueue.yaml", "three teams' ClusterQueues in one Cohort on an Amazon EKS cluster of your own"),
     "inference": ("inference.yaml", "two teams' models on MIG partitions of one shared ml.p4d.24xlarge"),
     "mig-models": ("mig/models.yaml", "models to size with gpu-share mig fit"),

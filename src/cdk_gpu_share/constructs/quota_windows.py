@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import aws_cdk as cdk
 import jsii
@@ -32,6 +32,7 @@ from aws_cdk import aws_scheduler as scheduler
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
+from cdk_gpu_share.constructs._checks import acknowledge_nag, acknowledge_role_dependency
 from cdk_gpu_share.constructs._lambda_code import package_code
 from cdk_gpu_share.core.configuration.windows import DAYS, Window, window_mapping
 
@@ -69,12 +70,17 @@ class QuotaWindowSwitcher(Construct):
     Add each team's share or quota with :meth:`add_quota_share` or :meth:`add_compute_quota`.
     """
 
-    def __init__(self, scope: Construct, id: str, *, windows: Sequence[Window]) -> None:
+    def __init__(self, scope: Construct, id: str, *, windows: Sequence[Window], deployed: str | None = None) -> None:
         """
         :param windows: the platform's windows (``PlatformConfig.windows``).
+        :param deployed: a fingerprint of what the deploy writes into the shares and quotas (the
+            teams and the backends' sections): when it changes, the run after the deploy runs
+            again, even if no value of the switcher's changed (a share updated for another
+            property is written back to the base all the same). Default: the values only.
         """
         super().__init__(scope, id)
         self.windows = tuple(windows)
+        self._deployed = deployed
         self._targets: list[dict[str, Any]] = []
         self.log_group = logs.LogGroup(self, "Logs", retention=logs.RetentionDays.ONE_MONTH)
         self.role = iam.Role(self, "Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
@@ -171,11 +177,35 @@ class QuotaWindowSwitcher(Construct):
         provider = cr.Provider(self, "Provider", on_event_handler=self.function,
                                log_retention=None, log_group=logs.LogGroup(
                                    self, "ProviderLogs", retention=logs.RetentionDays.ONE_MONTH))
+        self._acknowledge(provider)
         # Keyed on the settings: a deploy that changes a share, a quota or a window runs it again.
         self.after_deploy = cdk.CustomResource(
             self, "AfterDeploy", service_token=provider.service_token,
             resource_type="Custom::GpuShareQuotaWindow",
-            properties={"Settings": cdk.Lazy.string(_Produce(self._settings))})
+            properties={"Settings": cdk.Lazy.string(_Produce(self._settings)),
+                        **({"Deployed": self._deployed} if self._deployed is not None else {})})
+
+
+    def _acknowledge(self, provider: cr.Provider) -> None:
+        """What cdk-nag and cfn-lint say of the parts aws-cdk-lib generates, and why it stands."""
+        function_arn = f"Resource::<{cdk.Stack.of(self).get_logical_id(cast(cdk.CfnElement, self.function.node.default_child))}.Arn>:*"
+        acknowledge_nag(self.scheduler_role, "AwsSolutions-IAM5",
+                        "the schedules invoke the switcher function by ARN with any version qualifier (:*), as"
+                        " aws-cdk-lib's grant_invoke writes it; nothing else", findings=[function_arn])
+        framework = [c for c in provider.node.find_all() if isinstance(c, lambda_.Function)]
+        acknowledge_nag(provider, "AwsSolutions-IAM4",
+                        "the CDK provider framework's function uses AWSLambdaBasicExecutionRole for its own logs",
+                        findings=["Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"])
+        acknowledge_nag(provider, "AwsSolutions-IAM5",
+                        "the provider framework invokes the switcher function by ARN with any version qualifier (:*),"
+                        " as aws-cdk-lib's custom_resources.Provider generates it",
+                        findings=[function_arn, *(
+                            f"Resource::<{cdk.Stack.of(self).get_logical_id(cast(cdk.CfnElement, fn.node.default_child))}.Arn>:*"
+                            for fn in framework)])
+        acknowledge_nag(provider, "AwsSolutions-L1",
+                        "the provider framework's Node.js function uses the runtime aws-cdk-lib pins for it")
+        for owner in (self.function, *framework):
+            acknowledge_role_dependency(owner)
 
 
 @jsii.implements(cdk.IStableStringProducer)

@@ -17,8 +17,9 @@ Example::
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import aws_cdk as cdk
 from aws_cdk import aws_batch as batch
@@ -31,11 +32,14 @@ from cdk_gpu_share.backends.batch_quota.construct import (
     TAG_TEAM,
     BatchQuotaBackend,
     batch_config,
+    share_values,
 )
-from cdk_gpu_share.backends.hyperpod.construct import CfnComputeQuota, HyperPodBackend
+from cdk_gpu_share.backends.hyperpod.construct import CfnComputeQuota, HyperPodBackend, quota_values
 from cdk_gpu_share.constructs._checks import raise_props_problems
+from cdk_gpu_share.constructs._iam import format_arn, stack_of
 from cdk_gpu_share.constructs._platform_part import TeamStackLike
 from cdk_gpu_share.constructs._quota import TeamQuota, raise_problems, sagemaker_type
+from cdk_gpu_share.core.configuration.model import team_in_window
 from cdk_gpu_share.core.configuration.parse import (
     BatchQuotaConfig,
     GroupConfig,
@@ -46,6 +50,9 @@ from cdk_gpu_share.core.configuration.parse import (
 )
 from cdk_gpu_share.core.errors import ConfigError, Problem
 from cdk_gpu_share.core.policy.organisation import compile_flat
+
+if TYPE_CHECKING:  # its module loads the Scheduler and custom-resource modules: only with windows
+    from cdk_gpu_share.constructs.quota_windows import QuotaWindowSwitcher
 
 #: The id of synth's warning that a backend deploys the tree's flat approximation.
 COMPILED_TREE = "gpu-share:compiledTree"
@@ -94,6 +101,8 @@ class SharedGpuQuota(Construct):
         #: The organisation's tree, and each backend's compiled teams by name (set from a config).
         self._groups: tuple[GroupConfig, ...] = ()
         self._compiled: dict[str, dict[str, TeamConfig]] = {}
+        #: The teams that give values for some time window, by name (set from a config).
+        self._windowed: dict[str, TeamConfig] = {}
         self.batch = BatchQuotaBackend(self, "Batch", config=batch_quota, queue_name=queue_name) if batch_quota else None
         self.hyperpod = HyperPodBackend(self, "HyperPod", config=hyperpod) if hyperpod else None
         for team in teams:
@@ -136,6 +145,11 @@ class SharedGpuQuota(Construct):
         the share and the tags; on HyperPod access to its namespace and the output naming it."""
         if not any(b.config.capacity.keys() & team.guarantee.keys() for b in self.backends):
             return
+        if team.windows:
+            # The template deploys the team's own values (the base); the quota window switcher
+            # (add_windows_to) writes each window's, checked with the whole config already.
+            self._windowed[team.name] = team
+            team = dataclasses.replace(team, windows={})
         self.add_team(team, scope=cast(Construct, stack))
         if self.batch is not None and team.name in self.batch.teams:
             stack.add_training_role()
@@ -153,6 +167,36 @@ class SharedGpuQuota(Construct):
                                       eks_cluster_arn=self.hyperpod.config.eks_cluster_arn,
                                       compute_quota_arn=self.hyperpod.teams[team.name].arn)
             stack.output("HyperPodNamespace", f"hyperpod-ns-{team.name}", "Kubernetes namespace of the team")
+
+    @property
+    def has_windows(self) -> bool:
+        """Whether some team added from a config gives values for a time window here."""
+        return bool(self._windowed)
+
+    def add_windows_to(self, switcher: QuotaWindowSwitcher) -> None:
+        """Give ``switcher`` each windowed team's quota share and compute quota, with its values in
+        the base and in each window it gives values for, as the update APIs take them.
+
+        Call it once every team stack is built. The Batch share's ARN is the queue's
+        (``<queue ARN>/quota-share/<name>``); a compute quota's id is known once its team's stack
+        is deployed, so ``switcher`` must be in a stack deployed after the team stacks.
+        """
+        for name, team in self._windowed.items():
+            if self.batch is not None and name in self.batch.teams:
+                capacity = self.batch.config.capacity
+                values: dict[str | None, dict] = {None: share_values(team, capacity)}
+                values.update({w: share_values(team_in_window(team, w), capacity) for w in team.windows})
+                switcher.add_quota_share(name, f"{self.batch.job_queue_arn}/quota-share/{self.batch.quota_share_name(name)}",
+                                         values, self.batch.teams[name].resource)
+            if self.hyperpod is not None and name in self.hyperpod.teams:
+                capacity = self.hyperpod.config.capacity
+                values = {None: quota_values(team, capacity)}
+                values.update({w: quota_values(team_in_window(team, w), capacity) for w in team.windows})
+                quota = cast(CfnComputeQuota, self.hyperpod.teams[name].resource)
+                quota_id = quota.attr_compute_quota_id
+                quota_arn = format_arn(stack_of(switcher), service="sagemaker", resource="compute-quota",
+                                       resource_name=quota_id)
+                switcher.add_compute_quota(name, quota_id, quota_arn, values, quota)
 
     @property
     def backends(self) -> list[BatchQuotaBackend | HyperPodBackend]:

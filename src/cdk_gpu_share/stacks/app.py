@@ -18,15 +18,22 @@ class Platform:
     """What :func:`build_platform` added: the platform stack and each team's stack."""
     platform: PlatformStack
     teams: dict[str, TeamStack] = field(default_factory=dict)
+    #: The quota window switcher's stack, when teams' values on Batch or HyperPod follow the clock.
+    windows: cdk.Stack | None = None
 
     @property
     def stacks(self) -> list[cdk.Stack]:
-        """Every stack of the platform, the platform stack first."""
-        return [self.platform, *self.teams.values()]
+        """Every stack of the platform, the platform stack first (the windows' stack last)."""
+        return [self.platform, *self.teams.values(), *([self.windows] if self.windows is not None else [])]
 
 
 def stack_name(config: PlatformConfig, team: str | None = None) -> str:
     return f"{config.name}-platform" if team is None else f"{config.name}-team-{team}"
+
+
+def windows_stack_name(config: PlatformConfig) -> str:
+    """The name of the stack of the quota window switcher."""
+    return f"{config.name}-windows"
 
 
 _TEMPLATE_VALIDATOR: list[cdk.CloudFormationValidatePlugin] = []
@@ -81,4 +88,10 @@ def build_platform(app: cdk.App, config: PlatformConfig, *, checks: bool = True)
         result.teams[team.name] = stack
         for part in platform.team_parts():
             part.add_team_to(team, stack)
+    if config.windows:
+        from cdk_gpu_share.stacks.windows import WindowsStack, has_switched_windows  # only with windows
+
+        if has_switched_windows(platform):
+            result.windows = WindowsStack(app, windows_stack_name(config), config=config, platform=platform,
+                                          teams=result.teams)
     return result

@@ -75,6 +75,12 @@ class CfnComputeQuota(cdk.CfnResource):
         """The ARN of the compute quota (``Fn::GetAtt ComputeQuotaArn``)."""
         return self.get_att("ComputeQuotaArn").to_string()
 
+    @property
+    def attr_compute_quota_id(self) -> str:
+        """The 12-character id of the compute quota (``Fn::GetAtt ComputeQuotaId``), which
+        ``UpdateComputeQuota`` names."""
+        return self.get_att("ComputeQuotaId").to_string()
+
 
 class HyperPodBackend(Construct):
     """SageMaker HyperPod task governance on one EKS-orchestrated cluster.

@@ -551,9 +551,13 @@ def check_config(config: PlatformConfig) -> list[Problem]:
     return problems.items or deploy_problems(config)
 
 
-#: The backends that enforce time windows when deployed (none yet): on any other, a config with
-#: windows is refused by ``validate`` and at synth, never deployed as if it had none.
-WINDOWED_BACKENDS: frozenset[str] = frozenset({"fairshare", "kueue"})
+#: The backends that enforce time windows when deployed: on any other, a config with windows is
+#: refused by ``validate`` and at synth, never deployed as if it had none. The fair-share reclaim
+#: Lambda reads the windows itself; Batch quota shares and HyperPod compute quotas are switched by
+#: the quota window switcher, Kueue's ClusterQueues by its CronJobs.
+WINDOWED_BACKENDS: frozenset[str] = frozenset({"fairshare", "kueue", BATCH, HYPERPOD})
+#: Of those, the ones whose switcher writes flat teams only: windows with ``groups`` are refused there.
+_WINDOWED_FLAT: frozenset[str] = frozenset({BATCH, HYPERPOD})
 
 
 def deploy_problems(config: PlatformConfig) -> list[Problem]:
@@ -561,9 +565,17 @@ def deploy_problems(config: PlatformConfig) -> list[Problem]:
     not enforce them yet (``simulate``, ``plan`` and ``advise`` read them all the same)."""
     if not config.windows:
         return []
-    return [Problem("windows", key, f"time windows are not deployed on {key} yet",
-                    "remove `windows` (and the teams' windows) to deploy; simulate and plan read them as they are")
-            for key in backends.keys() if config.backend(key) is not None and key not in WINDOWED_BACKENDS]
+    fix = "remove `windows` (and the teams' windows) to deploy; simulate and plan read them as they are"
+    problems = []
+    for key in backends.keys():
+        if config.backend(key) is None:
+            continue
+        if key not in WINDOWED_BACKENDS:
+            problems.append(Problem("windows", key, f"time windows are not deployed on {key} yet", fix))
+        elif config.groups and key in _WINDOWED_FLAT:
+            problems.append(Problem("windows", key, f"time windows with groups are not deployed on {key} yet",
+                                    f"remove `groups` or {fix}"))
+    return problems
 
 
 def config_problems(

@@ -1,0 +1,62 @@
+"""WindowsStack: the quota window switcher of a platform whose teams' values follow the clock."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import aws_cdk as cdk
+from constructs import Construct
+
+from cdk_gpu_share import __version__
+from cdk_gpu_share.constructs.quota_windows import QuotaWindowSwitcher
+from cdk_gpu_share.core.configuration.parse import PlatformConfig
+from cdk_gpu_share.core.records.history import policy_hash
+
+__all__ = ["WindowsStack", "has_switched_windows"]
+
+
+def has_switched_windows(platform: Any) -> bool:
+    """Whether some backend construct of ``platform`` (a :class:`PlatformStack`) has a team with
+    window values that a switcher must write (Batch quota shares, HyperPod compute quotas)."""
+    return any(getattr(part, "has_windows", False) for part in platform.team_parts())
+
+
+class WindowsStack(cdk.Stack):
+    """The quota window switcher (:class:`~cdk_gpu_share.constructs.quota_windows.QuotaWindowSwitcher`)
+    of the platform's Batch quota shares and HyperPod compute quotas.
+
+    A stack of its own, deployed after the platform stack and after every team stack, because:
+
+    * the shares and quotas it switches live in the team stacks, and a HyperPod compute quota's id
+      exists only once its team stack is deployed (it is imported from there);
+    * CloudFormation writes a share's or a quota's base values back whenever it updates it, so the
+      run after the deploy (the switcher's custom resource) must come after the team stacks'
+      updates: a deploy of the app deploys this stack last, and its custom resource runs again
+      whenever the teams, the backends' sections, the windows or the library change.
+
+    The schedules, the function and the alarm (routed as every alarm of the platform) are here too,
+    so that a platform without windows has none of them.
+    """
+
+    def __init__(self, scope: Construct, id: str, *, config: PlatformConfig, platform: Any,
+                 teams: Mapping[str, cdk.Stack], **kwargs: Any) -> None:
+        """
+        :param config: the validated platform config (with ``windows``).
+        :param platform: its :class:`~cdk_gpu_share.stacks.platform.PlatformStack`.
+        :param teams: its team stacks by team name, every one built.
+        :param kwargs: passed to :class:`aws_cdk.Stack` (``env`` stays unset: environment-agnostic).
+        """
+        super().__init__(scope, id, description=f"cdk-gpu-share: time windows of platform {config.name}", **kwargs)
+        cdk.Tags.of(self).add("gpu-share:platform", config.name)
+        self.add_stack_dependency(platform)
+        for stack in teams.values():
+            self.add_stack_dependency(stack)
+        self.switcher = QuotaWindowSwitcher(self, "QuotaWindows", windows=config.windows,
+                                            deployed=f"{policy_hash(config)} {__version__}")
+        for part in platform.team_parts():
+            add = getattr(part, "add_windows_to", None)
+            if add is not None:
+                add(self.switcher)
+        if platform.alerts is not None:
+            platform.alerts.route(self)
