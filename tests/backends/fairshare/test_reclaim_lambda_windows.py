@@ -180,3 +180,20 @@ def test_settings_without_windows_are_read_as_they_are():
     assert "windows" not in s and all("windows" not in t for t in s["teams"])
     force = br.in_force(s, at("2026-01-06T02:00:00"))
     assert force.settings == s and force.window is None and force.rises == {}
+
+
+def test_with_groups_a_groups_quota_is_the_sum_of_its_teams_guarantees_in_force(monkeypatch):
+    # research alone in a group that may not borrow: by day the group's quota is research's 2 GPUs,
+    # at night its 1, so the second of research's running jobs goes, though research itself may
+    # still borrow one GPU.
+    raw = yaml.safe_load(CONFIG)
+    raw["groups"] = [{"name": "science", "borrow_limit": {"g5.xlarge": 0}}, {"name": "product"}]
+    raw["teams"][0]["group"], raw["teams"][1]["group"] = "science", "product"
+    tree = br.settings_from_config(parse_config(raw))
+    for when, stopped in (("2026-01-05T18:59:59", False), ("2026-01-05T19:00:00", True)):
+        model = reclaim_lambda_model(monkeypatch, tree)
+        model.clock.t = at(when)
+        model.add_job("research", "RUNNING", started=model.clock() - 7200)
+        newest = model.add_job("research", "RUNNING", started=model.clock() - 5400)["jobId"]
+        result = h.handler(CYCLE, lambda_context(clock=model.clock))
+        assert result["stopped"] == ([newest] if stopped else []), when
