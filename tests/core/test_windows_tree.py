@@ -124,6 +124,20 @@ def test_a_job_entitled_at_a_group_in_force_is_owed_from_the_boundary_in_share()
     assert {o.id: o.owed_s for o in result.outcomes}["b1"] == 3600.0
 
 
+def test_the_owed_wait_reads_a_promised_entitlement_in_every_groups_quota_in_a_window() -> None:
+    # b is promised 1 GPU at every hour (its objectives), its guarantee 1 outside the hour and 0 in
+    # it. a1 waits in the hour behind c1: g's quota with b's promise in place of its guarantee is 1,
+    # so a1 is owed from its arrival at 3700 to its start at 7200, though g's quota is 0 then.
+    raw = {"capacity": {"gpu": 2}, "windows": [HOUR], "groups": [group("g")],
+           "teams": [team("a", 0, group="g"),
+                     team("b", 1, group="g", objectives={"entitlement": {"gpu": 1}},
+                          windows={"hour": {"guarantee": {"gpu": 0}}}),
+                     team("c", 1, windows={"hour": {"guarantee": {"gpu": 2}}})]}
+    result = replay(raw, ["c1,c,0,7200,2", "a1,a,3700,100,1"], "share")
+    assert outcomes(result)["a1"] == (7200.0, 7300.0, 0)
+    assert {o.id: o.owed_s for o in result.outcomes}["a1"] == 3500.0
+
+
 def test_a_job_that_only_the_base_admits_waits_for_it_with_nothing_running() -> None:
     # In the hour, b may borrow nothing beyond its 0 (its cap 0 %); outside it, anything. b1 arrives
     # at 3700 with nothing running: it starts when the hour closes, not "never".
