@@ -114,8 +114,10 @@ def windows_plan(config: PlatformConfig, now: datetime) -> dict[str, Any]:
                                for it, t in d["totals"].items()}}
             for b, d in inner["backends"].items()}
         periods.append(described)
+    deployment = {key: lines for key in backends.keys() if config.backend(key) is not None
+                  and (lines := backends.spec(key).window_deployment(config.backend(key), config.windows))}
     return {"week_from": monday.isoformat(), "timeline": timeline, "base": periods[0], "windows": periods[1:],
-            "not_deployed_on": [p.value for p in deploy_problems(config)]}
+            "not_deployed_on": [p.value for p in deploy_problems(config)], "deployment": deployment}
 
 
 def _compiled_sum(total: dict[str, Any]) -> str:
@@ -146,6 +148,9 @@ def _windows_lines(data: dict[str, Any]) -> list[str]:
             sums = ", ".join(f"{it} {_num(t['instances'])} of {_num(t['capacity'])}{_compiled_sum(t)}"
                              for it, t in d["guaranteed"].items())
             lines.append(f"    {backend}: {values}; guaranteed {sums}")
+    for backend, how in data.get("deployment", {}).items():
+        lines.append(f"  deployed on {backend}:")
+        lines += [f"    {line}" for line in how]
     if data["not_deployed_on"]:
         lines.append(f"  deployed: not yet on {', '.join(data['not_deployed_on'])} (validate and synth refuse"
                      " windows there)")

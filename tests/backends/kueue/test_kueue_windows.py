@@ -22,10 +22,10 @@ from cdk_gpu_share.backends.kueue.quota_windows import (
     CLUSTER_QUEUE_SPEC_FIELDS,
     COHORT_SPEC_FIELDS,
     SERVICE_ACCOUNT,
-    boundary_schedules,
     shipped_modules,
     switcher_namespace,
 )
+from cdk_gpu_share.backends.kueue.schedules import boundary_schedules
 from cdk_gpu_share.core.configuration import parse as C
 from cdk_gpu_share.core.configuration.model import config_at
 from cdk_gpu_share.core.configuration.windows import Window, boundaries, window_at
@@ -567,3 +567,17 @@ def test_the_platform_stack_applies_the_switcher_after_the_queues_and_summary_li
     assert "CronJob gpu-share-windows/early-open-dst: window early opens, 30 3 * * 0 Europe/Berlin" in lines
     assert any(line.startswith("ClusterRole gpu-share-windows.gpu-share: the quota window switcher may get and patch"
                                " research, training, gpu-share only") for line in lines)
+
+
+def test_plan_lists_the_cronjobs_the_manifests_hold(config, objects):
+    from cdk_gpu_share.core.plan import fleet_plan, format_plan
+
+    plan = fleet_plan(config)
+    lines = plan["windows"]["deployment"]["kueue"]
+    crons = of_kind(objects, "CronJob")
+    assert [line.split(":")[0] for line in lines] == [f"CronJob gpu-share-windows/{name}" for name in crons]
+    for line, cron in zip(lines, crons.values(), strict=True):
+        assert f": {cron['spec']['schedule']} {cron['spec']['timeZone']}," in line
+    text = format_plan(plan)
+    assert "  deployed on kueue:\n    CronJob gpu-share-windows/night-open: 0 20 * * 1,2,3,4,5 Europe/Berlin" in text
+    assert "not yet on" not in text

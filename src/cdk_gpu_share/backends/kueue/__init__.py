@@ -19,11 +19,13 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from cdk_gpu_share.backends.kueue.schedules import boundary_schedules
 from cdk_gpu_share.core.catalog import instances, mig
 from cdk_gpu_share.core.configuration import parse as C
 from cdk_gpu_share.core.configuration import schema as S
 from cdk_gpu_share.core.configuration.backends import Backend, SectionCheck
 from cdk_gpu_share.core.configuration.parse import PlatformConfig, TeamConfig
+from cdk_gpu_share.core.configuration.windows import Window
 from cdk_gpu_share.core.errors import Problem
 from cdk_gpu_share.core.validation import Problems
 
@@ -712,6 +714,12 @@ class KueueSpec(Backend):
             "text": f"each team's namespace admits only workloads on its own queue (ValidatingAdmissionPolicy,"
                     f" Kubernetes {MIN_KUBERNETES} or later); priority classes up to each team's max_priority:"
                     f" {text}"}}
+
+    def window_deployment(self, section: KueueConfig, windows: Sequence[Window]) -> list[str]:
+        """The quota window switcher's CronJobs, one line each."""
+        namespace = switcher_namespace(section)
+        return [f"CronJob {namespace}/{w.name}-{suffix}: {schedule} {w.timezone}, switches to the window in force"
+                for w in windows for suffix, schedule in boundary_schedules(w)]
 
     def idle_costs(self, config: PlatformConfig, section: KueueConfig) -> list[dict[str, str]]:
         return [{"backend": KEY, "resource": "EKS cluster (not created here)",

@@ -29,6 +29,7 @@ from cdk_gpu_share.core.errors import Problem
 
 if TYPE_CHECKING:
     from cdk_gpu_share.core.configuration.model import PlatformConfig, TeamConfig
+    from cdk_gpu_share.core.configuration.windows import Window
     from cdk_gpu_share.core.validation import Problems
 
 #: The built-in backends: the module of each holds its spec as ``SPEC``. A new backend is a
@@ -133,6 +134,10 @@ class BackendSpec(Protocol):
         """Lines ``plan`` shows under the backend's table that depend on its teams (key: text)."""
         ...
 
+    def window_deployment(self, section: Any, windows: Sequence[Window]) -> list[str]:
+        """How the backend's deployment follows the config's time windows, a line each (``plan``)."""
+        ...
+
     def deployed_guarantee(self, resource: Mapping[str, Any]) -> dict[str, float]:
         """What a synthesized resource of the backend guarantees a team, in instances per type
         (as ``plan`` counts them): ``gpu-share summary`` adds them up to the fleet's guarantee."""
@@ -186,6 +191,9 @@ class Backend:
     def plan_team_extras(self, section: Any, teams: Sequence[TeamConfig]) -> dict[str, Any]:
         return {}
 
+    def window_deployment(self, section: Any, windows: Sequence[Window]) -> list[str]:
+        return []
+
     def deployed_guarantee(self, resource: Mapping[str, Any]) -> dict[str, float]:
         return {}
 
@@ -210,7 +218,7 @@ _MEMBERS = ("key", "strategy", "capacity_hint", "default_borrow_percent", "borro
             "status", "rules", "section_keys",
             "descriptions",
             "resource_labels", "parse", "schema", "to_mapping", "describe_resource", "deployed_guarantee", "plan_extras",
-            "plan_team_extras", "idle_costs",
+            "plan_team_extras", "window_deployment", "idle_costs",
             "in_team_preemption_text", "scenario_settings", "poll_seconds")
 _registry: dict[str, BackendSpec] = {}
 _loaded = False
