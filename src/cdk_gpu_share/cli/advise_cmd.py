@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from datetime import datetime
 from typing import Any
 
 from cdk_gpu_share.cli._parser import add_config_argument
@@ -54,6 +55,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="with a config that has groups: evaluate the tree's own rules (tree) or the flat "
                         "configuration HyperPod or Batch deploys (compiled), as simulate --hierarchy does. Default: "
                         "what the backend enforces, the reading simulate replays by default")
+    p.add_argument("--windows", default=None, metavar="NAME,...",
+                   help="with time windows in the input: the windows the advice may give teams values in "
+                        "(default: every window of the input); the others keep the teams' own values")
+    p.add_argument("--origin", default=None, metavar="ISO-8601",
+                   help="the clock time of the trace's second 0 (UTC unless it gives an offset), which an input "
+                        "with time windows needs. Default: the origin in the header `trace export` writes")
     p.add_argument("--step", default=None, metavar="N",
                    help="GPUs guarantees and capacity move by (default: with --config the GPUs of one instance "
                         "of the backend's type; else 1)")
@@ -71,6 +78,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "objective's target and value, the regret, with --fleet size the frontier plot, and the "
                         "simulate report of the advised configuration (needs matplotlib)")
     p.set_defaults(func=run_advise)
+
+
+def _window_names(raw: str | None) -> list[str] | None:
+    """``--windows a,b``: the names, each once (None: not given)."""
+    if raw is None:
+        return None
+    names = [n.strip() for n in raw.split(",") if n.strip()]
+    if not names:
+        raise ConfigError(Problem(field="--windows", value=raw, message="names no window",
+                                  fix="give window names separated by commas, such as --windows night,weekend"))
+    return list(dict.fromkeys(names))
 
 
 def _positive_int(flag: str, raw: str | None, fix: str) -> int | None:
@@ -142,7 +160,7 @@ def _executor(args: argparse.Namespace, study: Any) -> Any:
 
 
 def run_advise(args: argparse.Namespace) -> int:
-    from cdk_gpu_share.cli.simulate_cmd import _check_not_raw_trace
+    from cdk_gpu_share.cli.simulate_cmd import _check_not_raw_trace, _with_origin
     from cdk_gpu_share.core import advise as adv
     from cdk_gpu_share.core import simulate as sim
 
@@ -177,7 +195,11 @@ def run_advise(args: argparse.Namespace) -> int:
     scenario = sim.parse_scenario(data, source=described)
     jobs = sim.load_jobs(args.trace, scenario)
     sim.check_jobs(scenario, jobs, sim.RECLAIM, source=args.trace)
-    study = adv.study_of(data, jobs, poll=poll, source=args.trace)
+    windows = _window_names(args.windows)
+    origin = _with_origin(scenario, args.origin, args.trace).origin if scenario.windows or args.origin else None
+    study = adv.study_of(data, jobs, poll=poll, source=args.trace, origin=origin)
+    if windows is not None:
+        adv.allowed_windows([w.name for w in scenario.windows], windows)  # before the search: a bad name is refused now
     percents, least = adv.PERCENTS, 0.0
     if config is not None:
         from cdk_gpu_share.core import validation as V
@@ -195,7 +217,7 @@ def run_advise(args: argparse.Namespace) -> int:
         bar.show(done / budget if budget else 0.0, f"{done} simulations, {bar.elapsed:.0f} s, {phase[:30]}")
 
     try:
-        advice = adv.advise(study, space, executor, progress=progress if bar.on else None)
+        advice = adv.advise(study, space, executor, progress=progress if bar.on else None, windows=windows)
     finally:
         bar.close()
         close = getattr(executor, "close", None)
@@ -217,7 +239,8 @@ def run_advise(args: argparse.Namespace) -> int:
         from cdk_gpu_share.cli.advise_report import advised_simulate_report, render_advice_report, write_advice_report
 
         simulated = advised_simulate_report(adv.advised_scenario(study, advice.best.candidate), jobs, poll=poll,
-                                            described=f"advised configuration of {described}", trace=args.trace)
+                                            described=f"advised configuration of {described}", trace=args.trace,
+                                            origin=study.origin)
         write_advice_report(args.report, render_advice_report(doc, simulated, described=described, trace=args.trace))
         print(f"report written to {args.report}", file=sys.stderr if args.json else sys.stdout)
     if not doc["feasible"]:
@@ -276,6 +299,39 @@ def unmet_lines(doc: dict[str, Any]) -> list[str]:
     return out
 
 
+def _limit(d: dict[str, Any]) -> str:
+    percent = d.get("borrow_limit_percent")
+    return "-" if percent is None else "unlimited" if percent == -1 else f"{percent}%"
+
+
+def _when(w: dict[str, Any]) -> str:
+    days = ",".join(w["days"])
+    return f"{days} {w['start']}-{w['end']} {w.get('timezone', 'UTC')}"
+
+
+def _windows_lines(doc: dict[str, Any]) -> list[str]:
+    """An advice with windows: a row per window (and the base) and team, the week's timeline, and
+    the best static advice beside."""
+    static = doc["static"]
+    lines = [f"windows      the trace's second 0 is {doc['origin']}; the advice gives values in "
+             + (", ".join(w["name"] for w in doc["windows"] if w["advised"]) or "none"),
+             f"static       the best advice without window values: regret {static['regret_gpu_hours']:,.1f} GPU-hours, "
+             + ("every objective holds" if static["feasible"] else "not every objective holds"), ""]
+    rows: list[tuple[str, ...]] = []
+    for name, t in doc["teams"].items():
+        rows.append(("base", "outside every window", name, _gpus(t["was"]["guarantee"]["gpu"]),
+                     _gpus(t["guarantee"]["gpu"]), _limit(t)))
+    for w in doc["windows"]:
+        for name, t in doc["teams"].items():
+            now, was = t["windows"][w["name"]], t["was"]["windows"][w["name"]]
+            rows.append((w["name"], _when(w), name, _gpus(was["guarantee"]["gpu"]), _gpus(now["guarantee"]["gpu"]),
+                         _limit(now)))
+    lines += format_table(("window", "when", "team", "guarantee was", "guarantee", "borrow limit"), rows)
+    week = ", ".join(f"{datetime.fromisoformat(e['at']):%a %H:%M} {e['window'] or 'base'}" for e in doc["timeline"])
+    lines += ["", f"the week (UTC): {week}"]
+    return lines
+
+
 def render_advice(doc: dict[str, Any], *, described: str = "", trace: str = "") -> str:
     """The advice as tables a person can read."""
     inp = doc["input"]
@@ -304,6 +360,8 @@ def render_advice(doc: dict[str, Any], *, described: str = "", trace: str = "") 
                      *((_gpus(t["entitlement"]["gpu"]),) if promised else ())))
     lines += format_table(("team", "guarantee was", "sharing was", "guarantee", "sharing",
                            *(("entitled",) if promised else ())), rows)
+    if "windows" in doc:
+        lines += ["", *_windows_lines(doc)]
     rows = []
     for name, t in doc["teams"].items():
         for key, e in t["objectives"].items():

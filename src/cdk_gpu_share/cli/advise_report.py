@@ -113,6 +113,50 @@ def _objectives_table(teams: Mapping[str, Any]) -> str:
     return _scroll(table)
 
 
+def _percent_text(d: Mapping[str, Any]) -> str:
+    percent = d.get("borrow_limit_percent")
+    return "none" if percent is None else "unlimited" if percent == -1 else f"{percent:g} % of the guarantee"
+
+
+def _windows_section(advice: Mapping[str, Any]) -> list[str]:
+    """An advice with time windows: a row per window (and the base) with each team's guarantee
+    before and after and the sum, the best static advice beside, and the week's timeline."""
+    teams = advice["teams"]
+    names = list(teams)
+    headers = ["window", "when", *(f"{n} (GPUs)" for n in names), "guaranteed (GPUs)"]
+    rows = [["base", "outside every window",
+             *(_change(_gpus(teams[n]["was"]["guarantee"]["gpu"]), _gpus(teams[n]["guarantee"]["gpu"])) for n in names),
+             f"{_gpus(advice['base_guarantees']['gpu'])} of {_gpus(advice['capacity']['gpu'])}"]]
+    for w in advice["windows"]:
+        when = f"{', '.join(w['days'])} {w['start']}–{w['end']} {w.get('timezone', 'UTC')}"
+        rows.append([w["name"] + ("" if w["advised"] else " (not advised)"), when,
+                     *(_change(_gpus(teams[n]["was"]["windows"][w["name"]]["guarantee"]["gpu"]),
+                               _gpus(teams[n]["windows"][w["name"]]["guarantee"]["gpu"])) for n in names),
+                     f"{_gpus(w['guarantees']['gpu'])} of {_gpus(advice['capacity']['gpu'])}"])
+    limits = [[w, n, _change(_percent_text(was), _percent_text(now))]
+              for w, key in [("base", None), *((w["name"], w["name"]) for w in advice["windows"])]
+              for n in names
+              for was, now in [(teams[n]["was"] if key is None else teams[n]["was"]["windows"][key],
+                                teams[n] if key is None else teams[n]["windows"][key])]
+              if now.get("borrow_limit_percent") is not None or was.get("borrow_limit_percent") is not None]
+    static = advice["static"]
+    timeline = [[f"{datetime.datetime.fromisoformat(t['at']):%a %H:%M}", t["window"] or "base"]
+                for t in advice["timeline"]]
+    e = html.escape
+    return [
+        "<h2>Time windows</h2>",
+        f"<p>The trace's second 0 is {e(advice['origin'])}. Each team's guarantee per window, before → after; "
+        "a window's values hold while it is open, the base's the rest of the week. The best advice without "
+        f"values in windows has a regret of <b>{float(static['regret_gpu_hours']):,.1f}</b> GPU-hours and "
+        + ("meets every objective." if static["feasible"] else "does not meet every objective.") + "</p>",
+        _scroll(html_table(headers, rows, caption="Guarantees per window")),
+        *([_scroll(html_table(["window", "team", "may borrow"], limits, caption="Borrow limits per window"))]
+          if limits else []),
+        _scroll(html_table(["from (UTC)", "in force"], timeline,
+                           caption="The week from the Monday before the trace's second 0")),
+    ]
+
+
 def _frontier_table(frontier: Sequence[Mapping[str, Any]], chosen: float) -> str:
     rows = []
     for f in sorted(frontier, key=lambda f: float(f["capacity"]["gpu"])):
@@ -265,6 +309,8 @@ def render_advice_report(advice: Mapping[str, Any], simulate_report_html: str | 
         "unless the input says otherwise): the advice changes guarantees, never entitlements.</p>",
         _objectives_table(advice["teams"]),
     ]
+    if "windows" in advice:
+        parts += _windows_section(advice)
     frontier = advice.get("frontier") or []
     if frontier:
         parts += [
@@ -286,15 +332,19 @@ def render_advice_report(advice: Mapping[str, Any], simulate_report_html: str | 
 
 
 def advised_simulate_report(scenario_data: Mapping[str, Any], jobs: Sequence[Any], *, poll: float,
-                            described: str = "", trace: str = "") -> str:
+                            described: str = "", trace: str = "", origin: Any = None) -> str:
     """The ``simulate --report`` page of the advised configuration (``scenario_data``, as ``-o``
-    writes it) on ``jobs``: every mode side by side, as ``simulate --compare --report`` makes it."""
+    writes it) on ``jobs``: every mode side by side, as ``simulate --compare --report`` makes it.
+    ``origin``: the clock time of the trace's second 0, for a configuration with time windows."""
+    import dataclasses
+
     from cdk_gpu_share.cli.simulate_cmd import _run_compare
     from cdk_gpu_share.cli.simulate_report import render_report
     from cdk_gpu_share.core import simulate as sim
     from cdk_gpu_share.core.simulate.compare import compare
 
     scenario = sim.parse_scenario(dict(scenario_data), source="the advised configuration")
+    scenario = dataclasses.replace(scenario, origin=origin)
     runs, notes, verdict = _run_compare(scenario, jobs, poll, None, trace or "trace")
     cmp = compare(runs, jobs, notes=notes)
     cmp.victim_order = verdict

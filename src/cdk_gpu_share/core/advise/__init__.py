@@ -28,12 +28,16 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from datetime import datetime, time, timedelta, timezone
 from typing import Any
 
 from cdk_gpu_share.core import simulate as sim
 from cdk_gpu_share.core.advise.evaluate import Evaluation, Study, candidate_scenario
 from cdk_gpu_share.core.advise.search import DEFAULT_BUDGET, DEFAULT_JOB_BUDGET, Advice, Executor, InProcess, Search
 from cdk_gpu_share.core.advise.space import PERCENTS, Candidate, Space, choice_of, number
+from cdk_gpu_share.core.advise.window_search import WindowAdvice, WindowSearch
+from cdk_gpu_share.core.advise.windows import WindowedCandidate, allowed_windows, windowed_input
+from cdk_gpu_share.core.configuration.windows import boundaries
 from cdk_gpu_share.core.errors import ConfigError, Problem
 
 __all__ = [
@@ -47,6 +51,7 @@ __all__ = [
     "Study",
     "advice_json",
     "advise",
+    "allowed_windows",
     "advised_scenario",
     "space_of",
     "study_of",
@@ -57,15 +62,24 @@ FLEETS = ("fixed", "size")
 
 
 def study_of(scenario: Mapping[str, Any], jobs: Sequence[sim.Job], *, poll: float,
-             mode: str = sim.RECLAIM, source: str = "trace") -> Study:
+             mode: str = sim.RECLAIM, source: str = "trace", origin: datetime | None = None) -> Study:
     """What every evaluation reads: ``scenario`` (JSON data, already valid), the parsed trace and
-    each team's objectives (refused here, naming the field, when unknown or not positive)."""
+    each team's objectives (refused here, naming the field, when unknown or not positive).
+
+    A scenario with time windows needs ``origin`` (the clock time of the trace's second 0;
+    refused in one line naming ``--origin`` without it); the study's scenario then holds the
+    windows without the values the advisor decides in them (``given`` is the input as it is)."""
     parsed = sim.parse_scenario(scenario, source="scenario")  # refuses bad objectives, naming them
     objectives = {name: o for name, o in parsed.objectives.items() if o}
-    entitlements = {name: parsed.entitlement(name) for name in parsed.team_names}
-    return Study(base=scenario, scenario=parsed, jobs=tuple(jobs), objectives=objectives, mode=mode, poll=poll,
+    base, given = scenario, parsed
+    if parsed.windows:
+        sim.simulate(parsed, (), mode, origin=origin)  # no jobs: refuses what simulate refuses (no origin, groups)
+        base, _ = windowed_input(scenario, parsed.entitlements, objectives)
+        parsed = sim.parse_scenario(base, source="scenario")
+    entitlements = {name: given.entitlement(name) for name in parsed.team_names}
+    return Study(base=base, scenario=parsed, jobs=tuple(jobs), objectives=objectives, mode=mode, poll=poll,
                  days=sim.trace_days_of(jobs), slack=sim.objective_slack(parsed, poll), source=source,
-                 entitlements=entitlements)
+                 entitlements=entitlements, origin=origin if parsed.windows else None, given=scenario)
 
 
 def space_of(study: Study, *, step: float, fleet: str, percents: tuple[int, ...] = PERCENTS,
@@ -97,6 +111,9 @@ def space_of(study: Study, *, step: float, fleet: str, percents: tuple[int, ...]
         caps.append(math.inf if limit is None else float(limit))
     never = tuple(bool(study.objectives.get(n) and study.objectives[n].never_stopped) for n in names)
     was = Candidate(capacity, tuple(choice_of(t) for t in base["teams"]))
+    if study.scenario.windows:  # the input's values in each window too
+        was = WindowedCandidate(was.capacity, was.choices,
+                                windowed_input(study.given, study.scenario.entitlements, study.objectives)[1])
     least = math.ceil(float(least) / step - 1e-9) * float(step) if least > 0 else 0.0
     return Space(names=names, never_stopped=never, max_job=tuple(max_job[n] for n in names), borrow_caps=tuple(caps),
                  step=float(step), fleet=fleet, input=was, percents=percents, least=least)
@@ -114,14 +131,37 @@ def study_warnings(study: Study) -> tuple[str, ...]:
 
 def advise(study: Study, space: Space, executor: Executor | None = None, *,
            progress: Callable[[int, int, str], None] | None = None, budget: int = DEFAULT_BUDGET,
-           job_budget: int = DEFAULT_JOB_BUDGET) -> Advice:
+           job_budget: int = DEFAULT_JOB_BUDGET, windows: Sequence[str] | None = None) -> Advice:
     """Search ``space`` for the best configuration (see :mod:`~cdk_gpu_share.core.advise.search`),
-    with each team's entitlement and the study's warnings."""
-    sim.refuse_windows(study.scenario, "advise")
-    advice = Search(study, space, executor or InProcess(study), progress=progress, budget=budget,
-                    job_budget=job_budget).run()
-    return replace(advice, entitlements=dict(study.entitlements),
-                   warnings=(*study_warnings(study), *advice.warnings))
+    with each team's entitlement and the study's warnings. With time windows in the study, the
+    values per window too (:mod:`~cdk_gpu_share.core.advise.window_search`), in ``windows`` (names;
+    None: every window of the scenario)."""
+    declared = [w.name for w in study.scenario.windows]
+    if windows is not None or declared:
+        allowed = allowed_windows(declared, windows)
+    executor = executor or InProcess(study)
+    if declared:
+        advice: Advice = WindowSearch(study, space, executor, progress=progress, budget=budget, job_budget=job_budget,
+                                      window_names=declared, allowed=allowed).run()
+    else:
+        advice = Search(study, space, executor, progress=progress, budget=budget, job_budget=job_budget).run()
+    advice = replace(advice, entitlements=dict(study.entitlements),
+                     warnings=(*study_warnings(study), *advice.warnings))
+    if declared:
+        assert study.origin is not None
+        advice = replace(advice, declared=tuple(study.base["windows"]), origin=study.origin.isoformat(),  # type: ignore[call-arg]
+                         timeline=_week(study))
+    return advice
+
+
+def _week(study: Study) -> tuple[dict[str, Any], ...]:
+    """The instants of the week from the Monday (00:00 UTC) before the origin at which a window
+    opens or the base comes back."""
+    assert study.origin is not None
+    at = study.origin.astimezone(timezone.utc)
+    monday = datetime.combine((at - timedelta(days=at.weekday())).date(), time(0), tzinfo=timezone.utc)
+    return tuple({"at": t.isoformat(), "window": w.name if w is not None else None}
+                 for t, w in boundaries(study.scenario.windows, monday, monday + timedelta(days=7)))
 
 
 def advised_scenario(study: Study, candidate: Candidate) -> dict[str, Any]:
@@ -136,14 +176,55 @@ def _finite(x: float) -> float | None:
     return float(x) if math.isfinite(x) else None
 
 
+def _window_values(candidate: Candidate, names: Sequence[str], i: int) -> dict[str, Any]:
+    """Team ``i``'s values in each window of ``candidate`` (every window, its own where it gives none)."""
+    if not isinstance(candidate, WindowedCandidate):
+        return {}
+    out = {}
+    for name, row in zip(names, candidate.windowed):
+        d = row[i].as_dict()
+        d.pop("sharing")
+        out[name] = d
+    return out
+
+
+def _windows_json(advice: Advice) -> dict[str, Any]:
+    """What an advice with windows adds to the JSON: the origin, each window with the sum of the
+    advised guarantees in it (its row), and the best static advice's figures beside."""
+    if not isinstance(advice, WindowAdvice):
+        return {}
+    best = advice.best.candidate
+    assert isinstance(best, WindowedCandidate)
+    rows = []
+    for spec, row in zip(advice.declared, best.windowed):
+        rows.append({**spec, "advised": spec["name"] in advice.allowed,
+                     "guarantees": {"gpu": number(math.fsum(ch.guarantee for ch in row))}})
+    static = advice.static
+    assert static is not None
+    return {
+        "origin": advice.origin,
+        "windows": rows,
+        "timeline": [dict(t) for t in advice.timeline],
+        "base_guarantees": {"gpu": number(best.total)},
+        "static": {"feasible": static.feasible, "regret_gpu_hours": float(static.regret_gpu_hours),
+                   "worst_ratio": _finite(static.worst_ratio),
+                   "teams": {name: {**ch.as_dict(), "objectives": dict(static.objectives.get(name, {}))}
+                             for name, ch in zip(advice.space.names, static.candidate.choices)}},
+    }
+
+
 def advice_json(advice: Advice) -> dict[str, Any]:
     """The documented JSON object of an advice."""
     best, space = advice.best, advice.space
+    names = [w["name"] for w in getattr(advice, "declared", ())]
     teams = {}
-    for name, ch, was in zip(space.names, best.candidate.choices, space.input.choices):
+    for i, (name, ch, was) in enumerate(zip(space.names, best.candidate.choices, space.input.choices)):
         e = advice.entitlements.get(name, was.guarantee)
         teams[name] = {**ch.as_dict(), "entitlement": {"gpu": number(e)}, "was": was.as_dict(),
                        "objectives": dict(best.objectives.get(name, {}))}
+        if names:
+            teams[name]["windows"] = _window_values(best.candidate, names, i)
+            teams[name]["was"]["windows"] = _window_values(space.input, names, i)
     return {
         "feasible": best.feasible,
         "fleet": space.fleet,
@@ -157,4 +238,5 @@ def advice_json(advice: Advice) -> dict[str, Any]:
                       "worst_ratio": _finite(e.worst_ratio), "regret_gpu_hours": float(e.regret_gpu_hours)}
                      for e in advice.frontier],
         "warnings": list(advice.warnings),
+        **_windows_json(advice),
     }

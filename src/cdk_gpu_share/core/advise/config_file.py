@@ -19,6 +19,7 @@ from typing import Any
 
 from cdk_gpu_share.core import validation as V
 from cdk_gpu_share.core.advise.space import Candidate, Choice
+from cdk_gpu_share.core.advise.windows import guarantees_of, team_windows
 from cdk_gpu_share.core.catalog import instances
 from cdk_gpu_share.core.configuration import backends
 from cdk_gpu_share.core.configuration.objectives import ENTITLEMENT_KEY
@@ -176,11 +177,14 @@ def advised_config_text(text: str, config: PlatformConfig, backend: str, candida
     data, y = _load(text)
     by_name = {t["name"]: t for t in data.get("teams", []) if isinstance(t, Mapping) and "name" in t}
     default_percent = backends.spec(backend).default_borrow_percent
-    for name, new, old in zip(names, candidate.choices, was.choices):
+    windows = [w.name for w in config.windows]
+    for i, (name, new, old) in enumerate(zip(names, candidate.choices, was.choices)):
         team = by_name[name]
         _apply(team, new, old, instance_type, per, -1 if default_percent is None else default_percent)
+        if windows:
+            _apply_windows(team, team_windows(candidate, windows, i), windows, instance_type, per)
         e = (entitlements or {}).get(name)
-        if e is not None and abs(new.guarantee - e) > 1e-9:
+        if e is not None and any(abs(g - e) > 1e-9 for g in guarantees_of(candidate, i)):
             _entitle(team, name, e, instance_type, per)
     if fleet == "size" and candidate.capacity != was.capacity:
         _set(data[backend]["capacity"], instance_type, int(round(candidate.capacity / per)),
@@ -236,6 +240,50 @@ def _apply(team: Any, new: Choice, old: Choice, instance_type: str, per: int, de
             _drop(team, key)
     elif new.percent != old.percent or ("borrow_limit_percent" not in team and new.percent != default_percent):
         _put(team, "borrow_limit_percent", new.percent, after="sharing")
+
+
+def _apply_windows(team: Any, values: Mapping[str, Mapping[str, Any]], windows: list[str], instance_type: str,
+                   per: int) -> None:
+    """The team's ``windows:`` with the advised values (``values``: per window, in GPUs, where they
+    differ from the team's own): a window's guarantee of ``instance_type`` and its
+    ``borrow_limit_percent`` set or removed; what else the team gives in a window (a
+    ``borrow_limit``, other instance types) kept; a window left with nothing removed."""
+    from ruamel.yaml.comments import CommentedMap
+
+    given = team.get("windows")
+    if given is None and not values:
+        return
+    if given is None:
+        given = CommentedMap()
+        _put(team, "windows", given)
+        _sink(team, "windows")
+    for name in windows:
+        wanted = values.get(name, {})
+        entry = given.get(name)
+        if entry is None and not wanted:
+            continue
+        if entry is None:
+            entry = CommentedMap()
+            _put(given, name, entry)
+        if "guarantee" in wanted:
+            count = int(round(float(wanted["guarantee"]["gpu"]) / per))
+            if isinstance(entry.get("guarantee"), Mapping):
+                _set(entry["guarantee"], instance_type, count, also=(entry, "guarantee")) \
+                    if instance_type in entry["guarantee"] else _put(entry["guarantee"], instance_type, count)
+            else:  # the team's own instance types, this one advised (a window names the same types)
+                _put(entry, "guarantee", CommentedMap({**dict(team["guarantee"]), instance_type: count}))
+        elif isinstance(entry.get("guarantee"), Mapping) and instance_type in entry["guarantee"]:
+            _set(entry["guarantee"], instance_type, team["guarantee"][instance_type], also=(entry, "guarantee"))
+            if dict(entry["guarantee"]) == dict(team["guarantee"]):
+                _drop(entry, "guarantee")
+        if "borrow_limit_percent" in wanted:
+            _put(entry, "borrow_limit_percent", wanted["borrow_limit_percent"])
+        else:
+            _drop(entry, "borrow_limit_percent")
+        if not entry:
+            _drop(given, name)
+    if not given:
+        _drop(team, "windows")
 
 
 def checked_config_text(path: str, source: str, config: PlatformConfig, backend: str, candidate: Candidate,

@@ -15,11 +15,13 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from functools import cached_property
 from typing import Any
 
 from cdk_gpu_share.core import simulate as sim
 from cdk_gpu_share.core.advise.space import Candidate, number, scenario_dict
+from cdk_gpu_share.core.advise.windows import guarantees_of, team_windows
 from cdk_gpu_share.core.configuration import objectives as obj
 from cdk_gpu_share.core.errors import ConfigError
 
@@ -48,6 +50,11 @@ class Study:
     #: Each team's entitlement E in GPUs (by name): its ``objectives.entitlement``, else its
     #: guarantee in the input. Fixed for the whole search: candidates change guarantees only.
     entitlements: Mapping[str, float] = field(default_factory=dict)
+    #: The clock time of the trace's second 0, which a scenario with time windows is replayed from.
+    origin: datetime | None = None
+    #: The input scenario as given (JSON data): ``base`` unless it has time windows, whose values
+    #: the advisor decides are taken out of ``base``.
+    given: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -70,10 +77,17 @@ def candidate_scenario(study: Study, candidate: Candidate) -> dict[str, Any]:
     ``objectives.entitlement`` on each team whose guarantee now differs from its entitlement, so
     that the team is judged against what it was promised, here and by ``simulate`` on ``-o``."""
     out = scenario_dict(study.base, candidate)
-    for team, choice in zip(out["teams"], candidate.choices):
+    names = [w["name"] for w in out.get("windows") or ()]
+    for i, team in enumerate(out["teams"]):
+        values = team_windows(candidate, names, i)
+        if values:  # the decided values in each window, beside what the input gives there (a borrow_limit)
+            given = team.get("windows") or {}
+            team["windows"] = {name: {**given.get(name, {}), **values.get(name, {})}
+                               for name in names if name in given or name in values}
         e = study.entitlements.get(team["name"])
         objectives = team.get("objectives") or {}
-        if e is None or abs(choice.guarantee - e) <= _TOL or obj.ENTITLEMENT_KEY in objectives:
+        if e is None or all(abs(g - e) <= _TOL for g in guarantees_of(candidate, i)) \
+                or obj.ENTITLEMENT_KEY in objectives:
             continue
         team["objectives"] = {**objectives, obj.ENTITLEMENT_KEY: {"gpu": number(e)}}
     return out
@@ -204,9 +218,11 @@ def evaluate(study: Study, candidate: Candidate, private: Mapping[str, PrivateRe
                           regret_seconds=limits.regret_gpu_hours * 3600.0)
     try:
         result = sim.simulate(scenario, study.jobs, study.mode, poll_seconds=study.poll, source=study.source,
-                              watch=watch)
+                              watch=watch, origin=study.origin)
     except sim.Broken as exc:
         return Evaluation(candidate, complete=False, limits=limits, reason=exc.reason)
+    except ConfigError as exc:  # a job left waiting for good (too large for its team in every window)
+        return Evaluation(candidate, complete=False, limits=limits, reason=f"cannot run: {exc}")
     return judge(study, candidate, scenario, result, private, limits)
 
 
