@@ -73,7 +73,11 @@ def study_of(scenario: Mapping[str, Any], jobs: Sequence[sim.Job], *, poll: floa
     objectives = {name: o for name, o in parsed.objectives.items() if o}
     base, given = scenario, parsed
     if parsed.windows:
-        sim.simulate(parsed, (), mode, origin=origin)  # no jobs: refuses what simulate refuses (no origin, groups)
+        if parsed.state.groups:
+            raise ConfigError(Problem("windows", [w.name for w in parsed.windows],
+                                      "time windows are not advised with groups yet",
+                                      "remove `windows` or `groups` to advise on the other"), source=parsed.source)
+        sim.simulate(parsed, (), mode, origin=origin)  # no jobs: refuses what simulate refuses (no origin)
         base, _ = windowed_input(scenario, parsed.entitlements, objectives)
         parsed = sim.parse_scenario(base, source="scenario")
     entitlements = {name: given.entitlement(name) for name in parsed.team_names}
