@@ -228,3 +228,21 @@ def test_without_a_batch_queue_status_prints_the_windows_alone(monkeypatch, caps
     out = capsys.readouterr().out
     assert out.startswith("Window in force: night until Tue 2026-01-06 07:00 UTC\n  hyperpod: some teams'")
     assert "    nightly: ComputeQuotaResources.ml.p4d.24xlarge.Count deployed 1, expected 2" in out
+
+
+def test_why_a_job_waits_counts_its_wait_from_the_rise_of_its_teams_guarantee(monkeypatch, capsys, tmp_path):
+    path = tmp_path / "platform.yaml"
+    path.write_text(FAIRSHARE_CONFIG)
+    rise = datetime(2026, 1, 5, 19, tzinfo=timezone.utc).timestamp()  # Monday 20:00 in Berlin
+    model = BatchModel(clock=Clock(t=rise + 30))
+    model.add_job("research", "RUNNING", started=rise - 7200)
+    model.add_job("research", "RUNNING", started=rise - 5400)
+    model.add_job("nightly", "RUNNING", started=rise - 9000)
+    job = model.add_job("nightly", "RUNNABLE", created=rise - 3600)["jobId"]  # an hour before the rise
+    monkeypatch.setattr(status_cmd, "make_client", lambda region: model.batch)
+    monkeypatch.setattr(status_cmd, "_now", lambda: rise + 30)
+    assert main(["status", "--config", str(path), "--job", job, "--json"]) == 0
+    reasons = json.loads(capsys.readouterr().out)["reasons"]
+    # 30 s of the 60 it must wait after the rise are left, then the next cycle (every 60 s).
+    assert [r["code"] for r in reasons] == ["lent_out"]
+    assert "within about 90 s" in reasons[0]["text"]

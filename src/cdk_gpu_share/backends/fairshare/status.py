@@ -127,8 +127,8 @@ def explain_live(client: Any, queue: str, detail: dict[str, Any], config: Any, j
 
     name = detail.get("jobQueueName", queue)
     section = _fairshare_section(config, name)
-    settings = batch_reader.in_force(batch_reader.settings_from_config(config, queue=name), now).settings
-    state = batch_reader.read_queue(client, queue, settings, now, sleep=sleep).state
+    force = batch_reader.in_force(batch_reader.settings_from_config(config, queue=name), now)
+    state = batch_reader.read_queue(client, queue, force.settings, now, sleep=sleep).state
     live = [LiveJob(id=j["id"], team=j["team"], gpus=float(sum(j["demand"].values())), priority=int(j["priority"]),
                     since=float(j["since"]), running=j["state"] == "running")
             for j in state["jobs"] if not j["terminating"]]
@@ -139,7 +139,9 @@ def explain_live(client: Any, queue: str, detail: dict[str, Any], config: Any, j
     if job is None or job["state"] != "pending" or job["terminating"]:
         out["note"] = ("it has ended" if out["state"] in _ENDED else "it is not waiting for capacity in this queue")
         return out, live
-    parsed = reclaim.parse_state(state)
+    # A job of a team whose guarantee rose has waited, for the reclaimer, since the later of its
+    # submission and the rise.
+    parsed = reclaim.parse_state(batch_reader.with_rises(state, force.rises))
     usage: dict[str, dict] = {t.name: {} for t in parsed.teams}
     for j in parsed.jobs:
         if j.state == "running" and not j.terminating:
