@@ -30,7 +30,8 @@ HEADER = "job_id,team,submit_time,duration_s,gpus,priority"
 
 #: Each shortcut: the module and the switch that turns it off.
 SHORTCUTS = {"owed thresholds per node": (engine, "OWED_BY_NODE"),
-             "no planner without a candidate": (planner_view, "CHECK_CANDIDATES")}
+             "no planner without a candidate": (planner_view, "CHECK_CANDIDATES"),
+             "quiet ticks passed over": (engine, "SKIP_QUIET_TICKS")}
 
 
 @contextlib.contextmanager

@@ -60,6 +60,9 @@ from cdk_gpu_share.core.simulate.watch import Watch
 # (each group's found once for all the teams below it: TreeUsage.owed_level); False asks every size
 # of the team's whole path again at each change, only to check that the levels change no figure.
 OWED_BY_NODE = True
+# With a tree, whether the ticks that would find what the last call found are passed over at once
+# rather than visited one by one (False only to check that passing them over changes no figure).
+SKIP_QUIET_TICKS = True
 
 __all__ = ["check_mode", "simulate", "with_victim_order"]
 
@@ -573,10 +576,19 @@ class _Sim:
 
     def _next_tick(self, last_k: int) -> int | None:
         """The number k of the next planner tick (at k * poll, after the last one and not
-        before now), or None while no tick can change anything."""
+        before now), or None while no tick can change anything. The ticks that would each find
+        what the last call found (:meth:`_as_last_call`) are passed over at once."""
         if not self.index.npending or (self.skip_idle_ticks and not self._tick_needed()):
             return None
-        return max(last_k + 1, math.ceil(self.now / self.poll))
+        k = max(last_k + 1, math.ceil(self.now / self.poll))
+        quiet = self.quiet
+        if SKIP_QUIET_TICKS and quiet is not None and quiet[0] == self.view.version and k * self.poll < quiet[1]:
+            if quiet[1] == _INF:
+                return None  # until a job changes state
+            k = max(k, math.ceil(quiet[1] / self.poll))
+            while k * self.poll < quiet[1]:  # whatever the division rounded
+                k += 1
+        return k
 
     def _arrive(self, r: Run) -> bool:
         """r arrives and joins its team's queue; whether a dispatch may start anything."""
