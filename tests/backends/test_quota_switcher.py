@@ -165,14 +165,15 @@ def test_a_switch_delivered_twice_changes_nothing_the_second_time(model, monkeyp
     assert q.shares() == _expected("night")
 
 
-def test_a_switch_delivered_an_hour_late_applies_the_window_of_its_own_clock(monkeypatch):
+@pytest.mark.parametrize("model", [Batch, HyperPod])
+def test_a_switch_delivered_an_hour_late_applies_the_window_of_its_own_clock(model, monkeypatch):
     # The lunch window's opening (11:00 UTC) is delivered at 12:00 UTC, when lunch has closed:
     # the shares stay at the base, whatever the event says.
-    q = Batch(monkeypatch, _utc(2027, 3, 1, 12))
+    q = model(monkeypatch, _utc(2027, 3, 1, 12))
     result = q.run({"detail-type": "Scheduled Event", "time": "2027-03-01T11:00:00Z",
                     "detail": {"window": "lunch"}})
     assert result["window"] == "base"
-    assert q.updates() == []
+    assert [op for op, _ in q.model.requests if op.startswith("Update")] == []
     assert q.shares() == _expected(None)
     # The night's opening an hour late: the night is still open, and applied.
     q.clock.t = NIGHT_OPENS + 3600
@@ -194,11 +195,13 @@ def test_a_deploy_in_the_middle_of_a_window_sets_the_window_in_force(model, monk
     assert len(q.model.requests) == before  # the stack and its shares are going away
 
 
-def test_a_switch_that_fails_half_way_raises_and_a_rerun_ends_right(monkeypatch):
-    q = Batch(monkeypatch, NIGHT_OPENS)
+@pytest.mark.parametrize("model", [Batch, HyperPod])
+def test_a_switch_that_fails_half_way_raises_and_a_rerun_ends_right(model, monkeypatch):
+    q = model(monkeypatch, NIGHT_OPENS)
     # The first update (training's lowering) goes through; every try of the second fails
     # (botocore's 3 attempts in each of the switcher's tries).
-    q.model.script["UpdateQuotaShare"] = [None] + ["error"] * (3 * h.ATTEMPTS)
+    op = "UpdateQuotaShare" if model is Batch else "UpdateComputeQuota"
+    q.model.script[op] = [None] + ["error"] * (3 * h.ATTEMPTS)
     with pytest.raises(h.SwitchFailed, match=r"quota window 'night' not applied for research"):
         q.run()
     assert q.shares() == {"training": {P4D: 2}, "research": {P4D: 6}}  # research's lowering failed: no raise

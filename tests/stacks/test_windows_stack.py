@@ -64,9 +64,12 @@ def _switcher(template: dict) -> dict:
 
 
 def _text(value, imports) -> str:
-    """A template string value with each ``Fn::ImportValue`` replaced by ``imports(name)``."""
+    """A template string value with each ``Fn::ImportValue`` replaced by ``imports(name)`` (and
+    each ``Ref`` by ``<name>``)."""
     if isinstance(value, str):
         return value
+    if "Ref" in value:
+        return f"<{value['Ref']}>"
     if "Fn::Join" in value:
         sep, parts = value["Fn::Join"]
         return sep.join(_text(p, imports) for p in parts)
@@ -279,3 +282,19 @@ def test_summary_lists_the_schedules_of_the_windows(windowed, capsys):
         "  windows-share-windows: night opens cron(0 20 ? * MON,TUE,WED,THU,FRI *) Europe/Berlin",
         "  windows-share-windows: sunday closes cron(0 18 ? * SUN *) America/New_York",
         "  windows-share-windows: sunday opens cron(0 9 ? * SUN *) America/New_York"]
+
+
+def test_a_team_stack_deployed_alone_runs_the_switcher_after_its_update(template):
+    (rule,) = _of_type(template, "AWS::Events::Rule").values()
+    pattern = rule["Properties"]["EventPattern"]
+    assert pattern["source"] == ["aws.cloudformation"]
+    assert pattern["detail-type"] == ["CloudFormation Stack Status Change"]
+    assert pattern["detail"]["status-details"] == {"status": ["UPDATE_COMPLETE", "UPDATE_ROLLBACK_COMPLETE"]}
+    prefixes = [_text(p["prefix"], lambda n: f"<{n}>") for p in pattern["detail"]["stack-id"]]
+    # Only the stacks of teams with window values: the applied team's share never changes.
+    assert [p.split(":stack/")[1] for p in prefixes] == ["windows-share-team-research/", "windows-share-team-nightly/"]
+    function = next(k for k, r in _of_type(template, "AWS::Lambda::Function").items()
+                    if r["Properties"].get("Handler") == HANDLER)
+    (target,) = rule["Properties"]["Targets"]
+    assert target["Arn"] == {"Fn::GetAtt": [function, "Arn"]}
+    assert target["RetryPolicy"] == {"MaximumEventAgeInSeconds": 3600, "MaximumRetryAttempts": 2}

@@ -6,14 +6,20 @@ from collections.abc import Mapping
 from typing import Any
 
 import aws_cdk as cdk
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
 from constructs import Construct
 
 from cdk_gpu_share import __version__
+from cdk_gpu_share.constructs._iam import stack_env
 from cdk_gpu_share.constructs.quota_windows import QuotaWindowSwitcher
 from cdk_gpu_share.core.configuration.parse import PlatformConfig
 from cdk_gpu_share.core.records.history import policy_hash
 
-__all__ = ["WindowsStack", "has_switched_windows"]
+__all__ = ["TEAM_DEPLOYED", "WindowsStack", "has_switched_windows"]
+
+#: The stack statuses after which CloudFormation may have written a share's base values back.
+TEAM_DEPLOYED = ("UPDATE_COMPLETE", "UPDATE_ROLLBACK_COMPLETE")
 
 
 def has_switched_windows(platform: Any) -> bool:
@@ -33,7 +39,10 @@ class WindowsStack(cdk.Stack):
     * CloudFormation writes a share's or a quota's base values back whenever it updates it, so the
       run after the deploy (the switcher's custom resource) must come after the team stacks'
       updates: a deploy of the app deploys this stack last, and its custom resource runs again
-      whenever the teams, the backends' sections, the windows or the library change.
+      whenever the teams, the backends' sections, the windows or the library change;
+    * a team stack deployed on its own (``cdk deploy <platform>-team-<team>``) does not deploy
+      this stack, so an EventBridge rule also runs the switcher whenever the stack of a team with
+      window values ends an update or a rollback (CloudFormation's "Stack Status Change" events).
 
     The schedules, the function and the alarm (routed as every alarm of the platform) are here too,
     so that a platform without windows has none of them.
@@ -58,5 +67,23 @@ class WindowsStack(cdk.Stack):
             add = getattr(part, "add_windows_to", None)
             if add is not None:
                 add(self.switcher)
+        windowed = [stack for name, stack in teams.items() if config.team(name).windows]
+        self.team_deploys = self._after_team_deploys(windowed)
         if platform.alerts is not None:
             platform.alerts.route(self)
+
+    def _after_team_deploys(self, stacks: list[cdk.Stack]) -> events.Rule:
+        """A rule that runs the switcher when one of ``stacks`` ends an update or its rollback."""
+        env = stack_env(self)
+        ids = [{"prefix": f"arn:{env.partition}:cloudformation:{env.region}:{env.account}:stack/{s.stack_name}/"}
+               for s in stacks]
+        rule = events.Rule(
+            self, "AfterTeamDeploys",
+            description="Runs the quota window switcher after a team stack's update, which writes the base"
+                        " values back into its quota share or compute quota (cdk-gpu-share)",
+            event_pattern=events.EventPattern(
+                source=["aws.cloudformation"], detail_type=["CloudFormation Stack Status Change"],
+                detail={"stack-id": ids, "status-details": {"status": list(TEAM_DEPLOYED)}}))
+        rule.add_target(targets.LambdaFunction(self.switcher.function, retry_attempts=2,
+                                               max_event_age=cdk.Duration.hours(1)))
+        return rule
