@@ -4,6 +4,7 @@ Lambda's code carries the time zones; the same queue without windows synthesizes
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from pathlib import Path
 
 import aws_cdk as cdk
@@ -146,3 +147,36 @@ def test_the_platform_app_deploys_a_config_with_windows_on_fair_share():
     assert names == ["gpu-share-platform", "gpu-share-team-research", "gpu-share-team-nightly"]
     settings = settings_of(assembly.get_stack_by_name("gpu-share-platform").template)
     assert [w["name"] for w in settings["windows"]] == ["night"]
+
+
+def test_windows_with_the_reclaimer_disabled_are_refused_in_one_line(tmp_path, capsys):
+    """Without the reclaim Lambda nothing would hold the teams to a window's values."""
+    from cdk_gpu_share.cli import main
+
+    raw = yaml.safe_load(CONFIG)
+    raw["fairshare"]["reclaim"] = {"enabled": False}
+    assert [str(p) for p in check_config(parse_config(raw))] == [
+        "fairshare.reclaim.enabled: is false, but on fair share the reclaim Lambda is what holds the teams to each"
+        " window's values (got False); enable the reclaimer (reclaim.enabled: true), or remove `windows` (and the"
+        " teams' windows)"]
+    path = tmp_path / "platform.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    assert main(["validate", str(path)]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+    app = new_app()
+    with pytest.raises(ConfigError, match=r"fairshare\.reclaim\.enabled: is false"):
+        FairshareQueue.from_config(cdk.Stack(app, "Fleet"), "Fleet", config=parse_config(raw))
+    del raw["windows"]
+    for team in raw["teams"]:
+        del team["windows"]
+    assert check_config(parse_config(raw)) == []
+
+
+def test_plan_says_how_fair_share_follows_the_windows():
+    from cdk_gpu_share.core.plan import fleet_plan
+
+    plan = fleet_plan(config_of(), now=datetime(2026, 1, 6, 12, tzinfo=timezone.utc))
+    assert plan["windows"]["deployment"] == {"fairshare": [
+        "the reclaim Lambda reads the values in force at each cycle (every 1 minute and when a job starts waiting);"
+        " nothing is switched"]}
+    assert plan["windows"]["not_deployed_on"] == []

@@ -7,7 +7,7 @@ reclaim Lambda runs the reclaim planner every ``reclaim.schedule_minutes``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from cdk_gpu_share.core.catalog import instances
@@ -15,6 +15,7 @@ from cdk_gpu_share.core.configuration import parse as C
 from cdk_gpu_share.core.configuration import schema as S
 from cdk_gpu_share.core.configuration.backends import Backend, SectionCheck
 from cdk_gpu_share.core.configuration.parse import FairshareConfig, FairshareVpcConfig, PlatformConfig, ReclaimConfig
+from cdk_gpu_share.core.configuration.windows import Window
 from cdk_gpu_share.core.errors import Problem
 from cdk_gpu_share.core.policy import reclaim as reclaim_planner
 from cdk_gpu_share.core.policy.fairshare import reclaim_settings, share_identifier, share_identifier_problems
@@ -334,6 +335,11 @@ class FairshareSpec(Backend):
 
     def idle_costs(self, config: PlatformConfig, section: FairshareConfig) -> list[dict[str, str]]:
         return idle_costs(section)
+
+    def window_deployment(self, section: FairshareConfig, windows: Sequence[Window]) -> list[str]:
+        """Nothing switched: the reclaim Lambda reads the values in force at each cycle."""
+        return [f"the reclaim Lambda reads the values in force at each cycle (every"
+                f" {plural(section.reclaim.schedule_minutes, 'minute')} and when a job starts waiting); nothing is switched"]
 
     def scenario_settings(self, section: FairshareConfig) -> dict[str, Any]:
         return reclaim_settings(section.reclaim)

@@ -104,6 +104,7 @@ from cdk_gpu_share.core.configuration.parse import (
     TeamConfig,
     check_backend,
     config_problems,
+    fairshare_window_problems,
     team_in_window,
 )
 from cdk_gpu_share.core.configuration.windows import Window
@@ -207,6 +208,8 @@ def _props_problems(config: FairshareConfig, teams: Sequence[TeamConfig], platfo
         else config
     problems = config_problems(list(teams), platform=platform_name, fairshare=checked, owned=_ec2_type,
                                windows=windows)
+    if isinstance(config, FairshareConfig):
+        problems += fairshare_window_problems(config, windows)
     if queue_name is not None and not named:
         problems.append(Problem("queue_name", queue_name, "is not a valid job queue name",
                                 "use up to 128 letters, digits, hyphens and underscores (no tokens)"))

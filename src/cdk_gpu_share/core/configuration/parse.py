@@ -92,6 +92,7 @@ from cdk_gpu_share.core.configuration.model import (
     GroupConfig,
     HyperPodConfig,
     PlatformConfig,
+    ReclaimConfig,
     TeamConfig,
     _team_list,
     group_mapping,
@@ -105,6 +106,7 @@ from cdk_gpu_share.core.errors import ConfigError, Problem
 
 __all__ = [*config_fields.__all__, *config_model.__all__,
     "check_backend", "check_config", "config_mapping", "config_problems", "deploy_problems",
+    "fairshare_window_problems",
     "WINDOWED_BACKENDS", "load_config", "objective_warnings",
     "parse_config", "team_problems",
 ]
@@ -575,7 +577,19 @@ def deploy_problems(config: PlatformConfig) -> list[Problem]:
         elif config.groups and key in _WINDOWED_FLAT:
             problems.append(Problem("windows", key, f"time windows with groups are not deployed on {key} yet",
                                     f"remove `groups` or {fix}"))
+    if config.fairshare is not None:
+        problems += fairshare_window_problems(config.fairshare, config.windows)
     return problems
+
+
+def fairshare_window_problems(section: FairshareConfig, windows: Sequence[Window]) -> list[Problem]:
+    """Windows on a fair-share queue whose reclaimer is disabled: nothing would hold the teams to a
+    window's values (the reclaim Lambda is what reads them)."""
+    if not windows or not isinstance(section.reclaim, ReclaimConfig) or section.reclaim.enabled:
+        return []
+    return [Problem(f"{FAIRSHARE}.reclaim.enabled", False,
+                    "is false, but on fair share the reclaim Lambda is what holds the teams to each window's values",
+                    "enable the reclaimer (reclaim.enabled: true), or remove `windows` (and the teams' windows)")]
 
 
 def config_problems(
