@@ -314,6 +314,8 @@ ROWS: list[tuple[str, dict, Callable[[], Any]]] = [
     # Kueue (_check_backend)
     ("kueue team name", kq_yaml([team("TeamA", K1)]), kq_py([py_team("TeamA", K1)])),
     ("kueue reserved namespace", kq_yaml([team("kube-system", K1)]), kq_py([py_team("kube-system", K1)])),
+    ("kueue team named as the window switcher's namespace", kq_yaml([team("gpu-share-windows", K1)]),
+     kq_py([py_team("gpu-share-windows", K1)])),
     ("kueue group named as the section's cohort",
      {**kq_yaml([team("a", K1, group="gpu-share")]), "groups": [{"name": "gpu-share"}]},
      kq_py([py_team("a", K1, group="gpu-share")], groups=(GroupConfig("gpu-share"),))),

@@ -501,7 +501,7 @@ def test_the_json_schema_describes_the_section():
     props = platform_schema()["properties"]["kueue"]["properties"]
     assert props["preemption"]["properties"]["reclaim_within_cohort"]["enum"] == ["Never", "LowerPriority", "Any"]
     assert set(props) == {"eks_cluster_name", "kubectl_role_arn", "capacity", "cohort", "preemption", "priority_classes",
-                          "adopt_namespaces", "allowed_runtime_classes", "controllers", "device_classes"}
+                          "adopt_namespaces", "allowed_runtime_classes", "controllers", "device_classes", "windows_image"}
     controllers = props["controllers"]["properties"]
     assert set(controllers) == {"kueue", "job", "jobset", "kuberay", "training_operator"}
     assert controllers["job"]["default"] == list(KueueControllers().job)

@@ -581,3 +581,22 @@ def test_plan_lists_the_cronjobs_the_manifests_hold(config, objects):
     text = format_plan(plan)
     assert "  deployed on kueue:\n    CronJob gpu-share-windows/night-open: 0 20 * * 1,2,3,4,5 Europe/Berlin" in text
     assert "not yet on" not in text
+
+
+def test_the_switcher_runs_in_the_image_the_section_names(objects):
+    default = "public.ecr.aws/docker/library/python:3.12.8-slim-bookworm"
+    templates = [o["spec"]["jobTemplate"]["spec"]["template"] for o in of_kind(objects, "CronJob").values()]
+    templates += [o["spec"]["template"] for o in of_kind(objects, "Job").values()]
+    assert {t["spec"]["containers"][0]["image"] for t in templates} == {default}
+    mirrored = raw()
+    mirrored["kueue"]["windows_image"] = "123456789012.dkr.ecr.eu-west-1.amazonaws.com/python:3.12-slim"
+    config = C.parse_config(mirrored)
+    assert C.parse_config(C.config_mapping(config)).backend("kueue").windows_image == mirrored["kueue"]["windows_image"]
+    images = {o["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["image"]
+              for o in config_objects(config) if o["kind"] == "CronJob"}
+    assert images == {mirrored["kueue"]["windows_image"]}
+    mirrored["kueue"]["windows_image"] = "Python 3"
+    with pytest.raises(C.ConfigError) as err:
+        C.parse_config(mirrored)
+    [problem] = err.value.problems
+    assert (problem.field, problem.value) == ("kueue.windows_image", "Python 3") and "image reference" in problem.fix

@@ -36,7 +36,7 @@ API_VERSION = "kueue.x-k8s.io/v1beta2"
 #: The keys of the section, of its ``preemption``, of ``preemption.borrow_within_cohort`` and of a priority class.
 SECTION_KEYS = frozenset({"eks_cluster_name", "kubectl_role_arn", "capacity", "cohort", "preemption",
                           "priority_classes", "adopt_namespaces", "allowed_runtime_classes", "controllers",
-                          "device_classes"})
+                          "device_classes", "windows_image"})
 PREEMPTION_KEYS = frozenset({"reclaim_within_cohort", "borrow_within_cohort", "within_cluster_queue"})
 BORROW_KEYS = frozenset({"policy", "max_priority_threshold"})
 PRIORITY_CLASS_KEYS = frozenset({"name", "value", "description"})
@@ -153,6 +153,9 @@ class KueueConfig:
     #: devices as (``nvidia.com/gpu``, a MIG resource). Empty: every DRA claim is refused, since
     #: Kueue counts DRA devices only for the classes its own configuration maps.
     device_classes: Mapping[str, str] = field(default_factory=dict)
+    #: The container image the quota window switcher runs in (with ``windows:``): any with Python
+    #: 3.10 or later; the switcher needs its standard library only.
+    windows_image: str = "public.ecr.aws/docker/library/python:3.12.8-slim-bookworm"
 
 
 #: Descriptions of the section and its keys: the words an editor shows on hover (``gpu-share schema``).
@@ -175,6 +178,10 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
         "controllers": "The identities that count as Kueue and as each operator in a team's namespace; every other"
         " (Argo CD, a CI runner, another team's service account) is treated as a team member. Default: each"
         " installation's own service account.",
+        "windows_image": "Container image the quota window switcher runs in (with windows:): any image with"
+        " Python 3.10 or later (its standard library is all the switcher needs), such as a mirror in your own"
+        " registry, or the public one pinned by digest. Default:"
+        " public.ecr.aws/docker/library/python:3.12.8-slim-bookworm.",
         "device_classes": "DRA DeviceClasses a team's workloads may claim devices of, each mapped to the quota"
         " resource Kueue counts them as (nvidia.com/gpu or a MIG resource a team guarantees); Kueue's own"
         " configuration must map them the same (resources.deviceClassMappings). Default: none, so every DRA claim"
@@ -362,6 +369,20 @@ def _device_classes(raw: Any, problems: Problems) -> dict[str, str]:
     return out
 
 
+#: A container image reference: registry and repository, then a tag and/or a digest.
+IMAGE_PATTERN = r"^[a-z0-9]([a-z0-9._\-/:]*[a-z0-9])?(:[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127})?(@sha256:[a-f0-9]{64})?$"
+
+
+def _windows_image(raw: Any, problems: Problems) -> dict[str, str]:
+    """``kueue.windows_image``, when given."""
+    if raw is None:
+        return {}
+    image = C.read_str(raw, f"{KEY}.windows_image", problems, IMAGE_PATTERN,
+                       "write an image reference, such as 123456789012.dkr.ecr.eu-west-1.amazonaws.com/python:3.12-slim"
+                       " or python@sha256:<64 hex digits>")
+    return {} if image is None else {"windows_image": image}
+
+
 def parse(raw: Any, problems: Problems) -> KueueConfig | None:
     """The ``kueue`` section, or None when it is absent or not a mapping."""
     section = C.read_section(raw, KEY, SECTION_KEYS, problems, sagemaker=False)
@@ -389,7 +410,8 @@ def parse(raw: Any, problems: Problems) -> KueueConfig | None:
                            "[gvisor] (or leave it out: none)",
                            lambda v, where: _subdomain(v, where, problems, "RuntimeClass")),
                        controllers=_controllers(data.get("controllers"), problems),
-                       device_classes=_device_classes(data.get("device_classes"), problems))
+                       device_classes=_device_classes(data.get("device_classes"), problems),
+                       **_windows_image(data.get("windows_image"), problems))
 
 
 def allowed_priority_classes(section: KueueConfig, team: TeamConfig) -> list[str]:
@@ -618,6 +640,7 @@ def schema() -> dict[str, Any]:
             for key in CONTROLLER_KEYS}),
         "device_classes": {"type": "object", "propertyNames": {"pattern": DNS_SUBDOMAIN_PATTERN, "maxLength": MAX_SUBDOMAIN},
                            "additionalProperties": {"type": "string", "pattern": RESOURCE_NAME_PATTERN}},
+        "windows_image": {"type": "string", "pattern": IMAGE_PATTERN, "default": KueueConfig.windows_image},
     }, required=["eks_cluster_name", "capacity"])
 
 
@@ -648,6 +671,8 @@ def to_mapping(section: Any) -> Any:
         out["controllers"] = {key: list(getattr(section.controllers, key)) for key in CONTROLLER_KEYS}
     if section.device_classes:
         out["device_classes"] = dict(section.device_classes)
+    if section.windows_image != KueueConfig.windows_image:
+        out["windows_image"] = section.windows_image
     return out
 
 

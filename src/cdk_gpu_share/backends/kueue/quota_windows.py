@@ -48,8 +48,8 @@ __all__ = [
     "shipped_modules", "switcher_name", "switcher_namespace", "switcher_settings", "window_objects",
 ]
 
-#: The image the switcher runs in: a pinned public Python (the standard library is all it needs).
-IMAGE = "public.ecr.aws/docker/library/python:3.12.8-slim-bookworm"
+#: The image the switcher runs in by default: a pinned public Python (the standard library is all it needs).
+IMAGE = KueueConfig.windows_image
 #: The switcher's module, run with ``python -m``.
 MODULE = "cdk_gpu_share.backends.kueue.switcher"
 SERVICE_ACCOUNT = "quota-window-switcher"
@@ -275,7 +275,7 @@ def _policy(section: KueueConfig, names: dict[str, list[str]], meta: dict[str, A
 
 
 def window_objects(section: KueueConfig, windows: Sequence[Window], objects_at: QuotaObjects,
-                   meta: dict[str, Any], applied: Sequence[dict[str, Any]] = (), *, image: str = IMAGE,
+                   meta: dict[str, Any], applied: Sequence[dict[str, Any]] = (), *,
                    first: date | None = None) -> list[dict[str, Any]]:
     """The switcher's objects (none without windows), in the order they are applied. ``applied``:
     the ClusterQueues and Cohorts deployed with them (applying one again writes its base values
@@ -289,7 +289,7 @@ def window_objects(section: KueueConfig, windows: Sequence[Window], objects_at: 
     names = {"ClusterQueue": [t["name"] for t in settings["targets"] if t["kind"] == "ClusterQueue"],
              "Cohort": [t["name"] for t in settings["targets"] if t["kind"] == "Cohort"]}
     config_map, items = _config_map(section, settings, windows, {"labels": labels})
-    template = _pod_template(items, image, {"labels": labels})
+    template = _pod_template(items, section.windows_image, {"labels": labels})
     objects: list[dict[str, Any]] = [
         {"apiVersion": "v1", "kind": "Namespace",
          "metadata": {"name": namespace, "labels": {**labels, **RESTRICTED}}},
