@@ -246,3 +246,29 @@ def test_why_a_job_waits_counts_its_wait_from_the_rise_of_its_teams_guarantee(mo
     # 30 s of the 60 it must wait after the rise are left, then the next cycle (every 60 s).
     assert [r["code"] for r in reasons] == ["lent_out"]
     assert "within about 90 s" in reasons[0]["text"]
+
+
+def test_with_groups_the_values_checked_are_the_trees_compilation_in_force(monkeypatch, capsys, tmp_path):
+    import copy
+
+    from cdk_gpu_share.core.policy.organisation import compile_flat
+
+    raw = copy.deepcopy(CONFIG)
+    raw["groups"] = [{"name": "ml", "guarantee": {"ml.g5.xlarge": 1, "ml.p4d.24xlarge": 1}}]
+    for team in raw["teams"]:
+        team["group"] = "ml"
+    raw["batch_quota"]["capacity"] = {"ml.g5.xlarge": 4}
+    raw["hyperpod"]["capacity"] = {"ml.p4d.24xlarge": 4}
+    path = tmp_path / "platform.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    config = load_config(path)
+    # A deploy leaves each share and quota at the base's compilation (the pool in some team's share).
+    shares, _ = deployed_base(compile_flat(config, "batch_quota").config)
+    _, quotas = deployed_base(compile_flat(config, "hyperpod").config)
+    report = json.loads(status(monkeypatch, capsys, path, shares, quotas, DAY, "--json"))["windows"]
+    assert report["backends"]["batch_quota"]["state"] == "match"
+    assert report["backends"]["hyperpod"]["state"] == "match"
+    # At night nightly's compiled share holds the pool too (research's cap, 50 % of 1, takes none).
+    report = json.loads(status(monkeypatch, capsys, path, shares, quotas, NIGHT, "--json"))["windows"]
+    assert {"field": "capacityLimits.ml.g5.xlarge", "deployed": 1, "expected": 3} in \
+        report["backends"]["batch_quota"]["teams"]["nightly"]["differences"]

@@ -175,14 +175,11 @@ def test_batch_quota_and_hyperpod_deploy_windows() -> None:
     assert deploy_problems(parse_config(hyperpod)) == []
 
 
-def test_windows_with_groups_are_not_deployed_on_batch_quota_yet() -> None:
+def test_windows_with_groups_are_deployed_on_batch_quota() -> None:
     raw = base(groups=[{"name": "ml"}])
     for team in raw["teams"]:
         team["group"] = "ml"
-    config = parse_config(raw)
-    assert [str(p) for p in deploy_problems(config)] == [
-        "windows: time windows with groups are not deployed on batch_quota yet (got 'batch_quota'); remove"
-        " `groups` or remove `windows` (and the teams' windows) to deploy; simulate and plan read them as they are"]
+    assert deploy_problems(parse_config(raw)) == []
 
 
 # -- the values in force -------------------------------------------------------------------------
@@ -241,7 +238,7 @@ def test_boundaries_of_a_week() -> None:
 # -- the commands --------------------------------------------------------------------------------
 
 
-def test_validate_refuses_windows_with_groups_on_batch_quota_in_one_line(tmp_path, capsys) -> None:
+def test_validate_accepts_windows_with_groups_on_batch_quota(tmp_path, capsys) -> None:
     import yaml
 
     from cdk_gpu_share.cli import main
@@ -253,10 +250,8 @@ def test_validate_refuses_windows_with_groups_on_batch_quota_in_one_line(tmp_pat
     path.write_text(yaml.safe_dump(raw))
     code = main(["validate", str(path)])
     out, err = capsys.readouterr()
-    assert (code, out) == (2, "")
-    assert err.count("\n") == 1
-    assert "windows: time windows with groups are not deployed on batch_quota yet" in err
-    assert main(["plan", str(path)]) == 0  # a what-if: read as it is
+    assert (code, err) == (0, "")
+    assert main(["plan", str(path)]) == 0
 
 
 def test_validate_accepts_windows_on_batch_quota(tmp_path, capsys) -> None:

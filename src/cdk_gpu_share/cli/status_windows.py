@@ -7,7 +7,8 @@ boundary). Then per backend of the config:
 
 * **Batch quota management**: each team's quota share (``ListQuotaShares`` of the config's queue
   finds it by name, ``DescribeQuotaShare`` reads it) against what the switcher writes for the
-  window (``share_values`` of the team's values in force);
+  window (``share_values`` of the team's values in force; with groups, of the tree's compilation
+  in force);
 * **HyperPod**: each team's compute quota (``ListComputeQuotas`` of the config's cluster finds it
   by team, ``DescribeComputeQuota`` reads it) against ``quota_values`` of the values in force;
 * **fair share**: nothing to read: the reclaim Lambda reads the values in force at every cycle;
@@ -83,6 +84,13 @@ def _differences(deployed: Mapping[str, Any], expected: Mapping[str, Any]) -> li
         for field, value in deployed.items() if field not in expected]
 
 
+def _deployed(config: Any, backend: str) -> Any:
+    """The teams ``backend`` deploys: with groups, the tree's compilation (each window's its own)."""
+    from cdk_gpu_share.core.policy.organisation import compile_flat
+
+    return compile_flat(config, backend).config.teams_for(backend)
+
+
 # -- Batch quota management -------------------------------------------------------------------
 
 
@@ -106,7 +114,7 @@ def _batch_quota(config: Any, window: str | None, client: Any) -> dict[str, Any]
     queue = batch_quota_queue(config)
     arns = {s.get("quotaShareName"): s.get("quotaShareArn") for s in quota_reader._list_shares(client, queue)}
     teams: dict[str, list[dict[str, Any]]] = {}
-    for team in config.teams_for("batch_quota"):
+    for team in _deployed(config, "batch_quota"):
         expected = share_values(team_in_window(team, window), section.capacity)
         want = _batch_fields(expected)
         if arns.get(team.name) is None:
@@ -163,7 +171,7 @@ def _hyperpod(config: Any, window: str | None, client: Any) -> dict[str, Any]:
             if team and q.get("ComputeQuotaId"):
                 ids.setdefault(team, q["ComputeQuotaId"])
     teams: dict[str, list[dict[str, Any]]] = {}
-    for team in config.teams_for("hyperpod"):
+    for team in _deployed(config, "hyperpod"):
         expected = quota_values(team_in_window(team, window), section.capacity)["ComputeQuotaConfig"]
         if team.name not in ids:
             teams[team.name] = [{"field": "compute quota", "deployed": None, "expected": team.name}]

@@ -145,7 +145,7 @@ class SharedGpuQuota(Construct):
         the share and the tags; on HyperPod access to its namespace and the output naming it."""
         if not any(b.config.capacity.keys() & team.guarantee.keys() for b in self.backends):
             return
-        if team.windows:
+        if team.windows or self._switched_by_tree(team.name):
             # The template deploys the team's own values (the base); the quota window switcher
             # (add_windows_to) writes each window's, checked with the whole config already.
             self._windowed[team.name] = team
@@ -168,6 +168,11 @@ class SharedGpuQuota(Construct):
                                       compute_quota_arn=self.hyperpod.teams[team.name].arn)
             stack.output("HyperPodNamespace", f"hyperpod-ns-{team.name}", "Kubernetes namespace of the team")
 
+    def _switched_by_tree(self, name: str) -> bool:
+        """Whether a compiled tree gives the team other values in some window than in the base,
+        though it gives none of its own: its share of a pool follows its siblings' guarantees."""
+        return any(name in teams and bool(teams[name].windows) for teams in self._compiled.values())
+
     @property
     def has_windows(self) -> bool:
         """Whether some team added from a config gives values for a time window here."""
@@ -175,23 +180,28 @@ class SharedGpuQuota(Construct):
 
     def add_windows_to(self, switcher: QuotaWindowSwitcher) -> None:
         """Give ``switcher`` each windowed team's quota share and compute quota, with its values in
-        the base and in each window it gives values for, as the update APIs take them.
+        the base and in each window it gives values for, as the update APIs take them (with groups,
+        the tree's compilation in the base and in each window, which may switch a team that gives
+        no values of its own).
 
         Call it once every team stack is built. The Batch share's ARN is the queue's
         (``<queue ARN>/quota-share/<name>``); a compute quota's id is known once its team's stack
         is deployed, so ``switcher`` must be in a stack deployed after the team stacks.
         """
         for name, team in self._windowed.items():
+            # With groups, what each window deploys is the compilation of that window's tree.
             if self.batch is not None and name in self.batch.teams:
                 capacity = self.batch.config.capacity
-                values: dict[str | None, dict] = {None: share_values(team, capacity)}
-                values.update({w: share_values(team_in_window(team, w), capacity) for w in team.windows})
+                deployed = self._compiled.get("batch_quota", {}).get(name, team)
+                values: dict[str | None, dict] = {None: share_values(deployed, capacity)}
+                values.update({w: share_values(team_in_window(deployed, w), capacity) for w in deployed.windows})
                 switcher.add_quota_share(name, f"{self.batch.job_queue_arn}/quota-share/{self.batch.quota_share_name(name)}",
                                          values, self.batch.teams[name].resource)
             if self.hyperpod is not None and name in self.hyperpod.teams:
                 capacity = self.hyperpod.config.capacity
-                values = {None: quota_values(team, capacity)}
-                values.update({w: quota_values(team_in_window(team, w), capacity) for w in team.windows})
+                deployed = self._compiled.get("hyperpod", {}).get(name, team)
+                values = {None: quota_values(deployed, capacity)}
+                values.update({w: quota_values(team_in_window(deployed, w), capacity) for w in deployed.windows})
                 quota = cast(CfnComputeQuota, self.hyperpod.teams[name].resource)
                 quota_id = quota.attr_compute_quota_id
                 quota_arn = format_arn(stack_of(switcher), service="sagemaker", resource="compute-quota",

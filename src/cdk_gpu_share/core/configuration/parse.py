@@ -558,8 +558,6 @@ def check_config(config: PlatformConfig) -> list[Problem]:
 #: Lambda reads the windows itself; Batch quota shares and HyperPod compute quotas are switched by
 #: the quota window switcher, Kueue's ClusterQueues by its CronJobs.
 WINDOWED_BACKENDS: frozenset[str] = frozenset({"fairshare", "kueue", BATCH, HYPERPOD})
-#: Of those, the ones whose switcher writes flat teams only: windows with ``groups`` are refused there.
-_WINDOWED_FLAT: frozenset[str] = frozenset({BATCH, HYPERPOD})
 
 
 def deploy_problems(config: PlatformConfig) -> list[Problem]:
@@ -574,9 +572,6 @@ def deploy_problems(config: PlatformConfig) -> list[Problem]:
             continue
         if key not in WINDOWED_BACKENDS:
             problems.append(Problem("windows", key, f"time windows are not deployed on {key} yet", fix))
-        elif config.groups and key in _WINDOWED_FLAT:
-            problems.append(Problem("windows", key, f"time windows with groups are not deployed on {key} yet",
-                                    f"remove `groups` or {fix}"))
     if config.fairshare is not None:
         problems += fairshare_window_problems(config.fairshare, config.windows)
     return problems
