@@ -77,3 +77,30 @@ def test_the_width_check_can_fail(chromium, tmp_path):
     page.write_text('<!DOCTYPE html><html><body><table style="width:900px"><tr><td>x</td></tr></table></body></html>')
     found, _ = load(chromium, page, tmp_path, 375)
     assert found["overflow"] > 0
+
+
+@pytest.fixture(scope="module")
+def windowed(tmp_path_factory) -> Path:
+    """``advise --report`` on a scenario with two time windows."""
+    import json
+
+    from cdk_gpu_share.cli import main
+    from tests.cli.test_advise_cli import write_trace
+    from tests.core.test_advise_windows import clock_rows, clock_scenario
+
+    tmp = tmp_path_factory.mktemp("windowed")
+    (tmp / "scenario.json").write_text(json.dumps(clock_scenario()))
+    trace = write_trace(tmp / "jobs.csv", clock_rows(), header=("job_id", "team", "submit_time", "duration_s", "gpus"))
+    out = tmp / "advice.html"
+    assert main(["advise", "--scenario", str(tmp / "scenario.json"), "--trace", trace, "--workers", "1",
+                 "--origin", "2026-01-05T00:00:00Z", "--report", str(out)]) in (0, 1)
+    return out
+
+
+def test_the_windowed_report_shows_its_windows_and_fits_a_phones_width(chromium, windowed, tmp_path):
+    plain = windowed.read_text()
+    found, console = load(chromium, windowed, tmp_path, 375)
+    # the windows' three tables (guarantees per window, borrow limits, the week) besides the others
+    assert found["tables"] == plain.count("<table>") and "<caption>Guarantees per window</caption>" in plain
+    assert found["overflow"] <= 0, found
+    assert console == [], console
