@@ -18,7 +18,7 @@ from cdk_gpu_share.core import simulate as sim
 from cdk_gpu_share.core.configuration.parse import load_config
 from cdk_gpu_share.core.errors import ConfigError
 from cdk_gpu_share.core.policy.organisation import as_replayed
-from cdk_gpu_share.core.simulate import engine, planner_view
+from cdk_gpu_share.core.simulate import engine, planner_view, tree_dispatch
 from cdk_gpu_share.core.simulate.inputs import Scenario
 from tests.builders import examples
 from tests.core.test_simulate_tree import ends_in_time
@@ -31,7 +31,8 @@ HEADER = "job_id,team,submit_time,duration_s,gpus,priority"
 #: Each shortcut: the module and the switch that turns it off.
 SHORTCUTS = {"owed thresholds per node": (engine, "OWED_BY_NODE"),
              "no planner without a candidate": (planner_view, "CHECK_CANDIDATES"),
-             "quiet ticks passed over": (engine, "SKIP_QUIET_TICKS")}
+             "quiet ticks passed over": (engine, "SKIP_QUIET_TICKS"),
+             "levels at groups": (tree_dispatch, "LEVELS_AT_GROUPS")}
 
 
 @contextlib.contextmanager

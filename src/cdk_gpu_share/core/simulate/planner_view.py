@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from cdk_gpu_share.core.policy import reclaim
+from cdk_gpu_share.core.simulate import tree_dispatch
 from cdk_gpu_share.core.simulate.dispatch import DispatchIndex
 from cdk_gpu_share.core.simulate.inputs import RESOURCE, TOL, Scenario
 from cdk_gpu_share.core.simulate.state import Run
@@ -115,11 +116,12 @@ class PlannerView:
         settings = self.base.settings
         has_waited = reclaim.has_waited
         settled = CHECK_CANDIDATES and self.settled == self.version
+        kidx, levels = self.index.kidx, tree_dispatch.LEVELS_AT_GROUPS
         for team in self.index.teams:
             if not team.npending:
                 continue
             for g in team.keys:  # ascending: once entitled nowhere, no larger job is
-                if tree.height(team, g) is None:
+                if (tree.height_at(team, kidx[g]) if levels else tree.height(team, g)) is None:
                     break
                 if not any(has_waited(self.pending_spec(r), t, settings) for _, r in team.buckets[g]):
                     continue

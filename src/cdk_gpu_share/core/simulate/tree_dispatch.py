@@ -23,7 +23,12 @@ from cdk_gpu_share.core.simulate.dispatch import DispatchIndex, _last_true
 from cdk_gpu_share.core.simulate.inputs import RESOURCE
 from cdk_gpu_share.core.simulate.state import Team
 
-__all__ = ["TreeDispatchIndex", "TreeUsage"]
+__all__ = ["LEVELS_AT_GROUPS", "TreeDispatchIndex", "TreeUsage"]
+
+# Whether dispatch reads each group's admission and entitlement levels, kept per state of the usage
+# below it, rather than asking the rules of every size it visits (False only to check that the
+# levels change no figure).
+LEVELS_AT_GROUPS = True
 
 
 class TreeUsage:
@@ -56,6 +61,12 @@ class TreeUsage:
         # found, the groups whose level may have moved since, and the teams below a moved level.
         self.sizes: list[float] = []
         self._owed_level: dict[str, int] = {}
+        # Per group, the largest size index admitted at its bound (the groups with a limit) and
+        # entitled at its quota, as usage stands: found again once a team below it changed.
+        self._admit_level: dict[str, int] = {}
+        self._entitled_level: dict[str, int] = {}
+        self.limited_paths: list[tuple[str, ...]] = []
+        self._limits()
         self._owed_stale: set[str] = set()
         self._owed_spread: set[int] = set()
 
@@ -66,6 +77,11 @@ class TreeUsage:
         # The teams below each group promised other than their guarantee, in the order of ``below``.
         self.promised_below = {g: [t for t in below if t.idx in self.promised] for g, below in self.below.items()}
 
+    def _limits(self) -> None:
+        """Each team's groups that have a borrow limit, lowest first."""
+        self.limited_paths = [tuple(g for g in path if self.tree.borrow_limit(g, RESOURCE) is not None)
+                              for path in self.paths]
+
     def switch(self, state: Any) -> None:
         """A time window's boundary: the teams' specs are ``state``'s now. The groups and their
         pools stay (they do not follow the clock); each group's Q is summed again from its teams'
@@ -73,11 +89,16 @@ class TreeUsage:
         self.tree = hierarchy.Tree.of_state(state)
         self._promise()
         self._owed_stale.update(self.below)  # every group's Q may have moved, and its owed level
+        self._admit_level.clear()
+        self._entitled_level.clear()
+        self._limits()
 
     def changed(self, team: Team) -> None:
         """Team's usage changed: its groups' sums are stale, and so may be their owed levels."""
         for g in self.paths[team.idx]:
             self._usage.pop(g, None)
+            self._admit_level.pop(g, None)
+            self._entitled_level.pop(g, None)
         self._owed_stale.update(self.paths[team.idx])
 
     def usage(self, group: str) -> dict:
@@ -133,6 +154,55 @@ class TreeUsage:
                     self._owed_spread.update(t.idx for t in self.below[group])
                 self._owed_level[group] = level = new
         return level
+
+    def admit_level(self, group: str) -> int:
+        """The largest index k into :attr:`sizes` of a job :func:`hierarchy.admits` at ``group``,
+        a group with a borrow limit, for a team that is not ``reserve``: U(N) + size <= Q(N) + B(N)
+        (-1: none). Monotone in the size, so a binary search, kept until a team below changes."""
+        k = self._admit_level.get(group)
+        if k is None:
+            u = self.usage(group)[RESOURCE]
+            limit = self.limit(group, RESOURCE)
+            assert limit is not None
+            bound = self.quota(group, RESOURCE) + limit
+            sizes, tol = self.sizes, hierarchy.TOLERANCE
+            k = self._admit_level[group] = _last_true(len(sizes), lambda k: sizes[k] <= tol
+                                                      or not u + sizes[k] > bound + tol)
+        return k
+
+    def entitled_level(self, group: str) -> int:
+        """The largest index k into :attr:`sizes` of a job entitled at ``group`` (the test of
+        :func:`hierarchy.entitled_at` there): U(N) + size <= Q(N) (-1: none), kept until a team
+        below changes."""
+        k = self._entitled_level.get(group)
+        if k is None:
+            u = self.usage(group)[RESOURCE]
+            q = self.quota(group, RESOURCE)
+            sizes, tol = self.sizes, hierarchy.TOLERANCE
+            k = self._entitled_level[group] = _last_true(len(sizes), lambda k: sizes[k] <= tol
+                                                         or u + sizes[k] <= q + tol)
+        return k
+
+    def admitted(self, team: Team) -> int:
+        """The largest index into :attr:`sizes` of a job of ``team`` (not ``reserve``) that every
+        group of its path admits (:meth:`admits`): the least of its limited groups' levels."""
+        k = len(self.sizes) - 1
+        for g in self.limited_paths[team.idx]:
+            at = self.admit_level(g)
+            if at < k:
+                k = at
+        return k
+
+    def height_at(self, team: Team, k: int) -> int | None:
+        """:meth:`height` of a job of ``sizes[k]`` from the groups' levels: 0 within the team's
+        guarantee (the dispatch index's ``wk``), else the height of the first group of its path
+        whose level holds it, None when none does."""
+        if k <= team.wk:
+            return 0
+        for g in self.paths[team.idx]:
+            if k <= self.entitled_level(g):
+                return self.tree.height(g)
+        return None
 
     def owed_moved(self) -> set[int]:
         """The teams (indices) below a group whose owed level moved since the last call (every
@@ -205,6 +275,7 @@ class TreeDispatchIndex(DispatchIndex):
 
     def __init__(self, teams: list[Team], sizes: list[float], tree: TreeUsage, **kw: Any):
         self.tree = tree
+        tree.sizes = sizes
         self.waiting: dict[int, Team] = {}  # the teams with a pending job, by index
         super().__init__(teams, sizes, **kw)
 
@@ -220,6 +291,43 @@ class TreeDispatchIndex(DispatchIndex):
         super()._bucket_changed(team, g, old_head)
 
     def best(self, free: float) -> tuple[Team, float] | None:
+        if not LEVELS_AT_GROUPS:
+            return self._best_asked(free)
+        best_key: tuple | None = None
+        best = None
+        tree, kidx, static = self.tree, self.kidx, self.static
+        for team in self.waiting.values():
+            ri = self.ri(team)
+            # fits (reclaim.fits): room in the pool up to iF, within the team's borrow cap up to ck
+            last = min(self._room(free, ri), team.ck)
+            if not team.reserve:
+                last = min(last, tree.admitted(team))
+            for g in team.keys:  # ascending: once one does not fit, no larger one does
+                k = kidx[g]
+                if k > last or team.reserve and not tree.admits(team, g):
+                    break
+                height = tree.height_at(team, k)
+                if static and height != 0:
+                    break
+                head = team.buckets[g][0][0]
+                if height is None:
+                    key: tuple = (1, 0, team.U / team.G if team.G > 0 else math.inf, head)
+                else:
+                    key = (0, height, 0.0, head)
+                if best_key is None or key < best_key:
+                    best_key, best = key, (team, g)
+        return best
+
+    def _room(self, free: float, ri: float) -> int:
+        """iF: the largest index into sizes with room in the pool (:func:`reclaim.has_room`)."""
+        i_f = self.room_cache.get((free, ri))
+        if i_f is None:
+            fr, rid = {RESOURCE: free}, {RESOURCE: ri}
+            i_f = self.room_cache[(free, ri)] = self._threshold(lambda d: reclaim.has_room(d, fr, rid))
+        return i_f
+
+    def _best_asked(self, free: float) -> tuple[Team, float] | None:
+        """:meth:`best` asking the rules of every size it visits (for tests)."""
         best_key: tuple | None = None
         best = None
         fr = {RESOURCE: free}
