@@ -298,3 +298,19 @@ def test_a_team_stack_deployed_alone_runs_the_switcher_after_its_update(template
     (target,) = rule["Properties"]["Targets"]
     assert target["Arn"] == {"Fn::GetAtt": [function, "Arn"]}
     assert target["RetryPolicy"] == {"MaximumEventAgeInSeconds": 3600, "MaximumRetryAttempts": 2}
+
+
+def test_a_team_that_drops_its_windows_keeps_exporting_its_compute_quota_id(windowed):
+    # CloudFormation refuses to remove an export that another stack still imports, and the team's
+    # stack deploys before the windows' stack stops importing it.
+    platform, _ = windowed
+    before = Template.from_stack(platform.teams["nightly"]).to_json()["Outputs"]
+    raw = yaml.safe_load(EXAMPLE.read_text())
+    raw["teams"][1].pop("windows")
+    dropped, _ = _build(raw)
+    after = Template.from_stack(dropped.teams["nightly"]).to_json()["Outputs"]
+    name = "ExportsOutputFnGetAttComputeQuotaComputeQuotaId17EFDD14"
+    assert after[name] == before[name]
+    settings = _settings(Template.from_stack(dropped.windows).to_json())
+    assert sorted((t["kind"], t["team"]) for t in settings["targets"]) == [("batch", "research"),
+                                                                           ("hyperpod", "research")]

@@ -207,6 +207,15 @@ class SharedGpuQuota(Construct):
                 quota_arn = format_arn(stack_of(switcher), service="sagemaker", resource="compute-quota",
                                        resource_name=quota_id)
                 switcher.add_compute_quota(name, quota_id, quota_arn, values, quota)
+        if self.hyperpod is not None:
+            # Every team stack exports its compute quota's id while the platform has windows, not
+            # only the windowed teams': a team that drops its windows is no longer imported, and
+            # CloudFormation refuses to remove an export that the windows' stack (deployed after
+            # the team's) still imports.
+            for team_quota in self.hyperpod.teams.values():
+                resource = cast(CfnComputeQuota, team_quota.resource)
+                if stack_of(resource) is not stack_of(self):
+                    stack_of(resource).export_value(resource.attr_compute_quota_id)
 
     @property
     def backends(self) -> list[BatchQuotaBackend | HyperPodBackend]:
