@@ -161,7 +161,8 @@ def admission_refusals(platform: list[dict[str, Any]], old: dict[str, Any], new:
                        user: str) -> list[str]:
     """What the platform's ValidatingAdmissionPolicies (bound with Deny) refuse of ``user``
     updating the cluster-scoped ``old`` into ``new``: each policy matched by its resource rules
-    and match conditions, its validations evaluated; an error refuses (failurePolicy Fail)."""
+    and match conditions, its validations evaluated; an error refuses (failurePolicy Fail).
+    Returns the messages; :func:`matching_policies` names the policies that matched."""
     plural = {v: k for k, v in _PLURALS.items()}[new["kind"]]
     bound = {o["spec"]["policyName"] for o in platform if o["kind"] == "ValidatingAdmissionPolicyBinding"
              and "Deny" in o["spec"]["validationActions"]}
@@ -175,8 +176,7 @@ def admission_refusals(platform: list[dict[str, Any]], old: dict[str, Any], new:
         if policy["metadata"]["name"] not in bound:
             continue
         constraints = spec["matchConstraints"]
-        if "namespaceSelector" in constraints and constraints["namespaceSelector"]:
-            continue  # namespaced policies: a cluster-scoped object has no namespace to select
+        # A namespaceSelector does not filter a cluster-scoped object: the resource rules decide.
         if not any("kueue.x-k8s.io" in r["apiGroups"] and plural in r["resources"] and "UPDATE" in r["operations"]
                    for r in constraints["resourceRules"]):
             continue
@@ -191,6 +191,17 @@ def admission_refusals(platform: list[dict[str, Any]], old: dict[str, Any], new:
         except Exception as e:  # failurePolicy Fail
             refused.append(f"{policy['metadata']['name']}: {e}")
     return refused
+
+
+def matching_policies(platform: list[dict[str, Any]], kind: str) -> list[str]:
+    """The platform's ValidatingAdmissionPolicies whose resource rules match an UPDATE of ``kind``
+    (a ClusterQueue or a Cohort), before their match conditions."""
+    plural = {v: k for k, v in _PLURALS.items()}[kind]
+    return [p["metadata"]["name"] for p in platform if p["kind"] == "ValidatingAdmissionPolicy"
+            and any(("kueue.x-k8s.io" in r["apiGroups"] or "*" in r["apiGroups"])
+                    and (plural in r["resources"] or "*" in r["resources"])
+                    and ("UPDATE" in r["operations"] or "*" in r["operations"])
+                    for r in p["spec"]["matchConstraints"]["resourceRules"])]
 
 
 def _status(code: int, message: str) -> dict[str, Any]:

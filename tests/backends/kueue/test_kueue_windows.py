@@ -25,11 +25,11 @@ from cdk_gpu_share.backends.kueue.quota_windows import (
     shipped_modules,
     switcher_namespace,
 )
-from cdk_gpu_share.backends.kueue.schedules import boundary_schedules
 from cdk_gpu_share.core.configuration import parse as C
 from cdk_gpu_share.core.configuration.model import config_at
+from cdk_gpu_share.core.configuration.window_crons import boundary_schedules
 from cdk_gpu_share.core.configuration.windows import Window, boundaries, window_at
-from tests.backends.kueue.apiserver_model import TOKEN, ApiServerModel, admission_refusals, opener
+from tests.backends.kueue.apiserver_model import TOKEN, ApiServerModel, admission_refusals, matching_policies, opener
 from tests.backends.kueue.schema_check import CRDS, cel_errors, kubernetes_errors, schema_errors
 from tests.helpers import ROOT
 
@@ -182,6 +182,14 @@ def test_every_boundary_over_two_years_has_a_cronjob_firing_at_its_instant(zone)
 
 def _switch_objects(objects):
     return {o["metadata"]["name"]: o for o in objects if o["kind"] in ("ClusterQueue", "Cohort")}
+
+
+def test_only_the_switchers_policy_matches_an_update_of_a_queue_or_the_cohort(objects):
+    """The teams' policies hold their namespaces' workloads: their resource rules never name a
+    ClusterQueue or a Cohort (a namespace selector would not keep a cluster-scoped object out)."""
+    assert len(of_kind(objects, "ValidatingAdmissionPolicy")) == 3
+    assert matching_policies(objects, "ClusterQueue") == matching_policies(objects, "Cohort") == [
+        "gpu-share-windows.gpu-share"]
 
 
 def test_the_platforms_policies_let_the_switcher_patch_the_quotas(objects):

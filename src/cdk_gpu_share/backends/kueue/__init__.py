@@ -19,12 +19,12 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cdk_gpu_share.backends.kueue.schedules import boundary_schedules
 from cdk_gpu_share.core.catalog import instances, mig
 from cdk_gpu_share.core.configuration import parse as C
 from cdk_gpu_share.core.configuration import schema as S
 from cdk_gpu_share.core.configuration.backends import Backend, SectionCheck
 from cdk_gpu_share.core.configuration.parse import PlatformConfig, TeamConfig
+from cdk_gpu_share.core.configuration.window_crons import boundary_schedules
 from cdk_gpu_share.core.configuration.windows import Window
 from cdk_gpu_share.core.errors import Problem
 from cdk_gpu_share.core.validation import Problems

@@ -40,7 +40,7 @@ from typing import Any
 
 from cdk_gpu_share.backends.kueue import API_VERSION, KueueConfig, switcher_namespace
 from cdk_gpu_share.backends.kueue.admission import ADMISSION_API
-from cdk_gpu_share.backends.kueue.schedules import boundary_schedules
+from cdk_gpu_share.core.configuration.window_crons import boundary_schedules
 from cdk_gpu_share.core.configuration.windows import Window, window_mapping
 
 __all__ = [

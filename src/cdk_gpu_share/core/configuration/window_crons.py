@@ -1,5 +1,5 @@
-"""When the Kueue backend's quota window switcher runs: the CronJobs of a window's boundaries,
-in its own time zone (pure: times only)."""
+"""The Kubernetes cron lines of a window's boundaries, read in the window's own time zone (a
+CronJob's ``timeZone``): when the Kueue backend's quota window switcher runs (pure: times only)."""
 
 from __future__ import annotations
 
