@@ -439,3 +439,71 @@ def test_plan_prints_each_windows_compiled_values_beside_the_trees_quota() -> No
     assert ("    batch_quota: a 1 instance (1 GPU) (may borrow 1 instance (1 GPU)), b 4 instances (4 GPUs)"
             in text)
     assert "guaranteed ml.g5.xlarge 6 of 6 as deployed (the tree's quota 6)" in text
+
+
+@st.composite
+def windowed_platforms(draw):
+    """A valid config with 1 or 2 groups, 2 or 3 teams and one window, on Batch or HyperPod."""
+    backend = draw(st.sampled_from(["batch_quota", "hyperpod"]))
+    groups = [{"name": "g0", "guarantee": {IT: draw(st.integers(0, 2))}}]
+    if draw(st.booleans()):
+        groups.append({"name": "g1", "parent": draw(st.sampled_from([None, "g0"])),
+                       "guarantee": {IT: draw(st.integers(0, 2))}})
+        if groups[1]["parent"] is None:
+            del groups[1]["parent"]
+    for g in groups:
+        limit = draw(st.sampled_from([None, 0, 1, 3]))
+        if limit is not None:
+            g["borrow_limit"] = {IT: limit}
+        if not g["guarantee"][IT]:
+            del g["guarantee"]
+    teams = []
+    for i in range(draw(st.integers(2, 3))):
+        t: dict = {"name": f"t{i}", "guarantee": {IT: draw(st.integers(1, 2))},
+                   "group": draw(st.sampled_from([g["name"] for g in groups]))}
+        percent = draw(st.sampled_from([None, 0, 50, 100, 200]))
+        if percent is not None:
+            t["borrow_limit_percent"] = percent
+        if draw(st.booleans()):
+            inside: dict = {"guarantee": {IT: draw(st.integers(1, 3))}}
+            if draw(st.booleans()):
+                inside["borrow_limit_percent"] = draw(st.sampled_from([0, 50, 100]))
+            t["windows"] = {"night": inside}
+        teams.append(t)
+    for g in groups:  # every group holds a team
+        if not any(t["group"] == g["name"] for t in teams) and not any(o.get("parent") == g["name"] for o in groups):
+            teams.append({"name": f"x{g['name']}", "guarantee": {IT: 1}, "group": g["name"]})
+    pools = sum(g.get("guarantee", {}).get(IT, 0) for g in groups)
+    most = max(sum(t["guarantee"][IT] for t in teams),
+               sum(t.get("windows", {}).get("night", t)["guarantee"][IT] for t in teams))
+    section: dict = {"capacity": {IT: most + pools + draw(st.integers(0, 1))}}
+    if backend == "hyperpod":
+        section["cluster_arn"] = ARN
+    raw = {"platform": {"name": "gpu-share"}, "groups": groups, "teams": teams, backend: section,
+           "windows": [{"name": "night", "days": ["mon"], "start": "20:00", "end": "08:00"}]}
+    return backend, raw
+
+
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(windowed_platforms())
+def test_a_compiled_replays_window_is_the_compilation_of_that_windows_tree_alone(case):
+    # In GPUs, as the compiled replay reads them: each window's values are those of the tree with
+    # the window's values compiled on its own, and the base's those of the tree without windows.
+    import dataclasses
+
+    from cdk_gpu_share.core.configuration.parse import parse_config, team_in_window
+    from cdk_gpu_share.core.policy.organisation import as_replayed, compile_flat
+    from cdk_gpu_share.core.scenario import scenario_from_config
+
+    backend, raw = case
+    try:
+        config = parse_config(raw)
+    except ConfigError:
+        return  # a tree the config refuses (a backend's minimum, a bound below a guarantee...)
+    scenario = sim.parse_scenario(scenario_from_config(as_replayed(config, backend, "compiled"), backend))
+    night = datetime(2026, 1, 5, 21, tzinfo=timezone.utc)
+    for window, state in ((None, scenario.state), ("night", scenario.state_at(night))):
+        alone = dataclasses.replace(config, windows=(), teams=tuple(
+            dataclasses.replace(team_in_window(t, window), windows={}) for t in config.teams))
+        expected = sim.parse_scenario(scenario_from_config(compile_flat(alone, backend).config, backend))
+        assert state.teams == expected.state.teams, window
