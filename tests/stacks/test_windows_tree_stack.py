@@ -36,12 +36,17 @@ def grouped() -> dict:
 
 
 @pytest.fixture(scope="module")
-def switched():
+def synthesized():
     config = parse_config(grouped())
     app = new_app()
     platform = build_platform(app, config, checks=False)
     synth(app)
-    template = Template.from_stack(platform.windows).to_json()
+    return config, Template.from_stack(platform.windows).to_json()
+
+
+@pytest.fixture(scope="module")
+def switched(synthesized):
+    config, template = synthesized
     (function,) = [r for r in template["Resources"].values()
                    if r["Type"] == "AWS::Lambda::Function" and r["Properties"].get("Handler") == HANDLER]
     env = function["Properties"]["Environment"]["Variables"][h.SETTINGS_ENV]
@@ -83,3 +88,14 @@ def test_each_window_switches_the_compute_quotas_to_the_compilation_of_its_tree(
         for window in ("night", "sunday"):
             assert target["windows"].get(window, target["base"]) == quota_values(
                 team_in_window(deployed, window), config.hyperpod.capacity), (name, window)
+
+
+def test_a_team_switched_only_by_the_tree_has_its_stack_watched_after_deploys(synthesized):
+    # applied gives no values of its own, but its compiled share changes at night: an update of
+    # its stack alone writes its base back, and is followed by a run of the switcher.
+    _, template = synthesized
+    (rule,) = [r for r in template["Resources"].values() if r["Type"] == "AWS::Events::Rule"]
+    prefixes = rule["Properties"]["EventPattern"]["detail"]["stack-id"]
+    stacks = sorted("".join(p if isinstance(p, str) else "" for p in prefix["prefix"]["Fn::Join"][1])
+                    .split(":stack/")[1] for prefix in prefixes)
+    assert stacks == ["windows-share-team-applied/", "windows-share-team-nightly/", "windows-share-team-research/"]

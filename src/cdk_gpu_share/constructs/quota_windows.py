@@ -145,6 +145,11 @@ class QuotaWindowSwitcher(Construct):
             # Run after CloudFormation has written the share's base values.
             self.after_deploy.node.add_dependency(resource)
 
+    @property
+    def teams(self) -> list[str]:
+        """The teams whose share or quota this switcher writes, in the order added, each once."""
+        return list(dict.fromkeys(t["team"] for t in self._targets))
+
     def _settings(self) -> str:
         settings = {"windows": [window_mapping(w) for w in self.windows], "targets": self._targets}
         return cdk.Stack.of(self).to_json_string(settings)

@@ -67,7 +67,10 @@ class WindowsStack(cdk.Stack):
             add = getattr(part, "add_windows_to", None)
             if add is not None:
                 add(self.switcher)
-        windowed = [stack for name, stack in teams.items() if config.team(name).windows]
+        # The stacks of the teams the switcher writes (with groups, also a team that gives no
+        # values of its own but whose compiled share of a pool changes with the window).
+        switched = set(self.switcher.teams)
+        windowed = [stack for name, stack in teams.items() if name in switched]
         self.team_deploys = self._after_team_deploys(windowed)
         if platform.alerts is not None:
             platform.alerts.route(self)
