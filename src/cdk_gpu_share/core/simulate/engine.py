@@ -148,7 +148,8 @@ class _Sim:
         self.max_total = 0.0
         self.now = 0.0
         self.skip_idle_ticks = True
-        self.quiet: tuple[int, float] | None = None  # (view version, until): ticks without a victim
+        # (view version, the tick that found no victim, until when: None until asked): ticks without a victim
+        self.quiet: tuple[int, float, float | None] | None = None
         index_args: dict[str, Any] = dict(static=mode == STATIC, reclaiming=self.reclaiming, compact_slack=self.COMPACT_SLACK,
                           lazy_ratio=self.LAZY_RATIO)
         sizes = sorted({r.g for r in self.runs} | {g for g, _ in later})
@@ -447,14 +448,20 @@ class _Sim:
         """Whether a call at ``t`` would find what the last tick found, no victim: no job started,
         stopped, arrived or completed since, and no rule that reads the time changed its answer
         for any job in between (:meth:`_quiet`)."""
-        return self.quiet is not None and self.quiet[0] == self.view.version and t < self.quiet[1]
+        quiet = self.quiet
+        if quiet is None or quiet[0] != self.view.version:
+            return False
+        if quiet[2] is None:  # asked once, at the first tick that finds nothing changed
+            quiet = self.quiet = (quiet[0], quiet[1], self._next_change(quiet[1]))
+        return t < quiet[2]  # type: ignore[operator]  # set just above
 
     def _quiet(self, t: float) -> None:
         """The tick at ``t`` found no victim: later ticks skip the planner until a job changes state
-        or the time changes a rule's answer (:meth:`_next_change`). A waiting job that may reclaim
+        or the time changes a rule's answer (:meth:`_next_change`, found when a later tick first
+        asks: most ticks are followed by a job's change first). A waiting job that may reclaim
         often finds nothing to take for many ticks in a row (nothing borrowed, or all protected)."""
         if self.skip_idle_ticks:
-            self.quiet = (self.view.version, self._next_change(t))
+            self.quiet = (self.view.version, t, None)
 
     def _next_change(self, t: float) -> float:
         """After a call at ``t`` that chose no victim: the first time a call could answer
