@@ -116,10 +116,12 @@ class PlannerView:
         settings = self.base.settings
         has_waited = reclaim.has_waited
         settled = CHECK_CANDIDATES and self.settled == self.version
-        kidx, levels = self.index.kidx, tree_dispatch.LEVELS_AT_GROUPS
-        for team in self.index.teams:
-            if not team.npending:
-                continue
+        if settled and not any(v.U - v.G > reclaim.TOLERANCE for v in self.index.teams):
+            return False  # no team uses more than its guarantee: no candidate for anyone (may_reclaim)
+        index = self.index
+        assert isinstance(index, tree_dispatch.TreeDispatchIndex)
+        kidx, levels = index.kidx, tree_dispatch.LEVELS_AT_GROUPS
+        for team in index.waiting.values():  # the teams with a pending job
             for g in team.keys:  # ascending: once entitled nowhere, no larger job is
                 if (tree.height_at(team, kidx[g]) if levels else tree.height(team, g)) is None:
                     break

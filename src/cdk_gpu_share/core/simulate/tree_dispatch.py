@@ -145,10 +145,15 @@ class TreeUsage:
             self._owed_stale.discard(group)
             u = self.usage(group)[RESOURCE]
             q = self.promised_quota(group, RESOURCE)
-            sizes = self.sizes
-            # hierarchy.entitled_at's test at one group, for the one resource a job needs here
-            new = _last_true(len(sizes), lambda k: sizes[k] <= hierarchy.TOLERANCE
-                             or u + sizes[k] <= q + hierarchy.TOLERANCE)
+            sizes, tol = self.sizes, hierarchy.TOLERANCE
+
+            def owed(k: int) -> bool:  # hierarchy.entitled_at's test at one group, for one resource
+                return sizes[k] <= tol or u + sizes[k] <= q + tol
+            n = len(sizes)
+            if level is not None and (level < 0 or owed(level)) and (level + 1 >= n or not owed(level + 1)):
+                new = level  # the level holds still: monotone in the size, two sizes say so
+            else:
+                new = _last_true(n, owed)
             if new != level:
                 if level is not None:
                     self._owed_spread.update(t.idx for t in self.below[group])
@@ -297,9 +302,10 @@ class TreeDispatchIndex(DispatchIndex):
         best = None
         tree, kidx, static = self.tree, self.kidx, self.static
         for team in self.waiting.values():
-            ri = self.ri(team)
             # fits (reclaim.fits): room in the pool up to iF, within the team's borrow cap up to ck
-            last = min(self._room(free, ri), team.ck)
+            last = min(self._room(free, self.ri(team)), team.ck)
+            if kidx[team.keys[0]] > last:
+                continue  # not even its smallest job fits
             if not team.reserve:
                 last = min(last, tree.admitted(team))
             for g in team.keys:  # ascending: once one does not fit, no larger one does
