@@ -608,3 +608,26 @@ def test_the_switcher_runs_in_the_image_the_section_names(objects):
         C.parse_config(mirrored)
     [problem] = err.value.problems
     assert (problem.field, problem.value) == ("kueue.windows_image", "Python 3") and "image reference" in problem.fix
+
+
+def test_with_groups_the_switcher_patches_the_queues_and_the_sections_cohort_not_the_groups(tmp_path):
+    """A group's pool is the same at every hour: its Cohort is left as deployed; the section's
+    Cohort (what neither a team nor a group guarantees) follows the teams' guarantees."""
+    grouped = raw()
+    grouped["kueue"]["capacity"] = {"p4d.24xlarge": 7}
+    grouped["groups"] = [{"name": "science", "guarantee": {"p4d.24xlarge": 1}}]
+    grouped["teams"][0]["group"] = "science"
+    config = C.parse_config(grouped)
+    assert [p.value for p in C.deploy_problems(config)] == []
+    objects = config_objects(config)
+    assert [e for o in objects for e in schema_errors(o) + cel_errors(o)] == []
+    (role,) = of_kind(objects, "ClusterRole").values()
+    assert role["rules"][1]["resourceNames"] == ["gpu-share"]
+    model = _model(objects)
+    assert run(model, objects, NIGHT, tmp_path) == 0
+    at_night = config_objects(config_at(config, NIGHT))
+    for o in at_night:
+        if o["kind"] in ("ClusterQueue", "Cohort"):
+            assert gpus(model.get(o["kind"], o["metadata"]["name"])) == gpus(o), o["metadata"]["name"]
+    assert gpus(model.get("Cohort", "science")) == 8  # the group's own pool, at every hour
+    assert gpus(model.get("Cohort", "gpu-share")) == 16  # 7 nodes less 1 (science), 1 (research), 3 (training)
