@@ -393,13 +393,15 @@ def _grid_size(label: str, study, pool) -> list[str]:
         c += 1
     grid_s = time.perf_counter() - started
     advised = advice.best.candidate.capacity
-    ok = least is not None and advice.best.feasible and advised <= least + 1e-9
+    # The grid is searched up to the advice only: finding nothing there, its least lies above.
+    ok = advice.best.feasible and (least is None or advised <= least + 1e-9)
+    grid_least = f"{least} GPUs" if least is not None else f"none up to {advised:g} GPUs"
     print(f"{'grid':<8} {label:<14} size: advice {advised:g} GPUs (feasible {advice.best.feasible}, regret "
           f"{advice.best.regret_gpu_hours:,.1f}, {advice.simulations} simulations, {wall:.0f} s); grid's least "
-          f"feasible {least} GPUs ({sims} splits, {grid_s:.0f} s) (target advice <= grid: "
+          f"feasible {grid_least} ({sims} splits, {grid_s:.0f} s) (target advice <= grid: "
           f"{'met' if ok else 'MISSED'})")
     rows.append(f"| {label} | size | {advised:g} GPUs, {'feasible' if advice.best.feasible else 'infeasible'} | "
-                f"{advice.simulations} | {wall:.0f} s | least feasible {least} GPUs | {sims} | {grid_s:.0f} s | "
+                f"{advice.simulations} | {wall:.0f} s | least feasible {grid_least} | {sims} | {grid_s:.0f} s | "
                 f"{'met' if ok else 'missed'} |")
     return rows
 
