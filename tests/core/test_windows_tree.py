@@ -303,6 +303,22 @@ def test_windows_that_give_the_base_values_replay_a_tree_as_without_them(case, m
     assert figures[0] == figures[1]
 
 
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(windowed_cases(), st.sampled_from([0, 120]), st.sampled_from([0, 300]))
+def test_the_ticks_a_windowed_tree_replay_skips_change_nothing(case, reclaim_after, min_runtime):
+    # Ticks skipped as unable to choose a victim (reclaim_after_seconds counted from a rise at a
+    # boundary included): every figure is the one of a replay that calls the planner at every tick.
+    raw, rows = case
+    raw = {**raw, "settings": {"reclaim_after_seconds": reclaim_after, "min_runtime_seconds": min_runtime}}
+    rows, skipped = _replayed(raw, rows, "share+reclaim")
+    if skipped is None:
+        return
+    every = _replayed(raw, rows, "share+reclaim", skip_idle_ticks=False)[1]
+    figures = [{k: v for k, v in r.to_dict().items() if k not in ("sim_seconds", "simulation_seconds")}
+               for r in (skipped, every)]
+    assert figures[0] == figures[1]
+
+
 # -- the compiled reading: the tree compiled once per window -------------------------------------
 
 IT = "ml.g5.xlarge"  # one GPU an instance
