@@ -631,3 +631,19 @@ def test_with_groups_the_switcher_patches_the_queues_and_the_sections_cohort_not
             assert gpus(model.get(o["kind"], o["metadata"]["name"])) == gpus(o), o["metadata"]["name"]
     assert gpus(model.get("Cohort", "science")) == 8  # the group's own pool, at every hour
     assert gpus(model.get("Cohort", "gpu-share")) == 16  # 7 nodes less 1 (science), 1 (research), 3 (training)
+
+
+def test_kueue_manifests_writes_the_switchers_files_in_the_order_they_apply(tmp_path, capsys):
+    import yaml
+
+    from cdk_gpu_share.cli import main
+
+    path = tmp_path / "platform.yaml"
+    path.write_text(yaml.safe_dump(raw()))
+    assert main(["kueue", "manifests", str(path), "-o", str(tmp_path / "out")]) == 0
+    names = sorted(p.name for p in (tmp_path / "out").iterdir())
+    assert [n for n in names if n >= "09"] == ["09-serviceaccount.yaml", "10-clusterrole.yaml", "11-clusterrolebinding.yaml",
+                         "12-configmap.yaml", "13-cronjob.yaml", "14-job.yaml"]
+    written = [o for name in names for o in yaml.safe_load_all((tmp_path / "out" / name).read_text())]
+    assert sorted(json.dumps(o, sort_keys=True) for o in written) == sorted(
+        json.dumps(o, sort_keys=True) for o in config_objects(C.parse_config(raw())))
