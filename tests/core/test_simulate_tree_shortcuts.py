@@ -58,8 +58,9 @@ def figures(result: sim.SimResult) -> dict:
 
 @st.composite
 def busy_trees(draw):
-    """A tree of :func:`trees`, some teams promised more than their guarantee, reclaim settings,
-    and up to 14 jobs of whole and fractional GPUs arriving close together."""
+    """A tree of :func:`trees` (now and then its teams without groups), some teams promised more
+    than their guarantee, reclaim settings, and up to 14 jobs of whole and fractional GPUs arriving
+    close together."""
     raw = draw(trees())
     for t in raw["teams"]:
         promised = draw(st.sampled_from([None, None, 1, 2, 3]))
@@ -68,6 +69,10 @@ def busy_trees(draw):
     raw["settings"] = {"reclaim_after_seconds": draw(st.sampled_from([0, 120])),
                        "min_runtime_seconds": draw(st.sampled_from([0, 300])),
                        "victim_order": draw(st.sampled_from(["youngest", "checkpoint"]))}
+    if draw(st.booleans()) and draw(st.booleans()):  # now and then the same teams without groups
+        raw["groups"] = []
+        for t in raw["teams"]:
+            t.pop("group", None)
     names = [t["name"] for t in raw["teams"]]
     rows = [f"j{i},{draw(st.sampled_from(names))},{draw(st.integers(0, 400))},{draw(st.integers(30, 900))},"
             f"{draw(st.sampled_from(['1', '1', '2', '0.5', '0.25', '1.5']))},{draw(st.integers(0, 2))}"

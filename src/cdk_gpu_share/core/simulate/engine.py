@@ -60,8 +60,8 @@ from cdk_gpu_share.core.simulate.watch import Watch
 # (each group's found once for all the teams below it: TreeUsage.owed_level); False asks every size
 # of the team's whole path again at each change, only to check that the levels change no figure.
 OWED_BY_NODE = True
-# With a tree, whether the ticks that would find what the last call found are passed over at once
-# rather than visited one by one (False only to check that passing them over changes no figure).
+# Whether the ticks that would find what the last call found are passed over at once rather than
+# visited one by one (False only to check that passing them over changes no figure).
 SKIP_QUIET_TICKS = True
 
 __all__ = ["check_mode", "simulate", "with_victim_order"]
@@ -589,12 +589,17 @@ class _Sim:
             return None
         k = max(last_k + 1, math.ceil(self.now / self.poll))
         quiet = self.quiet
-        if SKIP_QUIET_TICKS and quiet is not None and quiet[0] == self.view.version and k * self.poll < quiet[1]:
-            if quiet[1] == _INF:
-                return None  # until a job changes state
-            k = max(k, math.ceil(quiet[1] / self.poll))
-            while k * self.poll < quiet[1]:  # whatever the division rounded
-                k += 1
+        if SKIP_QUIET_TICKS and quiet is not None and quiet[0] == self.view.version:
+            if quiet[2] is None:  # as _as_last_call finds it: nothing changed since the call
+                quiet = self.quiet = (quiet[0], quiet[1], self._next_change(quiet[1]))
+            until = quiet[2]
+            assert until is not None
+            if k * self.poll < until:
+                if until == _INF:
+                    return None  # until a job changes state
+                k = max(k, math.ceil(until / self.poll))
+                while k * self.poll < until:  # whatever the division rounded
+                    k += 1
         return k
 
     def _arrive(self, r: Run) -> bool:
