@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from datetime import datetime, timezone
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import aws_cdk as cdk
 import pytest
@@ -14,7 +15,7 @@ from aws_cdk import assertions
 
 from cdk_gpu_share.constructs._lambda_code import PackageBundler
 from cdk_gpu_share.constructs.quota_windows import QuotaWindowSwitcher, boundary_crons
-from cdk_gpu_share.core.configuration.windows import Window
+from cdk_gpu_share.core.configuration.windows import Window, window_at
 from cdk_gpu_share.lambdas.quota_switcher import handler as h
 from tests.batch_model import Clock
 from tests.quota_model import QuotaQueueModel
@@ -58,6 +59,30 @@ def test_boundary_crons_open_on_the_windows_days_and_close_the_next_day_when_it_
     assert boundary_crons(WEEKEND) == {"open": "cron(0 0 ? * SAT *)", "close": "cron(0 0 ? * SUN *)"}
     lunch = Window("lunch", ("sun", "mon"), "12:30", "13:15")
     assert boundary_crons(lunch) == {"open": "cron(30 12 ? * MON,SUN *)", "close": "cron(15 13 ? * MON,SUN *)"}
+
+
+def test_a_boundary_that_daylight_saving_skips_has_a_schedule_where_it_falls_that_day():
+    # EventBridge Scheduler skips a cron time that the zone's clocks jump over: on the last Sunday
+    # of March Berlin has no 02:30, so "open" would not run and the window would stay closed until
+    # its end. One more schedule at the wall-clock time the opening falls to then (03:30) runs the
+    # switcher, which finds the window open at its own clock.
+    early = Window("early", ("sun",), "02:30", "06:00", "Europe/Berlin")
+    crons = boundary_crons(early, first=datetime(2026, 1, 1).date())
+    assert crons == {"open": "cron(30 2 ? * SUN *)", "open-dst": "cron(30 3 ? * SUN *)",
+                     "close": "cron(0 6 ? * SUN *)"}
+    moved = datetime(2026, 3, 29, 3, 30, tzinfo=ZoneInfo("Europe/Berlin"))
+    assert window_at([early], moved) == early
+    # A window whose boundaries no zone change touches has one schedule per boundary.
+    assert set(boundary_crons(NIGHT)) == {"open", "close"}
+    # Synthesized: both schedules of the opening say so (summary lists them as openings).
+    stack = cdk.Stack(cdk.App(), "Early", env=ENV)
+    switcher = QuotaWindowSwitcher(stack, "QuotaWindows", windows=[early])
+    switcher.add_quota_share("training", SHARES["training"], {None: _share(2, 50), "early": _share(6, 100)})
+    schedules = assertions.Template.from_stack(stack).find_resources("AWS::Scheduler::Schedule")
+    inputs = sorted((json.loads(s["Properties"]["Target"]["Input"])["boundary"], s["Properties"]["ScheduleExpression"])
+                    for s in schedules.values())
+    assert ("open", "cron(30 3 ? * SUN *)") in inputs  # Berlin jumps over 02:30 every March
+    assert {b for b, _ in inputs} == {"open", "close"}
 
 
 def test_one_schedule_per_boundary_in_the_windows_time_zone_invokes_the_switcher(synth):

@@ -8,7 +8,8 @@ it deploys:
 
 * the switcher function, whose role may read and update those shares and quotas only, by ARN;
 * one EventBridge Scheduler schedule per boundary (a window's opening or closing), a cron in
-  the window's own time zone, so daylight saving is the zone's; the function works the window
+  the window's own time zone, so daylight saving is the zone's (and one more where the zone's
+  clocks jump over a boundary's time, which the scheduler would skip); the function works the window
   out at its own clock, so a boundary delivered late or twice does no harm;
 * a custom resource that runs the function when a deploy changes a share, a quota or a window
   (CloudFormation writes the base values back when it updates a share or a quota);
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from datetime import date, datetime, timezone
 from typing import Any, cast
 
 import aws_cdk as cdk
@@ -34,6 +36,7 @@ from constructs import Construct
 
 from cdk_gpu_share.constructs._checks import acknowledge_nag, acknowledge_role_dependency
 from cdk_gpu_share.constructs._lambda_code import package_code
+from cdk_gpu_share.core.configuration.window_crons import skipped_at
 from cdk_gpu_share.core.configuration.windows import DAYS, Window, window_mapping
 
 __all__ = ["QuotaWindowSwitcher", "boundary_crons"]
@@ -47,10 +50,15 @@ MAX_EVENT_AGE_SECONDS = 3600
 SCHEDULE_RETRIES = 3
 
 
-def boundary_crons(window: Window) -> dict[str, str]:
+def boundary_crons(window: Window, first: date | None = None) -> dict[str, str]:
     """The EventBridge Scheduler cron expressions of ``window``'s opening and closing, in its
     own time zone: ``{"open": ..., "close": ...}``. A window that ends at or before its start
-    closes the next day."""
+    closes the next day. EventBridge Scheduler skips a cron time that falls in a daylight-saving
+    gap, so where one in the two years from ``first`` (default: today) skips a boundary's
+    wall-clock time there is one more at the time the boundary falls to on that day
+    (``open-dst``, ``close-dst``): the switcher, reading its own clock, then finds the window
+    that is in force."""
+    first = first or datetime.now(timezone.utc).date()
     start_h, start_m = (int(x) for x in window.start.split(":"))
     end_h, end_m = (int(x) for x in window.end.split(":"))
     days = [DAYS.index(d) for d in window.days]
@@ -61,7 +69,14 @@ def boundary_crons(window: Window) -> dict[str, str]:
         names = ",".join(DAYS[d].upper() for d in sorted(set(on)))
         return f"cron({minute} {hour} ? * {names} *)"
 
-    return {"open": cron(start_m, start_h, days), "close": cron(end_m, end_h, close_days)}
+    out = {}
+    for edge, (h, m), on in (("open", (start_h, start_m), days), ("close", (end_h, end_m), close_days)):
+        out[edge] = cron(m, h, on)
+        moved = skipped_at(window, f"{h:02d}:{m:02d}", on, first)
+        if moved is not None:
+            mh, mm = (int(x) for x in moved.split(":"))
+            out[f"{edge}-dst"] = cron(mm, mh, on)
+    return out
 
 
 class QuotaWindowSwitcher(Construct):
@@ -165,14 +180,14 @@ class QuotaWindowSwitcher(Construct):
             for edge, expression in boundary_crons(window).items():
                 self.schedules.append(scheduler.CfnSchedule(
                     self, f"{edge.capitalize()}-{window.name}",
-                    description=f"The {'opening' if edge == 'open' else 'closing'} of the time window"
+                    description=f"The {'opening' if edge.startswith('open') else 'closing'} of the time window"
                                 f" {window.name} ({window.start} to {window.end}, {window.timezone})",
                     schedule_expression=expression,
                     schedule_expression_timezone=window.timezone,
                     flexible_time_window=scheduler.CfnSchedule.FlexibleTimeWindowProperty(mode="OFF"),
                     target=scheduler.CfnSchedule.TargetProperty(
                         arn=self.function.function_arn, role_arn=self.scheduler_role.role_arn,
-                        input=json.dumps({"boundary": edge, "window": window.name}),
+                        input=json.dumps({"boundary": edge.removesuffix("-dst"), "window": window.name}),
                         retry_policy=scheduler.CfnSchedule.RetryPolicyProperty(
                             maximum_event_age_in_seconds=MAX_EVENT_AGE_SECONDS,
                             maximum_retry_attempts=SCHEDULE_RETRIES)),

@@ -8,7 +8,7 @@ from datetime import date, datetime, timedelta, timezone
 
 from cdk_gpu_share.core.configuration.windows import DAYS, Window
 
-__all__ = ["boundary_schedules"]
+__all__ = ["boundary_schedules", "skipped_at"]
 
 
 def _cron(minute: int, hour: int, days: Sequence[int]) -> str:
@@ -16,7 +16,7 @@ def _cron(minute: int, hour: int, days: Sequence[int]) -> str:
     return f"{minute} {hour} * * {','.join(str((d + 1) % 7) for d in sorted(set(days)))}"
 
 
-def _skipped_at(window: Window, clock: str, days: Sequence[int], first: date) -> str | None:
+def skipped_at(window: Window, clock: str, days: Sequence[int], first: date) -> str | None:
     """When ``clock`` on some of ``days`` falls in a daylight-saving gap of the window's zone in the
     two years from ``first``: the wall-clock time (HH:MM) the boundary then falls at, else None."""
     zone = window.zone
@@ -46,7 +46,7 @@ def boundary_schedules(window: Window, first: date | None = None) -> list[tuple[
     for suffix, clock, on in (("open", window.start, days), ("close", window.end, close_days)):
         h, m = (int(x) for x in clock.split(":"))
         out.append((suffix, _cron(m, h, on)))
-        moved = _skipped_at(window, clock, on, first)
+        moved = skipped_at(window, clock, on, first)
         if moved is not None:
             mh, mm = (int(x) for x in moved.split(":"))
             out.append((f"{suffix}-dst", _cron(mm, mh, on)))
