@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from cdk_gpu_share._version import __version__ as __version__
 
 if TYPE_CHECKING:
     from cdk_gpu_share.backends.batch_quota.construct import ShareMonitor

@@ -11,6 +11,7 @@ from cdk_gpu_share.core.configuration.parse import PlatformConfig, check_config
 from cdk_gpu_share.core.errors import ConfigError
 from cdk_gpu_share.stacks.platform import PlatformStack
 from cdk_gpu_share.stacks.team import TeamStack
+from cdk_gpu_share.stacks.windows import WindowsStack, has_switched_windows
 
 
 @dataclass
@@ -88,10 +89,7 @@ def build_platform(app: cdk.App, config: PlatformConfig, *, checks: bool = True)
         result.teams[team.name] = stack
         for part in platform.team_parts():
             part.add_team_to(team, stack)
-    if config.windows:
-        from cdk_gpu_share.stacks.windows import WindowsStack, has_switched_windows  # only with windows
-
-        if has_switched_windows(platform):
-            result.windows = WindowsStack(app, windows_stack_name(config), config=config, platform=platform,
-                                          teams=result.teams)
+    if config.windows and has_switched_windows(platform):
+        result.windows = WindowsStack(app, windows_stack_name(config), config=config, platform=platform,
+                                      teams=result.teams)
     return result

@@ -10,7 +10,7 @@ from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from constructs import Construct
 
-from cdk_gpu_share import __version__
+from cdk_gpu_share._version import __version__
 from cdk_gpu_share.constructs._iam import stack_env
 from cdk_gpu_share.constructs.quota_windows import QuotaWindowSwitcher
 from cdk_gpu_share.core.configuration.parse import PlatformConfig
