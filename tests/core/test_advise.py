@@ -366,6 +366,20 @@ def test_private_sizing_of_many_teams_leaves_the_search_half_its_budget(fleet):
     assert len(advice.warnings) == 1 and "stopped at its budget" in advice.warnings[0]
 
 
+def test_a_batch_share_of_one_simulation_still_searches():
+    """A job budget of 8 whole traces: a batch may hold one simulation, and the first batch also
+    holds the input's; the search still simulates candidates (not only the answer's and the
+    input's confirmation) and stops at its budget saying so."""
+    data = scenario(6, CASES["private"])
+    study = study_of(data, bursty_trace(3, ("a", "b"), jobs=30))
+    space = adv.space_of(study, step=1, fleet="fixed", percents=LADDER)
+    executor = Recording(study)
+    advice = adv.advise(study, space, executor, job_budget=8 * len(study.jobs))
+    searched = [n for n in executor.candidates[:-1] if n]  # the last: the confirmation; 0: teams alone
+    assert searched[:1] == [2] and sum(searched) > 2  # the input and one candidate, then more
+    assert len(advice.warnings) == 1 and "stopped at its budget" in advice.warnings[0]
+
+
 def test_each_frontier_row_is_the_best_the_whole_search_found_at_its_capacity():
     """At 4 GPUs every seed misses an objective by more than PROBE_CAP: the bisection gives the
     capacity up at once. Its row is the best of the seeds' full simulations (not the input's,

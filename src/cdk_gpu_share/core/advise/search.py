@@ -276,6 +276,10 @@ class Search:
                 wanted[c] = None
         todo = list(wanted)
         room = max(0, self.room() - (self.input_full is None))  # the input's simulation goes with the first batch
+        if self.input_full is None and self.room() >= 1:
+            # A batch share of one simulation (a trace above an eighth of the job budget) would
+            # leave the first batch no room beside the input, and every later one none either.
+            room = max(room, min(1, self.affordable() - 1))
         if len(todo) > room:  # the budget decides, in the batch's fixed order
             if len(todo) > self.room(share=False) - (self.input_full is None):
                 self.cut += len(todo) - room  # the budget itself, not a phase's share of it
