@@ -566,6 +566,13 @@ def quota_window_switcher(app: App, stack: str, queue: str, other_queue: str, wi
             Req(f"{label}: switch a quota share themselves", invoker, "batch:UpdateQuotaShare", [share], DENIED),
             *service_trust(app, invoker, service, label),
         ]
+    schedules = f"{stack}/{app.resolver.logical_id(stack, 'QuotaWindowsSchedulerRole')}"
+    undelivered = app.attr(stack, "QuotaWindowsUndelivered", "Arn")
+    reqs += [
+        Req("window schedules: put a boundary they cannot deliver in their dead-letter queue", schedules,
+            "sqs:SendMessage", [undelivered], ALLOWED),
+        Req("window schedules: send to another queue", schedules, "sqs:SendMessage", [arn("sqs", "other")], DENIED),
+    ]
     return reqs
 
 

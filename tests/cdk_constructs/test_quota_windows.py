@@ -125,8 +125,25 @@ def test_a_deploy_runs_the_switcher_and_its_failures_raise_the_alarm(synth):
     _, template = synth
     runs = template.find_resources("Custom::GpuShareQuotaWindow")
     assert len(runs) == 1
-    alarm = next(iter(template.find_resources("AWS::CloudWatch::Alarm").values()))["Properties"]
-    assert alarm["MetricName"] == "Errors" and alarm["Namespace"] == "AWS/Lambda"
+    alarm = next(a["Properties"] for a in template.find_resources("AWS::CloudWatch::Alarm").values()
+                 if a["Properties"].get("MetricName") == "Errors")
+    assert alarm["Namespace"] == "AWS/Lambda"
+    assert alarm["Threshold"] == 1 and alarm["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+    assert alarm["AlarmDescription"].startswith("Quota window not applied")
+
+
+def test_a_boundary_the_scheduler_cannot_deliver_raises_the_not_applied_alarm_too(synth):
+    # A boundary whose invocation never reaches the function (its retries spent, an hour gone) is
+    # a window not applied that the function's errors never see: it goes to a dead-letter queue,
+    # and a message there raises the alarm.
+    _, template = synth
+    (queue,) = template.find_resources("AWS::SQS::Queue")
+    for s in template.find_resources("AWS::Scheduler::Schedule").values():
+        assert s["Properties"]["Target"]["DeadLetterConfig"] == {"Arn": {"Fn::GetAtt": [queue, "Arn"]}}
+    (alarm,) = [a["Properties"] for a in template.find_resources("AWS::CloudWatch::Alarm").values()
+                if a["Properties"].get("Namespace") == "AWS/SQS"]
+    assert alarm["MetricName"] == "ApproximateNumberOfMessagesVisible"
+    assert alarm["Dimensions"] == [{"Name": "QueueName", "Value": {"Fn::GetAtt": [queue, "QueueName"]}}]
     assert alarm["Threshold"] == 1 and alarm["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
     assert alarm["AlarmDescription"].startswith("Quota window not applied")
 

@@ -164,15 +164,18 @@ def test_the_run_after_each_deploy_follows_every_share_and_quota_and_reruns_when
 
 def test_the_not_applied_alarm_notifies_the_platforms_alarm_topic(windowed, template):
     platform, _ = windowed
-    (alarm,) = _of_type(template, "AWS::CloudWatch::Alarm").values()
-    props = alarm["Properties"]
-    assert props["AlarmDescription"].startswith("Quota window not applied")
+    # The function's errors and the boundaries the scheduler could not deliver.
+    alarms = _of_type(template, "AWS::CloudWatch::Alarm").values()
+    assert len(alarms) == 2
     topic = platform.platform.get_logical_id(platform.platform.alerts.topic.node.default_child)
     exports = {o["Export"]["Name"]: o["Value"] for o in
                Template.from_stack(platform.platform).to_json()["Outputs"].values() if "Export" in o}
-    (action,) = props["AlarmActions"]
-    assert props["OKActions"] == [action]
-    assert exports[action["Fn::ImportValue"]] == {"Ref": topic}
+    for alarm in alarms:
+        props = alarm["Properties"]
+        assert props["AlarmDescription"].startswith("Quota window not applied")
+        (action,) = props["AlarmActions"]
+        assert props["OKActions"] == [action]
+        assert exports[action["Fn::ImportValue"]] == {"Ref": topic}
 
 
 def test_the_windowed_platform_is_nag_and_cfn_lint_clean(windowed):
@@ -260,7 +263,8 @@ def test_a_switch_that_cannot_be_applied_raises_the_synthesized_alarm(template, 
     monkeypatch.setattr(h, "_client", lambda kind: batch.batch if kind == "batch" else hyperpod.client)
     monkeypatch.setattr(h, "_now", clock)
     monkeypatch.setattr(h, "_sleep", lambda s: None)
-    (alarm,) = _of_type(template, "AWS::CloudWatch::Alarm").values()
+    (alarm,) = [a for a in _of_type(template, "AWS::CloudWatch::Alarm").values()
+                if a["Properties"].get("MetricName") == "Errors"]
     errors = AlarmModel.of(alarm["Properties"])
     assert errors.state(at + 600) == "OK"
     with pytest.raises(h.SwitchFailed, match="research"):

@@ -31,6 +31,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_scheduler as scheduler
+from aws_cdk import aws_sqs as sqs
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
@@ -132,6 +133,16 @@ class QuotaWindowSwitcher(Construct):
             evaluation_periods=1,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING)
+        self.undelivered_alarm = cloudwatch.Alarm(
+            self, "NotDeliveredAlarm",
+            alarm_description="Quota window not applied: a boundary's schedule could not invoke the quota window"
+                              " switcher (its message is in the dead-letter queue); the shares and quotas keep"
+                              " the values of its last run until the next one",
+            metric=self.undelivered.metric_approximate_number_of_messages_visible(
+                period=cdk.Duration.minutes(5), statistic="Maximum"), threshold=1,
+            evaluation_periods=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING)
 
     # -- the targets ----------------------------------------------------------------
 
@@ -175,6 +186,13 @@ class QuotaWindowSwitcher(Construct):
         self.scheduler_role = iam.Role(self, "SchedulerRole", assumed_by=iam.ServicePrincipal("scheduler.amazonaws.com"),
                                        description="Invokes the quota window switcher at each boundary (cdk-gpu-share)")
         self.function.grant_invoke(self.scheduler_role)
+        # A boundary the scheduler could not deliver (retries spent) goes here, and raises the
+        # "not applied" alarm: the function's errors never see a run that did not happen.
+        self.undelivered = sqs.Queue(self, "Undelivered", encryption=sqs.QueueEncryption.SQS_MANAGED,
+                                     enforce_ssl=True, retention_period=cdk.Duration.days(14))
+        acknowledge_nag(self.undelivered, "AwsSolutions-SQS3",
+                        "this queue is itself the dead-letter queue of the quota window schedules")
+        self.undelivered.grant_send_messages(self.scheduler_role)
         self.schedules: list[scheduler.CfnSchedule] = []
         for window in self.windows:
             for edge, expression in boundary_crons(window).items():
@@ -188,6 +206,8 @@ class QuotaWindowSwitcher(Construct):
                     target=scheduler.CfnSchedule.TargetProperty(
                         arn=self.function.function_arn, role_arn=self.scheduler_role.role_arn,
                         input=json.dumps({"boundary": edge.removesuffix("-dst"), "window": window.name}),
+                        dead_letter_config=scheduler.CfnSchedule.DeadLetterConfigProperty(
+                            arn=self.undelivered.queue_arn),
                         retry_policy=scheduler.CfnSchedule.RetryPolicyProperty(
                             maximum_event_age_in_seconds=MAX_EVENT_AGE_SECONDS,
                             maximum_retry_attempts=SCHEDULE_RETRIES)),
