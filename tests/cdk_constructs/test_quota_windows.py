@@ -14,7 +14,7 @@ import pytest
 from aws_cdk import assertions
 
 from cdk_gpu_share.constructs._lambda_code import PackageBundler
-from cdk_gpu_share.constructs.quota_windows import QuotaWindowSwitcher, boundary_crons
+from cdk_gpu_share.constructs.quota_windows import SWITCHER_HANDLER, QuotaWindowSwitcher, boundary_crons
 from cdk_gpu_share.core.configuration.windows import Window, window_at
 from cdk_gpu_share.lambdas.quota_switcher import handler as h
 from tests.batch_model import Clock
@@ -128,6 +128,20 @@ def test_a_deploy_runs_the_switcher_and_its_failures_raise_the_alarm(synth):
     alarm = next(a["Properties"] for a in template.find_resources("AWS::CloudWatch::Alarm").values()
                  if a["Properties"].get("MetricName") == "Errors")
     assert alarm["Namespace"] == "AWS/Lambda"
+    assert alarm["Threshold"] == 1 and alarm["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+    assert alarm["AlarmDescription"].startswith("Quota window not applied")
+
+
+def test_a_run_lambda_drops_before_it_starts_raises_the_not_applied_alarm_too(synth):
+    # The scheduler's invocation is asynchronous: an event Lambda drops from its own queue
+    # (throttled past its age) is a window not applied that no error and no dead letter shows.
+    _, template = synth
+    (function,) = template.find_resources("AWS::Lambda::Function",
+                                          {"Properties": {"Handler": SWITCHER_HANDLER}})
+    (alarm,) = [a["Properties"] for a in template.find_resources("AWS::CloudWatch::Alarm").values()
+                if a["Properties"].get("MetricName") == "AsyncEventsDropped"]
+    assert alarm["Namespace"] == "AWS/Lambda"
+    assert alarm["Dimensions"] == [{"Name": "FunctionName", "Value": {"Ref": function}}]
     assert alarm["Threshold"] == 1 and alarm["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
     assert alarm["AlarmDescription"].startswith("Quota window not applied")
 

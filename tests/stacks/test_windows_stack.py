@@ -164,9 +164,9 @@ def test_the_run_after_each_deploy_follows_every_share_and_quota_and_reruns_when
 
 def test_the_not_applied_alarm_notifies_the_platforms_alarm_topic(windowed, template):
     platform, _ = windowed
-    # The function's errors and the boundaries the scheduler could not deliver.
+    # The function's errors, the boundaries the scheduler could not deliver, the runs Lambda dropped.
     alarms = _of_type(template, "AWS::CloudWatch::Alarm").values()
-    assert len(alarms) == 2
+    assert len(alarms) == 3
     topic = platform.platform.get_logical_id(platform.platform.alerts.topic.node.default_child)
     exports = {o["Export"]["Name"]: o["Value"] for o in
                Template.from_stack(platform.platform).to_json()["Outputs"].values() if "Export" in o}

@@ -13,7 +13,8 @@ it deploys:
   out at its own clock, so a boundary delivered late or twice does no harm;
 * a custom resource that runs the function when a deploy changes a share, a quota or a window
   (CloudFormation writes the base values back when it updates a share or a quota);
-* an alarm on the function's errors ("quota window not applied"), routed as every alarm of the
+* alarms ("quota window not applied") on the function's errors, on a boundary the scheduler
+  could not deliver and on a run Lambda dropped before it started, routed as every alarm of the
   platform.
 """
 
@@ -140,6 +141,19 @@ class QuotaWindowSwitcher(Construct):
                               " the values of its last run until the next one",
             metric=self.undelivered.metric_approximate_number_of_messages_visible(
                 period=cdk.Duration.minutes(5), statistic="Maximum"), threshold=1,
+            evaluation_periods=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING)
+        # The scheduler hands a boundary to Lambda's own queue of asynchronous events: an event
+        # dropped there (throttled past its age) never runs, so neither alarm above sees it.
+        self.dropped_alarm = cloudwatch.Alarm(
+            self, "DroppedAlarm",
+            alarm_description="Quota window not applied: Lambda dropped a run of the quota window switcher"
+                              " before it started (throttled past the event's age); the shares and quotas keep"
+                              " the values of its last run until the next one",
+            metric=cloudwatch.Metric(namespace="AWS/Lambda", metric_name="AsyncEventsDropped",
+                                     dimensions_map={"FunctionName": self.function.function_name},
+                                     period=cdk.Duration.minutes(5), statistic="Sum"), threshold=1,
             evaluation_periods=1,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING)
