@@ -32,7 +32,8 @@ HEADER = "job_id,team,submit_time,duration_s,gpus,priority"
 SHORTCUTS = {"owed thresholds per node": (engine, "OWED_BY_NODE"),
              "no planner without a candidate": (planner_view, "CHECK_CANDIDATES"),
              "quiet ticks passed over": (engine, "SKIP_QUIET_TICKS"),
-             "levels at groups": (tree_dispatch, "LEVELS_AT_GROUPS")}
+             "levels at groups": (tree_dispatch, "LEVELS_AT_GROUPS"),
+             "levels by bisection": (tree_dispatch, "LEVELS_BY_BISECT")}
 
 
 @contextlib.contextmanager

@@ -13,6 +13,7 @@ flat index costs in sizes.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
 from typing import Any
@@ -23,12 +24,37 @@ from cdk_gpu_share.core.simulate.dispatch import DispatchIndex, _last_true
 from cdk_gpu_share.core.simulate.inputs import RESOURCE
 from cdk_gpu_share.core.simulate.state import Team
 
-__all__ = ["LEVELS_AT_GROUPS", "TreeDispatchIndex", "TreeUsage"]
+__all__ = ["LEVELS_AT_GROUPS", "LEVELS_BY_BISECT", "TreeDispatchIndex", "TreeUsage"]
 
 # Whether dispatch reads each group's admission and entitlement levels, kept per state of the usage
 # below it, rather than asking the rules of every size it visits (False only to check that the
 # levels change no figure).
 LEVELS_AT_GROUPS = True
+
+# Whether a group's level (the largest size with U(N) + size within a bound) is read off the
+# sorted sizes by bisection and checked at its edge, rather than found by asking the test of
+# log2(sizes) sizes (False only to check that the bisection changes no figure).
+LEVELS_BY_BISECT = True
+
+
+def _level(sizes: list[float], u: float, bound: float) -> int:
+    """The largest index k into the ascending ``sizes`` with sizes[k] <= TOLERANCE or
+    u + sizes[k] <= bound + TOLERANCE (-1: none): the test of :func:`hierarchy.entitled_at` and
+    :func:`hierarchy.admits` at one group. The bisection's guess, sizes[k] <= bound + tol - u,
+    may differ from the test by a rounding at the edge; the test, monotone in the size, is then
+    asked at the edge until it agrees, so the answer is the test's own."""
+    tol = hierarchy.TOLERANCE
+
+    def holds(k: int) -> bool:
+        return sizes[k] <= tol or u + sizes[k] <= bound + tol
+    if not LEVELS_BY_BISECT:
+        return _last_true(len(sizes), holds)
+    k = bisect.bisect_right(sizes, max(tol, bound + tol - u)) - 1
+    while k + 1 < len(sizes) and holds(k + 1):
+        k += 1
+    while k >= 0 and not holds(k):
+        k -= 1
+    return k
 
 
 class TreeUsage:
@@ -145,15 +171,7 @@ class TreeUsage:
             self._owed_stale.discard(group)
             u = self.usage(group)[RESOURCE]
             q = self.promised_quota(group, RESOURCE)
-            sizes, tol = self.sizes, hierarchy.TOLERANCE
-
-            def owed(k: int) -> bool:  # hierarchy.entitled_at's test at one group, for one resource
-                return sizes[k] <= tol or u + sizes[k] <= q + tol
-            n = len(sizes)
-            if level is not None and (level < 0 or owed(level)) and (level + 1 >= n or not owed(level + 1)):
-                new = level  # the level holds still: monotone in the size, two sizes say so
-            else:
-                new = _last_true(n, owed)
+            new = _level(self.sizes, u, q)  # hierarchy.entitled_at's test at one group
             if new != level:
                 if level is not None:
                     self._owed_spread.update(t.idx for t in self.below[group])
@@ -169,10 +187,7 @@ class TreeUsage:
             u = self.usage(group)[RESOURCE]
             limit = self.limit(group, RESOURCE)
             assert limit is not None
-            bound = self.quota(group, RESOURCE) + limit
-            sizes, tol = self.sizes, hierarchy.TOLERANCE
-            k = self._admit_level[group] = _last_true(len(sizes), lambda k: sizes[k] <= tol
-                                                      or not u + sizes[k] > bound + tol)
+            k = self._admit_level[group] = _level(self.sizes, u, self.quota(group, RESOURCE) + limit)
         return k
 
     def entitled_level(self, group: str) -> int:
@@ -182,10 +197,7 @@ class TreeUsage:
         k = self._entitled_level.get(group)
         if k is None:
             u = self.usage(group)[RESOURCE]
-            q = self.quota(group, RESOURCE)
-            sizes, tol = self.sizes, hierarchy.TOLERANCE
-            k = self._entitled_level[group] = _last_true(len(sizes), lambda k: sizes[k] <= tol
-                                                         or u + sizes[k] <= q + tol)
+            k = self._entitled_level[group] = _level(self.sizes, u, self.quota(group, RESOURCE))
         return k
 
     def admitted(self, team: Team) -> int:
