@@ -456,11 +456,13 @@ class _Sim:
         return t < quiet[2]  # type: ignore[operator]  # set just above
 
     def _quiet(self, t: float) -> None:
-        """The tick at ``t`` found no victim: later ticks skip the planner until a job changes state
-        or the time changes a rule's answer (:meth:`_next_change`, found when a later tick first
-        asks: most ticks are followed by a job's change first). A waiting job that may reclaim
-        often finds nothing to take for many ticks in a row (nothing borrowed, or all protected)."""
-        if self.skip_idle_ticks:
+        """The tick at ``t`` found no victim: with a tree (where a waiting job entitled at a group
+        may find none for long), later ticks skip the planner until a job changes state or the
+        time changes a rule's answer (:meth:`_next_change`, found when a later tick first asks:
+        most ticks are followed by a job's change first). Without a tree the engine's own test
+        (:meth:`_tick_needed`, :meth:`PlannerView.tick_useful`) is cheaper: a flat replay's waiting
+        jobs come to have waited one after another, so a tick rarely finds what the last found."""
+        if self.skip_idle_ticks and self.tree is not None:
             self.quiet = (self.view.version, t, None)
 
     def _next_change(self, t: float) -> float:
