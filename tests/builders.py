@@ -382,3 +382,28 @@ def organisation(groups, teams, *, capacity=8):
         "groups": groups,
         "teams": [{"name": n, "guarantee": {"g5.xlarge": g}, **({"group": p} if p else {})} for n, g, p in teams],
     }
+
+
+# ---------------------------------------------------------------------------
+# Time windows
+
+#: A fair-share platform of 3 GPUs with one night window (Berlin, weekdays 20:00-08:00): research
+#: gives up one of its two GPUs at night (and may still borrow one), nightly takes two; the
+#: reclaimer waits 60 s.
+FAIRSHARE_NIGHT = """
+platform: {name: gpu-share}
+windows:
+  - {name: night, days: [mon, tue, wed, thu, fri], start: "20:00", end: "08:00", timezone: Europe/Berlin}
+teams:
+  - name: research
+    guarantee: {g5.xlarge: 2}
+    borrow_limit_percent: 100
+    windows: {night: {guarantee: {g5.xlarge: 1}}}
+  - name: nightly
+    guarantee: {g5.xlarge: 1}
+    borrow_limit_percent: 0
+    windows: {night: {guarantee: {g5.xlarge: 2}}}
+fairshare:
+  capacity: {g5.xlarge: 3}
+  reclaim: {reclaim_after_seconds: 60}
+"""

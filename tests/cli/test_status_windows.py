@@ -20,6 +20,7 @@ from cdk_gpu_share.core.configuration.parse import load_config
 from cdk_gpu_share.core.configuration.windows import window_at
 from cdk_gpu_share.lambdas.quota_switcher import handler as switcher
 from tests.batch_model import BatchModel, Clock
+from tests.builders import FAIRSHARE_NIGHT
 from tests.quota_model import QUEUE_NAME, ComputeQuotaModel, QuotaQueueModel
 
 CLUSTER = "arn:aws:sagemaker:us-east-1:111122223333:cluster/abcdef123456"
@@ -157,29 +158,12 @@ def test_a_backend_that_cannot_be_read_is_one_line_and_the_rest_stands(monkeypat
     assert report["backends"]["batch_quota"]["state"] == "match"
 
 
-FAIRSHARE_CONFIG = """
-platform: {name: gpu-share}
-windows:
-  - {name: night, days: [mon, tue, wed, thu, fri], start: "20:00", end: "08:00", timezone: Europe/Berlin}
-teams:
-  - name: research
-    guarantee: {g5.xlarge: 2}
-    borrow_limit_percent: 100
-    windows: {night: {guarantee: {g5.xlarge: 1}}}
-  - name: nightly
-    guarantee: {g5.xlarge: 1}
-    borrow_limit_percent: 0
-    windows: {night: {guarantee: {g5.xlarge: 2}}}
-fairshare:
-  capacity: {g5.xlarge: 3}
-  reclaim: {reclaim_after_seconds: 60}
-"""
 
 
 def test_on_fair_share_the_values_match_by_construction_and_the_next_cycle_is_the_windows(
         monkeypatch, capsys, tmp_path):
     path = tmp_path / "platform.yaml"
-    path.write_text(FAIRSHARE_CONFIG)
+    path.write_text(FAIRSHARE_NIGHT)
     model = BatchModel(clock=Clock(t=NIGHT))
     model.add_job("research", "RUNNING", started=NIGHT - 7200)
     newest = model.add_job("research", "RUNNING", started=NIGHT - 5400)["jobId"]
@@ -198,7 +182,7 @@ def test_on_fair_share_the_values_match_by_construction_and_the_next_cycle_is_th
 
 
 def test_on_kueue_status_says_what_it_cannot_check(monkeypatch, capsys, tmp_path):
-    raw = yaml.safe_load(FAIRSHARE_CONFIG)
+    raw = yaml.safe_load(FAIRSHARE_NIGHT)
     raw["kueue"] = {"eks_cluster_name": "gpu-eks", "capacity": {"p4d.24xlarge": 2}}
     for team in raw["teams"]:
         team["guarantee"]["p4d.24xlarge"] = 1
@@ -232,7 +216,7 @@ def test_without_a_batch_queue_status_prints_the_windows_alone(monkeypatch, caps
 
 def test_why_a_job_waits_counts_its_wait_from_the_rise_of_its_teams_guarantee(monkeypatch, capsys, tmp_path):
     path = tmp_path / "platform.yaml"
-    path.write_text(FAIRSHARE_CONFIG)
+    path.write_text(FAIRSHARE_NIGHT)
     rise = datetime(2026, 1, 5, 19, tzinfo=timezone.utc).timestamp()  # Monday 20:00 in Berlin
     model = BatchModel(clock=Clock(t=rise + 30))
     model.add_job("research", "RUNNING", started=rise - 7200)

@@ -17,31 +17,13 @@ from cdk_gpu_share.aws import batch_reader as br
 from cdk_gpu_share.core.configuration.parse import parse_config
 from cdk_gpu_share.lambdas.reclaim import handler as h
 from tests.batch_model import BatchModel, lambda_context, reclaim_lambda_model
-
-#: research gives up a GPU at night (and may still borrow one), nightly takes two; 3 GPUs in all.
-CONFIG = """
-platform: {name: gpu-share}
-windows:
-  - {name: night, days: [mon, tue, wed, thu, fri], start: "20:00", end: "08:00", timezone: Europe/Berlin}
-teams:
-  - name: research
-    guarantee: {g5.xlarge: 2}
-    borrow_limit_percent: 100
-    windows: {night: {guarantee: {g5.xlarge: 1}}}
-  - name: nightly
-    guarantee: {g5.xlarge: 1}
-    borrow_limit_percent: 0
-    windows: {night: {guarantee: {g5.xlarge: 2}}}
-fairshare:
-  capacity: {g5.xlarge: 3}
-  reclaim: {reclaim_after_seconds: 60}
-"""
+from tests.builders import FAIRSHARE_NIGHT
 
 CYCLE = {"source": "aws.events", "detail-type": "Scheduled Event", "detail": {}}
 
 
 def settings(reclaim_after: int = 60, night: dict | None = None) -> dict:
-    raw = yaml.safe_load(CONFIG)
+    raw = yaml.safe_load(FAIRSHARE_NIGHT)
     raw["fairshare"]["reclaim"]["reclaim_after_seconds"] = reclaim_after
     if night is not None:
         raw["teams"][0]["windows"]["night"] = night
@@ -172,7 +154,7 @@ def test_in_force_reads_the_window_and_the_rise_at_its_clock():
 
 
 def test_settings_without_windows_are_read_as_they_are():
-    raw = yaml.safe_load(CONFIG)
+    raw = yaml.safe_load(FAIRSHARE_NIGHT)
     del raw["windows"]
     for team in raw["teams"]:
         del team["windows"]
@@ -186,7 +168,7 @@ def test_with_groups_a_groups_quota_is_the_sum_of_its_teams_guarantees_in_force(
     # research alone in a group that may not borrow: by day the group's quota is research's 2 GPUs,
     # at night its 1, so the second of research's running jobs goes, though research itself may
     # still borrow one GPU.
-    raw = yaml.safe_load(CONFIG)
+    raw = yaml.safe_load(FAIRSHARE_NIGHT)
     raw["groups"] = [{"name": "science", "borrow_limit": {"g5.xlarge": 0}}, {"name": "product"}]
     raw["teams"][0]["group"], raw["teams"][1]["group"] = "science", "product"
     tree = br.settings_from_config(parse_config(raw))
