@@ -130,3 +130,33 @@ def test_a_gzip_trace_is_named_as_one_in_one_line(capsys, case, tmp_path):
 def test_ray_and_workers_are_one_choice(capsys, case):
     code, out, err = run(capsys, [*case, "--workers", "2", "--ray", "auto"])
     assert code == 2 and out == "" and "--ray" in err and "--workers" in err and "Traceback" not in err
+
+
+def _noon_case(tmp_path, header: str = "") -> list[str]:
+    from tests.core.test_eta_windows import NOON_ROWS, noon_scenario
+
+    (tmp_path / "noon.json").write_text(json.dumps(noon_scenario()))
+    rows = "".join(",".join(str(c) for c in r) + "\n" for r in NOON_ROWS)
+    (tmp_path / "noon.csv").write_text(header + "job_id,team,submit_time,duration_s,gpus,priority\n" + rows)
+    return ["eta", "--scenario", str(tmp_path / "noon.json"), "--trace", str(tmp_path / "noon.csv"), "--backtest",
+            "--samples", "4", "--workers", "1", "--json"]
+
+
+def test_time_windows_need_an_origin_and_run_with_one(capsys, tmp_path):
+    from tests.core.test_eta_windows import NOON
+
+    case = _noon_case(tmp_path)
+    code, out, err = run(capsys, case)
+    assert code == 2 and out == "" and "Traceback" not in err
+    [line] = err.strip().splitlines()
+    assert "--origin: is needed" in line
+    # b's guarantee rises at noon on Monday: b1 (submitted at 35000) is predicted to start then.
+    code, out, err = run(capsys, [*case, "--origin", "2026-01-05T00:00:00"])
+    assert code == 0, err
+    [job] = json.loads(out)["jobs"]
+    assert job["job_id"] == "b1" and job["wait_p50_s"] == job["actual_wait_s"] == NOON - 35000
+    # The origin that trace export writes in its header is the default.
+    header = "# gpu-share trace export: origin=2026-01-05T00:00:00Z source=test\n"
+    code, out, err = run(capsys, _noon_case(tmp_path, header))
+    assert code == 0, err
+    assert json.loads(out)["jobs"] == [job]

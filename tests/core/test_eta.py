@@ -100,7 +100,8 @@ def test_the_state_cannot_carry_a_duration():
         eta.QueueState: {"now", "running", "pending"},
         eta.RunningJob: {"id", "team", "gpus", "gpus_exact", "priority", "submit", "start", "borrowed",
                          "checkpoint_seconds", "progress_s"},
-        eta.PendingJob: {"id", "team", "gpus", "gpus_exact", "priority", "submit", "checkpoint_seconds", "progress_s"},
+        eta.PendingJob: {"id", "team", "gpus", "gpus_exact", "priority", "submit", "checkpoint_seconds", "progress_s",
+                         "since"},
     }
 
 

@@ -1,8 +1,8 @@
 """``gpu-share eta --backtest``: how good "when will my job start?" answers are on a trace.
 
     gpu-share eta ([--config] PLATFORM.yaml [--backend B] | --scenario S.json) --trace JOBS.csv
-                  --backtest [--jobs N] [--samples K] [--seed N] [--workers N | --ray ADDRESS] [--json]
-                  [--report OUT.html]
+                  [--origin ISO-8601] --backtest [--jobs N] [--samples K] [--seed N]
+                  [--workers N | --ray ADDRESS] [--json] [--report OUT.html]
 
 The predictor and the backtest live in :mod:`cdk_gpu_share.core.eta`; this module parses the
 arguments, picks the executor (the quota advisor's), draws the progress bar and renders the
@@ -51,6 +51,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help=f"with --config: {_backend_names()} (default: the config's only backend)")
     p.add_argument("--trace", required=True, metavar="JOBS.csv",
                    help="job_id,team,submit_time,duration_s,gpus[,priority]; times in seconds")
+    p.add_argument("--origin", default=None, metavar="ISO-8601",
+                   help="the clock time of the trace's second 0 (no offset: UTC), which a config or scenario with "
+                        "time windows needs. Default: the origin in the header `trace export` writes")
     p.add_argument("--backtest", action="store_true",
                    help="measure the predictions on the trace (the only mode of this command)")
     p.add_argument("--jobs", default=None, metavar="N",
@@ -101,7 +104,7 @@ def _samples(raw: str | None) -> int | None:
 
 def run_eta(args: argparse.Namespace) -> int:
     from cdk_gpu_share.cli.advise_cmd import _positive_int
-    from cdk_gpu_share.cli.simulate_cmd import _check_not_raw_trace, _load_scenario
+    from cdk_gpu_share.cli.simulate_cmd import _check_not_raw_trace, _load_scenario, _with_origin
     from cdk_gpu_share.core import eta
     from cdk_gpu_share.core import simulate as sim
     from cdk_gpu_share.core.advise import executors
@@ -124,6 +127,7 @@ def run_eta(args: argparse.Namespace) -> int:
     scenario, poll, described = _load_scenario(args)
     jobs = sim.load_jobs(args.trace, scenario)
     sim.check_jobs(scenario, jobs, sim.RECLAIM, source=args.trace)
+    scenario = _with_origin(scenario, args.origin, args.trace)
 
     workers = executors.checked_workers(workers) if workers else executors.default_workers()
     bar = ProgressBar(sys.stderr, "predicting")

@@ -11,15 +11,25 @@ answer. Pure: no AWS.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from cdk_gpu_share.core.configuration.windows import boundaries
 from cdk_gpu_share.core.eta.predictor import DEFAULT_SAMPLES, FinishedJob, History, predict
 from cdk_gpu_share.core.simulate.inputs import RECLAIM, Job, Scenario
 from cdk_gpu_share.core.simulate.resume import PendingJob, QueueState, RunningJob
 from cdk_gpu_share.core.text import seconds_words
 
 __all__ = ["LiveJob", "history_of", "live_estimate", "live_state", "sentence"]
+
+#: A live queue's times are epoch seconds: the clock time of their second 0, for time windows.
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def _on_the_clock(scenario: Scenario) -> Scenario:
+    """``scenario`` with its time windows (if any) read at the live queue's own times."""
+    return replace(scenario, origin=_EPOCH) if scenario.windows else scenario
 
 
 @dataclass(frozen=True)
@@ -38,8 +48,9 @@ class LiveJob:
 def live_state(now: float, jobs: Iterable[LiveJob], scenario: Scenario) -> tuple[QueueState, list[str]]:
     """The state of the queue at ``now`` and the ids of the jobs left out (of a team the scenario
     does not have). A running job borrowed when its team's running jobs, in start order, went past
-    its guarantee with it; the waiting jobs in the order the policy serves them."""
-    guarantee = {t.name: float(t.guarantee.get("gpu", 0) or 0) for t in scenario.teams}
+    its guarantee (the one in force at ``now``) with it; the waiting jobs in the order the policy serves them."""
+    in_force = scenario.state_at(_EPOCH + timedelta(seconds=now)).teams
+    guarantee = {t.name: float(t.guarantee.get("gpu", 0) or 0) for t in in_force}
     known = [j for j in jobs if j.team in guarantee]
     left_out = sorted(j.id for j in jobs if j.team not in guarantee)
     used: dict[str, float] = {}
@@ -48,9 +59,28 @@ def live_state(now: float, jobs: Iterable[LiveJob], scenario: Scenario) -> tuple
         used[j.team] = used.get(j.team, 0.0) + j.gpus
         running.append(RunningJob(id=j.id, team=j.team, gpus=j.gpus, priority=j.priority, submit=j.since,
                                   start=j.since, borrowed=used[j.team] > guarantee[j.team] + 1e-9))
-    pending = [PendingJob(id=j.id, team=j.team, gpus=j.gpus, priority=j.priority, submit=j.since)
+    pending = [PendingJob(id=j.id, team=j.team, gpus=j.gpus, priority=j.priority, submit=j.since,
+                          since=_last_rise(scenario, j.team, j.since, now))
                for j in sorted((j for j in known if not j.running), key=lambda j: (-j.priority, j.since, j.id))]
     return QueueState(now=now, running=tuple(running), pending=tuple(pending)), left_out
+
+
+def _last_rise(scenario: Scenario, team: str, submit: float, now: float) -> float | None:
+    """The last instant in (``submit``, ``now``] at which ``team``'s guarantee rose at a time
+    window's boundary (the planner counts a waiting job's ``reclaim_after_seconds`` from it); None: none."""
+    if not scenario.windows or now <= submit:
+        return None
+    found = boundaries(scenario.windows, _EPOCH + timedelta(seconds=submit), _EPOCH + timedelta(seconds=now, microseconds=1))
+    rise = None
+    for (before, _), (at, _) in zip(found, found[1:]):
+        if _guarantee(scenario, team, at) > _guarantee(scenario, team, before) + 1e-9:
+            rise = (at - _EPOCH).total_seconds()
+    return rise
+
+
+def _guarantee(scenario: Scenario, team: str, when: datetime) -> float:
+    spec = next(t for t in scenario.state_at(when).teams if t.name == team)
+    return float(spec.guarantee.get("gpu", 0) or 0)
 
 
 def history_of(jobs: Sequence[Job], *, origin: float | None, now: float) -> History:
@@ -70,7 +100,7 @@ def live_estimate(scenario: Scenario, state: QueueState, job_id: str, history: H
     """The band of the waiting job ``job_id`` as the status report's ``eta``: the start from now
     (``start_in_p10_s`` ...), the wait from its submission (``wait_p10_s`` ...) and what it rests
     on (``team_history``, ``history``); ``{"none": why}`` when no finished job is known."""
-    band = predict(scenario, state, job_id, history, samples=samples, seed=seed, poll_seconds=poll_seconds,
+    band = predict(_on_the_clock(scenario), state, job_id, history, samples=samples, seed=seed, poll_seconds=poll_seconds,
                    mode=mode)
     if band is None:
         return {"none": "the history holds no finished job to learn durations from"}

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from cdk_gpu_share.core.simulate.accounting import nearest_rank
-from cdk_gpu_share.core.simulate.inputs import RECLAIM, Job, Scenario, refuse_windows
+from cdk_gpu_share.core.simulate.inputs import RECLAIM, Job, Scenario
 from cdk_gpu_share.core.simulate.resume import Arrivals, QueueState, replay_start
 
 __all__ = ["ARRIVAL_WINDOW_S", "DEFAULT_SAMPLES", "MAX_SAMPLES", "Band", "FinishedJob", "History", "baseline_wait", "predict"]
@@ -203,7 +203,6 @@ def predict(scenario: Scenario, state: QueueState, job_id: str, history: History
     ``state``, each with its own draw of the unknown durations and (``arrivals``) of later
     arrivals; the random streams are keyed by (``seed``, ``job_id``, replay number).
     """
-    refuse_windows(scenario, "eta")
     submit = _check(state, job_id)
     if not len(history) or samples < 1:
         return None

@@ -663,11 +663,12 @@ class _Clock:
     """How long jobs that nothing runs beside wait for a boundary that lets them start: a week
     and a day holds every boundary of the week, whatever daylight saving moved."""
 
-    def __init__(self, scenario: Scenario, origin: datetime):
+    def __init__(self, scenario: Scenario, origin: datetime, start: float = 0.0):
         self.scenario = scenario
         self.origin = origin
+        self.start = start  # the boundaries after this (trace seconds): the values at it are in force
         self.ahead: list[tuple[float, Any]] = []
-        self.searched = 0.0  # boundaries before this (trace seconds) are in ``ahead`` or past
+        self.searched = start  # boundaries before this (trace seconds) are in ``ahead`` or past
         self.boundary_tick: float | None = None  # share+reclaim: the tick a boundary asks for
         self._fill()
 
@@ -678,7 +679,7 @@ class _Clock:
             start = self.origin + timedelta(seconds=self.searched)
             found = boundaries(self.scenario.windows, start - timedelta(seconds=1), start + timedelta(seconds=self.WEEK))
             self.ahead = [(t, self.scenario.state_at(at)) for at, _ in found[1:]
-                          if (t := (at - self.origin).total_seconds()) >= self.searched and t > 0]
+                          if (t := (at - self.origin).total_seconds()) >= self.searched and t > self.start]
             self.searched += self.WEEK
         if not self.ahead:
             self.ahead = [(_INF, None)]
@@ -756,10 +757,7 @@ def simulate(
     scenario = with_victim_order(scenario, victim_order)
     jobs = _numbered(jobs, source)
     check_jobs(scenario, jobs, mode, source=source)
-    clock_origin = _windows_origin(scenario, origin if origin is not None else scenario.origin)
-    windowed = scenario  # the clock reads the base and the windows from it
-    if clock_origin is not None:
-        scenario = replace(scenario, state=scenario.state_at(clock_origin))  # the values in force at second 0
+    scenario, clock = _clocked(scenario, origin if origin is not None else scenario.origin)
 
     started = time.perf_counter()
     # The run allocates a few objects per job that live until it ends (and no cyclic
@@ -772,8 +770,7 @@ def simulate(
         engine = _Sim(scenario, jobs, mode, float(poll_seconds),
                       float(checkpoint_seconds) if checkpoint_seconds else None, progress)
         engine.skip_idle_ticks = skip_idle_ticks
-        if clock_origin is not None:
-            engine.clock = _Clock(windowed, clock_origin)
+        engine.clock = clock
         if watch is not None:
             watch.begin(engine.running)
             engine.watch = watch
@@ -785,6 +782,18 @@ def simulate(
     finally:
         if collecting:
             gc.enable()
+
+
+def _clocked(scenario: Scenario, origin: datetime | None, start: float = 0.0) -> tuple[Scenario, _Clock | None]:
+    """``scenario`` with each team's values in force at trace second ``start`` and the clock of
+    its time windows' boundaries after ``start`` (None: it has no windows). The clock reads the
+    base and the windows from the scenario as given; ``origin`` maps trace seconds to the clock
+    (refused in one line naming ``--origin`` when the scenario has windows and it is None)."""
+    clock_origin = _windows_origin(scenario, origin)
+    if clock_origin is None:
+        return scenario, None
+    in_force = scenario.state_at(clock_origin + timedelta(seconds=start))
+    return replace(scenario, state=in_force), _Clock(scenario, clock_origin, start)
 
 
 def _windows_origin(scenario: Scenario, origin: datetime | None) -> datetime | None:

@@ -20,7 +20,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
-from cdk_gpu_share.core.simulate.engine import _interval, _numbered, _Sim
+from cdk_gpu_share.core.simulate.engine import _clocked, _interval, _numbered, _Sim
 from cdk_gpu_share.core.simulate.inputs import Job, Scenario
 from cdk_gpu_share.core.simulate.state import Run
 
@@ -50,7 +50,10 @@ class RunningJob:
 
 @dataclass(frozen=True)
 class PendingJob:
-    """A job waiting at the state's moment (for a first start, or again after a stop)."""
+    """A job waiting at the state's moment (for a first start, or again after a stop).
+    ``since``: from when the planner counts its ``reclaim_after_seconds`` when that is later
+    than its submit (its team's guarantee rose at a time window's boundary while it waited);
+    None: its submit."""
 
     id: str
     team: str
@@ -60,6 +63,7 @@ class PendingJob:
     checkpoint_seconds: float = 0.0
     progress_s: float = 0.0
     gpus_exact: Fraction | None = None
+    since: float | None = None
 
 
 @dataclass(frozen=True)
@@ -180,6 +184,8 @@ class _Resumed(_Sim):
         # ``now`` (dispatch had run), and room freed later goes to the first in order.
         for r, pj in zip(self.runs[n_run:n_run + n_pend], state.pending):
             r.progress = pj.progress_s
+            if pj.since is not None:
+                r.since = pj.since
             r.arrived = True
             self.live[r.job.position] = r
             self._push_pending(r)
@@ -249,7 +255,10 @@ def replay_start(scenario: Scenario, mode: str, state: QueueState, target: str, 
     if len({j.id for j in jobs}) < len(jobs):
         _numbered(jobs, "state")  # names the repeat
     later = arrivals if isinstance(arrivals, Arrivals) else Arrivals.of(arrivals)
-    engine = _Resumed(scenario, jobs, mode, float(poll_seconds), state, index, final, later)
+    # The values in force at ``now`` and the boundaries after it (the state's times are trace seconds).
+    in_force, clock = _clocked(scenario, scenario.origin, state.now)
+    engine = _Resumed(in_force, jobs, mode, float(poll_seconds), state, index, final, later)
+    engine.clock = clock
     if deadline is not None:
         engine.watch = _Deadline(deadline, engine)  # type: ignore[assignment]  # the engine's watch protocol
     try:
@@ -286,7 +295,8 @@ class _Capture(_Sim):
                                      gpus_exact=r.job.gpus_exact) for r in running),
             pending=tuple(PendingJob(id=r.job.id, team=r.job.team, gpus=r.g, priority=r.job.priority,
                                      submit=r.job.submit_time, checkpoint_seconds=r.interval,
-                                     progress_s=r.progress, gpus_exact=r.job.gpus_exact) for r in pending),
+                                     progress_s=r.progress, gpus_exact=r.job.gpus_exact,
+                                     since=r.since if r.since != r.job.submit_time else None) for r in pending),
         )
 
 
@@ -305,8 +315,11 @@ def capture_states(scenario: Scenario, jobs: Sequence[Job], mode: str, wanted: C
                    poll_seconds: float) -> TraceReplay:
     """Replay ``jobs`` (as :func:`~cdk_gpu_share.core.simulate.simulate` does) and take the state at
     the arrival of each job of ``wanted`` (by id): after the events before it at the same instant,
-    the job itself pending (queued, not yet dispatched)."""
-    engine = _Capture(scenario, _numbered(jobs, "trace"), mode, float(poll_seconds), wanted)
+    the job itself pending (queued, not yet dispatched). A scenario with time windows is replayed
+    with the clock from its ``origin`` (refused in one line without one)."""
+    in_force, clock = _clocked(scenario, scenario.origin)
+    engine = _Capture(in_force, _numbered(jobs, "trace"), mode, float(poll_seconds), wanted)
+    engine.clock = clock
     engine.run()
     runs = engine.runs
     return TraceReplay(states=engine.states,
