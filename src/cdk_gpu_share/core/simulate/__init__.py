@@ -77,7 +77,6 @@ from cdk_gpu_share.core.simulate.inputs import (
     load_scenario_data,
     parse_jobs,
     parse_scenario,
-    refuse_windows,
     trace_from_rows,
 )
 from cdk_gpu_share.core.simulate.verdict import evaluate_run, objective_slack, private_fit_waits, trace_days_of
@@ -87,7 +86,6 @@ from cdk_gpu_share.core.simulate.watch import Broken, WaitLimit, Watch
 __all__ = [
     # inputs
     "Scenario", "Job", "parse_scenario", "load_scenario", "load_scenario_data", "parse_jobs", "load_jobs", "trace_from_rows", "check_jobs",
-    "refuse_windows",
     "MODES", "STATIC", "SHARE", "RECLAIM", "RESOURCE", "REQUIRED_COLUMNS", "OPTIONAL_COLUMNS",
     "DEFAULT_POLL_SECONDS", "TOL",
     # engine

@@ -193,15 +193,6 @@ def parse_scenario(obj: object, *, source: str = "scenario") -> Scenario:
 _WINDOW_VALUES = ("guarantee", "borrow_limit_percent", "borrow_limit")
 
 
-def refuse_windows(scenario: Scenario, what: str) -> None:
-    """Raise a one-line :class:`ConfigError` when ``scenario`` has time windows, which ``what``
-    (``advise``, ``eta``) does not read yet: never an answer that leaves them out silently."""
-    if scenario.windows:
-        raise ConfigError(Problem("windows", [w.name for w in scenario.windows], f"time windows are not read by {what} yet",
-                                  "remove `windows` (and the teams' windows) to run it on the values outside them; "
-                                  "`gpu-share simulate` replays them"), source=scenario.source)
-
-
 def _read_scenario_windows(obj: Mapping, problems: list[Problem]) -> tuple[tuple[Window, ...], dict[str, dict]]:
     """The scenario's ``windows`` and each team's values per window (``{"night": {"guarantee":
     {"gpu": 4}}}``), the keys checked; the values are checked with the planner's rules by
