@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from cdk_gpu_share.stacks.app import build_platform
     from cdk_gpu_share.stacks.platform import PlatformStack
     from cdk_gpu_share.stacks.team import TeamStack
+    from cdk_gpu_share.stacks.windows import WindowsStack
 
 _LAZY = {
     "SharedGpuQuota": "cdk_gpu_share.constructs.shared_gpu_quota",
@@ -70,6 +71,7 @@ _LAZY = {
     "HistoryConfig": "cdk_gpu_share.core.configuration.archive",
     "PlatformStack": "cdk_gpu_share.stacks.platform",
     "TeamStack": "cdk_gpu_share.stacks.team",
+    "WindowsStack": "cdk_gpu_share.stacks.windows",
     "build_platform": "cdk_gpu_share.stacks.app",
     "PlatformConfig": "cdk_gpu_share.core.configuration.parse",
     "TeamConfig": "cdk_gpu_share.core.configuration.parse",
@@ -125,6 +127,7 @@ __all__ = [
     "Sharing",
     "TeamConfig",
     "TeamStack",
+    "WindowsStack",
     "WorkloadPriorityClass",
     "build_platform",
     "load_config",

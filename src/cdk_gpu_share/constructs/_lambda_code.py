@@ -33,7 +33,8 @@ class PackageBundler:
         src = PACKAGE_DIR
         dst = Path(output_dir) / "cdk_gpu_share"
         dst.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(src / "__init__.py", dst / "__init__.py")
+        for name in ("__init__.py", "_version.py"):  # the package root imports its version
+            shutil.copyfile(src / name, dst / name)
         (dst / "lambdas").mkdir(exist_ok=True)
         shutil.copyfile(src / "lambdas" / "__init__.py", dst / "lambdas" / "__init__.py")
         ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo")

@@ -522,7 +522,7 @@ def asset_dir(platform) -> Path:
 def test_bundle_holds_only_what_the_handler_needs(platform, handler, aws_files):
     asset_dir = _asset_of(platform, handler)
     top = sorted(p.name for p in (asset_dir / "cdk_gpu_share").iterdir())
-    assert top == ["__init__.py", "aws", "core", "lambdas"]
+    assert top == ["__init__.py", "_version.py", "aws", "core", "lambdas"]
     assert sorted(p.name for p in (asset_dir / "cdk_gpu_share" / "lambdas").iterdir()) == ["__init__.py", handler]
     assert sorted(p.name for p in (asset_dir / "cdk_gpu_share" / "aws").iterdir()) == aws_files
     assert not list(asset_dir.rglob("__pycache__")) and not list(asset_dir.rglob("*.pyc"))
