@@ -125,35 +125,28 @@ class QuotaWindowSwitcher(Construct):
         self._after_deploy()
         #: A switch that could not be applied after its retries: the shares are not those of the
         #: window in force until the next run succeeds.
-        self.alarm = cloudwatch.Alarm(
-            self, "NotAppliedAlarm",
-            alarm_description="Quota window not applied: the quota window switcher failed (see its log line"
-                              " switch_failed for the teams and the error); their quota shares or compute quotas"
-                              " are not those of the window in force",
-            metric=self.function.metric_errors(period=cdk.Duration.minutes(5), statistic="Sum"), threshold=1,
-            evaluation_periods=1,
-            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING)
-        self.undelivered_alarm = cloudwatch.Alarm(
-            self, "NotDeliveredAlarm",
-            alarm_description="Quota window not applied: a boundary's schedule could not invoke the quota window"
-                              " switcher (its message is in the dead-letter queue); the shares and quotas keep"
-                              " the values of its last run until the next one",
-            metric=self.undelivered.metric_approximate_number_of_messages_visible(
-                period=cdk.Duration.minutes(5), statistic="Maximum"), threshold=1,
-            evaluation_periods=1,
-            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING)
+        self.alarm = self._not_applied(
+            "NotAppliedAlarm", "the quota window switcher failed (see its log line switch_failed for the teams"
+            " and the error); their quota shares or compute quotas are not those of the window in force",
+            self.function.metric_errors(period=cdk.Duration.minutes(5), statistic="Sum"))
+        self.undelivered_alarm = self._not_applied(
+            "NotDeliveredAlarm", "a boundary's schedule could not invoke the quota window switcher (its message"
+            " is in the dead-letter queue); the shares and quotas keep the values of its last run until the next one",
+            self.undelivered.metric_approximate_number_of_messages_visible(
+                period=cdk.Duration.minutes(5), statistic="Maximum"))
         # The scheduler hands a boundary to Lambda's own queue of asynchronous events: an event
         # dropped there (throttled past its age) never runs, so neither alarm above sees it.
-        self.dropped_alarm = cloudwatch.Alarm(
-            self, "DroppedAlarm",
-            alarm_description="Quota window not applied: Lambda dropped a run of the quota window switcher"
-                              " before it started (throttled past the event's age); the shares and quotas keep"
-                              " the values of its last run until the next one",
-            metric=cloudwatch.Metric(namespace="AWS/Lambda", metric_name="AsyncEventsDropped",
-                                     dimensions_map={"FunctionName": self.function.function_name},
-                                     period=cdk.Duration.minutes(5), statistic="Sum"), threshold=1,
+        self.dropped_alarm = self._not_applied(
+            "DroppedAlarm", "Lambda dropped a run of the quota window switcher before it started (throttled past"
+            " the event's age); the shares and quotas keep the values of its last run until the next one",
+            cloudwatch.Metric(namespace="AWS/Lambda", metric_name="AsyncEventsDropped",
+                              dimensions_map={"FunctionName": self.function.function_name},
+                              period=cdk.Duration.minutes(5), statistic="Sum"))
+
+    def _not_applied(self, id: str, why: str, metric: cloudwatch.IMetric) -> cloudwatch.Alarm:
+        """A "quota window not applied" alarm: ``metric`` at 1 or more in a period of 5 minutes."""
+        return cloudwatch.Alarm(
+            self, id, alarm_description=f"Quota window not applied: {why}", metric=metric, threshold=1,
             evaluation_periods=1,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING)
