@@ -8,11 +8,13 @@ job had started, for good, before it): that is the past, so the rule that a pred
 nothing after its moment still holds.
 
 The error of a past band is measured on a log scale of the wait (``log(1 + wait / 60 s)``: a
-miss by a minute counts for a short wait as a miss by an hour for a long one): how far the
-actual wait fell outside the band, negative when inside. The new band's ends move out by the
-:data:`LEVEL` quantile of those errors (conformalised quantile regression: the band then
-holds about that share of the waits), or in when the quantile is negative; p50 stays. A team
-with fewer than :data:`MIN_KNOWN` known outcomes keeps the replays' band.
+miss by a minute counts for a short wait as a miss by an hour for a long one): the least move
+of the band's ends that would have held the actual wait, positive when it fell outside the
+band, negative when inside. The new band's ends move out by the :data:`LEVEL` quantile of
+those errors (conformalised quantile regression: the band then holds about that share of the
+waits), or in when the quantile is negative; p50 stays, and the ends never pass it, so an error
+is measured as the ends move: a wait equal to p50 is held by any band. A team with fewer than
+:data:`MIN_KNOWN` known outcomes keeps the replays' band.
 """
 
 from __future__ import annotations
@@ -42,10 +44,22 @@ def _unlog(x: float) -> float:
     return max(0.0, math.expm1(x) * _SCALE_S)
 
 
-def score(p10: float, p90: float, actual: float) -> float:
-    """How far ``actual`` fell outside [p10, p90] on the log scale (negative: inside, by that much)."""
+def score(p10: float, p50: float, p90: float, actual: float) -> float:
+    """The least move of the band's ends (as :func:`widen` moves them) that holds ``actual``,
+    on the log scale: positive when the wait fell outside [p10, p90], negative when inside.
+
+    The ends never move past p50, so only the end on the wait's side of p50 can lose it: a wait
+    above p50 is held while the high end stays above it, whatever the low end does. A wait equal
+    to p50 is held by every move (minus infinity): a team whose replays often foresee the wait to
+    the second would otherwise count those exact answers as errors just inside the band and keep
+    its other bands as wide as before.
+    """
     a = _log(actual)
-    return max(_log(p10) - a, a - _log(p90))
+    if actual > p50:
+        return a - _log(p90)
+    if actual < p50:
+        return _log(p10) - a
+    return -math.inf
 
 
 def widen(p10: float, p50: float, p90: float, by: float) -> tuple[float, float, float]:
@@ -82,7 +96,7 @@ def calibrate(outcomes: Sequence[Outcome]) -> list[tuple[float, float, float] | 
     known: dict[str, list[tuple[float, float]]] = {}  # team -> (known at, score), sorted
     for o in outcomes:
         if o.band is not None:
-            insort(known.setdefault(o.team, []), (o.known_at, score(o.band[0], o.band[2], o.actual)))
+            insort(known.setdefault(o.team, []), (o.known_at, score(*o.band, o.actual)))
     out: list[tuple[float, float, float] | None] = []
     for o in outcomes:
         if o.band is None:
