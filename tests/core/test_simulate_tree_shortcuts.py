@@ -9,6 +9,7 @@ import csv
 import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
+from unittest import mock
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -18,9 +19,9 @@ from cdk_gpu_share.core import simulate as sim
 from cdk_gpu_share.core.configuration.parse import load_config
 from cdk_gpu_share.core.errors import ConfigError
 from cdk_gpu_share.core.policy.organisation import as_replayed
-from cdk_gpu_share.core.simulate import engine, planner_view, tree_dispatch
+from cdk_gpu_share.core.simulate import dispatch, engine, planner_view, tree_dispatch
 from cdk_gpu_share.core.simulate.inputs import Scenario
-from tests.builders import examples
+from tests.builders import examples, group, team
 from tests.core.test_simulate_tree import ends_in_time
 from tests.core.test_simulate_tree_properties import trees
 from tests.data import alibaba_trace
@@ -33,7 +34,11 @@ SHORTCUTS = {"owed thresholds per node": (engine, "OWED_BY_NODE"),
              "no planner without a candidate": (planner_view, "CHECK_CANDIDATES"),
              "quiet ticks passed over": (engine, "SKIP_QUIET_TICKS"),
              "levels at groups": (tree_dispatch, "LEVELS_AT_GROUPS"),
-             "levels by bisection": (tree_dispatch, "LEVELS_BY_BISECT")}
+             "levels by bisection": (tree_dispatch, "LEVELS_BY_BISECT"),
+             "levels remembered": (tree_dispatch, "LEVELS_REMEMBERED"),
+             "owed levels as entitled levels": (tree_dispatch, "OWED_AS_ENTITLED"),
+             "no flat heaps in the tree's index": (tree_dispatch, "FLAT_HEAPS_UNUSED"),
+             "hopeless ticks passed over": (engine, "PASS_HOPELESS_TICKS")}
 
 
 @contextlib.contextmanager
@@ -111,6 +116,48 @@ def test_all_shortcuts_together_change_no_figure_of_a_random_tree(case):
     pair = replays(sim.parse_scenario(raw), rows, "share+reclaim", tuple(SHORTCUTS))
     if pair is not None:
         assert pair[0] == pair[1]
+
+
+#: What a shortcut saves: the function it spares (module or class, and its name), called less often
+#: with the shortcut than without it.
+SPARED = {"hopeless ticks passed over": (engine._Sim, "_tick"),
+          "levels remembered": (tree_dispatch, "_level"),
+          "owed levels as entitled levels": (tree_dispatch.TreeUsage, "promised_quota"),
+          "no flat heaps in the tree's index": (dispatch.DispatchIndex, "_index")}
+
+
+def calls(owner: object, name: str, scenario: Scenario, jobs: list) -> int:
+    """How often ``owner.name`` is called in the ``share+reclaim`` replay of ``jobs``."""
+    original = getattr(owner, name)
+    count = 0
+
+    def counted(*args, **kw):
+        nonlocal count
+        count += 1
+        return original(*args, **kw)
+    with mock.patch.object(owner, name, counted):
+        sim.simulate(scenario, jobs, "share+reclaim")
+    return count
+
+
+def test_each_shortcut_spares_work_while_a_job_waits_that_no_stop_could_serve():
+    # o runs one job after another, two at a time for half of each 100 s, borrowing t's idle GPU.
+    # t's job of 2 GPUs is beyond its guarantee and its group's quota (entitled nowhere): it waits
+    # for the pool to drain, and no stop could be made for it, whenever a tick came.
+    scenario = sim.parse_scenario({"capacity": {"gpu": 2}, "groups": [group("g")],
+                                   "teams": [team("t", 1, group="g"), team("o", 1)]})
+    rows = ["t1,t,5,100,2,0", *(f"o{i},o,{i * 100},150,1,0" for i in range(40))]
+    jobs = sim.parse_jobs([HEADER, *rows], scenario)
+    assert sim.simulate(scenario, jobs, "share+reclaim").outcomes[0].final_start == 4_050
+    spared = {}
+    for shortcut, (owner, name) in SPARED.items():
+        fast = calls(owner, name, scenario, jobs)
+        with without(shortcut):
+            slow = calls(owner, name, scenario, jobs)
+        spared[shortcut] = (fast, slow)
+    assert all(fast < slow for fast, slow in spared.values()), spared
+    assert spared["hopeless ticks passed over"][0] == 0  # no tick visited: none could call the planner
+    assert spared["no flat heaps in the tree's index"][0] == 0
 
 
 def test_the_organisation_example_over_the_alibaba_trace_is_the_same_job_for_job(tmp_path):

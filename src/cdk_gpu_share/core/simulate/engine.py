@@ -63,6 +63,11 @@ OWED_BY_NODE = True
 # Whether the ticks that would find what the last call found are passed over at once rather than
 # visited one by one (False only to check that passing them over changes no figure).
 SKIP_QUIET_TICKS = True
+# With a tree, whether the ticks of a state in which no tick could call the planner, whenever it
+# came, are passed over without a visit (PlannerView.tick_possible, once per state) rather than
+# each visited and found useless by PlannerView.tick_useful (False only to check that passing them
+# over changes no figure).
+PASS_HOPELESS_TICKS = True
 
 __all__ = ["check_mode", "simulate", "with_victim_order"]
 
@@ -539,13 +544,13 @@ class _Sim:
                     self._tick(self.now, forced=True)
                     continue
                 if clock.next_at <= horizon and (not self.reclaiming or idle_from is not None
-                                                 or (k_next := self._next_tick(last_k)) is None
+                                                 or (k_next := self._next_tick(last_k, clock.next_at)) is None
                                                  or clock.next_at <= k_next * self.poll):
                     self.now = clock.next_at
                     self._switch(clock.advance())
                     continue
             if self.reclaiming and (heap or ai < n_arrivals or self.running):
-                k = self._next_tick(last_k)
+                k = self._next_tick(last_k, t_ev)
                 if k is not None and k * self.poll < t_ev:
                     last_k = k
                     self.now = k * self.poll
@@ -583,10 +588,12 @@ class _Sim:
         arrivals = sorted(self.runs, key=lambda r: r.job.submit_time)
         return arrivals, [r.job.submit_time for r in arrivals]
 
-    def _next_tick(self, last_k: int) -> int | None:
+    def _next_tick(self, last_k: int, before: float = _INF) -> int | None:
         """The number k of the next planner tick (at k * poll, after the last one and not
         before now), or None while no tick can change anything. The ticks that would each find
-        what the last call found (:meth:`_as_last_call`) are passed over at once."""
+        what the last call found (:meth:`_as_last_call`) are passed over at once; with a tree, so
+        are those of a state in which no tick could call the planner (asked only when the tick
+        comes ``before`` the caller's next event: the state may change first)."""
         if not self.index.npending or (self.skip_idle_ticks and not self._tick_needed()):
             return None
         k = max(last_k + 1, math.ceil(self.now / self.poll))
@@ -602,6 +609,9 @@ class _Sim:
                 k = max(k, math.ceil(until / self.poll))
                 while k * self.poll < until:  # whatever the division rounded
                     k += 1
+        if (PASS_HOPELESS_TICKS and self.skip_idle_ticks and self.tree is not None and k * self.poll < before
+                and not self.index.ticky and not self.view.tick_possible()):
+            return None  # until a job changes state: every tick would skip the call
         return k
 
     def _arrive(self, r: Run) -> bool:

@@ -49,6 +49,7 @@ class PlannerView:
         # The version at which the last dispatch found nothing more to start (-1: none yet).
         self.settled = -1
         self.free: Callable[[], float] = lambda: 0.0  # the pool's idle GPUs (the engine's)
+        self._possible: tuple[int, bool] = (-1, True)  # (version, tick_possible's answer at it)
 
     def touch(self, r: Run) -> None:
         """r started, stopped, or joined or left its queue: bring it up to date at the next call."""
@@ -96,7 +97,20 @@ class PlannerView:
                         return True
         return tree is not None and self._tree_tick_useful(t)
 
-    def _tree_tick_useful(self, t: float) -> bool:
+    def tick_possible(self) -> bool:
+        """With a tree and no team that makes a tick needed by the flat rules (the index's
+        ``ticky``, asked first by the engine): whether a tick may call the planner at any time
+        before a job next changes state. False only once the dispatch after the last change
+        started everything that fits and :meth:`_tree_tick_useful` finds no victim with every
+        waiting job counted as having waited: it reads the time through that alone, so every tick
+        until the next change would skip the call. Answered once per state (:attr:`version`)."""
+        version, possible = self._possible
+        if version != self.version:
+            possible = self.settled != self.version or self._tree_tick_useful(None)
+            self._possible = (self.version, possible)
+        return possible
+
+    def _tree_tick_useful(self, t: float | None) -> bool:
         """With a tree, two more sources of a first victim: a group above its bound (rule 1 for
         groups), and a pending job entitled at a node (its team's guarantee, or a group) that has
         waited, for which some running job may be a victim. Serving before the first victim only
@@ -106,7 +120,9 @@ class PlannerView:
         A tick comes after a dispatch that started every job that fits (:attr:`settled`): the
         plan then serves no one before its first victim, and a search that finds none gives back
         what it took, so every job meets the usage the plan started with. A job none of whose
-        candidates (:meth:`TreeUsage.may_reclaim`) could be a victim then finds none."""
+        candidates (:meth:`TreeUsage.may_reclaim`) could be a victim then finds none.
+
+        ``t`` None: at whatever time, every waiting job counted as having waited."""
         tree = self.tree
         assert tree is not None
         for name in self.limited:
@@ -125,7 +141,8 @@ class PlannerView:
             for g in team.keys:  # ascending: once entitled nowhere, no larger job is
                 if (tree.height_at(team, kidx[g]) if levels else tree.height(team, g)) is None:
                     break
-                if not any(has_waited(self.pending_spec(r), t, settings) for _, r in team.buckets[g]):
+                if t is not None and not any(has_waited(self.pending_spec(r), t, settings)
+                                             for _, r in team.buckets[g]):
                     continue
                 if not settled or tree.may_reclaim(team, g, self.free(), self.index.ri(team)):
                     return True

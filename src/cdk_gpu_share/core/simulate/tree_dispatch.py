@@ -24,7 +24,8 @@ from cdk_gpu_share.core.simulate.dispatch import DispatchIndex, _last_true
 from cdk_gpu_share.core.simulate.inputs import RESOURCE
 from cdk_gpu_share.core.simulate.state import Team
 
-__all__ = ["LEVELS_AT_GROUPS", "LEVELS_BY_BISECT", "TreeDispatchIndex", "TreeUsage"]
+__all__ = ["FLAT_HEAPS_UNUSED", "LEVELS_AT_GROUPS", "LEVELS_BY_BISECT", "LEVELS_REMEMBERED", "OWED_AS_ENTITLED",
+           "TreeDispatchIndex", "TreeUsage"]
 
 # Whether dispatch reads each group's admission and entitlement levels, kept per state of the usage
 # below it, rather than asking the rules of every size it visits (False only to check that the
@@ -35,6 +36,21 @@ LEVELS_AT_GROUPS = True
 # sorted sizes by bisection and checked at its edge, rather than found by asking the test of
 # log2(sizes) sizes (False only to check that the bisection changes no figure).
 LEVELS_BY_BISECT = True
+
+# Whether a level, once found for a usage and a bound, is remembered for the replay (the sizes do
+# not change, and the usage of a group takes few values) rather than found again (False only to
+# check that remembering changes no figure).
+LEVELS_REMEMBERED = True
+
+# Whether a group with no team promised other than its guarantee and no ``reserve`` team below it
+# (its promised quota is then its quota) takes its owed level from its entitled level, found once
+# for dispatch and the owed clocks alike (False only to check that sharing it changes no figure).
+OWED_AS_ENTITLED = True
+
+# Whether the tree's index leaves the flat index's heaps of queue heads empty: its :meth:`best`
+# visits the waiting teams' queues and never reads them (False only to check that keeping them
+# changes no figure).
+FLAT_HEAPS_UNUSED = True
 
 
 def _level(sizes: list[float], u: float, bound: float) -> int:
@@ -85,7 +101,8 @@ class TreeUsage:
         self._sharing = [shared[root] if root is not None else (t.idx,) for t, root in zip(teams, roots, strict=True)]
         # Owed levels per group (:meth:`owed_level`): the job sizes, each group's level as last
         # found, the groups whose level may have moved since, and the teams below a moved level.
-        self.sizes: list[float] = []
+        self._sizes: list[float] = []
+        self._levels: dict[tuple[float, float], int] = {}  # (usage, bound) -> level, for these sizes
         self._owed_level: dict[str, int] = {}
         # Per group, the largest size index admitted at its bound (the groups with a limit) and
         # entitled at its quota, as usage stands: found again once a team below it changed.
@@ -96,12 +113,34 @@ class TreeUsage:
         self._owed_stale: set[str] = set()
         self._owed_spread: set[int] = set()
 
+    @property
+    def sizes(self) -> list[float]:
+        """The replay's distinct job sizes, ascending: the levels are indices into them."""
+        return self._sizes
+
+    @sizes.setter
+    def sizes(self, sizes: list[float]) -> None:
+        self._sizes = sizes
+        self._levels = {}
+
+    def _level(self, u: float, bound: float) -> int:
+        """:func:`_level` of :attr:`sizes`, remembered per (usage, bound)."""
+        if not LEVELS_REMEMBERED:
+            return _level(self._sizes, u, bound)
+        key = (u, bound)
+        k = self._levels.get(key)
+        if k is None:
+            k = self._levels[key] = _level(self._sizes, u, bound)
+        return k
+
     def _promise(self) -> None:
         """Each team's entitlement E, for the teams promised other than their guarantee."""
         self.promised = {t.idx: float(t.entitled_spec.guarantee.get(RESOURCE, 0) or 0)
                          for t in self.teams if t.entitled_spec is not None}
         # The teams below each group promised other than their guarantee, in the order of ``below``.
         self.promised_below = {g: [t for t in below if t.idx in self.promised] for g, below in self.below.items()}
+        # The groups whose promised quota is their quota (:meth:`promised_quota` adds nothing).
+        self.plain = {g for g in self.below if not self.promised_below[g] and not self.reserve_below[g]}
 
     def _limits(self) -> None:
         """Each team's groups that have a borrow limit, lowest first."""
@@ -169,9 +208,11 @@ class TreeUsage:
         level = self._owed_level.get(group)
         if level is None or group in self._owed_stale:
             self._owed_stale.discard(group)
-            u = self.usage(group)[RESOURCE]
-            q = self.promised_quota(group, RESOURCE)
-            new = _level(self.sizes, u, q)  # hierarchy.entitled_at's test at one group
+            if OWED_AS_ENTITLED and group in self.plain:
+                new = self.entitled_level(group)  # the same test of the same figures
+            else:
+                u = self.usage(group)[RESOURCE]
+                new = self._level(u, self.promised_quota(group, RESOURCE))  # entitled_at's test at one group
             if new != level:
                 if level is not None:
                     self._owed_spread.update(t.idx for t in self.below[group])
@@ -187,7 +228,7 @@ class TreeUsage:
             u = self.usage(group)[RESOURCE]
             limit = self.limit(group, RESOURCE)
             assert limit is not None
-            k = self._admit_level[group] = _level(self.sizes, u, self.quota(group, RESOURCE) + limit)
+            k = self._admit_level[group] = self._level(u, self.quota(group, RESOURCE) + limit)
         return k
 
     def entitled_level(self, group: str) -> int:
@@ -197,7 +238,7 @@ class TreeUsage:
         k = self._entitled_level.get(group)
         if k is None:
             u = self.usage(group)[RESOURCE]
-            k = self._entitled_level[group] = _level(self.sizes, u, self.quota(group, RESOURCE))
+            k = self._entitled_level[group] = self._level(u, self.quota(group, RESOURCE))
         return k
 
     def admitted(self, team: Team) -> int:
@@ -307,15 +348,21 @@ class TreeDispatchIndex(DispatchIndex):
             self.waiting.pop(team.idx, None)
         super()._bucket_changed(team, g, old_head)
 
+    def _index(self, team: Team, k: int, head: tuple) -> None:
+        if not FLAT_HEAPS_UNUSED:
+            super()._index(team, k, head)
+
     def best(self, free: float) -> tuple[Team, float] | None:
         if not LEVELS_AT_GROUPS:
             return self._best_asked(free)
         best_key: tuple | None = None
         best = None
         tree, kidx, static = self.tree, self.kidx, self.static
+        # iF of every team that is not reserve: RI is the same for all of them
+        room = self._room(free, self.ri_of(None)) if self.other_name is not None else -1
         for team in self.waiting.values():
             # fits (reclaim.fits): room in the pool up to iF, within the team's borrow cap up to ck
-            last = min(self._room(free, self.ri(team)), team.ck)
+            last = min(self._room(free, self.ri(team)) if team.reserve else room, team.ck)
             if kidx[team.keys[0]] > last:
                 continue  # not even its smallest job fits
             if not team.reserve:
