@@ -38,7 +38,8 @@ SHORTCUTS = {"owed thresholds per node": (engine, "OWED_BY_NODE"),
              "levels remembered": (tree_dispatch, "LEVELS_REMEMBERED"),
              "owed levels as entitled levels": (tree_dispatch, "OWED_AS_ENTITLED"),
              "no flat heaps in the tree's index": (tree_dispatch, "FLAT_HEAPS_UNUSED"),
-             "hopeless ticks passed over": (engine, "PASS_HOPELESS_TICKS")}
+             "hopeless ticks passed over": (engine, "PASS_HOPELESS_TICKS"),
+             "borrowers and bounds kept": (tree_dispatch, "ABOVE_KEPT")}
 
 
 @contextlib.contextmanager

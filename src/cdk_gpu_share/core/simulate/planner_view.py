@@ -126,13 +126,12 @@ class PlannerView:
         tree = self.tree
         assert tree is not None
         for name in self.limited:
-            limit = tree.limit(name, RESOURCE)
-            if limit is not None and tree.usage(name)[RESOURCE] > tree.quota(name, RESOURCE) + limit + TOL:
+            if tree.above_bound(name):
                 return True
         settings = self.base.settings
         has_waited = reclaim.has_waited
         settled = CHECK_CANDIDATES and self.settled == self.version
-        if settled and not any(v.U - v.G > reclaim.TOLERANCE for v in self.index.teams):
+        if settled and not tree.any_borrowing():
             return False  # no team uses more than its guarantee: no candidate for anyone (may_reclaim)
         index = self.index
         assert isinstance(index, tree_dispatch.TreeDispatchIndex)

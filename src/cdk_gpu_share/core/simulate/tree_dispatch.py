@@ -21,10 +21,10 @@ from typing import Any
 from cdk_gpu_share.core.configuration import hierarchy
 from cdk_gpu_share.core.policy import reclaim
 from cdk_gpu_share.core.simulate.dispatch import DispatchIndex, _last_true
-from cdk_gpu_share.core.simulate.inputs import RESOURCE
+from cdk_gpu_share.core.simulate.inputs import RESOURCE, TOL
 from cdk_gpu_share.core.simulate.state import Team
 
-__all__ = ["FLAT_HEAPS_UNUSED", "LEVELS_AT_GROUPS", "LEVELS_BY_BISECT", "LEVELS_REMEMBERED", "OWED_AS_ENTITLED",
+__all__ = ["ABOVE_KEPT", "FLAT_HEAPS_UNUSED", "LEVELS_AT_GROUPS", "LEVELS_BY_BISECT", "LEVELS_REMEMBERED", "OWED_AS_ENTITLED",
            "TreeDispatchIndex", "TreeUsage"]
 
 # Whether dispatch reads each group's admission and entitlement levels, kept per state of the usage
@@ -46,6 +46,11 @@ LEVELS_REMEMBERED = True
 # (its promised quota is then its quota) takes its owed level from its entitled level, found once
 # for dispatch and the owed clocks alike (False only to check that sharing it changes no figure).
 OWED_AS_ENTITLED = True
+
+# Whether the teams above their guarantee and whether each group is above its bound are kept as
+# usage changes, for the check of each tick, rather than found again at every check (False only
+# to check that keeping them changes no figure).
+ABOVE_KEPT = True
 
 # Whether the tree's index leaves the flat index's heaps of queue heads empty: its :meth:`best`
 # visits the waiting teams' queues and never reads them (False only to check that keeping them
@@ -112,6 +117,11 @@ class TreeUsage:
         self._limits()
         self._owed_stale: set[str] = set()
         self._owed_spread: set[int] = set()
+        # The teams (indices) using more than their guarantee, and per group with a borrow limit
+        # whether it is above its bound, as usage stands (the latter found again once a team below
+        # it changed).
+        self.borrowing: set[int] = set()
+        self._above: dict[str, bool] = {}
 
     @property
     def sizes(self) -> list[float]:
@@ -156,6 +166,7 @@ class TreeUsage:
         self._owed_stale.update(self.below)  # every group's Q may have moved, and its owed level
         self._admit_level.clear()
         self._entitled_level.clear()
+        self._above.clear()
         self._limits()
 
     def changed(self, team: Team) -> None:
@@ -164,7 +175,28 @@ class TreeUsage:
             self._usage.pop(g, None)
             self._admit_level.pop(g, None)
             self._entitled_level.pop(g, None)
+            self._above.pop(g, None)
         self._owed_stale.update(self.paths[team.idx])
+        if team.U - team.G > reclaim.TOLERANCE:  # a time window changes G before it calls this
+            self.borrowing.add(team.idx)
+        else:
+            self.borrowing.discard(team.idx)
+
+    def any_borrowing(self) -> bool:
+        """Whether some team uses more than its guarantee."""
+        if ABOVE_KEPT:
+            return bool(self.borrowing)
+        return any(v.U - v.G > reclaim.TOLERANCE for v in self.teams)
+
+    def above_bound(self, group: str) -> bool:
+        """Whether ``group``, one with a borrow limit, uses more than its quota plus its limit (rule
+        1 for groups), kept until a team below it changes."""
+        above = self._above.get(group) if ABOVE_KEPT else None
+        if above is None:
+            limit = self.limit(group, RESOURCE)
+            above = self._above[group] = (limit is not None and
+                                          self.usage(group)[RESOURCE] > self.quota(group, RESOURCE) + limit + TOL)
+        return above
 
     def usage(self, group: str) -> dict:
         u = self._usage.get(group)
