@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from cdk_gpu_share.core import scenario as sc
 from cdk_gpu_share.core import simulate as sim
+from cdk_gpu_share.core.configuration import hierarchy
 from cdk_gpu_share.core.configuration.parse import load_config
 from cdk_gpu_share.core.errors import ConfigError
 from cdk_gpu_share.core.policy.organisation import as_replayed
@@ -39,7 +40,8 @@ SHORTCUTS = {"owed thresholds per node": (engine, "OWED_BY_NODE"),
              "owed levels as entitled levels": (tree_dispatch, "OWED_AS_ENTITLED"),
              "no flat heaps in the tree's index": (tree_dispatch, "FLAT_HEAPS_UNUSED"),
              "hopeless ticks passed over": (engine, "PASS_HOPELESS_TICKS"),
-             "borrowers and bounds kept": (tree_dispatch, "ABOVE_KEPT")}
+             "borrowers and bounds kept": (tree_dispatch, "ABOVE_KEPT"),
+             "quotas kept": (tree_dispatch, "QUOTAS_KEPT")}
 
 
 @contextlib.contextmanager
@@ -124,7 +126,8 @@ def test_all_shortcuts_together_change_no_figure_of_a_random_tree(case):
 SPARED = {"hopeless ticks passed over": (engine._Sim, "_tick"),
           "levels remembered": (tree_dispatch, "_level"),
           "owed levels as entitled levels": (tree_dispatch.TreeUsage, "promised_quota"),
-          "no flat heaps in the tree's index": (dispatch.DispatchIndex, "_index")}
+          "no flat heaps in the tree's index": (dispatch.DispatchIndex, "_index"),
+          "quotas kept": (hierarchy.Tree, "quota")}
 
 
 def calls(owner: object, name: str, scenario: Scenario, jobs: list) -> int:

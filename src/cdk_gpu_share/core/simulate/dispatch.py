@@ -60,8 +60,11 @@ class DispatchIndex:
     """
 
     def __init__(self, teams: list[Team], sizes: list[float], *, static: bool, reclaiming: bool,
-                 compact_slack: int, lazy_ratio: bool):
+                 compact_slack: int, lazy_ratio: bool, heads_indexed: bool = True):
         self.teams = teams
+        # Whether the heads of the teams' queues are kept in heap0 and heap1 (a subclass that
+        # never reads them says not).
+        self.heads_indexed = heads_indexed
         self.static = static
         self.reclaiming = reclaiming
         self.compact_slack = compact_slack
@@ -146,7 +149,7 @@ class DispatchIndex:
         team.ver += 1
         team.wk, team.ck = known
         team.ratio = ratio
-        if not team.reserve:
+        if not team.reserve and self.heads_indexed:
             kidx = self.kidx
             for g in team.keys:
                 self._index(team, kidx[g], team.buckets[g][0][0])

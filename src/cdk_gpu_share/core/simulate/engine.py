@@ -202,13 +202,15 @@ class _Sim:
             return OwedClock(len(teams), n, lambda ti: _last_true(n, lambda k: tree.owed(teams[ti], sizes[k])),
                              [tree.sharing(t.idx) for t in teams])
         tree.sizes = sizes
-        paths, level = tree.paths, tree.owed_level
+        paths, level, found, stale = tree.paths, tree.owed_level, tree.owed_levels, tree.owed_stale
 
         def threshold(ti: int) -> int:
             # Owed at one node of its path: the largest of the team's own level and its groups'.
             k = promised(ti)
             for g in paths[ti]:
-                at = level(g)
+                at = found.get(g)
+                if at is None or g in stale:
+                    at = level(g)
                 if at > k:
                     k = at
             return k

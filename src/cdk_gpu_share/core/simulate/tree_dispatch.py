@@ -24,8 +24,8 @@ from cdk_gpu_share.core.simulate.dispatch import DispatchIndex, _last_true
 from cdk_gpu_share.core.simulate.inputs import RESOURCE, TOL
 from cdk_gpu_share.core.simulate.state import Team
 
-__all__ = ["ABOVE_KEPT", "FLAT_HEAPS_UNUSED", "LEVELS_AT_GROUPS", "LEVELS_BY_BISECT", "LEVELS_REMEMBERED", "OWED_AS_ENTITLED",
-           "TreeDispatchIndex", "TreeUsage"]
+__all__ = ["ABOVE_KEPT", "FLAT_HEAPS_UNUSED", "QUOTAS_KEPT", "LEVELS_AT_GROUPS",
+           "LEVELS_BY_BISECT", "LEVELS_REMEMBERED", "OWED_AS_ENTITLED", "TreeDispatchIndex", "TreeUsage"]
 
 # Whether dispatch reads each group's admission and entitlement levels, kept per state of the usage
 # below it, rather than asking the rules of every size it visits (False only to check that the
@@ -51,6 +51,11 @@ OWED_AS_ENTITLED = True
 # usage changes, for the check of each tick, rather than found again at every check (False only
 # to check that keeping them changes no figure).
 ABOVE_KEPT = True
+
+# Whether the quota of a group with no ``reserve`` team below it (which usage does not move) is
+# kept until a time window's boundary rather than read again at every test (False only to check
+# that keeping it changes no figure).
+QUOTAS_KEPT = True
 
 # Whether the tree's index leaves the flat index's heaps of queue heads empty: its :meth:`best`
 # visits the waiting teams' queues and never reads them (False only to check that keeping them
@@ -108,20 +113,21 @@ class TreeUsage:
         # found, the groups whose level may have moved since, and the teams below a moved level.
         self._sizes: list[float] = []
         self._levels: dict[tuple[float, float], int] = {}  # (usage, bound) -> level, for these sizes
-        self._owed_level: dict[str, int] = {}
+        self.owed_levels: dict[str, int] = {}
         # Per group, the largest size index admitted at its bound (the groups with a limit) and
         # entitled at its quota, as usage stands: found again once a team below it changed.
         self._admit_level: dict[str, int] = {}
         self._entitled_level: dict[str, int] = {}
         self.limited_paths: list[tuple[str, ...]] = []
         self._limits()
-        self._owed_stale: set[str] = set()
+        self.owed_stale: set[str] = set()
         self._owed_spread: set[int] = set()
         # The teams (indices) using more than their guarantee, and per group with a borrow limit
         # whether it is above its bound, as usage stands (the latter found again once a team below
         # it changed).
         self.borrowing: set[int] = set()
         self._above: dict[str, bool] = {}
+        self._fixed_quota: dict[str, float] = {}  # Q(N) of the groups with no reserve team below
 
     @property
     def sizes(self) -> list[float]:
@@ -163,10 +169,11 @@ class TreeUsage:
         guarantees in force, and the entitlements with it."""
         self.tree = hierarchy.Tree.of_state(state)
         self._promise()
-        self._owed_stale.update(self.below)  # every group's Q may have moved, and its owed level
+        self.owed_stale.update(self.below)  # every group's Q may have moved, and its owed level
         self._admit_level.clear()
         self._entitled_level.clear()
         self._above.clear()
+        self._fixed_quota.clear()
         self._limits()
 
     def changed(self, team: Team) -> None:
@@ -176,7 +183,7 @@ class TreeUsage:
             self._admit_level.pop(g, None)
             self._entitled_level.pop(g, None)
             self._above.pop(g, None)
-        self._owed_stale.update(self.paths[team.idx])
+        self.owed_stale.update(self.paths[team.idx])
         if team.U - team.G > reclaim.TOLERANCE:  # a time window changes G before it calls this
             self.borrowing.add(team.idx)
         else:
@@ -205,10 +212,18 @@ class TreeUsage:
         return u
 
     def quota(self, group: str, resource: str) -> float:
+        fixed = resource == RESOURCE and QUOTAS_KEPT
+        if fixed:
+            q = self._fixed_quota.get(group)
+            if q is not None:
+                return q
         q = self.tree.quota(group).get(resource, 0)
-        for t in self.reserve_below[group]:
+        reserve = self.reserve_below[group]
+        for t in reserve:
             if t.G > t.U:
                 q -= t.G - t.U
+        if fixed and not reserve:
+            self._fixed_quota[group] = q
         return q
 
     def promised_quota(self, group: str, resource: str) -> float:
@@ -237,9 +252,9 @@ class TreeUsage:
         level is found once for all its teams, again only once a team below it changed
         (:meth:`changed`), and the teams below a level that moved are kept for
         :meth:`owed_moved`."""
-        level = self._owed_level.get(group)
-        if level is None or group in self._owed_stale:
-            self._owed_stale.discard(group)
+        level = self.owed_levels.get(group)
+        if level is None or group in self.owed_stale:
+            self.owed_stale.discard(group)
             if OWED_AS_ENTITLED and group in self.plain:
                 new = self.entitled_level(group)  # the same test of the same figures
             else:
@@ -248,7 +263,7 @@ class TreeUsage:
             if new != level:
                 if level is not None:
                     self._owed_spread.update(t.idx for t in self.below[group])
-                self._owed_level[group] = level = new
+                self.owed_levels[group] = level = new
         return level
 
     def admit_level(self, group: str) -> int:
@@ -297,7 +312,7 @@ class TreeUsage:
     def owed_moved(self) -> set[int]:
         """The teams (indices) below a group whose owed level moved since the last call (every
         group a team's usage change made stale is looked at again first)."""
-        for g in list(self._owed_stale):
+        for g in list(self.owed_stale):
             self.owed_level(g)
         moved, self._owed_spread = self._owed_spread, set()
         return moved
@@ -367,7 +382,7 @@ class TreeDispatchIndex(DispatchIndex):
         self.tree = tree
         tree.sizes = sizes
         self.waiting: dict[int, Team] = {}  # the teams with a pending job, by index
-        super().__init__(teams, sizes, **kw)
+        super().__init__(teams, sizes, heads_indexed=not FLAT_HEAPS_UNUSED, **kw)
 
     def usage_changed(self, team: Team) -> None:
         self.tree.changed(team)
@@ -391,19 +406,26 @@ class TreeDispatchIndex(DispatchIndex):
         best = None
         tree, kidx, static = self.tree, self.kidx, self.static
         # iF of every team that is not reserve: RI is the same for all of them
-        room = self._room(free, self.ri_of(None)) if self.other_name is not None else -1
+        room = -1
+        if self.other_name is not None:
+            ri = self.ri_of(None)
+            known = self.room_cache.get((free, ri))
+            room = self._room(free, ri) if known is None else known
         for team in self.waiting.values():
             # fits (reclaim.fits): room in the pool up to iF, within the team's borrow cap up to ck
-            last = min(self._room(free, self.ri(team)) if team.reserve else room, team.ck)
+            last = self._room(free, self.ri(team)) if team.reserve else room
+            if team.ck < last:
+                last = team.ck
             if kidx[team.keys[0]] > last:
                 continue  # not even its smallest job fits
             if not team.reserve:
                 last = min(last, tree.admitted(team))
+            wk = team.wk
             for g in team.keys:  # ascending: once one does not fit, no larger one does
                 k = kidx[g]
                 if k > last or team.reserve and not tree.admits(team, g):
                     break
-                height = tree.height_at(team, k)
+                height = 0 if k <= wk else tree.height_at(team, k)
                 if static and height != 0:
                     break
                 head = team.buckets[g][0][0]
