@@ -217,7 +217,7 @@ class DispatchIndex:
         bucket = team.buckets[g]
         if bucket:
             head = bucket[0][0]
-            if head != old_head and not team.reserve:
+            if head != old_head and not team.reserve and self.heads_indexed:
                 self._index(team, self.kidx[g], head)
         if self.reclaiming:
             self._retick(team)
