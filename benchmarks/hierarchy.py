@@ -17,7 +17,9 @@ with ``--hierarchy tree`` and without its groups, ``share+reclaim``, on the samp
 and on the Alibaba GPU trace (``--data DIR``, default ``$GPU_SHARE_TRACE_DIR``; skipped with a
 line when absent) converted as ``gpu-share trace convert`` does, its jobs given to the example's
 five teams in turn. CPU seconds of the replay alone (trace and scenario parsed beforehand), the
-median of ``--runs`` interleaved runs, and the planner calls of the tree's replay.
+median of ``--runs`` interleaved runs, and the planner calls of the tree's replay. With
+``--instructions``, also the instructions each replay executes, counted by valgrind as
+``simulate_instructions.py`` counts them: a figure the machine's load does not move.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import csv
 import io
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -109,8 +112,8 @@ def alibaba_of_teams(data: Path, out: Path, teams: list[str]) -> None:
         writer.writerows(rows)
 
 
-def replay_cpu(config: Path, trace: Path, hierarchy: str | None) -> Any:
-    """A callable replaying ``trace`` on ``config`` (parsed once), returning (CPU s, planner calls)."""
+def parsed(config: Path, trace: Path, hierarchy: str | None) -> tuple[Any, Any]:
+    """The scenario of ``config`` replayed as ``hierarchy`` says, and the jobs of ``trace``."""
     from cdk_gpu_share.core import scenario as sc
     from cdk_gpu_share.core import simulate as sim
     from cdk_gpu_share.core.configuration.parse import load_config
@@ -119,7 +122,14 @@ def replay_cpu(config: Path, trace: Path, hierarchy: str | None) -> Any:
     loaded = load_config(config)
     backend = sc.choose_backend(loaded, None)
     scenario = sim.parse_scenario(sc.scenario_from_config(as_replayed(loaded, backend, hierarchy), backend))
-    jobs = sim.load_jobs(str(trace), scenario)
+    return scenario, sim.load_jobs(str(trace), scenario)
+
+
+def replay_cpu(config: Path, trace: Path, hierarchy: str | None) -> Any:
+    """A callable replaying ``trace`` on ``config`` (parsed once), returning (CPU s, planner calls)."""
+    from cdk_gpu_share.core import simulate as sim
+
+    scenario, jobs = parsed(config, trace, hierarchy)
 
     def once() -> tuple[float, int]:
         start = time.process_time()
@@ -128,11 +138,32 @@ def replay_cpu(config: Path, trace: Path, hierarchy: str | None) -> Any:
     return once
 
 
-def tree_cost(data: Path | None, runs: int) -> None:
-    """The tree's replay against the flat one of the same jobs (see the module docstring)."""
+def replay_instructions(config: Path, trace: Path, hierarchy: str | None, tmp: Path) -> int:
+    """The instructions of one replay of ``trace`` on ``config`` (valgrind, the replay alone)."""
+    import pickle
+
+    from simulate_instructions import CHILD, instructions
+
+    scenario, jobs = parsed(config, trace, hierarchy)
+    state = tmp / "replay.pkl"
+    with state.open("wb") as f:
+        pickle.dump((scenario, jobs), f)
+    child = tmp / "child.py"
+    child.write_text(CHILD)
+    return (instructions(ROOT, len(jobs), "share+reclaim", state, child)
+            - instructions(ROOT, 0, "share+reclaim", state, child))
+
+
+def tree_cost(data: Path | None, runs: int, count: bool = False) -> None:
+    """The tree's replay against the flat one of the same jobs (see the module docstring);
+    ``count``: with the instructions of each replay (needs valgrind)."""
+    if count and shutil.which("valgrind") is None:
+        print("instructions not counted: valgrind is not installed (apt-get install valgrind)")
+        count = False
     print(f"\nload average {os.getloadavg()[0]:.1f} (2 cores), median of {runs} runs")
-    print("| trace | tree CPU s | flat CPU s | tree / flat | planner calls (tree) |")
-    print("|---|---|---|---|---|")
+    extra = " tree Ginstr | flat Ginstr | tree / flat |" if count else ""
+    print(f"| trace | tree CPU s | flat CPU s | tree / flat | planner calls (tree) |{extra}")
+    print("|---|---|---|---|---|" + "---|---|---|" * count)
     with tempfile.TemporaryDirectory() as tmp:
         configs = {}
         for grouped in (True, False):
@@ -157,7 +188,12 @@ def tree_cost(data: Path | None, runs: int) -> None:
                 seen["flat"].append(flat())
             t = statistics.median(c for c, _ in seen["tree"])
             f = statistics.median(c for c, _ in seen["flat"])
-            print(f"| {label} | {t:.3f} | {f:.3f} | {t / f:.1f}x | {seen['tree'][0][1]:,} |")
+            row = f"| {label} | {t:.3f} | {f:.3f} | {t / f:.1f}x | {seen['tree'][0][1]:,} |"
+            if count:
+                ti = replay_instructions(configs[True], trace, "tree", Path(tmp))
+                fi = replay_instructions(configs[False], trace, None, Path(tmp))
+                row += f" {ti / 1e9:.3f} | {fi / 1e9:.3f} | {ti / fi:.2f}x |"
+            print(row, flush=True)
 
 
 def main() -> None:
@@ -165,10 +201,12 @@ def main() -> None:
     add_data_argument(ap)
     ap.add_argument("--runs", type=int, default=5, help="runs per replay in the tree's cost (default 5)")
     ap.add_argument("--cost-only", action="store_true", help="only the tree's cost against the flat replay")
+    ap.add_argument("--instructions", action="store_true",
+                    help="also count the instructions of each replay of the tree's cost (valgrind)")
     args = ap.parse_args()
     if not args.cost_only:
         compilation_gap()
-    tree_cost(args.data, args.runs)
+    tree_cost(args.data, args.runs, args.instructions)
 
 
 def compilation_gap() -> None:
