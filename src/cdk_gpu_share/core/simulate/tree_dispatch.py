@@ -16,6 +16,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
+import operator
 from typing import Any
 
 from cdk_gpu_share.core.configuration import hierarchy
@@ -63,6 +64,9 @@ QUOTAS_KEPT = True
 FLAT_HEAPS_UNUSED = True
 
 
+_usage_of = operator.attrgetter("U")  # a team's usage U(T)
+
+
 def _level(sizes: list[float], u: float, bound: float) -> int:
     """The largest index k into the ascending ``sizes`` with sizes[k] <= TOLERANCE or
     u + sizes[k] <= bound + TOLERANCE (-1: none): the test of :func:`hierarchy.entitled_at` and
@@ -96,6 +100,7 @@ class TreeUsage:
             for g in path:
                 self.below[g].append(t)
         self.reserve_below = {g: [t for t in below if t.reserve] for g, below in self.below.items()}
+        self.below_idx = {g: tuple(t.idx for t in below) for g, below in self.below.items()}
         self._usage: dict[str, dict] = {}  # a group's U, summed again once a team below it changed
         self.promised: dict[int, float] = {}
         self.promised_below: dict[str, list[Team]] = {}
@@ -159,9 +164,9 @@ class TreeUsage:
         self.plain = {g for g in self.below if not self.promised_below[g] and not self.reserve_below[g]}
 
     def _limits(self) -> None:
-        """Each team's groups that have a borrow limit, lowest first."""
-        self.limited_paths = [tuple(g for g in path if self.tree.borrow_limit(g, RESOURCE) is not None)
-                              for path in self.paths]
+        """Each group's borrow limit in GPUs, and each team's groups that have one, lowest first."""
+        self._limit = {g: self.tree.borrow_limit(g, RESOURCE) for g in self.below}
+        self.limited_paths = [tuple(g for g in path if self._limit[g] is not None) for path in self.paths]
 
     def switch(self, state: Any) -> None:
         """A time window's boundary: the teams' specs are ``state``'s now. The groups and their
@@ -208,7 +213,7 @@ class TreeUsage:
     def usage(self, group: str) -> dict:
         u = self._usage.get(group)
         if u is None:
-            u = self._usage[group] = {RESOURCE: math.fsum(t.U for t in self.below[group])}
+            u = self._usage[group] = {RESOURCE: math.fsum(map(_usage_of, self.below[group]))}
         return u
 
     def quota(self, group: str, resource: str) -> float:
@@ -262,7 +267,7 @@ class TreeUsage:
                 new = self._level(u, self.promised_quota(group, RESOURCE))  # entitled_at's test at one group
             if new != level:
                 if level is not None:
-                    self._owed_spread.update(t.idx for t in self.below[group])
+                    self._owed_spread.update(self.below_idx[group])
                 self.owed_levels[group] = level = new
         return level
 
@@ -314,7 +319,10 @@ class TreeUsage:
         group a team's usage change made stale is looked at again first)."""
         for g in list(self.owed_stale):
             self.owed_level(g)
-        moved, self._owed_spread = self._owed_spread, set()
+        moved = self._owed_spread
+        if not moved:
+            return moved  # empty: kept
+        self._owed_spread = set()
         return moved
 
     def sharing(self, ti: int) -> tuple[int, ...]:
@@ -322,6 +330,8 @@ class TreeUsage:
         return self._sharing[ti]
 
     def limit(self, group: str, resource: str) -> float | None:
+        if resource == RESOURCE:
+            return self._limit[group]
         return self.tree.borrow_limit(group, resource)
 
     def admits(self, team: Team, gpus: float) -> bool:
