@@ -328,13 +328,17 @@ def exhaustive(study, space, capacity: float, pool, *, feasible_only: bool = Fal
     return best, len(splits)
 
 
-def grid_compare(label: str, raw: dict, jobs, fleets: tuple[str, ...] = ("fixed", "size")) -> list[str]:
-    """The exhaustive grid's best beside the advisor's, for each of ``fleets``: table rows (markdown)."""
+def grid_compare(label: str, raw: dict, jobs, fleets: tuple[str, ...] = ("fixed", "size"), *,
+                 grid: bool = True) -> list[str]:
+    """The exhaustive grid's best beside the advisor's, for each of ``fleets``: table rows (markdown);
+    without ``grid``, the advice alone."""
     from cdk_gpu_share.core import advise as adv
     from cdk_gpu_share.core.advise import executors
 
     study = adv.study_of(raw, jobs, poll=60.0, source=label)
     rows = []
+    if not grid:
+        return [advice_alone(label, study, fleet) for fleet in fleets]
     pool = executors.Processes(study, 2)
     try:
         if "fixed" in fleets:
@@ -344,6 +348,30 @@ def grid_compare(label: str, raw: dict, jobs, fleets: tuple[str, ...] = ("fixed"
     finally:
         pool.close()
     return rows
+
+
+def advice_alone(label: str, study, fleet: str) -> str:
+    """The advice of one case without the grid: its answer, simulations, wall and CPU seconds
+    (this process and its workers) and the load average before and after."""
+    import resource
+
+    from cdk_gpu_share.core import advise as adv
+    from cdk_gpu_share.core.advise import executors
+
+    def cpu() -> float:
+        return sum(getattr(resource.getrusage(who), f) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+                   for f in ("ru_utime", "ru_stime"))
+
+    space = adv.space_of(study, step=1, fleet=fleet)
+    load, before = os.getloadavg()[0], cpu()
+    advice, wall = run_advice(study, space, executors.Processes(study, 2))  # its workers ended: counted
+    spent, b = cpu() - before, advice.best
+    answer = (f"{b.candidate.capacity:g} GPUs" if fleet == "size" else f"{b.regret_gpu_hours:,.0f} GPU-h") \
+        + f", {'feasible' if b.feasible else 'infeasible'}"
+    print(f"{'advice':<8} {label:<14} {fleet}: {answer}, regret {b.regret_gpu_hours:,.1f}, {advice.simulations} "
+          f"simulations, {wall:.0f} s wall, {spent:.0f} CPU s, load average {load:.1f} to {os.getloadavg()[0]:.1f}"
+          + (f"; {advice.warnings[0]}" if advice.warnings else ""))
+    return f"| {label} | {fleet} | {answer} | {advice.simulations} | {wall:.0f} s ({spent:.0f} CPU s) | | | | |"
 
 
 def _grid_fixed(label: str, study, pool) -> list[str]:
@@ -406,8 +434,9 @@ def _grid_size(label: str, study, pool) -> list[str]:
     return rows
 
 
-def grid_cases(data: Path, only: str | None) -> None:
-    """``--grid``: every window and the sample (or the one named by ``only``)."""
+def grid_cases(data: Path, only: str | None, *, grid: bool = True) -> None:
+    """``--grid``: every window and the sample (or the one named by ``only``); without ``grid``
+    (``--advice-only``), the advice alone."""
     cases = []
     for d in GRID_WINDOWS:
         cases.append((f"days {d}-{d + GRID_DAYS}", ("fixed",), lambda d=d: window_case(data, d, GRID_FIXED_OBJECTIVES)))
@@ -420,7 +449,7 @@ def grid_cases(data: Path, only: str | None) -> None:
         if only and only not in f"{label} {' '.join(fleets)}":
             continue
         raw, jobs = make()
-        rows += grid_compare(label, raw, jobs, fleets)
+        rows += grid_compare(label, raw, jobs, fleets, grid=grid)
     print("\n".join(rows))
     print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
 
@@ -516,6 +545,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--grid", nargs="?", const="", default=None, metavar="CASE",
                     help="the exhaustive grid's best beside the advisor's on three 14-day windows of the trace and "
                          "the sample, both fleets (CASE: only the cases whose label holds it, e.g. sample)")
+    ap.add_argument("--advice-only", action="store_true",
+                    help="with --grid: the advice of each case without the exhaustive grid (its CPU seconds and the "
+                         "load printed)")
     args = ap.parse_args(argv)
     why = alibaba_trace.missing(args.data)
     if why and not (args.grid == "sample"):
@@ -523,7 +555,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.grid is not None:
         print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
-        grid_cases(args.data, args.grid or None)
+        grid_cases(args.data, args.grid or None, grid=not args.advice_only)
         return 0
     cases = args.cases.split(",")
     print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores")

@@ -406,3 +406,30 @@ def test_each_frontier_row_is_the_best_the_whole_search_found_at_its_capacity():
     answer = advice.best.candidate.capacity
     fixed = brute_force(study, space, [answer])
     assert rows[answer].feasible and rows[answer].regret_gpu_hours == fixed.regret_gpu_hours
+
+
+def test_the_scan_refines_a_grid_coarser_than_the_step_around_its_best_splits():
+    """Four teams and a budget so small that the grid from 9 to 11 GPUs is on a step of 3 or 4
+    GPUs, where no split holds (the first that does is at 12 GPUs): one on a step of one GPU
+    holds at 9, and none at 8. The climbs from the coarse grid's best splits and the seeds find
+    the one at 9."""
+    objectives = {"a": {"wait_p95_minutes": 10}, "b": {"wait_p95_minutes": 10},
+                  "c": {"max_preempted_per_day": 0, "wait_p95_minutes": 30}, "d": {"wait_p95_minutes": 10}}
+    data = scenario(8, objectives, guarantees={"a": 2, "b": 2, "c": 2, "d": 2})
+    study = study_of(data, bursty_trace(6, tuple(objectives), jobs=48, sizes=(1, 2, 3)))
+    space = adv.space_of(study, step=1, fleet="size", percents=(0, -1))
+    search = Search(study, space, adv.search.InProcess(study), budget=150)
+    sizing = search.private_sizing()
+    top = search.probe(12.0, sizing)
+    assert top.feasible
+    coarse = {c: search.grid_step(c) for c in (9.0, 10.0, 11.0)}
+    assert all(step is not None and step >= 3 for step in coarse.values()), coarse
+
+    def holds(c: Candidate) -> bool:
+        return evaluate(study, c, search._privates(c), Limits(worst_ratio=1.0)).feasible
+
+    assert not any(holds(c) for capacity, step in coarse.items() for c in space.grid(capacity, step))
+    assert not any(holds(c) for c in space.grid(8.0, 1.0))
+    found = search._scan_up(top, 8.0, {}, sizing)
+    assert found.feasible and found.candidate.capacity == 9.0, found
+    assert search.simulations <= 150

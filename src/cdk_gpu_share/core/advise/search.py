@@ -24,7 +24,9 @@ can miss):
    the best of the batch replaces the incumbent when it ranks better, until a feasible one
    is found or no move helps.
 4. **Scan up** (``--fleet size``): from the least capacity that may do up to the least
-   feasible one the bisection found, the grid (5) at each capacity until a split holds.
+   feasible one the bisection found, the grid (5) at each capacity until a split holds. Where
+   the budget leaves the grid coarser than the step and none of its splits holds, a climb
+   until feasible from its best few splits and the seeds (3) refines it.
 5. **The grid.** With up to :data:`GRID_TEAMS` teams, every split of the capacity into
    guarantees on the least multiple of the step whose splits fit :data:`GRID_SHARE` of the
    budget left (``lend`` for a team never to be stopped, else ``lend_and_borrow`` unlimited).
@@ -474,7 +476,9 @@ class Search:
             chunk = list(itertools.islice(splits, min(GRID_BATCH, self.room())))
             if not chunk:
                 break
-            limits = Limits(worst_ratio=1.0) if feasible_only else (self._limits(best) if best else Limits())
+            # Only whether a split holds matters, but those within PROBE_CAP of their targets are
+            # simulated to their end: the best of them are where a refinement starts.
+            limits = Limits(worst_ratio=PROBE_CAP) if feasible_only else (self._limits(best) if best else Limits())
             done = [e for e in self.evaluate(chunk, limits) if e.complete]
             found += done
             if done:
@@ -589,28 +593,71 @@ class Search:
                     high, hi_best = mid, ev
                 else:
                     low = mid + self.space.step
-            hi_best = self._scan_up(hi_best, least, frontier)
+            hi_best = self._scan_up(hi_best, least, frontier, sizing)
             best = hi_best if hi_best.feasible else min(self._frontier(frontier), key=self.rank)
         else:
             best = self.probe(self.space.input.capacity, sizing)
         best = self.best_at(best.candidate.capacity, sizing, incumbent=best)
         return self._confirm(best, self._frontier(frontier) if self.space.fleet == "size" else [], sizing, bounds)
 
-    def _scan_up(self, best: Evaluation, low: float, frontier: dict[float, Evaluation]) -> Evaluation:
+    def _scan_up(self, best: Evaluation, low: float, frontier: dict[float, Evaluation],
+                 sizing: Mapping[str, float | None]) -> Evaluation:
         """From the least capacity that may do up to the least feasible one the bisection found,
-        the grid at each capacity (stopped at its first feasible split): the bisection assumes
-        a larger pool never does worse and its probes search near their seeds only, the grid
-        every split, so the answer is never larger than the least capacity where a split of the
-        grid meets every objective (waits are not monotone in the capacity)."""
+        the grid at each capacity (stopped at its first feasible split), refined around its best
+        splits where it is coarser than the step (:meth:`_refine`): the bisection assumes a larger
+        pool never does worse and its probes search near their seeds only, the grid every split,
+        so the answer is never larger than the least capacity where a split of the grid meets
+        every objective (waits are not monotone in the capacity)."""
         c = low
         top = best.candidate.capacity - (self.space.step if best.feasible else 0.0)  # the found one's, when feasible
         while c <= top + _TOL and self.room() > 0 and self.grid_step(c) is not None:
-            found = next((e for e in self.grid(c, None, feasible_only=True) if e.feasible), None)
+            step = self.grid_step(c)
+            spent, allowance = self.simulations, int(GRID_SHARE * self.affordable())
+            grid = self.grid(c, None, feasible_only=True)
+            found = next((e for e in grid if e.feasible), None)
+            if found is None and step is not None and step > self.space.step + _TOL:
+                found = self._refine(c, grid, allowance - (self.simulations - spent), sizing, [best.candidate])
             if found is not None:
                 frontier[c] = found
                 return found
             c += self.space.step
         return best
+
+    def _refine(self, capacity: float, grid: Sequence[Evaluation], share: int, sizing: Mapping[str, float | None],
+                warm: Sequence[Candidate]) -> Evaluation | None:
+        """A configuration at ``capacity`` that meets every objective, searched near the best of a
+        grid coarser than the step (``grid``: its complete evaluations, best first), which found
+        none. The starts: the grid's :data:`GRID_STARTS` best and the probe's seeds (``warm``: a
+        feasible configuration at a larger capacity, shrunk); from the best :data:`GRID_STARTS`
+        of those within :data:`PROBE_CAP` of their targets, a climb until feasible (every move of
+        a team that misses an objective: its guarantee, a step or a few moved to or from any
+        other team, its sharing, its borrow limit), the climbs given at most ``share``
+        simulations in all, an equal part each. A split of a finer grid is a few steps from one
+        of the coarse grid's, and the climb walks there by the objectives it misses. None: none
+        found."""
+        self.phase = f"refining the grid at {capacity:g} GPUs"
+        end = self.simulations + share
+        self.ceiling = end
+        try:
+            seeds = [e for e in self.evaluate(self._seeds(capacity, sizing, warm), Limits(worst_ratio=PROBE_CAP))
+                     if e.complete]
+        finally:
+            self.ceiling = None
+        found = next((e for e in seeds if e.feasible), None)
+        if found is not None:
+            return found
+        starts = sorted({e.candidate: e for e in [*grid[:GRID_STARTS], *seeds]}.values(), key=self.rank)[:GRID_STARTS]
+        for k, start in enumerate(starts):
+            if self.simulations >= end or self.room() == 0:
+                break
+            self.ceiling = self.simulations + max(1, (end - self.simulations) // (len(starts) - k))
+            try:
+                found = self._climb(start, until_feasible=True, cap=PROBE_CAP)
+            finally:
+                self.ceiling = None
+            if found.feasible:
+                return found
+        return None
 
     def _frontier(self, tried: Mapping[float, Evaluation]) -> list[Evaluation]:
         """Per capacity tried, ascending, the best configuration the whole search simulated to its
