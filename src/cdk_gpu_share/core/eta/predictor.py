@@ -29,6 +29,7 @@ predictions are made in or on which process makes them.
 
 from __future__ import annotations
 
+import math
 import random
 from bisect import bisect_right
 from collections.abc import Sequence
@@ -57,6 +58,9 @@ ARRIVAL_WINDOW_S = 7 * 86400.0
 _FIRST_HORIZON_S = 3600.0
 _MAX_HORIZON_S = 365 * 86400.0
 _MAX_ARRIVALS = 5000
+# Whether arrivals are drawn by :func:`_stream_inline` (False only to check that it draws what the
+# generator's own methods draw).
+INLINE_DRAWS = True
 
 
 @dataclass(frozen=True)
@@ -167,14 +171,10 @@ def _arrivals(state: QueueState, history: History, rates: dict[str, float], hori
         templates = history.templates.get(team)
         if not templates or rate <= 0:
             continue
-        rng = random.Random(f"{key}:{team}")
-        t = state.now
-        while True:
-            t += rng.expovariate(rate)
-            if t > state.now + horizon or len(drawn) >= _MAX_ARRIVALS:
-                break
-            drawn.append((t, team, templates[rng.randrange(len(templates))]))
-    order = sorted(range(len(drawn)), key=lambda i: drawn[i][0])  # stable: the order drawn at equal times
+        draw = _stream_inline if INLINE_DRAWS else _stream
+        draw(drawn, random.Random(f"{key}:{team}"), rate, state.now, state.now + horizon, team, templates)
+    times = [d[0] for d in drawn]
+    order = sorted(range(len(drawn)), key=times.__getitem__)  # stable: the order drawn at equal times
 
     def make(i: int, position: int) -> Job:
         k = order[i]
@@ -182,9 +182,42 @@ def _arrivals(state: QueueState, history: History, rates: dict[str, float], hori
         return Job(id=f"~{team}~{k}", team=team, submit_time=t, duration_s=model.duration_s, gpus=model.gpus,
                    priority=model.priority, gpus_exact=model.gpus_exact, position=position)
 
-    models = {id(m): m for _, _, m in drawn}.values()
-    sizes = {(m.gpus, m.gpus_exact if m.gpus_exact is not None else Fraction(m.gpus)) for m in models}
-    return Arrivals(times=[drawn[k][0] for k in order], sizes=sizes, make=make)
+    # Every size among them, once per exact value object (a Fraction is slow to hash: the engine
+    # takes repeats as they come).
+    sizes = list({(m.gpus, id(m.gpus_exact)): (m.gpus, m.gpus_exact if m.gpus_exact is not None else Fraction(m.gpus))
+                  for _, _, m in drawn}.values())
+    return Arrivals(times=[times[k] for k in order], sizes=sizes, make=make)
+
+
+def _stream(drawn: list, rng: random.Random, rate: float, now: float, until: float, team: str,
+            templates: list[FinishedJob]) -> None:
+    """One team's arrivals in (now, until]: a Poisson stream at ``rate``, each a copy of one of
+    ``templates``, appended to ``drawn`` up to :data:`_MAX_ARRIVALS` in all."""
+    t = now
+    while True:
+        t += rng.expovariate(rate)
+        if t > until or len(drawn) >= _MAX_ARRIVALS:
+            break
+        drawn.append((t, team, templates[rng.randrange(len(templates))]))
+
+
+def _stream_inline(drawn: list, rng: random.Random, rate: float, now: float, until: float, team: str,
+                   templates: list[FinishedJob]) -> None:
+    """:func:`_stream`, the same draws from the same generator: ``expovariate`` and ``randrange``
+    written out as CPython computes them (-log(1 - random()) / rate; getrandbits of the bit length
+    until below n), without their calls' overhead."""
+    rand, bits, log = rng.random, rng.getrandbits, math.log
+    n = len(templates)
+    k = n.bit_length()
+    t = now
+    while True:
+        t += -log(1.0 - rand()) / rate
+        if t > until or len(drawn) >= _MAX_ARRIVALS:
+            break
+        i = bits(k)
+        while i >= n:
+            i = bits(k)
+        drawn.append((t, team, templates[i]))
 
 
 def _check(state: QueueState, job_id: str) -> float:

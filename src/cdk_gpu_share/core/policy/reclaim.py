@@ -69,6 +69,7 @@ from cdk_gpu_share.core.policy.reclaim_state import (
     VICTIM_ORDERS,
     JobSpec,
     PendingGroup,
+    RunningJobs,
     Settings,
     State,
     TeamSpec,
@@ -115,6 +116,7 @@ __all__ = [
     "victim_sort",
     "PlanState",
     "PendingGroup",
+    "RunningJobs",
     "has_waited",
     "pending_key",
 ]

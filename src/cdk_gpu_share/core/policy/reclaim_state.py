@@ -5,6 +5,7 @@ read and checked in full, and the documented definitions the planner and the sim
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from cdk_gpu_share.core.errors import ConfigError, Problem
 
 __all__ = [
     "CHECKPOINT", "DEFAULT_MAX_CHECKPOINT_SECONDS", "FITS", "JOB_STATES", "JobSpec", "MAY_STOP", "MUST_WAIT",
-    "PendingGroup", "REASONS", "SHARING_VALUES", "Settings", "State", "TOLERANCE", "TeamSpec",
+    "PendingGroup", "REASONS", "RunningJobs", "SHARING_VALUES", "Settings", "State", "TOLERANCE", "TeamSpec",
     "VICTIM_ORDERS", "YOUNGEST", "borrow_cap", "fits", "free_of", "has_room", "parse_state", "pending_key",
     "reserved_idle_of", "within_cap", "within_guarantee",
 ]
@@ -139,6 +140,51 @@ class PendingGroup:
     """:func:`pending_key` of each job, in the same order, strictly ascending."""
 
 
+class RunningJobs:
+    """The running jobs of a queue, kept in the ``youngest`` victim order (lower priority, then
+    the most recent ``since``, then id descending) as they start and end.
+
+    A caller that plans again and again while a few jobs start and end between two plans (the
+    simulator, at every tick) keeps its running jobs here and passes them as
+    :attr:`State.running`: each plan then numbers them as they stand instead of filtering and
+    sorting every one again. ``teams``: the team names in the order of the states' ``teams``.
+    """
+
+    __slots__ = ("t_index", "keys", "jobs", "team")
+
+    def __init__(self, teams: Iterable[str]):
+        self.t_index = {name: i for i, name in enumerate(teams)}
+        # (-priority, since, id) ascending: the reverse of the victim order, in natural comparisons.
+        self.keys: list[tuple] = []
+        self.jobs: list[JobSpec] = []  # in victim order
+        self.team: list[int] = []  # each job's team, as its index in ``teams``, in victim order
+
+    def __len__(self) -> int:
+        return len(self.jobs)
+
+    def add(self, job: JobSpec) -> None:
+        """A running, non-terminating job joins (its id not already here)."""
+        key = (-job.priority, job.since, job.id)
+        keys = self.keys
+        i = bisect.bisect_left(keys, key)
+        keys.insert(i, key)
+        at = len(keys) - 1 - i
+        self.jobs.insert(at, job)
+        self.team.insert(at, self.t_index[job.team])
+
+    def remove(self, job: JobSpec) -> None:
+        """A job added before leaves (it stopped or ended)."""
+        key = (-job.priority, job.since, job.id)
+        keys = self.keys
+        i = bisect.bisect_left(keys, key)
+        if i == len(keys) or keys[i] != key:
+            raise KeyError(job.id)
+        del keys[i]
+        at = len(keys) - i
+        del self.jobs[at]
+        del self.team[at]
+
+
 @dataclass(frozen=True, slots=True)
 class State:
     """A validated state (see :func:`parse_state`). ``capacity`` names the resources."""
@@ -156,6 +202,9 @@ class State:
     groups: tuple = ()
     """The organisation's tree (:class:`cdk_gpu_share.core.configuration.hierarchy.GroupSpec` objects);
     empty (default): every team is a root, the flat rules."""
+    running: RunningJobs | None = None
+    """The running jobs as a :class:`RunningJobs` index instead of in ``jobs`` (which then holds
+    none): the same plan. None (default) in a parsed state."""
 
 
 # ---------------------------------------------------------------------------

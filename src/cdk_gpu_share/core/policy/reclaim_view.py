@@ -164,6 +164,19 @@ def _index_running(nt: int, resources: list, r_team: list[int], r_demand: list[d
         sums.append(team_sums)
         victims_in.append(team_lists)
     victims_of: list[list[int]] = [[] for _ in range(nt)]
+    if unprotected is None and len(resources) == 1:
+        # One resource, no job protected (the simulator's plans): the same lists, one lookup a job.
+        (r,) = resources
+        amounts = [team_sums[r] for team_sums in sums]
+        lists_in = [team_lists[r] for team_lists in victims_in]
+        for j, ti, demand in zip(range(len(r_team)), r_team, r_demand):
+            victims_of[ti].append(j)
+            d = demand.get(r)
+            if d:
+                amounts[ti].append(d)
+                if d > tol:
+                    lists_in[ti].append(j)
+        return sums, victims_in, victims_of
     for j in range(len(r_team)):
         ti = r_team[j]
         acc = sums[ti]
@@ -231,18 +244,29 @@ class PlanState:
         # the job's place in victim order (victim_sort), so that comparing two numbers
         # compares the jobs.
         jobs = state.jobs
-        running = [job for job in jobs if job.state == "running" and not job.terminating]
-        self.pending = pending = [] if len(running) == len(jobs) else [
-            job for job in jobs if job.state != "running" and not job.terminating]
+        index = state.running
+        self.priority_first = priority_first = state.settings.victim_order != CHECKPOINT
+        if index is None:
+            running = [job for job in jobs if job.state == "running" and not job.terminating]
+            self.pending = pending = [] if len(running) == len(jobs) else [
+                job for job in jobs if job.state != "running" and not job.terminating]
+        else:
+            if any(job.state == "running" for job in jobs):
+                raise ValueError("a State holds its running jobs in jobs or in running, not in both")
+            running = list(index.jobs)
+            self.pending = pending = [job for job in jobs if not job.terminating]
         self.groups = state.pending_groups
         if pending and self.groups:
             raise ValueError("a State holds its pending jobs in jobs or in pending_groups, not in both")
-        victim_sort(running, state)
+        if index is not None and priority_first and index.t_index == t_index:
+            r_team = list(index.team)  # already in victim order, numbered as these teams
+        else:
+            victim_sort(running, state)
+            r_team = [t_index[job.team] for job in running]
         # Under the default order priority comes first, so a team's jobs below a
         # priority are a prefix of its list (own_candidates stops at the first other).
-        self.priority_first = state.settings.victim_order != CHECKPOINT
         self.r_id = [job.id for job in running]
-        self.r_team = r_team = [t_index[job.team] for job in running]
+        self.r_team = r_team
         self.r_demand = r_demand = [job.demand for job in running]
         self.r_prio = [job.priority for job in running]
         self.n_running = n_running = len(running)

@@ -23,8 +23,11 @@ from cdk_gpu_share.core.simulate.inputs import RESOURCE, TOL, Scenario
 from cdk_gpu_share.core.simulate.state import Run
 from cdk_gpu_share.core.simulate.tree_dispatch import TreeUsage
 
-__all__ = ["CHECK_CANDIDATES", "PlannerView"]
+__all__ = ["CHECK_CANDIDATES", "KEEP_RUNNING_INDEX", "PlannerView"]
 
+# Whether the running jobs reach the planner as its RunningJobs index, kept in victim order as they
+# start and end (False only to check that the index changes no plan: a tuple sorted at every call).
+KEEP_RUNNING_INDEX = True
 # With a tree, whether a tick skips the planner when no running job could be a victim for any
 # waiting entitled job (False only to check that the check changes no figure).
 CHECK_CANDIDATES = True
@@ -43,6 +46,8 @@ class PlannerView:
                                                  if tree.limit(g, RESOURCE) is not None]
         self.running = running  # the engine's running jobs, by trace position (read only here)
         self.specs: dict[int, Any] = {}  # running jobs, by trace position
+        # The same specs in the planner's victim order (KEEP_RUNNING_INDEX).
+        self.running_jobs = reclaim.RunningJobs(t.name for t in scenario.state.teams)
         self.touched: dict[int, Run] = {}  # changed state since the last call, in order
         self.groups: dict[tuple[int, float], reclaim.PendingGroup] = {}
         self.version = 0  # one more at every change of a job's state
@@ -171,20 +176,31 @@ class PlannerView:
 
     def state(self, t: float) -> reclaim.State:
         """The planner's input at ``t``, brought up to date for the jobs touched since the last call."""
-        specs, running = self.specs, self.running
+        specs, running, index = self.specs, self.running, self.running_jobs
         for position, r in self.touched.items():
+            old = specs.get(position)
             if position in running:
-                specs[position] = self.running_spec(r)
-            else:
-                specs.pop(position, None)
+                spec = self.running_spec(r)
+                if spec is not old:
+                    if old is not None:
+                        index.remove(old)
+                    index.add(spec)
+                    specs[position] = spec
+            elif old is not None:
+                index.remove(old)
+                del specs[position]
             pending = r.arrived and not r.done and position not in running
             if pending != r.grouped:
                 (self._group_add if pending else self._group_remove)(r)
         self.touched.clear()
         base = self.base
+        if KEEP_RUNNING_INDEX:
+            jobs, kept = (), index
+        else:
+            jobs, kept = tuple(specs.values()), None
         return reclaim.State(now=t, capacity=base.capacity, settings=base.settings, teams=base.teams,
-                             jobs=tuple(specs.values()), pending_groups=tuple(self.groups.values()),
-                             groups=base.groups)
+                             jobs=jobs, pending_groups=tuple(self.groups.values()), groups=base.groups,
+                             running=kept)
 
     def _group_add(self, r: Run) -> None:
         """r joins its team's pending group of its size, at its place in rule 2's order."""

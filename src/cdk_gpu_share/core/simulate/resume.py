@@ -171,7 +171,7 @@ class _Resumed(_Sim):
         self.final = final
         self.now = state.now
         self.first_later = len(jobs)
-        self.units: dict[Fraction, int] = {}
+        self.units: dict[tuple[float, int], int] = {}  # a size's units, see _make_later
         self.by_team = {t.name: t for t in self.teams}
         n_run, n_pend = len(state.running), len(state.pending)
         for r, rj in zip(self.runs[:n_run], state.running):
@@ -202,10 +202,12 @@ class _Resumed(_Sim):
         if job.id in self.by_id:
             _numbered([r.job for r in self.runs] + [job], "state")  # names the repeat
         r = Run(job, self.by_team[job.team])
-        exact = job.exact_gpus
-        q = self.units.get(exact)
+        # By the size and the identity of its exact value (which the job keeps alive; None: the
+        # size alone says it): a Fraction is slow to hash.
+        key = (job.gpus, id(job.gpus_exact))
+        q = self.units.get(key)
         if q is None:
-            q = self.units[exact] = int(exact * self.scale)
+            q = self.units[key] = int(job.exact_gpus * self.scale)
         r.q = q
         r.interval = _interval(r, None)
         self.runs.append(r)
