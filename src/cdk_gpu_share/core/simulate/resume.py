@@ -22,6 +22,7 @@ from fractions import Fraction
 
 from cdk_gpu_share.core.simulate.engine import _clocked, _interval, _numbered, _Sim
 from cdk_gpu_share.core.simulate.inputs import Job, Scenario
+from cdk_gpu_share.core.simulate.owed import OwedClock
 from cdk_gpu_share.core.simulate.state import Run
 
 __all__ = ["Arrivals", "PendingJob", "QueueState", "RunningJob", "TraceReplay", "capture_states", "replay_start"]
@@ -158,6 +159,29 @@ class _Later(Sequence[Run]):
         return made[i]
 
 
+# Whether a flat replay from a state keeps the owed-wait clocks (True only to check that leaving them
+# out changes no start: the replay answers when a job starts, never how long jobs were owed).
+KEEP_OWED_CLOCKS = False
+
+
+class _NoOwedClock:
+    """The owed-wait clocks of a replay that never reads them: nothing kept, every reading 0."""
+
+    dirty = False
+
+    def update(self, ti: int, t: float) -> None:
+        pass
+
+    def changed(self, ti: int, t: float) -> None:
+        pass
+
+    def settle(self, t: float) -> None:
+        pass
+
+    def reading(self, ti: int, k: int, t: float) -> float:
+        return 0.0
+
+
 class _Resumed(_Sim):
     """The engine started from a :class:`QueueState`: the running jobs started at their own
     start times, the pending jobs queued at ``now``, later jobs arriving at their submit times
@@ -193,6 +217,11 @@ class _Resumed(_Sim):
 
     def _later_sizes(self) -> Collection[tuple[float, Fraction]]:
         return self.arrivals.sizes
+
+    def _owed_clock(self) -> OwedClock:
+        if KEEP_OWED_CLOCKS or self.tree is not None:  # a tree's clocks share its levels: kept
+            return super()._owed_clock()
+        return _NoOwedClock()  # type: ignore[return-value]  # the clocks' protocol
 
     def _arrivals(self) -> tuple[Sequence[Run], Sequence[float]]:
         return _Later(self, self.arrivals), self.arrivals.times
