@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The quota advisor on the Alibaba GPU trace: what it advises, and what that costs.
 
-    .venv/bin/python benchmarks/advise.py [--data DIR] [--cases alibaba,grid,workers,x4,teams200,teams1000]
+    .venv/bin/python benchmarks/advise.py [--data DIR] [--cases alibaba,grid,workers,x4,teams20,teams200,teams1000]
                                           [--repeat N] [--speedup]
 
 The trace (``--data``, default ``$GPU_SHARE_TRACE_DIR``; see benchmarks/alibaba_trace.py) is
@@ -22,7 +22,9 @@ GPUs of g5.12xlarge, so the step is 4 GPUs) with the objectives printed first. C
 - ``teams200``, ``teams1000``: 50 and 250 rotated copies (200 and 1,000 teams, 310,150 and
   1,550,750 jobs), ``--fleet size`` with 2 processes, with objectives the input misses
   (:data:`SCALE_OBJECTIVES`): the answer, or the line saying the search stopped at its
-  budget, the wall and CPU time, and the peak memory of this process and of its workers.
+  budget, the wall and CPU time, the peak memory of this process and of its workers, and the
+  simulations of each batch. ``teams20``: 5 copies, with a job budget of 32 simulations of
+  its trace (:data:`SCALE_TRACES`), so that its batches are as small as 200 teams'.
 
 ``--speedup``: only the worker comparison, quickly: 1 process against 2 processes on the
 Alibaba ``--fleet size`` case, medians of ``--repeat`` runs (3 unless given), the load
@@ -62,7 +64,7 @@ OBJECTIVES = {
                    "no_worse_than_private": True},
 }
 PRIVATE_TARGET = 0.20
-SIZE_SECONDS = {"alibaba": 120.0, "x4": 600.0, "teams200": 900.0, "teams1000": math.inf}
+SIZE_SECONDS = {"alibaba": 120.0, "x4": 600.0, "teams20": math.inf, "teams200": 900.0, "teams1000": math.inf}
 #: The scale cases' objectives: tighter than :data:`OBJECTIVES` for the two busy classes. The
 #: copies on a pool as many times larger share so well that every wait is 0 (measured at 200
 #: teams), so the input is also given half that pool and half each guarantee: it then misses
@@ -73,7 +75,10 @@ SCALE_OBJECTIVES = {
     "be": {"wait_p95_minutes": 30, "no_worse_than_private": True},
 }
 #: Teams of each scale case (rotated copies of the four teams).
-SCALE_TEAMS = {"teams200": 200, "teams1000": 1000}
+SCALE_TEAMS = {"teams20": 20, "teams200": 200, "teams1000": 1000}
+#: ``teams20``: a job budget of this many simulations of its trace, so that a batch holds at most
+#: 4 candidates, as at 200 teams: how the bisection's batches fill two workers, in a minute.
+SCALE_TRACES = {"teams20": 32}
 SPEEDUP_TARGET = 1.7
 
 
@@ -109,12 +114,12 @@ def space_size(space, high: float) -> float:
     return total
 
 
-def run_advice(study, space, executor):
+def run_advice(study, space, executor, **budget):
     from cdk_gpu_share.core import advise as adv
 
     started = time.perf_counter()
     try:
-        advice = adv.advise(study, space, executor)
+        advice = adv.advise(study, space, executor, **budget)
     finally:
         close = getattr(executor, "close", None)
         if close is not None:
@@ -168,7 +173,18 @@ def scale(label: str, data: Path) -> None:
     space = adv.space_of(study, step=STEP, fleet="size")
     built = time.perf_counter() - started
     cpu = time.process_time()
-    advice, wall = run_advice(study, space, executors.Processes(study, 2))
+    pool, batches = executors.Processes(study, 2), []
+
+    class Counted:  # each batch's simulations, in order
+        def run(self, tasks):
+            batches.append(len(tasks))
+            return pool.run(tasks)
+
+        def close(self):
+            pool.close()
+
+    budget = {"job_budget": SCALE_TRACES[label] * len(jobs)} if label in SCALE_TRACES else {}
+    advice, wall = run_advice(study, space, Counted(), **budget)
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     own = resource.getrusage(resource.RUSAGE_SELF)
     cpu_s = time.process_time() - cpu + children.ru_utime + children.ru_stime
@@ -183,6 +199,7 @@ def scale(label: str, data: Path) -> None:
           f"{advice.simulations}  jobs simulated {advice.jobs_simulated:,}")
     print(f"{'':<8} peak memory: this process {own.ru_maxrss / 1024:.0f} MB, largest worker "
           f"{children.ru_maxrss / 1024:.0f} MB; load {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    print(f"{'':<8} simulations of each batch: {', '.join(map(str, batches))}")
     for line in advice.warnings:
         print(f"{'':<8} warning: {line}")
 

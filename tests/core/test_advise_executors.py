@@ -68,3 +68,20 @@ def test_four_teams_searched_on_the_grid_the_same_with_two_processes():
     one = advice_text(four, InProcess(four), "fixed")
     assert json.loads(one)["simulations"] > 64  # more than one batch of the grid
     assert advice_text(four, executors.Processes(four, 2), "fixed") == one
+
+
+def test_a_bisection_probe_fills_its_batch_with_a_seed_of_the_next_probe(study):
+    """The probe at 3 GPUs has one seed left to simulate: beside it, its batch holds a seed of the
+    probe that follows (at 6 GPUs, where the bisection goes next), which then simulates two
+    seeds, not three: no batch of one or three leaves one of two workers idle. The answer is
+    the same with two processes."""
+    from tests.core.test_advise import Recording
+
+    executor, phases = Recording(study), []
+    search = adv.Search(study, adv.space_of(study, step=1, fleet="size"), executor,
+                        progress=lambda done, total, phase: phases.append(phase))
+    advice = search.run()
+    probes = [(phase, n) for phase, n in zip(phases, executor.candidates) if phase.startswith("capacity")]
+    assert probes[:2] == [("capacity 9", 4), ("capacity 3", 2)]  # the first: the input's and three seeds
+    assert ("capacity 6", 2) in probes and ("capacity 6", 3) not in probes
+    assert advice_text(study, executors.Processes(study, 2)) == json.dumps(adv.advice_json(advice))

@@ -15,7 +15,8 @@ can miss):
 2. **Capacity bounds** (``--fleet size``): at least the largest job and the guarantees of
    the teams that only reserve or lend; at most ``sum p(T)``. The least capacity is
    bisected between them (its first probe at the fluid bound, the trace's GPU-seconds over
-   its submit span), each capacity probed as below.
+   its submit span), each capacity probed as below; a probe's batch of seeds is filled up to
+   :data:`FILL_MULTIPLE` with seeds of the probe that follows either way (:meth:`Search._next_seeds`).
 3. **Probe at one capacity.** Seeds (the input, every team reserving ``p(T)``, the teams
    sharing with ``p(T)`` scaled to the capacity, the answer at the next larger capacity
    shrunk), then a local search: from the best configuration so far, every move of one
@@ -51,7 +52,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -92,6 +93,11 @@ GRID_TEAMS = 8
 SIZING_SHARE = 0.5
 #: How many of the grid's best splits the local search also starts from.
 GRID_STARTS = 3
+#: A bisection probe's batch is filled with the seeds of the probe that follows, up to a multiple
+#: of this many simulations: on two workers a batch of three leaves one idle while the third runs,
+#: and a batch filled beyond the next multiple only adds a round (the seeds of the way not taken
+#: are spent). A constant, never the number of workers, so that the answer does not depend on it.
+FILL_MULTIPLE = 2
 #: The most splits of the grid in one batch: each batch is limited by the best of those before
 #: it, so that most simulations stop early.
 GRID_BATCH = 64
@@ -267,15 +273,25 @@ class Search:
         return {n: self.private[(n, self.study.entitlements[n])]
                 for n, need in zip(self.space.names, self.needs_private) if need}
 
-    def evaluate(self, candidates: Sequence[Candidate], limits: Limits | None = None) -> list[Evaluation]:
-        """The evaluations of ``candidates`` (in their order), from the cache when it answers;
-        those the budget leaves no room for are left out."""
-        limits = limits or Limits()
-        wanted: dict[Candidate, None] = {}  # in order, each once (a hash, not a list search)
+    def _unknown(self, candidates: Iterable[Candidate], limits: Limits) -> dict[Candidate, None]:
+        """Those of ``candidates`` the cache cannot answer within ``limits``, in order, each once
+        (a hash, not a list search)."""
+        wanted: dict[Candidate, None] = {}
         for c in candidates:
             known = self.cache.get(c)
             if known is None or not (known.complete or known.limits.covers(limits)):
                 wanted[c] = None
+        return wanted
+
+    def evaluate(self, candidates: Sequence[Candidate], limits: Limits | None = None,
+                 spare: Sequence[Candidate] = ()) -> list[Evaluation]:
+        """The evaluations of ``candidates`` (in their order), from the cache when it answers;
+        those the budget leaves no room for are left out. ``spare``: candidates a later batch
+        is likely to ask for (with the same limits), in their order, only beside some of
+        ``candidates``, never counted as cut, and only as many as fill the batch up to a multiple
+        of :data:`FILL_MULTIPLE`: work for a worker the batch would leave idle."""
+        limits = limits or Limits()
+        wanted = self._unknown(candidates, limits)
         todo = list(wanted)
         room = max(0, self.room() - (self.input_full is None))  # the input's simulation goes with the first batch
         if self.input_full is None and self.room() >= 1:
@@ -286,6 +302,9 @@ class Search:
             if len(todo) > self.room(share=False) - (self.input_full is None):
                 self.cut += len(todo) - room  # the budget itself, not a phase's share of it
             todo = todo[:room]
+        if todo and spare:  # up to a multiple of FILL_MULTIPLE simulations, the input's included
+            fill = min(room - len(todo), -(len(todo) + (self.input_full is None)) % FILL_MULTIPLE)
+            todo += [c for c in self._unknown(spare, limits) if c not in wanted][:max(0, fill)]
         if todo:  # at least one: a batch never holds the input's simulation alone
             self._need_privates(todo)
             tasks = [("evaluate", c, self._privates(c), limits) for c in todo]
@@ -548,13 +567,14 @@ class Search:
         return best
 
     def probe(self, capacity: float, sizing: Mapping[str, float | None],
-              warm: Sequence[Candidate] = (), *, cap: float = math.inf) -> Evaluation:
+              warm: Sequence[Candidate] = (), *, cap: float = math.inf, spare: Sequence[Candidate] = ()) -> Evaluation:
         """The best configuration found at ``capacity``, searching until one is feasible.
 
         ``cap``: a worst ratio beyond which no candidate is of use (the bisection's probes,
         which only ask "is this capacity enough?"). When every seed is beyond it, the capacity
         is given up at once, its frontier figures those of the best of its seeds' full
-        simulations.
+        simulations. ``spare``: the seeds of the probes that may follow, simulated beside these
+        where the batch has room (:meth:`evaluate`).
         """
         self.phase = f"capacity {capacity:g}"
         seeds = self._seeds(capacity, sizing, warm)
@@ -563,7 +583,7 @@ class Search:
         if not seeds:
             return Evaluation(Candidate(capacity, self.space.input.choices), complete=False, reason="nothing runs")
         limits = Limits(worst_ratio=cap) if math.isfinite(cap) else None
-        found = [e for e in self.evaluate(seeds, limits) if e.complete]
+        found = [e for e in self.evaluate(seeds, limits, spare) if e.complete]
         if not found:  # hopeless here: the seeds' full figures, for the frontier
             full = [e for e in self.evaluate(seeds) if e.complete]
             return min(full, key=self.rank) if full else Evaluation(seeds[0], complete=False, reason="no budget left")
@@ -586,9 +606,10 @@ class Search:
             # jobs wait as long as they must, so a pool below the mean demand may still do.
             guess = min(max(_ceil(bounds["fluid_gpus"], self.space.step), low), high - self.space.step)
             while best.feasible and low < high - _TOL and self.room() > 0:
-                mid = guess if guess >= low else low + _floor((high - low) / 2, self.space.step)
+                mid = guess if guess >= low else self._middle(low, high)
                 guess = -math.inf
-                ev = frontier[mid] = self.probe(mid, sizing, warm=[hi_best.candidate], cap=PROBE_CAP)
+                ev = frontier[mid] = self.probe(mid, sizing, warm=[hi_best.candidate], cap=PROBE_CAP,
+                                                spare=self._next_seeds(low, mid, high, sizing, hi_best.candidate))
                 if ev.feasible:
                     high, hi_best = mid, ev
                 else:
@@ -599,6 +620,24 @@ class Search:
             best = self.probe(self.space.input.capacity, sizing)
         best = self.best_at(best.candidate.capacity, sizing, incumbent=best)
         return self._confirm(best, self._frontier(frontier) if self.space.fleet == "size" else [], sizing, bounds)
+
+    def _middle(self, low: float, high: float) -> float:
+        """The bisection's next capacity between ``low`` and ``high`` (a multiple of the step)."""
+        return low + _floor((high - low) / 2, self.space.step)
+
+    def _next_seeds(self, low: float, mid: float, high: float, sizing: Mapping[str, float | None],
+                    warm: Candidate) -> list[Candidate]:
+        """The seeds of the bisection's probe after the one at ``mid``, whichever way it goes (at
+        the middle of ``low``..``mid`` - step if ``mid`` suffices, with the warm start it will
+        find there still unknown; of ``mid`` + step..``high`` if not, with ``warm``), alternately
+        one of each: what the probe at ``mid`` may simulate beside its own seeds."""
+        s = self.space.step
+        branches = []
+        if mid - s > low - _TOL:
+            branches.append(self._seeds(self._middle(low, mid), sizing, ()))
+        if mid + s < high - _TOL:
+            branches.append(self._seeds(self._middle(mid + s, high), sizing, [warm]))
+        return [c for pair in itertools.zip_longest(*branches) for c in pair if c is not None]
 
     def _scan_up(self, best: Evaluation, low: float, frontier: dict[float, Evaluation],
                  sizing: Mapping[str, float | None]) -> Evaluation:
