@@ -1,6 +1,8 @@
 """The replays' shortcuts move no band: arrivals drawn with the generator's methods written out
-(the same times and the same copied jobs as ``expovariate`` and ``randrange`` give), and a flat
-replay from a state that keeps no owed-wait clocks (it reads only when the job starts)."""
+(the same times and the same copied jobs as ``expovariate`` and ``randrange`` give), a flat
+replay from a state that keeps no owed-wait clocks (it reads only when the job starts), and the
+replays of one state sharing dispatch's answers to the rules (every size the arrivals may copy
+indexed, so that they share them)."""
 
 from __future__ import annotations
 
@@ -36,8 +38,7 @@ def test_both_stop_at_the_most_arrivals_a_replay_draws():
         assert len(drawn) == predictor._MAX_ARRIVALS
 
 
-@pytest.mark.parametrize("entitled", [False, True])
-def test_replays_without_owed_clocks_give_the_bands_of_replays_with_them(entitled):
+def _busy_case(entitled: bool):
     teams = [{"name": "a", "guarantee": {"gpu": 2}}, {"name": "b", "guarantee": {"gpu": 1}},
              {"name": "c", "guarantee": {"gpu": 2}, "sharing": "reserve"}]
     if entitled:
@@ -50,12 +51,37 @@ def test_replays_without_owed_clocks_give_the_bands_of_replays_with_them(entitle
         t += rng.randrange(0, 900)
         rows.append((f"j{i:03d}", rng.choice("aabc"), t, rng.randrange(60, 2400), rng.choice((0.5, 1, 1, 2)),
                      rng.choice((0, 0, 1))))
-    jobs = sim.trace_from_rows(rows, sc)
-    without = eta.backtest(sc, jobs, samples=4, seed=3, poll_seconds=60.0, n_jobs=25)
-    resume.KEEP_OWED_CLOCKS = True
+    return sc, sim.trace_from_rows(rows, sc)
+
+
+@pytest.mark.parametrize("entitled", [False, True])
+@pytest.mark.parametrize("switch", [("KEEP_OWED_CLOCKS", True), ("SHARE_RULE_ANSWERS", False)])
+def test_the_replays_shortcuts_give_the_bands_of_replays_without_them(entitled, switch):
+    sc, jobs = _busy_case(entitled)
+    fast = eta.backtest(sc, jobs, samples=4, seed=3, poll_seconds=60.0, n_jobs=25)
+    name, value = switch
+    saved = getattr(resume, name)
+    setattr(resume, name, value)
     try:
-        kept = eta.backtest(sc, jobs, samples=4, seed=3, poll_seconds=60.0, n_jobs=25)
+        slow = eta.backtest(sc, jobs, samples=4, seed=3, poll_seconds=60.0, n_jobs=25)
     finally:
-        resume.KEEP_OWED_CLOCKS = False
-    assert without["summary"]["sampled"] >= 20
-    assert without == kept
+        setattr(resume, name, saved)
+    assert fast["summary"]["sampled"] >= 20
+    assert fast == slow
+
+
+def test_the_replays_of_one_state_share_one_table_of_answers():
+    sc, jobs = _busy_case(False)
+    truth = eta.capture_states(sc, jobs, sim.RECLAIM, [j.id for j in jobs], poll_seconds=60.0)
+    job = next(j for j in jobs[40:] if truth.first_start[j.id] > j.submit_time)
+    state = truth.states[job.id]
+    finished = [predictor.FinishedJob(team=j.team, submit=j.submit_time, duration_s=j.duration_s, gpus=j.gpus,
+                                      gpus_exact=j.gpus_exact) for j in jobs if truth.completion[j.id] < state.now]
+    history = predictor.History(finished)
+    shared: dict = {}
+    for k in range(3):
+        later = predictor._arrivals(state, history, predictor._rates(state, history), 3600.0, f"1:{job.id}:{k}")
+        durations = {j.id: 600.0 for j in (*state.running, *state.pending)}
+        resume.replay_start(sc, sim.RECLAIM, state, job.id, durations, arrivals=later, poll_seconds=60.0,
+                            shared=shared)
+    assert len(shared) == 1  # every replay indexed the same sizes

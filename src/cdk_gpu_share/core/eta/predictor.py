@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 import random
 from bisect import bisect_right
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -85,6 +85,7 @@ class History:
     by_team: dict[str, list[float]] = field(init=False)
     every: list[float] = field(init=False)
     templates: dict[str, list[FinishedJob]] = field(init=False)
+    _sizes: dict[tuple[str, ...], list[tuple[float, Fraction]]] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         by_team: dict[str, list[float]] = {}
@@ -107,6 +108,17 @@ class History:
     def durations(self, team: str) -> list[float]:
         """The durations a job of ``team`` is drawn from: its team's, else every team's."""
         return self.by_team.get(team) or self.every
+
+    def sizes(self, teams: Iterable[str]) -> list[tuple[float, Fraction]]:
+        """Every (GPUs, exact GPUs) among the finished jobs of ``teams``, once per exact value
+        object (a Fraction is slow to hash; a repeat of an equal value does no harm)."""
+        key = tuple(teams)
+        found = self._sizes.get(key)
+        if found is None:
+            found = self._sizes[key] = list({
+                (m.gpus, id(m.gpus_exact)): (m.gpus, m.gpus_exact if m.gpus_exact is not None else Fraction(m.gpus))
+                for team in key for m in self.templates.get(team, ())}.values())
+        return found
 
     def count(self, team: str) -> int:
         """The finished jobs of ``team``."""
@@ -182,11 +194,10 @@ def _arrivals(state: QueueState, history: History, rates: dict[str, float], hori
         return Job(id=f"~{team}~{k}", team=team, submit_time=t, duration_s=model.duration_s, gpus=model.gpus,
                    priority=model.priority, gpus_exact=model.gpus_exact, position=position)
 
-    # Every size among them, once per exact value object (a Fraction is slow to hash: the engine
-    # takes repeats as they come).
-    sizes = list({(m.gpus, id(m.gpus_exact)): (m.gpus, m.gpus_exact if m.gpus_exact is not None else Fraction(m.gpus))
-                  for _, _, m in drawn}.values())
-    return Arrivals(times=[times[k] for k in order], sizes=sizes, make=make)
+    # The sizes of every job the streams may copy (more than those drawn: the replay's answer does not
+    # depend on the sizes it indexes, and replays of one state that index the same sizes share what
+    # they find of the rules).
+    return Arrivals(times=[times[k] for k in order], sizes=history.sizes(rates), make=make)
 
 
 def _stream(drawn: list, rng: random.Random, rate: float, now: float, until: float, team: str,
@@ -244,6 +255,7 @@ def predict(scenario: Scenario, state: QueueState, job_id: str, history: History
     # Each replay starts at the horizon the previous one of this job ended with: replays of one
     # job need similar horizons, and a replay at a shorter one would only be run again.
     horizon = _FIRST_HORIZON_S
+    shared: dict = {}  # what the replays from this state find of the rules, for the next ones
     for k in range(samples):
         key = f"{seed}:{job_id}:{k}"
         rng = random.Random(key)
@@ -255,7 +267,7 @@ def predict(scenario: Scenario, state: QueueState, job_id: str, history: History
             # Unless this is the last horizon, a job not running at its end starts (finally)
             # after it, so it is replayed again with more arrivals: this replay may end there.
             start = replay_start(scenario, mode, state, job_id, durations, arrivals=later, poll_seconds=poll_seconds,
-                                 deadline=None if last else state.now + horizon)
+                                 deadline=None if last else state.now + horizon, shared=shared)
             if start is not None and (last or start <= state.now + horizon):
                 break
             horizon *= 4

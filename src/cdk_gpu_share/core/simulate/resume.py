@@ -162,6 +162,10 @@ class _Later(Sequence[Run]):
 # Whether a flat replay from a state keeps the owed-wait clocks (True only to check that leaving them
 # out changes no start: the replay answers when a job starts, never how long jobs were owed).
 KEEP_OWED_CLOCKS = False
+# Whether the flat replays given one ``shared`` dict share dispatch's answers to the rules (each
+# team's thresholds at each usage, the sizes that fit in each free capacity: pure functions of those
+# and of the job sizes), rather than each finding them again (False only to check they change nothing).
+SHARE_RULE_ANSWERS = True
 
 
 class _NoOwedClock:
@@ -188,9 +192,15 @@ class _Resumed(_Sim):
     (each made when the replay reaches it)."""
 
     def __init__(self, scenario: Scenario, jobs: Sequence[Job], mode: str, poll: float, state: QueueState,
-                 target: int, final: bool, arrivals: Arrivals):
+                 target: int, final: bool, arrivals: Arrivals, shared: dict | None = None):
         self.arrivals = arrivals
         super().__init__(scenario, jobs, mode, poll, None, None)
+        if shared is not None and SHARE_RULE_ANSWERS and self.tree is None:
+            # The replays of one state see the same policy: with the same job sizes, the same answers.
+            thresholds, room = shared.setdefault(tuple(self.index.sizes), ([{} for _ in self.teams], {}))
+            for team, known in zip(self.teams, thresholds):
+                team.thresholds = known
+            self.index.room_cache = room
         self.target: Run | None = None
         self.final = final
         self.now = state.now
@@ -256,7 +266,7 @@ class _Resumed(_Sim):
 
 def replay_start(scenario: Scenario, mode: str, state: QueueState, target: str, durations: Mapping[str, float], *,
                  arrivals: Sequence[Job] | Arrivals = (), poll_seconds: float, final: bool = True,
-                 deadline: float | None = None) -> float | None:
+                 deadline: float | None = None, shared: dict | None = None) -> float | None:
     """When the pending job ``target`` starts, replaying the policy from ``state``.
 
     ``durations``: the work, in seconds, of every running and pending job of the state (a
@@ -267,6 +277,8 @@ def replay_start(scenario: Scenario, mode: str, state: QueueState, target: str, 
     starts again); False: its first start, a shorter replay.
     ``deadline``: None when the job is not running at that simulated time (stopped or not
     yet started, so its final start comes later): the replay ends there.
+    ``shared``: a dict the replays from one ``state`` (and one scenario and mode) are all given,
+    where they keep what they find of the rules for the next ones (default: none kept).
     """
     jobs: list[Job] = []
     for rj in state.running:
@@ -288,7 +300,7 @@ def replay_start(scenario: Scenario, mode: str, state: QueueState, target: str, 
     later = arrivals if isinstance(arrivals, Arrivals) else Arrivals.of(arrivals)
     # The values in force at ``now`` and the boundaries after it (the state's times are trace seconds).
     in_force, clock = _clocked(scenario, scenario.origin, state.now)
-    engine = _Resumed(in_force, jobs, mode, float(poll_seconds), state, index, final, later)
+    engine = _Resumed(in_force, jobs, mode, float(poll_seconds), state, index, final, later, shared)
     engine.clock = clock
     if deadline is not None:
         engine.watch = _Deadline(deadline, engine)  # type: ignore[assignment]  # the engine's watch protocol
