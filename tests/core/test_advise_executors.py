@@ -85,3 +85,22 @@ def test_a_bisection_probe_fills_its_batch_with_a_seed_of_the_next_probe(study):
     assert probes[:2] == [("capacity 9", 4), ("capacity 3", 2)]  # the first: the input's and three seeds
     assert ("capacity 6", 2) in probes and ("capacity 6", 3) not in probes
     assert advice_text(study, executors.Processes(study, 2)) == json.dumps(adv.advice_json(advice))
+
+
+def test_the_scans_refinement_gives_the_same_sized_advice_with_two_processes():
+    """Four teams and a budget that leaves the scan's grid coarser than the step: the climbs that
+    refine it run, and the answer is the same byte for byte with two processes."""
+    objectives = {"a": {"wait_p95_minutes": 10}, "b": {"wait_p95_minutes": 10},
+                  "c": {"max_preempted_per_day": 0, "wait_p95_minutes": 30}, "d": {"wait_p95_minutes": 10}}
+    four = study_of(scenario(8, objectives, guarantees={"a": 2, "b": 2, "c": 2, "d": 2}),
+                    bursty_trace(6, tuple(objectives), jobs=48, sizes=(1, 2, 3)))
+    space = adv.space_of(four, step=1, fleet="size", percents=(0, -1))
+    phases: list[str] = []
+    one = json.dumps(adv.advice_json(adv.advise(four, space, InProcess(four), budget=150,
+                                                progress=lambda done, total, phase: phases.append(phase))))
+    assert any(phase.startswith("refining the grid") for phase in phases)
+    pool = executors.Processes(four, 2)
+    try:
+        assert json.dumps(adv.advice_json(adv.advise(four, space, pool, budget=150))) == one
+    finally:
+        pool.close()

@@ -574,7 +574,7 @@ class Search:
         which only ask "is this capacity enough?"). When every seed is beyond it, the capacity
         is given up at once, its frontier figures those of the best of its seeds' full
         simulations. ``spare``: the seeds of the probes that may follow, simulated beside these
-        where the batch has room (:meth:`evaluate`).
+        as far as they fill the batch up to a multiple of :data:`FILL_MULTIPLE` (:meth:`evaluate`).
         """
         self.phase = f"capacity {capacity:g}"
         seeds = self._seeds(capacity, sizing, warm)
