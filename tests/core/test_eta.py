@@ -312,3 +312,15 @@ def test_an_error_is_measured_on_the_side_of_p50_where_the_wait_fell():
     # a band moved by that error holds the wait at its edge
     by = score(100.0, 150.0, 200.0, 1000.0)
     assert widen(100.0, 150.0, 200.0, by=by)[2] == pytest.approx(1000.0, abs=1e-3)
+
+
+def test_a_job_that_could_never_start_is_refused_by_name_from_python_too():
+    # a reserve team's job above its guarantee can never start: the backtest names the row,
+    # as the command does, rather than failing inside the truth replay
+    sc = sim.parse_scenario({
+        "capacity": {"gpu": 4}, "settings": {"reclaim_after_seconds": 0, "min_runtime_seconds": 0},
+        "teams": [{"name": "a", "guarantee": {"gpu": 2}, "sharing": "reserve"},
+                  {"name": "b", "guarantee": {"gpu": 2}}]})
+    rows = [("h0", "b", 0, 10, 1, 0), ("big", "a", 5, 10, 3, 0)]
+    with pytest.raises(ConfigError, match="big.*gpus"):
+        eta.backtest(sc, jobs_of(sc, rows), samples=2, seed=1, poll_seconds=POLL)

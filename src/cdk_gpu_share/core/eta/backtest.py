@@ -24,7 +24,7 @@ from typing import Any
 from cdk_gpu_share.core.eta.calibrate import Outcome, calibrate
 from cdk_gpu_share.core.eta.predictor import Band, FinishedJob, History, baseline_wait, predict
 from cdk_gpu_share.core.simulate.accounting import nearest_rank
-from cdk_gpu_share.core.simulate.inputs import RECLAIM, Job, Scenario
+from cdk_gpu_share.core.simulate.inputs import RECLAIM, Job, Scenario, check_jobs
 from cdk_gpu_share.core.simulate.resume import QueueState, capture_states
 
 __all__ = ["Backtest", "EtaStudy", "backtest", "run_backtest", "run_eta_task", "select_jobs"]
@@ -122,6 +122,7 @@ def run_backtest(scenario: Scenario, jobs: Sequence[Job], *, samples: int, seed:
     of :func:`run_eta_task` in the batch's order; ``close()``, when it has one, is called at the
     end); default: this process. ``progress(done, total)`` is called after each batch.
     """
+    check_jobs(scenario, jobs, mode)  # a job that could never start has no wait to predict
     truth = capture_states(scenario, jobs, mode, (), poll_seconds=poll_seconds)
     waited = [j.id for j in jobs if truth.first_start[j.id] > j.submit_time]
     chosen = select_jobs(waited, seed, n_jobs)
