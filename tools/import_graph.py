@@ -158,7 +158,7 @@ def package_of(module: str, found: Mapping[str, Path], depth: int) -> str:
 
 
 #: The base modules of ``core``: what every part reads (one part of the picture).
-CORE_BASE = ("errors", "quoting", "validation", "text", "_moved")
+CORE_BASE = ("errors", "quoting", "validation", "text", "_moved", "frozen")
 #: The level of each module of a package split by layer (as ``tests/test_layers.py`` has it).
 SPLIT_LEVELS = {"construct": "constructs", "status": "cli", "cli": "cli", "handler": "lambdas"}
 

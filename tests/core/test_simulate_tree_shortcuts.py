@@ -14,6 +14,7 @@ from unittest import mock
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from cdk_gpu_share.core import frozen
 from cdk_gpu_share.core import scenario as sc
 from cdk_gpu_share.core import simulate as sim
 from cdk_gpu_share.core.configuration import hierarchy
@@ -41,7 +42,8 @@ SHORTCUTS = {"owed thresholds per node": (engine, "OWED_BY_NODE"),
              "no flat heaps in the tree's index": (tree_dispatch, "FLAT_HEAPS_UNUSED"),
              "hopeless ticks passed over": (engine, "PASS_HOPELESS_TICKS"),
              "borrowers and bounds kept": (tree_dispatch, "ABOVE_KEPT"),
-             "quotas kept": (tree_dispatch, "QUOTAS_KEPT")}
+             "quotas kept": (tree_dispatch, "QUOTAS_KEPT"),
+             "planner specs made without __init__": (frozen, "FAST")}
 
 
 @contextlib.contextmanager

@@ -36,11 +36,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
+from cdk_gpu_share.core import frozen
 from cdk_gpu_share.core.simulate.accounting import nearest_rank
 from cdk_gpu_share.core.simulate.inputs import RECLAIM, Job, Scenario
 from cdk_gpu_share.core.simulate.resume import Arrivals, QueueState, replay_start
 
 __all__ = ["ARRIVAL_WINDOW_S", "DEFAULT_SAMPLES", "MAX_SAMPLES", "Band", "FinishedJob", "History", "baseline_wait", "predict"]
+
+# Job(...) made without the frozen dataclass's __init__ (core.frozen): a replay makes one per job.
+_new_job = frozen.maker(Job)
 
 #: Replays per prediction unless told otherwise.
 DEFAULT_SAMPLES = 32
@@ -191,7 +195,7 @@ def _arrivals(state: QueueState, history: History, rates: dict[str, float], hori
     def make(i: int, position: int) -> Job:
         k = order[i]
         t, team, model = drawn[k]
-        return Job(id=f"~{team}~{k}", team=team, submit_time=t, duration_s=model.duration_s, gpus=model.gpus,
+        return (_new_job if frozen.FAST else Job)(id=f"~{team}~{k}", team=team, submit_time=t, duration_s=model.duration_s, gpus=model.gpus,
                    priority=model.priority, gpus_exact=model.gpus_exact, position=position)
 
     # The sizes of every job the streams may copy (more than those drawn: the replay's answer does not

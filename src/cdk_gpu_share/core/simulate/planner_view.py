@@ -16,12 +16,15 @@ from bisect import bisect_left
 from collections.abc import Callable
 from typing import Any
 
+from cdk_gpu_share.core import frozen
 from cdk_gpu_share.core.policy import reclaim
 from cdk_gpu_share.core.simulate import tree_dispatch
 from cdk_gpu_share.core.simulate.dispatch import DispatchIndex
 from cdk_gpu_share.core.simulate.inputs import RESOURCE, TOL, Scenario
 from cdk_gpu_share.core.simulate.state import Run
 from cdk_gpu_share.core.simulate.tree_dispatch import TreeUsage
+
+_new_spec = frozen.maker(reclaim.JobSpec)
 
 __all__ = ["CHECK_CANDIDATES", "KEEP_RUNNING_INDEX", "PlannerView"]
 
@@ -157,7 +160,7 @@ class PlannerView:
         # One demand dict per size, shared by every job of that size: the planner's
         # memo of fits per (team, demand) then answers a team's many pending jobs once.
         if r.pending_spec is None:
-            r.pending_spec = reclaim.JobSpec(
+            r.pending_spec = (_new_spec if frozen.FAST else reclaim.JobSpec)(
                 id=r.job.id, team=r.job.team, state="pending", demand=self.index.demands[self.index.kidx[r.g]],
                 priority=r.job.priority, since=r.since, terminating=False)
             r.pkey = reclaim.pending_key(r.pending_spec)
@@ -168,7 +171,7 @@ class PlannerView:
         the checkpoint-aware order reads: its checkpoint interval and whether this run
         started on borrowed capacity."""
         if r.running_spec is None:
-            r.running_spec = reclaim.JobSpec(
+            r.running_spec = (_new_spec if frozen.FAST else reclaim.JobSpec)(
                 id=r.job.id, team=r.job.team, state="running", demand=self.index.demands[self.index.kidx[r.g]],
                 priority=r.job.priority, since=r.start, terminating=False, borrowed=r.borrowed,
                 checkpoint_seconds=r.interval)

@@ -20,12 +20,16 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
+from cdk_gpu_share.core import frozen
 from cdk_gpu_share.core.simulate.engine import _clocked, _interval, _numbered, _Sim
 from cdk_gpu_share.core.simulate.inputs import Job, Scenario
 from cdk_gpu_share.core.simulate.owed import OwedClock
 from cdk_gpu_share.core.simulate.state import Run
 
 __all__ = ["Arrivals", "PendingJob", "QueueState", "RunningJob", "TraceReplay", "capture_states", "replay_start"]
+
+# Job(...) made without the frozen dataclass's __init__ (core.frozen): a replay makes one per job.
+_new_job = frozen.maker(Job)
 
 
 @dataclass(frozen=True)
@@ -281,16 +285,17 @@ def replay_start(scenario: Scenario, mode: str, state: QueueState, target: str, 
     where they keep what they find of the rules for the next ones (default: none kept).
     """
     jobs: list[Job] = []
+    new_job = _new_job if frozen.FAST else Job
     for rj in state.running:
         work = max(durations[rj.id], rj.worked(state.now))
-        jobs.append(Job(id=rj.id, team=rj.team, submit_time=rj.submit, duration_s=work, gpus=rj.gpus,
+        jobs.append(new_job(id=rj.id, team=rj.team, submit_time=rj.submit, duration_s=work, gpus=rj.gpus,
                         priority=rj.priority, gpus_exact=rj.gpus_exact, checkpoint_seconds=rj.checkpoint_seconds,
                         position=len(jobs)))
     index = len(jobs)
     for pj in state.pending:
         if pj.id == target:
             index = len(jobs)
-        jobs.append(Job(id=pj.id, team=pj.team, submit_time=pj.submit, duration_s=max(durations[pj.id], pj.progress_s),
+        jobs.append(new_job(id=pj.id, team=pj.team, submit_time=pj.submit, duration_s=max(durations[pj.id], pj.progress_s),
                         gpus=pj.gpus, priority=pj.priority, gpus_exact=pj.gpus_exact,
                         checkpoint_seconds=pj.checkpoint_seconds, position=len(jobs)))
     if state.pending_job(target) is None:
