@@ -22,7 +22,6 @@ unchanged.
 
 from __future__ import annotations
 
-import gc
 import heapq
 import math
 import time
@@ -35,6 +34,7 @@ from typing import Any
 from cdk_gpu_share.core.configuration.windows import boundaries
 from cdk_gpu_share.core.errors import ConfigError, Problem
 from cdk_gpu_share.core.policy import reclaim
+from cdk_gpu_share.core.simulate import collector
 from cdk_gpu_share.core.simulate.accounting import SimResult, TeamResult, _tally_jobs, _window
 from cdk_gpu_share.core.simulate.dispatch import DispatchIndex, _last_true
 from cdk_gpu_share.core.simulate.inputs import (
@@ -774,11 +774,8 @@ def simulate(
     started = time.perf_counter()
     # The run allocates a few objects per job that live until it ends (and no cyclic
     # garbage): the cyclic collector would only walk them again and again, which
-    # grows with the trace (a fifth of the time at 800k jobs). Paused for the run,
-    # as it was before afterwards.
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
+    # grows with the trace (a fifth of the time at 800k jobs).
+    with collector.paused(collect=False):
         engine = _Sim(scenario, jobs, mode, float(poll_seconds),
                       float(checkpoint_seconds) if checkpoint_seconds else None, progress)
         engine.skip_idle_ticks = skip_idle_ticks
@@ -791,9 +788,6 @@ def simulate(
         result = engine.result(jobs, time.perf_counter() - started)
         result.victim_order = scenario.state.settings.victim_order
         return result
-    finally:
-        if collecting:
-            gc.enable()
 
 
 def _clocked(scenario: Scenario, origin: datetime | None, start: float = 0.0) -> tuple[Scenario, _Clock | None]:

@@ -21,7 +21,8 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 
 from cdk_gpu_share.core import frozen
-from cdk_gpu_share.core.simulate.engine import _clocked, _interval, _numbered, _Sim
+from cdk_gpu_share.core.simulate import collector
+from cdk_gpu_share.core.simulate.engine import _Clock, _clocked, _interval, _numbered, _Sim
 from cdk_gpu_share.core.simulate.inputs import Job, Scenario
 from cdk_gpu_share.core.simulate.owed import OwedClock
 from cdk_gpu_share.core.simulate.state import Run
@@ -305,7 +306,15 @@ def replay_start(scenario: Scenario, mode: str, state: QueueState, target: str, 
     later = arrivals if isinstance(arrivals, Arrivals) else Arrivals.of(arrivals)
     # The values in force at ``now`` and the boundaries after it (the state's times are trace seconds).
     in_force, clock = _clocked(scenario, scenario.origin, state.now)
-    engine = _Resumed(in_force, jobs, mode, float(poll_seconds), state, index, final, later, shared)
+    # A replay makes many short-lived objects: the cyclic collector is off while it runs, and
+    # collects what it left (its engine and watch refer to each other) once it has returned.
+    with collector.paused():
+        return _replayed(_Resumed(in_force, jobs, mode, float(poll_seconds), state, index, final, later, shared),
+                         clock, deadline)
+
+
+def _replayed(engine: _Resumed, clock: _Clock | None, deadline: float | None) -> float | None:
+    """:func:`replay_start`'s answer from its engine."""
     engine.clock = clock
     if deadline is not None:
         engine.watch = _Deadline(deadline, engine)  # type: ignore[assignment]  # the engine's watch protocol
@@ -368,7 +377,8 @@ def capture_states(scenario: Scenario, jobs: Sequence[Job], mode: str, wanted: C
     in_force, clock = _clocked(scenario, scenario.origin)
     engine = _Capture(in_force, _numbered(jobs, "trace"), mode, float(poll_seconds), wanted)
     engine.clock = clock
-    engine.run()
+    with collector.paused(collect=False):  # as simulate runs a trace
+        engine.run()
     runs = engine.runs
     return TraceReplay(states=engine.states,
                        first_start={r.job.id: r.first_start for r in runs if r.first_start is not None},
