@@ -232,6 +232,38 @@ def test_the_same_answer_in_one_process_and_in_two():
     assert one == eta.backtest(sc, jobs, samples=3, seed=9, poll_seconds=POLL)
 
 
+class _Recording:
+    """This process's executor, recording how the backtest hands it the predictions."""
+
+    def __init__(self, study):
+        self.inner = InProcess(study, eta.run_eta_task)
+        self.calls: list[tuple[str, int]] = []
+
+    def run(self, tasks):
+        self.calls.append(("run", len(tasks)))
+        return self.inner.run(tasks)
+
+    def each(self, tasks):
+        self.calls.append(("each", len(tasks)))
+        return self.inner.each(tasks)
+
+
+def test_every_prediction_is_handed_out_at_once_and_counted_as_it_comes():
+    # in batches, a worker that finished its share would wait for the batch's slowest prediction
+    sc = scenario(capacity=2, teams=(("a", 1), ("b", 1)))
+    jobs = jobs_of(sc, random_rows(random.Random(2), 30))
+    made: list[_Recording] = []
+    done: list[tuple[int, int]] = []
+    doc = eta.backtest(sc, jobs, samples=2, seed=9, poll_seconds=POLL,
+                       executor_of=lambda study: made.append(_Recording(study)) or made[-1],
+                       progress=lambda d, t: done.append((d, t)))
+    n = doc["summary"]["sampled"] + doc["summary"]["no_history"]
+    assert n > 16
+    assert made[0].calls == [("each", n)]
+    assert done == [(i, n) for i in range(1, n + 1)]
+    assert doc == eta.backtest(sc, jobs, samples=2, seed=9, poll_seconds=POLL)
+
+
 def test_a_local_ray_cluster_gives_the_same_answer_as_one_process():
     ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'cdk-gpu-share[ray]')")
     sc = scenario(capacity=4, teams=(("a", 2), ("b", 2)))

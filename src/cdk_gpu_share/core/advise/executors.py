@@ -2,7 +2,9 @@
 
 Each executor takes a batch of tasks and returns their evaluations in the order of the
 batch, whatever order the workers finish in: the search's decisions, and so its answer,
-are the same byte for byte with any executor and any number of workers.
+are the same byte for byte with any executor and any number of workers. ``each(tasks)``
+gives the results one at a time in the same order, every task handed out at once (the wait
+predictor's backtest, whose tasks do not depend on each other's results).
 
 - :class:`~cdk_gpu_share.core.advise.search.InProcess`: one process (``--workers 1``);
 - :class:`Processes`: a :class:`concurrent.futures.ProcessPoolExecutor`; the study (the
@@ -14,7 +16,7 @@ are the same byte for byte with any executor and any number of workers.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
@@ -71,6 +73,11 @@ class Processes:
     def run(self, tasks: Sequence[Task]) -> list[Any]:
         return list(self.pool.map(_run, tasks))  # results in the batch's order
 
+    def each(self, tasks: Sequence[Task]) -> Iterator[Any]:
+        """The results one at a time, in the order of ``tasks``; every task is handed out at once,
+        so a worker takes the next one as soon as it is free, never waiting for a batch's slowest."""
+        return self.pool.map(_run, tasks)
+
     def close(self) -> None:
         self.pool.shutdown(cancel_futures=True)
 
@@ -118,6 +125,11 @@ class RayTasks:
     def run(self, tasks: Sequence[Task]) -> list[Any]:
         futures = [self.task.remote([self.ref], t, self.runner) for t in tasks]
         return list(self.ray.get(futures))  # in the batch's order
+
+    def each(self, tasks: Sequence[Task]) -> Iterator[Any]:
+        """The results one at a time, in the order of ``tasks``, every task submitted at once."""
+        futures = [self.task.remote([self.ref], t, self.runner) for t in tasks]
+        return (self.ray.get(f) for f in futures)
 
     def close(self) -> None:
         if self.started:

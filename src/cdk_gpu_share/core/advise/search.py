@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -122,6 +122,10 @@ class InProcess:
 
     def run(self, tasks: Sequence[Task]) -> list[Any]:
         return [self.runner(self.study, t) for t in tasks]
+
+    def each(self, tasks: Sequence[Task]) -> Iterator[Any]:
+        """The results one at a time, in the order of ``tasks``, each as soon as it is known."""
+        return (self.runner(self.study, t) for t in tasks)
 
 
 @dataclass

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 from bisect import bisect_right
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,8 +29,6 @@ from cdk_gpu_share.core.simulate.resume import QueueState, capture_states
 
 __all__ = ["Backtest", "EtaStudy", "backtest", "run_backtest", "run_eta_task", "select_jobs"]
 
-#: Predictions handed to the executor at a time (the progress bar moves between batches).
-_BATCH = 16
 
 
 @dataclass(frozen=True)
@@ -118,9 +116,10 @@ def run_backtest(scenario: Scenario, jobs: Sequence[Job], *, samples: int, seed:
     ``calibrated``: each band widened or narrowed by its team's earlier errors
     (:mod:`~cdk_gpu_share.core.eta.calibrate`); False: the replays' bands as they are.
 
-    ``executor_of(study)``: an executor (the quota advisor's: ``run(tasks)`` gives the results
-    of :func:`run_eta_task` in the batch's order; ``close()``, when it has one, is called at the
-    end); default: this process. ``progress(done, total)`` is called after each batch.
+    ``executor_of(study)``: an executor (the quota advisor's: ``each(tasks)`` gives the results
+    of :func:`run_eta_task` one at a time in the tasks' order, or else ``run(tasks)`` all of them;
+    ``close()``, when it has one, is called at the end); default: this process.
+    ``progress(done, total)`` is called after each prediction.
     """
     check_jobs(scenario, jobs, mode)  # a job that could never start has no wait to predict
     truth = capture_states(scenario, jobs, mode, (), poll_seconds=poll_seconds)
@@ -141,9 +140,9 @@ def run_backtest(scenario: Scenario, jobs: Sequence[Job], *, samples: int, seed:
     executor = executor_of(study) if executor_of is not None else None
     results: list[tuple[Band | None, float | None]] = []
     try:
-        for i in range(0, len(tasks), _BATCH):
-            batch = tasks[i:i + _BATCH]
-            results += executor.run(batch) if executor is not None else [run_eta_task(study, t) for t in batch]
+        # Every prediction is handed out at once: a worker never waits for another's slowest.
+        for result in _each(executor, study, tasks):
+            results.append(result)
             if progress is not None:
                 progress(len(results), len(tasks))
     finally:
@@ -151,6 +150,15 @@ def run_backtest(scenario: Scenario, jobs: Sequence[Job], *, samples: int, seed:
         if close is not None:
             close()
     return _document(scenario, study, sampled, results, truth.final_start, calibrated)
+
+
+def _each(executor: Any, study: EtaStudy, tasks: Sequence[tuple[str, QueueState]]) -> Iterable[Any]:
+    """The tasks' results in their order: from the executor's ``each``, else its ``run`` (all at once),
+    else this process."""
+    if executor is None:
+        return (run_eta_task(study, t) for t in tasks)
+    each = getattr(executor, "each", None)
+    return each(tasks) if each is not None else executor.run(tasks)
 
 
 def _bands(sampled: Sequence[Job], results: Sequence[tuple[Band | None, float | None]],
