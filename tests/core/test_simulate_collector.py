@@ -62,3 +62,17 @@ def test_a_replay_leaves_the_collector_off_when_it_was_off(engines):
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_a_replay_releases_its_engine_so_that_no_collection_is_needed(engines):
+    # the collector would otherwise walk every object of every replay to free them
+    sc, state = _case()
+    durations = {j.id: 600.0 for j in (*state.running, *state.pending)}
+    gc.collect()
+    gc.disable()
+    try:
+        resume.replay_start(sc, sim.RECLAIM, state, "p2", durations, poll_seconds=30.0, deadline=state.now + 15.0)
+        (engine, _), = engines
+        assert engine() is None
+    finally:
+        gc.enable()

@@ -5,8 +5,8 @@ live until it ends. Python's cyclic collector, triggered by allocations, walks t
 ones again and again while they are alive, which costs a tenth or more of a replay's time
 and finds nothing until the run is over. :func:`paused` switches it off for a block, as it
 was before afterwards, and then collects the youngest generation once: whatever cycles the
-run left behind (the engine and its watch refer to each other) are freed at once, and only
-the objects made during the block are walked.
+block left behind are freed at once, and only the objects made during the block are walked
+(a replay releases its engine, so that refcounting frees it and the walk finds little).
 """
 
 from __future__ import annotations

@@ -631,6 +631,15 @@ class _Sim:
         # the queue decides only which of them goes first).
         return not (self.ARRIVAL_SHORTCUT and len(team.buckets[r.g]) > 1)
 
+    def release(self) -> None:
+        """Drop the references by which the run's objects refer to one another (the engine and
+        its parts; a team and the runs queued in it), so that they are freed as soon as the
+        engine is, without the cyclic collector: a replay that is done with its engine calls it.
+        The engine is unusable afterwards."""
+        for team in self.teams:
+            team.buckets = {}
+        self.__dict__.clear()
+
     def result(self, jobs: Sequence[Job], elapsed: float) -> SimResult:
         """The :class:`SimResult` of the finished run of ``jobs`` (``elapsed``: its wall time)."""
         outcomes, wait_gs = _tally_jobs(self.runs)

@@ -306,8 +306,9 @@ def replay_start(scenario: Scenario, mode: str, state: QueueState, target: str, 
     later = arrivals if isinstance(arrivals, Arrivals) else Arrivals.of(arrivals)
     # The values in force at ``now`` and the boundaries after it (the state's times are trace seconds).
     in_force, clock = _clocked(scenario, scenario.origin, state.now)
-    # A replay makes many short-lived objects: the cyclic collector is off while it runs, and
-    # collects what it left (its engine and watch refer to each other) once it has returned.
+    # A replay makes many short-lived objects: the cyclic collector is off while it runs. Its
+    # engine is released at its end, so that refcounting frees it (the collector would walk every
+    # object of the replay to find them); the collection afterwards finds little.
     with collector.paused():
         return _replayed(_Resumed(in_force, jobs, mode, float(poll_seconds), state, index, final, later, shared),
                          clock, deadline)
@@ -324,6 +325,8 @@ def _replayed(engine: _Resumed, clock: _Clock | None, deadline: float | None) ->
         return reached.start
     except _Late:
         return None
+    finally:
+        engine.release()
     raise AssertionError("every replay ends with every job completed")  # pragma: no cover
 
 
