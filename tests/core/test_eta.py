@@ -123,11 +123,11 @@ def test_a_replay_from_a_state_keeps_each_running_jobs_start():
         eta.replay_start(sc, sim.RECLAIM, state, "r1", {"r1": 10, "p1": 7, "p2": 9}, poll_seconds=POLL)
 
 
-def test_a_replay_makes_only_the_later_jobs_it_reaches():
+def test_a_replay_draws_and_makes_only_the_later_jobs_it_reaches():
     # r1 ends at 100, when p1 (within a's guarantee, never a victim) starts and runs to 600. Of 50
     # later jobs of b (one every 40 s from 41), the replay to p1's first start makes the two that
-    # arrive before it, the replay to its final start the 14 before 600; the answers are those of
-    # the same jobs given whole.
+    # arrive before it, the replay to its final start the 14 before 600; each draws one more from
+    # the stream (the time of the next arrival); the answers are those of the same jobs given whole.
     sc = scenario(capacity=2, teams=(("a", 2), ("b", 0)))
     state = eta.QueueState(
         now=40.0,
@@ -135,19 +135,26 @@ def test_a_replay_makes_only_the_later_jobs_it_reaches():
         pending=(eta.PendingJob(id="p1", team="a", gpus=2, priority=0, submit=30),))
     later = [sim.Job(id=f"x{i}", team="b", submit_time=41.0 + 40 * i, duration_s=10.0, gpus=1.0) for i in range(50)]
     whole = eta.Arrivals.of(later)
+    drawn: list[int] = []
     made: list[int] = []
 
-    def make(i, position):
-        made.append(i)
-        return whole.make(i, position)
+    def stream():
+        for i, item in enumerate(whole.stream()):
+            drawn.append(i)
+            yield (*item, i)
 
-    lazy = eta.Arrivals(times=whole.times, sizes=whole.sizes, make=make)
+    def make(item, position):
+        made.append(item[-1])
+        return whole.make(item[:-1], position)
+
+    lazy = eta.Arrivals(stream=stream, make=make, sizes=whole.sizes)
     durations = {"r1": 100, "p1": 500}
     for final, reached in ((False, 2), (True, 14)):
+        drawn.clear()
         made.clear()
         assert eta.replay_start(sc, sim.RECLAIM, state, "p1", durations, arrivals=lazy, poll_seconds=POLL,
                                 final=final) == 100.0
-        assert made == list(range(reached))
+        assert made == list(range(reached)) and drawn == list(range(reached + 1))
         assert eta.replay_start(sc, sim.RECLAIM, state, "p1", durations, arrivals=later, poll_seconds=POLL,
                                 final=final) == 100.0
     # a later job reusing the id of one of the state's is refused, as a trace's would be

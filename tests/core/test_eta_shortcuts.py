@@ -22,20 +22,11 @@ from cdk_gpu_share.core.simulate import resume
 def test_the_written_out_draws_are_the_generators_own(n, rate):
     templates = [FinishedJob(team="a", submit=float(i), duration_s=60.0 + i, gpus=1) for i in range(n)]
     for seed in range(5):
-        by_methods: list = []
-        written_out: list = []
-        predictor._stream(by_methods, random.Random(f"{seed}:a"), rate, 100.0, 100.0 + 50 / rate, "a", templates)
-        predictor._stream_inline(written_out, random.Random(f"{seed}:a"), rate, 100.0, 100.0 + 50 / rate, "a",
-                                 templates)
+        by_methods = list(predictor._stream(random.Random(f"{seed}:a"), rate, 100.0, 100.0 + 50 / rate, "a",
+                                            templates))
+        written_out = list(predictor._stream_inline(random.Random(f"{seed}:a"), rate, 100.0, 100.0 + 50 / rate, "a",
+                                                    templates))
         assert by_methods and written_out == by_methods
-
-
-def test_both_stop_at_the_most_arrivals_a_replay_draws():
-    templates = [FinishedJob(team="a", submit=0.0, duration_s=60.0, gpus=1)]
-    for draw in (predictor._stream, predictor._stream_inline):
-        drawn: list = [None] * (predictor._MAX_ARRIVALS - 3)
-        draw(drawn, random.Random("s"), 1.0, 0.0, 1e9, "a", templates)
-        assert len(drawn) == predictor._MAX_ARRIVALS
 
 
 def _busy_case(entitled: bool):
@@ -80,7 +71,7 @@ def test_the_replays_of_one_state_share_one_table_of_answers():
     history = predictor.History(finished)
     shared: dict = {}
     for k in range(3):
-        later = predictor._arrivals(state, history, predictor._rates(state, history), 3600.0, f"1:{job.id}:{k}")
+        later = predictor._arrivals(state, history, predictor._rates(state, history), f"1:{job.id}:{k}")
         durations = {j.id: 600.0 for j in (*state.running, *state.pending)}
         resume.replay_start(sc, sim.RECLAIM, state, job.id, durations, arrivals=later, poll_seconds=60.0,
                             shared=shared)

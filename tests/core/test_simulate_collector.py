@@ -39,14 +39,17 @@ def engines(monkeypatch):
     return made
 
 
-@pytest.mark.parametrize("deadline", [None, 15.0])
-def test_a_replay_runs_with_the_collector_off_and_leaves_nothing_behind(engines, deadline):
+def _later(k: int) -> list[sim.Job]:
+    return [sim.Job(id=f"x{i}", team="b", submit_time=30.0 + 20 * i, duration_s=100.0, gpus=1.0) for i in range(k)]
+
+
+@pytest.mark.parametrize("arrivals", [0, 40])
+def test_a_replay_runs_with_the_collector_off_and_leaves_nothing_behind(engines, arrivals):
     sc, state = _case()
     durations = {j.id: 600.0 for j in (*state.running, *state.pending)}
     assert gc.isenabled()
-    start = resume.replay_start(sc, sim.RECLAIM, state, "p2", durations, poll_seconds=30.0,
-                                deadline=None if deadline is None else state.now + deadline)
-    assert (start is None) == (deadline is not None)
+    start = resume.replay_start(sc, sim.RECLAIM, state, "p2", durations, poll_seconds=30.0, arrivals=_later(arrivals))
+    assert start > state.now
     assert gc.isenabled()
     (engine, seen), = engines
     assert seen == [False]
@@ -71,7 +74,7 @@ def test_a_replay_releases_its_engine_so_that_no_collection_is_needed(engines):
     gc.collect()
     gc.disable()
     try:
-        resume.replay_start(sc, sim.RECLAIM, state, "p2", durations, poll_seconds=30.0, deadline=state.now + 15.0)
+        resume.replay_start(sc, sim.RECLAIM, state, "p2", durations, poll_seconds=30.0, arrivals=_later(40))
         (engine, _), = engines
         assert engine() is None
     finally:

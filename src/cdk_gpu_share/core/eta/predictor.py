@@ -17,24 +17,29 @@ durations longer than the work the job has already done (a team without finished
 draws from every team's; when none is longer, ``worked / u`` with u uniform in (0, 1]),
 and later arrivals are drawn from the history: each team's jobs arrive at the rate it
 submitted over the last :data:`ARRIVAL_WINDOW_S` (a Poisson stream), each a copy of one
-of its finished jobs (size, priority, duration). The band is the
+of its finished jobs (size, priority, duration). A replay draws them as it reaches them,
+for as long as it runs (until the job has run to its end: a later arrival may stop it), up to :data:`_ARRIVAL_HORIZON_S`
+past ``now`` and :data:`_MAX_ARRIVALS` jobs. The band is the
 nearest-rank 10th, 50th and 90th percentiles of the job's wait in those replays.
 
 :func:`baseline_wait` is the answer without a band: one replay in which every unknown
 duration is a median (nearest-rank) and nothing else arrives.
 
 The answer depends only on the inputs and on (``seed``, the job's id), never on the order
-predictions are made in or on which process makes them.
+predictions are made in or on which process makes them: each replay's streams are keyed by
+(``seed``, the job's id, the replay's number, the team).
 """
 
 from __future__ import annotations
 
+import heapq
 import math
 import random
 from bisect import bisect_right
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
+from itertools import islice
 
 from cdk_gpu_share.core import frozen
 from cdk_gpu_share.core.simulate.accounting import nearest_rank
@@ -53,14 +58,12 @@ DEFAULT_SAMPLES = 32
 MAX_SAMPLES = 1_000
 #: Arrival rates are measured over at most this much of the past (seconds): a week.
 ARRIVAL_WINDOW_S = 7 * 86400.0
-#: Later arrivals are drawn up to this far past ``now`` for a job's first replay (seconds),
-#: and four times further each time a replay's job had not started (for good) by then, up
-#: to a year; each later replay of the job begins at the horizon the previous one ended at
-#: (a shorter one would only be run again, so only a job stopped after its start, by an
-#: arrival between the two horizons, could have started at another time); a replay draws
-#: at most :data:`_MAX_ARRIVALS` (a job starved by a stream of others still gets a start).
-_FIRST_HORIZON_S = 3600.0
-_MAX_HORIZON_S = 365 * 86400.0
+#: Later arrivals are drawn up to this far past ``now`` (seconds): a year. A replay whose job
+#: has not run to its end by then goes on without more arrivals (it ends: every job fits an
+#: empty pool).
+_ARRIVAL_HORIZON_S = 365 * 86400.0
+#: A replay draws at most this many later arrivals, the first in time order (across the teams):
+#: a job starved by a stream of others still gets a start.
 _MAX_ARRIVALS = 5000
 # Whether arrivals are drawn by :func:`_stream_inline` (False only to check that it draws what the
 # generator's own methods draw).
@@ -177,62 +180,70 @@ def _rates(state: QueueState, history: History) -> dict[str, float]:
     return {team: n / window for team, n in sorted(counts.items())}
 
 
-def _arrivals(state: QueueState, history: History, rates: dict[str, float], horizon: float,
-              key: str) -> Arrivals:
-    """Jobs arriving in (now, now + horizon]: per team a Poisson stream at its rate, each a copy of
-    one of the team's finished jobs. One random stream per team: a longer horizon extends the
-    same arrivals. Only their times and models are drawn here: a replay makes the jobs it reaches."""
-    drawn: list[tuple[float, str, FinishedJob]] = []  # (submit, team, model), in the order drawn
-    for team, rate in rates.items():
-        templates = history.templates.get(team)
-        if not templates or rate <= 0:
-            continue
-        draw = _stream_inline if INLINE_DRAWS else _stream
-        draw(drawn, random.Random(f"{key}:{team}"), rate, state.now, state.now + horizon, team, templates)
-    times = [d[0] for d in drawn]
-    order = sorted(range(len(drawn)), key=times.__getitem__)  # stable: the order drawn at equal times
+def _arrivals(state: QueueState, history: History, rates: dict[str, float], key: str) -> Arrivals:
+    """Jobs arriving after ``now``: per team a Poisson stream at its rate, each a copy of one of the
+    team's finished jobs, from its own random generator (keyed by ``key`` and the team); merged in
+    time order (at equal times: by team name, then in the order drawn), up to
+    :data:`_ARRIVAL_HORIZON_S` past ``now`` and :data:`_MAX_ARRIVALS` in all. Each replay draws them
+    as it reaches them and makes the jobs it takes."""
+    now = state.now
+    until = now + _ARRIVAL_HORIZON_S
+    teams = [(team, rate, history.templates[team]) for team, rate in rates.items()
+             if rate > 0 and history.templates.get(team)]
+    draw = _stream_inline if INLINE_DRAWS else _stream
 
-    def make(i: int, position: int) -> Job:
-        k = order[i]
-        t, team, model = drawn[k]
-        return (_new_job if frozen.FAST else Job)(id=f"~{team}~{k}", team=team, submit_time=t, duration_s=model.duration_s, gpus=model.gpus,
-                   priority=model.priority, gpus_exact=model.gpus_exact, position=position)
+    def stream() -> Iterator[tuple[float, str, int, FinishedJob]]:
+        # One generator per team: whatever the other teams draw, a team's arrivals are the same.
+        streams = [draw(random.Random(f"{key}:{team}"), rate, now, until, team, templates)
+                   for team, rate, templates in teams]
+        return islice(streams[0] if len(streams) == 1 else heapq.merge(*streams), _MAX_ARRIVALS)  # no team: merge() is empty
+
+    def make(item: tuple[float, str, int, FinishedJob], position: int) -> Job:
+        t, team, n, model = item
+        return (_new_job if frozen.FAST else Job)(id=f"~{team}~{n}", team=team, submit_time=t, duration_s=model.duration_s,
+                                                  gpus=model.gpus, priority=model.priority, gpus_exact=model.gpus_exact,
+                                                  position=position)
 
     # The sizes of every job the streams may copy (more than those drawn: the replay's answer does not
     # depend on the sizes it indexes, and replays of one state that index the same sizes share what
     # they find of the rules).
-    return Arrivals(times=[times[k] for k in order], sizes=history.sizes(rates), make=make)
+    return Arrivals(stream=stream, make=make, sizes=history.sizes(rates))
 
 
-def _stream(drawn: list, rng: random.Random, rate: float, now: float, until: float, team: str,
-            templates: list[FinishedJob]) -> None:
-    """One team's arrivals in (now, until]: a Poisson stream at ``rate``, each a copy of one of
-    ``templates``, appended to ``drawn`` up to :data:`_MAX_ARRIVALS` in all."""
+def _stream(rng: random.Random, rate: float, now: float, until: float, team: str,
+            templates: list[FinishedJob]) -> Iterator[tuple[float, str, int, FinishedJob]]:
+    """One team's arrivals in (now, until], as they are drawn: a Poisson stream at ``rate``, each a
+    copy of one of ``templates``; items (submit time, team, number in the stream, model), in order
+    (the merge compares them: the time, then the team, then the number, unique in a replay)."""
     t = now
+    n = 0
     while True:
         t += rng.expovariate(rate)
-        if t > until or len(drawn) >= _MAX_ARRIVALS:
-            break
-        drawn.append((t, team, templates[rng.randrange(len(templates))]))
+        if t > until:
+            return
+        yield (t, team, n, templates[rng.randrange(len(templates))])
+        n += 1
 
 
-def _stream_inline(drawn: list, rng: random.Random, rate: float, now: float, until: float, team: str,
-                   templates: list[FinishedJob]) -> None:
+def _stream_inline(rng: random.Random, rate: float, now: float, until: float, team: str,
+                   templates: list[FinishedJob]) -> Iterator[tuple[float, str, int, FinishedJob]]:
     """:func:`_stream`, the same draws from the same generator: ``expovariate`` and ``randrange``
     written out as CPython computes them (-log(1 - random()) / rate; getrandbits of the bit length
     until below n), without their calls' overhead."""
     rand, bits, log = rng.random, rng.getrandbits, math.log
-    n = len(templates)
-    k = n.bit_length()
+    size = len(templates)
+    k = size.bit_length()
     t = now
+    n = 0
     while True:
         t += -log(1.0 - rand()) / rate
-        if t > until or len(drawn) >= _MAX_ARRIVALS:
-            break
+        if t > until:
+            return
         i = bits(k)
-        while i >= n:
+        while i >= size:
             i = bits(k)
-        drawn.append((t, team, templates[i]))
+        yield (t, team, n, templates[i])
+        n += 1
 
 
 def _check(state: QueueState, job_id: str) -> float:
@@ -256,25 +267,14 @@ def predict(scenario: Scenario, state: QueueState, job_id: str, history: History
         return None
     rates = _rates(state, history) if arrivals else {}
     waits = []
-    # Each replay starts at the horizon the previous one of this job ended with: replays of one
-    # job need similar horizons, and a replay at a shorter one would only be run again.
-    horizon = _FIRST_HORIZON_S
     shared: dict = {}  # what the replays from this state find of the rules, for the next ones
     for k in range(samples):
         key = f"{seed}:{job_id}:{k}"
         rng = random.Random(key)
         durations = {j.id: _draw(history.durations(j.team), j.worked(state.now), rng) for j in state.running}
         durations.update({j.id: _draw(history.durations(j.team), j.progress_s, rng) for j in state.pending})
-        while True:
-            later = _arrivals(state, history, rates, horizon, key)
-            last = not later.times or horizon >= _MAX_HORIZON_S or len(later.times) >= _MAX_ARRIVALS
-            # Unless this is the last horizon, a job not running at its end starts (finally)
-            # after it, so it is replayed again with more arrivals: this replay may end there.
-            start = replay_start(scenario, mode, state, job_id, durations, arrivals=later, poll_seconds=poll_seconds,
-                                 deadline=None if last else state.now + horizon, shared=shared)
-            if start is not None and (last or start <= state.now + horizon):
-                break
-            horizon *= 4
+        start = replay_start(scenario, mode, state, job_id, durations, arrivals=_arrivals(state, history, rates, key),
+                             poll_seconds=poll_seconds, shared=shared)
         waits.append(start - submit)
     team = next(p.team for p in state.pending if p.id == job_id)
     return Band(wait_p10_s=float(nearest_rank(waits, 10)), wait_p50_s=float(nearest_rank(waits, 50)),
@@ -291,7 +291,5 @@ def baseline_wait(scenario: Scenario, state: QueueState, job_id: str, history: H
         return None
     durations = {j.id: _median_longer(history.durations(j.team), j.worked(state.now)) for j in state.running}
     durations.update({j.id: float(nearest_rank(history.durations(j.team), 50)) for j in state.pending})
-    start = replay_start(scenario, mode, state, job_id, durations, poll_seconds=poll_seconds)
-    assert start is not None, "a replay without a deadline runs to the job's start"
-    return start - submit
+    return replay_start(scenario, mode, state, job_id, durations, poll_seconds=poll_seconds) - submit
 

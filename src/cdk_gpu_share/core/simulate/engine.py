@@ -513,12 +513,12 @@ class _Sim:
     def run(self) -> None:
         """Process every event in time order: planner ticks before the events they
         precede, completions before arrivals at equal times, each followed by dispatch."""
-        # Completions in a heap of (time, start, trace position, run number, job); arrivals,
-        # known up front, in one sorted list (submit time, then trace position): the
+        # Completions in a heap of (time, start, trace position, run number, job); arrivals in
+        # submit order (submit time, then trace position), their times ending with inf: the
         # heap stays as small as the running jobs.
         heap = self.heap
         arrivals, arrival_times = self._arrivals()
-        ai, n_arrivals = 0, len(arrivals)
+        ai = 0
         total = len(self.runs)
         report_every = max(1, total // 200)
         last_k = 0  # the last tick ran at last_k * poll
@@ -527,7 +527,7 @@ class _Sim:
         idle_from: float | None = None  # since when jobs wait with nothing running or to arrive
         while True:
             t_done = heap[0][0] if heap else _INF
-            t_arrive = arrival_times[ai] if ai < n_arrivals else _INF
+            t_arrive = arrival_times[ai]  # inf: none left
             t_ev = t_done if t_done <= t_arrive else t_arrive  # completions first at equal times
             horizon = t_ev
             if clock is not None:
@@ -551,7 +551,7 @@ class _Sim:
                     self.now = clock.next_at
                     self._switch(clock.advance())
                     continue
-            if self.reclaiming and (heap or ai < n_arrivals or self.running):
+            if self.reclaiming and (heap or t_arrive < _INF or self.running):
                 k = self._next_tick(last_k, t_ev)
                 if k is not None and k * self.poll < t_ev:
                     last_k = k
@@ -584,11 +584,13 @@ class _Sim:
         self._close_borrowing(self.now)
 
     def _arrivals(self) -> tuple[Sequence[Run], Sequence[float]]:
-        """The jobs that arrive during the run, in arrival order, and their arrival times:
-        every job, at its submit time (stable sort: trace order at equal times). A run
-        resumed from a state (:mod:`~cdk_gpu_share.core.simulate.resume`) says otherwise."""
+        """The jobs that arrive during the run, in arrival order, and their arrival times followed
+        by inf (the run reads the time of the next arrival, and of one past the last, before it
+        takes that arrival): every job, at its submit time (stable sort: trace order at equal
+        times). A run resumed from a state (:mod:`~cdk_gpu_share.core.simulate.resume`) draws its
+        arrivals as it reaches them."""
         arrivals = sorted(self.runs, key=lambda r: r.job.submit_time)
-        return arrivals, [r.job.submit_time for r in arrivals]
+        return arrivals, [*(r.job.submit_time for r in arrivals), _INF]
 
     def _next_tick(self, last_k: int, before: float = _INF) -> int | None:
         """The number k of the next planner tick (at k * poll, after the last one and not

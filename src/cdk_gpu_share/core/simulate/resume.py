@@ -16,9 +16,10 @@ chosen jobs (the backtest's "what was known then").
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
+from typing import Any
 
 from cdk_gpu_share.core import frozen
 from cdk_gpu_share.core.simulate import collector
@@ -92,54 +93,27 @@ class _Reached(Exception):
         self.start = start
 
 
-class _Late(Exception):
-    """The replay passed its deadline without the target job running (raised to end it there)."""
-
-
-class _Deadline:
-    """A watch (the engine's hook for ending a run early) that ends the replay as soon as
-    simulated time passes ``due`` with the target job not running: a caller that would
-    replay again with more arrivals in that case need not see the rest of this one."""
-
-    def __init__(self, due: float, engine: _Resumed):
-        self.next_due = due
-        self.engine = engine
-
-    def advance(self, t: float) -> None:
-        target = self.engine.target
-        if target is not None and target.job.position not in self.engine.running:
-            raise _Late()
-        self.next_due = math.inf  # it runs (or ran) at the deadline: the replay goes on to the end
-
-    def started(self, r: Run, t: float, first: bool) -> None:
-        pass
-
-    def stopped(self, r: Run, t: float, lost: float) -> None:
-        pass
-
-    def arrived(self, r: Run) -> None:
-        pass
-
-
 @dataclass(frozen=True)
 class Arrivals:
-    """Jobs submitted after a state's moment, each made only when a replay reaches it: a replay
-    that ends at its target's start need not build the many drawn after it.
+    """Jobs submitted after a state's moment, drawn and made only as a replay reaches them: a
+    replay that ends at its target's start need not draw, nor build, those after it.
 
-    ``times``: their submit times, ascending (ties: in the order they are made); ``sizes``:
-    every (GPUs, exact GPUs) among them; ``make(i, position)``: the i-th job, ``position`` its
-    place among the replay's jobs."""
+    ``stream()``: a new iterator over them in submit order (at equal times, in the order they
+    arrive), each an item whose first element is its submit time; ``make(item, position)``: the
+    job of one item, ``position`` its place among the replay's jobs; ``sizes``: every (GPUs, exact
+    GPUs) the jobs may have. Each replay opens its own stream: one ``Arrivals`` serves many."""
 
-    times: Sequence[float]
+    stream: Callable[[], Iterator[tuple[Any, ...]]]
+    make: Callable[[Any, int], Job]
     sizes: Collection[tuple[float, Fraction]]
-    make: Callable[[int, int], Job]
 
     @classmethod
     def of(cls, jobs: Sequence[Job]) -> Arrivals:
         """Given jobs, by submit time (stable)."""
         ordered = sorted(jobs, key=lambda j: j.submit_time)
-        return cls(times=[j.submit_time for j in ordered], sizes={(j.gpus, j.exact_gpus) for j in ordered},
-                   make=lambda i, position: _placed(ordered[i], position))
+        return cls(stream=lambda: ((j.submit_time, j) for j in ordered),
+                   make=lambda item, position: _placed(item[1], position),
+                   sizes={(j.gpus, j.exact_gpus) for j in ordered})
 
 
 def _placed(job: Job, position: int) -> Job:
@@ -147,20 +121,32 @@ def _placed(job: Job, position: int) -> Job:
 
 
 class _Later(Sequence[Run]):
-    """The engine's arrivals of a resumed replay: the i-th made (and registered) when first read."""
+    """The engine's arrivals of a resumed replay, drawn from their stream as the replay reaches
+    them: the i-th made (and registered) when the engine takes it, and the next one drawn then,
+    so that ``times`` (the engine's arrival times) holds the time of the one it reads next (inf
+    once the stream has ended)."""
 
     def __init__(self, engine: _Resumed, arrivals: Arrivals):
         self.engine = engine
-        self.arrivals = arrivals
+        self.make = arrivals.make
+        self.items = arrivals.stream()
         self.made: list[Run] = []
+        self.times: list[float] = []
+        self.next: tuple[Any, ...] | None = None
+        self._draw()
 
-    def __len__(self) -> int:
-        return len(self.arrivals.times)
+    def _draw(self) -> None:
+        self.next = item = next(self.items, None)
+        self.times.append(math.inf if item is None else item[0])
+
+    def __len__(self) -> int:  # those drawn so far
+        return len(self.made) + (self.next is not None)
 
     def __getitem__(self, i: int) -> Run:  # type: ignore[override]  # the engine reads one index at a time, in order
         made = self.made
-        while len(made) <= i:
-            made.append(self.engine._make_later(self.arrivals.make(len(made), self.engine.first_later + len(made))))
+        if i == len(made) and self.next is not None:
+            made.append(self.engine._make_later(self.make(self.next, self.engine.first_later + i)))
+            self._draw()
         return made[i]
 
 
@@ -239,7 +225,8 @@ class _Resumed(_Sim):
         return _NoOwedClock()  # type: ignore[return-value]  # the clocks' protocol
 
     def _arrivals(self) -> tuple[Sequence[Run], Sequence[float]]:
-        return _Later(self, self.arrivals), self.arrivals.times
+        later = _Later(self, self.arrivals)
+        return later, later.times
 
     def _make_later(self, job: Job) -> Run:
         """The run of a later job, as :class:`_Sim` makes each given job's."""
@@ -271,17 +258,15 @@ class _Resumed(_Sim):
 
 def replay_start(scenario: Scenario, mode: str, state: QueueState, target: str, durations: Mapping[str, float], *,
                  arrivals: Sequence[Job] | Arrivals = (), poll_seconds: float, final: bool = True,
-                 deadline: float | None = None, shared: dict | None = None) -> float | None:
+                 shared: dict | None = None) -> float:
     """When the pending job ``target`` starts, replaying the policy from ``state``.
 
     ``durations``: the work, in seconds, of every running and pending job of the state (a
     running job's is raised to the work it has done by ``now``: it then ends at ``now``).
     ``arrivals``: jobs submitted after ``now`` (ids unique, sorted by submit time or not), or
-    an :class:`Arrivals` that makes each when the replay reaches it.
+    an :class:`Arrivals` that draws and makes each when the replay reaches it.
     ``final``: the start after which the job ran to its end (a job stopped by the planner
     starts again); False: its first start, a shorter replay.
-    ``deadline``: None when the job is not running at that simulated time (stopped or not
-    yet started, so its final start comes later): the replay ends there.
     ``shared``: a dict the replays from one ``state`` (and one scenario and mode) are all given,
     where they keep what they find of the rules for the next ones (default: none kept).
     """
@@ -311,20 +296,16 @@ def replay_start(scenario: Scenario, mode: str, state: QueueState, target: str, 
     # object of the replay to find them); the collection afterwards finds little.
     with collector.paused():
         return _replayed(_Resumed(in_force, jobs, mode, float(poll_seconds), state, index, final, later, shared),
-                         clock, deadline)
+                         clock)
 
 
-def _replayed(engine: _Resumed, clock: _Clock | None, deadline: float | None) -> float | None:
+def _replayed(engine: _Resumed, clock: _Clock | None) -> float:
     """:func:`replay_start`'s answer from its engine."""
     engine.clock = clock
-    if deadline is not None:
-        engine.watch = _Deadline(deadline, engine)  # type: ignore[assignment]  # the engine's watch protocol
     try:
         engine.run()
     except _Reached as reached:
         return reached.start
-    except _Late:
-        return None
     finally:
         engine.release()
     raise AssertionError("every replay ends with every job completed")  # pragma: no cover
