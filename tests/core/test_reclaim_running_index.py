@@ -61,6 +61,14 @@ def test_the_index_keeps_the_victim_order_through_ties_of_start_and_priority():
     reclaim.victim_sort(kept, state)
     assert [j.id for j in index.jobs] == [j.id for j in kept]
     assert index.team == [0 if j.team == "a" else 1 for j in kept]
+    # What a plan reads of each job, kept beside it.
+    assert (index.ids, index.demands, index.priorities) == ([j.id for j in kept], [j.demand for j in kept],
+                                                            [j.priority for j in kept])
+    # A copy is changed apart from the index it was taken from.
+    other = index.copy()
+    other.remove(kept[0])
+    assert [j.id for j in index.jobs] == [j.id for j in kept] and len(other) == len(kept) - 1
+    assert other.ids == index.ids[1:] and other.priorities == index.priorities[1:]
 
 
 @settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -150,7 +150,7 @@ class RunningJobs:
     sorting every one again. ``teams``: the team names in the order of the states' ``teams``.
     """
 
-    __slots__ = ("t_index", "keys", "jobs", "team")
+    __slots__ = ("t_index", "keys", "jobs", "team", "ids", "demands", "priorities")
 
     def __init__(self, teams: Iterable[str]):
         self.t_index = {name: i for i, name in enumerate(teams)}
@@ -158,9 +158,22 @@ class RunningJobs:
         self.keys: list[tuple] = []
         self.jobs: list[JobSpec] = []  # in victim order
         self.team: list[int] = []  # each job's team, as its index in ``teams``, in victim order
+        # Each job's id, demand and priority, in victim order: what a plan reads of every running
+        # job, copied whole rather than read from each job.
+        self.ids: list[str] = []
+        self.demands: list[dict] = []
+        self.priorities: list[int] = []
 
     def __len__(self) -> int:
         return len(self.jobs)
+
+    def copy(self) -> RunningJobs:
+        """An index of the same jobs, changed independently of this one."""
+        other = RunningJobs.__new__(RunningJobs)
+        other.t_index = self.t_index
+        for name in ("keys", "jobs", "team", "ids", "demands", "priorities"):
+            setattr(other, name, list(getattr(self, name)))
+        return other
 
     def add(self, job: JobSpec) -> None:
         """A running, non-terminating job joins (its id not already here)."""
@@ -171,6 +184,9 @@ class RunningJobs:
         at = len(keys) - 1 - i
         self.jobs.insert(at, job)
         self.team.insert(at, self.t_index[job.team])
+        self.ids.insert(at, job.id)
+        self.demands.insert(at, job.demand)
+        self.priorities.insert(at, job.priority)
 
     def remove(self, job: JobSpec) -> None:
         """A job added before leaves (it stopped or ended)."""
@@ -183,6 +199,9 @@ class RunningJobs:
         at = len(keys) - i
         del self.jobs[at]
         del self.team[at]
+        del self.ids[at]
+        del self.demands[at]
+        del self.priorities[at]
 
 
 @dataclass(frozen=True, slots=True)

@@ -259,16 +259,20 @@ class PlanState:
         if pending and self.groups:
             raise ValueError("a State holds its pending jobs in jobs or in pending_groups, not in both")
         if index is not None and priority_first and index.t_index == t_index:
-            r_team = list(index.team)  # already in victim order, numbered as these teams
+            # Already in victim order, numbered as these teams.
+            r_team = list(index.team)
+            self.r_id = list(index.ids)
+            self.r_demand = r_demand = list(index.demands)
+            self.r_prio = list(index.priorities)
         else:
             victim_sort(running, state)
             r_team = [t_index[job.team] for job in running]
+            self.r_id = [job.id for job in running]
+            self.r_demand = r_demand = [job.demand for job in running]
+            self.r_prio = [job.priority for job in running]
         # Under the default order priority comes first, so a team's jobs below a
         # priority are a prefix of its list (own_candidates stops at the first other).
-        self.r_id = [job.id for job in running]
         self.r_team = r_team
-        self.r_demand = r_demand = [job.demand for job in running]
-        self.r_prio = [job.priority for job in running]
         self.n_running = n_running = len(running)
         # Protected: age < min_runtime_seconds, with age = max(0, now - since).
         min_runtime = state.settings.min_runtime_seconds

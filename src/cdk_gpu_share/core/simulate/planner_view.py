@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from cdk_gpu_share.core import frozen
@@ -26,7 +27,7 @@ from cdk_gpu_share.core.simulate.tree_dispatch import TreeUsage
 
 _new_spec = frozen.maker(reclaim.JobSpec)
 
-__all__ = ["CHECK_CANDIDATES", "KEEP_RUNNING_INDEX", "PlannerView"]
+__all__ = ["CHECK_CANDIDATES", "KEEP_RUNNING_INDEX", "PlannerView", "ViewCopy"]
 
 # Whether the running jobs reach the planner as its RunningJobs index, kept in victim order as they
 # start and end (False only to check that the index changes no plan: a tuple sorted at every call).
@@ -205,6 +206,30 @@ class PlannerView:
                              jobs=jobs, pending_groups=tuple(self.groups.values()), groups=base.groups,
                              running=kept)
 
+    def copy(self, runs: list[Run]) -> ViewCopy:
+        """What the view holds now, brought up to date (its specs, its running index and its
+        pending groups, with the specs and rule-2 keys of ``runs``), for :meth:`take` to give
+        another view: replays that start from one state, whose views start alike."""
+        self.state(0.0)  # every touched job brought up to date
+        return ViewCopy(
+            demands=self.index.demands, specs=dict(self.specs), index=self.running_jobs.copy(),
+            groups=[(gkey, g.team, g.demand, list(g.jobs), list(g.keys)) for gkey, g in self.groups.items()],
+            runs=[(r.pending_spec, r.pkey, r.grouped, r.running_spec) for r in runs])
+
+    def take(self, copy: ViewCopy, runs: list[Run]) -> None:
+        """Hold what ``copy`` holds (made by :meth:`copy` of a view whose jobs and their states
+        were those of this one: ``runs``, the same jobs as there, in the same order), instead of
+        bringing every touched job up to date at the next call. Before any spec is made: the
+        specs made from now on share ``copy``'s demand dicts."""
+        self.index.demands = copy.demands
+        self.specs = dict(copy.specs)
+        self.running_jobs = copy.index.copy()
+        self.groups = {gkey: reclaim.PendingGroup(team=name, demand=demand, jobs=list(jobs), keys=list(keys))
+                       for gkey, name, demand, jobs, keys in copy.groups}
+        for r, (pending_spec, pkey, grouped, running_spec) in zip(runs, copy.runs, strict=True):
+            r.pending_spec, r.pkey, r.grouped, r.running_spec = pending_spec, pkey, grouped, running_spec
+        self.touched.clear()
+
     def _group_add(self, r: Run) -> None:
         """r joins its team's pending group of its size, at its place in rule 2's order."""
         spec = self.pending_spec(r)
@@ -230,3 +255,17 @@ class PlannerView:
         if not jobs:
             del self.groups[gkey]
         r.grouped = False
+
+
+@dataclass(frozen=True)
+class ViewCopy:
+    """A :class:`PlannerView`'s content (:meth:`PlannerView.copy`): the demand dict of each
+    size, the running jobs' specs by trace position, a copy of the running index, each
+    pending group as (key, team, demand, jobs, keys), and each given run's (pending spec, rule-2
+    key, grouped, running spec). The specs are frozen, shared; every list is copied when taken."""
+
+    demands: list[dict]
+    specs: dict[int, Any]
+    index: reclaim.RunningJobs
+    groups: list[tuple]
+    runs: list[tuple]

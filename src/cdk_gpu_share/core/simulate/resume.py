@@ -157,6 +157,11 @@ KEEP_OWED_CLOCKS = False
 # team's thresholds at each usage, the sizes that fit in each free capacity: pure functions of those
 # and of the job sizes), rather than each finding them again (False only to check they change nothing).
 SHARE_RULE_ANSWERS = True
+# Whether the flat replays given one ``shared`` dict take the planner's view of the starting state
+# (every running and pending job's spec, the running index, the pending groups: nothing a duration
+# changes) as the first of them built it, copied, rather than each building it again at its first
+# planner call (False only to check that taking it changes nothing).
+SHARE_START_VIEW = True
 
 
 class _NoOwedClock:
@@ -214,7 +219,21 @@ class _Resumed(_Sim):
             r.arrived = True
             self.live[r.job.position] = r
             self._push_pending(r)
+        if shared is not None and SHARE_START_VIEW and self.reclaiming and self.tree is None:
+            self._share_start_view(shared, self.runs[:n_run + n_pend])
         self.target = self.runs[target]
+
+    def _share_start_view(self, shared: dict, runs: list[Run]) -> None:
+        """The planner's view of the starting state: the first replay of a state builds it and
+        keeps a copy in ``shared``; the next ones take that copy. Each replay's jobs of the state
+        are numbered alike, started or queued at ``now`` with the same fields (only their
+        durations differ, which no spec holds), so each would build the same view."""
+        key = ("start view", tuple(self.index.sizes))
+        copy = shared.get(key)
+        if copy is None:
+            shared[key] = self.view.copy(runs)
+        else:
+            self.view.take(copy, runs)
 
     def _later_sizes(self) -> Collection[tuple[float, Fraction]]:
         return self.arrivals.sizes
