@@ -50,13 +50,13 @@ def _sample_case():
     return scenario, sim.parse_jobs(io.StringIO(trace.trace_text(trace.sample_jobs())), scenario)
 
 
-def _switched(value: bool, run):
-    saved = resume.SHARE_START_VIEW
-    resume.SHARE_START_VIEW = value
+def _switched(value: bool, run, name: str = "SHARE_START_VIEW"):
+    saved = getattr(resume, name)
+    setattr(resume, name, value)
     try:
         return run()
     finally:
-        resume.SHARE_START_VIEW = saved
+        setattr(resume, name, saved)
 
 
 def _states(sc, jobs, n: int):
@@ -91,22 +91,28 @@ def _starts(sc, job_id, state, history, samples: int) -> list:
     return starts
 
 
+SWITCHES = ["SHARE_START_VIEW", "SHARE_START_JOBS"]
+
+
+@pytest.mark.parametrize("switch", SWITCHES)
 @pytest.mark.parametrize("seed", [1, 2, 3, 4, 5, 6])
-def test_replays_taking_the_start_view_start_each_job_when_replays_building_it_do(seed):
+def test_replays_taking_the_start_view_start_each_job_when_replays_building_it_do(seed, switch):
     sc, jobs = _random_case(seed)
     states = _states(sc, jobs, 4)
     assert states
     for job_id, state, history in states:
         taken = _starts(sc, job_id, state, history, 5)
-        built = _switched(False, lambda: _starts(sc, job_id, state, history, 5))
+        built = _switched(False, lambda: _starts(sc, job_id, state, history, 5), switch)
         assert taken == built
 
 
+@pytest.mark.parametrize("switch", SWITCHES)
 @pytest.mark.parametrize("case", ["random", "sample"])
-def test_the_bands_are_those_of_replays_building_the_start_view(case):
+def test_the_bands_are_those_of_replays_building_the_start_view(case, switch):
     sc, jobs = _random_case(7) if case == "random" else _sample_case()
     taken = eta.backtest(sc, jobs, samples=4, seed=3, poll_seconds=60.0, n_jobs=12)
-    built = _switched(False, lambda: eta.backtest(sc, jobs, samples=4, seed=3, poll_seconds=60.0, n_jobs=12))
+    built = _switched(False, lambda: eta.backtest(sc, jobs, samples=4, seed=3, poll_seconds=60.0, n_jobs=12),
+                      switch)
     assert taken["summary"]["sampled"] >= 8
     assert taken == built
 
@@ -162,3 +168,26 @@ def test_every_replay_after_the_first_takes_the_start_view(monkeypatch):
     # Building, each replay makes the spec of every pending job of the state that its first
     # planner call (or a tick's test) reads; taking, only the first replay makes them.
     assert with_copy == len(pending) and built > 2 * with_copy
+
+
+def test_the_replays_of_one_state_make_its_jobs_once_and_each_run_carries_its_duration(monkeypatch):
+    sc, jobs = _random_case(3)
+    job_id, state, history = max(_states(sc, jobs, 100), key=lambda s: len(s[1].pending))
+    made, engines = [], []
+    start_jobs = resume._start_jobs
+    monkeypatch.setattr(resume, "_start_jobs", lambda *a: made.append(a[2]) or start_jobs(*a))
+    _starts(sc, job_id, state, history, 4)
+    assert made == [None]  # 8 replays, the jobs made once, with no duration
+    replayed = resume._replayed
+    monkeypatch.setattr(resume, "_replayed", lambda engine, *a: engines.append(engine) or replayed(engine, *a))
+    durations = {j.id: 600.0 + i for i, j in enumerate((*state.running, *state.pending))}
+    shared: dict = {}
+    for _ in range(2):
+        resume.replay_start(sc, sim.RECLAIM, state, job_id, durations, poll_seconds=60.0, shared=shared)
+    first, second = engines
+    n = len(state.running) + len(state.pending)
+    assert all(a.job is b.job for a, b in zip(first.runs[:n], second.runs[:n]))
+    assert [r.duration for r in second.runs[:len(state.running)]] == [
+        max(durations[j.id], j.worked(state.now)) for j in state.running]
+    assert [r.duration for r in second.runs[len(state.running):n]] == [
+        max(durations[j.id], j.progress_s) for j in state.pending]

@@ -285,7 +285,7 @@ class _Sim:
             self.view.touch(r)
         self._set_usage(team, t, r.q)
         # Completions at one instant in the order the jobs last started, then trace order.
-        heapq.heappush(self.heap, (t + (r.job.duration_s - r.progress), t, r.job.position, r.run, r))
+        heapq.heappush(self.heap, (t + (r.duration - r.progress), t, r.job.position, r.run, r))
 
     def _complete(self, r: Run, t: float) -> None:
         """r completes at ``t``: its GPUs are free, its run counts as busy time."""
@@ -320,7 +320,7 @@ class _Sim:
         interval = r.interval
         if interval:
             saved = max(saved, math.floor(reached / interval) * interval)
-            saved = min(saved, r.job.duration_s)
+            saved = min(saved, r.duration)
         lost = (reached - saved) * r.g
         self.lost += lost
         team.result.lost_gpu_seconds += lost

@@ -162,6 +162,10 @@ SHARE_RULE_ANSWERS = True
 # changes) as the first of them built it, copied, rather than each building it again at its first
 # planner call (False only to check that taking it changes nothing).
 SHARE_START_VIEW = True
+# Whether the replays given one ``shared`` dict share the state's job objects, made once with no
+# duration (each replay's runs carry theirs), rather than each making them with its durations (False
+# only to check that sharing them changes nothing).
+SHARE_START_JOBS = True
 
 
 class _NoOwedClock:
@@ -188,9 +192,13 @@ class _Resumed(_Sim):
     (each made when the replay reaches it)."""
 
     def __init__(self, scenario: Scenario, jobs: Sequence[Job], mode: str, poll: float, state: QueueState,
-                 target: int, final: bool, arrivals: Arrivals, shared: dict | None = None):
+                 target: int, final: bool, arrivals: Arrivals, shared: dict | None = None,
+                 works: Sequence[float] | None = None):
         self.arrivals = arrivals
         super().__init__(scenario, jobs, mode, poll, None, None)
+        if works is not None:  # the state's jobs' durations in this replay (the jobs may hold none)
+            for r, work in zip(self.runs, works, strict=True):
+                r.duration = work
         if shared is not None and SHARE_RULE_ANSWERS and self.tree is None:
             # The replays of one state see the same policy: with the same job sizes, the same answers.
             thresholds, room = shared.setdefault(tuple(self.index.sizes), ([{} for _ in self.teams], {}))
@@ -289,24 +297,17 @@ def replay_start(scenario: Scenario, mode: str, state: QueueState, target: str, 
     ``shared``: a dict the replays from one ``state`` (and one scenario and mode) are all given,
     where they keep what they find of the rules for the next ones (default: none kept).
     """
-    jobs: list[Job] = []
-    new_job = _new_job if frozen.FAST else Job
-    for rj in state.running:
-        work = max(durations[rj.id], rj.worked(state.now))
-        jobs.append(new_job(id=rj.id, team=rj.team, submit_time=rj.submit, duration_s=work, gpus=rj.gpus,
-                        priority=rj.priority, gpus_exact=rj.gpus_exact, checkpoint_seconds=rj.checkpoint_seconds,
-                        position=len(jobs)))
-    index = len(jobs)
-    for pj in state.pending:
-        if pj.id == target:
-            index = len(jobs)
-        jobs.append(new_job(id=pj.id, team=pj.team, submit_time=pj.submit, duration_s=max(durations[pj.id], pj.progress_s),
-                        gpus=pj.gpus, priority=pj.priority, gpus_exact=pj.gpus_exact,
-                        checkpoint_seconds=pj.checkpoint_seconds, position=len(jobs)))
-    if state.pending_job(target) is None:
-        raise ValueError(f"job {target!r} is not pending in the state")
-    if len({j.id for j in jobs}) < len(jobs):
-        _numbered(jobs, "state")  # names the repeat
+    now = state.now
+    works = [max(durations[rj.id], rj.worked(now)) for rj in state.running]
+    works += [max(durations[pj.id], pj.progress_s) for pj in state.pending]
+    if shared is not None and SHARE_START_JOBS:
+        # Every replay of the state makes the same jobs but for their durations, which its runs carry.
+        made = shared.get(("start jobs", target))
+        if made is None:
+            made = shared[("start jobs", target)] = _start_jobs(state, target, None)
+        jobs, index = made
+    else:
+        jobs, index = _start_jobs(state, target, works)
     later = arrivals if isinstance(arrivals, Arrivals) else Arrivals.of(arrivals)
     # The values in force at ``now`` and the boundaries after it (the state's times are trace seconds).
     in_force, clock = _clocked(scenario, scenario.origin, state.now)
@@ -314,8 +315,33 @@ def replay_start(scenario: Scenario, mode: str, state: QueueState, target: str, 
     # engine is released at its end, so that refcounting frees it (the collector would walk every
     # object of the replay to find them); the collection afterwards finds little.
     with collector.paused():
-        return _replayed(_Resumed(in_force, jobs, mode, float(poll_seconds), state, index, final, later, shared),
-                         clock)
+        return _replayed(_Resumed(in_force, jobs, mode, float(poll_seconds), state, index, final, later, shared,
+                                  works), clock)
+
+
+def _start_jobs(state: QueueState, target: str, works: Sequence[float] | None) -> tuple[list[Job], int]:
+    """The jobs of ``state`` (running, then pending, each numbered by its place) and the place of
+    ``target``. ``works``: their durations, in that order; None: none (NaN), every replay's runs
+    carrying their own."""
+    jobs: list[Job] = []
+    new_job = _new_job if frozen.FAST else Job
+    work = iter(works if works is not None else [math.nan] * (len(state.running) + len(state.pending)))
+    for rj in state.running:
+        jobs.append(new_job(id=rj.id, team=rj.team, submit_time=rj.submit, duration_s=next(work), gpus=rj.gpus,
+                            priority=rj.priority, gpus_exact=rj.gpus_exact, checkpoint_seconds=rj.checkpoint_seconds,
+                            position=len(jobs)))
+    index = len(jobs)
+    for pj in state.pending:
+        if pj.id == target:
+            index = len(jobs)
+        jobs.append(new_job(id=pj.id, team=pj.team, submit_time=pj.submit, duration_s=next(work), gpus=pj.gpus,
+                            priority=pj.priority, gpus_exact=pj.gpus_exact, checkpoint_seconds=pj.checkpoint_seconds,
+                            position=len(jobs)))
+    if state.pending_job(target) is None:
+        raise ValueError(f"job {target!r} is not pending in the state")
+    if len({j.id for j in jobs}) < len(jobs):
+        _numbered(jobs, "state")  # names the repeat
+    return jobs, index
 
 
 def _replayed(engine: _Resumed, clock: _Clock | None) -> float:

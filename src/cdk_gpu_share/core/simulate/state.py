@@ -24,7 +24,7 @@ class Run:
 
     __slots__ = ("job", "t", "g", "q", "key", "progress", "start", "run", "stops", "first_start",
                  "done", "owed", "owed_mark", "completion", "busy", "pending_spec", "running_spec", "arrived", "pkey", "grouped",
-                 "interval", "borrowed", "since")
+                 "interval", "borrowed", "since", "duration")
 
     def __init__(self, job: Job, t: Team):
         self.job = job
@@ -52,6 +52,8 @@ class Run:
         # Since when it waits as the planner counts reclaim_after_seconds: its submit, or the later
         # rise of its team's guarantee at a time window's boundary.
         self.since = job.submit_time
+        # The seconds of work it needs: its job's duration (a replay from a state sets its own).
+        self.duration = job.duration_s
 
 
 class Team:
