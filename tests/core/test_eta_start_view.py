@@ -13,9 +13,9 @@ import pytest
 
 from cdk_gpu_share.core import eta
 from cdk_gpu_share.core import simulate as sim
+from cdk_gpu_share.core.configuration.parse import load_config
 from cdk_gpu_share.core.eta import predictor
 from cdk_gpu_share.core.policy import reclaim
-from cdk_gpu_share.core.configuration.parse import load_config
 from cdk_gpu_share.core.records import trace
 from cdk_gpu_share.core.scenario import scenario_from_config
 from cdk_gpu_share.core.simulate import planner_view, resume
@@ -102,7 +102,7 @@ def test_replays_taking_the_start_view_start_each_job_when_replays_building_it_d
     assert states
     for job_id, state, history in states:
         taken = _starts(sc, job_id, state, history, 5)
-        built = _switched(False, lambda: _starts(sc, job_id, state, history, 5), switch)
+        built = _switched(False, lambda j=job_id, s=state, h=history: _starts(sc, j, s, h, 5), switch)
         assert taken == built
 
 
@@ -132,13 +132,13 @@ def test_a_taken_start_view_is_the_view_the_replay_builds(seed, monkeypatch):
     engines = []
     # The engines as made, not run: the views are compared as the replays start.
     monkeypatch.setattr(resume, "_replayed", lambda engine, clock, deadline: engines.append(engine))
-    for job_id, state, history in _states(sc, jobs, 3):
+    for job_id, state, _ in _states(sc, jobs, 3):
         durations = {j.id: 600.0 + i for i, j in enumerate((*state.running, *state.pending))}
         shared: dict = {}
         for _ in range(2):
             resume.replay_start(sc, sim.RECLAIM, state, job_id, durations, poll_seconds=60.0, shared=shared)
-        _switched(False, lambda: resume.replay_start(sc, sim.RECLAIM, state, job_id, durations, poll_seconds=60.0,
-                                                     shared={}))
+        _switched(False, lambda s=state, j=job_id, d=durations: resume.replay_start(
+            sc, sim.RECLAIM, s, j, d, poll_seconds=60.0, shared={}))
         first, taker, builder = engines[-3:]
         n = len(state.running) + len(state.pending)
         builder.view.state(state.now)  # as its first planner call would
