@@ -84,7 +84,7 @@ def _starts(sc, job_id, state, history, samples: int) -> list:
         rng = random.Random(key)
         durations = {j.id: predictor._draw(history.durations(j.team), j.worked(state.now), rng) for j in state.running}
         durations.update({j.id: predictor._draw(history.durations(j.team), j.progress_s, rng) for j in state.pending})
-        later = predictor._arrivals(state, history, rates, 86400.0, key)
+        later = predictor._arrivals(state, history, rates, key)
         for final in (True, False):
             starts.append(resume.replay_start(sc, sim.RECLAIM, state, job_id, durations, arrivals=later,
                                               poll_seconds=60.0, final=final, shared=shared))
@@ -131,7 +131,7 @@ def test_a_taken_start_view_is_the_view_the_replay_builds(seed, monkeypatch):
     sc, jobs = _random_case(seed)
     engines = []
     # The engines as made, not run: the views are compared as the replays start.
-    monkeypatch.setattr(resume, "_replayed", lambda engine, clock, deadline: engines.append(engine))
+    monkeypatch.setattr(resume, "_replayed", lambda engine, clock: engines.append(engine))
     for job_id, state, _ in _states(sc, jobs, 3):
         durations = {j.id: 600.0 + i for i, j in enumerate((*state.running, *state.pending))}
         shared: dict = {}
@@ -179,15 +179,16 @@ def test_the_replays_of_one_state_make_its_jobs_once_and_each_run_carries_its_du
     _starts(sc, job_id, state, history, 4)
     assert made == [None]  # 8 replays, the jobs made once, with no duration
     replayed = resume._replayed
-    monkeypatch.setattr(resume, "_replayed", lambda engine, *a: engines.append(engine) or replayed(engine, *a))
+    # Each engine's runs (the engine is released once its replay has answered).
+    monkeypatch.setattr(resume, "_replayed", lambda engine, *a: engines.append(engine.runs) or replayed(engine, *a))
     durations = {j.id: 600.0 + i for i, j in enumerate((*state.running, *state.pending))}
     shared: dict = {}
     for _ in range(2):
         resume.replay_start(sc, sim.RECLAIM, state, job_id, durations, poll_seconds=60.0, shared=shared)
     first, second = engines
     n = len(state.running) + len(state.pending)
-    assert all(a.job is b.job for a, b in zip(first.runs[:n], second.runs[:n]))
-    assert [r.duration for r in second.runs[:len(state.running)]] == [
+    assert all(a.job is b.job for a, b in zip(first[:n], second[:n]))
+    assert [r.duration for r in second[:len(state.running)]] == [
         max(durations[j.id], j.worked(state.now)) for j in state.running]
-    assert [r.duration for r in second.runs[len(state.running):n]] == [
+    assert [r.duration for r in second[len(state.running):n]] == [
         max(durations[j.id], j.progress_s) for j in state.pending]
