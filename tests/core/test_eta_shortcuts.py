@@ -36,13 +36,18 @@ def _busy_case(entitled: bool):
         teams[1]["objectives"] = {"entitlement": {"gpu": 2}}
     sc = sim.parse_scenario({"capacity": {"gpu": 5}, "teams": teams,
                              "settings": {"reclaim_after_seconds": 120, "min_runtime_seconds": 0}})
-    rng = random.Random(11)
+    return sc, sim.trace_from_rows(busy_rows(random.Random(11), 160), sc)
+
+
+def busy_rows(rng: random.Random, n: int) -> list[tuple]:
+    """``n`` trace rows of teams a (twice as likely as the others), b and c, up to a quarter of an
+    hour apart, of 1 to 40 minutes, 0.5 to 2 GPUs, one in three of priority 1."""
     rows, t = [], 0
-    for i in range(160):
+    for i in range(n):
         t += rng.randrange(0, 900)
         rows.append((f"j{i:03d}", rng.choice("aabc"), t, rng.randrange(60, 2400), rng.choice((0.5, 1, 1, 2)),
                      rng.choice((0, 0, 1))))
-    return sc, sim.trace_from_rows(rows, sc)
+    return rows
 
 
 @pytest.mark.parametrize("entitled", [False, True])

@@ -19,6 +19,7 @@ from cdk_gpu_share.core.policy import reclaim
 from cdk_gpu_share.core.records import trace
 from cdk_gpu_share.core.scenario import scenario_from_config
 from cdk_gpu_share.core.simulate import planner_view, resume
+from tests.core.test_eta_shortcuts import busy_rows
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -35,12 +36,7 @@ def _random_case(seed: int):
     settings = {"reclaim_after_seconds": rng.choice((0, 120, 600)), "min_runtime_seconds": rng.choice((0, 300)),
                 "victim_order": rng.choice(("youngest", "checkpoint"))}
     sc = sim.parse_scenario({"capacity": {"gpu": 5}, "teams": teams, "settings": settings})
-    rows, t = [], 0
-    for i in range(150):
-        t += rng.randrange(0, 900)
-        rows.append((f"j{i:03d}", rng.choice("aabc"), t, rng.randrange(60, 2400), rng.choice((0.5, 1, 1, 2)),
-                     rng.choice((0, 0, 1))))
-    return sc, sim.trace_from_rows(rows, sc)
+    return sc, sim.trace_from_rows(busy_rows(rng, 150), sc)
 
 
 def _sample_case():
