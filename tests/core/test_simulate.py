@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from cdk_gpu_share.cli import main
 from cdk_gpu_share.core import simulate as sim
 from cdk_gpu_share.core.errors import ConfigError
+from cdk_gpu_share.core.simulate import dispatch
 
 TOL = 1e-6
 
@@ -396,6 +397,8 @@ def test_the_lazy_index_of_usage_over_guarantee_changes_nothing(case):
     ("ARRIVAL_SHORTCUT", False),
     # Every change of U re-indexes all of the team's buckets, also a rise of U/G.
     ("LAZY_RATIO", False),
+    # The next job to start is read from the index's heaps, not found by a scan of the teams.
+    ("SCAN_TEAMS", 0),
 ])
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=cases())
@@ -410,6 +413,24 @@ def test_the_dispatch_index_shortcuts_change_nothing(knob, value, case):
         setattr(sim._Sim, knob, before)
     usual.pop("sim_seconds"), plain.pop("sim_seconds")
     assert plain == usual
+
+
+@pytest.mark.parametrize("n_teams, scans", [(sim._Sim.SCAN_TEAMS, True), (sim._Sim.SCAN_TEAMS + 1, False)])
+def test_a_pool_of_a_few_teams_scans_their_queues_and_a_larger_one_reads_the_heaps(n_teams, scans, monkeypatch):
+    # Every team queues behind a pool its first job fills: each later start asks which job is next.
+    sc = scenario(capacity=n_teams, teams=[{"name": f"t{i}", "guarantee": {"gpu": 1}} for i in range(n_teams)])
+    jobs = jobs_of(sc, [(f"j{i}-{k}", f"t{i}", k, 100, 1, 0) for i in range(n_teams) for k in range(3)])
+    counts = {"_best_scan": 0, "_best_in": 0}
+    for name in counts:
+        original = getattr(dispatch.DispatchIndex, name)
+
+        def counted(*args, _name=name, _original=original, **kw):
+            counts[_name] += 1
+            return _original(*args, **kw)
+        monkeypatch.setattr(dispatch.DispatchIndex, name, counted)
+    result = sim.simulate(sc, jobs, "share", poll_seconds=60)
+    assert result.completed == 3 * n_teams
+    assert (counts["_best_scan"] > 0, counts["_best_in"] > 0) == (scans, not scans)
 
 
 # ---------------------------------------------------------------------------

@@ -30,6 +30,11 @@ O(distinct sizes + reserve teams), whatever the number of teams:
   heaps have entries, so a step visits only the sizes that some team waits with.
   ``reserve`` teams (each with its own RI) are scanned one by one.
 
+With a few teams (the engine's ``SCAN_TEAMS``), keeping the heaps costs more than it saves: every
+fall of a team's U/G pushes its buckets anew. Such a pool keeps none, and :meth:`DispatchIndex.best`
+walks each team's buckets up to the same thresholds instead (``scan``): the same candidates, in the
+same order, so the same answer.
+
 Each team keeps one heap of pending jobs per job size (``Team.buckets``), ordered by
 (priority descending, submit time, trace position); the index holds the heads of
 those heaps. The index also keeps, per team, whether the team makes a planner tick
@@ -60,11 +65,14 @@ class DispatchIndex:
     """
 
     def __init__(self, teams: list[Team], sizes: list[float], *, static: bool, reclaiming: bool,
-                 compact_slack: int, lazy_ratio: bool, heads_indexed: bool = True):
+                 compact_slack: int, lazy_ratio: bool, heads_indexed: bool = True, scan: bool = False):
         self.teams = teams
-        # Whether the heads of the teams' queues are kept in heap0 and heap1 (a subclass that
-        # never reads them says not).
-        self.heads_indexed = heads_indexed
+        # Whether :meth:`best` scans every team's queues (:meth:`_best_scan`) instead of reading
+        # the heaps: with a few teams, cheaper than keeping the heaps up to date at every change.
+        self.scan = scan
+        # Whether the heads of the teams' queues are kept in heap0 and heap1 (neither a scan nor a
+        # subclass that never reads them needs them).
+        self.heads_indexed = heads_indexed and not scan
         self.static = static
         self.reclaiming = reclaiming
         self.compact_slack = compact_slack
@@ -265,15 +273,11 @@ class DispatchIndex:
 
     def best(self, free: float) -> tuple[Team, float] | None:
         """The next job to start, as (team, size), or None."""
+        if self.scan:
+            return self._best_scan(free)
         best_key = best = None
         if self.other_name is not None:
-            ri = self.ri_of(None)
-            i_f = self.room_cache.get((free, ri))
-            if i_f is None:
-                fr = {RESOURCE: free}
-                rid = {RESOURCE: ri}
-                i_f = self.room_cache[(free, ri)] = self._threshold(lambda d: reclaim.has_room(d, fr, rid))
-            below = (1 << (i_f + 1)) - 1  # the sizes k <= iF
+            below = (1 << (self._room(free, self.ri_of(None)) + 1)) - 1  # the sizes k <= iF
             nonempty = self.nonempty
             if nonempty[0] & below:
                 best_key, best = self._best_in(0, below)
@@ -286,6 +290,58 @@ class DispatchIndex:
         if self.reserve_teams:
             best_key, best = self._best_reserve(free, best_key, best)
         return best
+
+    def _room(self, free: float, ri: float) -> int:
+        """iF: the largest index into sizes with room in the pool (:func:`reclaim.has_room`) for a
+        team whose RI is ``ri`` (every team that is not ``reserve`` has the same, :meth:`ri_of`)."""
+        i_f = self.room_cache.get((free, ri))
+        if i_f is None:
+            fr = {RESOURCE: free}
+            rid = {RESOURCE: ri}
+            i_f = self.room_cache[(free, ri)] = self._threshold(lambda d: reclaim.has_room(d, fr, rid))
+        return i_f
+
+    def _best_scan(self, free: float) -> tuple[Team, float] | None:
+        """:meth:`best` by a walk of every team's queues, sizes ascending, up to the last that
+        fits (iF and the team's ``ck``): the heads within the guarantee (k <= ``wk``) by head
+        key, before the others by (U/G, head key), the same order the heaps give."""
+        best0: tuple | None = None  # the least head key within a guarantee, and where
+        at0: tuple[Team, float] | None = None
+        best1: tuple | None = None  # the least (U/G, head key) beyond one, and where
+        at1: tuple[Team, float] | None = None
+        if self.other_name is not None:
+            i_f = self._room(free, self.ri_of(None))
+            kidx, static = self.kidx, self.static
+            for team in self.teams:
+                keys = team.keys
+                if not keys or team.reserve:
+                    continue
+                last = team.ck if team.ck < i_f else i_f
+                wk, buckets = team.wk, team.buckets
+                for g in keys:
+                    k = kidx[g]
+                    if k > last:
+                        break
+                    head = buckets[g][0][0]
+                    if k <= wk:
+                        if best0 is None or head < best0:
+                            best0, at0 = head, (team, g)
+                    elif static or best0 is not None:
+                        break  # beyond the guarantee: nothing here comes before best0
+                    else:
+                        key = (team.ratio, head)
+                        if best1 is None or key < best1:
+                            best1, at1 = key, (team, g)
+        if not self.reserve_teams:
+            return at0 if at0 is not None else at1
+        if at0 is not None:
+            best_key: Any = (0, 0.0, best0)
+            best: Any = at0
+        elif at1 is not None:
+            best_key, best = (1, *best1), at1  # type: ignore[misc]  # set with at1
+        else:
+            best_key = best = None
+        return self._best_reserve(free, best_key, best)[1]
 
     def _best_in(self, group: int, below: int) -> tuple[Any, Any]:
         """The best bucket of one group of the index, as (its key, (team, size)),

@@ -110,6 +110,9 @@ class _Sim:
     LAZY_RATIO = True
     """A rise of U/G that keeps a team's thresholds re-indexes nothing (False: every
     change of U re-indexes every bucket, for tests)."""
+    SCAN_TEAMS = 8
+    """A flat pool of at most this many teams finds the next job to start by scanning each
+    team's queues rather than keeping the index's heaps (0: always the heaps, for tests)."""
 
     def __init__(self, scenario: Scenario, jobs: Sequence[Job], mode: str, poll: float,
                  checkpoint: float | None, progress: Callable[[float], None] | None):
@@ -160,7 +163,8 @@ class _Sim:
         sizes = sorted({r.g for r in self.runs} | {g for g, _ in later})
         # The organisation's tree (None: the flat rules, through the flat index alone).
         self.tree = TreeUsage(scenario.state, self.teams) if scenario.state.groups else None
-        self.index = (DispatchIndex(self.teams, sizes, **index_args) if self.tree is None
+        self.index = (DispatchIndex(self.teams, sizes, scan=len(self.teams) <= self.SCAN_TEAMS, **index_args)
+                      if self.tree is None
                       else TreeDispatchIndex(self.teams, sizes, self.tree, **index_args))
         self.view = PlannerView(scenario, self.index, self.running, self.tree)
         self.view.free = self._free

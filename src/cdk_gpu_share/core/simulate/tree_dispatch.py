@@ -447,14 +447,6 @@ class TreeDispatchIndex(DispatchIndex):
                     best_key, best = key, (team, g)
         return best
 
-    def _room(self, free: float, ri: float) -> int:
-        """iF: the largest index into sizes with room in the pool (:func:`reclaim.has_room`)."""
-        i_f = self.room_cache.get((free, ri))
-        if i_f is None:
-            fr, rid = {RESOURCE: free}, {RESOURCE: ri}
-            i_f = self.room_cache[(free, ri)] = self._threshold(lambda d: reclaim.has_room(d, fr, rid))
-        return i_f
-
     def _best_asked(self, free: float) -> tuple[Team, float] | None:
         """:meth:`best` asking the rules of every size it visits (for tests)."""
         best_key: tuple | None = None
