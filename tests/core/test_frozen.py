@@ -10,7 +10,7 @@ from fractions import Fraction
 import pytest
 
 from cdk_gpu_share.core import eta, frozen
-from cdk_gpu_share.core.policy.reclaim_state import JobSpec
+from cdk_gpu_share.core.policy.reclaim_state import JobSpec, PendingGroup, Settings, State
 from cdk_gpu_share.core.simulate.inputs import Job
 from tests.core.test_eta_shortcuts import _busy_case
 
@@ -22,6 +22,8 @@ from tests.core.test_eta_shortcuts import _busy_case
     (Job, dict(id="j", team="t", submit_time=1.0, duration_s=60.0, gpus=1.0)),
     (Job, dict(id="k", team="u", submit_time=2.0, duration_s=9.0, gpus=0.5, priority=1, position=4,
                gpus_exact=Fraction(1, 2), checkpoint_seconds=300.0)),
+    (PendingGroup, dict(team="t", demand={"gpu": 1.0}, jobs=[], keys=[])),
+    (State, dict(now=5.0, capacity={"gpu": 4}, settings=Settings(reclaim_after_seconds=60), teams=(), jobs=())),
 ])
 def test_a_maker_makes_what_the_class_makes(cls, fields):
     made, usual = frozen.maker(cls)(**fields), cls(**fields)
@@ -30,7 +32,7 @@ def test_a_maker_makes_what_the_class_makes(cls, fields):
     assert dataclasses.astuple(made) == dataclasses.astuple(usual)
     assert pickle.loads(pickle.dumps(made)) == usual
     with pytest.raises(dataclasses.FrozenInstanceError):
-        made.id = "changed"
+        setattr(made, dataclasses.fields(cls)[0].name, "changed")
 
 
 def test_a_maker_refuses_a_field_left_out_or_unknown():

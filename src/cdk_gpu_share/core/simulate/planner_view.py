@@ -26,6 +26,8 @@ from cdk_gpu_share.core.simulate.state import Run
 from cdk_gpu_share.core.simulate.tree_dispatch import TreeUsage
 
 _new_spec = frozen.maker(reclaim.JobSpec)
+_new_state = frozen.maker(reclaim.State)  # one at every planner call
+_new_group = frozen.maker(reclaim.PendingGroup)  # one whenever a team starts to wait with a size
 
 __all__ = ["CHECK_CANDIDATES", "KEEP_RUNNING_INDEX", "PlannerView", "ViewCopy"]
 
@@ -202,9 +204,9 @@ class PlannerView:
             jobs, kept = (), index
         else:
             jobs, kept = tuple(specs.values()), None
-        return reclaim.State(now=t, capacity=base.capacity, settings=base.settings, teams=base.teams,
-                             jobs=jobs, pending_groups=tuple(self.groups.values()), groups=base.groups,
-                             running=kept)
+        return (_new_state if frozen.FAST else reclaim.State)(
+            now=t, capacity=base.capacity, settings=base.settings, teams=base.teams, jobs=jobs,
+            pending_groups=tuple(self.groups.values()), groups=base.groups, running=kept)
 
     def copy(self, runs: list[Run]) -> ViewCopy:
         """What the view holds now, brought up to date (its specs, its running index and its
@@ -236,7 +238,7 @@ class PlannerView:
         gkey = (r.t.idx, r.g)
         group = self.groups.get(gkey)
         if group is None:
-            group = self.groups[gkey] = reclaim.PendingGroup(
+            group = self.groups[gkey] = (_new_group if frozen.FAST else reclaim.PendingGroup)(
                 team=r.t.name, demand=spec.demand, jobs=[], keys=[])
         keys = group.keys
         i = bisect_left(keys, r.pkey)
