@@ -3,6 +3,7 @@
 
     .venv/bin/python benchmarks/eta.py [--data DIR] [--jobs 1000] [--samples 32] [--workers 2]
                                        [--cases sample,alibaba]
+    .venv/bin/python benchmarks/eta.py --instructions [SRC ...] [--jobs 6] [--samples 8]
 
 Cases:
 
@@ -11,6 +12,12 @@ Cases:
 - ``alibaba``: the Alibaba GPU trace (``--data``, default ``$GPU_SHARE_TRACE_DIR``; see
   benchmarks/alibaba_trace.py) under ``examples/alibaba-openb.yaml``, ``--jobs`` of its jobs
   that waited.
+
+With ``--instructions [SRC ...]``: instead, the instructions the Alibaba backtest of ``--jobs`` jobs
+at ``--samples`` replays executes in one process, counted by valgrind as ``simulate_instructions.py``
+counts them (a figure the machine's load does not move), for each checkout SRC (default: this
+one), with its ratio to the first. Small ``--jobs`` and ``--samples`` (6 and 8): valgrind runs
+Python about 50 times slower.
 
 Each line: jobs predicted, coverage of [p10, p90] overall and per team with at least 50
 predicted jobs (and before the band's calibration), median absolute error of p50 beside the baseline's, and the time: wall and
@@ -23,6 +30,7 @@ from __future__ import annotations
 import argparse
 import io
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -92,6 +100,56 @@ def run(label: str, scenario, jobs, poll: float, *, n_jobs: int | None, samples:
           f"load {load:.1f}", flush=True)
 
 
+CHILD = '''
+import sys
+from pathlib import Path
+src, data, n, samples = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+sys.path[:0] = [src + "/src", src + "/benchmarks"]
+import eta
+from cdk_gpu_share.core import eta as predictor
+from cdk_gpu_share.core.advise.search import InProcess
+assert predictor.__file__.startswith(src), predictor.__file__
+scenario, jobs, poll = eta.alibaba_case(data)
+if n:
+    predictor.run_backtest(scenario, jobs, samples=samples, seed=1, poll_seconds=poll, n_jobs=n,
+                           executor_of=lambda study: InProcess(study, predictor.run_eta_task))
+'''
+
+
+def instructions(srcs: list[Path], data: Path, n_jobs: int, samples: int) -> None:
+    """Print the backtest's instructions for each checkout: valgrind's count with ``n_jobs`` jobs
+    less its count with none (the imports and the trace, the same in both)."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    if shutil.which("valgrind") is None:
+        print("skipped: valgrind is not installed (apt-get install valgrind)", file=sys.stderr)
+        return
+
+    def count(src: Path, n: int, child: Path) -> int:
+        done = subprocess.run(
+            ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
+             sys.executable, str(child), str(src), str(data), str(n), str(samples)],
+            capture_output=True, text=True, check=True)
+        found = re.search(r"I\s+refs:\s+([\d,]+)", done.stderr)
+        if not found:
+            raise RuntimeError(f"no instruction count in valgrind's output:\n{done.stderr[-2000:]}")
+        return int(found.group(1).replace(",", ""))
+
+    print(f"alibaba backtest, {n_jobs} jobs at {samples} replays, one process (valgrind Ir)", flush=True)
+    first = None
+    with tempfile.TemporaryDirectory() as tmp:
+        child = Path(tmp) / "child.py"
+        child.write_text(CHILD)
+        for src in srcs:
+            src = src.resolve()
+            total = count(src, n_jobs, child) - count(src, 0, child)
+            first = total if first is None else first
+            print(f"{total / 1e9:8.2f} G instructions  {total / n_jobs / 1e9:6.3f} G a job  "
+                  f"{total / first:5.3f}x  {src}", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     alibaba_trace.add_data_argument(ap)
@@ -99,7 +157,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--samples", type=int, default=32)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--cases", default="sample,alibaba")
+    ap.add_argument("--instructions", nargs="*", type=Path, metavar="SRC",
+                    help="count the Alibaba backtest's instructions for each checkout (default: this one)")
     args = ap.parse_args(argv)
+    if args.instructions is not None:
+        why = alibaba_trace.missing(args.data)
+        if why:
+            print(why, file=sys.stderr)
+            return 0
+        instructions(args.instructions or [ROOT], args.data, args.jobs, args.samples)
+        return 0
     cases = args.cases.split(",")
     print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores", flush=True)
     if "sample" in cases:
