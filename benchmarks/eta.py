@@ -3,7 +3,7 @@
 
     .venv/bin/python benchmarks/eta.py [--data DIR] [--jobs 1000] [--samples 32] [--workers 2]
                                        [--cases sample,alibaba]
-    .venv/bin/python benchmarks/eta.py --instructions [SRC ...] [--jobs 6] [--samples 8]
+    .venv/bin/python benchmarks/eta.py --instructions [SRC ...] [--data DIR] [--jobs 6] [--samples 8]
 
 Cases:
 
@@ -16,8 +16,8 @@ Cases:
 With ``--instructions [SRC ...]``: instead, the instructions the Alibaba backtest of ``--jobs`` jobs
 at ``--samples`` replays executes in one process, counted by valgrind as ``simulate_instructions.py``
 counts them (a figure the machine's load does not move), for each checkout SRC (default: this
-one), with its ratio to the first. Small ``--jobs`` and ``--samples`` (6 and 8): valgrind runs
-Python about 50 times slower.
+one), with its ratio to the first. There ``--jobs`` and ``--samples`` default to 6 and 8: valgrind
+runs Python about 50 times slower.
 
 Each line: jobs predicted, coverage of [p10, p90] overall and per team with at least 50
 predicted jobs (and before the band's calibration), median absolute error of p50 beside the baseline's, and the time: wall and
@@ -108,7 +108,7 @@ sys.path[:0] = [src + "/src", src + "/benchmarks"]
 import eta
 from cdk_gpu_share.core import eta as predictor
 from cdk_gpu_share.core.advise.search import InProcess
-assert predictor.__file__.startswith(src), predictor.__file__
+assert predictor.__file__.startswith(src + "/"), predictor.__file__
 scenario, jobs, poll = eta.alibaba_case(data)
 if n:
     predictor.run_backtest(scenario, jobs, samples=samples, seed=1, poll_seconds=poll, n_jobs=n,
@@ -153,14 +153,20 @@ def instructions(srcs: list[Path], data: Path, n_jobs: int, samples: int) -> Non
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     alibaba_trace.add_data_argument(ap)
-    ap.add_argument("--jobs", type=int, default=1000)
-    ap.add_argument("--samples", type=int, default=32)
+    ap.add_argument("--jobs", type=int, default=None, help="jobs predicted (default: 1000; with --instructions, 6)")
+    ap.add_argument("--samples", type=int, default=None, help="replays a job (default: 32; with --instructions, 8)")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--cases", default="sample,alibaba")
     ap.add_argument("--instructions", nargs="*", type=Path, metavar="SRC",
                     help="count the Alibaba backtest's instructions for each checkout (default: this one)")
     args = ap.parse_args(argv)
-    if args.instructions is not None:
+    counting = args.instructions is not None
+    # Under valgrind Python runs about 50 times slower: a few jobs and replays are the default there.
+    args.jobs = args.jobs if args.jobs is not None else 6 if counting else 1000
+    args.samples = args.samples if args.samples is not None else 8 if counting else 32
+    if args.jobs < 1 or args.samples < 1:
+        ap.error("--jobs and --samples take a positive number")
+    if counting:
         why = alibaba_trace.missing(args.data)
         if why:
             print(why, file=sys.stderr)

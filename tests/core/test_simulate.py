@@ -375,18 +375,38 @@ def borrowers_cases(draw):
     return sc, jobs_of(sc, rows), draw(st.sampled_from(("share", "share+reclaim")))
 
 
+def switched(sc, jobs, mode, knobs, **kw):
+    """The figures of ``jobs`` replayed with the engine's class-level ``knobs`` set (then restored)."""
+    before = {knob: getattr(sim._Sim, knob) for knob in knobs}
+    for knob, value in knobs.items():
+        setattr(sim._Sim, knob, value)
+    try:
+        figures = sim.simulate(sc, jobs, mode, poll_seconds=60, **kw).to_dict()
+    finally:
+        for knob, value in before.items():
+            setattr(sim._Sim, knob, value)
+    figures.pop("sim_seconds")
+    return figures
+
+
+# The heaps of queue heads are kept only for pools of more than SCAN_TEAMS teams: the tests of
+# their shortcuts set SCAN_TEAMS to 0, so that the small pools they draw keep the heaps.
+HEAPS = {"SCAN_TEAMS": 0}
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=borrowers_cases())
 def test_the_lazy_index_of_usage_over_guarantee_changes_nothing(case):
     sc, jobs, mode = case
-    usual = sim.simulate(sc, jobs, mode, poll_seconds=60).to_dict()
-    sim._Sim.LAZY_RATIO = False
-    try:
-        plain = sim.simulate(sc, jobs, mode, poll_seconds=60).to_dict()
-    finally:
-        sim._Sim.LAZY_RATIO = True
-    usual.pop("sim_seconds"), plain.pop("sim_seconds")
-    assert plain == usual
+    assert switched(sc, jobs, mode, {**HEAPS, "LAZY_RATIO": False}) == switched(sc, jobs, mode, HEAPS)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=borrowers_cases())
+def test_the_walk_of_the_queues_orders_the_borrowers_as_the_heaps_do(case):
+    # Teams queued beyond their guarantee go in the order of their U/G, which moves while they wait.
+    sc, jobs, mode = case
+    assert switched(sc, jobs, mode, {}) == switched(sc, jobs, mode, HEAPS)
 
 
 @pytest.mark.parametrize("knob, value", [
@@ -404,15 +424,9 @@ def test_the_lazy_index_of_usage_over_guarantee_changes_nothing(case):
 @given(case=cases())
 def test_the_dispatch_index_shortcuts_change_nothing(knob, value, case):
     sc, jobs, mode, ckpt = case
-    usual = sim.simulate(sc, jobs, mode, poll_seconds=60, checkpoint_seconds=ckpt).to_dict()
-    before = getattr(sim._Sim, knob)
-    setattr(sim._Sim, knob, value)
-    try:
-        plain = sim.simulate(sc, jobs, mode, poll_seconds=60, checkpoint_seconds=ckpt).to_dict()
-    finally:
-        setattr(sim._Sim, knob, before)
-    usual.pop("sim_seconds"), plain.pop("sim_seconds")
-    assert plain == usual
+    base = {} if knob in ("SCAN_TEAMS", "ARRIVAL_SHORTCUT") else HEAPS  # the heaps' own shortcuts: with heaps
+    assert switched(sc, jobs, mode, {**base, knob: value}, checkpoint_seconds=ckpt) == \
+        switched(sc, jobs, mode, base, checkpoint_seconds=ckpt)
 
 
 @pytest.mark.parametrize("n_teams, scans", [(sim._Sim.SCAN_TEAMS, True), (sim._Sim.SCAN_TEAMS + 1, False)])
