@@ -418,9 +418,7 @@ class TreeDispatchIndex(DispatchIndex):
         # iF of every team that is not reserve: RI is the same for all of them
         room = -1
         if self.other_name is not None:
-            ri = self.ri_of(None)
-            known = self.room_cache.get((free, ri))
-            room = self._room(free, ri) if known is None else known
+            room = self._room(free, self.ri_of(None))
         for team in self.waiting.values():
             # fits (reclaim.fits): room in the pool up to iF, within the team's borrow cap up to ck
             last = self._room(free, self.ri(team)) if team.reserve else room
